@@ -1,0 +1,8 @@
+/* app.h — the subcommands of the moelab executable. Each returns the process exit status. */
+#ifndef ML_APP_H
+#define ML_APP_H
+
+int cmd_train(int argc, char **argv);
+int cmd_bench(int argc, char **argv);
+
+#endif

@@ -1,0 +1,31 @@
+/* main.c — moelab's entry point: dispatches the subcommands. */
+#include "app.h"
+
+#include <stdio.h>
+#include <string.h>
+
+static void usage(FILE *f) {
+    fprintf(f,
+"moelab %s — a workbench for sparse Mixture-of-Experts routing in image classification\n\n"
+"usage: moelab [COMMAND] [options]\n\n"
+"commands:\n"
+"  train      train a model (moelab train --help lists every option)\n"
+"  bench      training speed of the reference model vs the OpenBLAS SGEMM rate\n"
+"  help       this text\n"
+"  version    print the version\n\n"
+"With no command, moelab trains the reference MoE model on the default dataset\n"
+"(Fashion-MNIST when installed, else synthetic data).\n", MOELAB_VERSION);
+}
+
+int main(int argc, char **argv) {
+    if (argc < 2) return cmd_train(argc, argv);
+    const char *c = argv[1];
+    if (strcmp(c, "train") == 0) return cmd_train(argc - 1, argv + 1);
+    if (strcmp(c, "bench") == 0) return cmd_bench(argc - 1, argv + 1);
+    if (strcmp(c, "help") == 0 || strcmp(c, "--help") == 0 || strcmp(c, "-h") == 0) { usage(stdout); return 0; }
+    if (strcmp(c, "version") == 0 || strcmp(c, "--version") == 0) { printf("moelab %s\n", MOELAB_VERSION); return 0; }
+    if (c[0] == '-') return cmd_train(argc, argv);
+    fprintf(stderr, "moelab: unknown command '%s'\n", c);
+    usage(stderr);
+    return 2;
+}

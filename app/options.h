@@ -1,0 +1,25 @@
+/* options.h — command-line options shared by `train`, `bench` and (later) `sweep`: one table of
+ * long options that fills a TrainConfig and the dataset spec, with strict value checking. */
+#ifndef ML_APP_OPTIONS_H
+#define ML_APP_OPTIONS_H
+
+#include "core/trainer.h"
+
+typedef struct {
+    TrainConfig train;
+    char dataset[512];
+    int headless;
+    int dry_run;
+    int quiet;
+    int steps;      /* bench: timed steps */
+    int repeat;     /* bench: repetitions (median reported) */
+    char heads[64]; /* bench: comma list of heads */
+} AppOptions;
+
+void app_options_defaults(AppOptions *o);
+/* Parses argv[first..] into *o. Returns 0 on success, 1 if --help was printed, -1 on a bad
+ * option (message printed to stderr). `cmd` names the subcommand in messages and help. */
+int app_options_parse(AppOptions *o, int argc, char **argv, const char *cmd);
+void app_options_help(const char *cmd);
+
+#endif

@@ -1,0 +1,126 @@
+/* train.c — `moelab train`: headless training with per-epoch lines, and --dry-run (layers,
+ * parameters, FLOPs, rho). The live screen arrives with the TUI; until then every run is headless. */
+#include "app.h"
+#include "options.h"
+
+#include <stdio.h>
+#include <string.h>
+
+static long tensor_params(const Model *m, int idx) { return idx >= 0 ? m->params[idx].n : 0; }
+
+static void print_dry_run(const Model *m, const Dataset *ds, const TrainConfig *t) {
+    const ModelConfig *c = &m->cfg;
+    const MoeConfig *h = &c->head;
+    printf("dataset   %s: %d train / %d test images, %dx%dx%d, %d classes\n", ds->name, ds->train.n,
+           ds->test.n, ds->h, ds->w, ds->c, ds->classes);
+    printf("model     backbone %s, width %g (c0 = %d, d = %d), head %s", backbone_name(c->backbone),
+           c->width, m->c0, m->d, moe_head_name(h->kind));
+    if (h->kind == HEAD_DENSE) printf(" (hidden k*h = %d)\n", h->k * h->h);
+    else printf(" (E = %d, k = %d, h = %d, cf = %g)\n", h->E, h->k, h->h, h->cf);
+    printf("\n%-22s %-16s %12s %16s\n", "layer", "output (C,H,W)", "params", "FLOPs/sample");
+    long total_params = 0;
+    for (int i = 0; i < m->nunits; i++) {
+        const Unit *u = &m->units[i];
+        long np = m->params[u->w].n + m->params[u->gamma].n + m->params[u->beta].n;
+        char shape[32];
+        snprintf(shape, sizeof shape, "%dx%dx%d", u->OC, u->Ho, u->Wo);
+        printf("%-22s %-16s %12ld %16.0f\n", u->label, shape, np, u->flops);
+        total_params += np;
+    }
+    char shape[32];
+    snprintf(shape, sizeof shape, "%d", m->d);
+    printf("%-22s %-16s %12d %16d\n", "pool", shape, 0, 0);
+    if (h->kind == HEAD_DENSE) {
+        long np = tensor_params(m, m->fc1_w) + tensor_params(m, m->fc1_b) + tensor_params(m, m->fc2_w) + tensor_params(m, m->fc2_b);
+        printf("%-22s %-16s %12ld %16.0f\n", "head.mlp", shape, np, m->flops_expert);
+        total_params += np;
+    } else {
+        long nr = m->params[m->moe_first].n, ne = 0;
+        for (int i = 1; i < 5; i++) ne += m->params[m->moe_first + i].n;
+        printf("%-22s %-16s %12ld %16.0f\n", "head.router", "", nr, m->flops_router);
+        char lab[48];
+        snprintf(lab, sizeof lab, "head.experts (%d)", h->E);
+        printf("%-22s %-16s %12ld %16.0f  (one expert %.0f, %.3g active per sample)\n", lab, shape, ne,
+               m->flops_routed, m->flops_expert, m->flops_routed / m->flops_expert);
+        total_params += nr + ne;
+    }
+    long nc = m->params[m->cls_w].n + m->params[m->cls_b].n;
+    snprintf(shape, sizeof shape, "%d", c->classes);
+    printf("%-22s %-16s %12ld %16.0f\n", "classifier", shape, nc, m->flops_classifier);
+    total_params += nc;
+    printf("\nparameters  %ld (%.2f MiB)\n", total_params, total_params * 4.0 / 1048576.0);
+    printf("FLOPs       forward %.0f per sample (backbone %.0f, head %.0f, classifier %.0f)\n",
+           model_flops(m), m->flops_backbone, m->flops_head_active, m->flops_classifier);
+    printf("            training step ~%.1f MFLOP per sample (3x forward)\n", 3.0 * model_flops(m) / 1e6);
+    printf("rho         %.3f nominal (routed %.0f / total %.0f FLOPs)\n", model_rho_nominal(m),
+           m->flops_routed, model_flops(m));
+    printf("schedule    %d epochs x %d steps, batch %d, %s lr %g (%s)\n", t->epochs,
+           ds->train.n / c->batch, c->batch, optim_kind_name(t->opt.kind), t->lr.base, lr_kind_name(t->lr.kind));
+}
+
+typedef struct {
+    int epochs;
+    StepRecord last;
+    int have_last;
+} Printer;
+
+static void on_step(const StepRecord *r, void *user) {
+    Printer *p = user;
+    p->last = *r;
+    p->have_last = 1;
+}
+
+static void on_eval(const EvalRecord *r, void *user) {
+    Printer *p = user;
+    printf("epoch %3d/%d  step %6ld  train loss %.4f acc %6.2f%%  test loss %.4f acc %6.2f%%  %6.0f img/s  %6.1f s\n",
+           r->epoch, p->epochs, r->step, r->train_loss, 100 * r->train_acc, r->test_loss,
+           100 * r->test_acc, r->img_per_s, r->elapsed);
+    if (p->have_last && p->last.has_moe) {
+        const MoeStepStats *s = &p->last.moe;
+        printf("  routing  tau %.3g  load entropy %.3f  drop %.1f%%  MaxVio %.2f  aux %.4f  rho %.3f\n",
+               s->tau, s->load_entropy, 100 * s->drop_frac, s->maxvio, s->l_aux, p->last.rho_realized);
+    }
+    fflush(stdout);
+}
+
+int cmd_train(int argc, char **argv) {
+    AppOptions o;
+    app_options_defaults(&o);
+    int r = app_options_parse(&o, argc, argv, "train");
+    if (r) return r > 0 ? 0 : 2;
+    Dataset ds;
+    if (dataset_open(&ds, o.dataset) != ML_OK) {
+        fprintf(stderr, "moelab: %s\n", ml_last_error());
+        return 1;
+    }
+    Trainer t;
+    if (trainer_init(&t, &o.train, &ds) != ML_OK) {
+        fprintf(stderr, "moelab: %s\n", ml_last_error());
+        dataset_free(&ds);
+        return 2;
+    }
+    if (o.dry_run) {
+        print_dry_run(&t.model, &ds, &t.cfg);
+        trainer_free(&t);
+        dataset_free(&ds);
+        return 0;
+    }
+    const ModelConfig *mc = &t.cfg.model;
+    printf("moelab %s: %s (%d/%d images, %dx%dx%d), backbone %s w=%g, head %s, %d epochs x %ld steps, "
+           "batch %d, %s lr %g %s, seed %llu, %d threads\n", MOELAB_VERSION, ds.name, ds.train.n, ds.test.n,
+           ds.h, ds.w, ds.c, backbone_name(mc->backbone), mc->width, moe_head_name(mc->head.kind),
+           t.cfg.epochs, t.steps_per_epoch, mc->batch, optim_kind_name(t.cfg.opt.kind), t.cfg.lr.base,
+           lr_kind_name(t.cfg.lr.kind), (unsigned long long)t.cfg.seed, t.cfg.threads);
+    fflush(stdout);
+    Printer p = {.epochs = t.cfg.epochs};
+    TrainCallbacks cb = {.on_step = on_step, .on_eval = on_eval, .user = &p};
+    ml_status st = trainer_run(&t, &cb);
+    int rc = 0;
+    if (st != ML_OK) {
+        fprintf(stderr, "moelab: %s\n", ml_last_error());
+        rc = 1;
+    }
+    trainer_free(&t);
+    dataset_free(&ds);
+    return rc;
+}

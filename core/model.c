@@ -1,0 +1,363 @@
+/* model.c — builds the backbone + head + classifier of model.h, and runs its forward and
+ * backward passes by calling the layer kernels in order (no graph). */
+#include "model.h"
+#include "layers.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <string.h>
+
+void model_config_defaults(ModelConfig *c) {
+    memset(c, 0, sizeof *c);
+    c->in_c = 3; c->in_h = 32; c->in_w = 32; c->classes = 10;
+    c->backbone = BACKBONE_DW;
+    c->width = 1.0f;
+    moe_config_defaults(&c->head);
+    c->batch = 128;
+    c->bn_momentum = 0.1f;
+}
+
+const char *backbone_name(BackboneKind k) { return k == BACKBONE_DW ? "dw" : "std"; }
+
+/* ---------------------------------------------------------------- tensor registration */
+
+static int add_tensor(TensorInfo *tab, int *count, long *total, int decay, int ndim,
+                      int s0, int s1, int s2, int s3, const char *fmt, ...)
+    __attribute__((format(printf, 10, 11)));
+
+#include <stdarg.h>
+static int add_tensor(TensorInfo *tab, int *count, long *total, int decay, int ndim,
+                      int s0, int s1, int s2, int s3, const char *fmt, ...) {
+    ML_ASSERT(*count < MODEL_MAX_TENSORS);
+    TensorInfo *t = &tab[*count];
+    memset(t, 0, sizeof *t);
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(t->name, sizeof t->name, fmt, ap);
+    va_end(ap);
+    int s[4] = {s0, s1, s2, s3};
+    t->ndim = ndim;
+    t->n = 1;
+    for (int i = 0; i < ndim; i++) { t->shape[i] = s[i]; t->n *= s[i]; }
+    t->off = *total;
+    t->decay = decay;
+    *total += (t->n + 15) & ~15L; /* keep every tensor 64-byte aligned */
+    return (*count)++;
+}
+
+#define PARAM(decay, nd, a, b, c, d, ...) add_tensor(m->params, &m->nparams, &m->n_param, decay, nd, a, b, c, d, __VA_ARGS__)
+#define BUF(nd, a, ...) add_tensor(m->bufs, &m->nbufs, &m->n_buf, 0, nd, a, 0, 0, 0, __VA_ARGS__)
+
+static void add_unit(Model *m, UnitKind kind, int C, int OC, int H, int W, int stride,
+                     const char *conv_name, const char *bn_name, const char *label) {
+    ML_ASSERT(m->nunits < MODEL_MAX_UNITS);
+    Unit *u = &m->units[m->nunits++];
+    u->kind = kind; u->C = C; u->OC = OC; u->H = H; u->W = W; u->stride = stride;
+    u->Ho = conv_out_size(H, stride); u->Wo = conv_out_size(W, stride);
+    snprintf(u->label, sizeof u->label, "%s", label);
+    switch (kind) {
+    case UNIT_FULL3X3:
+        u->w = PARAM(1, 4, OC, C, 3, 3, "backbone.%s.weight", conv_name);
+        u->flops = 2.0 * C * 9 * OC * u->Ho * u->Wo;
+        break;
+    case UNIT_DW3X3:
+        u->w = PARAM(1, 4, C, 1, 3, 3, "backbone.%s.weight", conv_name);
+        u->flops = 2.0 * 9 * C * u->Ho * u->Wo;
+        break;
+    case UNIT_PW1X1:
+        u->w = PARAM(1, 4, OC, C, 1, 1, "backbone.%s.weight", conv_name);
+        u->flops = 2.0 * C * OC * u->Ho * u->Wo;
+        break;
+    }
+    u->gamma = PARAM(0, 1, OC, 0, 0, 0, "backbone.%s.weight", bn_name);
+    u->beta = PARAM(0, 1, OC, 0, 0, 0, "backbone.%s.bias", bn_name);
+    u->run_mean = BUF(1, OC, "backbone.%s.running_mean", bn_name);
+    u->run_var = BUF(1, OC, "backbone.%s.running_var", bn_name);
+}
+
+static long carve(long *total, long n) { long o = *total; *total += (n + 15) & ~15L; return o; }
+
+ml_status model_init(Model *m, const ModelConfig *cfg) {
+    memset(m, 0, sizeof *m);
+    m->cfg = *cfg;
+    MoeConfig *hc = &m->cfg.head;
+    if (cfg->in_c < 1 || cfg->in_c > 4 || cfg->in_h < 4 || cfg->in_w < 4 || cfg->in_h > 1024 || cfg->in_w > 1024)
+        return ml_fail(ML_ERR_ARG, "input shape %dx%dx%d not supported (need 4..1024 pixels, 1..4 channels)",
+                       cfg->in_h, cfg->in_w, cfg->in_c);
+    if (cfg->classes < 2) return ml_fail(ML_ERR_ARG, "need at least 2 classes, got %d", cfg->classes);
+    if (!(cfg->width > 0.0f) || cfg->width > 16.0f) return ml_fail(ML_ERR_ARG, "--width must be in (0, 16], got %g", cfg->width);
+    if (cfg->batch < 2 || cfg->batch > 65536) return ml_fail(ML_ERR_ARG, "--batch must be in [2, 65536], got %d", cfg->batch);
+    if (hc->k < 1 || hc->h < 1) return ml_fail(ML_ERR_ARG, "--k and --hidden must be positive");
+    m->c0 = (int)lroundf(32.0f * cfg->width);
+    if (m->c0 < 1) m->c0 = 1;
+    m->d = 8 * m->c0;
+    hc->d = m->d;
+    m->fc1_w = m->fc1_b = m->fc2_w = m->fc2_b = m->moe_first = -1;
+
+    /* ---- backbone */
+    int c = m->c0, H = cfg->in_h, W = cfg->in_w;
+    add_unit(m, UNIT_FULL3X3, cfg->in_c, c, H, W, 1, "stem.conv", "stem.bn", "stem");
+    for (int i = 1; i <= 3; i++) {
+        char cn[32], bn[32], lb[32], cn2[32], bn2[32], lb2[32];
+        if (cfg->backbone == BACKBONE_DW) {
+            snprintf(cn, sizeof cn, "block%d.dw", i); snprintf(bn, sizeof bn, "block%d.bn1", i);
+            snprintf(lb, sizeof lb, "block%d.dw", i);
+            add_unit(m, UNIT_DW3X3, c, c, H, W, 2, cn, bn, lb);
+            H = conv_out_size(H, 2); W = conv_out_size(W, 2);
+            snprintf(cn2, sizeof cn2, "block%d.pw", i); snprintf(bn2, sizeof bn2, "block%d.bn2", i);
+            snprintf(lb2, sizeof lb2, "block%d.pw", i);
+            add_unit(m, UNIT_PW1X1, c, 2 * c, H, W, 1, cn2, bn2, lb2);
+        } else {
+            snprintf(cn, sizeof cn, "block%d.conv", i); snprintf(bn, sizeof bn, "block%d.bn", i);
+            snprintf(lb, sizeof lb, "block%d.conv", i);
+            add_unit(m, UNIT_FULL3X3, c, 2 * c, H, W, 2, cn, bn, lb);
+            H = conv_out_size(H, 2); W = conv_out_size(W, 2);
+        }
+        c *= 2;
+    }
+    ML_ASSERT(c == m->d);
+    m->flops_backbone = 0;
+    for (int i = 0; i < m->nunits; i++) m->flops_backbone += m->units[i].flops;
+
+    /* ---- head */
+    const int d = m->d, Bmax = cfg->batch;
+    if (hc->kind == HEAD_DENSE) {
+        const int kh = hc->k * hc->h;
+        m->fc1_w = PARAM(1, 2, kh, d, 0, 0, "head.fc1.weight");
+        m->fc1_b = PARAM(0, 1, kh, 0, 0, 0, "head.fc1.bias");
+        m->fc2_w = PARAM(1, 2, d, kh, 0, 0, "head.fc2.weight");
+        m->fc2_b = PARAM(0, 1, d, 0, 0, 0, "head.fc2.bias");
+        m->flops_expert = 4.0 * d * kh;
+        m->flops_head_active = m->flops_expert;
+        m->flops_routed = 0;
+        m->flops_router = 0;
+    } else {
+        ml_status st = moe_init(&m->moe, hc, Bmax);
+        if (st != ML_OK) return st;
+        const int E = hc->E, h = hc->h, P = m->moe.P;
+        if (hc->kind == HEAD_SOFTMOE_BATCH)
+            m->moe_first = PARAM(0, 2, E * P, d, 0, 0, "head.router.weight");
+        else
+            m->moe_first = PARAM(0, 2, E, d, 0, 0, "head.router.weight");
+        PARAM(1, 3, E, h, d, 0, "head.experts.fc1.weight");
+        PARAM(0, 2, E, h, 0, 0, "head.experts.fc1.bias");
+        PARAM(1, 3, E, d, h, 0, "head.experts.fc2.weight");
+        PARAM(0, 2, E, d, 0, 0, "head.experts.fc2.bias");
+        m->flops_expert = moe_expert_flops(hc);
+        m->flops_router = moe_router_flops(hc, Bmax);
+        m->flops_routed = moe_nominal_pairs(hc, Bmax) * m->flops_expert;
+        m->flops_head_active = m->flops_router + m->flops_routed;
+    }
+    m->cls_w = PARAM(1, 2, cfg->classes, d, 0, 0, "classifier.weight");
+    m->cls_b = PARAM(0, 1, cfg->classes, 0, 0, 0, "classifier.bias");
+    m->flops_classifier = 2.0 * d * cfg->classes;
+
+    /* ---- activations (sized for Bmax) */
+    long na = 0, maxact = 0, maxcol = 0;
+    m->a_x = carve(&na, (long)cfg->in_c * Bmax * cfg->in_h * cfg->in_w);
+    maxact = (long)cfg->in_c * Bmax * cfg->in_h * cfg->in_w;
+    for (int i = 0; i < m->nunits; i++) {
+        Unit *u = &m->units[i];
+        long outn = (long)u->OC * Bmax * u->Ho * u->Wo;
+        long coln = (long)u->C * 9 * Bmax * u->Ho * u->Wo;
+        u->col = u->kind == UNIT_FULL3X3 ? carve(&na, coln) : -1;
+        if (u->kind == UNIT_FULL3X3 && i > 0 && coln > maxcol) maxcol = coln;
+        u->z = carve(&na, outn);
+        u->out = carve(&na, outn);
+        u->mean = carve(&na, u->OC);
+        u->rstd = carve(&na, u->OC);
+        long inn = (long)u->C * Bmax * u->H * u->W;
+        if (outn > maxact) maxact = outn;
+        if (inn > maxact) maxact = inn;
+    }
+    const long kh = (long)hc->k * hc->h;
+    m->a_feat = carve(&na, (long)Bmax * d);
+    m->a_h1 = carve(&na, hc->kind == HEAD_DENSE ? Bmax * kh : 1);
+    m->a_y = carve(&na, (long)Bmax * d);
+    m->a_logits = carve(&na, (long)Bmax * cfg->classes);
+    m->a_probs = carve(&na, (long)Bmax * cfg->classes);
+    m->n_act = na;
+
+    long ns = 0;
+    long o_g0 = carve(&ns, maxact), o_g1 = carve(&ns, maxact), o_dcol = carve(&ns, maxcol ? maxcol : 1);
+    long o_dfeat = carve(&ns, (long)Bmax * d), o_dy = carve(&ns, (long)Bmax * d);
+    long o_dh1 = carve(&ns, hc->kind == HEAD_DENSE ? Bmax * kh : 1);
+    long o_dl = carve(&ns, (long)Bmax * cfg->classes);
+    m->n_scratch = ns;
+
+    m->param = ml_alloc(sizeof(float) * m->n_param);
+    m->grad = ml_alloc(sizeof(float) * m->n_param);
+    m->buf = ml_alloc(sizeof(float) * (m->n_buf ? m->n_buf : 1));
+    m->act = ml_alloc(sizeof(float) * m->n_act);
+    m->scratch = ml_alloc(sizeof(float) * m->n_scratch);
+    if (!m->param || !m->grad || !m->buf || !m->act || !m->scratch) {
+        model_free(m);
+        return ml_fail(ML_ERR_NOMEM, "out of memory allocating the model (%.1f MiB of activations)",
+                       m->n_act * 4.0 / 1048576.0);
+    }
+    m->g0 = m->scratch + o_g0; m->g1 = m->scratch + o_g1; m->dcol = m->scratch + o_dcol;
+    m->dfeat = m->scratch + o_dfeat; m->dy = m->scratch + o_dy; m->dh1 = m->scratch + o_dh1;
+    m->dlogits = m->scratch + o_dl;
+    if (m->moe_first >= 0) {
+        moe_params_point(&m->moe_p, m->param + m->params[m->moe_first].off, hc, Bmax);
+        moe_params_point(&m->moe_g, m->grad + m->params[m->moe_first].off, hc, Bmax);
+        ML_ASSERT((long)moe_param_count(hc, Bmax) <= m->params[m->cls_w].off - m->params[m->moe_first].off);
+        /* the five MoE tensors must sit exactly where moe_params_point puts them */
+        ML_ASSERT(m->moe_p.w1 == m->param + m->params[m->moe_first + 1].off);
+        ML_ASSERT(m->moe_p.b2 == m->param + m->params[m->moe_first + 4].off);
+    }
+    return ML_OK;
+}
+
+void model_free(Model *m) {
+    if (m->moe_first >= 0 && m->cfg.head.kind != HEAD_DENSE) moe_free(&m->moe);
+    ml_free(m->param); ml_free(m->grad); ml_free(m->buf); ml_free(m->act); ml_free(m->scratch);
+    memset(m, 0, sizeof *m);
+}
+
+/* ---------------------------------------------------------------- initialisation */
+
+static void fill_normal(float *p, long n, float std, Rng *r) {
+    for (long i = 0; i < n; i++) p[i] = std * rng_normal(r);
+}
+static void fill_uniform(float *p, long n, float bound, Rng *r) {
+    for (long i = 0; i < n; i++) p[i] = bound * (2.0f * rng_uniform(r) - 1.0f);
+}
+
+void model_init_params(Model *m, Rng *rng) {
+    memset(m->param, 0, sizeof(float) * m->n_param);
+    for (int i = 0; i < m->nunits; i++) {
+        Unit *u = &m->units[i];
+        TensorInfo *w = &m->params[u->w];
+        int fan_in = w->shape[1] * w->shape[2] * w->shape[3];
+        fill_normal(m->param + w->off, w->n, sqrtf(2.0f / fan_in), rng);
+        float *g = m->param + m->params[u->gamma].off;
+        for (int c = 0; c < u->OC; c++) g[c] = 1.0f;
+        float *rv = m->buf + m->bufs[u->run_var].off, *rm = m->buf + m->bufs[u->run_mean].off;
+        for (int c = 0; c < u->OC; c++) { rv[c] = 1.0f; rm[c] = 0.0f; }
+    }
+    const int d = m->d;
+    if (m->cfg.head.kind == HEAD_DENSE) {
+        TensorInfo *w1 = &m->params[m->fc1_w], *w2 = &m->params[m->fc2_w];
+        fill_normal(m->param + w1->off, w1->n, sqrtf(2.0f / d), rng);
+        fill_normal(m->param + w2->off, w2->n, sqrtf(1.0f / w2->shape[1]), rng);
+    } else {
+        TensorInfo *r = &m->params[m->moe_first], *w1 = &m->params[m->moe_first + 1],
+                   *w2 = &m->params[m->moe_first + 3];
+        fill_uniform(m->param + r->off, r->n, 1.0f / sqrtf((float)d), rng);
+        fill_normal(m->param + w1->off, w1->n, sqrtf(2.0f / d), rng);
+        fill_normal(m->param + w2->off, w2->n, sqrtf(1.0f / m->cfg.head.h), rng);
+        for (int e = 0; e < m->cfg.head.E; e++) m->moe.bias[e] = 0.0f;
+    }
+    TensorInfo *cw = &m->params[m->cls_w];
+    fill_uniform(m->param + cw->off, cw->n, 1.0f / sqrtf((float)d), rng);
+}
+
+/* ---------------------------------------------------------------- forward / backward */
+
+#define P(i) (m->param + m->params[i].off)
+#define G(i) (m->grad + m->params[i].off)
+#define BUFP(i) (m->buf + m->bufs[i].off)
+#define A(off) (m->act + (off))
+
+const float *model_forward(Model *m, int B, int training, float tau, Rng *rng) {
+    ML_ASSERT(B >= 1 && B <= m->cfg.batch);
+    m->last_B = B;
+    m->last_training = training;
+    const float *in = A(m->a_x);
+    for (int i = 0; i < m->nunits; i++) {
+        Unit *u = &m->units[i];
+        const int N = B * u->Ho * u->Wo;
+        switch (u->kind) {
+        case UNIT_FULL3X3:
+            conv3x3_forward(A(u->z), A(u->col), in, P(u->w), B, u->C, u->H, u->W, u->OC, u->stride);
+            break;
+        case UNIT_DW3X3:
+            dwconv3x3_forward(A(u->z), in, P(u->w), B, u->C, u->H, u->W, u->stride);
+            break;
+        case UNIT_PW1X1:
+            pwconv_forward(A(u->z), in, P(u->w), N, u->C, u->OC);
+            break;
+        }
+        if (training)
+            bn_forward_train(A(u->out), A(u->mean), A(u->rstd), A(u->z), P(u->gamma), P(u->beta),
+                             BUFP(u->run_mean), BUFP(u->run_var), m->cfg.bn_momentum, u->OC, N, 1);
+        else
+            bn_forward_eval(A(u->out), A(u->z), P(u->gamma), P(u->beta), BUFP(u->run_mean),
+                            BUFP(u->run_var), u->OC, N, 1);
+        in = A(u->out);
+    }
+    const Unit *last = &m->units[m->nunits - 1];
+    const int d = m->d;
+    float *feat = A(m->a_feat), *y = A(m->a_y);
+    gap_forward(feat, in, B, d, last->Ho * last->Wo);
+    if (m->cfg.head.kind == HEAD_DENSE) {
+        const int kh = m->cfg.head.k * m->cfg.head.h;
+        float *h1 = A(m->a_h1);
+        linear_forward(h1, feat, P(m->fc1_w), P(m->fc1_b), B, d, kh);
+        relu_forward(h1, h1, (long)B * kh);
+        linear_forward(y, h1, P(m->fc2_w), P(m->fc2_b), B, kh, d);
+        for (long i = 0; i < (long)B * d; i++) y[i] += feat[i];
+    } else {
+        moe_forward(&m->moe, y, feat, &m->moe_p, B, tau, training, rng);
+    }
+    float *logits = A(m->a_logits);
+    linear_forward(logits, y, P(m->cls_w), P(m->cls_b), B, d, m->cfg.classes);
+    return logits;
+}
+
+double model_loss(Model *m, const int32_t *labels, int B, int *correct) {
+    return xent_forward(A(m->a_probs), A(m->a_logits), labels, B, m->cfg.classes, correct);
+}
+
+void model_zero_grad(Model *m) { memset(m->grad, 0, sizeof(float) * m->n_param); }
+
+void model_backward(Model *m, const int32_t *labels, int B) {
+    ML_ASSERT(B == m->last_B && m->last_training);
+    const int d = m->d, K = m->cfg.classes;
+    xent_backward(m->dlogits, A(m->a_probs), labels, B, K, 1.0f / B);
+    float *feat = A(m->a_feat), *y = A(m->a_y);
+    linear_backward(m->dy, G(m->cls_w), G(m->cls_b), m->dlogits, y, P(m->cls_w), B, d, K);
+    if (m->cfg.head.kind == HEAD_DENSE) {
+        const int kh = m->cfg.head.k * m->cfg.head.h;
+        float *h1 = A(m->a_h1);
+        linear_backward(m->dh1, G(m->fc2_w), G(m->fc2_b), m->dy, h1, P(m->fc2_w), B, kh, d);
+        relu_backward(m->dh1, m->dh1, h1, (long)B * kh);
+        linear_backward(m->dfeat, G(m->fc1_w), G(m->fc1_b), m->dh1, feat, P(m->fc1_w), B, d, kh);
+        for (long i = 0; i < (long)B * d; i++) m->dfeat[i] += m->dy[i];
+    } else {
+        moe_backward(&m->moe, m->dfeat, &m->moe_g, m->dy, feat, &m->moe_p, B);
+    }
+    const Unit *last = &m->units[m->nunits - 1];
+    float *dcur = m->g0, *dnext = m->g1;
+    gap_backward(dcur, m->dfeat, B, d, last->Ho * last->Wo);
+    for (int i = m->nunits - 1; i >= 0; i--) {
+        Unit *u = &m->units[i];
+        const int N = B * u->Ho * u->Wo;
+        const float *in = i == 0 ? A(m->a_x) : A(m->units[i - 1].out);
+        float *din = i == 0 ? NULL : dnext;
+        bn_backward(dcur, G(u->gamma), G(u->beta), dcur, A(u->out), A(u->z), A(u->mean), A(u->rstd),
+                    P(u->gamma), u->OC, N, 1);
+        switch (u->kind) {
+        case UNIT_FULL3X3:
+            conv3x3_backward(din, G(u->w), m->dcol, dcur, A(u->col), P(u->w), B, u->C, u->H, u->W, u->OC, u->stride);
+            break;
+        case UNIT_DW3X3:
+            dwconv3x3_backward(din, G(u->w), dcur, in, P(u->w), B, u->C, u->H, u->W, u->stride);
+            break;
+        case UNIT_PW1X1:
+            pwconv_backward(din, G(u->w), dcur, in, P(u->w), B * u->H * u->W, u->C, u->OC);
+            break;
+        }
+        float *t = dcur; dcur = dnext; dnext = t;
+    }
+}
+
+double model_flops(const Model *m) {
+    return m->flops_backbone + m->flops_head_active + m->flops_classifier;
+}
+
+double model_rho_nominal(const Model *m) {
+    double total = model_flops(m);
+    return total > 0 ? m->flops_routed / total : 0.0;
+}

@@ -1,0 +1,51 @@
+/* optim.h — optimisers over the model's flat parameter buffer, and learning-rate schedules.
+ *
+ * SGD: v = mu v + g; step = nesterov ? g + mu v : v; w -= lr step.  AdamW (Loshchilov & Hutter)
+ * with bias correction. Weight decay is decoupled in both: w -= lr * wd * w, applied only to the
+ * tensors flagged `decay` (conv and linear weights; not biases, batch-norm or the router). */
+#ifndef ML_OPTIM_H
+#define ML_OPTIM_H
+
+#include "model.h"
+
+typedef enum { OPT_SGD, OPT_ADAMW } OptKind;
+typedef enum { LR_CONST, LR_STEP, LR_COSINE } LrKind;
+
+typedef struct {
+    OptKind kind;
+    float momentum;      /* SGD (default 0.9) */
+    int nesterov;        /* SGD (default 0) */
+    float beta1, beta2, eps; /* AdamW (0.9, 0.999, 1e-8) */
+    float wd;            /* decoupled weight decay (default 5e-4) */
+} OptConfig;
+
+typedef struct {
+    LrKind kind;
+    float base;          /* peak learning rate */
+    long warmup;         /* linear warm-up steps from base/warmup to base */
+    long total;          /* total training steps */
+    float gamma;         /* LR_STEP: multiply by gamma at each milestone (default 0.1) */
+    float milestones[2]; /* LR_STEP: fractions of training (default 0.5, 0.75) */
+} LrSchedule;
+
+typedef struct {
+    OptConfig cfg;
+    long n;              /* floats */
+    float *m, *v;        /* (n) momentum / first moment, second moment (AdamW only) */
+    long t;              /* steps taken */
+} Optimizer;
+
+void optim_config_defaults(OptConfig *c, OptKind kind);
+ml_status optim_init(Optimizer *o, const OptConfig *cfg, long n);
+void optim_free(Optimizer *o);
+/* One update of every parameter tensor of the model with learning rate lr. */
+void optim_step(Optimizer *o, Model *m, float lr);
+int optim_kind_parse(const char *s, OptKind *k);
+const char *optim_kind_name(OptKind k);
+
+/* Learning rate at `step` (pure function of the step). */
+float lr_value(const LrSchedule *s, long step);
+int lr_kind_parse(const char *s, LrKind *k);
+const char *lr_kind_name(LrKind k);
+
+#endif

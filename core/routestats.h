@@ -1,0 +1,75 @@
+/* routestats.h — routing statistics over time: dead experts and the collapse flag over a window of
+ * logged steps, and the class x expert matrix with its mutual information.
+ *
+ * RouteWin is a ring of the last W logged steps' kept counts (W fixed at init, default 100).
+ *   dead expert: its kept count is zero in every one of the last W steps. Only judged once the
+ *       window is full (W steps pushed since init/reset), so a run's first steps never flag.
+ *   collapse (DESIGN.md section 1), judged on the kept counts summed over the steps in the window,
+ *       once it holds at least min_steps steps:
+ *       COLLAPSE_ENTROPY  load entropy H(sum kept / total)/log E < entropy_min (default 0.5)
+ *       COLLAPSE_SHARE    one expert holds more than max_share (default 0.5) of the kept pairs.
+ *                         Note: with top-k, an expert holds at most 1/k of the pairs (a sample
+ *                         picks it once), so for k >= 2 this criterion needs max_share < 1/k to
+ *                         ever fire; the entropy and dead criteria cover those cases.
+ *       COLLAPSE_DEAD     at least dead_frac (default 0.5) of the experts are dead.
+ *
+ * Class x expert matrix: counts (K, E) row-major, counts[c*E + e] = samples of class c whose first
+ * choice is e. Mutual information I(class; expert) is in NATS (natural log): a diagonal matrix
+ * gives log(min(K, E)), an independent (e.g. uniform) one gives 0. */
+#ifndef ML_ROUTESTATS_H
+#define ML_ROUTESTATS_H
+
+#include "core/common.h"
+#include "core/moe.h"
+
+typedef struct {
+    int window;          // W: steps in the window (default 100)
+    int min_steps;       // steps needed before collapse is judged (default 10)
+    double entropy_min;  // collapse if the window load entropy < this (default 0.5)
+    double max_share;    // collapse if one expert's share of kept pairs > this (default 0.5)
+    double dead_frac;    // collapse if dead experts >= this fraction of E (default 0.5)
+} RouteWinConfig;
+
+enum { COLLAPSE_ENTROPY = 1, COLLAPSE_SHARE = 2, COLLAPSE_DEAD = 4 };
+
+typedef struct {
+    RouteWinConfig cfg;
+    int E;               // experts
+    int n;               // steps held (<= window)
+    int head;            // ring slot the next push writes
+    long pushed;         // steps pushed since init/reset
+    int *ring;           // (window, E) kept counts per step
+    long sum[MOE_MAX_EXPERTS]; // (E) kept counts summed over the held steps
+    long zero_run[MOE_MAX_EXPERTS]; // (E) consecutive most recent steps with kept_e == 0
+} RouteWin;
+
+void routewin_defaults(RouteWinConfig *c);
+// Allocates the ring. ML_ERR_ARG if window < 1, E outside 1..MOE_MAX_EXPERTS or thresholds are
+// not finite; ML_ERR_NOMEM.
+ml_status routewin_init(RouteWin *w, const RouteWinConfig *c, int E);
+void routewin_free(RouteWin *w);
+// Forgets every step (keeps the configuration and the ring).
+void routewin_reset(RouteWin *w);
+// Records one logged step's kept counts (st->kept, st->E must equal w->E).
+void routewin_push(RouteWin *w, const MoeStepStats *st);
+// Same from a raw (E) vector of kept counts.
+void routewin_push_counts(RouteWin *w, const int *kept);
+// Experts with zero kept count over the last W steps (0 until the window is full); if dead is not
+// NULL, dead[e] = 1/0 for each expert.
+int routewin_dead_count(const RouteWin *w, int *dead /* (E) or NULL */);
+// Load entropy / log E of the window's summed kept counts (1 if E = 1, 0 if nothing kept).
+double routewin_load_entropy(const RouteWin *w);
+// Largest share of kept pairs held by one expert over the window (0 if nothing kept).
+double routewin_max_share(const RouteWin *w);
+// Nonzero if collapse is flagged; *reason (may be NULL) gets a mask of COLLAPSE_* bits.
+int routewin_collapsed(const RouteWin *w, int *reason);
+// Short text of a reason mask, e.g. "entropy+dead" ("" for 0); static storage, do not free.
+const char *routewin_reason_text(int reason);
+
+// counts (K, E) += one count per sample at [labels[b], first_choice[b]]; samples with a negative
+// label or an expert outside [0, E) are skipped. Labels must be < K (the caller's matrix rows).
+void classexp_add(int *counts, const int32_t *labels, const int *first_choice, int B, int E);
+// I(class; expert) in nats from the (K, E) count matrix (0 if it is empty).
+double classexp_mutual_info(const int *counts, int K, int E);
+
+#endif

@@ -1,0 +1,188 @@
+/* trainer.c — mini-batch training loop, evaluation and record publishing (see trainer.h). */
+#include "trainer.h"
+
+#include <cblas.h>
+#include <math.h>
+#include <omp.h>
+#include <string.h>
+
+void train_config_defaults(TrainConfig *c) {
+    memset(c, 0, sizeof *c);
+    model_config_defaults(&c->model);
+    optim_config_defaults(&c->opt, OPT_SGD);
+    c->lr.kind = LR_COSINE;
+    c->lr.base = 0.05f;
+    c->lr.gamma = 0.1f;
+    c->lr.milestones[0] = 0.5f;
+    c->lr.milestones[1] = 0.75f;
+    tau_schedule_defaults(&c->tau);
+    c->epochs = 10;
+    c->seed = 1;
+    c->threads = omp_get_num_procs();
+    c->log_every = 10;
+}
+
+static void shuffle(int32_t *p, int n, Rng *r) {
+    for (int i = n - 1; i > 0; i--) {
+        int j = (int)rng_below(r, (uint32_t)(i + 1));
+        int32_t t = p[i]; p[i] = p[j]; p[j] = t;
+    }
+}
+
+ml_status trainer_init(Trainer *t, const TrainConfig *cfg, const Dataset *ds) {
+    memset(t, 0, sizeof *t);
+    t->cfg = *cfg;
+    t->ds = ds;
+    TrainConfig *c = &t->cfg;
+    if (c->epochs < 1) return ml_fail(ML_ERR_ARG, "--epochs must be at least 1");
+    if (c->threads < 1) c->threads = 1;
+    omp_set_num_threads(c->threads);
+    openblas_set_num_threads(c->threads);
+    c->model.in_c = ds->c; c->model.in_h = ds->h; c->model.in_w = ds->w;
+    c->model.classes = ds->classes;
+    const int B = c->model.batch;
+    if (ds->train.n < B)
+        return ml_fail(ML_ERR_ARG, "dataset %s has %d training images, fewer than one batch of %d",
+                       ds->name, ds->train.n, B);
+    if (ds->test.n < 1) return ml_fail(ML_ERR_ARG, "dataset %s has no test images", ds->name);
+    t->steps_per_epoch = ds->train.n / B;
+    t->total_steps = t->steps_per_epoch * c->epochs;
+    c->lr.total = t->total_steps;
+    c->lr.warmup = (long)(c->warmup_epochs * t->steps_per_epoch);
+    c->tau.total = t->total_steps;
+    ml_status st = tau_validate(&c->tau);
+    if (st != ML_OK) return st;
+    tau_plan_init(&t->tau, &c->tau);
+    if ((st = model_init(&t->model, &c->model)) != ML_OK) return st;
+    if ((st = optim_init(&t->opt, &c->opt, t->model.n_param)) != ML_OK) { model_free(&t->model); return st; }
+    rng_seed(&t->rng_init, c->seed);
+    rng_seed(&t->rng_data, c->seed ^ 0x5851f42d4c957f2dULL);
+    rng_seed(&t->rng_noise, c->seed ^ 0x14057b7ef767814fULL);
+    model_init_params(&t->model, &t->rng_init);
+    t->perm = ml_alloc(sizeof(int32_t) * ds->train.n);
+    t->labels = ml_alloc(sizeof(int32_t) * B);
+    t->eval_idx = ml_alloc(sizeof(int32_t) * B);
+    if (!t->perm || !t->labels || !t->eval_idx) { trainer_free(t); return ml_fail(ML_ERR_NOMEM, "out of memory"); }
+    for (int i = 0; i < ds->train.n; i++) t->perm[i] = i;
+    t->t_start = t->t_epoch = t->t_rec = ml_now();
+    return ML_OK;
+}
+
+void trainer_free(Trainer *t) {
+    model_free(&t->model);
+    optim_free(&t->opt);
+    ml_free(t->perm);
+    ml_free(t->labels);
+    ml_free(t->eval_idx);
+    memset(t, 0, sizeof *t);
+}
+
+ml_status trainer_step(Trainer *t, StepRecord *rec) {
+    const int B = t->cfg.model.batch;
+    Model *m = &t->model;
+    if (t->pos == 0) {
+        shuffle(t->perm, t->ds->train.n, &t->rng_data);
+        t->ep_loss = t->ep_acc = 0.0;
+        t->ep_batches = 0;
+        t->t_epoch = ml_now();
+    }
+    batch_fill(model_input(m), t->labels, t->ds, &t->ds->train, t->perm + (long)t->pos * B, B);
+    const float tau = tau_plan_value(&t->tau, t->step);
+    const float lr = lr_value(&t->cfg.lr, t->step);
+    model_forward(m, B, 1, tau, &t->rng_noise);
+    int correct = 0;
+    const double loss = model_loss(m, t->labels, B, &correct);
+    double total = loss;
+    const int is_moe = t->cfg.model.head.kind != HEAD_DENSE;
+    if (is_moe) total += t->cfg.model.head.alpha * m->moe.stats.l_aux + t->cfg.model.head.beta * m->moe.stats.l_z;
+    if (!isfinite(total))
+        return ml_fail(ML_ERR_NUMERIC, "loss is %s at step %ld (epoch %d): training stopped before the update; "
+                       "try a lower --lr or a higher --tau-min", isnan(total) ? "NaN" : "infinite",
+                       t->step + 1, t->epoch + 1);
+    model_zero_grad(m);
+    model_backward(m, t->labels, B);
+    optim_step(&t->opt, m, lr);
+    if (is_moe) moe_update_bias(&m->moe);
+    t->step++;
+    t->pos++;
+    t->ep_loss += loss;
+    t->ep_acc += (double)correct / B;
+    t->ep_batches++;
+    if (rec) {
+        memset(rec, 0, sizeof *rec);
+        const double now = ml_now();
+        rec->step = t->step;
+        rec->epoch = t->epoch + 1;
+        rec->epoch_progress = (double)t->pos / t->steps_per_epoch;
+        rec->loss = loss;
+        rec->loss_total = total;
+        rec->acc = (double)correct / B;
+        rec->lr = lr;
+        rec->tau = tau;
+        rec->img_per_s = now > t->t_rec ? (t->step - t->rec_step) * (double)B / (now - t->t_rec) : 0.0;
+        t->t_rec = now;
+        t->rec_step = t->step;
+        rec->has_moe = is_moe;
+        if (is_moe) {
+            rec->moe = m->moe.stats;
+            rec->rho_realized = moe_rho_realized(&m->cfg.head, m->flops_backbone, m->flops_classifier,
+                                                 t->cfg.model.batch, m->moe.stats.pairs_per_sample);
+        }
+    }
+    if (t->pos >= t->steps_per_epoch) { t->pos = 0; t->epoch++; }
+    return ML_OK;
+}
+
+ml_status trainer_evaluate(Trainer *t, double *loss_out, double *acc_out) {
+    const int B = t->cfg.model.batch;
+    const DatasetSplit *s = &t->ds->test;
+    Model *m = &t->model;
+    double loss = 0.0;
+    long correct = 0;
+    for (int i = 0; i < s->n; i += B) {
+        const int nb = s->n - i < B ? s->n - i : B;
+        for (int j = 0; j < nb; j++) t->eval_idx[j] = i + j;
+        batch_fill(model_input(m), t->labels, t->ds, s, t->eval_idx, nb);
+        model_forward(m, nb, 0, tau_plan_value(&t->tau, t->step), NULL);
+        int c = 0;
+        loss += model_loss(m, t->labels, nb, &c) * nb;
+        correct += c;
+    }
+    *loss_out = loss / s->n;
+    *acc_out = (double)correct / s->n;
+    if (!isfinite(*loss_out))
+        return ml_fail(ML_ERR_NUMERIC, "test loss is not finite after epoch %d", t->epoch);
+    return ML_OK;
+}
+
+ml_status trainer_run(Trainer *t, const TrainCallbacks *cb) {
+    const int B = t->cfg.model.batch;
+    while (t->epoch < t->cfg.epochs && !t->stop) {
+        const double t0 = ml_now();
+        double train_time = 0.0;
+        const int ep = t->epoch;
+        while (t->epoch == ep && !t->stop) {
+            StepRecord rec;
+            const int want = cb && cb->on_step && ((t->step + 1) % t->cfg.log_every == 0);
+            const double s0 = ml_now();
+            ml_status st = trainer_step(t, want ? &rec : NULL);
+            train_time += ml_now() - s0;
+            if (st != ML_OK) return st;
+            if (want) cb->on_step(&rec, cb->user);
+        }
+        if (t->epoch == ep) break; /* stopped inside the epoch */
+        EvalRecord er;
+        memset(&er, 0, sizeof er);
+        er.epoch = t->epoch;
+        er.step = t->step;
+        er.train_loss = t->ep_loss / t->ep_batches;
+        er.train_acc = t->ep_acc / t->ep_batches;
+        er.img_per_s = train_time > 0 ? t->ep_batches * (double)B / train_time : 0.0;
+        ml_status st = trainer_evaluate(t, &er.test_loss, &er.test_acc);
+        if (st != ML_OK) return st;
+        er.epoch_seconds = ml_now() - t0;
+        er.elapsed = ml_now() - t->t_start;
+        if (cb && cb->on_eval) cb->on_eval(&er, cb->user);
+    }
+    return ML_OK;
+}

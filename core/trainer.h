@@ -1,0 +1,90 @@
+/* trainer.h — the training loop: mini-batches, optimiser, schedules, evaluation, and the records
+ * it publishes.
+ *
+ * The trainer owns the model, optimiser, RNG streams and data order. It publishes immutable
+ * records (StepRecord every `log_every` steps, EvalRecord after each evaluation) through
+ * callbacks; a headless printer, the TUI and the session writer are all just consumers.
+ * Same seed + same thread count => bit-identical numbers. */
+#ifndef ML_TRAINER_H
+#define ML_TRAINER_H
+
+#include "datasets/dataset.h"
+#include "model.h"
+#include "optim.h"
+#include "tau.h"
+
+typedef struct {
+    ModelConfig model;   /* in_c/h/w and classes are taken from the dataset */
+    OptConfig opt;
+    LrSchedule lr;       /* total/warmup in steps are filled by trainer_init from the epochs */
+    float warmup_epochs; /* linear LR warm-up length in epochs (default 0) */
+    TauSchedule tau;     /* total filled by trainer_init */
+    int epochs;          /* default 10 */
+    uint64_t seed;       /* default 1 */
+    int threads;         /* OpenMP + OpenBLAS threads (default: all cores) */
+    int log_every;       /* StepRecord period in steps (default 10) */
+} TrainConfig;
+
+void train_config_defaults(TrainConfig *c);
+
+typedef struct {
+    long step;            /* steps completed, this one included */
+    int epoch;            /* 1-based epoch this step belongs to */
+    double epoch_progress;/* fraction of the epoch done */
+    double loss;          /* cross-entropy of this batch */
+    double loss_total;    /* cross-entropy + alpha L_aux + beta L_z */
+    double acc;           /* batch accuracy */
+    float lr, tau;
+    double img_per_s;     /* over the steps since the last record */
+    int has_moe;
+    MoeStepStats moe;     /* routing statistics of this batch (MoE heads) */
+    double rho_realized;  /* routed FLOPs actually spent (kept pairs only) / total */
+} StepRecord;
+
+typedef struct {
+    int epoch;
+    long step;
+    double train_loss, train_acc; /* means over the epoch's training batches */
+    double test_loss, test_acc;
+    double img_per_s;             /* training throughput over the epoch */
+    double epoch_seconds, elapsed;
+} EvalRecord;
+
+typedef struct {
+    void (*on_step)(const StepRecord *r, void *user);
+    void (*on_eval)(const EvalRecord *r, void *user);
+    void *user;
+} TrainCallbacks;
+
+typedef struct {
+    TrainConfig cfg;
+    const Dataset *ds;
+    Model model;
+    Optimizer opt;
+    TauPlan tau;
+    Rng rng_init, rng_data, rng_noise;
+    int32_t *perm;        /* (n_train) order of this epoch */
+    int32_t *labels;      /* (batch) */
+    int32_t *eval_idx;    /* (batch) test indices of one evaluation batch */
+    long step;            /* steps completed */
+    int epoch;            /* epochs completed */
+    long steps_per_epoch;
+    long total_steps;
+    int pos;              /* batch index inside the current epoch */
+    double ep_loss, ep_acc; long ep_batches; /* running sums of the current epoch */
+    double t_start, t_epoch, t_rec; long rec_step;
+    volatile int stop;    /* set from another thread to stop at the next step boundary */
+} Trainer;
+
+ml_status trainer_init(Trainer *t, const TrainConfig *cfg, const Dataset *ds);
+void trainer_free(Trainer *t);
+/* One optimisation step on the next mini-batch (starting a new epoch, with a fresh shuffle, when
+ * needed). Fills *rec when rec is non-NULL. ML_ERR_NUMERIC when the loss is not finite (the
+ * parameters are left as they were before the update). */
+ml_status trainer_step(Trainer *t, StepRecord *rec);
+/* Evaluates on the test split (running BN statistics, evaluation capacity). */
+ml_status trainer_evaluate(Trainer *t, double *loss, double *acc);
+/* Trains cfg.epochs epochs, evaluating after each, publishing records through cb. */
+ml_status trainer_run(Trainer *t, const TrainCallbacks *cb);
+
+#endif

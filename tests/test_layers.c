@@ -1,0 +1,307 @@
+/* test_layers.c — every layer's backward against central finite differences, plus a whole-model
+ * check (dw and std backbones, dense head) and forward sanity checks against direct formulas.
+ * Loss for a layer: L = sum(out * R) for a fixed random R, so dL/dout = R. */
+#include "core/layers.h"
+#include "core/model.h"
+#include "core/rng.h"
+#include "gradcheck.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+static Rng rng;
+static float *randv(long n, float scale) {
+    float *v = malloc(sizeof(float) * n);
+    for (long i = 0; i < n; i++) v[i] = scale * rng_normal(&rng);
+    return v;
+}
+static double dot(const float *a, const float *b, long n) {
+    double s = 0; for (long i = 0; i < n; i++) s += (double)a[i] * b[i]; return s;
+}
+
+/* ---------------------------------------------------------------- conv3x3 */
+typedef struct { int B, C, H, W, OC, s; float *x, *w, *out, *col, *R; } ConvCtx;
+static long conv_outn(ConvCtx *c) { return (long)c->OC * c->B * conv_out_size(c->H, c->s) * conv_out_size(c->W, c->s); }
+static double conv_loss(void *p) {
+    ConvCtx *c = p;
+    conv3x3_forward(c->out, c->col, c->x, c->w, c->B, c->C, c->H, c->W, c->OC, c->s);
+    return dot(c->out, c->R, conv_outn(c));
+}
+static void test_conv3x3(int s, int H, int W) {
+    ConvCtx c = {.B = 2, .C = 3, .H = H, .W = W, .OC = 4, .s = s};
+    long nx = (long)c.C * c.B * H * W, nw = c.OC * c.C * 9, no = conv_outn(&c);
+    long ncol = (long)c.C * 9 * c.B * conv_out_size(H, s) * conv_out_size(W, s);
+    c.x = randv(nx, 1); c.w = randv(nw, 0.5f); c.out = randv(no, 1); c.col = randv(ncol, 1); c.R = randv(no, 1);
+    float *dx = calloc(nx, 4), *dw = calloc(nw, 4), *dcol = calloc(ncol, 4);
+    conv_loss(&c);
+    conv3x3_backward(dx, dw, dcol, c.R, c.col, c.w, c.B, c.C, H, W, c.OC, s);
+    char name[64];
+    snprintf(name, sizeof name, "conv3x3 s%d %dx%d dinp", s, H, W);
+    fd_check(name, c.x, dx, nx, conv_loss, NULL, &c, 1e-2f, 400, 1e-3);
+    snprintf(name, sizeof name, "conv3x3 s%d %dx%d dw", s, H, W);
+    fd_check(name, c.w, dw, nw, conv_loss, NULL, &c, 1e-2f, 400, 1e-3);
+    /* forward against the direct formula at one output position */
+    conv_loss(&c);
+    const int Ho = conv_out_size(H, s), Wo = conv_out_size(W, s);
+    double maxd = 0;
+    for (int o = 0; o < c.OC; o++) for (int b = 0; b < c.B; b++) for (int oy = 0; oy < Ho; oy++) for (int ox = 0; ox < Wo; ox++) {
+        double ref = 0;
+        for (int ci = 0; ci < c.C; ci++) for (int ky = 0; ky < 3; ky++) for (int kx = 0; kx < 3; kx++) {
+            int iy = oy * s - 1 + ky, ix = ox * s - 1 + kx;
+            if (iy < 0 || iy >= H || ix < 0 || ix >= W) continue;
+            ref += (double)c.w[((o * c.C + ci) * 3 + ky) * 3 + kx] * c.x[(((long)ci * c.B + b) * H + iy) * W + ix];
+        }
+        double got = c.out[(((long)o * c.B + b) * Ho + oy) * Wo + ox];
+        if (fabs(got - ref) > maxd) maxd = fabs(got - ref);
+    }
+    CHECK(maxd < 1e-4, "conv3x3 s%d %dx%d forward matches the direct sum (max diff %.2e)", s, H, W, maxd);
+    free(c.x); free(c.w); free(c.out); free(c.col); free(c.R); free(dx); free(dw); free(dcol);
+}
+
+/* ---------------------------------------------------------------- depthwise */
+typedef struct { int B, C, H, W, s; float *x, *w, *out, *R; } DwCtx;
+static long dw_outn(DwCtx *c) { return (long)c->C * c->B * conv_out_size(c->H, c->s) * conv_out_size(c->W, c->s); }
+static double dw_loss(void *p) {
+    DwCtx *c = p;
+    dwconv3x3_forward(c->out, c->x, c->w, c->B, c->C, c->H, c->W, c->s);
+    return dot(c->out, c->R, dw_outn(c));
+}
+static void test_dwconv(int s, int H, int W) {
+    DwCtx c = {.B = 3, .C = 4, .H = H, .W = W, .s = s};
+    long nx = (long)c.C * c.B * H * W, nw = c.C * 9, no = dw_outn(&c);
+    c.x = randv(nx, 1); c.w = randv(nw, 0.5f); c.out = randv(no, 1); c.R = randv(no, 1);
+    float *dx = calloc(nx, 4), *dw = calloc(nw, 4);
+    dw_loss(&c);
+    dwconv3x3_backward(dx, dw, c.R, c.x, c.w, c.B, c.C, H, W, s);
+    char name[64];
+    snprintf(name, sizeof name, "dwconv3x3 s%d %dx%d dinp", s, H, W);
+    fd_check(name, c.x, dx, nx, dw_loss, NULL, &c, 1e-2f, 400, 1e-3);
+    snprintf(name, sizeof name, "dwconv3x3 s%d %dx%d dw", s, H, W);
+    fd_check(name, c.w, dw, nw, dw_loss, NULL, &c, 1e-2f, 400, 1e-3);
+    free(c.x); free(c.w); free(c.out); free(c.R); free(dx); free(dw);
+}
+
+/* ---------------------------------------------------------------- pointwise */
+typedef struct { int N, C, OC; float *x, *w, *out, *R; } PwCtx;
+static double pw_loss(void *p) {
+    PwCtx *c = p;
+    pwconv_forward(c->out, c->x, c->w, c->N, c->C, c->OC);
+    return dot(c->out, c->R, (long)c->OC * c->N);
+}
+static void test_pwconv(void) {
+    PwCtx c = {.N = 50, .C = 6, .OC = 5};
+    c.x = randv(c.N * c.C, 1); c.w = randv(c.OC * c.C, 0.5f); c.out = randv(c.OC * c.N, 1); c.R = randv(c.OC * c.N, 1);
+    float *dx = calloc(c.N * c.C, 4), *dw = calloc(c.OC * c.C, 4);
+    pw_loss(&c);
+    pwconv_backward(dx, dw, c.R, c.x, c.w, c.N, c.C, c.OC);
+    fd_check("pwconv1x1 dinp", c.x, dx, c.N * c.C, pw_loss, NULL, &c, 1e-2f, 400, 1e-3);
+    fd_check("pwconv1x1 dw", c.w, dw, c.OC * c.C, pw_loss, NULL, &c, 1e-2f, 400, 1e-3);
+    free(c.x); free(c.w); free(c.out); free(c.R); free(dx); free(dw);
+}
+
+/* ---------------------------------------------------------------- batch norm */
+typedef struct { int C, N, relu; float *x, *g, *b, *out, *mean, *rstd, *rm, *rv, *R; } BnCtx;
+static double bn_loss(void *p) {
+    BnCtx *c = p;
+    bn_forward_train(c->out, c->mean, c->rstd, c->x, c->g, c->b, NULL, NULL, 0.1f, c->C, c->N, c->relu);
+    return dot(c->out, c->R, (long)c->C * c->N);
+}
+static uint64_t bn_sig(void *p) { BnCtx *c = p; return c->relu ? fd_hash_mask(c->out, (long)c->C * c->N) : 0; }
+static void test_bn(int relu) {
+    BnCtx c = {.C = 3, .N = 40, .relu = relu};
+    long n = (long)c.C * c.N;
+    c.x = randv(n, 2); c.g = randv(c.C, 1); c.b = randv(c.C, 0.5f); c.out = randv(n, 1);
+    c.mean = calloc(c.C, 4); c.rstd = calloc(c.C, 4); c.R = randv(n, 1);
+    for (int i = 0; i < c.C; i++) c.x[i * c.N] += 3.0f; /* a skewed channel */
+    float *dx = calloc(n, 4), *dg = calloc(c.C, 4), *db = calloc(c.C, 4);
+    bn_loss(&c);
+    bn_backward(dx, dg, db, c.R, c.out, c.x, c.mean, c.rstd, c.g, c.C, c.N, relu);
+    char name[64];
+    snprintf(name, sizeof name, "batchnorm%s dinp", relu ? "+relu" : "");
+    fd_check(name, c.x, dx, n, bn_loss, bn_sig, &c, 2e-3f, 400, 1e-3);
+    snprintf(name, sizeof name, "batchnorm%s dgamma", relu ? "+relu" : "");
+    fd_check(name, c.g, dg, c.C, bn_loss, bn_sig, &c, 2e-3f, 400, 1e-3);
+    snprintf(name, sizeof name, "batchnorm%s dbeta", relu ? "+relu" : "");
+    fd_check(name, c.b, db, c.C, bn_loss, bn_sig, &c, 2e-3f, 400, 1e-3);
+    /* in-place backward gives the same result */
+    float *dy = malloc(sizeof(float) * n);
+    memcpy(dy, c.R, sizeof(float) * n);
+    float dg2[3] = {0}, db2[3] = {0};
+    bn_loss(&c);
+    bn_backward(dy, dg2, db2, dy, c.out, c.x, c.mean, c.rstd, c.g, c.C, c.N, relu);
+    bn_backward(dx, dg, db, c.R, c.out, c.x, c.mean, c.rstd, c.g, c.C, c.N, relu);
+    CHECK(memcmp(dy, dx, sizeof(float) * n) == 0, "batchnorm%s backward in place == out of place", relu ? "+relu" : "");
+    /* training output is normalised per channel (no relu): mean ~ beta, std ~ |gamma| */
+    if (!relu) {
+        double m = 0, v = 0;
+        for (int i = 0; i < c.N; i++) m += c.out[i];
+        m /= c.N;
+        for (int i = 0; i < c.N; i++) v += (c.out[i] - m) * (c.out[i] - m);
+        v /= c.N;
+        CHECK(fabs(m - c.b[0]) < 1e-4 && fabs(sqrt(v) - fabs(c.g[0])) < 1e-3, "batchnorm output mean %.5f (beta %.5f), std %.5f (|gamma| %.5f)", m, c.b[0], sqrt(v), fabs(c.g[0]));
+        /* running statistics: one update from (0, 1) with momentum 1 gives the batch mean and unbiased var */
+        float rm[3] = {0}, rv[3] = {1, 1, 1};
+        bn_forward_train(c.out, c.mean, c.rstd, c.x, c.g, c.b, rm, rv, 1.0f, c.C, c.N, 0);
+        double bm = 0, bv = 0;
+        for (int i = 0; i < c.N; i++) bm += c.x[i];
+        bm /= c.N;
+        for (int i = 0; i < c.N; i++) bv += (c.x[i] - bm) * (c.x[i] - bm);
+        bv /= (c.N - 1);
+        CHECK(fabs(rm[0] - bm) < 1e-5 && fabs(rv[0] - bv) < 1e-4, "running mean/var = batch mean %.4f / unbiased var %.4f", bm, bv);
+        /* eval mode with running stats equal to the batch's (biased) stats reproduces training output */
+        float *o2 = malloc(sizeof(float) * n);
+        for (int ch = 0; ch < c.C; ch++) { rm[ch] = c.mean[ch]; rv[ch] = 1.0f / (c.rstd[ch] * c.rstd[ch]) - BN_EPS; }
+        bn_forward_eval(o2, c.x, c.g, c.b, rm, rv, c.C, c.N, 0);
+        double md = 0;
+        for (long i = 0; i < n; i++) md = fmax(md, fabs(o2[i] - c.out[i]));
+        CHECK(md < 1e-3, "batchnorm eval with running = batch statistics matches training (max diff %.2e)", md);
+        free(o2);
+    }
+    free(c.x); free(c.g); free(c.b); free(c.out); free(c.mean); free(c.rstd); free(c.R);
+    free(dx); free(dg); free(db); free(dy);
+}
+
+/* ---------------------------------------------------------------- relu, gap, linear, xent */
+typedef struct { long n; float *x, *out, *R; } ReluCtx;
+static double relu_loss(void *p) { ReluCtx *c = p; relu_forward(c->out, c->x, c->n); return dot(c->out, c->R, c->n); }
+static uint64_t relu_sig(void *p) { ReluCtx *c = p; return fd_hash_mask(c->out, c->n); }
+static void test_relu(void) {
+    ReluCtx c = {.n = 200};
+    c.x = randv(c.n, 1); c.out = randv(c.n, 1); c.R = randv(c.n, 1);
+    float *dx = calloc(c.n, 4);
+    relu_loss(&c);
+    relu_backward(dx, c.R, c.out, c.n);
+    fd_check("relu dinp", c.x, dx, c.n, relu_loss, relu_sig, &c, 1e-3f, 400, 1e-3);
+    free(c.x); free(c.out); free(c.R); free(dx);
+}
+
+typedef struct { int B, C, HW; float *x, *out, *R; } GapCtx;
+static double gap_loss(void *p) { GapCtx *c = p; gap_forward(c->out, c->x, c->B, c->C, c->HW); return dot(c->out, c->R, (long)c->B * c->C); }
+static void test_gap(void) {
+    GapCtx c = {.B = 3, .C = 4, .HW = 9};
+    long n = (long)c.B * c.C * c.HW;
+    c.x = randv(n, 1); c.out = randv(c.B * c.C, 1); c.R = randv(c.B * c.C, 1);
+    float *dx = calloc(n, 4);
+    gap_loss(&c);
+    gap_backward(dx, c.R, c.B, c.C, c.HW);
+    fd_check("global avg pool dinp", c.x, dx, n, gap_loss, NULL, &c, 1e-2f, 400, 1e-3);
+    free(c.x); free(c.out); free(c.R); free(dx);
+}
+
+typedef struct { int B, IC, OC; float *x, *w, *b, *out, *R; } LinCtx;
+static double lin_loss(void *p) { LinCtx *c = p; linear_forward(c->out, c->x, c->w, c->b, c->B, c->IC, c->OC); return dot(c->out, c->R, (long)c->B * c->OC); }
+static void test_linear(void) {
+    LinCtx c = {.B = 5, .IC = 7, .OC = 6};
+    c.x = randv(c.B * c.IC, 1); c.w = randv(c.OC * c.IC, 0.5f); c.b = randv(c.OC, 1); c.out = randv(c.B * c.OC, 1); c.R = randv(c.B * c.OC, 1);
+    float *dx = calloc(c.B * c.IC, 4), *dw = calloc(c.OC * c.IC, 4), *db = calloc(c.OC, 4);
+    lin_loss(&c);
+    linear_backward(dx, dw, db, c.R, c.x, c.w, c.B, c.IC, c.OC);
+    fd_check("linear dinp", c.x, dx, c.B * c.IC, lin_loss, NULL, &c, 1e-2f, 400, 1e-3);
+    fd_check("linear dw", c.w, dw, c.OC * c.IC, lin_loss, NULL, &c, 1e-2f, 400, 1e-3);
+    fd_check("linear dbias", c.b, db, c.OC, lin_loss, NULL, &c, 1e-2f, 400, 1e-3);
+    free(c.x); free(c.w); free(c.b); free(c.out); free(c.R); free(dx); free(dw); free(db);
+}
+
+typedef struct { int B, K; float *z, *p; int32_t *y; } XentCtx;
+static double xent_loss(void *p) { XentCtx *c = p; return xent_forward(c->p, c->z, c->y, c->B, c->K, NULL); }
+static void test_xent(void) {
+    XentCtx c = {.B = 4, .K = 5};
+    c.z = randv(c.B * c.K, 2); c.p = calloc(c.B * c.K, 4);
+    int32_t y[4] = {0, 3, 4, 1};
+    c.y = y;
+    float *dz = calloc(c.B * c.K, 4);
+    double L = xent_loss(&c);
+    xent_backward(dz, c.p, c.y, c.B, c.K, 1.0f / c.B);
+    fd_check("softmax cross-entropy dlogits", c.z, dz, c.B * c.K, xent_loss, NULL, &c, 1e-2f, 400, 1e-3);
+    double ref = 0;
+    for (int b = 0; b < c.B; b++) {
+        double s = 0; for (int j = 0; j < c.K; j++) s += exp(c.z[b * c.K + j]);
+        ref += log(s) - c.z[b * c.K + y[b]];
+    }
+    CHECK(fabs(L - ref / c.B) < 1e-5, "cross-entropy value %.6f == log-sum-exp reference %.6f", L, ref / c.B);
+    float big[3] = {1000.0f, 0.0f, -1000.0f};
+    float pb[3];
+    int32_t yb[1] = {1};
+    double Lb = xent_forward(pb, big, yb, 1, 3, NULL);
+    CHECK(isfinite(Lb) && fabs(Lb - 1000.0) < 1e-3, "cross-entropy is stable for logits of 1000 (%.3f)", Lb);
+    free(c.z); free(c.p); free(dz);
+}
+
+/* ---------------------------------------------------------------- whole model */
+typedef struct { Model *m; int B; int32_t *y; } ModelCtx;
+static double model_loss_ctx(void *p) {
+    ModelCtx *c = p;
+    model_forward(c->m, c->B, 1, 1.0f, NULL);
+    return model_loss(c->m, c->y, c->B, NULL);
+}
+static uint64_t model_sig(void *p) {
+    ModelCtx *c = p;
+    Model *m = c->m;
+    uint64_t h = 0;
+    for (int i = 0; i < m->nunits; i++) {
+        const Unit *u = &m->units[i];
+        h = h * 31 + fd_hash_mask(m->act + u->out, (long)u->OC * c->B * u->Ho * u->Wo);
+    }
+    if (m->cfg.head.kind == HEAD_DENSE) h = h * 31 + fd_hash_mask(m->act + m->a_h1, (long)c->B * m->cfg.head.k * m->cfg.head.h);
+    return h;
+}
+static void test_model(BackboneKind bk, int in_c, int H) {
+    ModelConfig cfg;
+    model_config_defaults(&cfg);
+    cfg.in_c = in_c; cfg.in_h = H; cfg.in_w = H; cfg.classes = 4;
+    cfg.backbone = bk; cfg.width = 0.125f; /* c0 = 4, d = 32 */
+    cfg.head.kind = HEAD_DENSE; cfg.head.k = 2; cfg.head.h = 8;
+    cfg.batch = 4;
+    Model m;
+    if (model_init(&m, &cfg) != ML_OK) { CHECK(0, "model_init: %s", ml_last_error()); return; }
+    Rng r; rng_seed(&r, 7);
+    model_init_params(&m, &r);
+    /* move batch-norm affine parameters away from their init (gamma = 1, beta = 0), where a
+     * BN -> ReLU -> per-channel conv -> BN chain is exactly scale-invariant and some gradients
+     * are exactly zero */
+    for (int i = 0; i < m.nunits; i++) {
+        const Unit *u = &m.units[i];
+        for (int ch = 0; ch < u->OC; ch++) {
+            m.param[m.params[u->gamma].off + ch] = 1.0f + 0.3f * rng_normal(&r);
+            m.param[m.params[u->beta].off + ch] = 0.3f * rng_normal(&r);
+        }
+    }
+    float *x = model_input(&m);
+    for (long i = 0; i < (long)in_c * 4 * H * H; i++) x[i] = rng_normal(&r);
+    int32_t y[4] = {0, 1, 2, 3};
+    ModelCtx c = {.m = &m, .B = 4, .y = y};
+    model_loss_ctx(&c);
+    model_zero_grad(&m);
+    model_backward(&m, y, 4);
+    float *g = malloc(sizeof(float) * m.n_param);
+    memcpy(g, m.grad, sizeof(float) * m.n_param);
+    for (int t = 0; t < m.nparams; t++) {
+        char name[128];
+        snprintf(name, sizeof name, "model %s %dx%dx%d %s", backbone_name(bk), H, H, in_c, m.params[t].name);
+        fd_check(name, m.param + m.params[t].off, g + m.params[t].off, m.params[t].n, model_loss_ctx, model_sig,
+                 &c, 4e-3f, 30, 1e-2); /* wiring check: float noise through ~10 layers */
+    }
+    free(g);
+    model_free(&m);
+}
+
+int main(void) {
+    rng_seed(&rng, 12345);
+    test_conv3x3(1, 6, 6);
+    test_conv3x3(2, 7, 7);
+    test_conv3x3(2, 8, 5);
+    test_dwconv(1, 6, 6);
+    test_dwconv(2, 7, 7);
+    test_dwconv(2, 8, 6);
+    test_pwconv();
+    test_bn(0);
+    test_bn(1);
+    test_relu();
+    test_gap();
+    test_linear();
+    test_xent();
+    test_model(BACKBONE_DW, 1, 5);
+    test_model(BACKBONE_STD, 3, 6);
+    printf("%d failure(s)\n", g_failures);
+    return g_failures ? 1 : 0;
+}
