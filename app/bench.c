@@ -46,6 +46,7 @@ static double time_steps(Model *m, Optimizer *o, const int32_t *labels, int B, i
         model_backward(m, labels, B);
         optim_step(o, m, 0.01f);
         if (m->cfg.head.kind != HEAD_DENSE) moe_update_bias(&m->moe);
+        m->prof_steps++;
     }
     return ml_now() - t;
 }
@@ -94,6 +95,7 @@ int cmd_bench(int argc, char **argv) {
         int32_t *labels = ml_alloc(sizeof(int32_t) * B);
         for (int b = 0; b < B; b++) labels[b] = (int32_t)rng_below(&rng, (uint32_t)mc.classes);
         time_steps(&m, &opt, labels, B, 3, &rng);
+        m.profile = getenv("MOELAB_PROFILE") != NULL;
         double ips[64];
         int nrep = o.repeat < 64 ? o.repeat : 64;
         for (int i = 0; i < nrep; i++) ips[i] = o.steps * (double)B / time_steps(&m, &opt, labels, B, o.steps, &rng);
@@ -102,6 +104,18 @@ int cmd_bench(int argc, char **argv) {
         const double gflops = img_s * mflop / 1e3;
         printf("%-16s %9.0f %9.2f %11.2f %9.1f %7.1f%%\n", name, img_s, 1e3 * B / img_s, mflop, gflops,
                100.0 * gflops / sgemm);
+        if (getenv("MOELAB_PROFILE")) {
+            double tot = 0;
+            for (int i = 0; i < m.nunits + 3; i++) tot += m.prof_fwd[i] + m.prof_bwd[i];
+            printf("  profile (ms per step, forward / backward):\n");
+            for (int i = 0; i < m.nunits + 3; i++) {
+                const char *nm = i < m.nunits ? m.units[i].label : i == m.nunits ? "pool" : i == m.nunits + 1 ? "head" : "classifier+loss";
+                const double k = 1e3 / (double)m.prof_steps;
+                printf("    %-18s %7.2f %7.2f\n", nm, m.prof_fwd[i] * k, m.prof_bwd[i] * k);
+            }
+            printf("    %-18s %7.2f (update, zero_grad and the rest: %.2f)\n", "model total", tot * 1e3 / m.prof_steps,
+                   1e3 * B / img_s - tot * 1e3 / m.prof_steps);
+        }
         printf("bench head=%s img_per_s=%.1f gflops=%.2f sgemm_gflops=%.2f sgemm_fraction=%.4f\n", name, img_s,
                gflops, sgemm, gflops / sgemm);
         fflush(stdout);

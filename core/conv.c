@@ -5,6 +5,7 @@
  * with a static OpenMP schedule, and every reduction happens inside one thread in a fixed order,
  * so results are bit-for-bit reproducible for a fixed thread count. */
 #include "layers.h"
+#include "common.h"
 
 #include <cblas.h>
 #include <string.h>
@@ -90,34 +91,134 @@ void conv3x3_backward(float *dinp, float *dw, float *dcol, const float *dout, co
 
 /* ---------------------------------------------------------------- depthwise 3x3 */
 
+/* The plane kernels are force-inlined with a literal stride so that the compiler specialises
+ * (and vectorises) the stride-1 and stride-2 cases. */
+#define DW_MAX_W 1024
+
+static inline __attribute__((always_inline)) void
+dw_plane_forward(float *o, const float *plane, const float *wc, int H, int W, int Ho, int Wo,
+                 const int *lo, const int *hi, const int s) {
+    for (int oy = 0; oy < Ho; oy++) {
+        float *orow = o + (long)oy * Wo;
+        for (int ox = 0; ox < Wo; ox++) orow[ox] = 0.0f;
+        for (int ky = 0; ky < 3; ky++) {
+            const int iy = oy * s - 1 + ky;
+            if (iy < 0 || iy >= H) continue;
+            const float *irow = plane + (long)iy * W - 1;
+            for (int kx = 0; kx < 3; kx++) {
+                const float wv = wc[ky * 3 + kx];
+                const float *src = irow + kx;
+                for (int ox = lo[kx]; ox < hi[kx]; ox++) orow[ox] += wv * src[ox * s];
+            }
+        }
+    }
+}
+
+/* acc (9, Wo): per-tap, per-column partial sums of dout * input (reduced by the caller) */
+static inline __attribute__((always_inline)) void
+dw_plane_backward(float *di, float *acc, const float *plane, const float *d, const float *wc,
+                  int H, int W, int Ho, int Wo, const int *lo, const int *hi, const int s) {
+    if (di) memset(di, 0, sizeof(float) * H * W);
+    for (int oy = 0; oy < Ho; oy++) {
+        const float *drow = d + (long)oy * Wo;
+        for (int ky = 0; ky < 3; ky++) {
+            const int iy = oy * s - 1 + ky;
+            if (iy < 0 || iy >= H) continue;
+            const float *irow = plane + (long)iy * W - 1;
+            for (int kx = 0; kx < 3; kx++) {
+                const float *src = irow + kx;
+                float *a = acc + (ky * 3 + kx) * Wo;
+                for (int ox = lo[kx]; ox < hi[kx]; ox++) a[ox] += drow[ox] * src[ox * s];
+                if (di) {
+                    const float wv = wc[ky * 3 + kx];
+                    float *dst = di + (long)iy * W - 1 + kx;
+                    for (int ox = lo[kx]; ox < hi[kx]; ox++) dst[ox * s] += wv * drow[ox];
+                }
+            }
+        }
+    }
+}
+
+
+/* Stride 2: each input row is split into its even and odd columns, padded so that output column
+ * ox reads O[ox] (kx = 0, input column 2ox - 1), E[ox] (kx = 1, 2ox) and O[ox + 1] (kx = 2, 2ox + 1)
+ * with unit stride: no bounds tests and no strided access in the inner loops. */
+static inline void deinterleave_row(float *E, float *O, const float *row, int W, int Wo) {
+    O[0] = 0.0f;
+    for (int j = 0; j < Wo; j++) {
+        E[j] = 2 * j < W ? row[2 * j] : 0.0f;
+        O[j + 1] = 2 * j + 1 < W ? row[2 * j + 1] : 0.0f;
+    }
+}
+
+static void dw2_plane_forward(float *o, const float *plane, const float *wc, int H, int W, int Ho, int Wo) {
+    float E[DW_MAX_W + 1], O[DW_MAX_W + 2];
+    for (int oy = 0; oy < Ho; oy++) {
+        float *orow = o + (long)oy * Wo;
+        for (int ox = 0; ox < Wo; ox++) orow[ox] = 0.0f;
+        for (int ky = 0; ky < 3; ky++) {
+            const int iy = 2 * oy - 1 + ky;
+            if (iy < 0 || iy >= H) continue;
+            deinterleave_row(E, O, plane + (long)iy * W, W, Wo);
+            const float w0 = wc[ky * 3], w1 = wc[ky * 3 + 1], w2 = wc[ky * 3 + 2];
+            for (int ox = 0; ox < Wo; ox++) orow[ox] += w0 * O[ox] + w1 * E[ox] + w2 * O[ox + 1];
+        }
+    }
+}
+
+/* Visits every input row once: its (output row, ky) pairs accumulate the weight gradient into
+ * acc (9, Wo) and the input gradient of the row, which is then written whole (no memset). */
+static void dw2_plane_backward(float *di, float *acc, const float *plane, const float *d, const float *wc,
+                               int H, int W, int Ho, int Wo) {
+    float E[DW_MAX_W + 1], O[DW_MAX_W + 2], dE[DW_MAX_W + 1], dO[DW_MAX_W + 2];
+    for (int iy = 0; iy < H; iy++) {
+        int oys[2], kys[2], np = 0;
+        if (iy % 2 == 0) { if (iy / 2 < Ho) { oys[np] = iy / 2; kys[np++] = 1; } }
+        else {
+            if ((iy + 1) / 2 < Ho) { oys[np] = (iy + 1) / 2; kys[np++] = 0; }
+            if ((iy - 1) / 2 < Ho) { oys[np] = (iy - 1) / 2; kys[np++] = 2; }
+        }
+        deinterleave_row(E, O, plane + (long)iy * W, W, Wo);
+        if (di) { memset(dE, 0, sizeof(float) * Wo); memset(dO, 0, sizeof(float) * (Wo + 1)); }
+        for (int p = 0; p < np; p++) {
+            const float *drow = d + (long)oys[p] * Wo;
+            const int ky = kys[p];
+            float *a0 = acc + (ky * 3) * Wo, *a1 = a0 + Wo, *a2 = a1 + Wo;
+            for (int ox = 0; ox < Wo; ox++) {
+                a0[ox] += drow[ox] * O[ox];
+                a1[ox] += drow[ox] * E[ox];
+                a2[ox] += drow[ox] * O[ox + 1];
+            }
+            if (di) {
+                const float w0 = wc[ky * 3], w1 = wc[ky * 3 + 1], w2 = wc[ky * 3 + 2];
+                for (int ox = 0; ox < Wo; ox++) { dO[ox] += w0 * drow[ox]; dE[ox] += w1 * drow[ox]; }
+                for (int ox = 0; ox < Wo; ox++) dO[ox + 1] += w2 * drow[ox];
+            }
+        }
+        if (di) {
+            float *dr = di + (long)iy * W;
+            for (int j = 0; j < Wo; j++) {
+                if (2 * j < W) dr[2 * j] = dE[j];
+                if (2 * j + 1 < W) dr[2 * j + 1] = dO[j + 1];
+            }
+        }
+    }
+}
+
 void dwconv3x3_forward(float *out, const float *inp, const float *w,
                        int B, int C, int H, int W, int stride) {
     const int Ho = conv_out_size(H, stride), Wo = conv_out_size(W, stride);
+    ML_ASSERT(Wo <= DW_MAX_W);
     int lo[3], hi[3];
     for (int kx = 0; kx < 3; kx++) valid_range(kx, W, Wo, stride, &lo[kx], &hi[kx]);
     #pragma omp parallel for collapse(2) schedule(static)
     for (int c = 0; c < C; c++) {
         for (int b = 0; b < B; b++) {
             const float *plane = inp + ((long)c * B + b) * H * W;
-            const float *wc = w + c * 9;
             float *o = out + ((long)c * B + b) * Ho * Wo;
-            for (int oy = 0; oy < Ho; oy++) {
-                float *orow = o + (long)oy * Wo;
-                for (int ox = 0; ox < Wo; ox++) orow[ox] = 0.0f;
-                for (int ky = 0; ky < 3; ky++) {
-                    const int iy = oy * stride - 1 + ky;
-                    if (iy < 0 || iy >= H) continue;
-                    const float *irow = plane + (long)iy * W - 1;
-                    for (int kx = 0; kx < 3; kx++) {
-                        const float wv = wc[ky * 3 + kx];
-                        const float *src = irow + kx;
-                        if (stride == 1)
-                            for (int ox = lo[kx]; ox < hi[kx]; ox++) orow[ox] += wv * src[ox];
-                        else
-                            for (int ox = lo[kx]; ox < hi[kx]; ox++) orow[ox] += wv * src[ox * stride];
-                    }
-                }
-            }
+            if (stride == 1) dw_plane_forward(o, plane, w + c * 9, H, W, Ho, Wo, lo, hi, 1);
+            else if (stride == 2) dw2_plane_forward(o, plane, w + c * 9, H, W, Ho, Wo);
+            else dw_plane_forward(o, plane, w + c * 9, H, W, Ho, Wo, lo, hi, stride);
         }
     }
 }
@@ -125,41 +226,29 @@ void dwconv3x3_forward(float *out, const float *inp, const float *w,
 void dwconv3x3_backward(float *dinp, float *dw, const float *dout, const float *inp,
                         const float *w, int B, int C, int H, int W, int stride) {
     const int Ho = conv_out_size(H, stride), Wo = conv_out_size(W, stride);
+    ML_ASSERT(Wo <= DW_MAX_W);
     int lo[3], hi[3];
     for (int kx = 0; kx < 3; kx++) valid_range(kx, W, Wo, stride, &lo[kx], &hi[kx]);
     #pragma omp parallel for schedule(static)
     for (int c = 0; c < C; c++) {
-        double acc[9] = {0};
+        float acc[9 * DW_MAX_W];
+        double tot[9] = {0};
         const float *wc = w + c * 9;
         for (int b = 0; b < B; b++) {
             const float *plane = inp + ((long)c * B + b) * H * W;
             const float *d = dout + ((long)c * B + b) * Ho * Wo;
             float *di = dinp ? dinp + ((long)c * B + b) * H * W : NULL;
-            if (di) memset(di, 0, sizeof(float) * H * W);
-            float part[9] = {0};
-            for (int oy = 0; oy < Ho; oy++) {
-                const float *drow = d + (long)oy * Wo;
-                for (int ky = 0; ky < 3; ky++) {
-                    const int iy = oy * stride - 1 + ky;
-                    if (iy < 0 || iy >= H) continue;
-                    const float *irow = plane + (long)iy * W - 1;
-                    float *dirow = di ? di + (long)iy * W - 1 : NULL;
-                    for (int kx = 0; kx < 3; kx++) {
-                        const float *src = irow + kx;
-                        float s = 0.0f;
-                        for (int ox = lo[kx]; ox < hi[kx]; ox++) s += drow[ox] * src[ox * stride];
-                        part[ky * 3 + kx] += s;
-                        if (dirow) {
-                            const float wv = wc[ky * 3 + kx];
-                            float *dst = dirow + kx;
-                            for (int ox = lo[kx]; ox < hi[kx]; ox++) dst[ox * stride] += wv * drow[ox];
-                        }
-                    }
-                }
+            memset(acc, 0, sizeof(float) * 9 * Wo);
+            if (stride == 1) dw_plane_backward(di, acc, plane, d, wc, H, W, Ho, Wo, lo, hi, 1);
+            else if (stride == 2) dw2_plane_backward(di, acc, plane, d, wc, H, W, Ho, Wo);
+            else dw_plane_backward(di, acc, plane, d, wc, H, W, Ho, Wo, lo, hi, stride);
+            for (int t = 0; t < 9; t++) {
+                float sum = 0.0f;
+                for (int ox = 0; ox < Wo; ox++) sum += acc[t * Wo + ox];
+                tot[t] += sum;
             }
-            for (int t = 0; t < 9; t++) acc[t] += part[t];
         }
-        for (int t = 0; t < 9; t++) dw[c * 9 + t] += (float)acc[t];
+        for (int t = 0; t < 9; t++) dw[c * 9 + t] += (float)tot[t];
     }
 }
 

@@ -260,8 +260,13 @@ void model_init_params(Model *m, Rng *rng) {
 #define BUFP(i) (m->buf + m->bufs[i].off)
 #define A(off) (m->act + (off))
 
+/* stage timing for --profile: PROF(slot) closes the stage that began at the previous mark */
+#define PROF_BEGIN double prof_t = m->profile ? ml_now() : 0.0
+#define PROF(arr, slot) do { if (m->profile) { double t_ = ml_now(); m->arr[slot] += t_ - prof_t; prof_t = t_; } } while (0)
+
 const float *model_forward(Model *m, int B, int training, float tau, Rng *rng) {
     ML_ASSERT(B >= 1 && B <= m->cfg.batch);
+    PROF_BEGIN;
     m->last_B = B;
     m->last_training = training;
     const float *in = A(m->a_x);
@@ -286,11 +291,13 @@ const float *model_forward(Model *m, int B, int training, float tau, Rng *rng) {
             bn_forward_eval(A(u->out), A(u->z), P(u->gamma), P(u->beta), BUFP(u->run_mean),
                             BUFP(u->run_var), u->OC, N, 1);
         in = A(u->out);
+        PROF(prof_fwd, i);
     }
     const Unit *last = &m->units[m->nunits - 1];
     const int d = m->d;
     float *feat = A(m->a_feat), *y = A(m->a_y);
     gap_forward(feat, in, B, d, last->Ho * last->Wo);
+    PROF(prof_fwd, m->nunits);
     if (m->cfg.head.kind == HEAD_DENSE) {
         const int kh = m->cfg.head.k * m->cfg.head.h;
         float *h1 = A(m->a_h1);
@@ -301,8 +308,10 @@ const float *model_forward(Model *m, int B, int training, float tau, Rng *rng) {
     } else {
         moe_forward(&m->moe, y, feat, &m->moe_p, B, tau, training, rng);
     }
+    PROF(prof_fwd, m->nunits + 1);
     float *logits = A(m->a_logits);
     linear_forward(logits, y, P(m->cls_w), P(m->cls_b), B, d, m->cfg.classes);
+    PROF(prof_fwd, m->nunits + 2);
     return logits;
 }
 
@@ -315,9 +324,11 @@ void model_zero_grad(Model *m) { memset(m->grad, 0, sizeof(float) * m->n_param);
 void model_backward(Model *m, const int32_t *labels, int B) {
     ML_ASSERT(B == m->last_B && m->last_training);
     const int d = m->d, K = m->cfg.classes;
+    PROF_BEGIN;
     xent_backward(m->dlogits, A(m->a_probs), labels, B, K, 1.0f / B);
     float *feat = A(m->a_feat), *y = A(m->a_y);
     linear_backward(m->dy, G(m->cls_w), G(m->cls_b), m->dlogits, y, P(m->cls_w), B, d, K);
+    PROF(prof_bwd, m->nunits + 2);
     if (m->cfg.head.kind == HEAD_DENSE) {
         const int kh = m->cfg.head.k * m->cfg.head.h;
         float *h1 = A(m->a_h1);
@@ -328,9 +339,11 @@ void model_backward(Model *m, const int32_t *labels, int B) {
     } else {
         moe_backward(&m->moe, m->dfeat, &m->moe_g, m->dy, feat, &m->moe_p, B);
     }
+    PROF(prof_bwd, m->nunits + 1);
     const Unit *last = &m->units[m->nunits - 1];
     float *dcur = m->g0, *dnext = m->g1;
     gap_backward(dcur, m->dfeat, B, d, last->Ho * last->Wo);
+    PROF(prof_bwd, m->nunits);
     for (int i = m->nunits - 1; i >= 0; i--) {
         Unit *u = &m->units[i];
         const int N = B * u->Ho * u->Wo;
@@ -350,6 +363,7 @@ void model_backward(Model *m, const int32_t *labels, int B) {
             break;
         }
         float *t = dcur; dcur = dnext; dnext = t;
+        PROF(prof_bwd, i);
     }
 }
 

@@ -93,6 +93,10 @@ typedef struct {
     /* FLOPs per sample, forward */
     double flops_backbone, flops_head_active, flops_routed, flops_classifier, flops_router;
     double flops_expert;             /* one expert (or the dense MLP for `dense`) */
+    /* optional timing of every stage (seconds, accumulated) when profile = 1 */
+    int profile;
+    long prof_steps;                 /* steps counted by the caller */
+    double prof_fwd[MODEL_MAX_UNITS + 3], prof_bwd[MODEL_MAX_UNITS + 3]; /* units, pool, head, classifier+loss */
     int last_B;                      /* batch size of the last forward */
     int last_training;
 } Model;

@@ -633,14 +633,16 @@ static void moe_forward_sample_(MoeHead *m, float *y, const float *x, const MoeP
                 yb[i] += w * ye[i];
         }
     }
-    // statistics: argmax counts, L_aux with f = argmax fraction
+    // statistics: argmax counts, L_aux with f = argmax fraction (frozen: previous argmax)
     MoeStepStats *st = &m->stats;
+    int frozen = m->freeze_selection && m->B == B; // m->B == 0 before the first forward
     memset(st->demand, 0, sizeof st->demand);
     memset(st->kept, 0, sizeof st->kept);
     double conf = 0.0, laux = 0.0;
     for (int b = 0; b < B; b++) {
-        int a;
-        moe_topk_(&a, m->p + (size_t)b * E, E, 1);
+        int a = m->first_choice[b];
+        if (!frozen)
+            moe_topk_(&a, m->p + (size_t)b * E, E, 1);
         m->first_choice[b] = a;
         st->demand[a]++;
         st->kept[a]++;

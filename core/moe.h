@@ -125,7 +125,8 @@ typedef struct {
     int S;                             // router rows: E, or E*P for softmoe-batch
     int rows_max;                      // rows of the expert blocks: k*Bmax, E*Bmax or E*P
     float bias[MOE_MAX_EXPERTS];       // (E) utility bias b: state, saved in checkpoints
-    int freeze_selection;              // 1: moe forward reuses the previous selection and keep mask
+    int freeze_selection;              // 1: reuse the previous forward's selection and keep mask
+                                       // (softmoe-sample: its argmax behind f_e); for FD checks
     MoeStepStats stats;                // statistics of the last forward
     int *first_choice;                 // (Bmax) first selected expert per sample (soft: argmax)
 
@@ -174,7 +175,8 @@ void moe_free(MoeHead *m);
 // and the train capacity; training = 0: no noise, eval capacity. tau > 0. 1 <= B <= Bmax.
 // Stores what moe_backward needs, m->stats, m->first_choice, and the demand counts for the bias
 // update. With freeze_selection set and a previous forward of the same B, a moe head reuses the
-// previous selection and keep mask (no noise drawn) and recomputes everything else.
+// previous selection and keep mask (no noise drawn; capacity as before) and recomputes everything
+// else; softmoe-sample reuses its previous argmax (first_choice, f_e of L_aux).
 void moe_forward(MoeHead *m, float *y, const float *x, const MoeParams *p, int B, float tau,
                  int training, Rng *rng);
 // dx (B, d) is overwritten; gradients are accumulated (+=) into g. Includes the gradients of

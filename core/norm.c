@@ -5,6 +5,78 @@
 
 #include <math.h>
 
+/* Reductions are written with LANES independent float accumulators, flushed into doubles every
+ * BLOCK elements: the compiler vectorises them without -ffast-math, the order is fixed (so the
+ * result is reproducible), and the double flush keeps long sums accurate. */
+#define LANES 16
+#define BLOCK 1024
+
+/* sum x[i] */
+static double sum_f(const float *x, int n) {
+    double s = 0.0;
+    for (int i0 = 0; i0 < n; i0 += BLOCK) {
+        const int i1 = i0 + BLOCK < n ? i0 + BLOCK : n;
+        float acc[LANES] = {0};
+        int i = i0;
+        for (; i + LANES <= i1; i += LANES)
+            for (int j = 0; j < LANES; j++) acc[j] += x[i + j];
+        float t = 0.0f;
+        for (; i < i1; i++) t += x[i];
+        for (int j = 0; j < LANES; j++) t += acc[j];
+        s += t;
+    }
+    return s;
+}
+
+/* sum (x[i] - m)^2 */
+static double sq_dev(const float *x, int n, float m) {
+    double s = 0.0;
+    for (int i0 = 0; i0 < n; i0 += BLOCK) {
+        const int i1 = i0 + BLOCK < n ? i0 + BLOCK : n;
+        float acc[LANES] = {0};
+        int i = i0;
+        for (; i + LANES <= i1; i += LANES)
+            for (int j = 0; j < LANES; j++) { float d = x[i + j] - m; acc[j] += d * d; }
+        float t = 0.0f;
+        for (; i < i1; i++) { float d = x[i] - m; t += d * d; }
+        for (int j = 0; j < LANES; j++) t += acc[j];
+        s += t;
+    }
+    return s;
+}
+
+/* sum g and sum g * (x - m) * rs, with g = dy masked by y > 0 when relu */
+static void bwd_sums(const float *dy, const float *x, const float *y, int n, float m, float rs,
+                     int relu, double *sdy, double *sdyx) {
+    double s1 = 0.0, s2 = 0.0;
+    for (int i0 = 0; i0 < n; i0 += BLOCK) {
+        const int i1 = i0 + BLOCK < n ? i0 + BLOCK : n;
+        float a1[LANES] = {0}, a2[LANES] = {0};
+        int i = i0;
+        if (relu) {
+            for (; i + LANES <= i1; i += LANES)
+                for (int j = 0; j < LANES; j++) {
+                    float g = y[i + j] > 0.0f ? dy[i + j] : 0.0f;
+                    a1[j] += g; a2[j] += g * ((x[i + j] - m) * rs);
+                }
+        } else {
+            for (; i + LANES <= i1; i += LANES)
+                for (int j = 0; j < LANES; j++) {
+                    float g = dy[i + j];
+                    a1[j] += g; a2[j] += g * ((x[i + j] - m) * rs);
+                }
+        }
+        float t1 = 0.0f, t2 = 0.0f;
+        for (; i < i1; i++) {
+            float g = (!relu || y[i] > 0.0f) ? dy[i] : 0.0f;
+            t1 += g; t2 += g * ((x[i] - m) * rs);
+        }
+        for (int j = 0; j < LANES; j++) { t1 += a1[j]; t2 += a2[j]; }
+        s1 += t1; s2 += t2;
+    }
+    *sdy = s1; *sdyx = s2;
+}
+
 void bn_forward_train(float *out, float *mean, float *rstd, const float *inp, const float *gamma,
                       const float *beta, float *run_mean, float *run_var, float momentum,
                       int C, int N, int relu) {
@@ -12,11 +84,9 @@ void bn_forward_train(float *out, float *mean, float *rstd, const float *inp, co
     for (int c = 0; c < C; c++) {
         const float *x = inp + (long)c * N;
         float *y = out + (long)c * N;
-        double s = 0.0;
-        for (int i = 0; i < N; i++) s += x[i];
+        const double s = sum_f(x, N);
         const double m = s / N;
-        double v = 0.0;
-        for (int i = 0; i < N; i++) { double dd = x[i] - m; v += dd * dd; }
+        const double v = sq_dev(x, N, (float)m);
         const double var = v / N;
         const float rs = (float)(1.0 / sqrt(var + BN_EPS));
         mean[c] = (float)m;
@@ -52,15 +122,8 @@ void bn_backward(float *dinp, float *dgamma, float *dbeta, const float *dout, co
         const float *dy = dout + (long)c * N, *x = inp + (long)c * N, *y = out + (long)c * N;
         float *dx = dinp + (long)c * N;
         const float m = mean[c], rs = rstd[c];
-        double sdy = 0.0, sdyx = 0.0;
-        if (relu) {
-            for (int i = 0; i < N; i++) {
-                float g = y[i] > 0.0f ? dy[i] : 0.0f;
-                sdy += g; sdyx += g * ((x[i] - m) * rs);
-            }
-        } else {
-            for (int i = 0; i < N; i++) { sdy += dy[i]; sdyx += dy[i] * ((x[i] - m) * rs); }
-        }
+        double sdy, sdyx;
+        bwd_sums(dy, x, y, N, m, rs, relu, &sdy, &sdyx);
         dgamma[c] += (float)sdyx;
         dbeta[c] += (float)sdy;
         const float k = gamma[c] * rs;
