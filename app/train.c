@@ -75,10 +75,13 @@ static void on_eval(const EvalRecord *r, void *user) {
     printf("epoch %3d/%d  step %6ld  train loss %.4f acc %6.2f%%  test loss %.4f acc %6.2f%%  %6.0f img/s  %6.1f s\n",
            r->epoch, p->epochs, r->step, r->train_loss, 100 * r->train_acc, r->test_loss,
            100 * r->test_acc, r->img_per_s, r->elapsed);
-    if (p->have_last && p->last.has_moe) {
-        const MoeStepStats *s = &p->last.moe;
-        printf("  routing  tau %.3g  load entropy %.3f  drop %.1f%%  MaxVio %.2f  aux %.4f  rho %.3f\n",
-               s->tau, s->load_entropy, 100 * s->drop_frac, s->maxvio, s->l_aux, p->last.rho_realized);
+    if (r->has_moe) {
+        const double tau = p->have_last ? p->last.tau : 0.0, aux = p->have_last ? p->last.moe.l_aux : 0.0;
+        printf("  routing  load entropy %.3f  drop %.1f%%  dead %d/%d  MaxVio %.2f  rho %.3f (nominal %.3f)  "
+               "I(class;expert) %.3f nats  tau %.3g  aux %.4f  collapse %s%s%s\n",
+               r->window_load_entropy, 100 * r->train_drop_frac, r->dead_experts, r->experts, r->train_maxvio,
+               r->train_rho_realized, r->rho_nominal, r->mutual_info, tau, aux, r->collapsed ? "YES" : "no",
+               r->collapsed ? " " : "", r->collapsed ? routewin_reason_text(r->collapse_reason) : "");
     }
     fflush(stdout);
 }

@@ -454,10 +454,12 @@ static void moe_forward_sparse_(MoeHead *m, float *y, const float *x, const MoeP
     const float *bg = c->bias_mode == BIAS_LOGITS ? m->bias : NULL;
     for (int b = 0; b < B; b++)
         moe_softmax_(m->p + (size_t)b * E, m->z + (size_t)b * E, bg, tau, E);
-    if (!frozen)
+    if (!frozen) {
         moe_route_(m, B, tau, training, rng, C);
-    else
-        C = m->stats.capacity, dropless = m->stats.dropless;
+    } else { // selection, keep mask and capacity of the previous forward
+        C = m->stats.capacity;
+        dropless = m->stats.dropless;
+    }
     // gates of the selected experts (renormalised before capacity)
     for (int b = 0; b < B; b++) {
         const float *pb = m->p + (size_t)b * E;
@@ -538,7 +540,6 @@ static void moe_forward_sparse_(MoeHead *m, float *y, const float *x, const MoeP
     }
     st->l_aux = E * laux;
 }
-
 
 static void moe_backward_sparse_(MoeHead *m, float *dx, MoeParams *g, const float *dy,
                                  const float *x, const MoeParams *p, int B)

@@ -173,6 +173,8 @@ void moe_free(MoeHead *m);
 
 // y (B, d) = x (B, d) + head(x). training = 1: Gumbel noise from rng (may be NULL if noise == 0)
 // and the train capacity; training = 0: no noise, eval capacity. tau > 0. 1 <= B <= Bmax.
+// RNG use: a training forward of the moe head with noise > 0 draws exactly B*E Gumbel variates
+// (sample-major, then expert index); frozen forwards and the soft heads draw none.
 // Stores what moe_backward needs, m->stats, m->first_choice, and the demand counts for the bias
 // update. With freeze_selection set and a previous forward of the same B, a moe head reuses the
 // previous selection and keep mask (no noise drawn; capacity as before) and recomputes everything

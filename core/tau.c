@@ -50,8 +50,10 @@ static double tau_progress_(const TauSchedule *s, long step)
 static double tau_step_rule_(const TauSchedule *s, long step)
 {
     long span = s->total - s->start;
-    if (step <= s->start || span <= 0)
-        return step < s->start || span > 0 ? s->tau0 : s->tau1;
+    if (span <= 0) // degenerate: like the other kinds, tau0 before start and the end value after
+        return step < s->start ? s->tau0 : (s->step_gamma > 0.0f ? s->tau0 : s->tau1);
+    if (step <= s->start)
+        return s->tau0;
     long every = s->step_every > 0 ? s->step_every : span / 4;
     if (every < 1)
         every = 1;

@@ -20,6 +20,8 @@ void train_config_defaults(TrainConfig *c) {
     c->seed = 1;
     c->threads = omp_get_num_procs();
     c->log_every = 10;
+    routewin_defaults(&c->route);
+    c->tsne_samples = 512;
 }
 
 static void shuffle(int32_t *p, int n, Rng *r) {
@@ -64,6 +66,20 @@ ml_status trainer_init(Trainer *t, const TrainConfig *cfg, const Dataset *ds) {
     t->eval_idx = ml_alloc(sizeof(int32_t) * B);
     if (!t->perm || !t->labels || !t->eval_idx) { trainer_free(t); return ml_fail(ML_ERR_NOMEM, "out of memory"); }
     for (int i = 0; i < ds->train.n; i++) t->perm[i] = i;
+    if (c->model.head.kind != HEAD_DENSE) {
+        const int E = c->model.head.E, d = t->model.d;
+        if ((st = routewin_init(&t->win, &c->route, E)) != ML_OK) { trainer_free(t); return st; }
+        t->tsne_n = c->tsne_samples < ds->test.n ? c->tsne_samples : ds->test.n;
+        if (t->tsne_n < 0) t->tsne_n = 0;
+        t->class_expert = ml_alloc(sizeof(int) * ds->classes * E);
+        t->tsne_feat = ml_alloc(sizeof(float) * (t->tsne_n * (long)d + 1));
+        t->tsne_expert = ml_alloc(sizeof(int) * (t->tsne_n + 1));
+        t->tsne_label = ml_alloc(sizeof(int32_t) * (t->tsne_n + 1));
+        if (!t->class_expert || !t->tsne_feat || !t->tsne_expert || !t->tsne_label) {
+            trainer_free(t);
+            return ml_fail(ML_ERR_NOMEM, "out of memory");
+        }
+    }
     t->t_start = t->t_epoch = t->t_rec = ml_now();
     return ML_OK;
 }
@@ -74,6 +90,11 @@ void trainer_free(Trainer *t) {
     ml_free(t->perm);
     ml_free(t->labels);
     ml_free(t->eval_idx);
+    if (t->win.ring) routewin_free(&t->win);
+    ml_free(t->class_expert);
+    ml_free(t->tsne_feat);
+    ml_free(t->tsne_expert);
+    ml_free(t->tsne_label);
     memset(t, 0, sizeof *t);
 }
 
@@ -83,6 +104,7 @@ ml_status trainer_step(Trainer *t, StepRecord *rec) {
     if (t->pos == 0) {
         shuffle(t->perm, t->ds->train.n, &t->rng_data);
         t->ep_loss = t->ep_acc = 0.0;
+        t->ep_drop = t->ep_maxvio = t->ep_rho = 0.0;
         t->ep_batches = 0;
         t->t_epoch = ml_now();
     }
@@ -102,7 +124,16 @@ ml_status trainer_step(Trainer *t, StepRecord *rec) {
     model_zero_grad(m);
     model_backward(m, t->labels, B);
     optim_step(&t->opt, m, lr);
-    if (is_moe) moe_update_bias(&m->moe);
+    double rho_real = 0.0;
+    if (is_moe) {
+        moe_update_bias(&m->moe);
+        routewin_push(&t->win, &m->moe.stats);
+        rho_real = moe_rho_realized(&m->cfg.head, m->flops_backbone, m->flops_classifier,
+                                    t->cfg.model.batch, m->moe.stats.pairs_per_sample);
+        t->ep_drop += m->moe.stats.drop_frac;
+        t->ep_maxvio += m->moe.stats.maxvio;
+        t->ep_rho += rho_real;
+    }
     t->step++;
     t->pos++;
     t->ep_loss += loss;
@@ -125,8 +156,10 @@ ml_status trainer_step(Trainer *t, StepRecord *rec) {
         rec->has_moe = is_moe;
         if (is_moe) {
             rec->moe = m->moe.stats;
-            rec->rho_realized = moe_rho_realized(&m->cfg.head, m->flops_backbone, m->flops_classifier,
-                                                 t->cfg.model.batch, m->moe.stats.pairs_per_sample);
+            rec->rho_realized = rho_real;
+            rec->dead_experts = routewin_dead_count(&t->win, NULL);
+            rec->collapsed = routewin_collapsed(&t->win, &rec->collapse_reason);
+            rec->window_load_entropy = routewin_load_entropy(&t->win);
         }
     }
     if (t->pos >= t->steps_per_epoch) { t->pos = 0; t->epoch++; }
@@ -139,6 +172,11 @@ ml_status trainer_evaluate(Trainer *t, double *loss_out, double *acc_out) {
     Model *m = &t->model;
     double loss = 0.0;
     long correct = 0;
+    const int is_moe = t->cfg.model.head.kind != HEAD_DENSE;
+    const int E = t->cfg.model.head.E, d = m->d;
+    const int tstride = t->tsne_n > 0 ? s->n / t->tsne_n : 0;
+    int tn = 0;
+    if (is_moe) memset(t->class_expert, 0, sizeof(int) * t->ds->classes * E);
     for (int i = 0; i < s->n; i += B) {
         const int nb = s->n - i < B ? s->n - i : B;
         for (int j = 0; j < nb; j++) t->eval_idx[j] = i + j;
@@ -147,12 +185,53 @@ ml_status trainer_evaluate(Trainer *t, double *loss_out, double *acc_out) {
         int c = 0;
         loss += model_loss(m, t->labels, nb, &c) * nb;
         correct += c;
+        if (!is_moe) continue;
+        classexp_add(t->class_expert, t->labels, m->moe.first_choice, nb, E);
+        /* the fixed t-SNE sample: every tstride-th test image */
+        for (int j = 0; j < nb && tstride > 0; j++) {
+            const int gi = i + j;
+            if (gi % tstride || tn >= t->tsne_n) continue;
+            memcpy(t->tsne_feat + (long)tn * d, m->act + m->a_feat + (long)j * d, sizeof(float) * d);
+            t->tsne_expert[tn] = m->moe.first_choice[j];
+            t->tsne_label[tn] = t->labels[j];
+            tn++;
+        }
     }
     *loss_out = loss / s->n;
     *acc_out = (double)correct / s->n;
     if (!isfinite(*loss_out))
         return ml_fail(ML_ERR_NUMERIC, "test loss is not finite after epoch %d", t->epoch);
     return ML_OK;
+}
+
+void trainer_fill_eval_routing(const Trainer *t, EvalRecord *er) {
+    if (t->cfg.model.head.kind == HEAD_DENSE) return;
+    const Model *m = &t->model;
+    const int K = t->ds->classes, E = t->cfg.model.head.E;
+    er->has_moe = 1;
+    er->rho_nominal = model_rho_nominal(m);
+    const double nb = t->ep_batches > 0 ? (double)t->ep_batches : 1.0;
+    er->train_drop_frac = t->ep_drop / nb;
+    er->train_maxvio = t->ep_maxvio / nb;
+    er->train_rho_realized = t->ep_rho / nb;
+    er->window_load_entropy = routewin_load_entropy(&t->win);
+    er->dead_experts = routewin_dead_count(&t->win, NULL);
+    er->collapsed = routewin_collapsed(&t->win, &er->collapse_reason);
+    er->classes = K;
+    er->experts = E;
+    er->class_expert = t->class_expert;
+    er->mutual_info = classexp_mutual_info(t->class_expert, K, E);
+    long load[MOE_MAX_EXPERTS] = {0}, tot = 0;
+    for (int c = 0; c < K; c++)
+        for (int e = 0; e < E; e++) { load[e] += t->class_expert[c * E + e]; tot += t->class_expert[c * E + e]; }
+    double h = 0.0;
+    for (int e = 0; e < E; e++) if (load[e] > 0) { double p = (double)load[e] / tot; h -= p * log(p); }
+    er->test_load_entropy = E > 1 ? h / log(E) : 1.0;
+    er->tsne_n = t->tsne_n;
+    er->feat_dim = m->d;
+    er->tsne_feat = t->tsne_feat;
+    er->tsne_expert = t->tsne_expert;
+    er->tsne_label = t->tsne_label;
 }
 
 ml_status trainer_run(Trainer *t, const TrainCallbacks *cb) {
@@ -180,6 +259,7 @@ ml_status trainer_run(Trainer *t, const TrainCallbacks *cb) {
         er.img_per_s = train_time > 0 ? t->ep_batches * (double)B / train_time : 0.0;
         ml_status st = trainer_evaluate(t, &er.test_loss, &er.test_acc);
         if (st != ML_OK) return st;
+        trainer_fill_eval_routing(t, &er);
         er.epoch_seconds = ml_now() - t0;
         er.elapsed = ml_now() - t->t_start;
         if (cb && cb->on_eval) cb->on_eval(&er, cb->user);

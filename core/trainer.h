@@ -11,6 +11,7 @@
 #include "datasets/dataset.h"
 #include "model.h"
 #include "optim.h"
+#include "routestats.h"
 #include "tau.h"
 
 typedef struct {
@@ -23,6 +24,8 @@ typedef struct {
     uint64_t seed;       /* default 1 */
     int threads;         /* OpenMP + OpenBLAS threads (default: all cores) */
     int log_every;       /* StepRecord period in steps (default 10) */
+    RouteWinConfig route;/* dead-expert window and collapse thresholds */
+    int tsne_samples;    /* test samples whose features are kept per evaluation (default 512) */
 } TrainConfig;
 
 void train_config_defaults(TrainConfig *c);
@@ -39,6 +42,10 @@ typedef struct {
     int has_moe;
     MoeStepStats moe;     /* routing statistics of this batch (MoE heads) */
     double rho_realized;  /* routed FLOPs actually spent (kept pairs only) / total */
+    int dead_experts;     /* experts with no kept pair over the window */
+    int collapsed;        /* collapse flag over the window (routestats.h) */
+    int collapse_reason;  /* COLLAPSE_* bits */
+    double window_load_entropy;
 } StepRecord;
 
 typedef struct {
@@ -48,6 +55,20 @@ typedef struct {
     double test_loss, test_acc;
     double img_per_s;             /* training throughput over the epoch */
     double epoch_seconds, elapsed;
+    /* MoE heads only (has_moe): routing over the epoch's training steps and on the test set */
+    int has_moe;
+    double rho_nominal;
+    double train_drop_frac, train_maxvio, train_rho_realized; /* epoch means */
+    double window_load_entropy;   /* over the dead-expert window at the end of the epoch */
+    int dead_experts, collapsed, collapse_reason;
+    int classes, experts;
+    const int *class_expert;      /* (classes, experts) first-choice counts on the test set */
+    double mutual_info;           /* I(class; expert) in nats */
+    double test_load_entropy;     /* H(first-choice load) / log E on the test set */
+    int tsne_n, feat_dim;
+    const float *tsne_feat;       /* (tsne_n, feat_dim) pooled features of fixed test samples */
+    const int *tsne_expert;       /* (tsne_n) first-choice expert */
+    const int32_t *tsne_label;    /* (tsne_n) class */
 } EvalRecord;
 
 typedef struct {
@@ -72,6 +93,13 @@ typedef struct {
     long total_steps;
     int pos;              /* batch index inside the current epoch */
     double ep_loss, ep_acc; long ep_batches; /* running sums of the current epoch */
+    double ep_drop, ep_maxvio, ep_rho;        /* routing sums of the current epoch */
+    RouteWin win;         /* MoE: dead experts and collapse over recent steps */
+    int *class_expert;    /* (classes, E) counts of the last evaluation */
+    int tsne_n;
+    float *tsne_feat;     /* (tsne_n, d) */
+    int *tsne_expert;     /* (tsne_n) */
+    int32_t *tsne_label;  /* (tsne_n) */
     double t_start, t_epoch, t_rec; long rec_step;
     volatile int stop;    /* set from another thread to stop at the next step boundary */
 } Trainer;
@@ -82,8 +110,11 @@ void trainer_free(Trainer *t);
  * needed). Fills *rec when rec is non-NULL. ML_ERR_NUMERIC when the loss is not finite (the
  * parameters are left as they were before the update). */
 ml_status trainer_step(Trainer *t, StepRecord *rec);
-/* Evaluates on the test split (running BN statistics, evaluation capacity). */
+/* Evaluates on the test split (running BN statistics, evaluation capacity). For MoE heads it
+ * also fills the class x expert counts and the t-SNE feature sample. */
 ml_status trainer_evaluate(Trainer *t, double *loss, double *acc);
+/* Fills the routing part of an EvalRecord from the last evaluation and the epoch's sums. */
+void trainer_fill_eval_routing(const Trainer *t, EvalRecord *er);
 /* Trains cfg.epochs epochs, evaluating after each, publishing records through cb. */
 ml_status trainer_run(Trainer *t, const TrainCallbacks *cb);
 

@@ -50,8 +50,8 @@ typedef struct {
     MoeParams p, g;
 } Bench;
 
-// Parameters scaled so that no ReLU pre-activation is near zero: |W1 x| <= d * 0.03 * max|x| is
-// far below |b1| >= 0.5 for |x| <= 1 (also for softmoe-batch slot inputs, convex mixtures of x).
+// Parameters scaled so that no ReLU pre-activation is near zero: |W1 x| <= d * (0.24 / d) * max|x|
+// is far below |b1| >= 0.5 for |x| <= 1 (also for softmoe-batch slot inputs, convex mixtures of x).
 static void bench_init(Bench *t, const MoeConfig *c, int Bmax, uint64_t seed)
 {
     memset(t, 0, sizeof *t);
@@ -71,7 +71,7 @@ static void bench_init(Bench *t, const MoeConfig *c, int Bmax, uint64_t seed)
     rng_seed(&r, seed);
     size_t S = (size_t)t->m.S, d = (size_t)c->d, h = (size_t)c->h, E = (size_t)c->E;
     fill_uniform(t->p.router, S * d, -0.5f, 0.5f, &r);
-    fill_uniform(t->p.w1, E * h * d, -0.03f, 0.03f, &r);
+    fill_uniform(t->p.w1, E * h * d, -0.24f / (float)d, 0.24f / (float)d, &r);
     for (size_t i = 0; i < E * h; i++)
         t->p.b1[i] = (rng_below(&r, 2) ? 1.0f : -1.0f) * (0.5f + 0.5f * rng_uniform(&r));
     fill_uniform(t->p.w2, E * d * h, -0.3f, 0.3f, &r);
@@ -176,6 +176,57 @@ static void fd_check(const char *label, const MoeConfig *c, int B, float tau, co
     bench_free(&t);
 }
 
+// Directional derivative of L over ALL tensors at once (x and every parameter) along a random
+// direction, at a size where the OpenMP paths run: checks the whole backward in one number.
+static void dir_check(const char *label, const MoeConfig *c, int B, float tau, uint64_t seed)
+{
+    Bench t;
+    bench_init(&t, c, B, seed);
+    Rng r;
+    rng_seed(&r, seed ^ 0xd1ec);
+    size_t nx = (size_t)B * c->d;
+    float *x = malloc(nx * sizeof(float)), *y = malloc(nx * sizeof(float)), *R = malloc(nx * sizeof(float));
+    float *dx = malloc(nx * sizeof(float)), *vx = malloc(nx * sizeof(float)), *vp = malloc(t.np * sizeof(float));
+    float *x0 = malloc(nx * sizeof(float)), *p0 = malloc(t.np * sizeof(float));
+    fill_uniform(x, nx, -1.0f, 1.0f, &r);
+    fill_uniform(R, nx, -1.0f, 1.0f, &r);
+    fill_uniform(vx, nx, -1.0f, 1.0f, &r);
+    fill_uniform(vp, t.np, -1.0f, 1.0f, &r);
+    moe_forward(&t.m, y, x, &t.p, B, tau, 1, &r);
+    t.m.freeze_selection = 1;
+    fd_loss(&t, y, x, R, B, tau);
+    moe_backward(&t.m, dx, &t.g, R, x, &t.p, B);
+    double an = 0.0;
+    for (size_t i = 0; i < nx; i++)
+        an += (double)dx[i] * vx[i];
+    for (size_t i = 0; i < t.np; i++)
+        an += (double)t.gbuf[i] * vp[i];
+    memcpy(x0, x, nx * sizeof(float));
+    memcpy(p0, t.pbuf, t.np * sizeof(float));
+    double L[4];
+    const double steps[4] = {4e-3, -4e-3, 2e-3, -2e-3};
+    for (int q = 0; q < 4; q++) {
+        for (size_t i = 0; i < nx; i++)
+            x[i] = x0[i] + (float)steps[q] * vx[i];
+        for (size_t i = 0; i < t.np; i++)
+            t.pbuf[i] = p0[i] + (float)steps[q] * vp[i];
+        L[q] = fd_loss(&t, y, x, R, B, tau);
+    }
+    double d1 = (L[0] - L[1]) / 8e-3, d2 = (L[2] - L[3]) / 4e-3, fd = (4.0 * d2 - d1) / 3.0;
+    double err = fabs(fd - an) / fmax(fabs(an), 1e-12);
+    check(err < 1e-3, "%s (B %d, d %d, h %d): directional derivative over all tensors, rel err %.2e", label, B,
+          c->d, c->h, err);
+    free(x);
+    free(y);
+    free(R);
+    free(dx);
+    free(vx);
+    free(vp);
+    free(x0);
+    free(p0);
+    bench_free(&t);
+}
+
 static void test_gradients(void)
 {
     MoeConfig c;
@@ -212,6 +263,20 @@ static void test_gradients(void)
     c.kind = HEAD_SOFTMOE_BATCH;
     c.bias_mode = BIAS_NONE;
     fd_check("softmoe-batch", &c, 10, 0.9f, NULL, 15);
+
+    MoeConfig big = c;
+    big.d = 128;
+    big.h = 512;
+    big.E = 4;
+    big.k = 2;
+    big.cf = 1.0f;
+    big.kind = HEAD_MOE;
+    big.bias_mode = BIAS_NONE;
+    dir_check("moe large", &big, 96, 1.0f, 16);
+    big.kind = HEAD_SOFTMOE_SAMPLE;
+    dir_check("softmoe-sample large", &big, 96, 1.0f, 17);
+    big.kind = HEAD_SOFTMOE_BATCH;
+    dir_check("softmoe-batch large", &big, 96, 1.0f, 18);
 }
 
 // ---------------------------------------------------------------- routing invariants
@@ -381,6 +446,32 @@ static void test_invariants(void)
                         free(y);
                         bench_free(&t);
                     }
+    { // one large batch so that the parallel gather / expert / scatter paths run
+        MoeConfig c;
+        moe_config_defaults(&c);
+        c.d = 128;
+        c.h = 512;
+        c.E = 4;
+        c.k = 2;
+        c.cf = 1.0f;
+        int B = 96;
+        Bench t;
+        bench_init(&t, &c, B, 99);
+        Rng r;
+        rng_seed(&r, 4242);
+        float *x = malloc((size_t)B * c.d * sizeof(float)), *y = malloc((size_t)B * c.d * sizeof(float));
+        fill_uniform(x, (size_t)B * c.d, -1.0f, 1.0f, &r);
+        moe_forward(&t.m, y, x, &t.p, B, 0.8f, 1, &r);
+        int ne = 0;
+        worst = fmax(worst, ref_max_err(&t, y, x, B, 0.8f, &ne));
+        empty_exact += ne;
+        empty_total += (int)lround(t.m.stats.no_expert_frac * B);
+        cap_mismatch += ref_capacity_mismatch(&t, B, t.m.stats.capacity);
+        runs++;
+        free(x);
+        free(y);
+        bench_free(&t);
+    }
     check(dropped_pairs > 0, "invariants: %d random batches, %ld dropped pairs", runs, dropped_pairs);
     check(dup == 0, "invariants: the k selected experts of a sample are distinct");
     check(over_cap == 0, "invariants: no expert receives more than C pairs; kept counts match");
@@ -754,7 +845,7 @@ static void test_tau(void)
     s.kind = TAU_COSINE;
     check(near(tau_value(&s, 0), a, 1e-6) && near(tau_value(&s, 500), (a + b) / 2, 1e-6) &&
               near(tau_value(&s, 1000), b, 1e-6) &&
-              near(tau_value(&s, 250), b + (a - b) * (1 + cos(M_PI * 0.25)) / 2, 1e-6),
+              near(tau_value(&s, 250), b + (a - b) * (1 + cos(3.14159265358979323846 * 0.25)) / 2, 1e-6),
           "tau cosine: endpoints, midpoint, quarter");
     s.kind = TAU_EXP;
     check(near(tau_value(&s, 0), a, 1e-6) && near(tau_value(&s, 500), sqrt(a * b), 1e-6) &&

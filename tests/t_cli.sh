@@ -1,0 +1,76 @@
+#!/usr/bin/env bash
+# t_cli.sh — the moelab command line end to end: help texts, bad options, bad datasets (missing,
+# truncated, corrupt IDX files) each give a one-line message and a non-zero exit, --dry-run
+# reports the reference model's FLOPs and rho, and two headless runs with the same seed print
+# identical losses.
+set -u
+BIN=${1:?usage: t_cli.sh path/to/moelab}
+T=$(mktemp -d)
+trap 'rm -rf "$T"' EXIT
+pass=0; fail=0
+ok()  { echo "PASS  $*"; pass=$((pass + 1)); }
+bad() { echo "FAIL  $*"; fail=$((fail + 1)); }
+# expect STATUS PATTERN -- command...: exit status and a pattern in stdout+stderr
+expect() {
+  local want=$1 pat=$2; shift 3
+  local out rc
+  out=$("$@" 2>&1); rc=$?
+  if [ "$rc" = "$want" ] && grep -q -- "$pat" <<<"$out"; then ok "$* -> exit $rc, /$pat/"
+  else bad "$* -> exit $rc (want $want), output: $(head -c 300 <<<"$out")"; fi
+}
+
+expect 0 "usage: moelab" -- "$BIN" --help
+expect 0 "^moelab [0-9]" -- "$BIN" --version
+for opt in dataset backbone width head hidden experts epochs batch optimizer lr lr-schedule seed threads \
+           dry-run headless cf eval-cf priority tau0 tau1 schedule tau-min noise bias-mode bias-rate alpha beta no-renorm; do
+  expect 0 "--$opt" -- "$BIN" train --help
+done
+expect 2 "unknown option '--frobnicate'" -- "$BIN" train --frobnicate
+expect 2 "unknown command 'frobnicate'" -- "$BIN" frobnicate
+expect 2 "--lr: 'abc' is not a number" -- "$BIN" train --lr abc
+expect 2 "--epochs: '0' is not a number" -- "$BIN" train --epochs 0
+expect 2 "--batch: '2.5' is not a whole number" -- "$BIN" train --batch 2.5
+expect 2 "needs a value" -- "$BIN" train --lr
+expect 2 "--head: 'sparse' is not" -- "$BIN" train --head sparse
+expect 2 "--k 9 is larger than --experts 8" -- "$BIN" train --k 9 --dataset synthetic --dry-run
+expect 2 "--schedule: 'wiggly' is not" -- "$BIN" train --schedule wiggly
+
+# --dry-run: the reference model's numbers from DESIGN.md
+expect 0 "rho         0.288" -- "$BIN" train --dry-run --dataset synthetic
+expect 0 "forward 7279616 per sample (backbone 5173248" -- "$BIN" train --dry-run --dataset synthetic
+expect 0 "head.router  *2048 *4096" -- "$BIN" train --dry-run --dataset synthetic
+expect 0 "rho         0.000" -- "$BIN" train --dry-run --dataset synthetic --head dense
+expect 0 "28x28x1" -- "$BIN" train --dry-run --dataset synthetic:28x28x1:10:256
+
+# bad datasets: one line naming the file, non-zero exit
+expect 1 "$T/nowhere" -- "$BIN" train --headless --dataset "$T/nowhere"
+mkdir -p "$T/idx"
+python3 - "$T/idx" <<'PY'
+import struct, sys, gzip
+d = sys.argv[1]
+def images(n, r=8, c=8): return struct.pack('>IIII', 2051, n, r, c) + bytes((i * 7) % 256 for i in range(n * r * c))
+def labels(n): return struct.pack('>II', 2049, n) + bytes(i % 3 for i in range(n))
+open(d + '/train-images-idx3-ubyte', 'wb').write(images(64))
+open(d + '/train-labels-idx1-ubyte', 'wb').write(labels(64))
+open(d + '/t10k-images-idx3-ubyte', 'wb').write(images(16))
+open(d + '/t10k-labels-idx1-ubyte', 'wb').write(labels(16))
+PY
+expect 0 "8x8x1" -- "$BIN" train --dry-run --dataset "$T/idx" --batch 16
+head -c 1000 "$T/idx/train-images-idx3-ubyte" > "$T/trunc" && cp "$T/trunc" "$T/idx/train-images-idx3-ubyte"
+expect 1 "train-images-idx3-ubyte: truncated" -- "$BIN" train --headless --dataset "$T/idx"
+printf '\x00\x00\x08\x01\x00\x00\x00\x40' > "$T/idx/train-images-idx3-ubyte"
+expect 1 "train-images-idx3-ubyte" -- "$BIN" train --headless --dataset "$T/idx"
+printf 'this is not gzip data at all' | gzip -c | head -c 20 > "$T/idx/train-images-idx3-ubyte.gz"
+rm -f "$T/idx/train-images-idx3-ubyte"
+expect 1 "train-images-idx3-ubyte.gz" -- "$BIN" train --headless --dataset "$T/idx"
+expect 1 "synthetic:banana.*bad shape" -- "$BIN" train --headless --dataset synthetic:banana
+
+# same seed -> identical losses (timing columns removed)
+run() { "$BIN" train --headless --dataset synthetic:16x16x3:4:512 --width 0.25 --batch 32 --epochs 2 \
+          --head moe --experts 4 --hidden 16 --threads 2 --seed 7 | sed -E 's/ +[0-9.]+ img\/s +[0-9.]+ s$//'; }
+a=$(run); b=$(run)
+if [ -n "$a" ] && [ "$a" = "$b" ] && grep -q "test loss" <<<"$a"; then ok "two runs with seed 7 print identical losses"
+else bad "runs differ or failed:"$'\n'"$a"$'\n'"---"$'\n'"$b"; fi
+
+echo "$pass passed, $fail failed"
+[ "$fail" = 0 ]
