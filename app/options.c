@@ -14,7 +14,7 @@ enum {
     O_OPTIMIZER, O_LR, O_LR_SCHEDULE, O_WARMUP, O_MOMENTUM, O_NESTEROV, O_WD, O_SEED, O_THREADS,
     O_LOG_EVERY, O_DRY_RUN, O_HEADLESS, O_CF, O_EVAL_CF, O_PRIORITY, O_TAU0, O_TAU1, O_SCHEDULE,
     O_TAU_MIN, O_SIG_S, O_SIG_C, O_NOISE, O_BIAS_MODE, O_BIAS_RATE, O_ALPHA, O_BETA, O_NO_RENORM,
-    O_SLOTS, O_STEPS, O_REPEAT, O_HEADS, O_QUIET, O_HELP,
+    O_SLOTS, O_COMMANDS, O_TAU_EPOCHS, O_STEPS, O_REPEAT, O_HEADS, O_QUIET, O_HELP,
 };
 
 static const struct option long_opts[] = {
@@ -55,6 +55,8 @@ static const struct option long_opts[] = {
     {"beta", required_argument, 0, O_BETA},
     {"no-renorm", no_argument, 0, O_NO_RENORM},
     {"slots", required_argument, 0, O_SLOTS},
+    {"commands", required_argument, 0, O_COMMANDS},
+    {"tau-epochs", required_argument, 0, O_TAU_EPOCHS},
     {"steps", required_argument, 0, O_STEPS},
     {"repeat", required_argument, 0, O_REPEAT},
     {"heads", required_argument, 0, O_HEADS},
@@ -108,6 +110,10 @@ void app_options_help(const char *cmd) {
 "  --tau0 T --tau1 T    start and end temperature (1, 0.1)\n"
 "  --tau-min T          floor (0.01)\n"
 "  --sigmoid-s S --sigmoid-c C  sigmoid steepness and centre (10, 0.5)\n"
+"  --tau-epochs E       length of the schedule in epochs, then tau1 holds (whole run)\n"
+"Commands\n"
+"  --commands FILE      apply commands from FILE, one per line as 'at STEP COMMAND'\n"
+"                       (set tau|lr|cf|alpha|beta|noise|bias-rate V, anneal KIND ..., eval, quit)\n"
 "Optimiser\n"
 "  --optimizer sgd|adamw  (sgd)\n"
 "  --lr LR              peak learning rate (0.05)\n"
@@ -115,7 +121,7 @@ void app_options_help(const char *cmd) {
 "  --warmup E           linear warm-up epochs (0)\n"
 "  --momentum M         SGD momentum (0.9)\n"
 "  --nesterov           Nesterov momentum\n"
-"  --wd WD              decoupled weight decay on conv/linear weights (5e-4; adamw 0.05)\n"
+"  --wd WD              decoupled weight decay on conv/linear weights (5e-3; adamw 0.05)\n"
 "Benchmark (moelab bench)\n"
 "  --steps N            timed steps per measurement (30)\n"
 "  --repeat R           measurements per head, median reported (3)\n"
@@ -178,7 +184,7 @@ int app_options_parse(AppOptions *o, int argc, char **argv, const char *cmd) {
         case O_BATCH: bad = integer("batch", a, 2, 65536, &n); t->model.batch = (int)n; break;
         case O_OPTIMIZER:
             if (optim_kind_parse(a, &t->opt.kind)) { fprintf(stderr, "moelab: --optimizer: '%s' is not sgd or adamw\n", a); return -1; }
-            if (!wd_set) t->opt.wd = t->opt.kind == OPT_ADAMW ? 0.05f : 5e-4f;
+            if (!wd_set) t->opt.wd = t->opt.kind == OPT_ADAMW ? 0.05f : 5e-3f;
             break;
         case O_LR: bad = num("lr", a, 0, 100, &v); t->lr.base = (float)v; break;
         case O_LR_SCHEDULE:
@@ -217,6 +223,8 @@ int app_options_parse(AppOptions *o, int argc, char **argv, const char *cmd) {
         case O_ALPHA: bad = num("alpha", a, 0, 1e4, &v); h->alpha = (float)v; break;
         case O_BETA: bad = num("beta", a, 0, 1e4, &v); h->beta = (float)v; break;
         case O_NO_RENORM: h->renorm = 0; break;
+        case O_COMMANDS: snprintf(o->commands, sizeof o->commands, "%s", a); break;
+        case O_TAU_EPOCHS: bad = num("tau-epochs", a, 0, 1e6, &v); o->train.tau_epochs = (float)v; break;
         case O_SLOTS: bad = integer("slots", a, 1, 1 << 20, &n); h->slots = (int)n; break;
         case O_STEPS: bad = integer("steps", a, 1, 1000000, &n); o->steps = (int)n; break;
         case O_REPEAT: bad = integer("repeat", a, 1, 1000, &n); o->repeat = (int)n; break;

@@ -14,6 +14,7 @@ typedef struct {
     int steps;      /* bench: timed steps */
     int repeat;     /* bench: repetitions (median reported) */
     char heads[64]; /* bench: comma list of heads */
+    char commands[512]; /* --commands FILE */
 } AppOptions;
 
 void app_options_defaults(AppOptions *o);

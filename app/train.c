@@ -1,7 +1,10 @@
 /* train.c — `moelab train`: headless training with per-epoch lines, and --dry-run (layers,
  * parameters, FLOPs, rho). The live screen arrives with the TUI; until then every run is headless. */
 #include "app.h"
+#include "commands.h"
 #include "options.h"
+
+#include <stdlib.h>
 
 #include <stdio.h>
 #include <string.h>
@@ -62,7 +65,39 @@ typedef struct {
     int epochs;
     StepRecord last;
     int have_last;
+    ScheduledCmd *cmds; /* --commands FILE, sorted by step */
+    int ncmds, next;
+    int failed;
 } Printer;
+
+static void on_eval(const EvalRecord *r, void *user);
+
+/* Applies the commands scheduled for this step boundary; returns 1 to stop (quit). */
+static int before_step(Trainer *t, void *user) {
+    Printer *p = user;
+    while (p->next < p->ncmds && p->cmds[p->next].step <= t->step) {
+        const TrainerCmd *c = &p->cmds[p->next++].cmd;
+        printf("[step %ld] %s\n", t->step, c->text);
+        switch (c->kind) {
+        case CMD_SET:
+        case CMD_ANNEAL:
+            if (trainer_apply(t, c) != ML_OK) printf("[step %ld] error: %s\n", t->step, ml_last_error());
+            break;
+        case CMD_QUIT:
+            return 1;
+        case CMD_EVAL: {
+            EvalRecord er;
+            if (trainer_eval_record(t, &er, 0.0) == ML_OK) on_eval(&er, p);
+            else printf("[step %ld] error: %s\n", t->step, ml_last_error());
+            break;
+        }
+        default:
+            printf("[step %ld] note: '%s' has no effect in a headless run\n", t->step, c->text);
+        }
+        fflush(stdout);
+    }
+    return 0;
+}
 
 static void on_step(const StepRecord *r, void *user) {
     Printer *p = user;
@@ -108,6 +143,16 @@ int cmd_train(int argc, char **argv) {
         dataset_free(&ds);
         return 0;
     }
+    Printer p = {.epochs = t.cfg.epochs};
+    if (o.commands[0]) {
+        char err[600];
+        if (command_file_read(o.commands, &p.cmds, &p.ncmds, err, sizeof err)) {
+            fprintf(stderr, "moelab: %s\n", err);
+            trainer_free(&t);
+            dataset_free(&ds);
+            return 2;
+        }
+    }
     const ModelConfig *mc = &t.cfg.model;
     printf("moelab %s: %s (%d/%d images, %dx%dx%d), backbone %s w=%g, head %s, %d epochs x %ld steps, "
            "batch %d, %s lr %g %s, seed %llu, %d threads\n", MOELAB_VERSION, ds.name, ds.train.n, ds.test.n,
@@ -115,14 +160,14 @@ int cmd_train(int argc, char **argv) {
            t.cfg.epochs, t.steps_per_epoch, mc->batch, optim_kind_name(t.cfg.opt.kind), t.cfg.lr.base,
            lr_kind_name(t.cfg.lr.kind), (unsigned long long)t.cfg.seed, t.cfg.threads);
     fflush(stdout);
-    Printer p = {.epochs = t.cfg.epochs};
-    TrainCallbacks cb = {.on_step = on_step, .on_eval = on_eval, .user = &p};
+    TrainCallbacks cb = {.on_step = on_step, .on_eval = on_eval, .before_step = before_step, .user = &p};
     ml_status st = trainer_run(&t, &cb);
     int rc = 0;
     if (st != ML_OK) {
         fprintf(stderr, "moelab: %s\n", ml_last_error());
         rc = 1;
     }
+    free(p.cmds);
     trainer_free(&t);
     dataset_free(&ds);
     return rc;

@@ -51,7 +51,8 @@ ml_status trainer_init(Trainer *t, const TrainConfig *cfg, const Dataset *ds) {
     t->total_steps = t->steps_per_epoch * c->epochs;
     c->lr.total = t->total_steps;
     c->lr.warmup = (long)(c->warmup_epochs * t->steps_per_epoch);
-    c->tau.total = t->total_steps;
+    c->tau.total = c->tau_epochs > 0 ? (long)(c->tau_epochs * t->steps_per_epoch + 0.5) : t->total_steps;
+    if (c->tau.total < 1) c->tau.total = 1;
     ml_status st = tau_validate(&c->tau);
     if (st != ML_OK) return st;
     tau_plan_init(&t->tau, &c->tau);
@@ -110,7 +111,7 @@ ml_status trainer_step(Trainer *t, StepRecord *rec) {
     }
     batch_fill(model_input(m), t->labels, t->ds, &t->ds->train, t->perm + (long)t->pos * B, B);
     const float tau = tau_plan_value(&t->tau, t->step);
-    const float lr = lr_value(&t->cfg.lr, t->step);
+    const float lr = t->lr_override > 0 ? t->lr_override : lr_value(&t->cfg.lr, t->step);
     model_forward(m, B, 1, tau, &t->rng_noise);
     int correct = 0;
     const double loss = model_loss(m, t->labels, B, &correct);
@@ -234,13 +235,71 @@ void trainer_fill_eval_routing(const Trainer *t, EvalRecord *er) {
     er->tsne_label = t->tsne_label;
 }
 
-ml_status trainer_run(Trainer *t, const TrainCallbacks *cb) {
+ml_status trainer_apply(Trainer *t, const TrainerCmd *c) {
+    MoeConfig *h = &t->model.moe.cfg;
+    const int moe = t->cfg.model.head.kind != HEAD_DENSE;
+    if (c->kind == CMD_ANNEAL) {
+        if (!moe) return ml_fail(ML_ERR_STATE, "anneal: the %s head has no router temperature", moe_head_name(t->cfg.model.head.kind));
+        ml_status st = tau_plan_anneal(&t->tau, t->step, &c->sched);
+        if (st == ML_OK && t->total_steps > t->step) t->tau.repl.total = t->total_steps; /* to the end of training */
+        return st;
+    }
+    if (c->kind != CMD_SET) return ml_fail(ML_ERR_ARG, "not a parameter command");
+    const double v = c->value;
+    if (!isfinite(v)) return ml_fail(ML_ERR_ARG, "set: value must be finite");
+    if (c->param != PARAM_LR && !moe)
+        return ml_fail(ML_ERR_STATE, "set: the %s head has no routing parameters", moe_head_name(t->cfg.model.head.kind));
+    switch (c->param) {
+    case PARAM_TAU: return tau_plan_set(&t->tau, t->step, (float)v);
+    case PARAM_LR:
+        if (v <= 0 || v > 100) return ml_fail(ML_ERR_ARG, "set lr: %g is outside (0, 100]", v);
+        t->lr_override = (float)v;
+        return ML_OK;
+    case PARAM_CF:
+        if (v > 1000) return ml_fail(ML_ERR_ARG, "set cf: %g is too large", v);
+        h->cf = (float)v; t->cfg.model.head.cf = (float)v;
+        return ML_OK;
+    case PARAM_ALPHA:
+    case PARAM_BETA:
+        if (v < 0 || v > 1e4) return ml_fail(ML_ERR_ARG, "set %s: %g is outside [0, 10000]", c->param == PARAM_ALPHA ? "alpha" : "beta", v);
+        if (c->param == PARAM_ALPHA) { h->alpha = (float)v; t->cfg.model.head.alpha = (float)v; }
+        else { h->beta = (float)v; t->cfg.model.head.beta = (float)v; }
+        return ML_OK;
+    case PARAM_NOISE:
+        if (v < 0 || v > 100) return ml_fail(ML_ERR_ARG, "set noise: %g is outside [0, 100]", v);
+        h->noise = (float)v; t->cfg.model.head.noise = (float)v;
+        return ML_OK;
+    case PARAM_BIAS_RATE:
+        if (v < 0 || v > 100) return ml_fail(ML_ERR_ARG, "set bias-rate: %g is outside [0, 100]", v);
+        h->bias_rate = (float)v; t->cfg.model.head.bias_rate = (float)v;
+        return ML_OK;
+    case PARAM_COUNT: break;
+    }
+    return ml_fail(ML_ERR_ARG, "set: unknown parameter");
+}
+
+ml_status trainer_eval_record(Trainer *t, EvalRecord *er, double train_time) {
     const int B = t->cfg.model.batch;
+    memset(er, 0, sizeof *er);
+    er->epoch = t->epoch;
+    er->step = t->step;
+    er->train_loss = t->ep_batches ? t->ep_loss / t->ep_batches : 0.0;
+    er->train_acc = t->ep_batches ? t->ep_acc / t->ep_batches : 0.0;
+    er->img_per_s = train_time > 0 ? t->ep_batches * (double)B / train_time : 0.0;
+    ml_status st = trainer_evaluate(t, &er->test_loss, &er->test_acc);
+    if (st != ML_OK) return st;
+    trainer_fill_eval_routing(t, er);
+    er->elapsed = ml_now() - t->t_start;
+    return ML_OK;
+}
+
+ml_status trainer_run(Trainer *t, const TrainCallbacks *cb) {
     while (t->epoch < t->cfg.epochs && !t->stop) {
         const double t0 = ml_now();
         double train_time = 0.0;
         const int ep = t->epoch;
         while (t->epoch == ep && !t->stop) {
+            if (cb && cb->before_step && cb->before_step(t, cb->user)) { t->stop = 1; break; }
             StepRecord rec;
             const int want = cb && cb->on_step && ((t->step + 1) % t->cfg.log_every == 0);
             const double s0 = ml_now();
@@ -251,17 +310,9 @@ ml_status trainer_run(Trainer *t, const TrainCallbacks *cb) {
         }
         if (t->epoch == ep) break; /* stopped inside the epoch */
         EvalRecord er;
-        memset(&er, 0, sizeof er);
-        er.epoch = t->epoch;
-        er.step = t->step;
-        er.train_loss = t->ep_loss / t->ep_batches;
-        er.train_acc = t->ep_acc / t->ep_batches;
-        er.img_per_s = train_time > 0 ? t->ep_batches * (double)B / train_time : 0.0;
-        ml_status st = trainer_evaluate(t, &er.test_loss, &er.test_acc);
+        ml_status st = trainer_eval_record(t, &er, train_time);
         if (st != ML_OK) return st;
-        trainer_fill_eval_routing(t, &er);
         er.epoch_seconds = ml_now() - t0;
-        er.elapsed = ml_now() - t->t_start;
         if (cb && cb->on_eval) cb->on_eval(&er, cb->user);
     }
     return ML_OK;

@@ -12,6 +12,8 @@
 #include "model.h"
 #include "optim.h"
 #include "routestats.h"
+
+typedef struct Trainer Trainer;
 #include "tau.h"
 
 typedef struct {
@@ -20,6 +22,7 @@ typedef struct {
     LrSchedule lr;       /* total/warmup in steps are filled by trainer_init from the epochs */
     float warmup_epochs; /* linear LR warm-up length in epochs (default 0) */
     TauSchedule tau;     /* total filled by trainer_init */
+    float tau_epochs;    /* schedule length in epochs (0: the whole run); tau1 holds after it */
     int epochs;          /* default 10 */
     uint64_t seed;       /* default 1 */
     int threads;         /* OpenMP + OpenBLAS threads (default: all cores) */
@@ -71,13 +74,36 @@ typedef struct {
     const int32_t *tsne_label;    /* (tsne_n) class */
 } EvalRecord;
 
+/* ---- commands: the command language (parsed in app/commands.c) acts on the trainer through
+ * these typed records, always between two steps. */
+typedef enum {
+    CMD_PAUSE, CMD_RESUME, CMD_STEP, CMD_SET, CMD_ANNEAL, CMD_SNAPSHOT, CMD_EVAL, CMD_QUIT, CMD_HELP,
+} CmdKind;
+typedef enum {
+    PARAM_TAU, PARAM_LR, PARAM_CF, PARAM_ALPHA, PARAM_BETA, PARAM_NOISE, PARAM_BIAS_RATE, PARAM_COUNT,
+} CmdParam;
+typedef struct {
+    CmdKind kind;
+    CmdParam param;      /* CMD_SET */
+    double value;        /* CMD_SET */
+    long n;              /* CMD_STEP: steps to run while paused */
+    TauSchedule sched;   /* CMD_ANNEAL: the new schedule (start/total filled by the trainer) */
+    char text[256];      /* the command as typed, normalised; goes to the event log */
+} TrainerCmd;
+
+/* Applies a parameter command (CMD_SET, CMD_ANNEAL) at the current step boundary. The other
+ * kinds are the driver's business (pause, single steps, snapshots, evaluation, quit). */
+ml_status trainer_apply(Trainer *t, const TrainerCmd *c);
+
 typedef struct {
     void (*on_step)(const StepRecord *r, void *user);
     void (*on_eval)(const EvalRecord *r, void *user);
+    /* called before every step; returns non-zero to stop the run cleanly (quit) */
+    int (*before_step)(Trainer *t, void *user);
     void *user;
 } TrainCallbacks;
 
-typedef struct {
+struct Trainer {
     TrainConfig cfg;
     const Dataset *ds;
     Model model;
@@ -101,8 +127,9 @@ typedef struct {
     int *tsne_expert;     /* (tsne_n) */
     int32_t *tsne_label;  /* (tsne_n) */
     double t_start, t_epoch, t_rec; long rec_step;
+    float lr_override;    /* > 0 after `set lr`: replaces the schedule */
     volatile int stop;    /* set from another thread to stop at the next step boundary */
-} Trainer;
+};
 
 ml_status trainer_init(Trainer *t, const TrainConfig *cfg, const Dataset *ds);
 void trainer_free(Trainer *t);
@@ -115,6 +142,8 @@ ml_status trainer_step(Trainer *t, StepRecord *rec);
 ml_status trainer_evaluate(Trainer *t, double *loss, double *acc);
 /* Fills the routing part of an EvalRecord from the last evaluation and the epoch's sums. */
 void trainer_fill_eval_routing(const Trainer *t, EvalRecord *er);
+/* Evaluates now and fills a complete EvalRecord (used after each epoch and by `eval`). */
+ml_status trainer_eval_record(Trainer *t, EvalRecord *er, double train_time);
 /* Trains cfg.epochs epochs, evaluating after each, publishing records through cb. */
 ml_status trainer_run(Trainer *t, const TrainCallbacks *cb);
 
