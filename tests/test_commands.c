@@ -1,0 +1,119 @@
+/* test_commands.c — the command language parser (app/commands.c, compiled in) and the trainer's
+ * handling of parameter commands: every command form parses to the right record, nonsense gets a
+ * clear message, command files are sorted by step, and set/anneal change what the trainer uses. */
+#include "../app/commands.c"
+#include "datasets/dataset.h"
+#include "gradcheck.h"
+
+#include <unistd.h>
+
+static void ok_parse(const char *line, CmdKind kind, const char *norm) {
+    TrainerCmd c;
+    char err[256] = "";
+    int r = command_parse(line, &c, err, sizeof err);
+    CHECK(r == 0 && c.kind == kind && strcmp(c.text, norm) == 0, "'%s' parses as '%s' (got '%s'%s%s)", line, norm, c.text, err[0] ? ", " : "", err);
+}
+
+static void bad_parse(const char *line, const char *msg) {
+    TrainerCmd c;
+    char err[256] = "";
+    int r = command_parse(line, &c, err, sizeof err);
+    CHECK(r == -1 && strstr(err, msg), "'%s' is rejected with \"%s\" (got \"%s\")", line, msg, err);
+}
+
+int main(void) {
+    ok_parse("pause", CMD_PAUSE, "pause");
+    ok_parse("  RESUME ", CMD_RESUME, "resume");
+    ok_parse("step", CMD_STEP, "step 1");
+    ok_parse("step 100", CMD_STEP, "step 100");
+    ok_parse("set tau 0.5", CMD_SET, "set tau 0.5");
+    ok_parse("set lr 1e-2", CMD_SET, "set lr 0.01");
+    ok_parse("set bias-rate 0.002", CMD_SET, "set bias-rate 0.002");
+    ok_parse("anneal sigmoid 1.0 0.1 s=10 c=0.5", CMD_ANNEAL, "anneal sigmoid 1 0.1 s=10 c=0.5");
+    ok_parse("anneal exp now 0.05", CMD_ANNEAL, "anneal exp now 0.05");
+    ok_parse("snapshot", CMD_SNAPSHOT, "snapshot");
+    ok_parse("eval", CMD_EVAL, "eval");
+    ok_parse("quit", CMD_QUIT, "quit");
+    ok_parse("help", CMD_HELP, "help");
+    TrainerCmd c;
+    char err[256];
+    command_parse("set alpha 0.02", &c, err, sizeof err);
+    CHECK(c.param == PARAM_ALPHA && c.value == 0.02, "set alpha 0.02 -> PARAM_ALPHA 0.02");
+    command_parse("anneal sigmoid 1.0 0.1 s=12 c=0.3 min=0.05", &c, err, sizeof err);
+    CHECK(c.sched.kind == TAU_SIGMOID && c.sched.tau0 == 1.0f && fabsf(c.sched.tau1 - 0.1f) < 1e-7f && c.sched.s == 12.0f &&
+          fabsf(c.sched.c - 0.3f) < 1e-7f && fabsf(c.sched.tau_min - 0.05f) < 1e-7f, "anneal fills the schedule record");
+    bad_parse("", "empty command");
+    bad_parse("frobnicate", "unknown command 'frobnicate'");
+    bad_parse("set", "usage: set");
+    bad_parse("set banana 1", "unknown parameter 'banana'");
+    bad_parse("set tau abc", "'abc' is not a number");
+    bad_parse("set tau 0", "must be > 0");
+    bad_parse("set tau nan", "is not a number");
+    bad_parse("set alpha -1", "must be >= 0");
+    bad_parse("step 0", "usage: step");
+    bad_parse("step 2.5", "usage: step");
+    bad_parse("pause now", "takes no arguments");
+    bad_parse("anneal wiggly", "unknown schedule 'wiggly'");
+    bad_parse("anneal exp 1 0.1 0.01", "too many values");
+    bad_parse("anneal exp q=3", "bad option q=3");
+
+    /* command files */
+    char path[] = "/tmp/moelab_cmdXXXXXX";
+    int fd = mkstemp(path);
+    const char *txt = "# a comment\n\nat 20 set tau 0.3\nat 5 set lr 0.1\nat 5 eval\nat 30 quit\n";
+    CHECK(write(fd, txt, strlen(txt)) == (ssize_t)strlen(txt), "write command file");
+    close(fd);
+    ScheduledCmd *v;
+    int n;
+    int r = command_file_read(path, &v, &n, err, sizeof err);
+    CHECK(r == 0 && n == 4 && v[0].step == 5 && v[0].cmd.kind == CMD_SET && v[1].step == 5 && v[1].cmd.kind == CMD_EVAL &&
+          v[2].step == 20 && v[3].cmd.kind == CMD_QUIT, "command file sorted by step, stable for equal steps");
+    free(v);
+    FILE *f = fopen(path, "w");
+    fputs("at 3 set tau 0.5\nat x quit\n", f);
+    fclose(f);
+    r = command_file_read(path, &v, &n, err, sizeof err);
+    CHECK(r == -1 && strstr(err, ":2: expected 'at STEP COMMAND'"), "bad line is reported with its number: %s", err);
+    unlink(path);
+    r = command_file_read("/nonexistent/cmds", &v, &n, err, sizeof err);
+    CHECK(r == -1 && strstr(err, "/nonexistent/cmds: cannot open"), "missing file: %s", err);
+
+    /* the trainer applies parameter commands */
+    Dataset ds;
+    SyntheticOptions so;
+    synthetic_defaults(&so);
+    so.h = so.w = 8; so.classes = 3; so.n_train = 64; so.n_test = 16;
+    synthetic_generate(&ds, &so);
+    TrainConfig cfg;
+    train_config_defaults(&cfg);
+    cfg.model.width = 0.125f; cfg.model.batch = 16; cfg.model.head.E = 4; cfg.model.head.h = 8;
+    cfg.epochs = 2; cfg.threads = 1;
+    Trainer t;
+    CHECK(trainer_init(&t, &cfg, &ds) == ML_OK, "trainer_init");
+    for (int i = 0; i < 3; i++) trainer_step(&t, NULL);
+    command_parse("set tau 0.25", &c, err, sizeof err);
+    CHECK(trainer_apply(&t, &c) == ML_OK && tau_plan_value(&t.tau, t.step) == 0.25f, "set tau overrides the schedule");
+    command_parse("anneal linear 1 0.5", &c, err, sizeof err);
+    CHECK(trainer_apply(&t, &c) == ML_OK && tau_plan_value(&t.tau, t.step) == 1.0f &&
+          fabsf(tau_plan_value(&t.tau, t.total_steps) - 0.5f) < 1e-6f, "anneal runs from now (1.0) to the end of training (0.5)");
+    command_parse("set cf 0.5", &c, err, sizeof err);
+    trainer_apply(&t, &c);
+    StepRecord rec;
+    trainer_step(&t, &rec);
+    CHECK(rec.moe.capacity == (int)ceil(0.5 * 2 * 16 / 4), "set cf 0.5 -> capacity %d next step", rec.moe.capacity);
+    command_parse("set lr 0.125", &c, err, sizeof err);
+    trainer_apply(&t, &c);
+    trainer_step(&t, &rec);
+    CHECK(rec.lr == 0.125f, "set lr replaces the schedule (%g)", rec.lr);
+    command_parse("set alpha 0.5", &c, err, sizeof err);
+    CHECK(trainer_apply(&t, &c) == ML_OK && t.model.moe.cfg.alpha == 0.5f, "set alpha reaches the head");
+    trainer_free(&t);
+    cfg.model.head.kind = HEAD_DENSE;
+    trainer_init(&t, &cfg, &ds);
+    command_parse("set tau 0.5", &c, err, sizeof err);
+    CHECK(trainer_apply(&t, &c) == ML_ERR_STATE && strstr(ml_last_error(), "dense"), "set tau on a dense head: %s", ml_last_error());
+    trainer_free(&t);
+    dataset_free(&ds);
+    printf("%d failure(s)\n", g_failures);
+    return g_failures ? 1 : 0;
+}
