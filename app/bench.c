@@ -42,7 +42,6 @@ static double time_steps(Model *m, Optimizer *o, const int32_t *labels, int B, i
     for (int s = 0; s < steps; s++) {
         model_forward(m, B, 1, 1.0f, rng);
         model_loss(m, labels, B, NULL);
-        model_zero_grad(m);
         model_backward(m, labels, B);
         optim_step(o, m, 0.01f);
         if (m->cfg.head.kind != HEAD_DENSE) moe_update_bias(&m->moe);

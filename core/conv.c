@@ -143,12 +143,14 @@ dw_plane_backward(float *di, float *acc, const float *plane, const float *d, con
 /* Stride 2: each input row is split into its even and odd columns, padded so that output column
  * ox reads O[ox] (kx = 0, input column 2ox - 1), E[ox] (kx = 1, 2ox) and O[ox + 1] (kx = 2, 2ox + 1)
  * with unit stride: no bounds tests and no strided access in the inner loops. */
-static inline void deinterleave_row(float *E, float *O, const float *row, int W, int Wo) {
+static inline void deinterleave_row(float *restrict E, float *restrict O, const float *restrict row,
+                                    int W, int Wo) {
+    /* 2j <= W - 1 for every j < Wo, whatever the parity of W; odd columns exist for j < W/2 */
+    const int half = W / 2;
     O[0] = 0.0f;
-    for (int j = 0; j < Wo; j++) {
-        E[j] = 2 * j < W ? row[2 * j] : 0.0f;
-        O[j + 1] = 2 * j + 1 < W ? row[2 * j + 1] : 0.0f;
-    }
+    for (int j = 0; j < Wo; j++) E[j] = row[2 * j];
+    for (int j = 0; j < half; j++) O[j + 1] = row[2 * j + 1];
+    if (half < Wo) O[Wo] = 0.0f;
 }
 
 static void dw2_plane_forward(float *o, const float *plane, const float *wc, int H, int W, int Ho, int Wo) {
@@ -196,11 +198,9 @@ static void dw2_plane_backward(float *di, float *acc, const float *plane, const 
             }
         }
         if (di) {
-            float *dr = di + (long)iy * W;
-            for (int j = 0; j < Wo; j++) {
-                if (2 * j < W) dr[2 * j] = dE[j];
-                if (2 * j + 1 < W) dr[2 * j + 1] = dO[j + 1];
-            }
+            float *restrict dr = di + (long)iy * W;
+            for (int j = 0; j < Wo; j++) dr[2 * j] = dE[j];
+            for (int j = 0; j < W / 2; j++) dr[2 * j + 1] = dO[j + 1];
         }
     }
 }

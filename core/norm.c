@@ -11,8 +11,27 @@
 #define LANES 16
 #define BLOCK 1024
 
+/* sums of (x - k) and (x - k)^2 in one pass; shifting by a sample value k keeps the
+ * difference of large sums away from cancellation */
+static void shifted_moments(const float *x, int n, float k, double *sum, double *sumsq) {
+    double s = 0.0, q = 0.0;
+    for (int i0 = 0; i0 < n; i0 += BLOCK) {
+        const int i1 = i0 + BLOCK < n ? i0 + BLOCK : n;
+        float a[LANES] = {0}, b[LANES] = {0};
+        int i = i0;
+        for (; i + LANES <= i1; i += LANES)
+            for (int j = 0; j < LANES; j++) { float d = x[i + j] - k; a[j] += d; b[j] += d * d; }
+        float ta = 0.0f, tb = 0.0f;
+        for (; i < i1; i++) { float d = x[i] - k; ta += d; tb += d * d; }
+        for (int j = 0; j < LANES; j++) { ta += a[j]; tb += b[j]; }
+        s += ta; q += tb;
+    }
+    *sum = s;
+    *sumsq = q;
+}
+
 /* sum x[i] */
-static double sum_f(const float *x, int n) {
+static __attribute__((unused)) double sum_f(const float *x, int n) {
     double s = 0.0;
     for (int i0 = 0; i0 < n; i0 += BLOCK) {
         const int i1 = i0 + BLOCK < n ? i0 + BLOCK : n;
@@ -29,7 +48,7 @@ static double sum_f(const float *x, int n) {
 }
 
 /* sum (x[i] - m)^2 */
-static double sq_dev(const float *x, int n, float m) {
+static __attribute__((unused)) double sq_dev(const float *x, int n, float m) {
     double s = 0.0;
     for (int i0 = 0; i0 < n; i0 += BLOCK) {
         const int i1 = i0 + BLOCK < n ? i0 + BLOCK : n;
@@ -84,9 +103,12 @@ void bn_forward_train(float *out, float *mean, float *rstd, const float *inp, co
     for (int c = 0; c < C; c++) {
         const float *x = inp + (long)c * N;
         float *y = out + (long)c * N;
-        const double s = sum_f(x, N);
-        const double m = s / N;
-        const double v = sq_dev(x, N, (float)m);
+        double s, ss;
+        shifted_moments(x, N, x[0], &s, &ss);   /* one pass: sums of (x - x0) and (x - x0)^2 */
+        const double ms = s / N;
+        const double m = x[0] + ms;
+        double v = ss - s * ms;                  /* sum (x - m)^2 */
+        if (v < 0.0) v = 0.0;
         const double var = v / N;
         const float rs = (float)(1.0 / sqrt(var + BN_EPS));
         mean[c] = (float)m;

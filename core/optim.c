@@ -39,7 +39,7 @@ void optim_step(Optimizer *o, Model *m, float lr) {
     for (int ti = 0; ti < m->nparams; ti++) {
         const TensorInfo *t = &m->params[ti];
         float *w = m->param + t->off;
-        const float *g = m->grad + t->off;
+        float *g = m->grad + t->off;
         float *mm = o->m + t->off;
         const float decay = t->decay ? 1.0f - lr * c->wd : 1.0f;
         const long n = t->n;
@@ -50,12 +50,14 @@ void optim_step(Optimizer *o, Model *m, float lr) {
                 for (long i = 0; i < n; i++) {
                     mm[i] = mu * mm[i] + g[i];
                     w[i] = w[i] * decay - lr * (g[i] + mu * mm[i]);
+                    g[i] = 0.0f;
                 }
             } else {
                 #pragma omp parallel for schedule(static) if (n > 32768)
                 for (long i = 0; i < n; i++) {
                     mm[i] = mu * mm[i] + g[i];
                     w[i] = w[i] * decay - lr * mm[i];
+                    g[i] = 0.0f;
                 }
             }
         } else {
@@ -67,6 +69,7 @@ void optim_step(Optimizer *o, Model *m, float lr) {
                 vv[i] = b2 * vv[i] + (1.0f - b2) * g[i] * g[i];
                 const float mh = mm[i] / bc1, vh = vv[i] / bc2;
                 w[i] = w[i] * decay - lr * mh / (sqrtf(vh) + eps);
+                g[i] = 0.0f;
             }
         }
     }

@@ -38,7 +38,8 @@ typedef struct {
 void optim_config_defaults(OptConfig *c, OptKind kind);
 ml_status optim_init(Optimizer *o, const OptConfig *cfg, long n);
 void optim_free(Optimizer *o);
-/* One update of every parameter tensor of the model with learning rate lr. */
+/* One update of every parameter tensor of the model with learning rate lr. The gradients are
+ * zeroed as they are consumed (saving a separate pass over them), ready for the next backward. */
 void optim_step(Optimizer *o, Model *m, float lr);
 int optim_kind_parse(const char *s, OptKind *k);
 const char *optim_kind_name(OptKind k);

@@ -122,8 +122,7 @@ ml_status trainer_step(Trainer *t, StepRecord *rec) {
         return ml_fail(ML_ERR_NUMERIC, "loss is %s at step %ld (epoch %d): training stopped before the update; "
                        "try a lower --lr or a higher --tau-min", isnan(total) ? "NaN" : "infinite",
                        t->step + 1, t->epoch + 1);
-    model_zero_grad(m);
-    model_backward(m, t->labels, B);
+    model_backward(m, t->labels, B); /* gradients are zero here: optim_step consumes them */
     optim_step(&t->opt, m, lr);
     double rho_real = 0.0;
     if (is_moe) {

@@ -84,18 +84,20 @@ static void test_optimisers(void) {
     Optimizer o;
     optim_init(&o, &oc, 2);
     optim_step(&o, &m, 0.1f);  /* v = g; w = w (1 - lr wd) - lr v */
+    CHECK(g[0] == 0.0f && g[1] == 0.0f, "optim_step zeroes the gradients it consumed");
+    g[0] = 0.5f; g[1] = 0.25f;
     optim_step(&o, &m, 0.1f);  /* v = 0.9 g + g */
     double w0 = 1.0; w0 = w0 * (1 - 0.01) - 0.1 * 0.5; w0 = w0 * (1 - 0.01) - 0.1 * (0.9 * 0.5 + 0.5);
     CHECK(fabs(w[0] - w0) < 1e-6, "SGD momentum + decoupled weight decay: %.7f == %.7f", w[0], w0);
     optim_free(&o);
-    oc.nesterov = 1; w[0] = 1.0f;
+    oc.nesterov = 1; w[0] = 1.0f; g[0] = 0.5f; g[1] = 0.25f;
     optim_init(&o, &oc, 2);
     optim_step(&o, &m, 0.1f);  /* v = g; step = g + 0.9 v */
     w0 = 1.0 * (1 - 0.01) - 0.1 * (0.5 + 0.9 * 0.5);
     CHECK(fabs(w[0] - w0) < 1e-6, "SGD Nesterov: %.7f == %.7f", w[0], w0);
     optim_free(&o);
     optim_config_defaults(&oc, OPT_ADAMW);
-    oc.wd = 0.1f; w[0] = 1.0f;
+    oc.wd = 0.1f; w[0] = 1.0f; g[0] = 0.5f; g[1] = 0.25f;
     optim_init(&o, &oc, 2);
     optim_step(&o, &m, 0.01f); /* first AdamW step moves by lr * sign(g) (bias-corrected) plus decay */
     w0 = 1.0 * (1 - 0.001) - 0.01 * 0.5 / (0.5 + 1e-8);
