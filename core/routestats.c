@@ -24,6 +24,13 @@ ml_status routewin_init(RouteWin *w, const RouteWinConfig *c, int E)
     if (!isfinite(c->entropy_min) || !isfinite(c->max_share) || !isfinite(c->dead_frac))
         return ml_fail(ML_ERR_ARG, "route window: collapse thresholds must be finite");
     w->ring = ml_alloc((size_t)c->window * (size_t)E * sizeof *w->ring);
+    w->ent_ring = ml_alloc((size_t)c->window * sizeof *w->ent_ring);
+    if (!w->ring || !w->ent_ring) {
+        ml_free(w->ring);
+        ml_free(w->ent_ring);
+        w->ring = NULL;
+        w->ent_ring = NULL;
+    }
     if (!w->ring)
         return ml_fail(ML_ERR_NOMEM, "route window: out of memory (%d steps x %d experts)", c->window, E);
     w->cfg = *c;
@@ -34,6 +41,7 @@ ml_status routewin_init(RouteWin *w, const RouteWinConfig *c, int E)
 void routewin_free(RouteWin *w)
 {
     ml_free(w->ring);
+    ml_free(w->ent_ring);
     memset(w, 0, sizeof *w);
 }
 
@@ -44,6 +52,25 @@ void routewin_reset(RouteWin *w)
     w->pushed = 0;
     memset(w->sum, 0, sizeof w->sum);
     memset(w->zero_run, 0, sizeof w->zero_run);
+    w->ent_sum = 0.0;
+}
+
+/* H(kept / sum kept) / log E of one step's counts (1 if E = 1, 0 if nothing kept) */
+static double step_entropy(const int *kept, int E)
+{
+    if (E <= 1)
+        return 1.0;
+    double tot = 0.0, h = 0.0;
+    for (int e = 0; e < E; e++)
+        tot += kept[e];
+    if (!(tot > 0.0))
+        return 0.0;
+    for (int e = 0; e < E; e++)
+        if (kept[e] > 0) {
+            double q = kept[e] / tot;
+            h -= q * log(q);
+        }
+    return h / log((double)E);
 }
 
 void routewin_push_counts(RouteWin *w, const int *kept)
@@ -53,6 +80,7 @@ void routewin_push_counts(RouteWin *w, const int *kept)
     if (w->n == w->cfg.window) {
         for (int e = 0; e < E; e++)
             w->sum[e] -= slot[e];
+        w->ent_sum -= w->ent_ring[w->head];
     } else {
         w->n++;
     }
@@ -61,6 +89,8 @@ void routewin_push_counts(RouteWin *w, const int *kept)
         w->sum[e] += kept[e];
         w->zero_run[e] = kept[e] == 0 ? w->zero_run[e] + 1 : 0;
     }
+    w->ent_ring[w->head] = step_entropy(kept, E);
+    w->ent_sum += w->ent_ring[w->head];
     w->head = (w->head + 1) % w->cfg.window;
     w->pushed++;
 }
@@ -85,19 +115,12 @@ int routewin_dead_count(const RouteWin *w, int *dead)
 
 double routewin_load_entropy(const RouteWin *w)
 {
-    if (w->E <= 1)
-        return 1.0;
-    double tot = 0.0, hsum = 0.0;
-    for (int e = 0; e < w->E; e++)
-        tot += (double)w->sum[e];
-    if (!(tot > 0.0))
-        return 0.0;
-    for (int e = 0; e < w->E; e++)
-        if (w->sum[e] > 0) {
-            double q = (double)w->sum[e] / tot;
-            hsum -= q * log(q);
-        }
-    return hsum / log((double)w->E);
+    /* mean of the per-step load entropies over the window: collapse is a per-batch event, and
+     * the summed counts of a window hide a router that sends every batch to one expert pair
+     * that changes over time (as a utility bias makes it do) */
+    if (w->n == 0)
+        return w->E <= 1 ? 1.0 : 0.0;
+    return w->ent_sum / w->n;
 }
 
 double routewin_max_share(const RouteWin *w)

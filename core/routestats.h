@@ -6,7 +6,10 @@
  *       window is full (W steps pushed since init/reset), so a run's first steps never flag.
  *   collapse (DESIGN.md section 1), judged on the kept counts summed over the steps in the window,
  *       once it holds at least min_steps steps:
- *       COLLAPSE_ENTROPY  load entropy H(sum kept / total)/log E < entropy_min (default 0.5)
+ *       COLLAPSE_ENTROPY  the mean over the window of the per-step load entropy
+ *                         H(kept / sum kept)/log E is < entropy_min (default 0.5). A per-step
+ *                         mean, not the entropy of the summed counts: a router that sends each
+ *                         batch to one expert pair, but a different pair over time, is collapsed.
  *       COLLAPSE_SHARE    one expert holds more than max_share (default 0.5) of the kept pairs.
  *                         Note: with top-k, an expert holds at most 1/k of the pairs (a sample
  *                         picks it once), so for k >= 2 this criterion needs max_share < 1/k to
@@ -41,6 +44,8 @@ typedef struct {
     int *ring;           // (window, E) kept counts per step
     long sum[MOE_MAX_EXPERTS]; // (E) kept counts summed over the held steps
     long zero_run[MOE_MAX_EXPERTS]; // (E) consecutive most recent steps with kept_e == 0
+    double *ent_ring;    // (window) per-step load entropy H(kept/sum kept)/log E
+    double ent_sum;      // sum of ent_ring over the held steps
 } RouteWin;
 
 void routewin_defaults(RouteWinConfig *c);
@@ -57,7 +62,7 @@ void routewin_push_counts(RouteWin *w, const int *kept);
 // Experts with zero kept count over the last W steps (0 until the window is full); if dead is not
 // NULL, dead[e] = 1/0 for each expert.
 int routewin_dead_count(const RouteWin *w, int *dead /* (E) or NULL */);
-// Load entropy / log E of the window's summed kept counts (1 if E = 1, 0 if nothing kept).
+// Mean per-step load entropy / log E over the window (1 if E = 1, 0 if nothing pushed).
 double routewin_load_entropy(const RouteWin *w);
 // Largest share of kept pairs held by one expert over the window (0 if nothing kept).
 double routewin_max_share(const RouteWin *w);

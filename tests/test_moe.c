@@ -949,6 +949,23 @@ static void test_routestats(void)
     col = routewin_collapsed(&w, &reason);
     check(!col && reason == 0 && routewin_dead_count(&w, NULL) == 0 && near(routewin_load_entropy(&w), 1.0, 1e-12),
           "routewin: balanced stream is not collapsed, no dead experts, entropy 1");
+    // every step sends the whole batch to one expert pair, a different pair each step: the
+    // summed counts look balanced, the per-step entropy (log 2 / log 8 = 1/3) is collapsed
+    for (int i = 0; i < 20; i++) {
+        memset(s.kept, 0, sizeof s.kept);
+        s.kept[i % 8] = 40;
+        s.kept[(i + 1) % 8] = 40;
+        routewin_push(&w, &s);
+    }
+    col = routewin_collapsed(&w, &reason);
+    check(col && (reason & COLLAPSE_ENTROPY) && near(routewin_load_entropy(&w), log(2.0) / log(8.0), 1e-12) &&
+              routewin_dead_count(&w, NULL) == 0,
+          "routewin: a rotating expert pair is collapsed (per-step entropy %.3f) though no expert is dead",
+          routewin_load_entropy(&w));
+    for (int e = 0; e < 8; e++)
+        s.kept[e] = 32;
+    for (int i = 0; i < 20; i++)
+        routewin_push(&w, &s);
     // one expert silent for the whole window: dead, but 1 of 8 is not collapse
     s.kept[3] = 0;
     for (int i = 0; i < 20; i++)
