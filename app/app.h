@@ -4,5 +4,6 @@
 
 int cmd_train(int argc, char **argv);
 int cmd_bench(int argc, char **argv);
+int cmd_data(int argc, char **argv);
 
 #endif

@@ -1,5 +1,6 @@
 /* main.c — moelab's entry point: dispatches the subcommands. */
 #include "app.h"
+#include "sessions/dataset_h5.h"
 
 #include <stdio.h>
 #include <string.h>
@@ -11,6 +12,7 @@ static void usage(FILE *f) {
 "commands:\n"
 "  train      train a model (moelab train --help lists every option)\n"
 "  bench      training speed of the reference model vs the OpenBLAS SGEMM rate\n"
+"  data       dataset info and import (moelab data --help)\n"
 "  help       this text\n"
 "  version    print the version\n\n"
 "With no command, moelab trains the reference MoE model on the default dataset\n"
@@ -18,10 +20,12 @@ static void usage(FILE *f) {
 }
 
 int main(int argc, char **argv) {
+    dataset_set_h5_loader(dataset_h5_load);
     if (argc < 2) return cmd_train(argc, argv);
     const char *c = argv[1];
     if (strcmp(c, "train") == 0) return cmd_train(argc - 1, argv + 1);
     if (strcmp(c, "bench") == 0) return cmd_bench(argc - 1, argv + 1);
+    if (strcmp(c, "data") == 0) return cmd_data(argc - 1, argv + 1);
     if (strcmp(c, "help") == 0 || strcmp(c, "--help") == 0 || strcmp(c, "-h") == 0) { usage(stdout); return 0; }
     if (strcmp(c, "version") == 0 || strcmp(c, "--version") == 0) { printf("moelab %s\n", MOELAB_VERSION); return 0; }
     if (c[0] == '-') return cmd_train(argc, argv);

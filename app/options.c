@@ -14,7 +14,7 @@ enum {
     O_OPTIMIZER, O_LR, O_LR_SCHEDULE, O_WARMUP, O_MOMENTUM, O_NESTEROV, O_WD, O_SEED, O_THREADS,
     O_LOG_EVERY, O_DRY_RUN, O_HEADLESS, O_CF, O_EVAL_CF, O_PRIORITY, O_TAU0, O_TAU1, O_SCHEDULE,
     O_TAU_MIN, O_SIG_S, O_SIG_C, O_NOISE, O_BIAS_MODE, O_BIAS_RATE, O_ALPHA, O_BETA, O_NO_RENORM,
-    O_SLOTS, O_COMMANDS, O_TAU_EPOCHS, O_STEPS, O_REPEAT, O_HEADS, O_QUIET, O_HELP,
+    O_SLOTS, O_NO_AUGMENT, O_LABELS, O_COMMANDS, O_TAU_EPOCHS, O_STEPS, O_REPEAT, O_HEADS, O_QUIET, O_HELP,
 };
 
 static const struct option long_opts[] = {
@@ -56,6 +56,8 @@ static const struct option long_opts[] = {
     {"no-renorm", no_argument, 0, O_NO_RENORM},
     {"slots", required_argument, 0, O_SLOTS},
     {"commands", required_argument, 0, O_COMMANDS},
+    {"no-augment", no_argument, 0, O_NO_AUGMENT},
+    {"labels", required_argument, 0, O_LABELS},
     {"tau-epochs", required_argument, 0, O_TAU_EPOCHS},
     {"steps", required_argument, 0, O_STEPS},
     {"repeat", required_argument, 0, O_REPEAT},
@@ -78,8 +80,12 @@ void app_options_help(const char *cmd) {
     printf("usage: moelab %s [options]\n\n", cmd);
     printf(
 "Data and run\n"
-"  --dataset SPEC       default | fashion-mnist | mnist | DIR (IDX files) | synthetic[:HxWxC[:K[:N]]]\n"
-"                       (default: fashion-mnist when installed, else synthetic)\n"
+"  --dataset SPEC       default | fashion-mnist | mnist | cifar-10 | cifar-100 | DIR | FILE.h5\n"
+"                       | synthetic[:HxWxC[:K[:N]]]; DIR holds IDX or CIFAR binary files;\n"
+"                       suffixes :coarse :stats=known|kuangliu|computed (default: fashion-mnist\n"
+"                       when installed, else synthetic)\n"
+"  --labels fine|coarse CIFAR-100 label set (fine)\n"
+"  --no-augment         no random crop + flip (on by default for RGB datasets)\n"
 "  --epochs N           training epochs (10)\n"
 "  --batch B            mini-batch size (128)\n"
 "  --seed S             seed of every random stream (1)\n"
@@ -223,6 +229,11 @@ int app_options_parse(AppOptions *o, int argc, char **argv, const char *cmd) {
         case O_ALPHA: bad = num("alpha", a, 0, 1e4, &v); h->alpha = (float)v; break;
         case O_BETA: bad = num("beta", a, 0, 1e4, &v); h->beta = (float)v; break;
         case O_NO_RENORM: h->renorm = 0; break;
+        case O_NO_AUGMENT: o->train.augment = 0; break;
+        case O_LABELS:
+            if (strcmp(a, "fine") && strcmp(a, "coarse")) { fprintf(stderr, "moelab: --labels: '%s' is not fine or coarse\n", a); return -1; }
+            o->coarse = !strcmp(a, "coarse");
+            break;
         case O_COMMANDS: snprintf(o->commands, sizeof o->commands, "%s", a); break;
         case O_TAU_EPOCHS: bad = num("tau-epochs", a, 0, 1e6, &v); o->train.tau_epochs = (float)v; break;
         case O_SLOTS: bad = integer("slots", a, 1, 1 << 20, &n); h->slots = (int)n; break;

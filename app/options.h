@@ -15,6 +15,7 @@ typedef struct {
     int repeat;     /* bench: repetitions (median reported) */
     char heads[64]; /* bench: comma list of heads */
     char commands[512]; /* --commands FILE */
+    int coarse;         /* --labels coarse */
 } AppOptions;
 
 void app_options_defaults(AppOptions *o);

@@ -127,7 +127,9 @@ int cmd_train(int argc, char **argv) {
     int r = app_options_parse(&o, argc, argv, "train");
     if (r) return r > 0 ? 0 : 2;
     Dataset ds;
-    if (dataset_open(&ds, o.dataset) != ML_OK) {
+    DatasetOpenOptions dopt = {0};
+    dopt.coarse = o.coarse;
+    if (dataset_open_with(&ds, o.dataset, &dopt) != ML_OK) {
         fprintf(stderr, "moelab: %s\n", ml_last_error());
         return 1;
     }
@@ -155,10 +157,10 @@ int cmd_train(int argc, char **argv) {
     }
     const ModelConfig *mc = &t.cfg.model;
     printf("moelab %s: %s (%d/%d images, %dx%dx%d), backbone %s w=%g, head %s, %d epochs x %ld steps, "
-           "batch %d, %s lr %g %s, seed %llu, %d threads\n", MOELAB_VERSION, ds.name, ds.train.n, ds.test.n,
+           "batch %d, %s lr %g %s, augment %s, seed %llu, %d threads\n", MOELAB_VERSION, ds.name, ds.train.n, ds.test.n,
            ds.h, ds.w, ds.c, backbone_name(mc->backbone), mc->width, moe_head_name(mc->head.kind),
            t.cfg.epochs, t.steps_per_epoch, mc->batch, optim_kind_name(t.cfg.opt.kind), t.cfg.lr.base,
-           lr_kind_name(t.cfg.lr.kind), (unsigned long long)t.cfg.seed, t.cfg.threads);
+           lr_kind_name(t.cfg.lr.kind), t.cfg.augment ? "on" : "off", (unsigned long long)t.cfg.seed, t.cfg.threads);
     fflush(stdout);
     TrainCallbacks cb = {.on_step = on_step, .on_eval = on_eval, .before_step = before_step, .user = &p};
     ml_status st = trainer_run(&t, &cb);

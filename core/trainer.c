@@ -22,6 +22,7 @@ void train_config_defaults(TrainConfig *c) {
     c->log_every = 10;
     routewin_defaults(&c->route);
     c->tsne_samples = 512;
+    c->augment = -1;
 }
 
 static void shuffle(int32_t *p, int n, Rng *r) {
@@ -61,6 +62,8 @@ ml_status trainer_init(Trainer *t, const TrainConfig *cfg, const Dataset *ds) {
     rng_seed(&t->rng_init, c->seed);
     rng_seed(&t->rng_data, c->seed ^ 0x5851f42d4c957f2dULL);
     rng_seed(&t->rng_noise, c->seed ^ 0x14057b7ef767814fULL);
+    rng_seed(&t->rng_aug, c->seed ^ 0x2545f4914f6cdd1dULL);
+    if (c->augment < 0) c->augment = dataset_augment_default(ds);
     model_init_params(&t->model, &t->rng_init);
     t->perm = ml_alloc(sizeof(int32_t) * ds->train.n);
     t->labels = ml_alloc(sizeof(int32_t) * B);
@@ -109,7 +112,8 @@ ml_status trainer_step(Trainer *t, StepRecord *rec) {
         t->ep_batches = 0;
         t->t_epoch = ml_now();
     }
-    batch_fill(model_input(m), t->labels, t->ds, &t->ds->train, t->perm + (long)t->pos * B, B);
+    batch_fill_augment(model_input(m), t->labels, t->ds, &t->ds->train, t->perm + (long)t->pos * B, B,
+                       t->cfg.augment ? &t->rng_aug : NULL);
     const float tau = tau_plan_value(&t->tau, t->step);
     const float lr = t->lr_override > 0 ? t->lr_override : lr_value(&t->cfg.lr, t->step);
     model_forward(m, B, 1, tau, &t->rng_noise);

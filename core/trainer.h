@@ -29,6 +29,7 @@ typedef struct {
     int log_every;       /* StepRecord period in steps (default 10) */
     RouteWinConfig route;/* dead-expert window and collapse thresholds */
     int tsne_samples;    /* test samples whose features are kept per evaluation (default 512) */
+    int augment;         /* -1: on for RGB datasets (default), 0: off, 1: on (crop + flip) */
 } TrainConfig;
 
 void train_config_defaults(TrainConfig *c);
@@ -109,7 +110,7 @@ struct Trainer {
     Model model;
     Optimizer opt;
     TauPlan tau;
-    Rng rng_init, rng_data, rng_noise;
+    Rng rng_init, rng_data, rng_noise, rng_aug;
     int32_t *perm;        /* (n_train) order of this epoch */
     int32_t *labels;      /* (batch) */
     int32_t *eval_idx;    /* (batch) test indices of one evaluation batch */

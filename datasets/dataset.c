@@ -1,7 +1,8 @@
 /* dataset.c — opening datasets by spec, freeing them, normalisation statistics and batching.
  *
- * dataset_open() maps a spec string ("fashion-mnist", "mnist", "synthetic[:HxWxC[:K[:N]]]",
- * "default" or a directory) to a reader. Named datasets live under /usr/share/datasets, or
+ * dataset_open() maps a spec string ("fashion-mnist", "mnist", "cifar-10", "cifar-100",
+ * "synthetic[:HxWxC[:K[:N]]]", "default", a directory or an HDF5 file, with optional ":"
+ * suffixes) to a reader, detecting a directory's format from the files it holds. Named datasets live under /usr/share/datasets, or
  * under $MOELAB_DATA when it is set. batch_fill() turns uint8 (N, C, H, W) images into the
  * normalised float (C, B, H, W) layout the core's layers consume.
  */
@@ -144,9 +145,264 @@ static void path_basename(const char *path, char *out, size_t cap)
     out[len] = 0;
 }
 
+/* ---- format detection */
+
+static dataset_h5_loader_fn h5_loader;
+
+void dataset_set_h5_loader(dataset_h5_loader_fn fn)
+{
+    h5_loader = fn;
+}
+
+const char *dataset_format_name(DatasetFormat f)
+{
+    switch (f) {
+    case DATASET_FORMAT_IDX: return "IDX (MNIST-style)";
+    case DATASET_FORMAT_CIFAR10: return "CIFAR-10 binary";
+    case DATASET_FORMAT_CIFAR100: return "CIFAR-100 binary";
+    case DATASET_FORMAT_H5: return "HDF5 dataset file";
+    case DATASET_FORMAT_TINY_IMAGENET: return "Tiny-ImageNet-200 folder";
+    case DATASET_FORMAT_IMAGE_FOLDER: return "image folder (train/<class>/)";
+    case DATASET_FORMAT_SYNTHETIC: return "synthetic";
+    default: return "unknown";
+    }
+}
+
+/* dir/name exists (as a regular file when want_dir is 0, as a directory otherwise). */
+static int has_entry(const char *dir, const char *name, int want_dir)
+{
+    char p[4096];
+    int k = snprintf(p, sizeof p, "%s/%s", dir, name);
+    if (k < 0 || (size_t)k >= sizeof p)
+        return 0;
+    struct stat st;
+    if (stat(p, &st) != 0)
+        return 0;
+    return want_dir ? S_ISDIR(st.st_mode) : S_ISREG(st.st_mode);
+}
+
+static int has_idx_file(const char *dir)
+{
+    static const char *const names[] = {"train-images-idx3-ubyte", "train-images-idx3-ubyte.gz",
+                                        "train-images.idx3-ubyte", "train-images.idx3-ubyte.gz",
+                                        "t10k-images-idx3-ubyte", "t10k-images-idx3-ubyte.gz"};
+    for (size_t i = 0; i < sizeof names / sizeof names[0]; i++)
+        if (has_entry(dir, names[i], 0))
+            return 1;
+    return 0;
+}
+
+/* HDF5 signature at offset 0 (or at 512, 1024, 2048 after a user block). */
+static int is_hdf5_file(const char *path)
+{
+    static const uint8_t sig[8] = {0x89, 'H', 'D', 'F', '\r', '\n', 0x1a, '\n'};
+    FILE *f = fopen(path, "rb");
+    if (!f)
+        return 0;
+    int found = 0;
+    static const long offs[4] = {0, 512, 1024, 2048};
+    for (int i = 0; i < 4 && !found; i++) {
+        uint8_t b[8];
+        if (fseek(f, offs[i], SEEK_SET) != 0 || fread(b, 1, 8, f) != 8)
+            break;
+        found = memcmp(b, sig, 8) == 0;
+    }
+    fclose(f);
+    return found;
+}
+
+static DatasetFormat detect_dir(const char *dir)
+{
+    if (has_entry(dir, "data_batch_1.bin", 0) || has_entry(dir, "test_batch.bin", 0) ||
+        has_entry(dir, "batches.meta.txt", 0))
+        return DATASET_FORMAT_CIFAR10;
+    if ((has_entry(dir, "train.bin", 0) || has_entry(dir, "test.bin", 0)) &&
+        (has_entry(dir, "fine_label_names.txt", 0) || has_entry(dir, "coarse_label_names.txt", 0) ||
+         !has_entry(dir, "batches.meta.txt", 0)))
+        return DATASET_FORMAT_CIFAR100;
+    if (has_idx_file(dir))
+        return DATASET_FORMAT_IDX;
+    if (has_entry(dir, "wnids.txt", 0))
+        return DATASET_FORMAT_TINY_IMAGENET;
+    if (has_entry(dir, "train", 1))
+        return DATASET_FORMAT_IMAGE_FOLDER;
+    return DATASET_FORMAT_UNKNOWN;
+}
+
+DatasetFormat dataset_detect(const char *path, char *resolved, size_t cap)
+{
+    if (resolved && cap)
+        snprintf(resolved, cap, "%s", path);
+    struct stat st;
+    if (!path || stat(path, &st) != 0)
+        return DATASET_FORMAT_UNKNOWN;
+    if (S_ISREG(st.st_mode))
+        return is_hdf5_file(path) ? DATASET_FORMAT_H5 : DATASET_FORMAT_UNKNOWN;
+    if (!S_ISDIR(st.st_mode))
+        return DATASET_FORMAT_UNKNOWN;
+    DatasetFormat f = detect_dir(path);
+    if (f != DATASET_FORMAT_UNKNOWN)
+        return f;
+    /* a parent of the extracted archive */
+    static const char *const subs[] = {"cifar-10-batches-bin", "cifar-100-binary",
+                                       "tiny-imagenet-200"};
+    for (size_t i = 0; i < sizeof subs / sizeof subs[0]; i++) {
+        if (!has_entry(path, subs[i], 1))
+            continue;
+        char sub[4096];
+        int k = snprintf(sub, sizeof sub, "%s/%s", path, subs[i]);
+        if (k < 0 || (size_t)k >= sizeof sub)
+            continue;
+        f = detect_dir(sub);
+        if (f != DATASET_FORMAT_UNKNOWN) {
+            if (resolved && cap)
+                snprintf(resolved, cap, "%s", sub);
+            return f;
+        }
+    }
+    return DATASET_FORMAT_UNKNOWN;
+}
+
+/* ---- spec options */
+
+/* Applies one ":"-suffix option word; returns 0 when it is not an option. */
+static int apply_option(const char *w, size_t len, DatasetOpenOptions *o)
+{
+#define IS(s) (len == strlen(s) && memcmp(w, s, len) == 0)
+    if (IS("fine"))
+        o->coarse = 0;
+    else if (IS("coarse"))
+        o->coarse = 1;
+    else if (IS("stats=known"))
+        o->stats = DATASET_STATS_KNOWN;
+    else if (IS("stats=computed"))
+        o->stats = DATASET_STATS_COMPUTED;
+    else if (IS("stats=kuangliu"))
+        o->stats = DATASET_STATS_KUANGLIU;
+    else
+        return 0;
+    return 1;
+#undef IS
+}
+
+static int is_named(const char *s)
+{
+    return strcmp(s, "fashion-mnist") == 0 || strcmp(s, "mnist") == 0 ||
+           strcmp(s, "cifar-10") == 0 || strcmp(s, "cifar10") == 0 ||
+           strcmp(s, "cifar-100") == 0 || strcmp(s, "cifar100") == 0;
+}
+
+/* Splits trailing option words off `spec` into `base` while `spec` itself is neither an
+ * existing path nor a named dataset. */
+static ml_status split_options(const char *spec, char *base, size_t cap, DatasetOpenOptions *o)
+{
+    int k = snprintf(base, cap, "%s", spec);
+    if (k < 0 || (size_t)k >= cap)
+        return ml_fail(ML_ERR_ARG, "dataset spec too long (%zu bytes)", strlen(spec));
+    struct stat st;
+    DatasetOpenOptions tmp = *o;
+    const char *words[8];
+    size_t lens[8];
+    int nw = 0;
+    while (stat(base, &st) != 0 && !is_named(base)) {
+        char *colon = strrchr(base, ':');
+        if (!colon || nw == 8)
+            break;
+        size_t len = strlen(colon + 1);
+        DatasetOpenOptions probe = tmp;
+        if (!apply_option(colon + 1, len, &probe))
+            break;
+        words[nw] = spec + (colon + 1 - base);
+        lens[nw] = len;
+        nw++;
+        *colon = 0;
+    }
+    /* apply in written order (a later word wins) */
+    for (int i = nw - 1; i >= 0; i--)
+        apply_option(words[i], lens[i], &tmp);
+    *o = tmp;
+    return ML_OK;
+}
+
+/* Opens a path (directory or file) by its detected format. */
+static ml_status open_path(Dataset *ds, const char *path, const DatasetOpenOptions *o)
+{
+    struct stat st;
+    if (stat(path, &st) != 0) {
+        if (errno == ENOENT)
+            return ml_fail(ML_ERR_ARG,
+                           "%s: unknown dataset: expected fashion-mnist, mnist, cifar-10, "
+                           "cifar-100, synthetic[:HxWxC[:K[:N]]], default, a dataset directory "
+                           "or an imported .h5 file",
+                           path);
+        return ml_fail(ML_ERR_IO, "%s: cannot access: %s", path, strerror(errno));
+    }
+    char dir[4096];
+    DatasetFormat f = dataset_detect(path, dir, sizeof dir);
+    if (!S_ISDIR(st.st_mode)) {
+        if (f != DATASET_FORMAT_H5)
+            return ml_fail(ML_ERR_ARG,
+                           "%s: not a directory: expected a directory holding the four IDX "
+                           "files (train-images-idx3-ubyte, ...), a CIFAR directory or an HDF5 "
+                           "dataset file (no HDF5 signature found)",
+                           path);
+        if (!h5_loader)
+            return ml_fail(ML_ERR_STATE,
+                           "%s: HDF5 dataset files can only be read by the moelab application "
+                           "(no HDF5 reader registered with dataset_set_h5_loader)",
+                           path);
+        memset(ds, 0, sizeof *ds);
+        ml_status st5 = h5_loader(ds, path);
+        if (st5 == ML_OK && o->stats == DATASET_STATS_COMPUTED)
+            dataset_compute_stats(ds);
+        return st5;
+    }
+    char name[64];
+    switch (f) {
+    case DATASET_FORMAT_CIFAR10:
+        return cifar_load_dir(ds, dir, 10, o);
+    case DATASET_FORMAT_CIFAR100:
+        return cifar_load_dir(ds, dir, 100, o);
+    case DATASET_FORMAT_TINY_IMAGENET:
+    case DATASET_FORMAT_IMAGE_FOLDER:
+        return ml_fail(ML_ERR_ARG,
+                       "%s: %s: decode it once with `moelab data import %s OUT.h5 [--size 64]` "
+                       "and train on OUT.h5",
+                       path, dataset_format_name(f), path);
+    default:
+        path_basename(path, name, sizeof name);
+        return idx_load_dir(ds, path, name);
+    }
+}
+
+/* A named CIFAR set under the data root. */
+static ml_status open_named_cifar(Dataset *ds, const char *spec, const DatasetOpenOptions *o)
+{
+    int v = strstr(spec, "100") ? 100 : 10;
+    const char *sub = v == 10 ? "cifar-10-batches-bin" : "cifar-100-binary";
+    char dir[4096];
+    int k = snprintf(dir, sizeof dir, "%s/%s", data_root(), sub);
+    if (k < 0 || (size_t)k >= sizeof dir)
+        return ml_fail(ML_ERR_ARG, "%s: data directory path too long", spec);
+    if (!is_dir(dir))
+        return ml_fail(ML_ERR_IO,
+                       "%s: dataset directory %s not found (set MOELAB_DATA to a directory "
+                       "holding %s/, extracted from the binary version of the archive)",
+                       spec, dir, sub);
+    return cifar_load_dir(ds, dir, v, o);
+}
+
 ml_status dataset_open(Dataset *ds, const char *spec)
 {
+    return dataset_open_with(ds, spec, NULL);
+}
+
+ml_status dataset_open_with(Dataset *ds, const char *spec, const DatasetOpenOptions *opt)
+{
     memset(ds, 0, sizeof *ds);
+    DatasetOpenOptions o = {0, DATASET_STATS_KNOWN};
+    if (opt)
+        o = *opt;
     if (!spec || !*spec)
         spec = "default";
     if (strcmp(spec, "default") == 0) {
@@ -156,28 +412,17 @@ ml_status dataset_open(Dataset *ds, const char *spec)
             return idx_load_dir(ds, dir, "fashion-mnist");
         return open_synthetic(ds, "synthetic");
     }
-    if (strcmp(spec, "fashion-mnist") == 0 || strcmp(spec, "mnist") == 0)
-        return open_named(ds, spec);
     if (strncmp(spec, "synthetic", 9) == 0 && (spec[9] == 0 || spec[9] == ':'))
         return open_synthetic(ds, spec);
-
-    struct stat st;
-    if (stat(spec, &st) != 0) {
-        if (errno == ENOENT)
-            return ml_fail(ML_ERR_ARG,
-                           "%s: unknown dataset: expected fashion-mnist, mnist, "
-                           "synthetic[:HxWxC[:K[:N]]], default or a directory of IDX files",
-                           spec);
-        return ml_fail(ML_ERR_IO, "%s: cannot access: %s", spec, strerror(errno));
-    }
-    if (!S_ISDIR(st.st_mode))
-        return ml_fail(ML_ERR_ARG,
-                       "%s: not a directory: expected a directory holding the four IDX files "
-                       "(train-images-idx3-ubyte, ...)",
-                       spec);
-    char name[64];
-    path_basename(spec, name, sizeof name);
-    return idx_load_dir(ds, spec, name);
+    char base[4096];
+    ml_status st = split_options(spec, base, sizeof base, &o);
+    if (st != ML_OK)
+        return st;
+    if (strcmp(base, "fashion-mnist") == 0 || strcmp(base, "mnist") == 0)
+        return open_named(ds, base);
+    if (strncmp(base, "cifar", 5) == 0 && is_named(base))
+        return open_named_cifar(ds, base, &o);
+    return open_path(ds, base, &o);
 }
 
 void dataset_free(Dataset *ds)
@@ -230,6 +475,7 @@ void dataset_compute_stats(Dataset *ds)
         ds->mean[ch] = (float)mean;
         ds->std[ch] = sd > 1e-6 ? (float)sd : 1.0f;
     }
+    snprintf(ds->stats_source, sizeof ds->stats_source, "computed: train split");
 }
 
 void batch_fill(float *x, int32_t *y, const Dataset *ds, const DatasetSplit *split,

@@ -162,6 +162,10 @@ static ml_status gunzip(const uint8_t *in, size_t in_len, const char *path, uint
     }
     if (cap < in_len)
         cap = in_len * 4 < GUNZIP_MAX ? in_len * 4 : GUNZIP_MAX;
+    /* ISIZE is not to be trusted: deflate expands at most ~1032:1, so a larger claim is a lie
+     * (or a corrupt trailer) and must not make a tiny file allocate gigabytes up front */
+    if (in_len < GUNZIP_MAX / 1032 && cap > in_len * 1032)
+        cap = in_len * 1032;
     if (cap < 4096)
         cap = 4096;
     if (cap > GUNZIP_MAX)
@@ -397,6 +401,7 @@ ml_status idx_load_dir(Dataset *ds, const char *dir, const char *name)
     if (st == ML_OK) {
         snprintf(ds->name, sizeof ds->name, "%s", name && *name ? name : "idx");
         snprintf(ds->source, sizeof ds->source, "%s", dir);
+        ds->format = DATASET_FORMAT_IDX;
         ds->c = 1;
         ds->h = f[0].rows;
         ds->w = f[0].cols;

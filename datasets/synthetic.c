@@ -39,7 +39,7 @@ static uint64_t splitmix64(uint64_t *x)
 }
 
 /* An independent stream for (seed, a, b). */
-static void rng_init(SynRng *r, uint64_t seed, uint64_t a, uint64_t b)
+static void syn_init(SynRng *r, uint64_t seed, uint64_t a, uint64_t b)
 {
     uint64_t x = seed;
     uint64_t h = splitmix64(&x);
@@ -55,7 +55,7 @@ static uint64_t rotl(uint64_t x, int k)
     return (x << k) | (x >> (64 - k));
 }
 
-static uint64_t rng_next(SynRng *r)
+static uint64_t syn_next(SynRng *r)
 {
     uint64_t *s = r->s;
     uint64_t result = rotl(s[1] * 5, 7) * 9;
@@ -70,27 +70,27 @@ static uint64_t rng_next(SynRng *r)
 }
 
 /* Uniform in [0, 1). */
-static double rng_uniform(SynRng *r)
+static double syn_uniform(SynRng *r)
 {
-    return (double)(rng_next(r) >> 11) * 0x1.0p-53;
+    return (double)(syn_next(r) >> 11) * 0x1.0p-53;
 }
 
-static double rng_range(SynRng *r, double lo, double hi)
+static double syn_range(SynRng *r, double lo, double hi)
 {
-    return lo + (hi - lo) * rng_uniform(r);
+    return lo + (hi - lo) * syn_uniform(r);
 }
 
 /* Uniform integer in [0, n). */
-static int rng_int(SynRng *r, int n)
+static int syn_int(SynRng *r, int n)
 {
-    int k = (int)(rng_uniform(r) * n);
+    int k = (int)(syn_uniform(r) * n);
     return k < n ? k : n - 1;
 }
 
 /* Approximately standard normal: the sum of four 16-bit uniforms (Irwin-Hall), rescaled. */
-static float rng_noise(SynRng *r)
+static float syn_noise(SynRng *r)
 {
-    uint64_t v = rng_next(r);
+    uint64_t v = syn_next(r);
     uint32_t s = (uint32_t)(v & 0xffff) + (uint32_t)((v >> 16) & 0xffff) +
                  (uint32_t)((v >> 32) & 0xffff) + (uint32_t)(v >> 48);
     /* mean 2, variance 4/12 in units of 65536 */
@@ -122,19 +122,19 @@ static void pattern_random(SynPattern *p, SynRng *r, int h, int w)
     double lmin = side / 4 > 3 ? side / 4 : 3;
     double lmax = side * 1.2 > lmin ? side * 1.2 : lmin + 1;
     for (int i = 0; i < SYN_SINES; i++) {
-        double lambda = rng_range(r, lmin, lmax);
-        double theta = rng_range(r, 0, SYN_PI);
+        double lambda = syn_range(r, lmin, lmax);
+        double theta = syn_range(r, 0, SYN_PI);
         p->wave[i].fx = 2 * SYN_PI * cos(theta) / lambda;
         p->wave[i].fy = 2 * SYN_PI * sin(theta) / lambda;
-        p->wave[i].phase = rng_range(r, 0, 2 * SYN_PI);
-        p->wave[i].amp = rng_range(r, 0.5, 1.0);
+        p->wave[i].phase = syn_range(r, 0, 2 * SYN_PI);
+        p->wave[i].amp = syn_range(r, 0.5, 1.0);
     }
     for (int i = 0; i < SYN_BLOBS; i++) {
-        double s = rng_range(r, side / 8 > 1 ? side / 8 : 1, side / 3 > 1.5 ? side / 3 : 1.5);
-        p->blob[i].cx = rng_range(r, 0, w);
-        p->blob[i].cy = rng_range(r, 0, h);
+        double s = syn_range(r, side / 8 > 1 ? side / 8 : 1, side / 3 > 1.5 ? side / 3 : 1.5);
+        p->blob[i].cx = syn_range(r, 0, w);
+        p->blob[i].cy = syn_range(r, 0, h);
         p->blob[i].inv2s2 = 1.0 / (2 * s * s);
-        p->blob[i].amp = rng_range(r, 1.0, 2.0) * (rng_uniform(r) < 0.5 ? -1 : 1);
+        p->blob[i].amp = syn_range(r, 1.0, 2.0) * (syn_uniform(r) < 0.5 ? -1 : 1);
     }
 }
 
@@ -155,13 +155,13 @@ static double pattern_eval(const SynPattern *p, double x, double y)
 static void prototype_render(float *proto, uint64_t seed, int k, int c, int h, int w, int pad)
 {
     SynRng r;
-    rng_init(&r, seed, 1, (uint64_t)k);
+    syn_init(&r, seed, 1, (uint64_t)k);
     int hp = h + 2 * pad, wp = w + 2 * pad;
     SynPattern shared, own;
     pattern_random(&shared, &r, h, w);
     for (int ch = 0; ch < c; ch++) {
         pattern_random(&own, &r, h, w);
-        double base = 128 + rng_range(&r, -12, 12);
+        double base = 128 + syn_range(&r, -12, 12);
         float *pc = proto + (size_t)ch * hp * wp;
         for (int y = 0; y < hp; y++)
             for (int x = 0; x < wp; x++) {
@@ -189,17 +189,17 @@ static void sample_render(uint8_t *img, const float *protos, uint64_t seed, int 
                           int k, int classes, int c, int h, int w, int pad)
 {
     SynRng r;
-    rng_init(&r, seed, 2 + (uint64_t)split, (uint64_t)i);
+    syn_init(&r, seed, 2 + (uint64_t)split, (uint64_t)i);
     int hp = h + 2 * pad, wp = w + 2 * pad;
     size_t psize = (size_t)c * hp * wp;
-    int j = rng_int(&r, classes - 1);
+    int j = syn_int(&r, classes - 1);
     if (j >= k)
         j++;
-    float mix = (float)rng_range(&r, 0.0, 0.4);
-    int dx = rng_int(&r, 2 * pad + 1) - pad;
-    int dy = rng_int(&r, 2 * pad + 1) - pad;
-    float contrast = (float)rng_range(&r, 0.75, 1.25);
-    float bright = (float)rng_range(&r, -30, 30);
+    float mix = (float)syn_range(&r, 0.0, 0.4);
+    int dx = syn_int(&r, 2 * pad + 1) - pad;
+    int dy = syn_int(&r, 2 * pad + 1) - pad;
+    float contrast = (float)syn_range(&r, 0.75, 1.25);
+    float bright = (float)syn_range(&r, -30, 30);
     const float *pk = protos + (size_t)k * psize;
     const float *pj = protos + (size_t)j * psize;
     for (int ch = 0; ch < c; ch++) {
@@ -210,7 +210,7 @@ static void sample_render(uint8_t *img, const float *protos, uint64_t seed, int 
             int row = (y + pad + dy) * wp + pad + dx;
             for (int x = 0; x < w; x++) {
                 float v = (1 - mix) * ak[row + x] + mix * aj[row + x];
-                v = 128 + contrast * (v - 128) + bright + 28.0f * rng_noise(&r);
+                v = 128 + contrast * (v - 128) + bright + 28.0f * syn_noise(&r);
                 v = v < 0 ? 0 : v > 255 ? 255 : v;
                 out[y * w + x] = (uint8_t)lrintf(v);
             }
@@ -241,11 +241,11 @@ static ml_status split_generate(DatasetSplit *s, int split, int n, const float *
     s->n = n;
     /* balanced labels in a seeded random order */
     SynRng r;
-    rng_init(&r, o->seed, 100 + (uint64_t)split, 0);
+    syn_init(&r, o->seed, 100 + (uint64_t)split, 0);
     for (int i = 0; i < n; i++)
         s->labels[i] = i % o->classes;
     for (int i = n - 1; i > 0; i--) {
-        int j = rng_int(&r, i + 1);
+        int j = syn_int(&r, i + 1);
         int32_t t = s->labels[i];
         s->labels[i] = s->labels[j];
         s->labels[j] = t;
@@ -305,6 +305,7 @@ ml_status synthetic_generate(Dataset *ds, const SyntheticOptions *opt)
     if (st == ML_OK) {
         snprintf(ds->name, sizeof ds->name, "synthetic");
         ds->source[0] = 0;
+        ds->format = DATASET_FORMAT_SYNTHETIC;
         ds->c = o.c;
         ds->h = o.h;
         ds->w = o.w;
