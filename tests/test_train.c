@@ -20,6 +20,7 @@ static void small_config(TrainConfig *c, HeadKind head) {
     c->lr.base = 0.05f;
     c->threads = 2;
     c->log_every = 5;
+    c->augment = 0; /* the learning thresholds below are for plain batches */
 }
 
 static double run(const Dataset *ds, const TrainConfig *cfg, float **params_out, long *n_out, double *acc_out) {
@@ -51,6 +52,23 @@ static void test_reproducible_and_learns(const Dataset *ds, HeadKind head, doubl
     cfg.seed = 2;
     run(ds, &cfg, &p3, &n3, &a3);
     CHECK(memcmp(p1, p3, sizeof(float) * n1) != 0, "%s: a different seed gives different weights", moe_head_name(head));
+    free(p1); free(p2); free(p3);
+}
+
+static void test_augmented_reproducible(const Dataset *ds) {
+    TrainConfig cfg;
+    small_config(&cfg, HEAD_MOE);
+    cfg.augment = 1;
+    cfg.epochs = 1;
+    float *p1, *p2, *p3;
+    long n1, n2, n3;
+    double a1, a2, a3;
+    run(ds, &cfg, &p1, &n1, &a1);
+    run(ds, &cfg, &p2, &n2, &a2);
+    cfg.augment = 0;
+    run(ds, &cfg, &p3, &n3, &a3);
+    CHECK(memcmp(p1, p2, sizeof(float) * n1) == 0, "augmented runs are bit-identical from the same seed");
+    CHECK(memcmp(p1, p3, sizeof(float) * n1) != 0, "augmentation changes the batches (weights differ from an unaugmented run)");
     free(p1); free(p2); free(p3);
 }
 
@@ -128,6 +146,7 @@ int main(void) {
     test_reproducible_and_learns(&ds, HEAD_DENSE, 0.7);
     test_reproducible_and_learns(&ds, HEAD_MOE, 0.7);
     test_reproducible_and_learns(&ds, HEAD_SOFTMOE_SAMPLE, 0.7);
+    test_augmented_reproducible(&ds);
     test_diverging_run(&ds);
     dataset_free(&ds);
     printf("%d failure(s)\n", g_failures);
