@@ -5,5 +5,7 @@
 int cmd_train(int argc, char **argv);
 int cmd_bench(int argc, char **argv);
 int cmd_data(int argc, char **argv);
+int cmd_replay(int argc, char **argv);
+int cmd_export(int argc, char **argv);
 
 #endif

@@ -13,6 +13,8 @@ static void usage(FILE *f) {
 "  train      train a model (moelab train --help lists every option)\n"
 "  bench      training speed of the reference model vs the OpenBLAS SGEMM rate\n"
 "  data       dataset info and import (moelab data --help)\n"
+"  replay     re-run a session with its recorded commands and compare the results\n"
+"  export     write a session's history as CSV (moelab export DIR --csv OUTDIR)\n"
 "  help       this text\n"
 "  version    print the version\n\n"
 "With no command, moelab trains the reference MoE model on the default dataset\n"
@@ -26,6 +28,8 @@ int main(int argc, char **argv) {
     if (strcmp(c, "train") == 0) return cmd_train(argc - 1, argv + 1);
     if (strcmp(c, "bench") == 0) return cmd_bench(argc - 1, argv + 1);
     if (strcmp(c, "data") == 0) return cmd_data(argc - 1, argv + 1);
+    if (strcmp(c, "replay") == 0) return cmd_replay(argc - 1, argv + 1);
+    if (strcmp(c, "export") == 0) return cmd_export(argc - 1, argv + 1);
     if (strcmp(c, "help") == 0 || strcmp(c, "--help") == 0 || strcmp(c, "-h") == 0) { usage(stdout); return 0; }
     if (strcmp(c, "version") == 0 || strcmp(c, "--version") == 0) { printf("moelab %s\n", MOELAB_VERSION); return 0; }
     if (c[0] == '-') return cmd_train(argc, argv);

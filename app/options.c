@@ -14,7 +14,7 @@ enum {
     O_OPTIMIZER, O_LR, O_LR_SCHEDULE, O_WARMUP, O_MOMENTUM, O_NESTEROV, O_WD, O_SEED, O_THREADS,
     O_LOG_EVERY, O_DRY_RUN, O_HEADLESS, O_CF, O_EVAL_CF, O_PRIORITY, O_TAU0, O_TAU1, O_SCHEDULE,
     O_TAU_MIN, O_SIG_S, O_SIG_C, O_NOISE, O_BIAS_MODE, O_BIAS_RATE, O_ALPHA, O_BETA, O_NO_RENORM,
-    O_SLOTS, O_NO_AUGMENT, O_LABELS, O_COMMANDS, O_TAU_EPOCHS, O_STEPS, O_REPEAT, O_HEADS, O_QUIET, O_HELP,
+    O_SLOTS, O_SESSION, O_NO_SESSION, O_RESUME, O_CKPT_EVERY, O_CKPT_STEPS, O_KEEP, O_NO_AUGMENT, O_LABELS, O_COMMANDS, O_TAU_EPOCHS, O_STEPS, O_REPEAT, O_HEADS, O_QUIET, O_HELP,
 };
 
 static const struct option long_opts[] = {
@@ -57,6 +57,12 @@ static const struct option long_opts[] = {
     {"slots", required_argument, 0, O_SLOTS},
     {"commands", required_argument, 0, O_COMMANDS},
     {"no-augment", no_argument, 0, O_NO_AUGMENT},
+    {"session", required_argument, 0, O_SESSION},
+    {"no-session", no_argument, 0, O_NO_SESSION},
+    {"resume", required_argument, 0, O_RESUME},
+    {"ckpt-every", required_argument, 0, O_CKPT_EVERY},
+    {"ckpt-steps", required_argument, 0, O_CKPT_STEPS},
+    {"keep", required_argument, 0, O_KEEP},
     {"labels", required_argument, 0, O_LABELS},
     {"tau-epochs", required_argument, 0, O_TAU_EPOCHS},
     {"steps", required_argument, 0, O_STEPS},
@@ -74,6 +80,8 @@ void app_options_defaults(AppOptions *o) {
     o->steps = 30;
     o->repeat = 3;
     snprintf(o->heads, sizeof o->heads, "dense,moe");
+    o->ckpt_every = 1;
+    o->keep = 3;
 }
 
 void app_options_help(const char *cmd) {
@@ -93,6 +101,13 @@ void app_options_help(const char *cmd) {
 "  --log-every N        step records every N steps (10)\n"
 "  --headless           plain progress lines instead of the live screen\n"
 "  --dry-run            print the model's layers, parameters, FLOPs and rho, then exit\n"
+"Session (live.h5 + checkpoints)\n"
+"  --session DIR        session folder (sessions/<dataset>-<head>-<time>)\n"
+"  --no-session         write nothing to disk\n"
+"  --resume DIR         continue DIR from its newest valid checkpoint\n"
+"  --ckpt-every N       checkpoint every N epochs, 0 = only at the end (1)\n"
+"  --ckpt-steps N       also checkpoint every N steps (off)\n"
+"  --keep N             checkpoints kept, 0 = all (3)\n"
 "Model\n"
 "  --backbone dw|std    depthwise-separable or standard 3x3 blocks (dw)\n"
 "  --width W            width multiplier, c0 = round(32 W) (1)\n"
@@ -229,6 +244,12 @@ int app_options_parse(AppOptions *o, int argc, char **argv, const char *cmd) {
         case O_ALPHA: bad = num("alpha", a, 0, 1e4, &v); h->alpha = (float)v; break;
         case O_BETA: bad = num("beta", a, 0, 1e4, &v); h->beta = (float)v; break;
         case O_NO_RENORM: h->renorm = 0; break;
+        case O_SESSION: snprintf(o->session, sizeof o->session, "%s", a); break;
+        case O_NO_SESSION: o->no_session = 1; break;
+        case O_RESUME: snprintf(o->resume, sizeof o->resume, "%s", a); break;
+        case O_CKPT_EVERY: bad = integer("ckpt-every", a, 0, 1000000, &n); o->ckpt_every = (int)n; break;
+        case O_CKPT_STEPS: bad = integer("ckpt-steps", a, 0, 1000000000, &n); o->ckpt_steps = n; break;
+        case O_KEEP: bad = integer("keep", a, 0, 1000000, &n); o->keep = (int)n; break;
         case O_NO_AUGMENT: o->train.augment = 0; break;
         case O_LABELS:
             if (strcmp(a, "fine") && strcmp(a, "coarse")) { fprintf(stderr, "moelab: --labels: '%s' is not fine or coarse\n", a); return -1; }

@@ -16,6 +16,12 @@ typedef struct {
     char heads[64]; /* bench: comma list of heads */
     char commands[512]; /* --commands FILE */
     int coarse;         /* --labels coarse */
+    char session[512];  /* --session DIR ("" = sessions/<dataset>-<head>-<time>) */
+    int no_session;     /* --no-session */
+    char resume[512];   /* --resume DIR */
+    int ckpt_every;     /* --ckpt-every N epochs (default 1; 0 = only at the end) */
+    long ckpt_steps;    /* --ckpt-steps N (default 0 = off) */
+    int keep;           /* --keep N checkpoints (default 3) */
 } AppOptions;
 
 void app_options_defaults(AppOptions *o);

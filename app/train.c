@@ -3,6 +3,11 @@
 #include "app.h"
 #include "commands.h"
 #include "options.h"
+#include "runsession.h"
+
+#include <math.h>
+#include <signal.h>
+#include <sys/stat.h>
 
 #include <stdlib.h>
 
@@ -65,23 +70,37 @@ typedef struct {
     int epochs;
     StepRecord last;
     int have_last;
-    ScheduledCmd *cmds; /* --commands FILE, sorted by step */
+    ScheduledCmd *cmds; /* --commands FILE (or the replayed event log), sorted by step */
     int ncmds, next;
-    int failed;
+    RunSession *rs;
+    int quiet;
 } Printer;
+
+static volatile sig_atomic_t g_stop_signal = 0;
+static void on_signal(int sig) { g_stop_signal = sig; }
 
 static void on_eval(const EvalRecord *r, void *user);
 
 /* Applies the commands scheduled for this step boundary; returns 1 to stop (quit). */
 static int before_step(Trainer *t, void *user) {
     Printer *p = user;
+    if (g_stop_signal) {
+        printf("[step %ld] %s: stopping cleanly\n", t->step, g_stop_signal == SIGINT ? "interrupt" : "terminated");
+        return 1;
+    }
+    if (p->rs->ckpt_steps > 0 && t->step > 0 && t->step % p->rs->ckpt_steps == 0 && t->step != p->rs->last_ckpt_step)
+        runsession_checkpoint(p->rs, t, NULL);
     while (p->next < p->ncmds && p->cmds[p->next].step <= t->step) {
         const TrainerCmd *c = &p->cmds[p->next++].cmd;
         printf("[step %ld] %s\n", t->step, c->text);
+        runsession_event(p->rs, t->step, c->text);
         switch (c->kind) {
         case CMD_SET:
         case CMD_ANNEAL:
             if (trainer_apply(t, c) != ML_OK) printf("[step %ld] error: %s\n", t->step, ml_last_error());
+            break;
+        case CMD_SNAPSHOT:
+            runsession_checkpoint(p->rs, t, "snapshot");
             break;
         case CMD_QUIT:
             return 1;
@@ -103,10 +122,18 @@ static void on_step(const StepRecord *r, void *user) {
     Printer *p = user;
     p->last = *r;
     p->have_last = 1;
+    runsession_step(p->rs, r);
 }
 
+static void on_eval_print(const EvalRecord *r, Printer *p);
+static Trainer *g_trainer;
 static void on_eval(const EvalRecord *r, void *user) {
     Printer *p = user;
+    runsession_eval(p->rs, g_trainer, r);
+    on_eval_print(r, p);
+}
+
+static void on_eval_print(const EvalRecord *r, Printer *p) {
     printf("epoch %3d/%d  step %6ld  train loss %.4f acc %6.2f%%  test loss %.4f acc %6.2f%%  %6.0f img/s  %6.1f s\n",
            r->epoch, p->epochs, r->step, r->train_loss, 100 * r->train_acc, r->test_loss,
            100 * r->test_acc, r->img_per_s, r->elapsed);
@@ -121,56 +148,215 @@ static void on_eval(const EvalRecord *r, void *user) {
     fflush(stdout);
 }
 
-int cmd_train(int argc, char **argv) {
-    AppOptions o;
-    app_options_defaults(&o);
-    int r = app_options_parse(&o, argc, argv, "train");
-    if (r) return r > 0 ? 0 : 2;
+/* Runs a training (or replay) from parsed options. cmdline is stored in the session; resume = 1
+ * continues o->session from its newest checkpoint. extra/nextra are scheduled commands (replay). */
+static int run_training(AppOptions *o, const char *cmdline, int resume, ScheduledCmd *extra, int nextra,
+                        char *session_out, size_t session_n) {
     Dataset ds;
     DatasetOpenOptions dopt = {0};
-    dopt.coarse = o.coarse;
-    if (dataset_open_with(&ds, o.dataset, &dopt) != ML_OK) {
+    dopt.coarse = o->coarse;
+    if (dataset_open_with(&ds, o->dataset, &dopt) != ML_OK) {
         fprintf(stderr, "moelab: %s\n", ml_last_error());
         return 1;
     }
     Trainer t;
-    if (trainer_init(&t, &o.train, &ds) != ML_OK) {
+    if (trainer_init(&t, &o->train, &ds) != ML_OK) {
         fprintf(stderr, "moelab: %s\n", ml_last_error());
         dataset_free(&ds);
         return 2;
     }
-    if (o.dry_run) {
+    if (o->dry_run) {
         print_dry_run(&t.model, &ds, &t.cfg);
         trainer_free(&t);
         dataset_free(&ds);
         return 0;
     }
-    Printer p = {.epochs = t.cfg.epochs};
-    if (o.commands[0]) {
+    Printer p = {.epochs = t.cfg.epochs, .quiet = o->quiet};
+    if (o->commands[0]) {
         char err[600];
-        if (command_file_read(o.commands, &p.cmds, &p.ncmds, err, sizeof err)) {
+        if (command_file_read(o->commands, &p.cmds, &p.ncmds, err, sizeof err)) {
             fprintf(stderr, "moelab: %s\n", err);
             trainer_free(&t);
             dataset_free(&ds);
             return 2;
         }
     }
+    if (extra && nextra) { p.cmds = extra; p.ncmds = nextra; }
+    RunSession rs;
+    if (runsession_open(&rs, o, &t, cmdline, resume) != 0) {
+        fprintf(stderr, "moelab: %s\n", ml_last_error());
+        if (p.cmds != extra) free(p.cmds);
+        trainer_free(&t);
+        dataset_free(&ds);
+        return 1;
+    }
+    if (session_out) snprintf(session_out, session_n, "%s", rs.dir);
+    p.rs = &rs;
+    /* skip scheduled commands that a resumed run has already applied */
+    while (p.next < p.ncmds && p.cmds[p.next].step < t.step) p.next++;
+    g_trainer = &t;
     const ModelConfig *mc = &t.cfg.model;
     printf("moelab %s: %s (%d/%d images, %dx%dx%d), backbone %s w=%g, head %s, %d epochs x %ld steps, "
            "batch %d, %s lr %g %s, augment %s, seed %llu, %d threads\n", MOELAB_VERSION, ds.name, ds.train.n, ds.test.n,
            ds.h, ds.w, ds.c, backbone_name(mc->backbone), mc->width, moe_head_name(mc->head.kind),
            t.cfg.epochs, t.steps_per_epoch, mc->batch, optim_kind_name(t.cfg.opt.kind), t.cfg.lr.base,
            lr_kind_name(t.cfg.lr.kind), t.cfg.augment ? "on" : "off", (unsigned long long)t.cfg.seed, t.cfg.threads);
+    if (rs.active) printf("session   %s%s\n", rs.dir, resume ? " (resumed at step " : "");
+    if (rs.active && resume) printf("%ld, epoch %d)\n", t.step, t.epoch);
     fflush(stdout);
+    signal(SIGXFSZ, SIG_IGN);
+    struct sigaction sa;
+    memset(&sa, 0, sizeof sa);
+    sa.sa_handler = on_signal;
+    sigaction(SIGINT, &sa, NULL);
+    sigaction(SIGTERM, &sa, NULL);
     TrainCallbacks cb = {.on_step = on_step, .on_eval = on_eval, .before_step = before_step, .user = &p};
     ml_status st = trainer_run(&t, &cb);
     int rc = 0;
+    const char *status = "finished";
     if (st != ML_OK) {
         fprintf(stderr, "moelab: %s\n", ml_last_error());
+        runsession_event(&rs, t.step, ml_last_error());
         rc = 1;
+        status = "failed";
+    } else if (t.stop) {
+        status = "interrupted";
     }
-    free(p.cmds);
+    runsession_finish(&rs, &t, status);
+    if (rs.dir[0] && rs.failed == 0 && !o->no_session) printf("session   %s: %s at step %ld\n", rs.dir, status, t.step);
+    signal(SIGINT, SIG_DFL);
+    signal(SIGTERM, SIG_DFL);
+    if (p.cmds != extra) free(p.cmds);
     trainer_free(&t);
     dataset_free(&ds);
     return rc;
+}
+
+int cmd_train(int argc, char **argv) {
+    AppOptions o;
+    app_options_defaults(&o);
+    int r = app_options_parse(&o, argc, argv, "train");
+    if (r) return r > 0 ? 0 : 2;
+    if (o.resume[0]) {
+        /* continue a session: its own command line gives the configuration */
+        char line[4096];
+        if (session_read_run_attr(o.resume, "command_line", line, sizeof line) != ML_OK) {
+            fprintf(stderr, "moelab: --resume %s: %s\n", o.resume, ml_last_error());
+            return 1;
+        }
+        char **av;
+        int ac = command_line_split(line, &av);
+        AppOptions ro;
+        app_options_defaults(&ro);
+        if (ac < 1 || app_options_parse(&ro, ac, av, "train") != 0) {
+            fprintf(stderr, "moelab: --resume %s: cannot parse the stored command line: %s\n", o.resume, line);
+            argv_free(ac > 0 ? ac : 0, av);
+            return 1;
+        }
+        argv_free(ac, av);
+        snprintf(ro.session, sizeof ro.session, "%s", o.resume);
+        ro.no_session = 0;
+        ro.headless = o.headless;
+        return run_training(&ro, line, 1, NULL, 0, NULL, 0);
+    }
+    char line[4096];
+    char *av0[argc + 2];
+    int ac = 0;
+    av0[ac++] = "train";
+    for (int i = 1; i < argc; i++) av0[ac++] = argv[i];
+    command_line_join(line, sizeof line, ac, av0);
+    return run_training(&o, line, 0, NULL, 0, NULL, 0);
+}
+
+/* moelab replay DIR [--session NEWDIR]: re-runs a session from its command line and event log. */
+int cmd_replay(int argc, char **argv) {
+    if (argc < 2 || !strcmp(argv[1], "--help")) {
+        printf("usage: moelab replay DIR [--session NEWDIR]\n\nRe-runs the session in DIR from its configuration and event log,\n"
+               "applying every recorded command at its recorded step, into a new session, and\n"
+               "reports whether the final metrics match.\n");
+        return argc < 2 ? 2 : 0;
+    }
+    const char *dir = argv[1];
+    char newdir[600] = "";
+    for (int i = 2; i < argc; i++) {
+        if (!strcmp(argv[i], "--session") && i + 1 < argc) snprintf(newdir, sizeof newdir, "%s", argv[++i]);
+        else { fprintf(stderr, "moelab replay: unexpected argument '%s'\n", argv[i]); return 2; }
+    }
+    SessionInfo orig;
+    char line[4096];
+    if (session_read_info(dir, &orig) != ML_OK || session_read_run_attr(dir, "command_line", line, sizeof line) != ML_OK) {
+        fprintf(stderr, "moelab replay: %s\n", ml_last_error());
+        return 1;
+    }
+    SessionEventRow *ev;
+    long nev;
+    if (session_read_events(dir, &ev, &nev) != ML_OK) { fprintf(stderr, "moelab replay: %s\n", ml_last_error()); return 1; }
+    ScheduledCmd *cmds = calloc(nev + 1, sizeof *cmds);
+    int nc = 0;
+    for (long i = 0; i < nev; i++) {
+        TrainerCmd c;
+        char err[256];
+        if (command_parse(ev[i].text, &c, err, sizeof err) != 0) continue; /* resume/checkpoint notes */
+        if (c.kind == CMD_PAUSE || c.kind == CMD_RESUME || c.kind == CMD_STEP || c.kind == CMD_HELP) continue;
+        cmds[nc].step = ev[i].step;
+        cmds[nc].cmd = c;
+        nc++;
+    }
+    free(ev);
+    char **av;
+    int ac = command_line_split(line, &av);
+    AppOptions o;
+    app_options_defaults(&o);
+    if (ac < 1 || app_options_parse(&o, ac, av, "train") != 0) {
+        fprintf(stderr, "moelab replay: cannot parse the stored command line: %s\n", line);
+        argv_free(ac > 0 ? ac : 0, av);
+        free(cmds);
+        return 1;
+    }
+    argv_free(ac, av);
+    o.commands[0] = 0;
+    o.no_session = 0;
+    if (newdir[0]) snprintf(o.session, sizeof o.session, "%s", newdir);
+    else {
+        snprintf(o.session, sizeof o.session, "%s-replay", dir);
+        for (int i = 2; i < 1000; i++) {
+            struct stat sb;
+            if (stat(o.session, &sb) != 0) break;
+            snprintf(o.session, sizeof o.session, "%s-replay%d", dir, i);
+        }
+    }
+    printf("replay    %s: %d recorded commands\n", dir, nc);
+    char outdir[600];
+    int rc = run_training(&o, line, 0, cmds, nc, outdir, sizeof outdir);
+    free(cmds);
+    if (rc) return rc;
+    SessionInfo rep;
+    if (session_read_info(outdir, &rep) != ML_OK) { fprintf(stderr, "moelab replay: %s\n", ml_last_error()); return 1; }
+    const int same = rep.last_step == orig.last_step && rep.evals == orig.evals &&
+                     ((isnan(rep.last_test_acc) && isnan(orig.last_test_acc)) || rep.last_test_acc == orig.last_test_acc) &&
+                     ((isnan(rep.best_test_acc) && isnan(orig.best_test_acc)) || rep.best_test_acc == orig.best_test_acc);
+    printf("replay    original: step %ld, %d evals, last test acc %.4f%%, best %.4f%%\n", orig.last_step, orig.evals,
+           100 * orig.last_test_acc, 100 * orig.best_test_acc);
+    printf("replay    replayed: step %ld, %d evals, last test acc %.4f%%, best %.4f%%\n", rep.last_step, rep.evals,
+           100 * rep.last_test_acc, 100 * rep.best_test_acc);
+    printf("replay    final metrics %s\n", same ? "MATCH" : "DIFFER");
+    return same ? 0 : 3;
+}
+
+/* moelab export DIR --csv OUTDIR */
+int cmd_export(int argc, char **argv) {
+    if (argc == 2 && !strcmp(argv[1], "--help")) {
+        printf("usage: moelab export DIR --csv OUTDIR\n\nWrites steps.csv, expert_load.csv, evals.csv, class_expert.csv and events.csv.\n");
+        return 0;
+    }
+    if (argc != 4 || strcmp(argv[2], "--csv")) {
+        fprintf(stderr, "usage: moelab export DIR --csv OUTDIR\n");
+        return 2;
+    }
+    if (session_export_csv(argv[1], argv[3]) != ML_OK) {
+        fprintf(stderr, "moelab export: %s\n", ml_last_error());
+        return 1;
+    }
+    printf("exported %s to %s\n", argv[1], argv[3]);
+    return 0;
 }

@@ -1,0 +1,43 @@
+/* runsession.h — a training run's session on disk, shared by the headless runner and the TUI:
+ * creates (or, for --resume, reopens) DIR/live.h5, appends every record and command, writes
+ * checkpoints at the configured period, on `snapshot` and at the end. All calls happen on the
+ * thread that owns the trainer (it alone touches HDF5). A write error is reported once through
+ * ml_log and the run continues: nothing in memory is lost. */
+#ifndef ML_APP_RUNSESSION_H
+#define ML_APP_RUNSESSION_H
+
+#include "options.h"
+#include "sessions/session.h"
+
+typedef struct {
+    int active;              /* a session is open */
+    SessionWriter w;
+    char dir[512];
+    int ckpt_every;          /* epochs between checkpoints (0: only at the end) */
+    long ckpt_steps;         /* steps between checkpoints (0: off) */
+    int keep;                /* checkpoints kept */
+    long last_ckpt_step;     /* step of the newest checkpoint (-1: none) */
+    double last_flush;
+    int failed;              /* a write failed (reported once) */
+} RunSession;
+
+/* Joins argv into one shell-quoted command line. */
+void command_line_join(char *buf, size_t n, int argc, char **argv);
+/* Splits a command line written by command_line_join back into argv (malloc'd strings and
+ * array; free with argv_free). Returns argc, or -1 on unbalanced quotes. */
+int command_line_split(const char *line, char ***argv);
+void argv_free(int argc, char **argv);
+
+/* Opens the session of a run: o->session (or a new sessions/<dataset>-<head>-<time> folder)
+ * unless o->no_session. resume = 1: restores the newest valid checkpoint of o->session into t
+ * and reopens live.h5 for appending. Returns 0, or -1 with ml_last_error() set. */
+int runsession_open(RunSession *rs, const AppOptions *o, Trainer *t, const char *cmdline, int resume);
+void runsession_step(RunSession *rs, const StepRecord *r);
+void runsession_eval(RunSession *rs, Trainer *t, const EvalRecord *r);
+void runsession_event(RunSession *rs, long step, const char *text);
+/* Checkpoint now (the `snapshot` command, the step period). */
+void runsession_checkpoint(RunSession *rs, Trainer *t, const char *why);
+/* Final checkpoint (if the weights changed since the last one) and close with status. */
+void runsession_finish(RunSession *rs, Trainer *t, const char *status);
+
+#endif

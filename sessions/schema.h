@@ -1,0 +1,71 @@
+/* schema.h — private description of live.h5 shared by the writer, the readers and the exporter:
+ * the column tables of /steps and /evals, how a record maps to a row, the per-expert step
+ * datasets and the /events compound type. sessions/SCHEMA.md documents the same layout. */
+#ifndef ML_SESSIONS_SCHEMA_H
+#define ML_SESSIONS_SCHEMA_H
+
+#include <hdf5.h>
+
+#include "core/trainer.h"
+
+typedef struct {
+    const char *name;   /* dataset name under /steps or /evals */
+    int is_int;         /* stored as int64 (else float64) */
+    const char *desc;   /* `description` attribute */
+} SessCol;
+
+enum {
+    SC_STEP, SC_EPOCH, SC_EPOCH_PROGRESS, SC_LOSS, SC_LOSS_TOTAL, SC_ACC, SC_LR, SC_TAU,
+    SC_IMG_PER_S, SC_DROP_FRAC, SC_NO_EXPERT_FRAC, SC_GATE_ENTROPY, SC_LOAD_ENTROPY, SC_MAXVIO,
+    SC_CONFIDENCE, SC_L_AUX, SC_L_Z, SC_CAPACITY, SC_PAIRS_PER_SAMPLE, SC_RHO_REALIZED,
+    SC_DEAD_EXPERTS, SC_COLLAPSED, SC_COLLAPSE_REASON, SC_WINDOW_LOAD_ENTROPY, SC_WALL_TIME,
+    SC_N
+};
+extern const SessCol sess_step_cols[SC_N];
+/* One /steps row (every column as double; int columns hold exact integers). */
+void sess_step_row(const StepRecord *r, double wall_time, double *v);
+
+/* Per-expert step datasets [T, E]. */
+enum { SV_DEMAND, SV_KEPT, SV_MEAN_GATE, SV_BIAS, SV_N };
+extern const SessCol sess_step_vecs[SV_N]; /* is_int: int32, else float32 */
+
+enum {
+    EC_EPOCH, EC_STEP, EC_TRAIN_LOSS, EC_TRAIN_ACC, EC_TEST_LOSS, EC_TEST_ACC, EC_IMG_PER_S,
+    EC_EPOCH_SECONDS, EC_ELAPSED, EC_RHO_NOMINAL, EC_TRAIN_DROP_FRAC, EC_TRAIN_MAXVIO,
+    EC_TRAIN_RHO_REALIZED, EC_WINDOW_LOAD_ENTROPY, EC_DEAD_EXPERTS, EC_COLLAPSED,
+    EC_COLLAPSE_REASON, EC_MUTUAL_INFO, EC_TEST_LOAD_ENTROPY, EC_WALL_TIME,
+    EC_N
+};
+extern const SessCol sess_eval_cols[EC_N];
+void sess_eval_row(const EvalRecord *r, double wall_time, double *v);
+
+#define SESS_EVENT_TEXT 256
+typedef struct {
+    int64_t step;
+    double wall_time;
+    char text[SESS_EVENT_TEXT];
+} SessEvent;
+/* The compound type of /events (same layout in memory and file), or -1. */
+hid_t sess_event_type(void);
+/* A compound type holding only the `step` member (int64), for partial reads, or -1. */
+hid_t sess_event_step_type(void);
+
+#define SESS_STATUS_LEN 16
+
+/* ---- reading (reader.c) */
+/* Opens a session for reading: `dir` is a session folder (DIR/live.h5 is used) or a path to an
+ * .h5 file. Read-only + SWMR-read, so a live writer and crashed-writer flags do not matter.
+ * Checks the root format_version. ML_ERR_IO if missing, ML_ERR_FORMAT otherwise. `path` gets
+ * the file name for messages. */
+ml_status sess_open_read(const char *dir, hid_t *file, char *path, size_t n);
+/* Rows (dim 0) of an open dataset, refreshed for SWMR, or -1. */
+long sess_rows(hid_t dset);
+/* Reads the first `rows` rows of `name` (dims beyond the first: the dataset's own) as mem_type
+ * into a new ml_alloc'd buffer *out. ML_ERR_FORMAT on failure. */
+ml_status sess_read_rows(hid_t file, const char *name, hsize_t rows, hid_t mem_type, void **out,
+                         const char *path);
+/* The (n,) fixed-length strings of `name` into a new ml_alloc'd array of n pointers to
+ * NUL-terminated strings (one block: release with ml_free(*out)). */
+ml_status sess_read_strings(hid_t file, const char *name, char ***out, int *n, const char *path);
+
+#endif

@@ -1,0 +1,184 @@
+/* session.h — sessions on disk (DESIGN.md section 4): the live metrics file written in HDF5 SWMR
+ * mode, crash-safe checkpoints for exact resume, CSV export, and readers for the browser.
+ *
+ * A session is a folder:
+ *     DIR/live.h5          config, every StepRecord / EvalRecord, event log, status (SWMR)
+ *     DIR/ckpt-<step>.h5   weights, BN statistics, optimiser, RNG, schedules, data order
+ * The schema (every group, dataset, shape, dtype and attribute) is in sessions/SCHEMA.md;
+ * SESSION_FORMAT_VERSION is stored as the `format_version` attribute of both kinds of file.
+ * This module is the only one that includes hdf5.h; this header does not.
+ *
+ * Errors: every function returns an ml_status and leaves a one-line message (file, dataset and
+ * the innermost HDF5 / errno reason) in ml_last_error(); nothing is printed, nothing exits.
+ * HDF5's automatic error printing is switched off by every entry point.
+ *
+ * Writing to a full disk or past RLIMIT_FSIZE gives ML_ERR_IO, never a crash, provided the
+ * application ignores SIGXFSZ (signal(SIGXFSZ, SIG_IGN); otherwise the kernel kills the process
+ * at the limit before write() can fail). HDF5 1.10.8 itself cannot survive a failed flush (every
+ * later close fails and its close at exit crashes), so HDF5 never writes to a disk that can fail
+ * on space: the live writer reserves file space ahead with posix_fallocate (1-2 MiB past what
+ * HDF5 has allocated, given back at close) and stops before HDF5 writes when the reservation
+ * fails; checkpoints are built in memory and written with plain write(2). After a write error a
+ * SessionWriter is disabled: later calls return ML_ERR_IO at once (the training state in memory
+ * is untouched; session_close still closes the file, which keeps everything flushed before the
+ * error and gets the status passed to session_close). A failed ckpt_write removes its temporary
+ * file and never touches the earlier checkpoints.
+ *
+ * Threads and processes: HDF5 handles are not shared across fork(); open files after forking.
+ * One SessionWriter per file; any number of readers (other processes, SWMR) may read live.h5
+ * while it is written. Inside ONE process HDF5 refuses to open a file a second time with
+ * different SWMR flags, so a reader of a file this process is writing must be another process.
+ *
+ * Crashed writers: a writer killed while live.h5 is open leaves the superblock's "file is open
+ * for SWMR writing" flags set, and its stored end-of-allocation may be behind the data flushed
+ * since. Readers here open with SWMR-read and are not affected; session_open_append repairs the
+ * file itself, as `h5clear -s --increment=0 FILE` would (in C: the file-access property
+ * "clear_status_flags" that h5clear uses, which HDF5 1.10's public H5Pset accepts, then
+ * H5Fincrement_filesize), so the caller never runs h5clear. The HDF5 1.10 command-line tools
+ * (h5dump, h5ls) cannot open a file while a SWMR writer has it, nor a crashed one before
+ * h5clear; h5py with swmr=True can. */
+#ifndef ML_SESSION_H
+#define ML_SESSION_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "core/common.h"
+#include "core/trainer.h"
+
+#define SESSION_FORMAT_VERSION 1
+#define SESSION_STEP_BLOCK 64     /* step records buffered in memory before a block write */
+
+/* ------------------------------------------------------------------ live.h5 */
+
+typedef struct {
+    /* ---- inputs of session_create (ignored by session_read_info) */
+    const Trainer *trainer;     /* after trainer_init: config with totals, dataset, model */
+    const char *command_line;   /* the exact command line, stored verbatim (NULL: "") */
+    const char *dataset_spec;   /* as given to dataset_open (NULL: the dataset's name) */
+
+    /* ---- outputs of session_read_info */
+    int format_version;
+    char status[16];            /* "running", "finished", "interrupted", "failed" */
+    char moelab_version[32];
+    char created[40];           /* ISO 8601 local time with offset */
+    char dataset[64];           /* dataset name ("fashion-mnist", "synthetic", ...) */
+    char dataset_spec_out[256]; /* the spec it was opened from */
+    char head[24];              /* "dense", "moe", "softmoe-batch", "softmoe-sample" */
+    char backbone[8];           /* "dw", "std" */
+    float width;
+    int experts, k, hidden;     /* experts = 0 for a dense head */
+    int classes, epochs;        /* epochs = configured epochs */
+    uint64_t seed;
+    long steps_logged;          /* rows of /steps */
+    long last_step;             /* /steps/step of the last row (0 if none) */
+    double last_wall_time;      /* Unix time of the last step row (0 if none) */
+    int evals;                  /* rows of /evals */
+    int last_epoch;             /* /evals/epoch of the last row (0 if none) */
+    double last_test_acc, best_test_acc; /* NaN if no evaluation yet */
+    int best_epoch;             /* epoch of best_test_acc (0 if none) */
+    long events;                /* rows of /events */
+} SessionInfo;
+
+struct SessionLive;             /* private (sessions/live.c) */
+typedef struct {
+    struct SessionLive *p;      /* NULL when closed */
+} SessionWriter;
+
+/* Creates DIR (mkdir -p) and DIR/live.h5 (fails with ML_ERR_IO if live.h5 already exists: use
+ * session_open_append to continue a session). Writes the configuration attributes, creates
+ * every dataset of the schema, sets /status to "running" and starts SWMR writing.
+ * Dense heads: the per-expert datasets (/steps/demand|kept|mean_gate|bias, /evals/class_expert,
+ * /evals/tsne_*) are not created and /run@experts is 0; routing scalars are stored as the
+ * trainer publishes them (0). The t-SNE datasets are also absent when trainer->tsne_n == 0. */
+ml_status session_create(SessionWriter *w, const char *dir, const SessionInfo *info);
+
+/* Reopens DIR/live.h5 to continue a session after a resume. Clears the status flags a crashed
+ * writer left (as h5clear -s), aligns all step/eval columns to their common length (a crash
+ * during a block write may leave them ragged), drops the rows of /steps, /evals and /events whose
+ * step is > resume_step (resume_step < 0: keep everything) so that the appended history has no
+ * duplicates from the part of the run lost with the crash, sets /status to "running" and starts
+ * SWMR writing. */
+ml_status session_open_append(SessionWriter *w, const char *dir, long resume_step);
+
+/* Appends one step record (buffered: written every SESSION_STEP_BLOCK records or on flush).
+ * wall_time is taken here (Unix time). */
+ml_status session_append_step(SessionWriter *w, const StepRecord *r);
+/* Appends one evaluation record (written at once, after the buffered steps) and flushes.
+ * For MoE heads r->class_expert (classes x experts) and the t-SNE arrays must have the
+ * dimensions the session was created with (ML_ERR_ARG otherwise). */
+ml_status session_append_eval(SessionWriter *w, const EvalRecord *r);
+/* Appends one event (an interactive command, a resume, a snapshot...) and flushes the event log.
+ * `text` is truncated to 255 bytes. wall <= 0 means now (Unix time). */
+ml_status session_append_event(SessionWriter *w, long step, double wall, const char *text);
+/* Writes the buffered step records and H5Dflush-es every dataset written since the last flush,
+ * so SWMR readers see them. Cheap when nothing is pending; call it every ~2 s and at every eval. */
+ml_status session_flush(SessionWriter *w);
+/* Flushes, writes `status` ("finished", "interrupted", "failed"; NULL keeps "running") and
+ * closes. Always releases everything, even after an error (which is returned). */
+ml_status session_close(SessionWriter *w, const char *status);
+/* Records written so far (buffered ones included), for progress displays and tests. */
+long session_steps_written(const SessionWriter *w);
+
+/* JSON object with every TrainConfig field (nested: model{head{}}, opt, lr, tau, route, ...)
+ * plus "dataset": dataset_spec. Floats use %.9g (exact round trip for float32). ML_ERR_ARG if
+ * buf (n bytes) is too small. */
+ml_status session_config_json(const TrainConfig *c, const char *dataset_spec, char *buf, size_t n);
+
+/* ------------------------------------------------------------------ readers */
+
+/* Summary of DIR/live.h5 (or of a path ending in .h5) for the browser. Opens read-only with
+ * SWMR-read, so it works while a writer is active and on files a crashed writer left flagged.
+ * ML_ERR_IO if the file is missing, ML_ERR_FORMAT (with a message) if it is not a moelab
+ * session, is damaged or truncated. Only reads: never modifies the file. */
+ml_status session_read_info(const char *dir, SessionInfo *info);
+/* A string attribute of /run (e.g. "command_line", "config_json", "dataset_spec") into buf
+ * (truncated to n-1 bytes; ML_ERR_ARG if it did not fit). */
+ml_status session_read_run_attr(const char *dir, const char *name, char *buf, size_t n);
+
+/* The event log (/events): every interactive command with its step, for replay. *out is
+ * malloc'd (free it), *n rows. */
+typedef struct {
+    long step;
+    double wall_time;
+    char text[256];
+} SessionEventRow;
+ml_status session_read_events(const char *dir, SessionEventRow **out, long *n);
+
+/* ------------------------------------------------------------------ export */
+
+/* Writes OUTDIR (mkdir -p)/steps.csv (every /steps scalar), expert_load.csv (step, e0..e{E-1}
+ * kept counts), evals.csv (every /evals scalar), class_expert.csv (eval, epoch, class,
+ * class_name, e0..), events.csv (step, wall_time, text). RFC 4180 quoting; the per-expert files
+ * are written with a header only for dense heads. Readable while a writer is active. */
+ml_status session_export_csv(const char *dir, const char *outdir);
+
+/* ------------------------------------------------------------------ checkpoints */
+
+/* Writes DIR/ckpt-<step>.h5 atomically (DIR created if needed): the file is built in memory
+ * (one checkpoint's size of RAM, twice while copied out), written to DIR/ckpt-<step>.h5.tmp,
+ * fsync'd, renamed, and DIR fsync'd. Then removes the oldest checkpoints beyond `keep` (keep <= 0: keep
+ * all) and stale ckpt-*.h5.tmp files of crashed writes. On failure the temporary file is
+ * removed and earlier checkpoints are untouched. The file holds everything trainer_step uses:
+ * weights (PyTorch state_dict names and shapes; MoE expert tensors split per expert as
+ * head.experts.<e>.fc1.weight ...), BN running statistics, optimiser m/v/t, the three RNG
+ * states, tau plan and LR schedule, step/epoch/pos/data permutation, the epoch's running sums,
+ * the MoE utility bias and the routing window. */
+ml_status ckpt_write(const char *dir, const Trainer *t, int keep);
+/* Restores a checkpoint into an already trainer_init'ed Trainer with the same configuration.
+ * Every dataset's shape is checked against the model's tables first (ML_ERR_FORMAT naming the
+ * dataset on a mismatch); the trainer is only modified once everything has been read, so on any
+ * error it is left exactly as it was. The LR schedule and tau plan come from the checkpoint (they
+ * may have been changed by live commands); the rest of t->cfg is the caller's. */
+ml_status ckpt_read(const char *path, Trainer *t);
+/* Opens a checkpoint and reads every dataset (catches truncation and damage) without a Trainer.
+ * *step (may be NULL) gets its step. */
+ml_status ckpt_validate(const char *path, long *step);
+/* The newest checkpoint in DIR that validates, into path (n bytes). Damaged newer ones are
+ * described in `report` (rn bytes, "" if none; may be NULL). ML_ERR_IO if there is no valid
+ * checkpoint (the message says why). */
+ml_status ckpt_find_latest(const char *dir, char *path, size_t n, char *report, size_t rn);
+/* A string attribute of a checkpoint's root ("config_json", "moelab_version", "created"). */
+ml_status ckpt_read_attr(const char *path, const char *name, char *buf, size_t n);
+
+#endif
