@@ -103,7 +103,7 @@ int runsession_open(RunSession *rs, const AppOptions *o, Trainer *t, const char 
         rs->last_ckpt_step = t->step;
         if (session_open_append(&rs->w, rs->dir, t->step) != ML_OK) return -1;
         rs->active = 1;
-        char ev[300];
+        char ev[1100];
         snprintf(ev, sizeof ev, "resume from %s", strrchr(path, '/') ? strrchr(path, '/') + 1 : path);
         runsession_event(rs, t->step, ev);
     } else {
