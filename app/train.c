@@ -192,8 +192,24 @@ static int run_training(AppOptions *o, const char *cmdline, int resume, Schedule
     }
     if (session_out) snprintf(session_out, session_n, "%s", rs.dir);
     p.rs = &rs;
-    /* skip scheduled commands that a resumed run has already applied */
+    /* skip scheduled commands that a resumed run has already applied: those before the
+     * checkpoint's step, and those at that step which the event log shows as applied */
     while (p.next < p.ncmds && p.cmds[p.next].step < t.step) p.next++;
+    if (resume && p.next < p.ncmds) {
+        SessionEventRow *ev = NULL;
+        long nev = 0;
+        if (session_read_events(rs.dir, &ev, &nev) == ML_OK) {
+            int w = p.next;
+            for (int i = p.next; i < p.ncmds; i++) {
+                int applied = 0;
+                for (long j = 0; j < nev && p.cmds[i].step == t.step; j++)
+                    if (ev[j].step == t.step && !strcmp(ev[j].text, p.cmds[i].cmd.text)) applied = 1;
+                if (!applied) p.cmds[w++] = p.cmds[i];
+            }
+            p.ncmds = w;
+            free(ev);
+        }
+    }
     g_trainer = &t;
     const ModelConfig *mc = &t.cfg.model;
     printf("moelab %s: %s (%d/%d images, %dx%dx%d), backbone %s w=%g, head %s, %d epochs x %ld steps, "
@@ -201,8 +217,8 @@ static int run_training(AppOptions *o, const char *cmdline, int resume, Schedule
            ds.h, ds.w, ds.c, backbone_name(mc->backbone), mc->width, moe_head_name(mc->head.kind),
            t.cfg.epochs, t.steps_per_epoch, mc->batch, optim_kind_name(t.cfg.opt.kind), t.cfg.lr.base,
            lr_kind_name(t.cfg.lr.kind), t.cfg.augment ? "on" : "off", (unsigned long long)t.cfg.seed, t.cfg.threads);
-    if (rs.active) printf("session   %s%s\n", rs.dir, resume ? " (resumed at step " : "");
-    if (rs.active && resume) printf("%ld, epoch %d)\n", t.step, t.epoch);
+    if (rs.active && resume) printf("session   %s (resumed at step %ld, epoch %d)\n", rs.dir, t.step, t.epoch);
+    else if (rs.active) printf("session   %s\n", rs.dir);
     fflush(stdout);
     signal(SIGXFSZ, SIG_IGN);
     struct sigaction sa;
