@@ -97,7 +97,14 @@ int runsession_open(RunSession *rs, const AppOptions *o, Trainer *t, const char 
     }
     if (resume) {
         char path[1024], rep[1024] = "";
-        if (ckpt_find_latest(rs->dir, path, sizeof path, rep, sizeof rep) != ML_OK) return -1;
+        if (ckpt_find_latest(rs->dir, path, sizeof path, rep, sizeof rep) != ML_OK) {
+            if (rep[0]) {
+                char msg[1024];
+                snprintf(msg, sizeof msg, "%s", ml_last_error());
+                ml_fail(ML_ERR_FORMAT, "%s (%s)", msg, rep);
+            }
+            return -1;
+        }
         if (rep[0]) ml_log(1, "%s", rep);
         if (ckpt_read(path, t) != ML_OK) return -1;
         rs->last_ckpt_step = t->step;

@@ -41,14 +41,15 @@ else bad "resumed run differs: $(head -5 diff.log)"; fi
 check "resumed live.h5 has one row per logged step (no duplicates)" test "$(h5dump -H -d /steps/step B/live.h5 | grep -o 'DATASPACE  SIMPLE { ( [0-9]*' | grep -o '[0-9]*$')" = "$(h5dump -H -d /steps/step A/live.h5 | grep -o 'DATASPACE  SIMPLE { ( [0-9]*' | grep -o '[0-9]*$')"
 
 # 3. SIGKILL at random moments, checkpoints every 3 steps: every checkpoint left is valid and the run resumes
-"$BIN" "${TRAIN[@]}" --epochs 6 --session K --ckpt-steps 3 --keep 0 > K.log 2>&1 &
+"$BIN" "${TRAIN[@]}" --epochs 60 --session K --ckpt-steps 3 --keep 0 > K.log 2>&1 &
 pid=$!
-for delay in 0.8 0.5 0.6; do
+for delay in 1.1 0.7 0.9; do
   sleep "$delay"
   kill -9 "$pid" 2>/dev/null; wait "$pid" 2>/dev/null
   bad_ckpt=0
   for f in K/ckpt-*.h5; do [ -f "$f" ] && { h5dump -H "$f" > /dev/null 2>&1 || bad_ckpt=1; }; done
   check "after SIGKILL every ckpt-*.h5 opens ($(ls K | grep -c 'ckpt-.*h5$') checkpoints)" [ $bad_ckpt = 0 ]
+  grep -q '"finished"' <(h5dump -d /status K/live.h5 2>&1) && bad "the kill came after the run had finished: make the run longer" || true
   "$BIN" train --resume K > K2.log 2>&1 &
   pid=$!
 done
