@@ -67,14 +67,14 @@ expect 1 "synthetic:banana.*bad shape" -- "$BIN" train --headless --dataset synt
 
 # command files: applied at their steps, a bad one rejected with its line number
 printf 'at 0 set tau 0.5\nat 4 anneal exp now 0.1\nat 6 quit\n' > "$T/cmds"
-expect 0 "\[step 4\] anneal exp now 0.1" -- "$BIN" train --headless --dataset synthetic:16x16x3:4:256 --width 0.25 --batch 32 --experts 4 --hidden 16 --commands "$T/cmds"
-expect 0 "\[step 6\] quit" -- "$BIN" train --headless --dataset synthetic:16x16x3:4:256 --width 0.25 --batch 32 --experts 4 --hidden 16 --commands "$T/cmds"
+expect 0 "\[step 4\] anneal exp now 0.1" -- "$BIN" train --headless --dataset synthetic:16x16x3:4:256 --width 0.25 --batch 32 --experts 4 --hidden 16 --no-session --commands "$T/cmds"
+expect 0 "\[step 6\] quit" -- "$BIN" train --headless --dataset synthetic:16x16x3:4:256 --width 0.25 --batch 32 --experts 4 --hidden 16 --no-session --commands "$T/cmds"
 printf 'at 2 set tau 0.5\nat 3 frobnicate\n' > "$T/badcmds"
 expect 2 "badcmds:2: unknown command 'frobnicate'" -- "$BIN" train --headless --dataset synthetic --commands "$T/badcmds"
 
 # same seed -> identical losses (timing columns removed)
 run() { "$BIN" train --headless --dataset synthetic:16x16x3:4:512 --width 0.25 --batch 32 --epochs 2 \
-          --head moe --experts 4 --hidden 16 --threads 2 --seed 7 | sed -E 's/ +[0-9.]+ img\/s +[0-9.]+ s$//'; }
+          --head moe --experts 4 --hidden 16 --threads 2 --seed 7 --no-session | sed -E 's/ +[0-9.]+ img\/s +[0-9.]+ s$//'; }
 a=$(run); b=$(run)
 if [ -n "$a" ] && [ "$a" = "$b" ] && grep -q "test loss" <<<"$a"; then ok "two runs with seed 7 print identical losses"
 else bad "runs differ or failed:"$'\n'"$a"$'\n'"---"$'\n'"$b"; fi
