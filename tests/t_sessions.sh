@@ -43,7 +43,10 @@ check "resumed live.h5 has one row per logged step (no duplicates)" test "$(h5du
 # 3. SIGKILL at random moments, checkpoints every 3 steps: every checkpoint left is valid and the run resumes
 "$BIN" "${TRAIN[@]}" --epochs 60 --session K --ckpt-steps 3 --keep 0 > K.log 2>&1 &
 pid=$!
-for delay in 1.1 0.7 0.9; do
+for delay in 0.05 0.13 0.21; do
+  # wait for a new checkpoint, then kill a moment later (mid-training or mid-checkpoint)
+  n0=$(ls K 2>/dev/null | grep -c 'ckpt-.*h5$')
+  for i in $(seq 300); do [ "$(ls K 2>/dev/null | grep -c 'ckpt-.*h5$')" -gt "$n0" ] && break; sleep 0.05; done
   sleep "$delay"
   kill -9 "$pid" 2>/dev/null; wait "$pid" 2>/dev/null
   bad_ckpt=0
