@@ -59,6 +59,9 @@ done
 wait "$pid"; rc=$?
 check "the thrice-killed run resumes and finishes" [ $rc = 0 ]
 grep -q '"finished"' <(h5dump -d /status K/live.h5 2>&1) && ok "killed session ends finished" || bad "killed session ends finished: $(tail -3 K2.log)"
+"$BIN" "${TRAIN[@]}" --epochs 60 --session U --keep 1 > U.log 2>&1
+if h5diff K/ckpt-960.h5 U/ckpt-960.h5 /weights /weights > /dev/null 2>&1; then ok "killed three times + resumed == uninterrupted (weights bit-identical)"
+else bad "killed + resumed weights differ from the uninterrupted run"; fi
 
 # 4. SIGTERM: clean stop, final checkpoint
 "$BIN" "${TRAIN[@]}" --epochs 50 --session S > S.log 2>&1 &
