@@ -145,7 +145,8 @@ int main(void) {
     test_lr_schedules();
     test_reproducible_and_learns(&ds, HEAD_DENSE, 0.7);
     test_reproducible_and_learns(&ds, HEAD_MOE, 0.7);
-    test_reproducible_and_learns(&ds, HEAD_SOFTMOE_SAMPLE, 0.7);
+    if (!getenv("MOELAB_QUICK")) /* the sanitizer build in CI skips the third head */
+        test_reproducible_and_learns(&ds, HEAD_SOFTMOE_SAMPLE, 0.7);
     test_augmented_reproducible(&ds);
     test_diverging_run(&ds);
     dataset_free(&ds);
