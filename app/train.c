@@ -1,13 +1,16 @@
-/* train.c — `moelab train`: headless training with per-epoch lines, and --dry-run (layers,
- * parameters, FLOPs, rho). The live screen arrives with the TUI; until then every run is headless. */
+/* train.c — `moelab train`: the live screen on a terminal (app/tui.c), headless training with
+ * per-epoch lines otherwise (or with --headless), --dry-run (layers, parameters, FLOPs, rho),
+ * --resume, and the `replay` and `export` subcommands. */
 #include "app.h"
 #include "commands.h"
 #include "options.h"
 #include "runsession.h"
+#include "tui.h"
 
 #include <math.h>
 #include <signal.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include <stdlib.h>
 
@@ -148,6 +151,27 @@ static void on_eval_print(const EvalRecord *r, Printer *p) {
     fflush(stdout);
 }
 
+/* ---- the live screen: these TuiHooks run on the trainer thread and write the session */
+static void tui_on_step(const StepRecord *r, void *user) { runsession_step(user, r); }
+static void tui_on_eval(const EvalRecord *r, void *user) { runsession_eval(user, g_trainer, r); }
+static void tui_on_event(long step, double wall, const char *text, void *user) {
+    (void)wall;
+    runsession_event(user, step, text);
+}
+static ml_status tui_on_snapshot(Trainer *t, void *user) {
+    RunSession *rs = user;
+    if (!rs->active) return ml_fail(ML_ERR_STATE, "snapshot: this run has no session (--no-session)");
+    runsession_checkpoint(rs, t, "snapshot");
+    return rs->failed ? ml_fail(ML_ERR_IO, "snapshot failed: see the log") : ML_OK;
+}
+static void tui_on_finish(Trainer *t, const char *status, void *user) { runsession_finish(user, t, status); }
+static int tui_before_step(Trainer *t, void *user) {
+    RunSession *rs = user;
+    if (rs->ckpt_steps > 0 && t->step > 0 && t->step % rs->ckpt_steps == 0 && t->step != rs->last_ckpt_step)
+        runsession_checkpoint(rs, t, NULL);
+    return 0;
+}
+
 /* Runs a training (or replay) from parsed options. cmdline is stored in the session; resume = 1
  * continues o->session from its newest checkpoint. extra/nextra are scheduled commands (replay). */
 static int run_training(AppOptions *o, const char *cmdline, int resume, ScheduledCmd *extra, int nextra,
@@ -211,6 +235,20 @@ static int run_training(AppOptions *o, const char *cmdline, int resume, Schedule
         }
     }
     g_trainer = &t;
+    if (!o->headless && !extra && isatty(STDIN_FILENO) && isatty(STDOUT_FILENO)) {
+        TuiHooks hooks = {
+            .on_step = tui_on_step, .on_eval = tui_on_eval, .on_event = tui_on_event,
+            .on_snapshot = tui_on_snapshot, .on_finish = tui_on_finish, .before_step = tui_before_step,
+            .user = &rs, .session = rs.active ? rs.dir : "",
+            .cmds = p.cmds ? p.cmds + p.next : NULL, .ncmds = p.ncmds - p.next,
+        };
+        const int trc = tui_run(o, &ds, &t, &hooks);
+        if (rs.dir[0] && rs.failed == 0 && !o->no_session) printf("session   %s\n", rs.dir);
+        if (p.cmds != extra) free(p.cmds);
+        trainer_free(&t);
+        dataset_free(&ds);
+        return trc;
+    }
     const ModelConfig *mc = &t.cfg.model;
     printf("moelab %s: %s (%d/%d images, %dx%dx%d), backbone %s w=%g, head %s, %d epochs x %ld steps, "
            "batch %d, %s lr %g %s, augment %s, seed %llu, %d threads\n", MOELAB_VERSION, ds.name, ds.train.n, ds.test.n,

@@ -1,0 +1,99 @@
+/* layout.c — panel rectangles for the live screen (see layout.h). Pure: no curses. */
+#include "layout.h"
+
+#include <string.h>
+
+static Rect rect_make(int x, int y, int w, int h) {
+    Rect r = {x, y, w > 0 ? w : 0, h > 0 ? h : 0};
+    return r;
+}
+
+static int clampi(int v, int lo, int hi) { return v < lo ? lo : v > hi ? hi : v; }
+
+int layout_compute(Layout *l, int cols, int lines, const LayoutOptions *o) {
+    memset(l, 0, sizeof *l);
+    l->cols = cols;
+    l->lines = lines;
+    if (cols < LAYOUT_MIN_W || lines < LAYOUT_MIN_H) {
+        l->too_small = 1;
+        return -1;
+    }
+    const int W = cols, H = lines;
+    l->r[PANEL_STATUS] = rect_make(0, 0, W, 2);
+    int top = 2;
+    if (o->banner) {
+        l->r[PANEL_BANNER] = rect_make(0, 2, W, 1);
+        top = 3;
+    }
+    const int bottom = H - 1; /* first row not available to panels: the command line */
+    l->r[PANEL_CMD] = rect_make(0, bottom, W, 1);
+    const int logh = clampi(H / 5, 5, 12);
+    l->r[PANEL_LOG] = rect_make(0, bottom - logh, W, logh);
+    const int mh = bottom - logh - top; /* rows for the panels: >= 24 - 1 - 5 - 3 = 15 */
+    if (o->has_moe) {
+        const int h1 = (mh + 1) / 2, h2 = mh - h1, y2 = top + h1;
+        if (W >= 160) {
+            const int a = W * 2 / 5, b = W * 3 / 10, c = W * 2 / 5;
+            l->r[PANEL_CURVES] = rect_make(0, top, a, h1);
+            l->r[PANEL_TEMP] = rect_make(a, top, b, h1);
+            l->r[PANEL_SCALARS] = rect_make(a + b, top, W - a - b, h1);
+            l->r[PANEL_HEATMAP] = rect_make(0, y2, c, h2);
+            l->r[PANEL_LOAD] = rect_make(c, y2, W - c, h2);
+        } else {
+            const int a = W < 120 ? W / 2 : W * 11 / 20, c = W / 3;
+            l->r[PANEL_CURVES] = rect_make(0, top, a, h1);
+            l->r[PANEL_TEMP] = rect_make(a, top, W - a, h1);
+            l->r[PANEL_HEATMAP] = rect_make(0, y2, c, h2);
+            l->r[PANEL_LOAD] = rect_make(c, y2, c, h2);
+            l->r[PANEL_SCALARS] = rect_make(2 * c, y2, W - 2 * c, h2);
+        }
+    } else {
+        const int a = W * 2 / 3;
+        l->r[PANEL_CURVES] = rect_make(0, top, a, mh);
+        l->r[PANEL_SCALARS] = rect_make(a, top, W - a, mh);
+    }
+    if (o->zoom >= PANEL_CURVES && o->zoom <= PANEL_LOG && layout_visible(l, o->zoom)) {
+        for (int p = PANEL_CURVES; p <= PANEL_LOG; p++) l->r[p] = rect_make(0, 0, 0, 0);
+        l->r[o->zoom] = rect_make(0, top, W, bottom - top);
+    }
+    return 0;
+}
+
+int layout_visible(const Layout *l, int panel) {
+    return panel >= 0 && panel < PANEL_COUNT && l->r[panel].w > 0 && l->r[panel].h > 0;
+}
+
+/* Focusable panels in screen order: by row, then column. */
+static int focus_before(const Layout *l, int a, int b) {
+    const Rect ra = l->r[a], rb = l->r[b];
+    if (ra.y != rb.y) return ra.y < rb.y;
+    if (ra.x != rb.x) return ra.x < rb.x;
+    return a < b;
+}
+
+int layout_next_focus(const Layout *l, int cur) {
+    if (l->too_small) return -1;
+    int order[PANEL_COUNT], n = 0;
+    for (int p = PANEL_CURVES; p <= PANEL_LOG; p++) {
+        if (!layout_visible(l, p)) continue;
+        int i = n++;
+        while (i > 0 && focus_before(l, p, order[i - 1])) { order[i] = order[i - 1]; i--; }
+        order[i] = p;
+    }
+    if (n == 0) return cur;
+    for (int i = 0; i < n; i++)
+        if (order[i] == cur) return order[(i + 1) % n];
+    return order[0];
+}
+
+const char *layout_panel_name(int panel) {
+    static const char *const names[PANEL_COUNT] = {
+        "status", "banner", "curves", "temperature", "heatmap", "load", "scalars", "log", "command",
+    };
+    return panel >= 0 && panel < PANEL_COUNT ? names[panel] : "?";
+}
+
+int rect_overlap(Rect a, Rect b) {
+    if (a.w <= 0 || a.h <= 0 || b.w <= 0 || b.h <= 0) return 0;
+    return a.x < b.x + b.w && b.x < a.x + a.w && a.y < b.y + b.h && b.y < a.y + a.h;
+}

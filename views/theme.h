@@ -1,0 +1,67 @@
+/* theme.h — colours, attributes and glyphs of the live screen, chosen once for the terminal:
+ * 256 colours (COLORS >= 256: 10-step heat ramp), 8 colours (6-step ramp), or none (NO_COLOR set,
+ * or a terminal without colour: attributes and glyph ramps only). With a UTF-8 locale the views
+ * use braille, block and box glyphs; otherwise ASCII only.
+ *
+ * theme_init must run on the UI thread after initscr (it calls start_color / init_pair). */
+#ifndef ML_VIEWS_THEME_H
+#define ML_VIEWS_THEME_H
+
+#include <curses.h>
+
+typedef enum {
+    TH_NORMAL,
+    TH_TITLE,       /* panel titles */
+    TH_FOCUS,       /* focused panel title / border */
+    TH_BORDER,
+    TH_AXIS,        /* axis labels */
+    TH_DIM,         /* secondary text */
+    TH_RAW,         /* raw train loss dots */
+    TH_EMA,         /* smoothed train loss */
+    TH_TEST,        /* test loss */
+    TH_ACC,         /* test accuracy */
+    TH_PLAN,        /* planned temperature */
+    TH_USED,        /* temperature actually used */
+    TH_OVERRIDE,    /* live override */
+    TH_NOW,         /* the "now" marker */
+    TH_GOOD,
+    TH_WARN,
+    TH_ERROR,
+    TH_STATUS,      /* status bar */
+    TH_RUNNING,
+    TH_PAUSED,
+    TH_BANNER,      /* collapse / NaN banner */
+    TH_BAR,         /* progress and load bars */
+    TH_OVER,        /* demand above capacity */
+    TH_CAP,         /* capacity line */
+    TH_COUNT
+} ThemeRole;
+
+#define THEME_MAX_HEAT 10
+
+typedef struct {
+    int color;                      /* 1: colours in use */
+    int colors256;                  /* 1: 256-colour ramps */
+    int utf8;                       /* 1: braille / blocks / box glyphs */
+    int default_bg;                 /* 1: the terminal's default colours (-1) are usable */
+    attr_t role[TH_COUNT];
+    int nheat;                      /* heat bins: 10 (256 colours), 6 (8 colours), 5 (glyphs) */
+    attr_t heat[THEME_MAX_HEAT];    /* colour mode: a background colour with readable text */
+    const char *heat_glyph[THEME_MAX_HEAT]; /* no-colour mode: one glyph per bin */
+    /* glyphs */
+    const char *spark[8];           /* sparkline levels */
+    const char *full;               /* full block or '#' */
+    const char *dead;               /* dead-expert mark */
+    const char *dot;                /* test-point marker */
+    const char *vline;              /* capacity / now line */
+} Theme;
+
+/* Picks the mode from the terminal (has_colors, COLORS), the NO_COLOR environment variable and
+ * `utf8`, and sets up colour pairs. `no_color` forces the no-colour mode. */
+void theme_init(Theme *t, int utf8, int no_color);
+/* Attribute of a heat bin in colour mode (A_NORMAL in no-colour mode). */
+attr_t theme_heat(const Theme *t, int bin);
+/* A short description ("256 colours", "8 colours", "no colour (NO_COLOR)", ...). */
+const char *theme_describe(const Theme *t);
+
+#endif

@@ -1,0 +1,120 @@
+/* view.h — the panels of the live screen as small vtables (STYLE.md 4.11, htop's MeterClass):
+ *
+ *   update(view, msg)      takes an immutable record (a StepRecord, EvalRecord, tau plan, log line
+ *                          or the run status) and folds it into the view's own history;
+ *   draw(view, win, rect)  draws that history into `rect` of `win` (the panel's inside; the
+ *                          frame and title are drawn by the caller with draw_frame);
+ *   on_key(view, key)      a key for the focused panel; returns 1 if used.
+ *
+ * Views never see the Trainer: everything they know arrives through update() as copies made by
+ * the trainer thread (app/tui_worker.c) and handed over on the UI thread. Only the UI thread
+ * calls these functions. Histories are fixed-capacity rings and decimating series (ring.h). */
+#ifndef ML_VIEWS_VIEW_H
+#define ML_VIEWS_VIEW_H
+
+#include <stdio.h>
+#include <curses.h>
+
+#include "core/trainer.h"
+#include "views/layout.h"
+#include "views/theme.h"
+
+/* What the views know about the run; filled once before training starts, constant after. */
+typedef struct {
+    const Theme *theme;
+    char dataset[96];          /* "synthetic 16x16x3" */
+    int classes;
+    char *const *class_names;  /* (classes), owned by the Dataset (outlives the screen) */
+    int n_train, n_test;
+    char model[96];            /* "dw w=0.25 d=64" */
+    char head[96];             /* "moe E=4 k=2 h=16 cf=1.25" */
+    int has_moe;
+    int E, k, h;
+    int capacity;              /* training slots per expert per batch (B when dropless) */
+    int batch, epochs, log_every;
+    long steps_per_epoch, total_steps;
+    double rho_nominal;
+    int dead_window;           /* records (not steps) in the dead-expert window */
+    TauPlan plan;              /* the temperature plan at launch */
+    float lr0;                 /* peak learning rate */
+} ViewCtx;
+
+/* Live state of the run shown by the status bar (refreshed every frame). */
+typedef struct {
+    const char *state;         /* "RUNNING", "PAUSED", "FINISHED", ... */
+    int state_role;            /* ThemeRole of the state badge */
+    long step;                 /* steps completed */
+    int epoch;                 /* epochs completed */
+    double img_per_s;          /* recent training throughput (0: unknown) */
+    double eta;                /* seconds to the end (< 0: unknown) */
+    double elapsed;            /* seconds since the screen opened */
+    const char *session;       /* session folder, "" when there is none */
+    const char *note;          /* short extra text (e.g. "stopping: writing checkpoint"), may be NULL */
+} RunStatus;
+
+typedef enum {
+    VIEW_MSG_STEP,     /* step */
+    VIEW_MSG_EVAL,     /* eval (class_expert valid during the call only: copy it) */
+    VIEW_MSG_PLAN,     /* plan: the temperature plan in effect from at_step on */
+    VIEW_MSG_LOG,      /* level (LOG_*) + text */
+    VIEW_MSG_STATUS,   /* status */
+} ViewMsgKind;
+
+enum { VIEW_LOG_INFO, VIEW_LOG_WARN, VIEW_LOG_ERROR, VIEW_LOG_CMD, VIEW_LOG_EPOCH };
+
+typedef struct {
+    ViewMsgKind kind;
+    const StepRecord *step;
+    const EvalRecord *eval;
+    const TauPlan *plan;
+    long at_step;
+    int level;
+    const char *text;
+    const RunStatus *status;
+} ViewMsg;
+
+typedef struct View View;
+
+typedef struct {
+    const char *name;                                  /* default panel title */
+    int (*init)(View *v);                              /* allocates v->self; 0 or -1 */
+    void (*free)(View *v);
+    void (*update)(View *v, const ViewMsg *m);         /* may be NULL */
+    void (*draw)(View *v, WINDOW *w, Rect r);
+    int (*on_key)(View *v, int key);                   /* may be NULL */
+    void (*title)(const View *v, char *buf, size_t n); /* may be NULL: name is used */
+} ViewClass;
+
+struct View {
+    const ViewClass *cls;
+    const ViewCtx *ctx;
+    void *self;
+};
+
+extern const ViewClass view_status_class;   /* status bar (2 rows, no frame) */
+extern const ViewClass view_banner_class;   /* collapse / NaN banner (1 row, no frame) */
+extern const ViewClass view_curves_class;   /* loss and accuracy */
+extern const ViewClass view_heatmap_class;  /* class x expert of the last evaluation */
+extern const ViewClass view_load_class;     /* expert load over time */
+extern const ViewClass view_temp_class;     /* temperature: plan, used, override, now */
+extern const ViewClass view_scalars_class;  /* routing scalars + sparklines (dense: training) */
+extern const ViewClass view_log_class;      /* log lines */
+extern const ViewClass view_help_class;     /* help overlay */
+
+/* Creates a view of class cls (calls cls->init). 0, or -1 if out of memory. */
+int view_init(View *v, const ViewClass *cls, const ViewCtx *ctx);
+void view_free(View *v);
+void view_update(View *v, const ViewMsg *m);
+void view_draw(View *v, WINDOW *w, Rect r);
+int view_on_key(View *v, int key);
+void view_title(const View *v, char *buf, size_t n);
+
+/* Banner text for the banner view: set by the UI for non-record conditions (NaN pause).
+ * NULL or "" clears it; the collapse flag of the last StepRecord shows otherwise. */
+void view_banner_set_note(View *v, const char *text);
+/* 1 if the banner view has something to show (collapse or a note). */
+int view_banner_active(const View *v);
+/* Help overlay geometry: the box size it wants (clamped by the caller to the screen). */
+void view_help_size(int *w, int *h);
+
+#endif

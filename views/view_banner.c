@@ -1,0 +1,65 @@
+/* view_banner.c — the one-row warning banner under the status bar: expert collapse (from the
+ * collapse flag of the latest StepRecord) or a note set by the UI (a NaN/inf loss that paused
+ * the run). The note wins when both are up. */
+#include "view.h"
+#include "draw.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+typedef struct {
+    int collapsed, reason, dead, E;
+    double entropy;
+    long step;
+    char note[512];
+} BannerView;
+
+static int banner_init(View *v) {
+    v->self = calloc(1, sizeof(BannerView));
+    return v->self ? 0 : -1;
+}
+
+static void banner_free(View *v) { free(v->self); }
+
+static void banner_update(View *v, const ViewMsg *m) {
+    BannerView *b = v->self;
+    if (m->kind != VIEW_MSG_STEP || !m->step->has_moe) return;
+    b->collapsed = m->step->collapsed;
+    b->reason = m->step->collapse_reason;
+    b->dead = m->step->dead_experts;
+    b->E = m->step->moe.E;
+    b->entropy = m->step->window_load_entropy;
+    b->step = m->step->step;
+}
+
+static void banner_draw(View *v, WINDOW *w, Rect r) {
+    BannerView *b = v->self;
+    const Theme *t = v->ctx->theme;
+    char buf[640];
+    if (b->note[0]) snprintf(buf, sizeof buf, " %s", b->note);
+    else if (b->collapsed)
+        snprintf(buf, sizeof buf, " EXPERT COLLAPSE at step %ld (%s): window load entropy %.2f, dead experts %d/%d."
+                 "  Try: set alpha 0.05 | set tau 2 | set noise 1",
+                 b->step, routewin_reason_text(b->reason), b->entropy, b->dead, b->E);
+    else buf[0] = '\0';
+    draw_fill(w, r.y, r.x, r.w, t->role[TH_BANNER]);
+    draw_text(w, r.y, r.x, r.w, t->role[TH_BANNER], buf);
+}
+
+void view_banner_set_note(View *v, const char *text) {
+    BannerView *b = v->self;
+    snprintf(b->note, sizeof b->note, "%s", text ? text : "");
+}
+
+int view_banner_active(const View *v) {
+    const BannerView *b = v->self;
+    return b->note[0] || b->collapsed;
+}
+
+const ViewClass view_banner_class = {
+    .name = "banner",
+    .init = banner_init,
+    .free = banner_free,
+    .update = banner_update,
+    .draw = banner_draw,
+};

@@ -1,0 +1,149 @@
+/* view_heatmap.c — the class x expert matrix of the latest evaluation (first-choice counts on the
+ * test set): one row per class labelled with its name, one column per expert, each cell coloured
+ * by p(expert | class) (the row-normalised count, so a specialised class is one bright cell),
+ * with a colour legend, I(class; expert) and the test load entropy. Rows that do not fit scroll
+ * with `[` and `]` when the panel has focus (or zoom it with `z`). */
+#include "view.h"
+#include "draw.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+typedef struct {
+    int K, E;
+    int *counts;       /* (K, E) of the latest evaluation */
+    int have;
+    int epoch;
+    long step;
+    double mi, load_h, test_acc;
+    int scroll;        /* first class row shown */
+} HeatmapView;
+
+static void heatmap_free(View *v) {
+    HeatmapView *h = v->self;
+    if (!h) return;
+    free(h->counts);
+    free(h);
+}
+
+static int heatmap_init(View *v) {
+    HeatmapView *h = calloc(1, sizeof *h);
+    if (!h) return -1;
+    h->K = v->ctx->classes > 0 ? v->ctx->classes : 1;
+    h->E = v->ctx->E > 0 ? v->ctx->E : 1;
+    h->counts = calloc((size_t)h->K * h->E, sizeof *h->counts);
+    v->self = h;
+    if (!h->counts) { heatmap_free(v); v->self = NULL; return -1; }
+    return 0;
+}
+
+static void heatmap_update(View *v, const ViewMsg *m) {
+    HeatmapView *h = v->self;
+    if (m->kind != VIEW_MSG_EVAL || !m->eval->has_moe || !m->eval->class_expert) return;
+    const EvalRecord *e = m->eval;
+    if (e->classes != h->K || e->experts != h->E) return;
+    memcpy(h->counts, e->class_expert, sizeof *h->counts * h->K * h->E);
+    h->have = 1;
+    h->epoch = e->epoch;
+    h->step = e->step;
+    h->mi = e->mutual_info;
+    h->load_h = e->test_load_entropy;
+    h->test_acc = e->test_acc;
+}
+
+static int heatmap_key(View *v, int key) {
+    HeatmapView *h = v->self;
+    if (key == ']') { if (h->scroll < h->K - 1) h->scroll++; return 1; }
+    if (key == '[') { if (h->scroll > 0) h->scroll--; return 1; }
+    return 0;
+}
+
+static void heatmap_title(const View *v, char *buf, size_t n) {
+    const HeatmapView *h = v->self;
+    if (!h->have) snprintf(buf, n, "Class x expert");
+    else snprintf(buf, n, "Class x expert  epoch %d (test)", h->epoch);
+}
+
+static void heatmap_draw(View *v, WINDOW *w, Rect r) {
+    HeatmapView *h = v->self;
+    const ViewCtx *c = v->ctx;
+    const Theme *t = c->theme;
+    if (!h->have) {
+        draw_text(w, r.y + r.h / 2, r.x + 1, r.w - 2, t->role[TH_DIM], "waiting for the first evaluation (end of epoch 1, or `eval`)");
+        return;
+    }
+    /* label width from the class names, cell width from what is left */
+    int lw = 4;
+    for (int k = 0; k < h->K; k++) {
+        const int l = c->class_names && c->class_names[k] ? utf8_cells(c->class_names[k]) : 3;
+        if (l > lw) lw = l;
+    }
+    if (lw > 14) lw = 14;
+    if (lw > r.w / 3) lw = r.w / 3;
+    int cw = (r.w - lw - 1) / h->E;
+    if (cw > 6) cw = 6;
+    int shown_e = h->E;
+    if (cw < 2) { cw = 2; shown_e = (r.w - lw - 1) / 2; }
+    const int x0 = r.x + lw + 1;
+    // header: expert numbers
+    for (int e = 0; e < shown_e; e++) {
+        char lab[16];
+        snprintf(lab, sizeof lab, cw >= 3 ? "e%d" : "%d", e);
+        draw_text(w, r.y, x0 + e * cw + (cw - (int)strlen(lab)), cw, t->role[TH_AXIS], lab);
+    }
+    if (shown_e < h->E) draw_text(w, r.y, x0 + shown_e * cw, r.x + r.w - x0 - shown_e * cw, t->role[TH_DIM], "+");
+    /* class rows first: the legend shrinks to one row, or none, before classes are cut */
+    const int avail = r.h - 1;
+    const int legend_rows = avail >= h->K + 2 ? 2 : avail >= h->K + 1 ? 1 : r.h >= 8 ? 1 : 0;
+    const int rows = r.h - 1 - legend_rows;
+    if (h->scroll > h->K - rows) h->scroll = h->K - rows > 0 ? h->K - rows : 0;
+    const int nbins = t->nheat;
+    for (int i = 0; i < rows && h->scroll + i < h->K; i++) {
+        const int k = h->scroll + i, y = r.y + 1 + i;
+        const char *name = c->class_names && c->class_names[k] ? c->class_names[k] : "?";
+        draw_text(w, y, r.x, lw, A_NORMAL, name);
+        long tot = 0;
+        for (int e = 0; e < h->E; e++) tot += h->counts[k * h->E + e];
+        for (int e = 0; e < shown_e; e++) {
+            const double p = tot > 0 ? (double)h->counts[k * h->E + e] / tot : 0.0;
+            char txt[8];
+            snprintf(txt, sizeof txt, "%d", (int)lround(100.0 * p));
+            draw_heat_cell(w, y, x0 + e * cw, cw - (cw > 2), heat_bin(p, 0.0, 1.0, nbins), cw >= 4 ? txt : NULL, t);
+        }
+    }
+    if (rows < h->K) { /* which rows are shown, in the empty corner above the labels */
+        char more[32];
+        snprintf(more, sizeof more, "%d-%d/%d", h->scroll + 1, h->scroll + rows < h->K ? h->scroll + rows : h->K, h->K);
+        draw_text(w, r.y, r.x, lw, t->role[TH_DIM], more);
+    }
+    if (legend_rows == 0) return;
+    // legend: the colour ramp of p(e|c) and I(class; expert); on one row, a compact form
+    const int y = r.y + r.h - legend_rows;
+    int x = r.x;
+    x += draw_text(w, y, x, r.w, t->role[TH_DIM], legend_rows >= 2 ? "p(e|c) 0%" : "0");
+    for (int b = 0; b < nbins && x < r.x + r.w - 6; b++) {
+        draw_heat_cell(w, y, x, legend_rows >= 2 ? 2 : 1, b, NULL, t);
+        x += legend_rows >= 2 ? 2 : 1;
+    }
+    x += draw_text(w, y, x, r.x + r.w - x, t->role[TH_DIM], legend_rows >= 2 ? "100%" : "1");
+    char buf[160];
+    const int kmin = h->K < h->E ? h->K : h->E;
+    if (legend_rows >= 2) {
+        snprintf(buf, sizeof buf, "I(class;expert) %.3f nats (max %.2f)  load H %.2f", h->mi, log((double)kmin), h->load_h);
+        draw_text(w, y + 1, r.x, r.w, A_BOLD, buf);
+    } else {
+        snprintf(buf, sizeof buf, "I(c;e) %.3f/%.2f", h->mi, log((double)kmin));
+        draw_text(w, y, x + 1, r.x + r.w - x - 1, A_BOLD, buf);
+    }
+}
+
+const ViewClass view_heatmap_class = {
+    .name = "Class x expert",
+    .init = heatmap_init,
+    .free = heatmap_free,
+    .update = heatmap_update,
+    .draw = heatmap_draw,
+    .on_key = heatmap_key,
+    .title = heatmap_title,
+};

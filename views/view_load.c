@@ -1,0 +1,169 @@
+/* view_load.c — expert load over time: a steps x experts heat map of kept pairs / capacity (one
+ * row per expert, time to the right, the whole run decimated into the panel's width), and on the
+ * right each expert's demand in the latest logged step as a bar against the capacity line
+ * (demand past capacity = dropped pairs, drawn in the overflow colour). Experts with no kept
+ * pair over the dead-expert window are marked. */
+#include "view.h"
+#include "draw.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define LOAD_CAP 1024
+
+typedef struct {
+    int E;
+    Series hist;                      /* (step, kept_e / C for each e) */
+    int demand[MOE_MAX_EXPERTS], kept[MOE_MAX_EXPERTS];
+    long zero_run[MOE_MAX_EXPERTS];   /* consecutive records with kept_e == 0 */
+    int capacity, dropless, dead;
+    double drop;
+    long step;
+    int have;
+    int scroll;
+    double *col;                      /* resample scratch */
+    int col_cap;
+} LoadView;
+
+static void load_free(View *v) {
+    LoadView *l = v->self;
+    if (!l) return;
+    series_free(&l->hist);
+    free(l->col);
+    free(l);
+}
+
+static int load_init(View *v) {
+    LoadView *l = calloc(1, sizeof *l);
+    if (!l) return -1;
+    l->E = v->ctx->E > 0 ? (v->ctx->E < MOE_MAX_EXPERTS ? v->ctx->E : MOE_MAX_EXPERTS) : 1;
+    l->capacity = v->ctx->capacity;
+    v->self = l;
+    if (series_init(&l->hist, LOAD_CAP, l->E)) { load_free(v); v->self = NULL; return -1; }
+    return 0;
+}
+
+static void load_update(View *v, const ViewMsg *m) {
+    LoadView *l = v->self;
+    if (m->kind != VIEW_MSG_STEP || !m->step->has_moe) return;
+    const MoeStepStats *s = &m->step->moe;
+    if (s->E != l->E) return;
+    double y[MOE_MAX_EXPERTS];
+    const int C = s->capacity > 0 ? s->capacity : 1;
+    for (int e = 0; e < l->E; e++) {
+        y[e] = (double)s->kept[e] / C;
+        l->demand[e] = s->demand[e];
+        l->kept[e] = s->kept[e];
+        l->zero_run[e] = s->kept[e] == 0 ? l->zero_run[e] + 1 : 0;
+    }
+    series_push(&l->hist, (double)m->step->step, y);
+    l->capacity = s->capacity;
+    l->dropless = s->dropless;
+    l->dead = m->step->dead_experts;
+    l->drop = s->drop_frac;
+    l->step = m->step->step;
+    l->have = 1;
+}
+
+static int load_key(View *v, int key) {
+    LoadView *l = v->self;
+    if (key == ']') { if (l->scroll < l->E - 1) l->scroll++; return 1; }
+    if (key == '[') { if (l->scroll > 0) l->scroll--; return 1; }
+    return 0;
+}
+
+static void load_title(const View *v, char *buf, size_t n) {
+    const LoadView *l = v->self;
+    if (!l->have) snprintf(buf, n, "Expert load");
+    else snprintf(buf, n, "Expert load C=%d%s dead %d/%d drop %.0f%%", l->capacity, l->dropless ? " dropless" : "",
+                  l->dead, l->E, 100.0 * l->drop);
+}
+
+/* 1 if expert e looks dead: the trainer reports dead experts and e kept nothing for a window. */
+static int is_dead(const LoadView *l, int e, int window) {
+    return l->dead > 0 && l->zero_run[e] >= (window > 0 ? window : 1);
+}
+
+static void load_draw(View *v, WINDOW *w, Rect r) {
+    LoadView *l = v->self;
+    const ViewCtx *c = v->ctx;
+    const Theme *t = c->theme;
+    if (!l->have) {
+        draw_text(w, r.y + r.h / 2, r.x + 1, r.w - 2, t->role[TH_DIM], "waiting for the first logged step...");
+        return;
+    }
+    const int lw = 4, bw = r.w * 2 / 5 < 11 ? 11 : r.w * 2 / 5 > 30 ? 30 : r.w * 2 / 5;
+    const int hw = r.w - lw - bw - 2;
+    const int rows = r.h - 2;
+    if (hw < 4 || rows < 1) return;
+    if (l->scroll > l->E - rows) l->scroll = l->E - rows > 0 ? l->E - rows : 0;
+    // header: heat legend and bar legend
+    int x = r.x + lw;
+    x += draw_text(w, r.y, x, hw, t->role[TH_DIM], "kept 0 ");
+    for (int b = 0; b < t->nheat && x < r.x + lw + hw - 4; b++) { draw_heat_cell(w, r.y, x, 1, b, NULL, t); x++; }
+    x += draw_text(w, r.y, x, r.x + lw + hw - x, t->role[TH_DIM], " C");
+    if (rows < l->E) {
+        char more[32];
+        snprintf(more, sizeof more, "  e%d-%d/%d", l->scroll, l->scroll + rows - 1, l->E);
+        draw_text(w, r.y, x, r.x + lw + hw - x, t->role[TH_DIM], more);
+    }
+    {
+        char lab[48];
+        snprintf(lab, sizeof lab, "demand %s C", t->vline);
+        draw_text(w, r.y, r.x + lw + hw + 2, bw, t->role[TH_DIM], lab);
+    }
+    // time axis over the whole run so far
+    Axis ax;
+    axis_fixed(&ax, 0, l->step > 0 ? (double)l->step : 1, hw / 7 > 3 ? hw / 7 : 3);
+    if (l->col_cap < hw) {
+        double *nc = realloc(l->col, sizeof *nc * hw);
+        if (!nc) return;
+        l->col = nc;
+        l->col_cap = hw;
+    }
+    int maxd = l->capacity;
+    for (int e = 0; e < l->E; e++) if (l->demand[e] > maxd) maxd = l->demand[e];
+    const double scale = fmax(1.25 * l->capacity, (double)maxd);
+    const int nb = bw - 5;
+    const int window = c->dead_window;
+    for (int i = 0; i < rows && l->scroll + i < l->E; i++) {
+        const int e = l->scroll + i, y = r.y + 1 + i;
+        const int dead = is_dead(l, e, window);
+        char lab[16];
+        snprintf(lab, sizeof lab, "e%d", e);
+        const int ll = draw_text(w, y, r.x, lw, dead ? t->role[TH_ERROR] : t->role[TH_AXIS], lab);
+        if (dead) draw_text(w, y, r.x + ll, lw - ll, t->role[TH_ERROR], t->dead);
+        series_resample(&l->hist, e, ax.lo, ax.hi + 1e-9, hw, l->col);
+        double carry = NAN;
+        const int last_col = axis_map(&ax, (double)l->step, hw);
+        for (int cx = 0; cx < hw && cx <= last_col; cx++) {
+            double val = l->col[cx];
+            if (isnan(val)) val = carry;
+            else carry = val;
+            if (isnan(val)) continue;
+            draw_heat_cell(w, y, r.x + lw + cx, 1, heat_bin(val, 0.0, 1.0, t->nheat), NULL, t);
+        }
+        // demand bar against the capacity line
+        const int bx = r.x + lw + hw + 2;
+        const int kc = (int)lround(l->kept[e] / scale * nb), dc = (int)lround(l->demand[e] / scale * nb);
+        const int cap_col = (int)lround(l->capacity / scale * nb);
+        for (int b = 0; b < nb; b++) {
+            if (b < kc) draw_text(w, y, bx + b, 1, t->color ? t->role[TH_BAR] : A_NORMAL, t->full);
+            else if (b < dc) draw_text(w, y, bx + b, 1, t->role[TH_OVER], t->utf8 ? "\u2592" : "!");
+        }
+        if (cap_col >= 0 && cap_col < nb && !l->dropless) draw_text(w, y, bx + cap_col, 1, t->role[TH_CAP], t->vline);
+        draw_textf(w, y, bx + nb + 1, 4, l->demand[e] > l->capacity && !l->dropless ? t->role[TH_OVER] : A_NORMAL, "%4d", l->demand[e]);
+    }
+    draw_xaxis(w, r.y + r.h - 1, r.x + lw, hw, &ax, t);
+}
+
+const ViewClass view_load_class = {
+    .name = "Expert load",
+    .init = load_init,
+    .free = load_free,
+    .update = load_update,
+    .draw = load_draw,
+    .on_key = load_key,
+    .title = load_title,
+};

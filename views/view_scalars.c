@@ -1,0 +1,151 @@
+/* view_scalars.c — the routing scalars of the latest logged step, each with a sparkline of its
+ * recent history: load entropy (window), drop %, MaxVio, dead experts, rho realized / nominal,
+ * aux and z losses, gate entropy, router confidence, samples with no expert. A dense-head run has
+ * no router: the panel then shows training scalars and a note instead. */
+#include "view.h"
+#include "draw.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define SPARK_CAP 256
+
+enum { S_LOADH, S_DROP, S_MAXVIO, S_DEAD, S_RHO, S_AUX, S_Z, S_GATEH, S_CONF, S_NOEXP, S_COUNT_MOE };
+enum { D_LOSS, D_ACC, D_LR, D_RATE, S_COUNT_DENSE };
+#define S_MAX 10
+
+typedef struct {
+    const char *label;
+    const char *fmt;
+    double scale;
+    int role;
+} ScalarSpec;
+
+static const ScalarSpec moe_spec[S_COUNT_MOE] = {
+    [S_LOADH] = {"load H", "%.3f", 1, TH_NORMAL},
+    [S_DROP] = {"drop %", "%.2f", 100, TH_NORMAL},
+    [S_MAXVIO] = {"MaxVio", "%.3f", 1, TH_NORMAL},
+    [S_DEAD] = {"dead", "%.0f", 1, TH_NORMAL},
+    [S_RHO] = {"rho", "%.3f", 1, TH_NORMAL},
+    [S_AUX] = {"aux loss", "%.4f", 1, TH_NORMAL},
+    [S_Z] = {"z loss", "%.4g", 1, TH_NORMAL},
+    [S_GATEH] = {"gate H", "%.3f", 1, TH_NORMAL},
+    [S_CONF] = {"confid.", "%.3f", 1, TH_NORMAL},
+    [S_NOEXP] = {"no-exp %", "%.2f", 100, TH_NORMAL},
+};
+static const ScalarSpec dense_spec[S_COUNT_DENSE] = {
+    [D_LOSS] = {"loss", "%.4f", 1, TH_NORMAL},
+    [D_ACC] = {"batch acc", "%.1f%%", 100, TH_NORMAL},
+    [D_LR] = {"lr", "%.4g", 1, TH_NORMAL},
+    [D_RATE] = {"img/s", "%.0f", 1, TH_NORMAL},
+};
+
+typedef struct {
+    Ring ring[S_MAX];
+    int nrows;
+    const ScalarSpec *spec;
+    double last[S_MAX];
+    long step;
+    int have, collapsed, E;
+} ScalarsView;
+
+static void scalars_free(View *v) {
+    ScalarsView *s = v->self;
+    if (!s) return;
+    for (int i = 0; i < S_MAX; i++) ring_free(&s->ring[i]);
+    free(s);
+}
+
+static int scalars_init(View *v) {
+    ScalarsView *s = calloc(1, sizeof *s);
+    if (!s) return -1;
+    v->self = s;
+    s->nrows = v->ctx->has_moe ? S_COUNT_MOE : S_COUNT_DENSE;
+    s->spec = v->ctx->has_moe ? moe_spec : dense_spec;
+    for (int i = 0; i < s->nrows; i++)
+        if (ring_init(&s->ring[i], SPARK_CAP)) { scalars_free(v); v->self = NULL; return -1; }
+    return 0;
+}
+
+static void scalars_update(View *v, const ViewMsg *m) {
+    ScalarsView *s = v->self;
+    if (m->kind != VIEW_MSG_STEP) return;
+    const StepRecord *r = m->step;
+    double val[S_MAX] = {0};
+    if (v->ctx->has_moe) {
+        if (!r->has_moe) return;
+        val[S_LOADH] = r->window_load_entropy;
+        val[S_DROP] = r->moe.drop_frac;
+        val[S_MAXVIO] = r->moe.maxvio;
+        val[S_DEAD] = r->dead_experts;
+        val[S_RHO] = r->rho_realized;
+        val[S_AUX] = r->moe.l_aux;
+        val[S_Z] = r->moe.l_z;
+        val[S_GATEH] = r->moe.gate_entropy;
+        val[S_CONF] = r->moe.confidence;
+        val[S_NOEXP] = r->moe.no_expert_frac;
+        s->collapsed = r->collapsed;
+        s->E = r->moe.E;
+    } else {
+        val[D_LOSS] = r->loss;
+        val[D_ACC] = r->acc;
+        val[D_LR] = r->lr;
+        val[D_RATE] = r->img_per_s;
+    }
+    for (int i = 0; i < s->nrows; i++) {
+        ring_push(&s->ring[i], val[i] * s->spec[i].scale);
+        s->last[i] = val[i] * s->spec[i].scale;
+    }
+    s->step = r->step;
+    s->have = 1;
+}
+
+static void scalars_title(const View *v, char *buf, size_t n) {
+    const ScalarsView *s = v->self;
+    if (!v->ctx->has_moe) snprintf(buf, n, "Training (dense head)");
+    else if (!s->have) snprintf(buf, n, "Routing");
+    else snprintf(buf, n, "Routing: step %ld%s", s->step, s->collapsed ? "  COLLAPSE" : "");
+}
+
+static void scalars_draw(View *v, WINDOW *w, Rect r) {
+    ScalarsView *s = v->self;
+    const ViewCtx *c = v->ctx;
+    const Theme *t = c->theme;
+    int y = r.y;
+    const int ymax = r.y + r.h;
+    if (!c->has_moe) {
+        /* the note first: it is why the routing panels are missing */
+        char note[256];
+        snprintf(note, sizeof note, "Dense head: no router, so no routing panels. Its MLP has k*h = %d hidden units: "
+                 "the active FLOPs of an MoE head with the same k and h.", c->k * c->h);
+        y += draw_wrapped(w, y, r.x, r.w, ymax - y - 1, t->role[TH_WARN], note);
+        if (y < ymax) y++;
+    }
+    if (!s->have) {
+        if (y < ymax) draw_text(w, y, r.x + 1, r.w - 2, t->role[TH_DIM], "waiting for the first logged step...");
+        return;
+    }
+    const int lw = 9, vw = 12, sw = r.w - lw - vw - 1;
+    for (int i = 0; i < s->nrows && y < ymax; i++, y++) {
+        const ScalarSpec *sp = &s->spec[i];
+        char val[48];
+        if (c->has_moe && i == S_DEAD) snprintf(val, sizeof val, "%.0f/%d", s->last[i], s->E);
+        else if (c->has_moe && i == S_RHO) snprintf(val, sizeof val, "%.3f/%.3f", s->last[i], c->rho_nominal);
+        else snprintf(val, sizeof val, sp->fmt, s->last[i]);
+        int role = sp->role;
+        if (c->has_moe && ((i == S_DEAD && s->last[i] > 0) || (i == S_LOADH && s->last[i] < 0.5))) role = TH_ERROR;
+        draw_text(w, y, r.x, lw, t->role[TH_AXIS], sp->label);
+        draw_textf(w, y, r.x + lw, vw, t->role[role] | A_BOLD, "%*s", vw - 1, val);
+        if (sw >= 4) draw_sparkline(w, y, r.x + lw + vw, sw, &s->ring[i], t, t->role[TH_BAR]);
+    }
+}
+
+const ViewClass view_scalars_class = {
+    .name = "Routing",
+    .init = scalars_init,
+    .free = scalars_free,
+    .update = scalars_update,
+    .draw = scalars_draw,
+    .title = scalars_title,
+};

@@ -1,0 +1,172 @@
+/* view_status.c — the two-row status bar: run description (dataset, model, session) on the first
+ * row; state badge, epoch/step with a progress bar, images/s, ETA and the latest numbers on the
+ * second. Optional segments are dropped from the right when the terminal is narrow. */
+#include "view.h"
+#include "draw.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+typedef struct {
+    char state[48];
+    int state_role;
+    char session[256];
+    char note[160];
+    long step;
+    int epoch;
+    double img_per_s, eta, elapsed;
+    int have_status;
+    float tau, lr;
+    int have_step;
+    double test_acc;
+    int have_eval;
+} StatusView;
+
+static int status_init(View *v) {
+    StatusView *s = calloc(1, sizeof *s);
+    if (!s) return -1;
+    snprintf(s->state, sizeof s->state, "STARTING");
+    s->state_role = TH_RUNNING;
+    s->eta = -1;
+    v->self = s;
+    return 0;
+}
+
+static void status_free(View *v) { free(v->self); }
+
+static void status_update(View *v, const ViewMsg *m) {
+    StatusView *s = v->self;
+    switch (m->kind) {
+    case VIEW_MSG_STATUS: {
+        const RunStatus *st = m->status;
+        snprintf(s->state, sizeof s->state, "%s", st->state ? st->state : "");
+        s->state_role = st->state_role;
+        snprintf(s->session, sizeof s->session, "%s", st->session ? st->session : "");
+        snprintf(s->note, sizeof s->note, "%s", st->note ? st->note : "");
+        s->step = st->step;
+        s->epoch = st->epoch;
+        s->img_per_s = st->img_per_s;
+        s->eta = st->eta;
+        s->elapsed = st->elapsed;
+        s->have_status = 1;
+        break;
+    }
+    case VIEW_MSG_STEP:
+        s->tau = m->step->tau;
+        s->lr = m->step->lr;
+        s->have_step = 1;
+        break;
+    case VIEW_MSG_EVAL:
+        s->test_acc = m->eval->test_acc;
+        s->have_eval = 1;
+        break;
+    default: break;
+    }
+}
+
+/* Appends a segment when it fits in the remaining width; returns the new column. */
+static int put_seg(WINDOW *w, int y, int x, int xmax, attr_t a, const char *text) {
+    const int len = utf8_cells(text);
+    if (x + len > xmax) return x;
+    draw_text(w, y, x, len, a, text);
+    return x + len;
+}
+
+static void status_draw(View *v, WINDOW *w, Rect r) {
+    StatusView *s = v->self;
+    const ViewCtx *c = v->ctx;
+    const Theme *t = c->theme;
+    const attr_t base = t->role[TH_STATUS];
+    const char *sep = t->utf8 ? " \u2502 " : " | ";
+    char buf[1024];
+
+    // row 0: what is running. When the row is short, the dataset sizes go first, then the key
+    // hint; then a long session folder keeps only its tail; the backbone goes last.
+    draw_fill(w, r.y, r.x, r.w, base);
+    const char *sess = s->session[0] ? s->session : "-";
+    const char *keys = " ? help  q quit ";
+    const int kl = (int)strlen(keys), sl0 = (int)strlen(sess);
+    char sizes[64];
+    snprintf(sizes, sizeof sizes, " (%d classes, %d/%d)", c->classes, c->n_train, c->n_test);
+    int x = r.x, keys_shown = 0;
+    for (int level = 0; level < 5; level++) {
+        snprintf(buf, sizeof buf, " moelab%s%s%s%s%s%s%s%ssession ", sep, c->dataset, level < 1 ? sizes : "", sep,
+                 level < 4 ? c->model : "", level < 4 ? sep : "", c->head, sep);
+        const int need = utf8_cells(buf) + (level < 3 ? sl0 : (sl0 < 16 ? sl0 : 16)) + (level < 2 ? kl : 0);
+        if (need <= r.w || level == 4) {
+            x = r.x + draw_text(w, r.y, r.x, r.w, base | A_BOLD, buf);
+            keys_shown = level < 2;
+            if (keys_shown) draw_text(w, r.y, r.x + r.w - kl, kl, base, keys);
+            break;
+        }
+    }
+    const int room = r.x + r.w - x - (keys_shown ? kl : 0);
+    const int sl = (int)strlen(sess);
+    if (sl > room && room > 4) {
+        snprintf(buf, sizeof buf, "...%s", sess + sl - (room - 3));
+        draw_text(w, r.y, x, room, base | A_BOLD, buf);
+    } else {
+        draw_text(w, r.y, x, room, base | A_BOLD, sess);
+    }
+    if (r.h < 2) return;
+
+    // row 1: where it is
+    const int y = r.y + 1, xmax = r.x + r.w;
+    draw_fill(w, y, r.x, r.w, A_NORMAL);
+    x = r.x;
+    snprintf(buf, sizeof buf, " %s ", s->state);
+    x = put_seg(w, y, x, xmax, t->role[s->state_role] | (t->color ? 0 : A_REVERSE), buf);
+    const long total = c->total_steps > 0 ? c->total_steps : 1;
+    const double frac = (double)s->step / total;
+    snprintf(buf, sizeof buf, " epoch %d/%d  step %ld/%ld ", s->epoch < c->epochs ? s->epoch + 1 : c->epochs, c->epochs,
+             s->step, c->total_steps);
+    x = put_seg(w, y, x, xmax, A_BOLD, buf);
+    char rate[32], eta[32], el[32];
+    if (s->img_per_s > 0) snprintf(rate, sizeof rate, "%.0f img/s", s->img_per_s);
+    else snprintf(rate, sizeof rate, "-- img/s");
+    fmt_duration(eta, sizeof eta, s->eta);
+    fmt_duration(el, sizeof el, s->elapsed);
+    /* fixed tail after the bar */
+    char tail[128];
+    snprintf(tail, sizeof tail, " %4.1f%%  %s  ETA %s", 100.0 * frac, rate, eta);
+    const int tail_len = utf8_cells(tail);
+    int bw = xmax - x - tail_len - 2 - 1;
+    if (bw > 30) bw = 30;
+    if (bw >= 6) {
+        char bar[128];
+        bar_cells(bar, sizeof bar, frac, bw, t->utf8);
+        x = put_seg(w, y, x, xmax, A_NORMAL, "[");
+        draw_text(w, y, x, bw, t->role[TH_BAR] | (t->color ? 0 : A_BOLD), bar);
+        x += bw;
+        x = put_seg(w, y, x, xmax, A_NORMAL, "]");
+    }
+    x = put_seg(w, y, x, xmax, A_NORMAL, tail);
+    /* optional segments, in order of importance */
+    if (s->note[0]) {
+        snprintf(buf, sizeof buf, "  %s", s->note);
+        x = put_seg(w, y, x, xmax, t->role[TH_WARN], buf);
+    }
+    if (s->have_eval) {
+        snprintf(buf, sizeof buf, "  test acc %.2f%%", 100.0 * s->test_acc);
+        x = put_seg(w, y, x, xmax, t->role[TH_ACC], buf);
+    }
+    if (s->have_step && c->has_moe) {
+        snprintf(buf, sizeof buf, "  %s %.3g", t->utf8 ? "\u03c4" : "tau", (double)s->tau);
+        x = put_seg(w, y, x, xmax, A_NORMAL, buf);
+    }
+    if (s->have_step) {
+        snprintf(buf, sizeof buf, "  lr %.3g", (double)s->lr);
+        x = put_seg(w, y, x, xmax, A_NORMAL, buf);
+    }
+    snprintf(buf, sizeof buf, "  elapsed %s", el);
+    put_seg(w, y, x, xmax, t->role[TH_DIM], buf);
+}
+
+const ViewClass view_status_class = {
+    .name = "status",
+    .init = status_init,
+    .free = status_free,
+    .update = status_update,
+    .draw = status_draw,
+};
