@@ -1,0 +1,11 @@
+/* sweep.h — `moelab sweep`: multi-seed experiments over a grid of configurations, the paper's
+ * presets, effect sizes against the matching dense baseline, parallel runs (--jobs), sharding
+ * (--shard, --collect) and MPI ranks. See app/sweep.c and the README section "Sweeps". */
+#ifndef ML_APP_SWEEP_H
+#define ML_APP_SWEEP_H
+
+/* The subcommand (argv[0] = "sweep"). Returns the exit status: 0 when every run of the grid
+ * this process was given finished, 1 when some failed or were interrupted, 2 on bad usage. */
+int cmd_sweep(int argc, char **argv);
+
+#endif

@@ -1,0 +1,74 @@
+/* sweep_h5.h — the HDF5 side of `moelab sweep`: reading what a sweep needs from each run's
+ * session (nominal and realized rho, training time), and writing / reading the sweep summary
+ * file DIR/sweep.h5 (schema in the README, section "Sweeps"; SWEEP_FORMAT_VERSION is its root
+ * `format_version` attribute). Like the rest of sessions/, the only code here that sees hdf5.h;
+ * this header does not include it.
+ *
+ * Errors: ml_status with a one-line message in ml_last_error(); nothing is printed. */
+#ifndef ML_SWEEP_H5_H
+#define ML_SWEEP_H5_H
+
+#include <stdint.h>
+
+#include "core/common.h"
+
+#define SWEEP_FORMAT_VERSION 1
+#define SWEEP_NAME_MAX 256
+
+/* One run of the grid (one configuration x one seed). Plain data (sent between MPI ranks as
+ * bytes). Accuracies are fractions in [0, 1]; NaN when unknown. */
+typedef struct {
+    int index;                  /* position in the run grid */
+    int config;                 /* index of its configuration */
+    int best_epoch, last_epoch; /* epoch of best_acc, of the last evaluation */
+    uint64_t seed;
+    long steps;                 /* steps completed (last logged) */
+    char name[SWEEP_NAME_MAX];  /* session folder, relative to the sweep folder */
+    char status[16];            /* finished | interrupted | failed | running | missing | mismatch */
+    double final_acc, best_acc; /* test accuracy of the last evaluation; best over evaluations */
+    double rho_nominal;         /* /run@rho_nominal (0 for dense) */
+    double rho_realized;        /* last evaluation's train_rho_realized (epoch mean, kept pairs) */
+    double seconds;             /* training time: last evaluation's `elapsed` */
+} SweepRun;
+
+/* One configuration (every axis but the seed), summarised over its finished runs. The gap
+ * columns compare final test accuracy with the matching dense configuration (baseline). */
+typedef struct {
+    char label[SWEEP_NAME_MAX]; /* e.g. "head=moe,hidden=256" ("(base)" without axes) */
+    char head[24];              /* head kind of this configuration */
+    int n, n_expected;          /* finished runs; seeds */
+    int baseline;               /* index of the dense configuration it is compared with, -1 */
+    double final_mean, final_sd, best_mean, best_sd;
+    double rho_nominal, rho_realized;  /* rho_realized: mean over finished runs */
+    double gap, gap_lo, gap_hi, gap_df; /* mean difference, 95% Welch CI and its df */
+    double cohen_d, hedges_g;
+    double seconds;             /* mean training time of a finished run */
+} SweepConfig;
+
+typedef struct {
+    char *args;          /* the sweep's arguments as one shell-quoted line (DIR/sweep.args) */
+    int seeds;
+    double ci_level;     /* 0.95 */
+    int naxes;
+    char **axes;         /* (naxes) axis keys, e.g. "head", "hidden" */
+    int nconfigs;
+    char **values;       /* (nconfigs * naxes): value of axis a in config c at [c * naxes + a] */
+    SweepConfig *configs;
+    int nruns;
+    SweepRun *runs;
+} SweepSummary;
+
+/* Reads from a session folder the values the sweep summary needs beyond session_read_info:
+ * /run@rho_nominal, and from the last evaluation train_rho_realized, elapsed and step (NaN and
+ * 0 when there is no evaluation yet). */
+ml_status sweep_h5_read_run(const char *session_dir, double *rho_nominal, double *rho_realized, double *seconds,
+                            long *steps);
+
+/* Writes the summary to `path` atomically (path.tmp, fsync, rename). */
+ml_status sweep_h5_write(const char *path, const SweepSummary *s);
+/* Reads a summary written by sweep_h5_write into *s (all malloc'd: release with
+ * sweep_summary_free). ML_ERR_FORMAT if it is not a sweep file or is damaged. */
+ml_status sweep_h5_read(const char *path, SweepSummary *s);
+void sweep_summary_free(SweepSummary *s);
+
+#endif
