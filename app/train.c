@@ -142,9 +142,9 @@ static void on_eval_print(const EvalRecord *r, Printer *p) {
            100 * r->test_acc, r->img_per_s, r->elapsed);
     if (r->has_moe) {
         const double tau = p->have_last ? p->last.tau : 0.0, aux = p->have_last ? p->last.moe.l_aux : 0.0;
-        printf("  routing  load entropy %.3f  drop %.1f%%  dead %d/%d  MaxVio %.2f  rho %.3f (nominal %.3f)  "
+        printf("  routing  load entropy %.3f  top1 share %.2f  drop %.1f%%  dead %d/%d  MaxVio %.2f  rho %.3f (nominal %.3f)  "
                "I(class;expert) %.3f nats  tau %.3g  aux %.4f  collapse %s%s%s\n",
-               r->window_load_entropy, 100 * r->train_drop_frac, r->dead_experts, r->experts, r->train_maxvio,
+               r->window_load_entropy, r->window_first_share, 100 * r->train_drop_frac, r->dead_experts, r->experts, r->train_maxvio,
                r->train_rho_realized, r->rho_nominal, r->mutual_info, tau, aux, r->collapsed ? "YES" : "no",
                r->collapsed ? " " : "", r->collapsed ? routewin_reason_text(r->collapse_reason) : "");
     }

@@ -863,6 +863,14 @@ void moe_forward(MoeHead *m, float *y, const float *x, const MoeParams *p, int B
         st->gate_entropy = hsum / B;
     }
     moe_stats_load_(st, E);
+    {
+        int fc[MOE_MAX_EXPERTS] = {0}, mx = 0;
+        for (int b = 0; b < B; b++)
+            if (m->first_choice[b] >= 0 && m->first_choice[b] < E) fc[m->first_choice[b]]++;
+        for (int e = 0; e < E; e++)
+            if (fc[e] > mx) mx = fc[e];
+        st->first_share = (double)mx / B;
+    }
     st->B = B;
     st->E = E;
     st->k = c->k;

@@ -116,6 +116,7 @@ typedef struct {
     double l_aux, l_z;                 // unweighted losses of this batch
     double tau;                        // temperature used
     double pairs_per_sample;           // kept pairs / B (realized routed expert calls per sample)
+    double first_share;                // max_e (samples whose first choice is e) / B
 } MoeStepStats;
 
 typedef struct {

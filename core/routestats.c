@@ -25,11 +25,14 @@ ml_status routewin_init(RouteWin *w, const RouteWinConfig *c, int E)
         return ml_fail(ML_ERR_ARG, "route window: collapse thresholds must be finite");
     w->ring = ml_alloc((size_t)c->window * (size_t)E * sizeof *w->ring);
     w->ent_ring = ml_alloc((size_t)c->window * sizeof *w->ent_ring);
-    if (!w->ring || !w->ent_ring) {
+    w->share_ring = ml_alloc((size_t)c->window * sizeof *w->share_ring);
+    if (!w->ring || !w->ent_ring || !w->share_ring) {
         ml_free(w->ring);
         ml_free(w->ent_ring);
+        ml_free(w->share_ring);
         w->ring = NULL;
         w->ent_ring = NULL;
+        w->share_ring = NULL;
     }
     if (!w->ring)
         return ml_fail(ML_ERR_NOMEM, "route window: out of memory (%d steps x %d experts)", c->window, E);
@@ -42,6 +45,7 @@ void routewin_free(RouteWin *w)
 {
     ml_free(w->ring);
     ml_free(w->ent_ring);
+    ml_free(w->share_ring);
     memset(w, 0, sizeof *w);
 }
 
@@ -53,6 +57,7 @@ void routewin_reset(RouteWin *w)
     memset(w->sum, 0, sizeof w->sum);
     memset(w->zero_run, 0, sizeof w->zero_run);
     w->ent_sum = 0.0;
+    w->share_sum = 0.0;
 }
 
 /* H(kept / sum kept) / log E of one step's counts (1 if E = 1, 0 if nothing kept) */
@@ -73,7 +78,7 @@ static double step_entropy(const int *kept, int E)
     return h / log((double)E);
 }
 
-void routewin_push_counts(RouteWin *w, const int *kept)
+void routewin_push_counts(RouteWin *w, const int *kept, double first_share)
 {
     int E = w->E;
     int *slot = w->ring + (size_t)w->head * E;
@@ -81,6 +86,7 @@ void routewin_push_counts(RouteWin *w, const int *kept)
         for (int e = 0; e < E; e++)
             w->sum[e] -= slot[e];
         w->ent_sum -= w->ent_ring[w->head];
+        w->share_sum -= w->share_ring[w->head];
     } else {
         w->n++;
     }
@@ -91,6 +97,8 @@ void routewin_push_counts(RouteWin *w, const int *kept)
     }
     w->ent_ring[w->head] = step_entropy(kept, E);
     w->ent_sum += w->ent_ring[w->head];
+    w->share_ring[w->head] = first_share;
+    w->share_sum += first_share;
     w->head = (w->head + 1) % w->cfg.window;
     w->pushed++;
 }
@@ -98,7 +106,7 @@ void routewin_push_counts(RouteWin *w, const int *kept)
 void routewin_push(RouteWin *w, const MoeStepStats *st)
 {
     ML_ASSERT(st->E == w->E);
-    routewin_push_counts(w, st->kept);
+    routewin_push_counts(w, st->kept, st->first_share);
 }
 
 int routewin_dead_count(const RouteWin *w, int *dead)
@@ -125,13 +133,7 @@ double routewin_load_entropy(const RouteWin *w)
 
 double routewin_max_share(const RouteWin *w)
 {
-    double tot = 0.0, mx = 0.0;
-    for (int e = 0; e < w->E; e++) {
-        tot += (double)w->sum[e];
-        if ((double)w->sum[e] > mx)
-            mx = (double)w->sum[e];
-    }
-    return tot > 0.0 ? mx / tot : 0.0;
+    return w->n > 0 ? w->share_sum / w->n : 0.0;
 }
 
 int routewin_collapsed(const RouteWin *w, int *reason)

@@ -10,10 +10,12 @@
  *                         H(kept / sum kept)/log E is < entropy_min (default 0.5). A per-step
  *                         mean, not the entropy of the summed counts: a router that sends each
  *                         batch to one expert pair, but a different pair over time, is collapsed.
- *       COLLAPSE_SHARE    one expert holds more than max_share (default 0.5) of the kept pairs.
- *                         Note: with top-k, an expert holds at most 1/k of the pairs (a sample
- *                         picks it once), so for k >= 2 this criterion needs max_share < 1/k to
- *                         ever fire; the entropy and dead criteria cover those cases.
+ *       COLLAPSE_SHARE    one expert holds more than max_share (default 0.5) of the routing:
+ *                         the mean over the window of the per-step share of samples whose FIRST
+ *                         choice it is (MoeStepStats.first_share). Kept pairs cannot show this
+ *                         for k >= 2 (a sample picks an expert once, capacity caps it at C): a
+ *                         router whose first choice is always the same expert, with varied
+ *                         second choices, keeps a high kept-load entropy but is collapsed.
  *       COLLAPSE_DEAD     at least dead_frac (default 0.5) of the experts are dead.
  *
  * Class x expert matrix: counts (K, E) row-major, counts[c*E + e] = samples of class c whose first
@@ -46,6 +48,8 @@ typedef struct {
     long zero_run[MOE_MAX_EXPERTS]; // (E) consecutive most recent steps with kept_e == 0
     double *ent_ring;    // (window) per-step load entropy H(kept/sum kept)/log E
     double ent_sum;      // sum of ent_ring over the held steps
+    double *share_ring;  // (window) per-step first-choice share max_e first_e / B
+    double share_sum;    // sum of share_ring over the held steps
 } RouteWin;
 
 void routewin_defaults(RouteWinConfig *c);
@@ -57,14 +61,14 @@ void routewin_free(RouteWin *w);
 void routewin_reset(RouteWin *w);
 // Records one logged step's kept counts (st->kept, st->E must equal w->E).
 void routewin_push(RouteWin *w, const MoeStepStats *st);
-// Same from a raw (E) vector of kept counts.
-void routewin_push_counts(RouteWin *w, const int *kept);
+// Same from a raw (E) vector of kept counts and the step's first-choice share.
+void routewin_push_counts(RouteWin *w, const int *kept, double first_share);
 // Experts with zero kept count over the last W steps (0 until the window is full); if dead is not
 // NULL, dead[e] = 1/0 for each expert.
 int routewin_dead_count(const RouteWin *w, int *dead /* (E) or NULL */);
 // Mean per-step load entropy / log E over the window (1 if E = 1, 0 if nothing pushed).
 double routewin_load_entropy(const RouteWin *w);
-// Largest share of kept pairs held by one expert over the window (0 if nothing kept).
+// Mean over the window of the per-step largest first-choice share (0 if nothing pushed).
 double routewin_max_share(const RouteWin *w);
 // Nonzero if collapse is flagged; *reason (may be NULL) gets a mask of COLLAPSE_* bits.
 int routewin_collapsed(const RouteWin *w, int *reason);

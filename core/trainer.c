@@ -219,6 +219,7 @@ void trainer_fill_eval_routing(const Trainer *t, EvalRecord *er) {
     er->train_maxvio = t->ep_maxvio / nb;
     er->train_rho_realized = t->ep_rho / nb;
     er->window_load_entropy = routewin_load_entropy(&t->win);
+    er->window_first_share = routewin_max_share(&t->win);
     er->dead_experts = routewin_dead_count(&t->win, NULL);
     er->collapsed = routewin_collapsed(&t->win, &er->collapse_reason);
     er->classes = K;

@@ -64,6 +64,7 @@ typedef struct {
     double rho_nominal;
     double train_drop_frac, train_maxvio, train_rho_realized; /* epoch means */
     double window_load_entropy;   /* over the dead-expert window at the end of the epoch */
+    double window_first_share;    /* mean largest first-choice share over the window */
     int dead_experts, collapsed, collapse_reason;
     int classes, experts;
     const int *class_expert;      /* (classes, experts) first-choice counts on the test set */

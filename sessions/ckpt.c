@@ -253,6 +253,8 @@ static ml_status write_all(hid_t file, const Trainer *t, const char *f) {
         if (st == ML_OK) st = h5u_write(file, "/trainer/routewin/zero_run", H5T_STD_I64LE, H5T_NATIVE_INT64, 1, &e, zr, f);
         const hsize_t wn = (hsize_t)w->cfg.window;
         if (st == ML_OK) st = h5u_write(file, "/trainer/routewin/ent_ring", H5T_IEEE_F64LE, H5T_NATIVE_DOUBLE, 1, &wn, w->ent_ring, f);
+        if (st == ML_OK) st = h5u_write(file, "/trainer/routewin/share_ring", H5T_IEEE_F64LE, H5T_NATIVE_DOUBLE, 1, &wn, w->share_ring, f);
+        if (st == ML_OK) st = write_f64(file, "/trainer/routewin/share_sum", w->share_sum, f);
         if (st == ML_OK) st = write_f64(file, "/trainer/routewin/ent_sum", w->ent_sum, f);
     }
     ml_free(en);
@@ -458,6 +460,7 @@ typedef struct {
     int32_t *perm;
     int *ring;
     double *ent_ring, ent_sum;
+    double *share_ring, share_sum;
     Rng rng[CKPT_NRNG];
     TauPlan tau;
     LrSchedule lr;
@@ -476,6 +479,7 @@ static void stage_free(Stage *s) {
     ml_free(s->perm);
     ml_free(s->ring);
     ml_free(s->ent_ring);
+    ml_free(s->share_ring);
 }
 
 static ml_status read_all(hid_t file, const Trainer *t, Stage *s, const char *f) {
@@ -531,7 +535,8 @@ static ml_status read_all(hid_t file, const Trainer *t, Stage *s, const char *f)
         s->perm = ml_alloc(sizeof(int32_t) * (size_t)(ntrain > 0 ? ntrain : 1));
         s->ring = moe ? ml_alloc(sizeof(int) * (size_t)t->win.cfg.window * (size_t)E) : NULL;
         s->ent_ring = moe ? ml_alloc(sizeof(double) * (size_t)t->win.cfg.window) : NULL;
-        if (!s->param || !s->buf || !s->m || (adam && !s->v) || !s->perm || (moe && (!s->ring || !s->ent_ring)))
+        s->share_ring = moe ? ml_alloc(sizeof(double) * (size_t)t->win.cfg.window) : NULL;
+        if (!s->param || !s->buf || !s->m || (adam && !s->v) || !s->perm || (moe && (!s->ring || !s->ent_ring || !s->share_ring)))
             st = ml_fail(ML_ERR_NOMEM, "out of memory reading %s", f);
     }
     if (st == ML_OK) st = read_entries(file, "weights", en, np, s->param, f);
@@ -585,6 +590,8 @@ static ml_status read_all(hid_t file, const Trainer *t, Stage *s, const char *f)
         if (st == ML_OK) st = h5u_read(file, "/trainer/routewin/zero_run", H5T_NATIVE_INT64, 1, &e, s->zero_run, f, NULL);
         const hsize_t wn = (hsize_t)t->win.cfg.window;
         if (st == ML_OK) st = h5u_read(file, "/trainer/routewin/ent_ring", H5T_NATIVE_DOUBLE, 1, &wn, s->ent_ring, f, NULL);
+        if (st == ML_OK) st = h5u_read(file, "/trainer/routewin/share_ring", H5T_NATIVE_DOUBLE, 1, &wn, s->share_ring, f, NULL);
+        if (st == ML_OK) st = read_scalar(file, "/trainer/routewin/share_sum", H5T_NATIVE_DOUBLE, &s->share_sum, f);
         if (st == ML_OK) st = read_scalar(file, "/trainer/routewin/ent_sum", H5T_NATIVE_DOUBLE, &s->ent_sum, f);
     }
     if (st != ML_OK) return st;
@@ -688,6 +695,8 @@ ml_status ckpt_read(const char *path, Trainer *t) {
         w->pushed = s.pushed;
         for (int e = 0; e < E; e++) { w->sum[e] = s.sum[e]; w->zero_run[e] = s.zero_run[e]; }
         memcpy(w->ent_ring, s.ent_ring, sizeof(double) * (size_t)w->cfg.window);
+        memcpy(w->share_ring, s.share_ring, sizeof(double) * (size_t)w->cfg.window);
+        w->share_sum = s.share_sum;
         w->ent_sum = s.ent_sum;
     }
     t->rec_step = t->step;

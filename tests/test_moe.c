@@ -930,6 +930,7 @@ static void test_routestats(void)
     memset(&s, 0, sizeof s);
     s.E = 8;
     s.kept[0] = 256;
+    s.first_share = 1.0;
     int reason = 0;
     for (int i = 0; i < 19; i++)
         routewin_push(&w, &s);
@@ -944,6 +945,7 @@ static void test_routestats(void)
     // balanced stream pushes the collapsed steps out of the window
     for (int e = 0; e < 8; e++)
         s.kept[e] = 32;
+    s.first_share = 0.125;
     for (int i = 0; i < 20; i++)
         routewin_push(&w, &s);
     col = routewin_collapsed(&w, &reason);
@@ -962,8 +964,17 @@ static void test_routestats(void)
               routewin_dead_count(&w, NULL) == 0,
           "routewin: a rotating expert pair is collapsed (per-step entropy %.3f) though no expert is dead",
           routewin_load_entropy(&w));
+    // one expert is every sample's first choice, second choices spread: kept load stays
+    // balanced (capacity), the first-choice share flags it
     for (int e = 0; e < 8; e++)
         s.kept[e] = 32;
+    s.first_share = 1.0;
+    for (int i = 0; i < 20; i++)
+        routewin_push(&w, &s);
+    col = routewin_collapsed(&w, &reason);
+    check(col && reason == COLLAPSE_SHARE, "routewin: a fixed first choice with balanced kept load is collapsed (%s)",
+          routewin_reason_text(reason));
+    s.first_share = 0.125;
     for (int i = 0; i < 20; i++)
         routewin_push(&w, &s);
     // one expert silent for the whole window: dead, but 1 of 8 is not collapse
