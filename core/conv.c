@@ -153,7 +153,8 @@ static inline void deinterleave_row(float *restrict E, float *restrict O, const 
     if (half < Wo) O[Wo] = 0.0f;
 }
 
-static void dw2_plane_forward(float *o, const float *plane, const float *wc, int H, int W, int Ho, int Wo) {
+static inline __attribute__((always_inline)) void
+dw2_plane_forward(float *o, const float *plane, const float *wc, const int H, const int W, const int Ho, const int Wo) {
     float E[DW_MAX_W + 1], O[DW_MAX_W + 2];
     for (int oy = 0; oy < Ho; oy++) {
         float *orow = o + (long)oy * Wo;
@@ -170,8 +171,9 @@ static void dw2_plane_forward(float *o, const float *plane, const float *wc, int
 
 /* Visits every input row once: its (output row, ky) pairs accumulate the weight gradient into
  * acc (9, Wo) and the input gradient of the row, which is then written whole (no memset). */
-static void dw2_plane_backward(float *di, float *acc, const float *plane, const float *d, const float *wc,
-                               int H, int W, int Ho, int Wo) {
+static inline __attribute__((always_inline)) void
+dw2_plane_backward(float *di, float *acc, const float *plane, const float *d, const float *wc,
+                   const int H, const int W, const int Ho, const int Wo) {
     float E[DW_MAX_W + 1], O[DW_MAX_W + 2], dE[DW_MAX_W + 1], dO[DW_MAX_W + 2];
     for (int iy = 0; iy < H; iy++) {
         int oys[2], kys[2], np = 0;
@@ -205,6 +207,24 @@ static void dw2_plane_backward(float *di, float *acc, const float *plane, const 
     }
 }
 
+/* Stride-2 plane kernels instantiated for the square sizes of 32x32 and 28x28 inputs, so that
+ * the compiler sees constant row lengths: small planes (8x8, 7x7) are otherwise dominated by
+ * loop overhead. Other sizes take the generic instance. */
+#define DW2_SIZES(X) X(32) X(16) X(8) X(28) X(14) X(7)
+static void dw2_forward_any(float *o, const float *plane, const float *wc, int H, int W, int Ho, int Wo) {
+#define DW2F(n) if (H == n && W == n) { dw2_plane_forward(o, plane, wc, n, n, (n + 1) / 2, (n + 1) / 2); return; }
+    DW2_SIZES(DW2F)
+#undef DW2F
+    dw2_plane_forward(o, plane, wc, H, W, Ho, Wo);
+}
+static void dw2_backward_any(float *di, float *acc, const float *plane, const float *d, const float *wc,
+                             int H, int W, int Ho, int Wo) {
+#define DW2B(n) if (H == n && W == n) { dw2_plane_backward(di, acc, plane, d, wc, n, n, (n + 1) / 2, (n + 1) / 2); return; }
+    DW2_SIZES(DW2B)
+#undef DW2B
+    dw2_plane_backward(di, acc, plane, d, wc, H, W, Ho, Wo);
+}
+
 void dwconv3x3_forward(float *out, const float *inp, const float *w,
                        int B, int C, int H, int W, int stride) {
     const int Ho = conv_out_size(H, stride), Wo = conv_out_size(W, stride);
@@ -217,7 +237,7 @@ void dwconv3x3_forward(float *out, const float *inp, const float *w,
             const float *plane = inp + ((long)c * B + b) * H * W;
             float *o = out + ((long)c * B + b) * Ho * Wo;
             if (stride == 1) dw_plane_forward(o, plane, w + c * 9, H, W, Ho, Wo, lo, hi, 1);
-            else if (stride == 2) dw2_plane_forward(o, plane, w + c * 9, H, W, Ho, Wo);
+            else if (stride == 2) dw2_forward_any(o, plane, w + c * 9, H, W, Ho, Wo);
             else dw_plane_forward(o, plane, w + c * 9, H, W, Ho, Wo, lo, hi, stride);
         }
     }
@@ -240,7 +260,7 @@ void dwconv3x3_backward(float *dinp, float *dw, const float *dout, const float *
             float *di = dinp ? dinp + ((long)c * B + b) * H * W : NULL;
             memset(acc, 0, sizeof(float) * 9 * Wo);
             if (stride == 1) dw_plane_backward(di, acc, plane, d, wc, H, W, Ho, Wo, lo, hi, 1);
-            else if (stride == 2) dw2_plane_backward(di, acc, plane, d, wc, H, W, Ho, Wo);
+            else if (stride == 2) dw2_backward_any(di, acc, plane, d, wc, H, W, Ho, Wo);
             else dw_plane_backward(di, acc, plane, d, wc, H, W, Ho, Wo, lo, hi, stride);
             for (int t = 0; t < 9; t++) {
                 float sum = 0.0f;

@@ -293,6 +293,9 @@ int main(void) {
     test_dwconv(1, 6, 6);
     test_dwconv(2, 7, 7);
     test_dwconv(2, 8, 6);
+    test_dwconv(2, 8, 8);   /* the size-specialised stride-2 kernels */
+    test_dwconv(2, 16, 16);
+    test_dwconv(2, 14, 14);
     test_pwconv();
     test_bn(0);
     test_bn(1);
