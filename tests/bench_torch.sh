@@ -27,6 +27,8 @@ for head in dense moe; do
       /usr/bin/python3 "$REF" --head "$head" --threads "$THREADS" --steps 20 | sed -E 's/.*img\/s=([0-9.]+).*/\1/' >> "/tmp/tb_$head.$$"
     fi
   done
+  echo "$head: moelab img/s per round: $(tr '\n' ' ' < "/tmp/mb_$head.$$")"
+  [ "$have_torch" = 1 ] && echo "$head: torch  img/s per round: $(tr '\n' ' ' < "/tmp/tb_$head.$$")"
   M[$head]=$(median < "/tmp/mb_$head.$$")
   S[$head]=$(median < "/tmp/sg_$head.$$")
   T[$head]=$([ "$have_torch" = 1 ] && median < "/tmp/tb_$head.$$" || echo 0)
