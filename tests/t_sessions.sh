@@ -66,9 +66,9 @@ if h5diff K/ckpt-$((KE * 16)).h5 U/ckpt-$((KE * 16)).h5 /weights /weights > /dev
 else bad "killed + resumed weights differ from the uninterrupted run"; fi
 
 # 4. SIGTERM: clean stop, final checkpoint
-"$BIN" "${TRAIN[@]}" --epochs 50 --session S > S.log 2>&1 &
+"$BIN" "${TRAIN[@]}" --epochs 100000 --session S > S.log 2>&1 &
 pid=$!
-for i in $(seq 100); do [ -f S/ckpt-16.h5 ] && break; sleep 0.1; done
+for i in $(seq 300); do ls S/ckpt-*.h5 > /dev/null 2>&1 && break; sleep 0.1; done
 kill -TERM "$pid"; wait "$pid"; rc=$?
 check "SIGTERM exits 0 after stopping cleanly" [ $rc = 0 ]
 check "SIGTERM prints the stop" grep -q 'terminated: stopping cleanly' S.log
