@@ -18,8 +18,9 @@ static void usage(FILE *f) {
 "  sweep      multi-seed experiments, the paper's presets, MoE-vs-dense effect sizes (moelab sweep --help)\n"
 "  help       this text\n"
 "  version    print the version\n\n"
-"With no command, moelab trains the reference MoE model on the default dataset\n"
-"(Fashion-MNIST when installed, else synthetic data).\n", MOELAB_VERSION);
+"With no command, moelab opens the live screen training the reference MoE model on\n"
+"the default dataset (Fashion-MNIST when installed, else synthetic data); without a\n"
+"terminal it trains headless with one line per epoch.\n", MOELAB_VERSION);
 }
 
 int main(int argc, char **argv) {
