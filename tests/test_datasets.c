@@ -19,22 +19,7 @@
 #include <unistd.h>
 #include <zlib.h>
 
-static int n_checks, n_failed;
-
-static int check(int ok, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-static int check(int ok, const char *fmt, ...)
-{
-    va_list ap;
-    va_start(ap, fmt);
-    printf("%s ", ok ? "ok  " : "FAIL");
-    vprintf(fmt, ap);
-    va_end(ap);
-    printf("\n");
-    n_checks++;
-    if (!ok)
-        n_failed++;
-    return ok;
-}
+#include "check.h"
 
 /* The last error contains every one of the (NULL-terminated) words. */
 static int error_has(const char *a, const char *b, const char *c)

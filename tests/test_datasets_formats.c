@@ -27,22 +27,7 @@
 /* paths here are short /tmp paths; the fixed buffers cannot truncate in practice */
 #pragma GCC diagnostic ignored "-Wformat-truncation"
 
-static int n_checks, n_failed;
-
-static int check(int ok, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-static int check(int ok, const char *fmt, ...)
-{
-    va_list ap;
-    va_start(ap, fmt);
-    printf("%s ", ok ? "ok  " : "FAIL");
-    vprintf(fmt, ap);
-    va_end(ap);
-    printf("\n");
-    n_checks++;
-    if (!ok)
-        n_failed++;
-    return ok;
-}
+#include "check.h"
 
 static int error_has(const char *a, const char *b, const char *c)
 {
