@@ -371,8 +371,68 @@ static void test_canvas(void) {
     CHECK(utf8_cells("a\u2801b") == 3, "utf8_cells");
 }
 
+static void test_compare_layout(void) {
+    static const int sizes[][2] = {{80, 24}, {100, 30}, {120, 40}, {200, 60}, {81, 25}};
+    for (size_t s = 0; s < sizeof sizes / sizeof sizes[0]; s++) {
+        const int W = sizes[s][0], H = sizes[s][1];
+        CompareLayout l;
+        CHECK(layout_compare(&l, W, H) == 0 && !l.too_small, "compare %dx%d: laid out", W, H);
+        long area = 0;
+        for (int a = 0; a < CMP_COUNT; a++) {
+            const Rect r = l.r[a];
+            CHECK(r.w > 0 && r.h > 0 && r.x >= 0 && r.y >= 0 && r.x + r.w <= W && r.y + r.h <= H,
+                  "compare %dx%d: panel %d inside the screen", W, H, a);
+            area += (long)r.w * r.h;
+            for (int b = a + 1; b < CMP_COUNT; b++)
+                CHECK(!rect_overlap(r, l.r[b]), "compare %dx%d: panels %d and %d do not overlap", W, H, a, b);
+        }
+        CHECK(area == (long)W * H, "compare %dx%d: the panels tile the screen (%ld of %d cells)", W, H, area, W * H);
+        CHECK(l.r[CMP_DIFF].w >= 34 && l.r[CMP_DIFF].w <= 52, "compare %dx%d: diff width %d", W, H, l.r[CMP_DIFF].w);
+        CHECK(l.r[CMP_DIFF].h >= 15, "compare %dx%d: the diff table's 13 rows fit (h %d)", W, H, l.r[CMP_DIFF].h);
+        CHECK(l.r[CMP_HEAT_A].h >= 5 && l.r[CMP_HEAT_A].y == l.r[CMP_HEAT_B].y && l.r[CMP_HEAT_A].h == l.r[CMP_HEAT_B].h,
+              "compare %dx%d: heatmaps side by side", W, H);
+        CHECK(l.r[CMP_HINT].y == H - 1, "compare %dx%d: hint row last", W, H);
+    }
+    CompareLayout l;
+    CHECK(layout_compare(&l, 79, 40) == -1 && l.too_small && l.r[CMP_CURVES].w == 0, "compare 79x40: too small");
+    CHECK(layout_compare(&l, 120, 23) == -1 && l.too_small, "compare 120x23: too small");
+}
+
+static void test_scatter(void) {
+    /* two clusters in opposite corners and one point in the middle */
+    const float pts[][2] = {{0, 0}, {0.1f, 0}, {0, 0.1f}, {10, 10}, {9.9f, 10}, {10, 9.9f}, {5, 5}, {NAN, 1}};
+    const int cat[] = {0, 0, 1, 2, 2, 2, 1, 0};
+    float x[8], y[8];
+    for (int i = 0; i < 8; i++) { x[i] = pts[i][0]; y[i] = pts[i][1]; }
+    int cell[5 * 5], count[5 * 5];
+    const int placed = scatter_grid(x, y, 1, 8, cat, 3, 5, 5, cell, count);
+    CHECK(placed == 7, "scatter: NaN point skipped (%d placed)", placed);
+    /* (0,0) is the bottom-left cell: row 4, col 0; majority 0 (two of three) */
+    CHECK(cell[4 * 5 + 0] == 0 && count[4 * 5 + 0] == 3, "scatter: bottom-left cell is category 0 x3 (%d x%d)",
+          cell[20], count[20]);
+    CHECK(cell[0 * 5 + 4] == 2 && count[4] == 3, "scatter: top-right cell is category 2 x3 (%d x%d)", cell[4], count[4]);
+    CHECK(cell[2 * 5 + 2] == 1 && count[12] == 1, "scatter: the middle point (%d)", cell[12]);
+    int empty = 0;
+    for (int i = 0; i < 25; i++) empty += cell[i] < 0;
+    CHECK(empty == 22, "scatter: every other cell empty (%d)", empty);
+    /* a tie goes to the smaller category; an out-of-range category is skipped */
+    const float tx[] = {1, 1, 1}, ty[] = {1, 1, 1};
+    const int tc[] = {2, 1, 7};
+    CHECK(scatter_grid(tx, ty, 1, 3, tc, 3, 3, 3, cell, count) == 2 && cell[4] == 1 && count[4] == 2,
+          "scatter: degenerate extent centred, tie to the smaller category (%d)", cell[4]);
+    /* interleaved (n, 2) layout via the stride */
+    const float xy[] = {0, 0, 1, 1};
+    const int c2[] = {3, 4};
+    CHECK(scatter_grid(xy, xy + 1, 2, 2, c2, 5, 2, 2, cell, NULL) == 2 && cell[2] == 3 && cell[1] == 4,
+          "scatter: stride 2 (%d %d)", cell[2], cell[1]);
+    CHECK(scatter_symbol(0) == '0' && scatter_symbol(10) == 'a' && scatter_symbol(36) == 'A' && scatter_symbol(62) == '0',
+          "scatter symbols");
+}
+
 int main(void) {
     test_layout();
+    test_compare_layout();
+    test_scatter();
     test_axes();
     test_binning();
     test_rings();

@@ -97,3 +97,24 @@ int rect_overlap(Rect a, Rect b) {
     if (a.w <= 0 || a.h <= 0 || b.w <= 0 || b.h <= 0) return 0;
     return a.x < b.x + b.w && b.x < a.x + a.w && a.y < b.y + b.h && b.y < a.y + a.h;
 }
+
+int layout_compare(CompareLayout *l, int cols, int lines) {
+    memset(l, 0, sizeof *l);
+    l->cols = cols;
+    l->lines = lines;
+    if (cols < LAYOUT_MIN_W || lines < LAYOUT_MIN_H) { l->too_small = 1; return -1; }
+    l->r[CMP_STATUS] = (Rect){0, 0, cols, 2};
+    l->r[CMP_HINT] = (Rect){0, lines - 1, cols, 1};
+    const int body = lines - 3;             /* rows between the status bar and the hint */
+    int top = body * 9 / 20;                /* curves and diff: 13 scalar rows + header + frame fit at 16 */
+    if (top < 16) top = 16 < body - 6 ? 16 : body - 6;
+    int dw = cols * 2 / 5;
+    if (dw < 34) dw = 34;
+    if (dw > 52) dw = 52;
+    l->r[CMP_CURVES] = (Rect){0, 2, cols - dw, top};
+    l->r[CMP_DIFF] = (Rect){cols - dw, 2, dw, top};
+    const int hh = body - top, ha = cols / 2;
+    l->r[CMP_HEAT_A] = (Rect){0, 2 + top, ha, hh};
+    l->r[CMP_HEAT_B] = (Rect){ha, 2 + top, cols - ha, hh};
+    return 0;
+}

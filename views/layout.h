@@ -54,6 +54,19 @@ int layout_visible(const Layout *l, int panel);
 int layout_next_focus(const Layout *l, int cur);
 /* Short name of a panel ("curves", "temperature", ...). */
 const char *layout_panel_name(int panel);
+/* ---- the session browser's compare screen: status (2 rows), the overlaid curves with the
+ * scalar difference table to their right, the two class x expert heatmaps side by side under
+ * them, and a hint row at the bottom. */
+typedef enum { CMP_STATUS, CMP_CURVES, CMP_DIFF, CMP_HEAT_A, CMP_HEAT_B, CMP_HINT, CMP_COUNT } ComparePanel;
+typedef struct {
+    int cols, lines;
+    int too_small;
+    Rect r[CMP_COUNT];
+} CompareLayout;
+/* 0, or -1 below LAYOUT_MIN_W x LAYOUT_MIN_H (too_small, every rectangle empty). The panels tile
+ * the screen without overlap; the diff table is 34..52 columns wide. */
+int layout_compare(CompareLayout *l, int cols, int lines);
+
 /* 1 if the two rectangles overlap. */
 int rect_overlap(Rect a, Rect b);
 

@@ -345,3 +345,74 @@ int utf8_cells(const char *s) {
         if (((unsigned char)*s & 0xC0) != 0x80) n++;
     return n;
 }
+
+/* ------------------------------------------------------------------ scatter */
+
+int scatter_grid(const float *x, const float *y, int stride, int n, const int *cat, int ncat, int cols, int rows,
+                 int *cell, int *count) {
+    if (cols <= 0 || rows <= 0) return 0;
+    const size_t cells = (size_t)cols * rows;
+    for (size_t i = 0; i < cells; i++) {
+        cell[i] = -1;
+        if (count) count[i] = 0;
+    }
+    if (n <= 0 || ncat <= 0) return 0;
+    double xlo = INFINITY, xhi = -INFINITY, ylo = INFINITY, yhi = -INFINITY;
+    for (int i = 0; i < n; i++) {
+        const double a = x[(size_t)i * stride], b = y[(size_t)i * stride];
+        if (!isfinite(a) || !isfinite(b)) continue;
+        xlo = fmin(xlo, a); xhi = fmax(xhi, a);
+        ylo = fmin(ylo, b); yhi = fmax(yhi, b);
+    }
+    if (!(xlo <= xhi)) return 0;
+    /* per-cell category counts: cells x ncat ints can be large (200 classes): count sparsely by
+     * sorting the points by cell instead */
+    int *key = malloc(sizeof *key * (size_t)n);
+    int *ord = malloc(sizeof *ord * (size_t)n);
+    int *tally = calloc((size_t)ncat, sizeof *tally);
+    if (!key || !ord || !tally) { free(key); free(ord); free(tally); return -1; }
+    int placed = 0;
+    for (int i = 0; i < n; i++) {
+        const double a = x[(size_t)i * stride], b = y[(size_t)i * stride];
+        key[i] = -1;
+        if (!isfinite(a) || !isfinite(b) || cat[i] < 0 || cat[i] >= ncat) continue;
+        int cx = xhi > xlo ? (int)((a - xlo) / (xhi - xlo) * cols) : cols / 2;
+        int cy = yhi > ylo ? (int)((b - ylo) / (yhi - ylo) * rows) : rows / 2;
+        if (cx >= cols) cx = cols - 1;
+        if (cy >= rows) cy = rows - 1;
+        cy = rows - 1 - cy; /* row 0 at the top */
+        key[i] = cy * cols + cx;
+        ord[placed++] = i;
+    }
+    /* counting sort of the placed points by cell */
+    int *start = calloc(cells + 1, sizeof *start);
+    int *sorted = malloc(sizeof *sorted * (size_t)(placed ? placed : 1));
+    if (!start || !sorted) { free(key); free(ord); free(tally); free(start); free(sorted); return -1; }
+    for (int j = 0; j < placed; j++) start[key[ord[j]] + 1]++;
+    for (size_t c = 0; c < cells; c++) start[c + 1] += start[c];
+    for (int j = 0; j < placed; j++) sorted[start[key[ord[j]]]++] = ord[j];
+    /* start[c] is now the end of cell c; walk the cells in order */
+    int j = 0;
+    for (size_t c = 0; c < cells; c++) {
+        const int end = start[c];
+        if (j == end) continue;
+        int best = -1, bestn = 0;
+        for (int q = j; q < end; q++) tally[cat[sorted[q]]]++;
+        for (int q = j; q < end; q++) {
+            const int k = cat[sorted[q]];
+            if (tally[k] > bestn || (tally[k] == bestn && k < best)) { best = k; bestn = tally[k]; }
+        }
+        for (int q = j; q < end; q++) tally[cat[sorted[q]]] = 0;
+        cell[c] = best;
+        if (count) count[c] = end - j;
+        j = end;
+    }
+    free(key); free(ord); free(tally); free(start); free(sorted);
+    return placed;
+}
+
+char scatter_symbol(int i) {
+    static const char sym[] = "0123456789abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ";
+    if (i < 0) i = -i;
+    return sym[i % 62];
+}

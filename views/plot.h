@@ -104,4 +104,15 @@ void fmt_count(char *buf, size_t n, double v);
 /* Number of terminal cells of a UTF-8 string, counting each code point as one cell. */
 int utf8_cells(const char *s);
 
+/* ---- scatter plots of categorical points (the t-SNE view) */
+/* Bins n points (x[i], y[i]) into a cols x rows grid spanning their bounding box (the y axis
+ * upwards: row 0 is the top; a degenerate extent is centred) and writes into cell[row * cols + col]
+ * the category that has the most points in the cell (ties: the smaller category), -1 for an
+ * empty cell. cat[i] < 0 or >= ncat and non-finite points are skipped. count (may be NULL) gets
+ * the number of points per cell. Returns the number of points placed, -1 if out of memory. */
+int scatter_grid(const float *x, const float *y, int stride, int n, const int *cat, int ncat, int cols, int rows,
+                 int *cell, int *count);
+/* The symbol of category i: "0".."9", "a".."z", "A".."Z", cycling. */
+char scatter_symbol(int i);
+
 #endif

@@ -6,6 +6,7 @@
 
 #define PAIR_ROLE0 1   /* role r uses pair PAIR_ROLE0 + r */
 #define PAIR_HEAT0 32  /* heat bin b uses pair PAIR_HEAT0 + b */
+#define PAIR_CAT0 48   /* category i uses pair PAIR_CAT0 + i */
 
 typedef struct {
     short fg8, bg8;     /* 8-colour pair (-1: terminal default) */
@@ -40,7 +41,15 @@ static const RoleSpec role_spec[TH_COUNT] = {
     [TH_BAR]      = {COLOR_CYAN, -1, 0, 38, -1, 0, 0},
     [TH_OVER]     = {COLOR_RED, -1, A_BOLD, 196, -1, A_BOLD, A_BOLD},
     [TH_CAP]      = {COLOR_YELLOW, -1, A_BOLD, 226, -1, A_BOLD, A_BOLD},
+    [TH_B_EMA]    = {COLOR_MAGENTA, -1, A_BOLD, 213, -1, A_BOLD, A_BOLD},
+    [TH_B_TEST]   = {COLOR_RED, -1, A_BOLD, 203, -1, A_BOLD, A_BOLD},
+    [TH_B_ACC]    = {COLOR_WHITE, -1, A_BOLD, 231, -1, A_BOLD, A_UNDERLINE},
+    [TH_SELECT]   = {COLOR_BLACK, COLOR_CYAN, 0, 16, 117, 0, A_REVERSE},
 };
+
+/* categorical palettes: 12 distinguishable xterm colours; 6 basic colours (twice, bold) */
+static const short cat256[THEME_MAX_CAT] = {39, 208, 76, 196, 141, 130, 211, 248, 184, 44, 27, 226};
+static const short cat8[6] = {COLOR_CYAN, COLOR_YELLOW, COLOR_GREEN, COLOR_RED, COLOR_MAGENTA, COLOR_BLUE};
 
 /* viridis-like ramp in the xterm 6x6x6 cube, dark to bright */
 static const short heat256[10] = {53, 54, 60, 24, 30, 36, 72, 77, 148, 220};
@@ -84,6 +93,14 @@ void theme_init(Theme *t, int utf8, int no_color) {
     } else {
         t->nheat = 5;
     }
+    if (t->color && COLOR_PAIRS >= PAIR_CAT0 + THEME_MAX_CAT) {
+        t->ncat = t->colors256 ? THEME_MAX_CAT : 2 * 6;
+        for (int i = 0; i < THEME_MAX_CAT; i++) {
+            const short fg = t->colors256 ? cat256[i] : cat8[i % 6];
+            init_pair((short)(PAIR_CAT0 + i), fg, t->default_bg ? -1 : COLOR_BLACK);
+            t->cat[i] = COLOR_PAIR(PAIR_CAT0 + i) | (!t->colors256 && i >= 6 ? A_BOLD : 0);
+        }
+    }
     static const char *const glyph_u[5] = {" ", "\u2591", "\u2592", "\u2593", "\u2588"};
     static const char *const glyph_a[5] = {" ", ".", ":", "*", "#"};
     static const char *const spark_u[8] = {"\u2581", "\u2582", "\u2583", "\u2584", "\u2585", "\u2586", "\u2587", "\u2588"};
@@ -94,6 +111,12 @@ void theme_init(Theme *t, int utf8, int no_color) {
     t->dead = utf8 ? "\u2717" : "x";
     t->dot = utf8 ? "\u25cf" : "o";
     t->vline = utf8 ? "\u2502" : "|";
+}
+
+attr_t theme_cat(const Theme *t, int i) {
+    if (t->ncat <= 0) return A_NORMAL;
+    if (i < 0) i = -i;
+    return t->cat[i % t->ncat];
 }
 
 attr_t theme_heat(const Theme *t, int bin) {

@@ -34,10 +34,15 @@ typedef enum {
     TH_BAR,         /* progress and load bars */
     TH_OVER,        /* demand above capacity */
     TH_CAP,         /* capacity line */
+    TH_B_EMA,       /* compare: the second run's smoothed loss */
+    TH_B_TEST,      /* compare: the second run's test loss */
+    TH_B_ACC,       /* compare: the second run's test accuracy */
+    TH_SELECT,      /* selected row of a list */
     TH_COUNT
 } ThemeRole;
 
 #define THEME_MAX_HEAT 10
+#define THEME_MAX_CAT 12
 
 typedef struct {
     int color;                      /* 1: colours in use */
@@ -48,6 +53,8 @@ typedef struct {
     int nheat;                      /* heat bins: 10 (256 colours), 6 (8 colours), 5 (glyphs) */
     attr_t heat[THEME_MAX_HEAT];    /* colour mode: a background colour with readable text */
     const char *heat_glyph[THEME_MAX_HEAT]; /* no-colour mode: one glyph per bin */
+    int ncat;                       /* distinct categorical colours (0 without colour) */
+    attr_t cat[THEME_MAX_CAT];      /* categorical colours (t-SNE experts / classes) */
     /* glyphs */
     const char *spark[8];           /* sparkline levels */
     const char *full;               /* full block or '#' */
@@ -59,6 +66,8 @@ typedef struct {
 /* Picks the mode from the terminal (has_colors, COLORS), the NO_COLOR environment variable and
  * `utf8`, and sets up colour pairs. `no_color` forces the no-colour mode. */
 void theme_init(Theme *t, int utf8, int no_color);
+/* Attribute of category i (cycling through ncat colours; A_NORMAL without colour). */
+attr_t theme_cat(const Theme *t, int i);
 /* Attribute of a heat bin in colour mode (A_NORMAL in no-colour mode). */
 attr_t theme_heat(const Theme *t, int bin);
 /* A short description ("256 colours", "8 colours", "no colour (NO_COLOR)", ...). */

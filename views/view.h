@@ -37,6 +37,8 @@ typedef struct {
     int dead_window;           /* records (not steps) in the dead-expert window */
     TauPlan plan;              /* the temperature plan at launch */
     float lr0;                 /* peak learning rate */
+    int browse;                /* 1: a saved session (the marker is a cursor, not "now") */
+    char slot_name[2][48];     /* compare: names of the two runs in legends ("" when alone) */
 } ViewCtx;
 
 /* Live state of the run shown by the status bar (refreshed every frame). */
@@ -58,6 +60,8 @@ typedef enum {
     VIEW_MSG_PLAN,     /* plan: the temperature plan in effect from at_step on */
     VIEW_MSG_LOG,      /* level (LOG_*) + text */
     VIEW_MSG_STATUS,   /* status */
+    VIEW_MSG_CURSOR,   /* browser: at_step = the point of the run shown; eval = the evaluation at
+                          it (or NULL), step = the step record in effect at it (or NULL) */
 } ViewMsgKind;
 
 enum { VIEW_LOG_INFO, VIEW_LOG_WARN, VIEW_LOG_ERROR, VIEW_LOG_CMD, VIEW_LOG_EPOCH };
@@ -71,6 +75,7 @@ typedef struct {
     int level;
     const char *text;
     const RunStatus *status;
+    int slot;          /* STEP / EVAL: 0 = the run, 1 = a second run overlaid (compare; curves only) */
 } ViewMsg;
 
 typedef struct View View;
@@ -100,6 +105,8 @@ extern const ViewClass view_temp_class;     /* temperature: plan, used, override
 extern const ViewClass view_scalars_class;  /* routing scalars + sparklines (dense: training) */
 extern const ViewClass view_log_class;      /* log lines */
 extern const ViewClass view_help_class;     /* help overlay */
+extern const ViewClass view_tsne_class;     /* t-SNE scatter of an evaluation's test features */
+extern const ViewClass view_diff_class;     /* compare: routing scalars of two runs and B - A */
 
 /* Creates a view of class cls (calls cls->init). 0, or -1 if out of memory. */
 int view_init(View *v, const ViewClass *cls, const ViewCtx *ctx);
@@ -114,7 +121,18 @@ void view_title(const View *v, char *buf, size_t n);
 void view_banner_set_note(View *v, const char *text);
 /* 1 if the banner view has something to show (collapse or a note). */
 int view_banner_active(const View *v);
+/* t-SNE view: the embedding Y (n, 2) of evaluation `epoch` with each point's first-choice expert
+ * and class (copied). Y == NULL keeps the last embedding and only sets the message; a non-empty
+ * msg ("computing...", an error) is shown instead of the plot; info is a line above it. */
+void view_tsne_set(View *v, const float *Y, const int *expert, const int *label, int n, int epoch, const char *msg,
+                   const char *info);
+/* 1 if the t-SNE view colours by class (key c), 0 by expert. */
+int view_tsne_by_class(const View *v);
+/* Compare view: the evaluations of runs A and B at the same epoch (either may be NULL: missing). */
+void view_diff_set(View *v, const EvalRecord *a, const EvalRecord *b);
 /* Help overlay geometry: the box size it wants (clamped by the caller to the screen). */
 void view_help_size(int *w, int *h);
+/* The same for the live screen (browse 0) or the session browser (browse 1). */
+void view_help_size_for(int browse, int *w, int *h);
 
 #endif

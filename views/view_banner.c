@@ -23,7 +23,8 @@ static void banner_free(View *v) { free(v->self); }
 
 static void banner_update(View *v, const ViewMsg *m) {
     BannerView *b = v->self;
-    if (m->kind != VIEW_MSG_STEP || !m->step->has_moe) return;
+    if (m->slot != 0 || (m->kind != VIEW_MSG_STEP && m->kind != VIEW_MSG_CURSOR)) return;
+    if (!m->step || !m->step->has_moe) return;
     b->collapsed = m->step->collapsed;
     b->reason = m->step->collapse_reason;
     b->dead = m->step->dead_experts;
@@ -39,8 +40,8 @@ static void banner_draw(View *v, WINDOW *w, Rect r) {
     if (b->note[0]) snprintf(buf, sizeof buf, " %s", b->note);
     else if (b->collapsed)
         snprintf(buf, sizeof buf, " EXPERT COLLAPSE at step %ld (%s): window load entropy %.2f, dead experts %d/%d."
-                 "  Try: set alpha 0.05 | set tau 2 | set noise 1",
-                 b->step, routewin_reason_text(b->reason), b->entropy, b->dead, b->E);
+                 "%s", b->step, routewin_reason_text(b->reason), b->entropy, b->dead, b->E,
+                 v->ctx->browse ? "" : "  Try: set alpha 0.05 | set tau 2 | set noise 1");
     else buf[0] = '\0';
     draw_fill(w, r.y, r.x, r.w, t->role[TH_BANNER]);
     draw_text(w, r.y, r.x, r.w, t->role[TH_BANNER], buf);

@@ -13,14 +13,20 @@
 #define EVAL_CAP 1024
 #define EMA_ALPHA 0.1
 
-enum { C_NONE, C_RAW, C_EMA, C_TEST, C_ACC };
-static const int curve_roles[] = {TH_NORMAL, TH_RAW, TH_EMA, TH_TEST, TH_ACC};
+enum { C_NONE, C_RAW, C_EMA, C_TEST, C_ACC, C_B_EMA, C_B_TEST, C_B_ACC, C_CURSOR };
+static const int curve_roles[] = {TH_NORMAL, TH_RAW, TH_EMA, TH_TEST, TH_ACC, TH_B_EMA, TH_B_TEST, TH_B_ACC, TH_NOW};
 
 typedef struct {
     Series raw;     /* (step, loss) */
     Series ema;     /* (step, EMA of loss) */
     Series test;    /* (step, [test loss, test acc, train loss, train acc]) */
     Ema e;
+    /* compare: the second run (slot 1), smoothed loss and evaluations only */
+    Series ema_b, test_b;
+    Ema eb;
+    long last_step_b;
+    int have_b;
+    long cursor;       /* browser: step of the cursor, -1 when none */
     int logscale;
     double last_loss, last_ema, last_test_loss, last_test_acc;
     long last_step;
@@ -33,6 +39,8 @@ static void curves_free(View *v) {
     series_free(&c->raw);
     series_free(&c->ema);
     series_free(&c->test);
+    series_free(&c->ema_b);
+    series_free(&c->test_b);
     canvas_free(&c->cv);
     free(c);
 }
@@ -41,19 +49,38 @@ static int curves_init(View *v) {
     CurvesView *c = calloc(1, sizeof *c);
     if (!c) return -1;
     v->self = c;
-    if (series_init(&c->raw, CURVE_CAP, 1) || series_init(&c->ema, CURVE_CAP, 1) || series_init(&c->test, EVAL_CAP, 4)) {
+    if (series_init(&c->raw, CURVE_CAP, 1) || series_init(&c->ema, CURVE_CAP, 1) || series_init(&c->test, EVAL_CAP, 4) ||
+        series_init(&c->ema_b, CURVE_CAP, 1) || series_init(&c->test_b, EVAL_CAP, 4)) {
         curves_free(v);
         v->self = NULL;
         return -1;
     }
     ema_init(&c->e, EMA_ALPHA);
+    ema_init(&c->eb, EMA_ALPHA);
+    c->cursor = -1;
     c->last_test_loss = c->last_test_acc = NAN;
     return 0;
 }
 
 static void curves_update(View *v, const ViewMsg *m) {
     CurvesView *c = v->self;
-    if (m->kind == VIEW_MSG_STEP) {
+    if (m->slot == 1) {
+        if (m->kind == VIEW_MSG_STEP) {
+            const double sm = ema_push(&c->eb, m->step->loss);
+            series_push(&c->ema_b, (double)m->step->step, &sm);
+            if (m->step->step > c->last_step_b) c->last_step_b = m->step->step;
+            c->have_b = 1;
+        } else if (m->kind == VIEW_MSG_EVAL) {
+            const EvalRecord *e = m->eval;
+            const double y[4] = {e->test_loss, 100.0 * e->test_acc, e->train_loss, 100.0 * e->train_acc};
+            series_push(&c->test_b, (double)e->step, y);
+            c->have_b = 1;
+        }
+        return;
+    }
+    if (m->kind == VIEW_MSG_CURSOR) {
+        c->cursor = m->at_step;
+    } else if (m->kind == VIEW_MSG_STEP) {
         const StepRecord *r = m->step;
         const double loss = r->loss;
         series_push(&c->raw, (double)r->step, &loss);
@@ -80,6 +107,7 @@ static int curves_key(View *v, int key) {
 static void curves_title(const View *v, char *buf, size_t n) {
     const CurvesView *c = v->self;
     if (c->raw.total == 0) { snprintf(buf, n, "Loss & accuracy"); return; }
+    if (c->have_b) { snprintf(buf, n, "Loss & accuracy  A vs B"); return; }
     if (isfinite(c->last_test_acc))
         snprintf(buf, n, "Loss & accuracy  ema %.3g  test %.3g, %.2f%%", c->last_ema, c->last_test_loss,
                  100.0 * c->last_test_acc);
@@ -118,11 +146,24 @@ static void curves_draw(View *v, WINDOW *w, Rect r) {
     const Theme *t = v->ctx->theme;
     // legend
     int x = r.x;
+    if (c->have_b) {
+        const ViewCtx *vc = v->ctx;
+        char lab[96];
+        snprintf(lab, sizeof lab, "%s A %s: ", t->utf8 ? "\u2501" : "-", vc->slot_name[0][0] ? vc->slot_name[0] : "run A");
+        x += draw_text(w, r.y, x, r.x + r.w - x, t->role[TH_EMA], lab);
+        x += draw_text(w, r.y, x, r.x + r.w - x, t->role[TH_TEST], "loss ");
+        x += draw_text(w, r.y, x, r.x + r.w - x, t->role[TH_ACC], "acc%  ");
+        snprintf(lab, sizeof lab, "%s B %s: ", t->utf8 ? "\u2501" : "=", vc->slot_name[1][0] ? vc->slot_name[1] : "run B");
+        x += draw_text(w, r.y, x, r.x + r.w - x, t->role[TH_B_EMA], lab);
+        x += draw_text(w, r.y, x, r.x + r.w - x, t->role[TH_B_TEST], "loss ");
+        x += draw_text(w, r.y, x, r.x + r.w - x, t->role[TH_B_ACC], "acc%  ");
+    } else {
     x += draw_text(w, r.y, x, r.x + r.w - x, t->role[TH_DIM], "train ");
     x += draw_text(w, r.y, x, r.x + r.w - x, t->role[TH_RAW], t->utf8 ? "\u2801raw " : ".raw ");
     x += draw_text(w, r.y, x, r.x + r.w - x, t->role[TH_EMA], t->utf8 ? "\u2501ema  " : "-ema  ");
     x += draw_text(w, r.y, x, r.x + r.w - x, t->role[TH_TEST], t->utf8 ? "\u25cf test loss  " : "o test loss  ");
     x += draw_text(w, r.y, x, r.x + r.w - x, t->role[TH_ACC], t->utf8 ? "\u25cf test acc %  " : "o test acc %  ");
+    }
     draw_text(w, r.y, x, r.x + r.w - x, t->role[TH_DIM], c->logscale ? "[l] log" : "[l] linear");
     if (r.h < 4) return;
     if (c->raw.total == 0) {
@@ -135,16 +176,32 @@ static void curves_draw(View *v, WINDOW *w, Rect r) {
     if (canvas_resize(&c->cv, pw, ph)) return;
     // axes
     double lo, hi, xlo = 0, xhi = (double)c->last_step, tlo, thi;
-    series_minmax(&c->raw, 0, &lo, &hi);
+    if (c->have_b) series_minmax(&c->ema, 0, &lo, &hi); /* raw dots are not drawn when comparing */
+    else series_minmax(&c->raw, 0, &lo, &hi);
     if (series_minmax(&c->test, 0, &tlo, &thi)) { lo = fmin(lo, tlo); hi = fmax(hi, thi); }
     const int n_test = series_count(&c->test);
     if (n_test) xhi = fmax(xhi, series_x(&c->test, n_test - 1));
+    if (c->have_b) {
+        if (series_minmax(&c->ema_b, 0, &tlo, &thi)) { lo = fmin(lo, tlo); hi = fmax(hi, thi); }
+        if (series_minmax(&c->test_b, 0, &tlo, &thi)) { lo = fmin(lo, tlo); hi = fmax(hi, thi); }
+        xhi = fmax(xhi, (double)c->last_step_b);
+        const int nb = series_count(&c->test_b);
+        if (nb) xhi = fmax(xhi, series_x(&c->test_b, nb - 1));
+    }
     Axis ax, ay, aa;
     axis_fixed(&ax, xlo, xhi > 0 ? xhi : 1, pw / 8 > 2 ? pw / 8 : 2);
     const int yt = ph / 2 + 1 > 2 ? ph / 2 + 1 : 2;
     if (c->logscale) axis_autoscale_log(&ay, lo, hi, yt);
     else axis_autoscale_zero(&ay, lo, hi, yt);
     int have_acc = series_minmax(&c->test, 1, &tlo, &thi);
+    if (c->have_b) {
+        double blo, bhi;
+        if (series_minmax(&c->test_b, 1, &blo, &bhi)) {
+            if (have_acc) { tlo = fmin(tlo, blo); thi = fmax(thi, bhi); }
+            else { tlo = blo; thi = bhi; }
+            have_acc = 1;
+        }
+    }
     if (have_acc) {
         axis_autoscale(&aa, tlo, thi, yt);
         if (aa.lo < 0) aa.lo = 0;
@@ -152,7 +209,8 @@ static void curves_draw(View *v, WINDOW *w, Rect r) {
         if (aa.hi <= aa.lo) { aa.lo = 0; aa.hi = 100; aa.step = 50; }
     }
     // plot: raw dots, EMA line, test loss, test accuracy
-    const int n = series_count(&c->raw);
+    const int n = c->have_b ? 0 : series_count(&c->raw);
+    if (c->cursor >= 0) canvas_vdash(&c->cv, axis_map(&ax, (double)c->cursor, c->cv.dw), 0, c->cv.dh - 1, C_CURSOR);
     for (int i = 0; i < n; i++) {
         int dx, dy;
         if (to_dot(&c->cv, &ax, &ay, series_x(&c->raw, i), series_y(&c->raw, i, 0), &dx, &dy)) canvas_dot(&c->cv, dx, dy, C_RAW);
@@ -160,6 +218,11 @@ static void curves_draw(View *v, WINDOW *w, Rect r) {
     plot_line(&c->cv, &c->ema, 0, &ax, &ay, C_EMA, 0);
     if (have_acc) plot_line(&c->cv, &c->test, 1, &ax, &aa, C_ACC, 1);
     plot_line(&c->cv, &c->test, 0, &ax, &ay, C_TEST, 1);
+    if (c->have_b) {
+        plot_line(&c->cv, &c->ema_b, 0, &ax, &ay, C_B_EMA, 0);
+        if (have_acc) plot_line(&c->cv, &c->test_b, 1, &ax, &aa, C_B_ACC, 1);
+        plot_line(&c->cv, &c->test_b, 0, &ax, &ay, C_B_TEST, 1);
+    }
     const int py = r.y + 1, px = r.x + lw + 1;
     draw_yaxis(w, py, r.x, lw, ph, &ay, t, 0);
     if (have_acc) draw_yaxis(w, py, px + pw + 1, rw, ph, &aa, t, 1);

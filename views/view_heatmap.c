@@ -40,7 +40,8 @@ static int heatmap_init(View *v) {
 
 static void heatmap_update(View *v, const ViewMsg *m) {
     HeatmapView *h = v->self;
-    if (m->kind != VIEW_MSG_EVAL || !m->eval->has_moe || !m->eval->class_expert) return;
+    if ((m->kind != VIEW_MSG_EVAL && m->kind != VIEW_MSG_CURSOR) || m->slot != 0) return;
+    if (!m->eval || !m->eval->has_moe || !m->eval->class_expert) return;
     const EvalRecord *e = m->eval;
     if (e->classes != h->K || e->experts != h->E) return;
     memcpy(h->counts, e->class_expert, sizeof *h->counts * h->K * h->E);

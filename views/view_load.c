@@ -21,6 +21,7 @@ typedef struct {
     double drop;
     long step;
     int have;
+    long cursor;                      /* browser: cursor step (-1: none; the bars are then the latest step) */
     int scroll;
     double *col;                      /* resample scratch */
     int col_cap;
@@ -39,6 +40,7 @@ static int load_init(View *v) {
     if (!l) return -1;
     l->E = v->ctx->E > 0 ? (v->ctx->E < MOE_MAX_EXPERTS ? v->ctx->E : MOE_MAX_EXPERTS) : 1;
     l->capacity = v->ctx->capacity;
+    l->cursor = -1;
     v->self = l;
     if (series_init(&l->hist, LOAD_CAP, l->E)) { load_free(v); v->self = NULL; return -1; }
     return 0;
@@ -46,6 +48,19 @@ static int load_init(View *v) {
 
 static void load_update(View *v, const ViewMsg *m) {
     LoadView *l = v->self;
+    if (m->slot != 0) return;
+    if (m->kind == VIEW_MSG_CURSOR) {
+        /* the bars show the step record in effect at the cursor */
+        l->cursor = m->at_step;
+        if (!m->step || !m->step->has_moe || m->step->moe.E != l->E) return;
+        const MoeStepStats *s = &m->step->moe;
+        for (int e = 0; e < l->E; e++) { l->demand[e] = s->demand[e]; l->kept[e] = s->kept[e]; }
+        l->capacity = s->capacity;
+        l->dropless = s->dropless;
+        l->dead = m->step->dead_experts;
+        l->drop = s->drop_frac;
+        return;
+    }
     if (m->kind != VIEW_MSG_STEP || !m->step->has_moe) return;
     const MoeStepStats *s = &m->step->moe;
     if (s->E != l->E) return;
@@ -76,6 +91,9 @@ static int load_key(View *v, int key) {
 static void load_title(const View *v, char *buf, size_t n) {
     const LoadView *l = v->self;
     if (!l->have) snprintf(buf, n, "Expert load");
+    else if (l->cursor >= 0)
+        snprintf(buf, n, "Expert load @%ld C=%d%s dead %d/%d drop %.0f%%", l->cursor, l->capacity,
+                 l->dropless ? " dropless" : "", l->dead, l->E, 100.0 * l->drop);
     else snprintf(buf, n, "Expert load C=%d%s dead %d/%d drop %.0f%%", l->capacity, l->dropless ? " dropless" : "",
                   l->dead, l->E, 100.0 * l->drop);
 }
@@ -137,6 +155,7 @@ static void load_draw(View *v, WINDOW *w, Rect r) {
         series_resample(&l->hist, e, ax.lo, ax.hi + 1e-9, hw, l->col);
         double carry = NAN;
         const int last_col = axis_map(&ax, (double)l->step, hw);
+        const int cur_col = l->cursor >= 0 ? axis_map(&ax, (double)l->cursor, hw) : -1;
         for (int cx = 0; cx < hw && cx <= last_col; cx++) {
             double val = l->col[cx];
             if (isnan(val)) val = carry;
@@ -144,6 +163,7 @@ static void load_draw(View *v, WINDOW *w, Rect r) {
             if (isnan(val)) continue;
             draw_heat_cell(w, y, r.x + lw + cx, 1, heat_bin(val, 0.0, 1.0, t->nheat), NULL, t);
         }
+        if (cur_col >= 0) draw_text(w, y, r.x + lw + cur_col, 1, t->role[TH_NOW] | A_REVERSE, t->vline);
         // demand bar against the capacity line
         const int bx = r.x + lw + hw + 2;
         const int kc = (int)lround(l->kept[e] / scale * nb), dc = (int)lround(l->demand[e] / scale * nb);
@@ -156,6 +176,7 @@ static void load_draw(View *v, WINDOW *w, Rect r) {
         draw_textf(w, y, bx + nb + 1, 4, l->demand[e] > l->capacity && !l->dropless ? t->role[TH_OVER] : A_NORMAL, "%4d", l->demand[e]);
     }
     draw_xaxis(w, r.y + r.h - 1, r.x + lw, hw, &ax, t);
+    if (l->cursor >= 0) draw_text(w, r.y + r.h - 1, r.x + lw + axis_map(&ax, (double)l->cursor, hw), 1, t->role[TH_NOW], t->utf8 ? "\u25b2" : "^");
 }
 
 const ViewClass view_load_class = {

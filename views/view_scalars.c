@@ -70,7 +70,10 @@ static int scalars_init(View *v) {
 
 static void scalars_update(View *v, const ViewMsg *m) {
     ScalarsView *s = v->self;
-    if (m->kind != VIEW_MSG_STEP) return;
+    if (m->slot != 0) return;
+    const int cursor = m->kind == VIEW_MSG_CURSOR;
+    if (cursor && !m->step) return;
+    if (m->kind != VIEW_MSG_STEP && !cursor) return;
     const StepRecord *r = m->step;
     double val[S_MAX] = {0};
     if (v->ctx->has_moe) {
@@ -94,8 +97,8 @@ static void scalars_update(View *v, const ViewMsg *m) {
         val[D_RATE] = r->img_per_s;
     }
     for (int i = 0; i < s->nrows; i++) {
-        ring_push(&s->ring[i], val[i] * s->spec[i].scale);
-        s->last[i] = val[i] * s->spec[i].scale;
+        if (!cursor) ring_push(&s->ring[i], val[i] * s->spec[i].scale);
+        s->last[i] = val[i] * s->spec[i].scale; /* the browser's cursor sets the values shown */
     }
     s->step = r->step;
     s->have = 1;

@@ -52,12 +52,19 @@ static void status_update(View *v, const ViewMsg *m) {
         s->have_status = 1;
         break;
     }
+    case VIEW_MSG_CURSOR:
+        if (m->slot) break;
+        if (m->step) { s->tau = m->step->tau; s->lr = m->step->lr; s->have_step = 1; }
+        if (m->eval) { s->test_acc = m->eval->test_acc; s->have_eval = 1; }
+        break;
     case VIEW_MSG_STEP:
+        if (m->slot) break;
         s->tau = m->step->tau;
         s->lr = m->step->lr;
         s->have_step = 1;
         break;
     case VIEW_MSG_EVAL:
+        if (m->slot) break;
         s->test_acc = m->eval->test_acc;
         s->have_eval = 1;
         break;
@@ -119,8 +126,11 @@ static void status_draw(View *v, WINDOW *w, Rect r) {
     x = put_seg(w, y, x, xmax, t->role[s->state_role] | (t->color ? 0 : A_REVERSE), buf);
     const long total = c->total_steps > 0 ? c->total_steps : 1;
     const double frac = (double)s->step / total;
-    snprintf(buf, sizeof buf, " epoch %d/%d  step %ld/%ld ", s->epoch < c->epochs ? s->epoch + 1 : c->epochs, c->epochs,
-             s->step, c->total_steps);
+    if (c->browse) /* a saved session: the cursor's evaluation epoch and step */
+        snprintf(buf, sizeof buf, " cursor: epoch %d/%d  step %ld/%ld ", s->epoch, c->epochs, s->step, c->total_steps);
+    else
+        snprintf(buf, sizeof buf, " epoch %d/%d  step %ld/%ld ", s->epoch < c->epochs ? s->epoch + 1 : c->epochs, c->epochs,
+                 s->step, c->total_steps);
     x = put_seg(w, y, x, xmax, A_BOLD, buf);
     char rate[32], eta[32], el[32];
     if (s->img_per_s > 0) snprintf(rate, sizeof rate, "%.0f img/s", s->img_per_s);
@@ -129,7 +139,8 @@ static void status_draw(View *v, WINDOW *w, Rect r) {
     fmt_duration(el, sizeof el, s->elapsed);
     /* fixed tail after the bar */
     char tail[128];
-    snprintf(tail, sizeof tail, " %4.1f%%  %s  ETA %s", 100.0 * frac, rate, eta);
+    if (c->browse) snprintf(tail, sizeof tail, " %4.1f%%", 100.0 * frac);
+    else snprintf(tail, sizeof tail, " %4.1f%%  %s  ETA %s", 100.0 * frac, rate, eta);
     const int tail_len = utf8_cells(tail);
     int bw = xmax - x - tail_len - 2 - 1;
     if (bw > 30) bw = 30;
@@ -159,6 +170,7 @@ static void status_draw(View *v, WINDOW *w, Rect r) {
         snprintf(buf, sizeof buf, "  lr %.3g", (double)s->lr);
         x = put_seg(w, y, x, xmax, A_NORMAL, buf);
     }
+    if (c->browse) return;
     snprintf(buf, sizeof buf, "  elapsed %s", el);
     put_seg(w, y, x, xmax, t->role[TH_DIM], buf);
 }

@@ -45,18 +45,21 @@ static int temp_init(View *v) {
 
 static void temp_update(View *v, const ViewMsg *m) {
     TempView *tv = v->self;
-    if (m->kind == VIEW_MSG_STEP) {
+    if (m->slot != 0) return;
+    if (m->kind == VIEW_MSG_CURSOR) {
+        tv->now = m->at_step;
+    } else if (m->kind == VIEW_MSG_STEP) {
         const double tau = m->step->tau;
         series_push(&tv->used, (double)m->step->step, &tau);
         tv->last_tau = m->step->tau;
         tv->have = 1;
-        if (m->step->step > tv->now) tv->now = m->step->step;
+        if (m->step->step > tv->now && !v->ctx->browse) tv->now = m->step->step;
     } else if (m->kind == VIEW_MSG_PLAN) {
         if (m->plan->has_replacement && (!tv->plan.has_replacement || m->plan->repl.start != tv->plan.repl.start ||
                                          memcmp(&m->plan->repl, &tv->plan.repl, sizeof tv->plan.repl)))
             tv->anneal_step = m->plan->repl.start;
         tv->plan = *m->plan;
-    } else if (m->kind == VIEW_MSG_STATUS) {
+    } else if (m->kind == VIEW_MSG_STATUS && !v->ctx->browse) {
         tv->now = m->status->step;
     }
 }
@@ -65,7 +68,12 @@ static void temp_title(const View *v, char *buf, size_t n) {
     const TempView *tv = v->self;
     const char *tau = v->ctx->theme->utf8 ? "\u03c4" : "tau";
     const float now = tau_plan_value(&tv->plan, tv->now);
-    if (tv->plan.has_override)
+    if (v->ctx->browse && tv->plan.has_override && tv->now >= tv->plan.override_step)
+        snprintf(buf, n, "Temperature @%ld  %s %.3g  OVERRIDE @%ld", tv->now, tau, (double)now, tv->plan.override_step);
+    else if (v->ctx->browse)
+        snprintf(buf, n, "Temperature @%ld  %s %.3g  %s", tv->now, tau, (double)now,
+                 tau_kind_name(tv->plan.has_replacement ? tv->plan.repl.kind : tv->plan.base.kind));
+    else if (tv->plan.has_override)
         snprintf(buf, n, "Temperature  %s %.3g  OVERRIDE @%ld", tau, (double)now, tv->plan.override_step);
     else if (tv->plan.has_replacement)
         snprintf(buf, n, "Temperature  %s %.3g  annealed %s @%ld", tau, (double)now, tau_kind_name(tv->plan.repl.kind),
@@ -83,7 +91,8 @@ static void temp_draw(View *v, WINDOW *w, Rect r) {
     int x = r.x;
     x += draw_text(w, r.y, x, r.x + r.w - x, t->role[TH_PLAN], t->utf8 ? "\u2500 plan  " : "- plan  ");
     x += draw_text(w, r.y, x, r.x + r.w - x, t->role[TH_USED], t->utf8 ? "\u2501 used  " : "= used  ");
-    x += draw_text(w, r.y, x, r.x + r.w - x, t->role[TH_NOW], t->utf8 ? "\u2502 now  " : "| now  ");
+    if (c->browse) x += draw_text(w, r.y, x, r.x + r.w - x, t->role[TH_NOW], t->utf8 ? "\u2502 cursor  " : "| cursor  ");
+    else x += draw_text(w, r.y, x, r.x + r.w - x, t->role[TH_NOW], t->utf8 ? "\u2502 now  " : "| now  ");
     if (p->has_override) {
         char ov[96];
         snprintf(ov, sizeof ov, "%s OVERRIDE %s=%.3g @%ld", t->utf8 ? "\u2504" : "--", t->utf8 ? "\u03c4" : "tau",
