@@ -1,0 +1,622 @@
+/* history.c — a whole live.h5 in memory for the session browser, and the scrubber's look-ups
+ * (history.h). Reads through the shared row readers of reader.c (sess_open_read, sess_read_rows,
+ * sess_read_strings) and the column tables of schema.c, so it follows the writer's layout.
+ *
+ * Rebuilding the records. Every stored /steps and /evals column goes back into the field it came
+ * from (sess_step_row / sess_eval_row in reverse: exact, the columns are f8 / i8 and the float
+ * fields lr and tau were widened from float). What the file does not store is reconstructed:
+ *   - StepRecord.moe.{B, E, k, training, tau}: /run@batch, /run@experts, /run@k, 1 (every
+ *     published step is a training forward), the step's tau (the trainer's MoeStepStats.tau is
+ *     the temperature of the forward, which is StepRecord.tau);
+ *   - StepRecord.moe.dropless: the trainer's definition (moe.c) is "no capacity limit applied":
+ *     always 1 for the softmoe heads; for the moe head 1 iff the train capacity factor in effect
+ *     is <= 0 (then capacity = B). The factor in effect is the launch value (config_json
+ *     model.head.cf) changed by the `set cf X` events of the log (an event at step s takes effect
+ *     from step s + 1; values the trainer refuses, > 1000 or not a number, are skipped). It also
+ *     requires capacity >= B, so a file whose events do not explain the capacity still reads
+ *     sensibly. Without a readable cf the rule is capacity >= B;
+ *   - MoeStepStats.first_share and EvalRecord.window_first_share are not stored: 0;
+ *   - /run has no log_every attribute: it is read from config_json ("log_every"), or, if that
+ *     is missing, taken as the spacing of the first two step rows (the first row's step if only
+ *     one row, 0 if none).
+ * Dense heads: has_moe = 0 and the routing fields are as stored (0); evaluations of a dense head
+ * have classes = experts = 0, as the trainer publishes them (trainer_fill_eval_routing does
+ * nothing for a dense head).
+ *
+ * Lengths. The step rows are the common length of every /steps column (the per-expert ones
+ * included for MoE heads) and the eval rows the common length of every /evals column
+ * (class_expert and the t-SNE datasets included), as session_open_append aligns them, so that a
+ * file being written or left ragged by a crash loads. A damaged file can claim any number of
+ * rows; a dataset is refused (ML_ERR_FORMAT) when it claims more data than the file could hold
+ * even at deflate's best ratio (about 1032:1), plus 1 MiB of never-written rows, so that a flipped
+ * byte in a dimension gives a message and not an allocation of terabytes. */
+#define _POSIX_C_SOURCE 200809L
+
+#include "history.h"
+#include "h5util.h"
+#include "schema.h"
+
+#include <errno.h>
+#include <limits.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+
+typedef struct {
+    hid_t f;
+    const char *path;
+    double fsize;     /* bytes of the file when opened */
+} Ld;
+
+/* More than the file could hold (see the top comment)? */
+static int too_big(const Ld *L, double elems, double elem_bytes) {
+    return elems * elem_bytes > 1032.0 * L->fsize + (double)(1 << 20);
+}
+
+static int clamp_int(int64_t v) {
+    return v > INT_MAX ? INT_MAX : v < INT_MIN ? INT_MIN : (int)v;
+}
+
+/* Opens `name`, checks rank and the dims after the first (inner[k] < 0: any), and gives its rows.
+ * Missing datasets: ML_ERR_FORMAT naming them. */
+static ml_status ds_shape(const Ld *L, const char *name, int rank, const long *inner, long *rows, hsize_t *dims_out) {
+    *rows = 0;
+    if (H5Lexists(L->f, name, H5P_DEFAULT) <= 0) {
+        H5Eclear2(H5E_DEFAULT);
+        return ml_fail(ML_ERR_FORMAT, "%s: dataset %s is missing", L->path, name);
+    }
+    hid_t d = H5Dopen2(L->f, name, H5P_DEFAULT);
+    if (d < 0) return h5u_fail(ML_ERR_FORMAT, L->path, name, "cannot open dataset");
+    hsize_t dims[4] = {0, 0, 0, 0};
+    const int r = h5u_dims(d, dims, 4, 1);
+    H5Dclose(d);
+    H5Eclear2(H5E_DEFAULT);
+    if (r != rank) return ml_fail(ML_ERR_FORMAT, "%s: dataset %s has rank %d, expected %d", L->path, name, r, rank);
+    double inner_elems = 1;
+    for (int k = 1; k < rank; k++) {
+        if (inner && inner[k - 1] >= 0 && dims[k] != (hsize_t)inner[k - 1])
+            return ml_fail(ML_ERR_FORMAT, "%s: dataset %s has %llu in dimension %d, expected %ld", L->path, name,
+                           (unsigned long long)dims[k], k, inner[k - 1]);
+        inner_elems *= (double)dims[k];
+    }
+    if (too_big(L, (double)dims[0] * inner_elems, 1.0) || dims[0] > (hsize_t)LONG_MAX / 2)
+        return ml_fail(ML_ERR_FORMAT, "%s: dataset %s claims %llu rows, more than the file can hold (damaged?)",
+                       L->path, name, (unsigned long long)dims[0]);
+    *rows = (long)dims[0];
+    if (dims_out) memcpy(dims_out, dims, sizeof dims);
+    return ML_OK;
+}
+
+/* The value of "key": NUMBER in a JSON text (the first occurrence; the config JSON has unique
+ * keys except "kind", "total" and "c"). 0 if absent or not a number. */
+static int json_number(const char *json, const char *key, double *v) {
+    char pat[64];
+    snprintf(pat, sizeof pat, "\"%s\":", key);
+    const char *p = strstr(json, pat);
+    if (!p) return 0;
+    p += strlen(pat);
+    char *end = NULL;
+    errno = 0;
+    const double x = strtod(p, &end);
+    if (end == p || errno) return 0;
+    *v = x;
+    return 1;
+}
+
+/* ------------------------------------------------------------------ /run */
+
+static ml_status read_run(const Ld *L, SessionHistory *h, char *json, size_t json_n) {
+    const char *path = L->path;
+    hid_t run = H5Gopen2(L->f, "run", H5P_DEFAULT);
+    if (run < 0) return h5u_fail(ML_ERR_FORMAT, path, "/run", "cannot open group");
+    struct { const char *name; int64_t v; } iv[] = {
+        {"classes", 0}, {"experts", 0}, {"k", 0}, {"batch", 0}, {"d", 0}, {"steps_per_epoch", 0},
+        {"total_steps", 0}, {"tsne_samples", 0}, {"image_c", 0}, {"image_h", 0}, {"image_w", 0},
+        {"n_train", 0}, {"n_test", 0},
+    };
+    ml_status st = ML_OK;
+    for (size_t i = 0; i < sizeof iv / sizeof *iv && st == ML_OK; i++)
+        st = h5u_read_attr_i64(run, iv[i].name, &iv[i].v, path);
+    if (st == ML_OK) st = h5u_read_attr_f64(run, "rho_nominal", &h->rho_nominal, path);
+    if (st == ML_OK) {
+        st = h5u_read_attr_str(run, "command_line", h->command_line, sizeof h->command_line, path);
+        if (st == ML_ERR_ARG) st = ML_OK; /* kept truncated */
+    }
+    if (st == ML_OK) {
+        st = h5u_read_attr_str(run, "config_json", json, json_n, path);
+        if (st == ML_ERR_ARG) st = ML_OK;
+        snprintf(h->config_json, sizeof h->config_json, "%s", json);
+    }
+    H5Gclose(run);
+    H5Eclear2(H5E_DEFAULT);
+    if (st != ML_OK) return st;
+    const int64_t K = iv[0].v, E = iv[1].v, k = iv[2].v, B = iv[3].v;
+    if (K < 1 || K > 1000000 || E < 0 || E > MOE_MAX_EXPERTS || B < 1 || B > INT_MAX || (E > 0 && (k < 1 || k > E)))
+        return ml_fail(ML_ERR_FORMAT, "%s: /run has classes %lld, experts %lld, k %lld, batch %lld", path,
+                       (long long)K, (long long)E, (long long)k, (long long)B);
+    h->K = (int)K;
+    h->E = (int)E;
+    h->batch = (int)B;
+    h->d = clamp_int(iv[4].v);
+    h->steps_per_epoch = (long)iv[5].v;
+    h->total_steps = (long)iv[6].v;
+    h->tsne_samples = clamp_int(iv[7].v);
+    h->image_c = clamp_int(iv[8].v);
+    h->image_h = clamp_int(iv[9].v);
+    h->image_w = clamp_int(iv[10].v);
+    h->n_train = clamp_int(iv[11].v);
+    h->n_test = clamp_int(iv[12].v);
+    double le = 0;
+    h->log_every = json_number(json, "log_every", &le) && le >= 1 && le <= INT_MAX ? (int)le : 0;
+
+    int n = 0;
+    st = sess_read_strings(L->f, "/run/class_names", &h->class_names, &n, path);
+    if (st != ML_OK) return st;
+    if (n != h->K) return ml_fail(ML_ERR_FORMAT, "%s: /run/class_names has %d names, /run@classes is %d", path, n, h->K);
+    return ML_OK;
+}
+
+/* ------------------------------------------------------------------ /events */
+
+static ml_status read_events(const Ld *L, SessionHistory *h) {
+    long n = 0;
+    ml_status st = ds_shape(L, "/events", 1, NULL, &n, NULL);
+    if (st != ML_OK) return st;
+    if (too_big(L, (double)n, 16.0)) return ml_fail(ML_ERR_FORMAT, "%s: /events claims %ld rows (damaged?)", L->path, n);
+    if (n == 0) return ML_OK;
+    hid_t t = sess_event_type();
+    if (t < 0) return h5u_fail(ML_ERR_FORMAT, L->path, "/events", "cannot make the event type");
+    SessEvent *rows = NULL;
+    st = sess_read_rows(L->f, "/events", (hsize_t)n, t, (void **)&rows, L->path);
+    H5Tclose(t);
+    if (st != ML_OK) return st;
+    h->events = calloc((size_t)n, sizeof *h->events);
+    if (!h->events) {
+        ml_free(rows);
+        return ml_fail(ML_ERR_NOMEM, "%s: out of memory reading /events", L->path);
+    }
+    for (long i = 0; i < n; i++) {
+        h->events[i].step = (long)rows[i].step;
+        h->events[i].wall_time = rows[i].wall_time;
+        memcpy(h->events[i].text, rows[i].text, SESS_EVENT_TEXT);
+        h->events[i].text[SESS_EVENT_TEXT - 1] = 0;
+    }
+    h->nevents = n;
+    ml_free(rows);
+    return ML_OK;
+}
+
+/* ------------------------------------------------------------------ /steps */
+
+/* The moe head's train capacity factor in effect for the step rows (see the top comment): cf
+ * from config_json, changed by "set cf X" events. Returns 0 if the launch value is unknown. */
+static int cf_launch(const char *json, double *cf) {
+    const char *head = strstr(json, "\"head\":");
+    return head && json_number(head, "cf", cf);
+}
+
+static int event_set_cf(const SessionEventRow *e, double *cf) {
+    const char *p = e->text;
+    if (strncmp(p, "set cf ", 7)) return 0;
+    char *end = NULL;
+    errno = 0;
+    const double v = strtod(p + 7, &end);
+    if (end == p + 7 || errno || !isfinite(v) || v > 1000) return 0; /* refused by trainer_apply */
+    while (*end == ' ') end++;
+    if (*end) return 0;
+    *cf = v;
+    return 1;
+}
+
+static ml_status read_steps(const Ld *L, SessionHistory *h, const char *json) {
+    char name[64];
+    long ns = -1, r = 0;
+    ml_status st = ML_OK;
+    for (int c = 0; c < SC_N; c++) {
+        snprintf(name, sizeof name, "/steps/%s", sess_step_cols[c].name);
+        if ((st = ds_shape(L, name, 1, NULL, &r, NULL)) != ML_OK) return st;
+        if (ns < 0 || r < ns) ns = r;
+    }
+    const long E = h->E;
+    for (int c = 0; c < SV_N && E > 0; c++) {
+        snprintf(name, sizeof name, "/steps/%s", sess_step_vecs[c].name);
+        if ((st = ds_shape(L, name, 2, &E, &r, NULL)) != ML_OK) return st;
+        if (r < ns) ns = r;
+    }
+    if (too_big(L, (double)ns, 8.0 * SC_N))
+        return ml_fail(ML_ERR_FORMAT, "%s: /steps claims %ld rows (damaged?)", L->path, ns);
+    h->steps = ml_alloc(sizeof *h->steps * (size_t)ns);
+    h->step_wall = ml_alloc(sizeof *h->step_wall * (size_t)ns);
+    if (!h->steps || !h->step_wall) return ml_fail(ML_ERR_NOMEM, "%s: out of memory for %ld step rows", L->path, ns);
+    h->nsteps = ns;
+    if (ns == 0) return ML_OK;
+
+    for (int c = 0; c < SC_N; c++) {
+        snprintf(name, sizeof name, "/steps/%s", sess_step_cols[c].name);
+        void *buf = NULL;
+        const int is_int = sess_step_cols[c].is_int;
+        st = sess_read_rows(L->f, name, (hsize_t)ns, is_int ? H5T_NATIVE_INT64 : H5T_NATIVE_DOUBLE, &buf, L->path);
+        if (st != ML_OK) return st;
+        const int64_t *iv = buf;
+        const double *dv = buf;
+        for (long i = 0; i < ns; i++) {
+            StepRecord *s = &h->steps[i];
+            MoeStepStats *m = &s->moe;
+            switch (c) {
+            case SC_STEP: s->step = (long)iv[i]; break;
+            case SC_EPOCH: s->epoch = clamp_int(iv[i]); break;
+            case SC_EPOCH_PROGRESS: s->epoch_progress = dv[i]; break;
+            case SC_LOSS: s->loss = dv[i]; break;
+            case SC_LOSS_TOTAL: s->loss_total = dv[i]; break;
+            case SC_ACC: s->acc = dv[i]; break;
+            case SC_LR: s->lr = (float)dv[i]; break;
+            case SC_TAU: s->tau = (float)dv[i]; break;
+            case SC_IMG_PER_S: s->img_per_s = dv[i]; break;
+            case SC_DROP_FRAC: m->drop_frac = dv[i]; break;
+            case SC_NO_EXPERT_FRAC: m->no_expert_frac = dv[i]; break;
+            case SC_GATE_ENTROPY: m->gate_entropy = dv[i]; break;
+            case SC_LOAD_ENTROPY: m->load_entropy = dv[i]; break;
+            case SC_MAXVIO: m->maxvio = dv[i]; break;
+            case SC_CONFIDENCE: m->confidence = dv[i]; break;
+            case SC_L_AUX: m->l_aux = dv[i]; break;
+            case SC_L_Z: m->l_z = dv[i]; break;
+            case SC_CAPACITY: m->capacity = clamp_int(iv[i]); break;
+            case SC_PAIRS_PER_SAMPLE: m->pairs_per_sample = dv[i]; break;
+            case SC_RHO_REALIZED: s->rho_realized = dv[i]; break;
+            case SC_DEAD_EXPERTS: s->dead_experts = clamp_int(iv[i]); break;
+            case SC_COLLAPSED: s->collapsed = clamp_int(iv[i]); break;
+            case SC_COLLAPSE_REASON: s->collapse_reason = clamp_int(iv[i]); break;
+            case SC_WINDOW_LOAD_ENTROPY: s->window_load_entropy = dv[i]; break;
+            case SC_WALL_TIME: h->step_wall[i] = dv[i]; break;
+            default: break;
+            }
+        }
+        ml_free(buf);
+    }
+    if (E == 0) return ML_OK;
+
+    for (int c = 0; c < SV_N; c++) {
+        snprintf(name, sizeof name, "/steps/%s", sess_step_vecs[c].name);
+        void *buf = NULL;
+        const int is_int = sess_step_vecs[c].is_int;
+        st = sess_read_rows(L->f, name, (hsize_t)ns, is_int ? H5T_NATIVE_INT32 : H5T_NATIVE_FLOAT, &buf, L->path);
+        if (st != ML_OK) return st;
+        const int32_t *iv = buf;
+        const float *fv = buf;
+        for (long i = 0; i < ns; i++) {
+            MoeStepStats *m = &h->steps[i].moe;
+            for (long e = 0; e < E; e++) {
+                const size_t j = (size_t)i * (size_t)E + (size_t)e;
+                switch (c) {
+                case SV_DEMAND: m->demand[e] = iv[j]; break;
+                case SV_KEPT: m->kept[e] = iv[j]; break;
+                case SV_MEAN_GATE: m->mean_gate[e] = fv[j]; break;
+                case SV_BIAS: m->bias[e] = fv[j]; break;
+                default: break;
+                }
+            }
+        }
+        ml_free(buf);
+    }
+
+    /* what the file does not store: see the top comment */
+    const int is_moe_head = !strcmp(h->info.head, "moe");
+    double cf = 0;
+    const int cf_known = cf_launch(json, &cf);
+    long ev = 0;
+    for (long i = 0; i < ns; i++) {
+        StepRecord *s = &h->steps[i];
+        MoeStepStats *m = &s->moe;
+        s->has_moe = 1;
+        m->B = h->batch;
+        m->E = h->E;
+        m->k = h->info.k;
+        m->training = 1;
+        m->tau = s->tau;
+        for (; ev < h->nevents && h->events[ev].step < s->step; ev++) event_set_cf(&h->events[ev], &cf);
+        if (!is_moe_head) m->dropless = 1;
+        else m->dropless = m->capacity >= h->batch && (!cf_known || !(cf > 0));
+    }
+    return ML_OK;
+}
+
+/* ------------------------------------------------------------------ /evals */
+
+static ml_status read_evals(const Ld *L, SessionHistory *h) {
+    char name[64];
+    long ne = -1, r = 0;
+    ml_status st = ML_OK;
+    for (int c = 0; c < EC_N; c++) {
+        snprintf(name, sizeof name, "/evals/%s", sess_eval_cols[c].name);
+        if ((st = ds_shape(L, name, 1, NULL, &r, NULL)) != ML_OK) return st;
+        if (ne < 0 || r < ne) ne = r;
+    }
+    const int E = h->E, K = h->K;
+    int tsne_n = 0, feat_dim = 0;
+    if (E > 0) {
+        const long ke[2] = {K, E};
+        if ((st = ds_shape(L, "/evals/class_expert", 3, ke, &r, NULL)) != ML_OK) return st;
+        if (r < ne) ne = r;
+        const int nt = (H5Lexists(L->f, "/evals/tsne_features", H5P_DEFAULT) > 0) +
+                       (H5Lexists(L->f, "/evals/tsne_expert", H5P_DEFAULT) > 0) +
+                       (H5Lexists(L->f, "/evals/tsne_label", H5P_DEFAULT) > 0);
+        H5Eclear2(H5E_DEFAULT);
+        if (nt != 0 && nt != 3) return ml_fail(ML_ERR_FORMAT, "%s: /evals/tsne_* datasets are incomplete", L->path);
+        if (nt == 3) {
+            hsize_t dims[4];
+            const long any2[2] = {-1, -1};
+            if ((st = ds_shape(L, "/evals/tsne_features", 3, any2, &r, dims)) != ML_OK) return st;
+            if (r < ne) ne = r;
+            if (dims[1] > INT_MAX || dims[2] > INT_MAX)
+                return ml_fail(ML_ERR_FORMAT, "%s: /evals/tsne_features has dims beyond int", L->path);
+            tsne_n = (int)dims[1];
+            feat_dim = (int)dims[2];
+            const long n1 = tsne_n;
+            if ((st = ds_shape(L, "/evals/tsne_expert", 2, &n1, &r, NULL)) != ML_OK) return st;
+            if (r < ne) ne = r;
+            if ((st = ds_shape(L, "/evals/tsne_label", 2, &n1, &r, NULL)) != ML_OK) return st;
+            if (r < ne) ne = r;
+        }
+    }
+    if (ne > INT_MAX || too_big(L, (double)ne, 8.0 * EC_N + 4.0 * K * E))
+        return ml_fail(ML_ERR_FORMAT, "%s: /evals claims %ld rows (damaged?)", L->path, ne);
+    h->evals = ml_alloc(sizeof *h->evals * (size_t)ne);
+    h->eval_wall = ml_alloc(sizeof *h->eval_wall * (size_t)ne);
+    if (!h->evals || !h->eval_wall) return ml_fail(ML_ERR_NOMEM, "%s: out of memory for %ld eval rows", L->path, ne);
+    h->nevals = (int)ne;
+    if (ne == 0) return ML_OK;
+
+    for (int c = 0; c < EC_N; c++) {
+        snprintf(name, sizeof name, "/evals/%s", sess_eval_cols[c].name);
+        void *buf = NULL;
+        const int is_int = sess_eval_cols[c].is_int;
+        st = sess_read_rows(L->f, name, (hsize_t)ne, is_int ? H5T_NATIVE_INT64 : H5T_NATIVE_DOUBLE, &buf, L->path);
+        if (st != ML_OK) return st;
+        const int64_t *iv = buf;
+        const double *dv = buf;
+        for (long i = 0; i < ne; i++) {
+            EvalRecord *v = &h->evals[i];
+            switch (c) {
+            case EC_EPOCH: v->epoch = clamp_int(iv[i]); break;
+            case EC_STEP: v->step = (long)iv[i]; break;
+            case EC_TRAIN_LOSS: v->train_loss = dv[i]; break;
+            case EC_TRAIN_ACC: v->train_acc = dv[i]; break;
+            case EC_TEST_LOSS: v->test_loss = dv[i]; break;
+            case EC_TEST_ACC: v->test_acc = dv[i]; break;
+            case EC_IMG_PER_S: v->img_per_s = dv[i]; break;
+            case EC_EPOCH_SECONDS: v->epoch_seconds = dv[i]; break;
+            case EC_ELAPSED: v->elapsed = dv[i]; break;
+            case EC_RHO_NOMINAL: v->rho_nominal = dv[i]; break;
+            case EC_TRAIN_DROP_FRAC: v->train_drop_frac = dv[i]; break;
+            case EC_TRAIN_MAXVIO: v->train_maxvio = dv[i]; break;
+            case EC_TRAIN_RHO_REALIZED: v->train_rho_realized = dv[i]; break;
+            case EC_WINDOW_LOAD_ENTROPY: v->window_load_entropy = dv[i]; break;
+            case EC_DEAD_EXPERTS: v->dead_experts = clamp_int(iv[i]); break;
+            case EC_COLLAPSED: v->collapsed = clamp_int(iv[i]); break;
+            case EC_COLLAPSE_REASON: v->collapse_reason = clamp_int(iv[i]); break;
+            case EC_MUTUAL_INFO: v->mutual_info = dv[i]; break;
+            case EC_TEST_LOAD_ENTROPY: v->test_load_entropy = dv[i]; break;
+            case EC_WALL_TIME: h->eval_wall[i] = dv[i]; break;
+            default: break;
+            }
+        }
+        ml_free(buf);
+    }
+    if (E == 0) return ML_OK;
+    st = sess_read_rows(L->f, "/evals/class_expert", (hsize_t)ne, H5T_NATIVE_INT, (void **)&h->ce, L->path);
+    if (st != ML_OK) return st;
+    for (long i = 0; i < ne; i++) {
+        EvalRecord *v = &h->evals[i];
+        v->has_moe = 1;
+        v->classes = K;
+        v->experts = E;
+        v->class_expert = h->ce + (size_t)i * (size_t)K * (size_t)E;
+        v->tsne_n = tsne_n;
+        v->feat_dim = tsne_n > 0 ? feat_dim : h->d;
+    }
+    return ML_OK;
+}
+
+/* ------------------------------------------------------------------ load / free */
+
+void session_history_free(SessionHistory *h) {
+    if (!h) return;
+    ml_free(h->class_names);
+    ml_free(h->steps);
+    ml_free(h->step_wall);
+    ml_free(h->evals);
+    ml_free(h->eval_wall);
+    ml_free(h->ce);
+    free(h->events);
+    memset(h, 0, sizeof *h);
+}
+
+ml_status session_history_load(const char *dir_or_file, SessionHistory *h) {
+    h5u_quiet();
+    if (!h) return ml_fail(ML_ERR_ARG, "session_history_load: no history");
+    memset(h, 0, sizeof *h);
+    if (!dir_or_file) return ml_fail(ML_ERR_ARG, "session_history_load: no session folder given");
+    /* the summary first (its own open: same checks and messages as everywhere else) */
+    ml_status st = session_read_info(dir_or_file, &h->info);
+    if (st != ML_OK) {
+        memset(h, 0, sizeof *h);
+        return st;
+    }
+    char path[H5U_PATH_MAX];
+    hid_t f = -1;
+    st = sess_open_read(dir_or_file, &f, path, sizeof path);
+    if (st != ML_OK) {
+        memset(h, 0, sizeof *h);
+        return st;
+    }
+    if (snprintf(h->path, sizeof h->path, "%s", path) >= (int)sizeof h->path) {
+        H5Fclose(f);
+        memset(h, 0, sizeof *h);
+        return ml_fail(ML_ERR_ARG, "%s: path longer than %zu bytes", path, sizeof h->path - 1);
+    }
+    struct stat sb;
+    Ld L = {f, path, stat(path, &sb) == 0 ? (double)sb.st_size : 0.0};
+    char *json = ml_alloc(65536);
+    if (!json) st = ml_fail(ML_ERR_NOMEM, "%s: out of memory", path);
+    if (st == ML_OK) st = read_run(&L, h, json, 65536);
+    if (st == ML_OK && h->E != h->info.experts)
+        st = ml_fail(ML_ERR_FORMAT, "%s: /run@experts changed while reading", path);
+    /* events before steps: the capacity factor in effect comes from `set cf` events */
+    if (st == ML_OK) st = read_events(&L, h);
+    if (st == ML_OK) st = read_steps(&L, h, json);
+    if (st == ML_OK) st = read_evals(&L, h);
+    ml_free(json);
+    if (H5Fclose(f) < 0 && st == ML_OK) st = h5u_fail(ML_ERR_FORMAT, path, "", "cannot close");
+    H5Eclear2(H5E_DEFAULT);
+    if (st != ML_OK) {
+        const ml_status keep = st == ML_ERR_NOMEM ? st : ML_ERR_FORMAT;
+        session_history_free(h);
+        return keep;
+    }
+    if (h->log_every == 0 && h->nsteps > 0) {
+        /* no log_every in config_json: the spacing of the step rows */
+        const long d = h->nsteps > 1 ? h->steps[1].step - h->steps[0].step : h->steps[0].step;
+        h->log_every = d > 0 && d <= INT_MAX ? (int)d : 0;
+    }
+    return ML_OK;
+}
+
+/* ------------------------------------------------------------------ scrubber */
+
+int session_history_eval_at_epoch(const SessionHistory *h, int epoch) {
+    if (!h || h->nevals <= 0) return -1;
+    /* upper bound: first evaluation with epoch > `epoch` */
+    int lo = 0, hi = h->nevals;
+    while (lo < hi) {
+        const int mid = lo + (hi - lo) / 2;
+        if (h->evals[mid].epoch <= epoch) lo = mid + 1;
+        else hi = mid;
+    }
+    const int last = lo - 1;
+    if (last < 0 || h->evals[last].epoch != epoch) return last;
+    /* several with this epoch (an `eval` command during the next epoch records the epochs
+     * completed): the first, the end-of-epoch evaluation */
+    lo = 0;
+    hi = last;
+    while (lo < hi) {
+        const int mid = lo + (hi - lo) / 2;
+        if (h->evals[mid].epoch < epoch) lo = mid + 1;
+        else hi = mid;
+    }
+    return lo;
+}
+
+long session_history_step_at(const SessionHistory *h, long step) {
+    if (!h || h->nsteps <= 0) return -1;
+    long lo = 0, hi = h->nsteps;
+    while (lo < hi) {
+        const long mid = lo + (hi - lo) / 2;
+        if (h->steps[mid].step <= step) lo = mid + 1;
+        else hi = mid;
+    }
+    return lo - 1;
+}
+
+void session_history_events_around(const SessionHistory *h, long step, int before, int after, long *first,
+                                   long *last) {
+    long a = 0, b = 0;
+    if (h && h->nevents > 0) {
+        long lo = 0, hi = h->nevents;
+        while (lo < hi) {
+            const long mid = lo + (hi - lo) / 2;
+            if (h->events[mid].step <= step) lo = mid + 1;
+            else hi = mid;
+        }
+        a = lo - (before > 0 ? before : 0);
+        b = lo + (after > 0 ? after : 0);
+        if (a < 0) a = 0;
+        if (b > h->nevents) b = h->nevents;
+    }
+    if (first) *first = a;
+    if (last) *last = b;
+}
+
+/* ------------------------------------------------------------------ t-SNE */
+
+/* Row `ev` of `name` (rank 1 + ninner, inner dims as given) into a new ml_alloc'd buffer. */
+static ml_status read_one_row(hid_t f, const char *path, const char *name, int ev, int ninner, const hsize_t *inner,
+                              hid_t mem_type, void **out) {
+    *out = NULL;
+    if (H5Lexists(f, name, H5P_DEFAULT) <= 0) {
+        H5Eclear2(H5E_DEFAULT);
+        return ml_fail(ML_ERR_FORMAT, "%s: dataset %s is missing", path, name);
+    }
+    hid_t d = H5Dopen2(f, name, H5P_DEFAULT);
+    if (d < 0) return h5u_fail(ML_ERR_FORMAT, path, name, "cannot open dataset");
+    hsize_t dims[4] = {0}, start[4] = {(hsize_t)ev, 0, 0, 0}, count[4] = {1, 0, 0, 0};
+    const int r = h5u_dims(d, dims, 4, 1);
+    int ok = r == ninner + 1 && dims[0] > (hsize_t)ev;
+    size_t elems = 1;
+    for (int k = 0; ok && k < ninner; k++) {
+        ok = dims[k + 1] == inner[k];
+        count[k + 1] = inner[k];
+        elems *= (size_t)inner[k];
+    }
+    if (!ok) {
+        H5Dclose(d);
+        H5Eclear2(H5E_DEFAULT);
+        return ml_fail(ML_ERR_FORMAT, "%s: %s has no row %d of the loaded shape (changed since loading?)", path, name, ev);
+    }
+    void *buf = ml_alloc(H5Tget_size(mem_type) * elems);
+    hid_t fs = H5Dget_space(d), ms = -1;
+    ml_status st = ML_OK;
+    if (!buf) st = ml_fail(ML_ERR_NOMEM, "%s: %s: out of memory", path, name);
+    else if (fs < 0 || H5Sselect_hyperslab(fs, H5S_SELECT_SET, start, NULL, count, NULL) < 0 ||
+             (ms = H5Screate_simple(ninner + 1, count, NULL)) < 0 || H5Dread(d, mem_type, ms, fs, H5P_DEFAULT, buf) < 0)
+        st = h5u_fail(ML_ERR_FORMAT, path, name, "cannot read row");
+    h5u_close(fs);
+    h5u_close(ms);
+    H5Dclose(d);
+    if (st != ML_OK) {
+        ml_free(buf);
+        return st;
+    }
+    *out = buf;
+    return ML_OK;
+}
+
+ml_status session_history_tsne(const SessionHistory *h, int ev, float **feat, int **expert, int **label, int *n,
+                               int *d) {
+    h5u_quiet();
+    if (feat) *feat = NULL;
+    if (expert) *expert = NULL;
+    if (label) *label = NULL;
+    if (n) *n = 0;
+    if (d) *d = 0;
+    if (!h || !feat || !expert || !label || !n || !d) return ml_fail(ML_ERR_ARG, "session_history_tsne: missing argument");
+    if (h->E <= 0) return ml_fail(ML_ERR_ARG, "%s: a dense head has no t-SNE sample", h->path);
+    if (ev < 0 || ev >= h->nevals)
+        return ml_fail(ML_ERR_ARG, "%s: evaluation %d is out of range (%d loaded)", h->path, ev, h->nevals);
+    const int tn = h->evals[ev].tsne_n, fd = h->evals[ev].feat_dim;
+    if (tn <= 0 || fd <= 0) return ml_fail(ML_ERR_ARG, "%s: the session has no t-SNE sample (--tsne-samples 0)", h->path);
+    char path[H5U_PATH_MAX];
+    hid_t f = -1;
+    ml_status st = sess_open_read(h->path, &f, path, sizeof path);
+    if (st != ML_OK) return st;
+    const hsize_t nd[2] = {(hsize_t)tn, (hsize_t)fd}, n1 = (hsize_t)tn;
+    void *fb = NULL, *eb = NULL, *lb = NULL;
+    st = read_one_row(f, path, "/evals/tsne_features", ev, 2, nd, H5T_NATIVE_FLOAT, &fb);
+    if (st == ML_OK) st = read_one_row(f, path, "/evals/tsne_expert", ev, 1, &n1, H5T_NATIVE_INT, &eb);
+    if (st == ML_OK) st = read_one_row(f, path, "/evals/tsne_label", ev, 1, &n1, H5T_NATIVE_INT, &lb);
+    H5Fclose(f);
+    H5Eclear2(H5E_DEFAULT);
+    if (st != ML_OK) {
+        ml_free(fb);
+        ml_free(eb);
+        ml_free(lb);
+        return st;
+    }
+    *feat = fb;
+    *expert = eb;
+    *label = lb;
+    *n = tn;
+    *d = fd;
+    return ML_OK;
+}
