@@ -1,5 +1,6 @@
 /* main.c — moelab's entry point: dispatches the subcommands. */
 #include "app.h"
+#include "browse.h"
 #include "sessions/dataset_h5.h"
 
 #include <stdio.h>
@@ -15,6 +16,7 @@ static void usage(FILE *f) {
 "  data       dataset info and import (moelab data --help)\n"
 "  replay     re-run a session with its recorded commands and compare the results\n"
 "  export     write a session's history as CSV (moelab export DIR --csv OUTDIR)\n"
+"  browse     saved sessions: list, scrub epochs, compare two runs, t-SNE (moelab browse --help)\n"
 "  sweep      multi-seed experiments, the paper's presets, MoE-vs-dense effect sizes (moelab sweep --help)\n"
 "  help       this text\n"
 "  version    print the version\n\n"
@@ -32,6 +34,7 @@ int main(int argc, char **argv) {
     if (strcmp(c, "data") == 0) return cmd_data(argc - 1, argv + 1);
     if (strcmp(c, "replay") == 0) return cmd_replay(argc - 1, argv + 1);
     if (strcmp(c, "export") == 0) return cmd_export(argc - 1, argv + 1);
+    if (strcmp(c, "browse") == 0) return cmd_browse(argc - 1, argv + 1);
     if (strcmp(c, "sweep") == 0) return cmd_sweep(argc - 1, argv + 1);
     if (strcmp(c, "help") == 0 || strcmp(c, "--help") == 0 || strcmp(c, "-h") == 0) { usage(stdout); return 0; }
     if (strcmp(c, "version") == 0 || strcmp(c, "--version") == 0) { printf("moelab %s\n", MOELAB_VERSION); return 0; }

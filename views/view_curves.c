@@ -27,6 +27,8 @@ typedef struct {
     long last_step_b;
     int have_b;
     long cursor;       /* browser: step of the cursor, -1 when none */
+    EvalRecord cur;    /* browser: the evaluation at the cursor (cur_have) */
+    int cur_have;
     int logscale;
     double last_loss, last_ema, last_test_loss, last_test_acc;
     long last_step;
@@ -80,6 +82,8 @@ static void curves_update(View *v, const ViewMsg *m) {
     }
     if (m->kind == VIEW_MSG_CURSOR) {
         c->cursor = m->at_step;
+        c->cur_have = m->eval != NULL;
+        if (m->eval) c->cur = *m->eval;
     } else if (m->kind == VIEW_MSG_STEP) {
         const StepRecord *r = m->step;
         const double loss = r->loss;
@@ -108,6 +112,11 @@ static void curves_title(const View *v, char *buf, size_t n) {
     const CurvesView *c = v->self;
     if (c->raw.total == 0) { snprintf(buf, n, "Loss & accuracy"); return; }
     if (c->have_b) { snprintf(buf, n, "Loss & accuracy  A vs B"); return; }
+    if (c->cur_have) {
+        snprintf(buf, n, "Loss & accuracy  epoch %d: train %.3g  test %.3g, %.2f%%", c->cur.epoch, c->cur.train_loss,
+                 c->cur.test_loss, 100.0 * c->cur.test_acc);
+        return;
+    }
     if (isfinite(c->last_test_acc))
         snprintf(buf, n, "Loss & accuracy  ema %.3g  test %.3g, %.2f%%", c->last_ema, c->last_test_loss,
                  100.0 * c->last_test_acc);

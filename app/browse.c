@@ -1,0 +1,1152 @@
+/* browse.c — `moelab browse [DIR | FILE.h5 | sweep.h5]`: the session browser.
+ *
+ * Three screens on one ncurses terminal:
+ *   LIST     the sessions under DIR (or a sweep's runs): sortable, filterable, two can be marked;
+ *   SESSION  one session read from live.h5 into the live screen's panels (views/), with an epoch
+ *            scrubber moving every panel to one evaluation; `t` shows a t-SNE map of that
+ *            evaluation's saved test features; a running session is re-read every second (SWMR);
+ *   COMPARE  two sessions: curves overlaid, heatmaps side by side at the same epoch, B - A table.
+ *
+ * The UI thread alone calls ncurses and reads HDF5 (through sessions/); t-SNE runs on a worker
+ * thread that only sees plain arrays (core/tsne.c) and can be cancelled. Without a terminal (or
+ * with --list) the list is printed as text instead. */
+#define _GNU_SOURCE
+#include "browse.h"
+#include "app.h"
+
+#include <errno.h>
+#include <langinfo.h>
+#include <locale.h>
+#include <math.h>
+#include <poll.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "core/tsne.h"
+#include "views/draw.h"
+#include "views/view.h"
+
+#define REFRESH_SEC 1.0      /* a running session is re-read this often */
+#define LIST_REFRESH_SEC 5.0 /* the list's statuses */
+
+enum { SCR_LIST, SCR_SESSION, SCR_COMPARE };
+
+/* One loaded session with its views. */
+typedef struct {
+    SessionHistory h;
+    ViewCtx ctx;
+    TauSchedule base;      /* launch temperature schedule */
+    int have_base;
+    View v[PANEL_COUNT];
+    int have_v[PANEL_COUNT];
+    int loaded;
+    char name[512];
+} Loaded;
+
+/* The t-SNE worker. */
+typedef struct {
+    pthread_t th;
+    int running;            /* a thread exists (join it) */
+    atomic_int done;        /* the thread finished */
+    volatile int cancel;
+    float *X;               /* (n, d) input, owned */
+    int *expert, *label;
+    int n, d, ev, epoch;
+    uint64_t seed;
+    float *Y;               /* (n, 2) result */
+    ml_status st;
+    char err[256];
+    double seconds;
+} TsneJob;
+
+typedef struct {
+    const char *root;       /* what was given (DIR or a sweep.h5) */
+    int direct;             /* opened one session directly: q quits from it */
+    int screen;
+    Theme theme;
+    int utf8;
+    // list
+    BrowseList list;
+    int *rows, nrows;       /* indexes of the entries shown (filtered) */
+    int sel, top;
+    int sort_col, sort_rev;
+    char filter[128];
+    int input;              /* 0, '/' filter or '#' epoch number being typed */
+    char inbuf[64];
+    double list_read_at;
+    char msg[512];          /* one-line message in the hint row */
+    // session / compare
+    Loaded a, b;
+    int ev;                 /* cursor: evaluation index of a (-1: none) */
+    int follow;             /* cursor on the newest evaluation: follows a running session */
+    int cmp_epoch;
+    int focus, zoom, help_on, tsne_on;
+    View help, tsne, diff;
+    ViewCtx help_ctx;
+    double refresh_at;
+    TsneJob job;
+    int dirty;
+} Browser;
+
+static volatile sig_atomic_t g_sig;
+static int g_curses;
+
+static void on_sig(int s) { g_sig = s; }
+
+static void restore_terminal(void) {
+    if (g_curses && !isendwin()) endwin();
+    g_curses = 0;
+}
+
+static void set_msg(Browser *b, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static void set_msg(Browser *b, const char *fmt, ...) {
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(b->msg, sizeof b->msg, fmt, ap);
+    va_end(ap);
+    b->dirty = 1;
+}
+
+// ---------------------------------------------------------------------------------------------
+// loading a session into views
+
+static void loaded_free(Loaded *L) {
+    for (int p = 0; p < PANEL_COUNT; p++)
+        if (L->have_v[p]) view_free(&L->v[p]);
+    memset(L->have_v, 0, sizeof L->have_v);
+    session_history_free(&L->h);
+    L->loaded = 0;
+}
+
+static void fill_ctx(Loaded *L, const Theme *theme) {
+    const SessionHistory *h = &L->h;
+    const SessionInfo *i = &h->info;
+    ViewCtx *c = &L->ctx;
+    memset(c, 0, sizeof *c);
+    c->theme = theme;
+    c->browse = 1;
+    snprintf(c->dataset, sizeof c->dataset, "%s %dx%dx%d", i->dataset, h->image_h, h->image_w, h->image_c);
+    c->classes = h->K;
+    c->class_names = h->class_names;
+    c->n_train = h->n_train;
+    c->n_test = h->n_test;
+    snprintf(c->model, sizeof c->model, "%s w=%g d=%d", i->backbone, (double)i->width, h->d);
+    c->has_moe = h->E > 0;
+    c->E = h->E;
+    c->k = i->k;
+    c->h = i->hidden;
+    const char *head = json_get(h->config_json, "model");
+    head = head ? json_get(head, "head") : NULL;
+    double cf = 0;
+    if (head) json_num(head, "cf", &cf);
+    if (c->has_moe) snprintf(c->head, sizeof c->head, "%s E=%d k=%d h=%d cf=%g", i->head, c->E, c->k, c->h, cf);
+    else snprintf(c->head, sizeof c->head, "dense k*h=%d", c->k * c->h);
+    c->batch = h->batch;
+    c->capacity = h->nsteps > 0 && h->steps[h->nsteps - 1].has_moe ? h->steps[h->nsteps - 1].moe.capacity : h->batch;
+    c->epochs = i->epochs;
+    c->log_every = h->log_every > 0 ? h->log_every : 1;
+    c->steps_per_epoch = h->steps_per_epoch;
+    c->total_steps = h->total_steps;
+    c->rho_nominal = h->rho_nominal;
+    double win = 100;
+    const char *route = json_get(h->config_json, "route");
+    if (route) json_num(route, "window", &win);
+    c->dead_window = (int)((win + c->log_every - 1) / c->log_every);
+    L->have_base = browse_tau_schedule(h->config_json, &L->base) == 0;
+    if (!L->have_base) { tau_schedule_defaults(&L->base); L->base.total = h->total_steps > 0 ? h->total_steps : 1; }
+    tau_plan_init(&c->plan, &L->base);
+    double lr = 0;
+    const char *lro = json_get(h->config_json, "lr");
+    if (lro) json_num(lro, "base", &lr);
+    c->lr0 = (float)lr;
+}
+
+/* Loads a session and feeds its whole history into fresh views. 0, or -1 (message in err). */
+static int load_session(Loaded *L, const char *path, const char *name, const Theme *theme, char *err, size_t errn) {
+    loaded_free(L);
+    if (session_history_load(path, &L->h) != ML_OK) {
+        snprintf(err, errn, "%s", ml_last_error());
+        return -1;
+    }
+    snprintf(L->name, sizeof L->name, "%s", name);
+    fill_ctx(L, theme);
+    static const struct { int panel; const ViewClass *cls; int moe_only; } table[] = {
+        {PANEL_STATUS, &view_status_class, 0}, {PANEL_BANNER, &view_banner_class, 0},
+        {PANEL_CURVES, &view_curves_class, 0}, {PANEL_TEMP, &view_temp_class, 1},
+        {PANEL_HEATMAP, &view_heatmap_class, 1}, {PANEL_LOAD, &view_load_class, 1},
+        {PANEL_SCALARS, &view_scalars_class, 0}, {PANEL_LOG, &view_log_class, 0},
+    };
+    for (size_t i = 0; i < sizeof table / sizeof table[0]; i++) {
+        if (table[i].moe_only && !L->ctx.has_moe) continue;
+        if (view_init(&L->v[table[i].panel], table[i].cls, &L->ctx)) {
+            snprintf(err, errn, "out of memory");
+            loaded_free(L);
+            return -1;
+        }
+        L->have_v[table[i].panel] = 1;
+    }
+    for (long s = 0; s < L->h.nsteps; s++) {
+        const ViewMsg m = {.kind = VIEW_MSG_STEP, .step = &L->h.steps[s]};
+        for (int p = 0; p < PANEL_COUNT; p++) if (L->have_v[p]) view_update(&L->v[p], &m);
+    }
+    for (int e = 0; e < L->h.nevals; e++) {
+        const ViewMsg m = {.kind = VIEW_MSG_EVAL, .eval = &L->h.evals[e]};
+        for (int p = 0; p < PANEL_COUNT; p++) if (L->have_v[p]) view_update(&L->v[p], &m);
+    }
+    L->loaded = 1;
+    return 0;
+}
+
+static const char *state_of(const char *status) {
+    if (!strcmp(status, "finished")) return "FINISHED";
+    if (!strcmp(status, "running")) return "RUNNING";
+    if (!strcmp(status, "interrupted")) return "INTERRUPTED";
+    if (!strcmp(status, "failed")) return "FAILED";
+    return "?";
+}
+
+static void log_line(View *v, int level, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+static void log_line(View *v, int level, const char *fmt, ...) {
+    char buf[400];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(buf, sizeof buf, fmt, ap);
+    va_end(ap);
+    const ViewMsg m = {.kind = VIEW_MSG_LOG, .level = level, .text = buf};
+    view_update(v, &m);
+}
+
+/* The log panel around the cursor: events and evaluations up to it, a marker, a few after. */
+static void rebuild_log(Loaded *L, long at_step) {
+    if (!L->have_v[PANEL_LOG]) return;
+    View *v = &L->v[PANEL_LOG];
+    view_free(v);
+    L->have_v[PANEL_LOG] = 0;
+    if (view_init(v, &view_log_class, &L->ctx)) return;
+    L->have_v[PANEL_LOG] = 1;
+    const SessionHistory *h = &L->h;
+    long ie = 0;
+    int iv = 0, after = 0, marked = 0;
+    while (ie < h->nevents || iv < h->nevals) {
+        const int take_event = iv >= h->nevals || (ie < h->nevents && h->events[ie].step <= h->evals[iv].step);
+        const long step = take_event ? h->events[ie].step : h->evals[iv].step;
+        if (step > at_step && !marked) {
+            log_line(v, VIEW_LOG_WARN, "%s cursor: step %ld %s", L->ctx.theme->utf8 ? "\u25b6" : ">", at_step,
+                     L->ctx.theme->utf8 ? "\u25c0" : "<");
+            marked = 1;
+        }
+        if (marked && ++after > 2) break;
+        if (take_event) {
+            log_line(v, marked ? VIEW_LOG_INFO : VIEW_LOG_CMD, "[step %ld] %s", h->events[ie].step, h->events[ie].text);
+            ie++;
+        } else {
+            const EvalRecord *e = &h->evals[iv];
+            log_line(v, marked ? VIEW_LOG_INFO : VIEW_LOG_EPOCH,
+                     "epoch %d (step %ld): train loss %.4f acc %.2f%%  test loss %.4f acc %.2f%%%s", e->epoch, e->step,
+                     e->train_loss, 100 * e->train_acc, e->test_loss, 100 * e->test_acc, e->collapsed ? "  COLLAPSE" : "");
+            iv++;
+        }
+    }
+    if (!marked) log_line(v, VIEW_LOG_WARN, "%s cursor: step %ld (end of the history)", L->ctx.theme->utf8 ? "\u25b6" : ">", at_step);
+}
+
+/* Moves every panel of L to evaluation ev (or to the last step when ev < 0). */
+static void apply_cursor(Loaded *L, int ev, const char *note) {
+    const SessionHistory *h = &L->h;
+    const EvalRecord *e = ev >= 0 && ev < h->nevals ? &h->evals[ev] : NULL;
+    const long at = e ? e->step : h->nsteps > 0 ? h->steps[h->nsteps - 1].step : 0;
+    const long si = session_history_step_at(h, at);
+    const StepRecord *sr = si >= 0 ? &h->steps[si] : NULL;
+    TauPlan plan;
+    browse_plan_at(h, &L->base, at, &plan);
+    const ViewMsg pm = {.kind = VIEW_MSG_PLAN, .plan = &plan, .at_step = at};
+    const ViewMsg cm = {.kind = VIEW_MSG_CURSOR, .at_step = at, .eval = e, .step = sr};
+    RunStatus rs = {0};
+    rs.state = state_of(h->info.status);
+    rs.state_role = !strcmp(h->info.status, "failed") ? TH_BANNER : !strcmp(h->info.status, "running") ? TH_RUNNING : TH_PAUSED;
+    if (!strcmp(h->info.status, "finished")) rs.state_role = TH_RUNNING;
+    rs.step = at;
+    rs.epoch = e ? e->epoch : 0;
+    rs.eta = -1;
+    rs.session = L->name;
+    rs.note = note;
+    const ViewMsg sm = {.kind = VIEW_MSG_STATUS, .status = &rs};
+    for (int p = 0; p < PANEL_COUNT; p++) {
+        if (!L->have_v[p]) continue;
+        if (p == PANEL_TEMP) view_update(&L->v[p], &pm);
+        view_update(&L->v[p], &cm);
+        view_update(&L->v[p], &sm);
+    }
+    rebuild_log(L, at);
+}
+
+// ---------------------------------------------------------------------------------------------
+// t-SNE worker
+
+static void *tsne_thread(void *arg) {
+    TsneJob *j = arg;
+    const double t0 = ml_now();
+    TsneConfig cfg;
+    tsne_default_config(&cfg);
+    cfg.seed = j->seed;
+    j->st = tsne_run(j->X, j->n, j->d, &cfg, j->Y, &j->cancel);
+    if (j->st != ML_OK) snprintf(j->err, sizeof j->err, "%s", ml_last_error());
+    j->seconds = ml_now() - t0;
+    atomic_store(&j->done, 1);
+    return NULL;
+}
+
+static void job_stop(TsneJob *j) {
+    if (j->running) {
+        j->cancel = 1;
+        pthread_join(j->th, NULL);
+        j->running = 0;
+    }
+    ml_free(j->X); ml_free(j->expert); ml_free(j->label);
+    free(j->Y);
+    j->X = NULL; j->expert = j->label = NULL; j->Y = NULL;
+    j->ev = -1;
+}
+
+/* Starts the t-SNE of evaluation ev of b->a (features read here, on the UI thread). */
+static void tsne_start(Browser *b, int ev) {
+    job_stop(&b->job);
+    TsneJob *j = &b->job;
+    const SessionHistory *h = &b->a.h;
+    const int epoch = ev >= 0 && ev < h->nevals ? h->evals[ev].epoch : 0;
+    if (ev < 0) { view_tsne_set(&b->tsne, NULL, NULL, NULL, 0, 0, "no evaluation yet: nothing to map", NULL); return; }
+    int n = 0, d = 0;
+    if (session_history_tsne(h, ev, &j->X, &j->expert, &j->label, &n, &d) != ML_OK) {
+        char m[600];
+        snprintf(m, sizeof m, "no t-SNE for this session: %s", ml_last_error());
+        view_tsne_set(&b->tsne, NULL, NULL, NULL, 0, epoch, m, NULL);
+        return;
+    }
+    j->n = n;
+    j->d = d;
+    j->ev = ev;
+    j->epoch = epoch;
+    j->seed = h->info.seed;
+    j->Y = malloc(sizeof *j->Y * 2 * (size_t)n);
+    j->cancel = 0;
+    atomic_store(&j->done, 0);
+    if (!j->Y) { view_tsne_set(&b->tsne, NULL, NULL, NULL, 0, epoch, "out of memory", NULL); job_stop(j); return; }
+    sigset_t all, old;
+    sigfillset(&all);
+    pthread_sigmask(SIG_BLOCK, &all, &old); /* signals stay with the UI thread */
+    const int rc = pthread_create(&j->th, NULL, tsne_thread, j);
+    pthread_sigmask(SIG_SETMASK, &old, NULL);
+    if (rc) { view_tsne_set(&b->tsne, NULL, NULL, NULL, 0, epoch, "cannot start the t-SNE thread", NULL); job_stop(j); return; }
+    j->running = 1;
+    char m[200];
+    snprintf(m, sizeof m, "computing t-SNE of epoch %d: %d test samples, %d features (seed %llu)...", epoch, n, d,
+             (unsigned long long)j->seed);
+    view_tsne_set(&b->tsne, NULL, NULL, NULL, 0, epoch, m, NULL);
+}
+
+static void tsne_poll(Browser *b) {
+    TsneJob *j = &b->job;
+    if (!j->running || !atomic_load(&j->done)) return;
+    pthread_join(j->th, NULL);
+    j->running = 0;
+    if (j->st != ML_OK) {
+        char m[400];
+        snprintf(m, sizeof m, "t-SNE failed: %s", j->err);
+        view_tsne_set(&b->tsne, NULL, NULL, NULL, 0, j->epoch, m, NULL);
+    } else {
+        const double ae = tsne_knn_agreement(j->Y, j->n, j->expert);
+        const double ac = tsne_knn_agreement(j->Y, j->n, j->label);
+        char info[160];
+        snprintf(info, sizeof info, "%d points, %.1f s; nearest neighbour in the map has the same expert %.0f%%, same class %.0f%%",
+                 j->n, j->seconds, 100 * ae, 100 * ac);
+        view_tsne_set(&b->tsne, j->Y, j->expert, j->label, j->n, j->epoch, NULL, info);
+    }
+    b->dirty = 1;
+}
+
+// ---------------------------------------------------------------------------------------------
+// list screen
+
+static void list_rows(Browser *b) {
+    free(b->rows);
+    b->rows = malloc(sizeof *b->rows * (b->list.n ? b->list.n : 1));
+    b->nrows = 0;
+    if (!b->rows) return;
+    for (int i = 0; i < b->list.n; i++)
+        if (browse_entry_match(&b->list.e[i], b->filter)) b->rows[b->nrows++] = i;
+    if (b->sel >= b->nrows) b->sel = b->nrows - 1;
+    if (b->sel < 0) b->sel = 0;
+}
+
+static void list_rescan(Browser *b) {
+    /* keep the marks and the selection across a rescan (by path) */
+    char sel_path[1100] = "";
+    if (b->nrows > 0) snprintf(sel_path, sizeof sel_path, "%s", b->list.e[b->rows[b->sel]].path);
+    char (*marks)[1100] = NULL;
+    int nm = 0;
+    for (int i = 0; i < b->list.n; i++)
+        if (b->list.e[i].marked) {
+            void *nmk = realloc(marks, sizeof *marks * (nm + 1));
+            if (!nmk) break;
+            marks = nmk;
+            snprintf(marks[nm++], sizeof *marks, "%s", b->list.e[i].path);
+        }
+    if (browse_list_scan(&b->list, b->root)) set_msg(b, "%s", ml_last_error());
+    browse_list_sort(&b->list, b->sort_col, b->sort_rev);
+    for (int i = 0; i < b->list.n; i++)
+        for (int m = 0; m < nm; m++)
+            if (!strcmp(b->list.e[i].path, marks[m])) b->list.e[i].marked = 1;
+    free(marks);
+    list_rows(b);
+    for (int r = 0; r < b->nrows; r++)
+        if (!strcmp(b->list.e[b->rows[r]].path, sel_path)) b->sel = r;
+    b->list_read_at = ml_now();
+    b->dirty = 1;
+}
+
+/* Column widths for a screen width; name takes what is left. */
+static void list_widths(int W, int *wd) {
+    static const int fixed[BCOL_COUNT] = {0, 14, 9, 11, 8, 6, 6, 6, 11, 16};
+    int used = 2;
+    for (int c = 1; c < BCOL_COUNT; c++) { wd[c] = fixed[c]; used += fixed[c] + 1; }
+    /* narrow terminals: drop created, then dataset */
+    if (W - used < 16) { used -= wd[BCOL_CREATED] + 1; wd[BCOL_CREATED] = 0; }
+    if (W - used < 16) { used -= wd[BCOL_DATASET] + 1; wd[BCOL_DATASET] = 0; }
+    wd[BCOL_NAME] = W - used > 8 ? W - used : 8;
+}
+
+static void draw_list(Browser *b, int W, int H) {
+    const Theme *t = &b->theme;
+    int wd[BCOL_COUNT];
+    list_widths(W, wd);
+    /* title bar */
+    draw_fill(stdscr, 0, 0, W, t->role[TH_STATUS]);
+    char buf[1200];
+    int marked = 0, running = 0, damaged = 0;
+    for (int i = 0; i < b->list.n; i++) {
+        marked += b->list.e[i].marked;
+        running += !strcmp(b->list.e[i].status, "running");
+        damaged += !b->list.e[i].ok;
+    }
+    snprintf(buf, sizeof buf, " moelab browse %s %s  %d sessions%s%s  (%d running, %d damaged)%s%s", t->utf8 ? "\u2502" : "|",
+             b->root, b->list.n, b->filter[0] ? ", filter: " : "", b->filter, running, damaged,
+             marked ? ", marked: " : "", marked == 1 ? "1 (mark one more to compare)" : marked == 2 ? "2 (c compares)" : "");
+    draw_text(stdscr, 0, 0, W, t->role[TH_STATUS] | A_BOLD, buf);
+    /* header */
+    int x = 2;
+    for (int c = 0; c < BCOL_COUNT; c++) {
+        if (!wd[c]) continue;
+        snprintf(buf, sizeof buf, "%s%s", browse_col_name(c), c == b->sort_col ? (b->sort_rev ? (t->utf8 ? "\u25bc" : "v") : (t->utf8 ? "\u25b2" : "^")) : "");
+        const int right = c == BCOL_BEST || c == BCOL_LAST || c == BCOL_EPOCHS;
+        if (right) draw_textf(stdscr, 1, x, wd[c], t->role[TH_TITLE], "%*s", wd[c], buf);
+        else draw_text(stdscr, 1, x, wd[c], t->role[TH_TITLE], buf);
+        x += wd[c] + 1;
+    }
+    const int list_h = H - 5; /* title, header, detail (2), hint */
+    if (b->sel < b->top) b->top = b->sel;
+    if (b->sel >= b->top + list_h) b->top = b->sel - list_h + 1;
+    if (b->top < 0) b->top = 0;
+    if (b->nrows == 0) {
+        draw_text(stdscr, 3, 2, W - 4, t->role[TH_DIM],
+                  b->list.n ? "no session matches the filter (Esc clears it)" : "no sessions here (a session is a folder with live.h5; moelab train writes them under sessions/)");
+    }
+    for (int r = 0; r < list_h && b->top + r < b->nrows; r++) {
+        const int i = b->rows[b->top + r];
+        const BrowseEntry *e = &b->list.e[i];
+        const int y = 2 + r, selected = b->top + r == b->sel;
+        char cells[BCOL_COUNT][64];
+        browse_entry_cells(e, cells);
+        const attr_t base = selected ? t->role[TH_SELECT] | A_BOLD : A_NORMAL;
+        if (selected) draw_fill(stdscr, y, 0, W, t->role[TH_SELECT]);
+        draw_text(stdscr, y, 0, 2, base | (e->marked ? A_BOLD : 0), e->marked ? (t->utf8 ? "\u25c6 " : "* ") : "  ");
+        x = 2;
+        for (int c = 0; c < BCOL_COUNT; c++) {
+            if (!wd[c]) continue;
+            attr_t a = base;
+            if (!selected && c == BCOL_STATUS) {
+                if (!e->ok || !strcmp(e->status, "stale") || !strcmp(e->status, "failed")) a = t->role[TH_ERROR];
+                else if (!strcmp(e->status, "running")) a = t->role[TH_GOOD] | A_BOLD;
+                else if (!strcmp(e->status, "interrupted")) a = t->role[TH_WARN];
+            }
+            const int right = c == BCOL_BEST || c == BCOL_LAST || c == BCOL_EPOCHS;
+            const char *s = cells[c];
+            if (c == BCOL_NAME && utf8_cells(s) > wd[c]) { /* keep the tail of long names */
+                const size_t len = strlen(s);
+                snprintf(buf, sizeof buf, "..%s", s + len - (size_t)(wd[c] - 2));
+                s = buf;
+            }
+            if (c == BCOL_NAME && !e->ok) a |= selected ? 0 : t->role[TH_ERROR];
+            if (right) draw_textf(stdscr, y, x, wd[c], a, "%*s", wd[c], s);
+            else draw_text(stdscr, y, x, wd[c], a, s);
+            x += wd[c] + 1;
+        }
+    }
+    /* detail of the selected entry */
+    if (b->nrows > 0) {
+        const BrowseEntry *e = &b->list.e[b->rows[b->sel]];
+        if (e->err[0]) {
+            snprintf(buf, sizeof buf, "%s: %s", e->ok ? "note" : "cannot read", e->err);
+            draw_wrapped(stdscr, H - 3, 1, W - 2, 2, e->ok ? t->role[TH_WARN] : t->role[TH_ERROR], buf);
+        } else {
+            snprintf(buf, sizeof buf, "%.500s  created %.40s  seed %llu  %ld steps logged, %d evaluations (best %.2f%% at epoch %d), %ld events",
+                     e->path, e->info.created, (unsigned long long)e->info.seed, e->info.steps_logged, e->info.evals,
+                     isfinite(e->info.best_test_acc) ? 100 * e->info.best_test_acc : 0.0, e->info.best_epoch, e->info.events);
+            draw_wrapped(stdscr, H - 3, 1, W - 2, 2, t->role[TH_DIM], buf);
+        }
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// drawing helpers
+
+static void panel(const Theme *t, View *v, Rect r, int focused, const char *prefix, int framed) {
+    if (r.w <= 0 || r.h <= 0) return;
+    WINDOW *w = newwin(r.h, r.w, r.y, r.x);
+    if (!w) return;
+    leaveok(w, TRUE);
+    werase(w);
+    if (framed) {
+        char title[300], full[360];
+        view_title(v, title, sizeof title);
+        snprintf(full, sizeof full, "%s%s", prefix ? prefix : "", title);
+        draw_frame(w, t, full, focused);
+        view_draw(v, w, (Rect){1, 1, r.w - 2, r.h - 2});
+    } else {
+        view_draw(v, w, (Rect){0, 0, r.w, r.h});
+    }
+    wnoutrefresh(w);
+    delwin(w);
+}
+
+static void draw_hint(Browser *b, int y, int W) {
+    const Theme *t = &b->theme;
+    draw_fill(stdscr, y, 0, W, A_NORMAL);
+    if (b->input) {
+        char buf[160];
+        snprintf(buf, sizeof buf, "%s%s", b->input == '/' ? "filter: " : "go to epoch: ", b->inbuf);
+        const int n = draw_text(stdscr, y, 0, W, t->role[TH_WARN] | A_BOLD, buf);
+        draw_text(stdscr, y, n, W - n, t->role[TH_DIM], "  (Enter applies, Esc cancels)");
+        return;
+    }
+    if (b->msg[0]) { draw_text(stdscr, y, 0, W, t->role[TH_WARN], b->msg); return; }
+    const char *h = b->screen == SCR_LIST ? "Enter open  m mark  c compare  s/S sort  / filter  r rescan  ? help  q quit"
+                  : b->screen == SCR_COMPARE ? "Left/Right epoch  Home/End  0-9 Enter epoch  ? help  Esc/q back"
+                  : b->tsne_on ? "c colour by class/expert  Left/Right epoch  t/Esc close  ? help"
+                  : "Left/Right epoch  Home/End  0-9 Enter epoch  t t-SNE  tab focus  z zoom  ? help  Esc/q back";
+    draw_text(stdscr, y, 0, W, t->role[TH_DIM], h);
+}
+
+static void draw_session(Browser *b, int W, int H) {
+    Loaded *L = &b->a;
+    const LayoutOptions lo = {.has_moe = L->ctx.has_moe, .banner = view_banner_active(&L->v[PANEL_BANNER]),
+                              .zoom = b->zoom && !b->tsne_on ? b->focus : -1};
+    Layout lay;
+    layout_compute(&lay, W, H, &lo);
+    panel(&b->theme, &L->v[PANEL_STATUS], lay.r[PANEL_STATUS], 0, NULL, 0);
+    if (layout_visible(&lay, PANEL_BANNER)) panel(&b->theme, &L->v[PANEL_BANNER], lay.r[PANEL_BANNER], 0, NULL, 0);
+    if (b->tsne_on) {
+        const int y0 = lay.r[PANEL_BANNER].h ? 3 : 2;
+        panel(&b->theme, &b->tsne, (Rect){0, y0, W, H - 1 - y0}, 1, NULL, 1);
+    } else {
+        for (int p = PANEL_CURVES; p <= PANEL_LOG; p++)
+            if (layout_visible(&lay, p) && L->have_v[p]) panel(&b->theme, &L->v[p], lay.r[p], b->focus == p, NULL, 1);
+    }
+    draw_hint(b, H - 1, W);
+}
+
+static void draw_compare(Browser *b, int W, int H) {
+    CompareLayout cl;
+    layout_compare(&cl, W, H);
+    const Theme *t = &b->theme;
+    /* status: the two runs and the epoch */
+    char buf[1400];
+    draw_fill(stdscr, 0, 0, W, t->role[TH_STATUS]);
+    snprintf(buf, sizeof buf, " moelab compare %s A: %s (%s, %s) %s B: %s (%s, %s)", t->utf8 ? "\u2502" : "|", b->a.name,
+             b->a.ctx.head, b->a.have_base ? tau_kind_name(b->a.base.kind) : "?", t->utf8 ? "\u2502" : "|", b->b.name,
+             b->b.ctx.head, b->b.have_base ? tau_kind_name(b->b.base.kind) : "?");
+    draw_text(stdscr, 0, 0, W, t->role[TH_STATUS] | A_BOLD, buf);
+    const int ea = b->a.h.nevals ? b->a.h.evals[b->a.h.nevals - 1].epoch : 0;
+    const int eb = b->b.h.nevals ? b->b.h.evals[b->b.h.nevals - 1].epoch : 0;
+    snprintf(buf, sizeof buf, " epoch %d  (A has %d evaluations, B %d)   A: %s   B: %s", b->cmp_epoch, b->a.h.nevals,
+             b->b.h.nevals, b->a.h.info.status, b->b.h.info.status);
+    (void)ea; (void)eb;
+    draw_fill(stdscr, 1, 0, W, A_NORMAL);
+    draw_text(stdscr, 1, 0, W, A_BOLD, buf);
+    panel(t, &b->a.v[PANEL_CURVES], cl.r[CMP_CURVES], 0, NULL, 1);
+    panel(t, &b->diff, cl.r[CMP_DIFF], 0, NULL, 1);
+    if (b->a.have_v[PANEL_HEATMAP]) panel(t, &b->a.v[PANEL_HEATMAP], cl.r[CMP_HEAT_A], 0, "A: ", 1);
+    else panel(t, &b->a.v[PANEL_SCALARS], cl.r[CMP_HEAT_A], 0, "A: ", 1);
+    if (b->b.have_v[PANEL_HEATMAP]) panel(t, &b->b.v[PANEL_HEATMAP], cl.r[CMP_HEAT_B], 0, "B: ", 1);
+    else panel(t, &b->b.v[PANEL_SCALARS], cl.r[CMP_HEAT_B], 0, "B: ", 1);
+    draw_hint(b, H - 1, W);
+}
+
+static void render(Browser *b) {
+    int H, W;
+    getmaxyx(stdscr, H, W);
+    werase(stdscr);
+    if (W < LAYOUT_MIN_W || H < LAYOUT_MIN_H) {
+        char m[96];
+        snprintf(m, sizeof m, "terminal too small (need %dx%d, have %dx%d)", LAYOUT_MIN_W, LAYOUT_MIN_H, W, H);
+        draw_text(stdscr, H / 2, W > (int)strlen(m) ? (W - (int)strlen(m)) / 2 : 0, W, b->theme.role[TH_WARN] | A_BOLD, m);
+        wnoutrefresh(stdscr);
+        doupdate();
+        return;
+    }
+    if (b->screen == SCR_LIST) {
+        draw_list(b, W, H);
+        draw_hint(b, H - 1, W);
+        wnoutrefresh(stdscr);
+    } else {
+        wnoutrefresh(stdscr);
+        if (b->screen == SCR_SESSION) draw_session(b, W, H);
+        else draw_compare(b, W, H);
+        wnoutrefresh(stdscr);
+    }
+    if (b->help_on) {
+        int hw, hh;
+        view_help_size_for(1, &hw, &hh);
+        if (hw > W - 2) hw = W - 2;
+        if (hh > H - 2) hh = H - 2;
+        WINDOW *o = newwin(hh, hw, (H - hh) / 2, (W - hw) / 2);
+        if (o) {
+            werase(o);
+            draw_frame(o, &b->theme, "Help: moelab browse (Esc, ? or q to close)", 2);
+            view_draw(&b->help, o, (Rect){2, 1, hw - 4, hh - 2});
+            wnoutrefresh(o);
+            delwin(o);
+        }
+    }
+    doupdate();
+}
+
+// ---------------------------------------------------------------------------------------------
+// cursor and screens
+
+static const char *cursor_note(Browser *b) {
+    static char note[96];
+    const SessionHistory *h = &b->a.h;
+    if (h->nevals == 0) snprintf(note, sizeof note, "no evaluation yet");
+    else snprintf(note, sizeof note, "evaluation %d of %d%s", b->ev + 1, h->nevals,
+                  !strcmp(h->info.status, "running") ? (b->follow ? "  (following)" : "  (live)") : "");
+    return note;
+}
+
+static void session_cursor(Browser *b) {
+    apply_cursor(&b->a, b->ev, cursor_note(b));
+    if (b->tsne_on && b->job.ev != b->ev) tsne_start(b, b->ev);
+    b->dirty = 1;
+}
+
+static void compare_cursor(Browser *b) {
+    const int ia = session_history_eval_at_epoch(&b->a.h, b->cmp_epoch);
+    const int ib = session_history_eval_at_epoch(&b->b.h, b->cmp_epoch);
+    apply_cursor(&b->a, ia, NULL);
+    apply_cursor(&b->b, ib, NULL);
+    view_diff_set(&b->diff, ia >= 0 ? &b->a.h.evals[ia] : NULL, ib >= 0 ? &b->b.h.evals[ib] : NULL);
+    b->dirty = 1;
+}
+
+static int open_session(Browser *b, const char *path, const char *name) {
+    char err[600];
+    job_stop(&b->job);
+    if (load_session(&b->a, path, name, &b->theme, err, sizeof err)) {
+        set_msg(b, "cannot open %s: %s", name, err);
+        return -1;
+    }
+    view_free(&b->tsne);
+    view_init(&b->tsne, &view_tsne_class, &b->a.ctx);
+    b->ev = b->a.h.nevals - 1;
+    b->follow = 1;
+    b->focus = b->a.ctx.has_moe ? PANEL_HEATMAP : PANEL_CURVES;
+    b->zoom = b->tsne_on = 0;
+    b->screen = SCR_SESSION;
+    b->refresh_at = ml_now() + REFRESH_SEC;
+    b->msg[0] = 0;
+    session_cursor(b);
+    return 0;
+}
+
+static int open_compare(Browser *b, const BrowseEntry *ea, const BrowseEntry *eb) {
+    char err[600];
+    job_stop(&b->job);
+    if (load_session(&b->a, ea->path, ea->name, &b->theme, err, sizeof err)) { set_msg(b, "cannot open %s: %s", ea->name, err); return -1; }
+    if (load_session(&b->b, eb->path, eb->name, &b->theme, err, sizeof err)) {
+        set_msg(b, "cannot open %s: %s", eb->name, err);
+        loaded_free(&b->a);
+        return -1;
+    }
+    snprintf(b->a.ctx.slot_name[0], sizeof b->a.ctx.slot_name[0], "%.40s", ea->name);
+    snprintf(b->a.ctx.slot_name[1], sizeof b->a.ctx.slot_name[1], "%.40s", eb->name);
+    /* B's history overlaid on A's curves */
+    for (long s = 0; s < b->b.h.nsteps; s++) {
+        const ViewMsg m = {.kind = VIEW_MSG_STEP, .step = &b->b.h.steps[s], .slot = 1};
+        view_update(&b->a.v[PANEL_CURVES], &m);
+    }
+    for (int e = 0; e < b->b.h.nevals; e++) {
+        const ViewMsg m = {.kind = VIEW_MSG_EVAL, .eval = &b->b.h.evals[e], .slot = 1};
+        view_update(&b->a.v[PANEL_CURVES], &m);
+    }
+    view_free(&b->diff);
+    view_init(&b->diff, &view_diff_class, &b->a.ctx);
+    const int la = b->a.h.nevals ? b->a.h.evals[b->a.h.nevals - 1].epoch : 0;
+    const int lb = b->b.h.nevals ? b->b.h.evals[b->b.h.nevals - 1].epoch : 0;
+    b->cmp_epoch = la < lb ? la : lb;
+    if (b->cmp_epoch <= 0) b->cmp_epoch = la > lb ? la : lb;
+    b->screen = SCR_COMPARE;
+    b->msg[0] = 0;
+    compare_cursor(b);
+    return 0;
+}
+
+static void leave_to_list(Browser *b) {
+    job_stop(&b->job);
+    loaded_free(&b->a);
+    loaded_free(&b->b);
+    b->screen = SCR_LIST;
+    b->tsne_on = b->zoom = 0;
+    b->msg[0] = 0;
+    list_rescan(b);
+}
+
+/* Re-reads a running session when it has grown. */
+static void session_refresh(Browser *b) {
+    if (b->screen != SCR_SESSION || !b->a.loaded) return;
+    const double now = ml_now();
+    if (now < b->refresh_at) return;
+    b->refresh_at = now + REFRESH_SEC;
+    if (strcmp(b->a.h.info.status, "running")) return;
+    SessionInfo i;
+    if (session_read_info(b->a.h.path, &i) != ML_OK) return; /* mid-write: try again next time */
+    const SessionInfo *o = &b->a.h.info;
+    if (i.steps_logged == o->steps_logged && i.evals == o->evals && i.events == o->events && !strcmp(i.status, o->status))
+        return;
+    char path[1024], name[512], err[600];
+    snprintf(path, sizeof path, "%s", b->a.h.path);
+    snprintf(name, sizeof name, "%s", b->a.name);
+    const int focus = b->focus, zoom = b->zoom, follow = b->follow;
+    const int old_ev = b->ev;
+    if (load_session(&b->a, path, name, &b->theme, err, sizeof err)) {
+        set_msg(b, "re-reading %s: %s (trying again)", name, err);
+        b->screen = SCR_SESSION;
+        return;
+    }
+    b->ev = follow || old_ev >= b->a.h.nevals ? b->a.h.nevals - 1 : old_ev;
+    b->focus = focus;
+    b->zoom = zoom;
+    session_cursor(b);
+}
+
+// ---------------------------------------------------------------------------------------------
+// keys
+
+static void goto_epoch(Browser *b, int epoch) {
+    if (b->screen == SCR_COMPARE) {
+        b->cmp_epoch = epoch;
+        compare_cursor(b);
+        return;
+    }
+    const int ev = session_history_eval_at_epoch(&b->a.h, epoch);
+    if (ev < 0) { set_msg(b, "no evaluation at or before epoch %d", epoch); return; }
+    b->ev = ev;
+    b->follow = ev == b->a.h.nevals - 1;
+    session_cursor(b);
+}
+
+static int max_epoch(Browser *b) {
+    int m = b->a.h.nevals ? b->a.h.evals[b->a.h.nevals - 1].epoch : 0;
+    if (b->screen == SCR_COMPARE && b->b.h.nevals) {
+        const int mb = b->b.h.evals[b->b.h.nevals - 1].epoch;
+        if (mb > m) m = mb;
+    }
+    return m;
+}
+
+static void move_cursor(Browser *b, int delta, int to) {
+    if (b->screen == SCR_COMPARE) {
+        const int me = max_epoch(b);
+        int e = to < 0 ? 1 : to > 0 ? me : b->cmp_epoch + delta;
+        if (e < 1) e = 1;
+        if (e > me) e = me;
+        b->cmp_epoch = e;
+        compare_cursor(b);
+        return;
+    }
+    const int n = b->a.h.nevals;
+    if (n == 0) return;
+    int ev = to < 0 ? 0 : to > 0 ? n - 1 : b->ev + delta;
+    if (ev < 0) ev = 0;
+    if (ev > n - 1) ev = n - 1;
+    b->ev = ev;
+    b->follow = ev == n - 1;
+    session_cursor(b);
+}
+
+/* Returns 1 to quit the browser. */
+static int key_input(Browser *b, int c) {
+    const size_t len = strlen(b->inbuf);
+    if (c == 27 || c == 7) { /* Esc, Ctrl-G */
+        if (b->input == '/') { b->filter[0] = 0; list_rows(b); }
+        b->input = 0;
+    } else if (c == '\n' || c == '\r' || c == KEY_ENTER) {
+        if (b->input == '/') { snprintf(b->filter, sizeof b->filter, "%s", b->inbuf); b->sel = 0; list_rows(b); }
+        else if (len) goto_epoch(b, atoi(b->inbuf));
+        b->input = 0;
+    } else if (c == KEY_BACKSPACE || c == 127 || c == 8) {
+        if (len) b->inbuf[len - 1] = 0;
+        else b->input = 0;
+    } else if (c >= 32 && c < 127 && len + 1 < sizeof b->inbuf && (b->input == '/' || (c >= '0' && c <= '9'))) {
+        b->inbuf[len] = (char)c;
+        b->inbuf[len + 1] = 0;
+        if (b->input == '/') { snprintf(b->filter, sizeof b->filter, "%s", b->inbuf); b->sel = 0; list_rows(b); }
+    }
+    b->dirty = 1;
+    return 0;
+}
+
+static int key_list(Browser *b, int c) {
+    int H, W;
+    getmaxyx(stdscr, H, W);
+    (void)W;
+    const int page = H - 6 > 1 ? H - 6 : 1;
+    switch (c) {
+    case 'q': return 1;
+    case KEY_UP: case 'k': b->sel--; break;
+    case KEY_DOWN: case 'j': b->sel++; break;
+    case KEY_PPAGE: b->sel -= page; break;
+    case KEY_NPAGE: b->sel += page; break;
+    case KEY_HOME: case KEY_FIND: case 'g': b->sel = 0; break;
+    case KEY_END: case KEY_SELECT: case 'G': b->sel = b->nrows - 1; break;
+    case 's': b->sort_col = (b->sort_col + 1) % BCOL_COUNT; browse_list_sort(&b->list, b->sort_col, b->sort_rev); list_rows(b); break;
+    case 'S': b->sort_rev = !b->sort_rev; browse_list_sort(&b->list, b->sort_col, b->sort_rev); list_rows(b); break;
+    case '/': b->input = '/'; snprintf(b->inbuf, sizeof b->inbuf, "%.63s", b->filter); break;
+    case 27: if (b->filter[0]) { b->filter[0] = 0; list_rows(b); } break;
+    case 'r': list_rescan(b); set_msg(b, "rescanned: %d sessions", b->list.n); break;
+    case ' ': case 'm':
+        if (b->nrows > 0) {
+            BrowseEntry *e = &b->list.e[b->rows[b->sel]];
+            int marked = 0;
+            for (int i = 0; i < b->list.n; i++) marked += b->list.e[i].marked;
+            if (!e->marked && marked >= 2) set_msg(b, "two sessions are marked already: unmark one (m) first");
+            else e->marked = !e->marked;
+            if (c == ' ' || c == 'm') b->sel++;
+        }
+        break;
+    case 'c': {
+        const BrowseEntry *m[2] = {NULL, NULL};
+        int nm = 0;
+        for (int i = 0; i < b->list.n && nm < 2; i++) if (b->list.e[i].marked) m[nm++] = &b->list.e[i];
+        if (nm == 1 && b->nrows > 0 && &b->list.e[b->rows[b->sel]] != m[0]) m[nm++] = &b->list.e[b->rows[b->sel]];
+        if (nm < 2) { set_msg(b, "mark two sessions with m (or mark one and select the other), then c"); break; }
+        open_compare(b, m[0], m[1]);
+        break;
+    }
+    case '\n': case '\r': case KEY_ENTER:
+        if (b->nrows > 0) {
+            const BrowseEntry *e = &b->list.e[b->rows[b->sel]];
+            if (!e->ok) set_msg(b, "cannot open %s: %s", e->name, e->err);
+            else open_session(b, e->path, e->name);
+        }
+        break;
+    default: return 0;
+    }
+    if (b->sel >= b->nrows) b->sel = b->nrows - 1;
+    if (b->sel < 0) b->sel = 0;
+    b->dirty = 1;
+    return 0;
+}
+
+static int key_view(Browser *b, int c) {
+    const int back = c == 'q' || c == 27 || c == KEY_BACKSPACE || c == 127;
+    if (b->tsne_on && (back || c == 't')) { b->tsne_on = 0; job_stop(&b->job); b->dirty = 1; return 0; }
+    if (back) {
+        if (b->direct) return 1;
+        leave_to_list(b);
+        return 0;
+    }
+    switch (c) {
+    case KEY_LEFT: case 'h': move_cursor(b, -1, 0); break;
+    case KEY_RIGHT: case 'l':
+        if (c == 'l' && b->screen == SCR_SESSION && !b->tsne_on && b->focus == PANEL_CURVES) { view_on_key(&b->a.v[PANEL_CURVES], 'l'); break; }
+        move_cursor(b, +1, 0);
+        break;
+    case KEY_HOME: case KEY_FIND: case 'g': move_cursor(b, 0, -1); break;
+    case KEY_END: case KEY_SELECT: case 'G': move_cursor(b, 0, +1); break;
+    case KEY_PPAGE: move_cursor(b, -5, 0); break;
+    case KEY_NPAGE: move_cursor(b, +5, 0); break;
+    case 't':
+        if (b->screen != SCR_SESSION) break;
+        b->tsne_on = 1;
+        tsne_start(b, b->ev);
+        break;
+    case 'c':
+        if (b->tsne_on) view_on_key(&b->tsne, 'c');
+        break;
+    case '\t':
+        if (b->screen == SCR_SESSION && !b->tsne_on) {
+            int H, W;
+            getmaxyx(stdscr, H, W);
+            Layout plain;
+            const LayoutOptions lo = {.has_moe = b->a.ctx.has_moe, .banner = 0, .zoom = -1};
+            layout_compute(&plain, W, H, &lo);
+            const int nf = layout_next_focus(&plain, b->focus);
+            if (nf >= 0) b->focus = nf;
+        }
+        break;
+    case 'z': if (b->screen == SCR_SESSION) b->zoom = !b->zoom; break;
+    case '[': case ']':
+        if (b->screen == SCR_SESSION && b->a.have_v[b->focus]) view_on_key(&b->a.v[b->focus], c);
+        break;
+    default:
+        if (c >= '0' && c <= '9') {
+            b->input = '#';
+            b->inbuf[0] = (char)c;
+            b->inbuf[1] = 0;
+        } else {
+            return 0;
+        }
+    }
+    b->dirty = 1;
+    return 0;
+}
+
+static int handle_key(Browser *b, int c) {
+    if (c == KEY_RESIZE) { b->dirty = 1; return 0; }
+    if (c == 12) { clearok(curscr, TRUE); b->dirty = 1; return 0; }
+    if (b->help_on) {
+        if (c == 27 || c == '?' || c == 'q') b->help_on = 0;
+        b->dirty = 1;
+        return 0;
+    }
+    if (b->input) return key_input(b, c);
+    if (c == '?') { b->help_on = 1; b->dirty = 1; return 0; }
+    if (b->msg[0]) { b->msg[0] = 0; b->dirty = 1; }
+    return b->screen == SCR_LIST ? key_list(b, c) : key_view(b, c);
+}
+
+/* getch, with escape sequences the terminal description does not know (Home as ESC [ 1 ~ under
+ * another TERM, ...) mapped to keys where they are standard and swallowed otherwise, so their
+ * ESC is never taken for the Esc key. */
+static int read_key(void) {
+    const int c = getch();
+    if (c != 27) return c;
+    const int c2 = getch();
+    if (c2 == ERR) return 27;
+    if (c2 != '[' && c2 != 'O') { ungetch(c2); return 27; }
+    char seq[16];
+    int n = 0, k;
+    while ((k = getch()) != ERR && n < (int)sizeof seq - 1) {
+        seq[n++] = (char)k;
+        if (k >= 0x40 && k <= 0x7e) break;
+    }
+    seq[n] = 0;
+    if (!strcmp(seq, "H") || !strcmp(seq, "1~") || !strcmp(seq, "7~")) return KEY_HOME;
+    if (!strcmp(seq, "F") || !strcmp(seq, "4~") || !strcmp(seq, "8~")) return KEY_END;
+    if (!strcmp(seq, "A")) return KEY_UP;
+    if (!strcmp(seq, "B")) return KEY_DOWN;
+    if (!strcmp(seq, "C")) return KEY_RIGHT;
+    if (!strcmp(seq, "D")) return KEY_LEFT;
+    if (!strcmp(seq, "5~")) return KEY_PPAGE;
+    if (!strcmp(seq, "6~")) return KEY_NPAGE;
+    return KEY_RESIZE; /* unknown: a harmless redraw */
+}
+
+// ---------------------------------------------------------------------------------------------
+// plain output and the entry point
+
+static void print_list(BrowseList *l, const char *filter) {
+    static const int w[BCOL_COUNT] = {-28, -14, -8, -11, -8, 6, 6, 6, -11, -16};
+    for (int c = 0; c < BCOL_COUNT; c++) printf("%*s ", w[c], browse_col_name(c));
+    printf("\n");
+    for (int i = 0; i < l->n; i++) {
+        const BrowseEntry *e = &l->e[i];
+        if (!browse_entry_match(e, filter)) continue;
+        char cells[BCOL_COUNT][64];
+        browse_entry_cells(e, cells);
+        for (int c = 0; c < BCOL_COUNT; c++) printf("%*s ", w[c], cells[c]);
+        printf("\n");
+        if (e->err[0]) printf("    %s: %s\n", e->ok ? "note" : "cannot read", e->err);
+    }
+}
+
+static void usage(FILE *f) {
+    fprintf(f,
+"usage: moelab browse [DIR | SESSION_DIR | FILE.h5 | sweep.h5] [--list] [--sort COLUMN] [--reverse] [--filter TEXT]\n\n"
+"Browses saved sessions (default DIR: sessions/). A folder holding live.h5, or an .h5 session\n"
+"file, opens that session directly; a sweep.h5 lists the sweep's runs. Without a terminal, or\n"
+"with --list, prints the list instead. COLUMN: name dataset head experts schedule best last\n"
+"epochs status created. Keys: ? in the browser.\n");
+}
+
+static int is_session_dir(const char *p) {
+    char f[1200];
+    struct stat sb;
+    snprintf(f, sizeof f, "%s/live.h5", p);
+    return stat(f, &sb) == 0 && S_ISREG(sb.st_mode);
+}
+
+int cmd_browse(int argc, char **argv) {
+    const char *root = NULL, *filter = "";
+    int list_only = 0, sort_col = BCOL_CREATED, reverse = 0;
+    for (int i = 1; i < argc; i++) {
+        if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) { usage(stdout); return 0; }
+        if (!strcmp(argv[i], "--list")) list_only = 1;
+        else if (!strcmp(argv[i], "--reverse")) reverse = 1;
+        else if (!strcmp(argv[i], "--sort") && i + 1 < argc) {
+            sort_col = browse_col_parse(argv[++i]);
+            if (sort_col < 0) { fprintf(stderr, "moelab browse: unknown column '%s'\n", argv[i]); usage(stderr); return 2; }
+        } else if (!strcmp(argv[i], "--filter") && i + 1 < argc) filter = argv[++i];
+        else if (argv[i][0] == '-') { fprintf(stderr, "moelab browse: unknown option '%s'\n", argv[i]); usage(stderr); return 2; }
+        else if (!root) root = argv[i];
+        else { fprintf(stderr, "moelab browse: one folder or file only\n"); return 2; }
+    }
+    if (!root) root = "sessions";
+    const int tty = isatty(STDIN_FILENO) && isatty(STDOUT_FILENO);
+    struct stat sb;
+    if (stat(root, &sb) != 0) { fprintf(stderr, "moelab browse: %s: %s\n", root, strerror(errno)); return 1; }
+    const size_t rl = strlen(root);
+    const int is_h5 = S_ISREG(sb.st_mode) && rl > 3 && !strcmp(root + rl - 3, ".h5");
+    int direct = is_session_dir(root) || (S_ISREG(sb.st_mode) && !is_h5);
+    SessionInfo probe;
+    if (is_h5 && session_read_info(root, &probe) == ML_OK) direct = 1; /* a session file, not a sweep */
+    Browser *b = calloc(1, sizeof *b);
+    if (!b) { fprintf(stderr, "moelab: out of memory\n"); return 1; }
+    b->root = root;
+    b->sort_col = sort_col;
+    b->sort_rev = reverse;
+    b->job.ev = -1;
+    snprintf(b->filter, sizeof b->filter, "%s", filter);
+    if (direct) {
+        /* one session: check it reads before opening the screen */
+        SessionInfo i;
+        if (session_read_info(root, &i) != ML_OK) {
+            fprintf(stderr, "moelab browse: %s\n", ml_last_error());
+            free(b);
+            return 1;
+        }
+        if (!tty || list_only) {
+            BrowseList l = {0};
+            BrowseEntry e;
+            memset(&e, 0, sizeof e);
+            snprintf(e.name, sizeof e.name, "%s", root);
+            snprintf(e.path, sizeof e.path, "%s", root);
+            browse_entry_read(&e, (double)time(NULL));
+            l.e = &e;
+            l.n = 1;
+            print_list(&l, "");
+            free(b);
+            return 0;
+        }
+    } else {
+        if (browse_list_scan(&b->list, root)) {
+            fprintf(stderr, "moelab browse: %s\n", ml_last_error());
+            browse_list_free(&b->list);
+            free(b);
+            return 1;
+        }
+        browse_list_sort(&b->list, sort_col, reverse);
+        if (!tty || list_only) {
+            print_list(&b->list, filter);
+            int damaged = 0;
+            for (int i = 0; i < b->list.n; i++) damaged += !b->list.e[i].ok;
+            printf("%d sessions, %d unreadable\n", b->list.n, damaged);
+            browse_list_free(&b->list);
+            free(b);
+            return 0;
+        }
+    }
+
+    // ---- the screen
+    setlocale(LC_ALL, "");
+    b->utf8 = !strcmp(nl_langinfo(CODESET), "UTF-8");
+    SCREEN *scr = newterm(NULL, stdout, stdin);
+    if (!scr) {
+        fprintf(stderr, "moelab browse: cannot open the terminal '%s' (use --list)\n", getenv("TERM") ? getenv("TERM") : "");
+        browse_list_free(&b->list);
+        free(b);
+        return 1;
+    }
+    g_curses = 1;
+    atexit(restore_terminal);
+    cbreak();
+    noecho();
+    nonl();
+    keypad(stdscr, TRUE);
+    nodelay(stdscr, TRUE);
+    set_escdelay(25);
+    curs_set(0);
+    theme_init(&b->theme, b->utf8, 0);
+    memset(&b->help_ctx, 0, sizeof b->help_ctx);
+    b->help_ctx.theme = &b->theme;
+    b->help_ctx.browse = 1;
+    view_init(&b->help, &view_help_class, &b->help_ctx);
+    struct sigaction sa, oi, ot, oh;
+    memset(&sa, 0, sizeof sa);
+    sa.sa_handler = on_sig;
+    sigemptyset(&sa.sa_mask);
+    sigaction(SIGINT, &sa, &oi);
+    sigaction(SIGTERM, &sa, &ot);
+    sigaction(SIGHUP, &sa, &oh);
+    int rc = 0;
+    if (direct) {
+        b->direct = 1;
+        if (open_session(b, root, root)) {
+            restore_terminal();
+            fprintf(stderr, "moelab browse: %s\n", b->msg);
+            rc = 1;
+            goto out;
+        }
+    } else {
+        list_rows(b);
+        b->list_read_at = ml_now();
+    }
+    b->dirty = 1;
+    for (;;) {
+        if (g_sig) { rc = g_sig == SIGINT ? 0 : 128 + g_sig; break; }
+        if (b->dirty) { render(b); b->dirty = 0; }
+        struct pollfd pf = {.fd = STDIN_FILENO, .events = POLLIN};
+        const int timeout = b->job.running ? 100 : 250;
+        const int pr = poll(&pf, 1, timeout);
+        if (pr < 0 && errno != EINTR) break;
+        if (pr > 0 && (pf.revents & (POLLHUP | POLLERR | POLLNVAL))) { rc = 128 + SIGHUP; break; }
+        int quit = 0;
+        for (int guard = 0; guard < 1024; guard++) {
+            const int c = read_key();
+            if (c == ERR) break;
+            if (handle_key(b, c)) { quit = 1; break; }
+        }
+        if (quit) break;
+        tsne_poll(b);
+        session_refresh(b);
+        if (b->screen == SCR_LIST && ml_now() - b->list_read_at > LIST_REFRESH_SEC) {
+            int any_running = 0;
+            for (int i = 0; i < b->list.n; i++) any_running |= !strcmp(b->list.e[i].status, "running");
+            if (any_running) list_rescan(b);
+            else b->list_read_at = ml_now();
+        }
+    }
+out:
+    job_stop(&b->job);
+    loaded_free(&b->a);
+    loaded_free(&b->b);
+    view_free(&b->help);
+    view_free(&b->tsne);
+    view_free(&b->diff);
+    restore_terminal();
+    delscreen(scr);
+    sigaction(SIGINT, &oi, NULL);
+    sigaction(SIGTERM, &ot, NULL);
+    sigaction(SIGHUP, &oh, NULL);
+    browse_list_free(&b->list);
+    free(b->rows);
+    free(b);
+    return rc;
+}

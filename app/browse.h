@@ -1,0 +1,72 @@
+/* browse.h — `moelab browse`: the session browser (browse.c) and its terminal-free data side
+ * (browse_data.c: the session list, sorting, filtering, the stored configuration and the
+ * temperature plan at a step). */
+#ifndef ML_APP_BROWSE_H
+#define ML_APP_BROWSE_H
+
+#include <stddef.h>
+
+#include "core/tau.h"
+#include "sessions/history.h"
+#include "sessions/session.h"
+
+#define BROWSE_STALE_SEC 600.0  /* "running" with no write for this long: shown as stale */
+#define BROWSE_JSON_MAX 16384
+
+typedef struct {
+    char name[512];      /* shown: the folder relative to the browsed root */
+    char path[1100];     /* session folder (or .h5 file) */
+    int ok;              /* info was read */
+    SessionInfo info;
+    char status[16];     /* running finished interrupted failed stale damaged unsupported missing */
+    char sched[24];      /* temperature schedule kind, from the stored configuration */
+    char err[512];       /* why it is damaged / stale ("" otherwise) */
+    double mtime;        /* live.h5 modification time (Unix s) */
+    int marked;          /* compare mark */
+} BrowseEntry;
+
+typedef struct {
+    BrowseEntry *e;
+    int n, cap;
+} BrowseList;
+
+enum { BCOL_NAME, BCOL_DATASET, BCOL_HEAD, BCOL_EXPERTS, BCOL_SCHED, BCOL_BEST, BCOL_LAST, BCOL_EPOCHS, BCOL_STATUS,
+       BCOL_CREATED, BCOL_COUNT };
+
+/* Fills the list with the sessions under `root` (folders holding live.h5, 4 levels deep at most),
+ * or with the runs of a sweep summary when root is a sweep.h5, and reads each one's summary
+ * (damaged files become entries with status "damaged" and the reason in err). 0, or -1 when root
+ * cannot be read (message in ml_last_error()). */
+int browse_list_scan(BrowseList *l, const char *root);
+void browse_list_free(BrowseList *l);
+/* Re-reads one entry's summary and status (now: Unix time, for "stale"). */
+void browse_entry_read(BrowseEntry *e, double now);
+/* Sorts by column col (reverse: descending). Entries without a value in the column (unreadable;
+ * no evaluation for the accuracy columns) go last in both directions, by name. */
+void browse_list_sort(BrowseList *l, int col, int reverse);
+/* 1 if the entry has no value in column col (see browse_list_sort). */
+int browse_missing(const BrowseEntry *e, int col);
+int browse_entry_cmp(const BrowseEntry *a, const BrowseEntry *b, int col);
+/* 1 if the filter text occurs (case-insensitive) in the name, dataset, head, schedule, status or
+ * "E<e> k<k> h<h>"; an empty filter matches everything. */
+int browse_entry_match(const BrowseEntry *e, const char *filter);
+/* The list's cells of an entry, as shown and printed. */
+void browse_entry_cells(const BrowseEntry *e, char cells[BCOL_COUNT][64]);
+const char *browse_col_name(int c);
+int browse_col_parse(const char *s);   /* -1 if unknown */
+
+/* The launch temperature schedule stored in a session's config_json. 0, or -1 if missing. */
+int browse_tau_schedule(const char *config_json, TauSchedule *s);
+/* The temperature plan in effect at `step`: the launch schedule with the session's logged `set tau`
+ * and `anneal` commands up to that step applied, as the trainer applied them. */
+void browse_plan_at(const SessionHistory *h, const TauSchedule *base, long step, TauPlan *plan);
+
+/* Minimal JSON access for the stored configuration: the value of `key` in the object text at
+ * obj (pointer to its first character), NULL if absent; numbers and strings. */
+const char *json_get(const char *obj, const char *key);
+int json_num(const char *obj, const char *key, double *v);
+int json_str(const char *obj, const char *key, char *buf, size_t n);
+
+int cmd_browse(int argc, char **argv);
+
+#endif

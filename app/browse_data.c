@@ -1,0 +1,348 @@
+/* browse_data.c — the data side of `moelab browse` that needs no terminal: finding sessions under
+ * a folder, their one-line summaries and status, sorting and filtering the list, reading the
+ * configuration JSON a session stores, and rebuilding the temperature plan in effect at any step
+ * from the launch schedule and the logged `set tau` / `anneal` commands. Used by the browser
+ * screen (browse.c) and by `moelab browse --list`. */
+#define _GNU_SOURCE
+#include "browse.h"
+#include "commands.h"
+
+#include <ctype.h>
+#include <dirent.h>
+#include <errno.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+
+#include "sessions/sweep_h5.h"
+
+// ---------------------------------------------------------------------------------------------
+// a tiny reader for the JSON moelab writes (/run@config_json): objects, numbers, strings, arrays
+
+/* Skips a string starting at its opening quote; returns the char after the closing quote. */
+static const char *skip_string(const char *p) {
+    for (p++; *p && *p != '"'; p++)
+        if (*p == '\\' && p[1]) p++;
+    return *p ? p + 1 : p;
+}
+
+/* Skips one value (object, array, string, number, literal). */
+static const char *skip_value(const char *p) {
+    while (isspace((unsigned char)*p)) p++;
+    if (*p == '"') return skip_string(p);
+    if (*p == '{' || *p == '[') {
+        int depth = 0;
+        while (*p) {
+            if (*p == '"') { p = skip_string(p); continue; }
+            if (*p == '{' || *p == '[') depth++;
+            else if (*p == '}' || *p == ']') { if (--depth == 0) return p + 1; }
+            p++;
+        }
+        return p;
+    }
+    while (*p && *p != ',' && *p != '}' && *p != ']') p++;
+    return p;
+}
+
+const char *json_get(const char *obj, const char *key) {
+    if (!obj) return NULL;
+    const char *p = obj;
+    while (isspace((unsigned char)*p)) p++;
+    if (*p != '{') return NULL;
+    p++;
+    const size_t kl = strlen(key);
+    for (;;) {
+        while (isspace((unsigned char)*p) || *p == ',') p++;
+        if (*p != '"') return NULL;
+        const char *k0 = p + 1;
+        const char *k1 = skip_string(p);
+        const int match = (size_t)(k1 - 1 - k0) == kl && !strncmp(k0, key, kl);
+        p = k1;
+        while (isspace((unsigned char)*p)) p++;
+        if (*p != ':') return NULL;
+        p++;
+        while (isspace((unsigned char)*p)) p++;
+        if (match) return p;
+        p = skip_value(p);
+        if (!*p) return NULL;
+    }
+}
+
+int json_num(const char *obj, const char *key, double *v) {
+    const char *p = json_get(obj, key);
+    if (!p) return -1;
+    char *end;
+    const double x = strtod(p, &end);
+    if (end == p) return -1;
+    *v = x;
+    return 0;
+}
+
+int json_str(const char *obj, const char *key, char *buf, size_t n) {
+    const char *p = json_get(obj, key);
+    if (!p || *p != '"' || !n) return -1;
+    size_t o = 0;
+    for (p++; *p && *p != '"'; p++) {
+        if (*p == '\\' && p[1]) p++;
+        if (o + 1 < n) buf[o++] = *p;
+    }
+    buf[o] = 0;
+    return 0;
+}
+
+// ---------------------------------------------------------------------------------------------
+// temperature plan
+
+int browse_tau_schedule(const char *config_json, TauSchedule *s) {
+    tau_schedule_defaults(s);
+    const char *tau = json_get(config_json, "tau");
+    if (!tau || *tau != '{') return -1;
+    char kind[24];
+    double v;
+    if (json_str(tau, "kind", kind, sizeof kind) || tau_parse_kind(kind, &s->kind) != ML_OK) return -1;
+    if (!json_num(tau, "tau0", &v)) s->tau0 = (float)v;
+    if (!json_num(tau, "tau1", &v)) s->tau1 = (float)v;
+    if (!json_num(tau, "tau_min", &v)) s->tau_min = (float)v;
+    if (!json_num(tau, "s", &v)) s->s = (float)v;
+    if (!json_num(tau, "c", &v)) s->c = (float)v;
+    if (!json_num(tau, "step_every", &v)) s->step_every = (int)v;
+    if (!json_num(tau, "step_gamma", &v)) s->step_gamma = (float)v;
+    if (!json_num(tau, "start", &v)) s->start = (long)v;
+    if (!json_num(tau, "total", &v)) s->total = (long)v;
+    return tau_validate(s) == ML_OK ? 0 : -1;
+}
+
+void browse_plan_at(const SessionHistory *h, const TauSchedule *base, long step, TauPlan *plan) {
+    tau_plan_init(plan, base);
+    for (long i = 0; i < h->nevents; i++) {
+        const SessionEventRow *e = &h->events[i];
+        if (e->step > step) break;
+        TrainerCmd c;
+        char err[128];
+        if (command_parse(e->text, &c, err, sizeof err)) continue; /* resume, snapshot notes... */
+        if (c.kind == CMD_SET && c.param == PARAM_TAU) tau_plan_set(plan, e->step, (float)c.value);
+        else if (c.kind == CMD_ANNEAL && tau_plan_anneal(plan, e->step, &c.sched) == ML_OK && h->total_steps > e->step)
+            plan->repl.total = h->total_steps; /* to the end of training, as trainer_apply does */
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// the list
+
+static int entry_add(BrowseList *l, const char *name, const char *path) {
+    if (l->n == l->cap) {
+        const int cap = l->cap ? 2 * l->cap : 32;
+        BrowseEntry *ne = realloc(l->e, sizeof *ne * cap);
+        if (!ne) return -1;
+        l->e = ne;
+        l->cap = cap;
+    }
+    BrowseEntry *e = &l->e[l->n++];
+    memset(e, 0, sizeof *e);
+    snprintf(e->name, sizeof e->name, "%.*s", (int)sizeof e->name - 1, name);
+    snprintf(e->path, sizeof e->path, "%.*s", (int)sizeof e->path - 1, path);
+    return 0;
+}
+
+static int file_exists(const char *path) {
+    struct stat sb;
+    return stat(path, &sb) == 0 && S_ISREG(sb.st_mode);
+}
+
+/* Session folders (holding live.h5) under dir, `depth` levels down at most. */
+static void scan(BrowseList *l, const char *dir, const char *rel, int depth) {
+    char p[2048];
+    snprintf(p, sizeof p, "%s/live.h5", dir);
+    if (file_exists(p)) { entry_add(l, rel[0] ? rel : ".", dir); return; }
+    if (depth <= 0) return;
+    DIR *d = opendir(dir);
+    if (!d) return;
+    struct dirent *de;
+    char **names = NULL;
+    int n = 0, cap = 0;
+    while ((de = readdir(d))) {
+        if (de->d_name[0] == '.') continue;
+        if (n == cap) {
+            cap = cap ? 2 * cap : 32;
+            char **nn = realloc(names, sizeof *nn * cap);
+            if (!nn) break;
+            names = nn;
+        }
+        names[n] = strdup(de->d_name);
+        if (names[n]) n++;
+    }
+    closedir(d);
+    for (int i = 0; i < n; i++) {
+        char sub[2048], srel[1024];
+        struct stat sb;
+        snprintf(sub, sizeof sub, "%s/%s", dir, names[i]);
+        if (stat(sub, &sb) == 0 && S_ISDIR(sb.st_mode)) {
+            if (rel[0]) snprintf(srel, sizeof srel, "%s/%s", rel, names[i]);
+            else snprintf(srel, sizeof srel, "%s", names[i]);
+            scan(l, sub, srel, depth - 1);
+        }
+        free(names[i]);
+    }
+    free(names);
+}
+
+void browse_entry_read(BrowseEntry *e, double now) {
+    char file[1200];
+    struct stat sb;
+    if (file_exists(e->path)) snprintf(file, sizeof file, "%s", e->path);
+    else snprintf(file, sizeof file, "%s/live.h5", e->path);
+    e->mtime = stat(file, &sb) == 0 ? (double)sb.st_mtime : 0;
+    e->sched[0] = 0;
+    e->err[0] = 0;
+    const ml_status st = session_read_info(e->path, &e->info);
+    e->ok = st == ML_OK;
+    if (!e->ok) {
+        snprintf(e->err, sizeof e->err, "%s", ml_last_error());
+        snprintf(e->status, sizeof e->status, "%s", st == ML_ERR_IO ? "missing" : strstr(e->err, "this moelab reads") ? "unsupported" : "damaged");
+        return;
+    }
+    snprintf(e->status, sizeof e->status, "%s", e->info.status);
+    if (!strcmp(e->info.status, "running") && now - e->mtime > BROWSE_STALE_SEC) {
+        snprintf(e->status, sizeof e->status, "stale");
+        snprintf(e->err, sizeof e->err, "status says running but nothing was written for %.0f min: the writer was probably "
+                 "killed (moelab train --resume %.300s continues it)", (now - e->mtime) / 60.0, e->path);
+    }
+    char *json = malloc(BROWSE_JSON_MAX);
+    if (json && session_read_run_attr(e->path, "config_json", json, BROWSE_JSON_MAX) == ML_OK) {
+        const char *tau = json_get(json, "tau");
+        if (tau) json_str(tau, "kind", e->sched, sizeof e->sched);
+    }
+    free(json);
+}
+
+int browse_list_scan(BrowseList *l, const char *root) {
+    l->n = 0;
+    const size_t rl = strlen(root);
+    if (rl > 3 && !strcmp(root + rl - 3, ".h5") && file_exists(root)) {
+        /* a sweep summary: its runs, relative to the sweep's folder */
+        SweepSummary s;
+        if (sweep_h5_read(root, &s) != ML_OK) return -1;
+        char dir[1024];
+        snprintf(dir, sizeof dir, "%s", root);
+        char *slash = strrchr(dir, '/');
+        if (slash) *slash = 0;
+        else snprintf(dir, sizeof dir, ".");
+        for (int i = 0; i < s.nruns; i++) {
+            char p[2048];
+            snprintf(p, sizeof p, "%s/%s", dir, s.runs[i].name);
+            entry_add(l, s.runs[i].name, p);
+        }
+        sweep_summary_free(&s);
+    } else {
+        struct stat sb;
+        errno = 0;
+        if (stat(root, &sb) != 0 || !S_ISDIR(sb.st_mode)) {
+            ml_fail(ML_ERR_IO, "%s: %s", root, errno ? strerror(errno) : "not a folder");
+            return -1;
+        }
+        scan(l, root, "", 4);
+    }
+    const double now = (double)time(NULL);
+    for (int i = 0; i < l->n; i++) browse_entry_read(&l->e[i], now);
+    return 0;
+}
+
+void browse_list_free(BrowseList *l) {
+    free(l->e);
+    memset(l, 0, sizeof *l);
+}
+
+static const char *const col_names[BCOL_COUNT] = {"name", "dataset", "head", "experts", "schedule", "best", "last",
+                                                 "epochs", "status", "created"};
+
+const char *browse_col_name(int c) { return c >= 0 && c < BCOL_COUNT ? col_names[c] : "?"; }
+
+int browse_col_parse(const char *s) {
+    for (int c = 0; c < BCOL_COUNT; c++)
+        if (!strcasecmp(s, col_names[c])) return c;
+    return -1;
+}
+
+static int cmp_num(double a, double b) {
+    /* NaN (no evaluation) sorts last */
+    if (isnan(a) || isnan(b)) return isnan(a) - isnan(b);
+    return (a > b) - (a < b);
+}
+
+int browse_entry_cmp(const BrowseEntry *a, const BrowseEntry *b, int col) {
+    int r = 0;
+    switch (col) {
+    case BCOL_DATASET: r = strcmp(a->info.dataset, b->info.dataset); break;
+    case BCOL_HEAD: r = strcmp(a->info.head, b->info.head); break;
+    case BCOL_EXPERTS:
+        r = (a->info.experts > b->info.experts) - (a->info.experts < b->info.experts);
+        if (!r) r = (a->info.k > b->info.k) - (a->info.k < b->info.k);
+        if (!r) r = (a->info.hidden > b->info.hidden) - (a->info.hidden < b->info.hidden);
+        break;
+    case BCOL_SCHED: r = strcmp(a->sched, b->sched); break;
+    case BCOL_BEST: r = cmp_num(a->ok ? a->info.best_test_acc : NAN, b->ok ? b->info.best_test_acc : NAN); break;
+    case BCOL_LAST: r = cmp_num(a->ok ? a->info.last_test_acc : NAN, b->ok ? b->info.last_test_acc : NAN); break;
+    case BCOL_EPOCHS: r = (a->info.last_epoch > b->info.last_epoch) - (a->info.last_epoch < b->info.last_epoch); break;
+    case BCOL_STATUS: r = strcmp(a->status, b->status); break;
+    case BCOL_CREATED: r = strcmp(a->info.created, b->info.created); break;
+    default: break;
+    }
+    return r ? r : strcmp(a->name, b->name);
+}
+
+static int g_sort_col, g_sort_rev;
+/* 1 if the entry has no value in the column (unreadable, or no evaluation for accuracies):
+ * such entries go last in either direction. */
+int browse_missing(const BrowseEntry *e, int col) {
+    if (col == BCOL_NAME || col == BCOL_STATUS) return 0;
+    if (!e->ok) return 1;
+    if (col == BCOL_BEST) return isnan(e->info.best_test_acc);
+    if (col == BCOL_LAST) return isnan(e->info.last_test_acc);
+    return 0;
+}
+
+static int qcmp(const void *x, const void *y) {
+    const int ma = browse_missing(x, g_sort_col), mb = browse_missing(y, g_sort_col);
+    if (ma != mb) return ma - mb;
+    const int r = browse_entry_cmp(x, y, g_sort_col);
+    return g_sort_rev && !ma ? -r : r;
+}
+
+void browse_list_sort(BrowseList *l, int col, int reverse) {
+    g_sort_col = col;
+    g_sort_rev = reverse;
+    if (l->n > 1) qsort(l->e, l->n, sizeof *l->e, qcmp);
+}
+
+int browse_entry_match(const BrowseEntry *e, const char *filter) {
+    if (!filter || !*filter) return 1;
+    char ekh[48];
+    snprintf(ekh, sizeof ekh, "E%d k%d h%d", e->info.experts, e->info.k, e->info.hidden);
+    const char *fields[] = {e->name, e->info.dataset, e->info.head, e->sched, e->status, ekh};
+    for (size_t i = 0; i < sizeof fields / sizeof fields[0]; i++)
+        if (strcasestr(fields[i], filter)) return 1;
+    return 0;
+}
+
+void browse_entry_cells(const BrowseEntry *e, char cells[BCOL_COUNT][64]) {
+    for (int c = 0; c < BCOL_COUNT; c++) cells[c][0] = 0;
+    snprintf(cells[BCOL_NAME], 64, "%.63s", e->name);
+    snprintf(cells[BCOL_STATUS], 64, "%s", e->status);
+    if (!e->ok) return;
+    const SessionInfo *i = &e->info;
+    snprintf(cells[BCOL_DATASET], 64, "%s", i->dataset);
+    snprintf(cells[BCOL_HEAD], 64, "%s", i->head);
+    if (i->experts > 0) snprintf(cells[BCOL_EXPERTS], 64, "%d/%d/%d", i->experts, i->k, i->hidden);
+    else snprintf(cells[BCOL_EXPERTS], 64, "-/%d/%d", i->k, i->hidden);
+    snprintf(cells[BCOL_SCHED], 64, "%s", i->experts > 0 ? e->sched : "-");
+    if (isfinite(i->best_test_acc)) snprintf(cells[BCOL_BEST], 64, "%.2f", 100.0 * i->best_test_acc);
+    else snprintf(cells[BCOL_BEST], 64, "-");
+    if (isfinite(i->last_test_acc)) snprintf(cells[BCOL_LAST], 64, "%.2f", 100.0 * i->last_test_acc);
+    else snprintf(cells[BCOL_LAST], 64, "-");
+    snprintf(cells[BCOL_EPOCHS], 64, "%d/%d", i->last_epoch, i->epochs);
+    snprintf(cells[BCOL_CREATED], 64, "%.16s", i->created);
+    for (char *p = cells[BCOL_CREATED]; *p; p++) if (*p == 'T') *p = ' ';
+}

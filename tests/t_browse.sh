@@ -1,0 +1,202 @@
+#!/usr/bin/env bash
+# t_browse.sh — the session browser end to end, driven through tmux (own server socket,
+# -L moelabbrowse): the list of sessions with statuses (a truncated and a garbage live.h5 are
+# listed as damaged, with the reason, and the browser keeps working); opening a session; the epoch
+# scrubber (Left/Right, Home/End, typed epoch) moving the heatmap, load, temperature, status and
+# log; the t-SNE view and its colour toggle; comparing two marked sessions; filter and sort;
+# resize to "too small" and back; q exits with the terminal restored; browsing a session while it
+# trains (the screen follows new evaluations); FILE.h5 opened directly; --list without a terminal.
+# Prints PASS/FAIL lines and "N passed, M failed"; exits 0 only if none failed.
+set -u
+BIN=${1:?usage: t_browse.sh path/to/moelab}
+BIN=$(cd "$(dirname "$BIN")" && pwd)/$(basename "$BIN")
+T=$(mktemp -d)
+TM=(tmux -L moelabbrowse -f /dev/null)
+S=br
+cleanup() { "${TM[@]}" kill-server >/dev/null 2>&1; [ -n "${LIVE_PID:-}" ] && kill "$LIVE_PID" 2>/dev/null; rm -rf "$T"; }
+trap cleanup EXIT
+
+pass=0; fail=0
+ok()  { echo "PASS  $*"; pass=$((pass + 1)); }
+bad() { echo "FAIL  $*"; fail=$((fail + 1)); }
+check() { local what=$1; shift; if "$@"; then ok "$what"; else bad "$what"; fi; }
+has()   { LC_ALL=C grep -Eq -- "$1" "$2"; }
+
+# ---- sessions to browse (headless, small)
+TR=(train --headless --dataset synthetic:16x16x3:6:1024 --width 0.25 --batch 32 --experts 4 --hidden 16 --threads 2
+    --epochs 6 --log-every 4)
+cd "$T" || exit 1
+printf 'at 50 set tau 0.3\nat 120 anneal exp now 0.05\n' > cmds.txt
+"$BIN" "${TR[@]}" --seed 1 --session S/exp-run --schedule exp --tau0 1 --tau1 0.1 --commands cmds.txt > a.log 2>&1 || bad "training exp-run"
+"$BIN" "${TR[@]}" --seed 2 --session S/sig-run --schedule sigmoid --tau0 1 --tau1 0.1 > b.log 2>&1 || bad "training sig-run"
+"$BIN" "${TR[@]}" --seed 3 --head dense --session S/dense-run > c.log 2>&1 || bad "training dense-run"
+mkdir -p S/cut-run S/junk-run S/not-a-session
+head -c "$(( $(stat -c %s S/exp-run/live.h5) / 2 ))" S/exp-run/live.h5 > S/cut-run/live.h5
+head -c 5000 /dev/urandom > S/junk-run/live.h5
+echo hello > S/not-a-session/notes.txt
+
+# ---- without a terminal: the list as text
+"$BIN" browse S --list > list.txt 2>&1; rc=$?
+check "--list exits 0" [ "$rc" = 0 ]
+check "--list shows the three sessions with schedules" bash -c "grep -Eq '^exp-run .*exp .*6/6 finished' list.txt && grep -Eq '^sig-run .*sigmoid' list.txt && grep -Eq '^dense-run .*dense' list.txt"
+check "--list reports the truncated and the garbage file as damaged, with the reason" bash -c "grep -Eq '^cut-run .*damaged' list.txt && grep -Eq '^junk-run .*damaged' list.txt && grep -Eq 'cannot read: .*cut-run/live.h5' list.txt"
+check "--list ignores a folder without live.h5" bash -c "! grep -q not-a-session list.txt"
+check "--list counts" has '^5 sessions, 2 unreadable' list.txt
+"$BIN" browse S --list --filter sigm > f.txt 2>&1
+check "--filter" bash -c "grep -q sig-run f.txt && ! grep -q exp-run f.txt"
+"$BIN" browse S --list --sort best --reverse > s.txt 2>&1
+check "--sort best --reverse: highest accuracy first" bash -c "awk 'NR>1 && \$6 ~ /^[0-9.]+\$/ {print \$6}' s.txt | sort -rn -c"
+"$BIN" browse S/cut-run/live.h5 > d.txt 2>&1; rc=$?
+check "a damaged FILE.h5 opened directly: exit 1 and a clear message" bash -c "[ $rc = 1 ] && grep -Eq 'moelab browse: .*cut-run/live.h5' d.txt"
+"$BIN" browse S/nowhere > n.txt 2>&1; rc=$?
+check "a missing folder: exit 1 and a message" bash -c "[ $rc = 1 ] && grep -q 'No such file' n.txt"
+
+# ---- the screen
+cap() { "${TM[@]}" capture-pane -p -t "$S" 2>/dev/null; }
+keys() { "${TM[@]}" send-keys -t "$S" "$@"; }
+typed() { "${TM[@]}" send-keys -t "$S" -l "$1"; }
+wait_for() {
+  local pat=$1 limit=${2:-10} i
+  for ((i = 0; i < limit * 10; i++)); do cap | grep -Eq -- "$pat" && return 0; sleep 0.1; done
+  return 1
+}
+start() { # start W H ARGS...
+  local w=$1 h=$2; shift 2
+  "${TM[@]}" kill-session -t "$S" >/dev/null 2>&1
+  "${TM[@]}" new-session -d -x "$w" -y "$h" -s "$S" \
+    "cd '$T' && env LANG=C.UTF-8 TERM=xterm-256color $BIN browse $*; echo BROWSE_EXIT=\$?; exec env PS1='shell\$ ' bash --norc --noprofile -i"
+}
+heat_rows() { cap | grep -E '^.class[0-9]' | cut -c1-40; }
+
+start 120 40 S
+check "list: title with counts" wait_for 'moelab browse .* 5 sessions .*2 damaged' 5
+check "list: rows with dataset, head, E/k/h, schedule, accuracy, epochs, status" wait_for 'exp-run +synthetic +moe +4/2/16 +exp +[0-9.]+ +[0-9.]+ +6/6 +finished' 2
+check "list: the damaged entries are listed" wait_for 'junk-run .*damaged' 2
+# select the truncated file: the detail line gives the reason; Enter says it cannot open it
+keys Home; for i in 1 2 3 4 5; do cap | grep -Eq '^.{0,3}cut-run' && break; done
+n=$(cap | grep -En '^ ?.? ?.?(cut-run)' | head -1 | cut -d: -f1)
+keys Home
+for ((i = 3; i < ${n:-3}; i++)); do keys Down; done
+check "list: the damaged entry's reason under the list" wait_for 'cannot read: .*cut-run/live.h5' 3
+keys Enter
+check "list: Enter on a damaged session gives a message, not a crash" wait_for 'cannot open cut-run' 3
+keys Down
+check "list: the browser keeps working after it" wait_for 'Enter open +m mark' 3
+# filter to one session and open it
+keys /; typed exp-run; keys Enter
+check "filter: only the matching row" bash -c "wait_for(){ :; }; true"
+sleep 0.3
+check "filter: exp-run shown, sig-run hidden" bash -c "out=\$(${TM[*]} capture-pane -p -t $S); grep -q 'exp-run' <<<\"\$out\" && ! grep -q 'sig-run' <<<\"\$out\""
+keys Enter
+check "session: the status bar names the session and the cursor's epoch" wait_for 'cursor: epoch 6/6 +step 192/192' 5
+check "session: every panel is there" bash -c "out=\$(${TM[*]} capture-pane -p -t $S); for p in 'Loss & accuracy' 'Temperature @192' 'Class x expert +epoch 6' 'Expert load @192' 'Routing: step 192' 'Log'; do grep -Eq \"\$p\" <<<\"\$out\" || exit 1; done"
+check "session: the log marks the cursor at the end" wait_for 'cursor: step 192 \(end of the history\)' 2
+check "session: the temperature panel shows the logged anneal" wait_for 'anneal exp 0.3.0.05 @120' 2
+h6=$(heat_rows)
+keys Left
+check "scrubber: Left moves to epoch 5" wait_for 'Class x expert +epoch 5' 3
+check "scrubber: status and load follow (step 160)" bash -c "out=\$(${TM[*]} capture-pane -p -t $S); grep -q 'cursor: epoch 5/6  step 160/192' <<<\"\$out\" && grep -q 'Expert load @160' <<<\"\$out\""
+keys Home
+check "scrubber: Home goes to epoch 1" wait_for 'Class x expert +epoch 1 ' 3
+h1=$(heat_rows)
+check "scrubber: the heatmap changes with the epoch" [ -n "$h1" ] && [ "$h1" != "$h6" ]
+check "scrubber: epoch 1 is before the set tau override (no OVERRIDE in the temperature title)" bash -c "! ${TM[*]} capture-pane -p -t $S | grep -q 'Temperature @32 .*OVERRIDE'"
+typed 3; keys Enter
+check "scrubber: a typed epoch number (3)" wait_for 'Class x expert +epoch 3' 3
+check "scrubber: at epoch 3 the temperature shows the set tau override from step 50" wait_for 'Temperature @96 .*OVERRIDE @50' 2
+check "scrubber: the log shows the command before the cursor" wait_for '\[step 50\] set tau 0.3' 2
+keys End
+check "scrubber: End goes back to the last epoch" wait_for 'Class x expert +epoch 6' 3
+# t-SNE
+keys t
+check "t-SNE: the view opens and finishes with its figures" wait_for 'points, [0-9.]+ s; nearest neighbour in the map has the same expert [0-9]+%' 30
+check "t-SNE: coloured by expert, legend e0..e3" bash -c "out=\$(${TM[*]} capture-pane -p -t $S); grep -q 'colour = first-choice expert' <<<\"\$out\" && grep -Eq '0 e0 +[0-9]+' <<<\"\$out\""
+keys c
+check "t-SNE: c colours by class" wait_for 'colour = class' 3
+keys Left
+check "t-SNE: Left recomputes for epoch 5" wait_for 't-SNE of test features, epoch 5' 5
+wait_for 'points, [0-9.]+ s' 30 >/dev/null
+keys Escape
+check "t-SNE: Esc closes it" wait_for 'Expert load @' 3
+keys Escape
+check "back to the list with Esc" wait_for 'Enter open +m mark' 3
+keys Escape   # clear the filter
+check "Esc clears the filter" wait_for 'sig-run' 3
+# compare: mark exp-run and sig-run
+keys Home
+for ((i = 0; i < 8; i++)); do
+  line=$(cap | grep -E '^ ?. ?(exp-run|sig-run)' | head -1)
+  break
+done
+mark_row() { # mark_row NAME: select the row of NAME and press m
+  local name=$1 i row
+  row=$(cap | grep -En "^.{2}$name " | head -1 | cut -d: -f1)
+  keys Home
+  for ((i = 3; i < row; i++)); do keys Down; done
+  sleep 0.2
+  keys m
+  sleep 0.2
+}
+mark_row exp-run
+mark_row sig-run
+check "compare: two marked" wait_for 'marked: 2 \(c compares\)' 3
+keys c
+check "compare: the screen with both names" wait_for 'moelab compare .*A: (exp|sig)-run.*B: (exp|sig)-run' 5
+check "compare: curves overlaid, B - A table, two heatmaps" bash -c "out=\$(${TM[*]} capture-pane -p -t $S); grep -q 'Loss & accuracy  A vs B' <<<\"\$out\" && grep -Eq 'test acc % +[0-9.]+ +[0-9.]+ +[-+][0-9.]+' <<<\"\$out\" && grep -q 'A: Class x expert  epoch 6' <<<\"\$out\" && grep -q 'B: Class x expert  epoch 6' <<<\"\$out\""
+keys Left
+check "compare: Left moves both to epoch 5" wait_for 'A vs B at epoch 5 / 5' 3
+keys Escape
+check "compare: Esc back to the list" wait_for 'Enter open +m mark' 3
+# sort and help
+keys s
+check "sort: s moves the sort marker to the next column" wait_for 'name[^ ]* +dataset' 2
+check "sort: the marker is on name" wait_for 'name[▲^]' 2
+keys '?'
+check "help overlay" wait_for 'Help: moelab browse' 3
+keys Escape
+check "help closes" bash -c "sleep 0.3; ! ${TM[*]} capture-pane -p -t $S | grep -q 'Help: moelab browse'"
+# resize
+"${TM[@]}" resize-window -t "$S" -x 70 -y 20 >/dev/null 2>&1
+check "resize to 70x20: 'too small'" wait_for 'terminal too small \(need 80x24, have 70x20\)' 3
+"${TM[@]}" resize-window -t "$S" -x 80 -y 24 >/dev/null 2>&1
+check "resize to 80x24: the list again" wait_for 'Enter open' 3
+"${TM[@]}" resize-window -t "$S" -x 120 -y 40 >/dev/null 2>&1
+keys q
+check "q exits with status 0" wait_for 'BROWSE_EXIT=0' 5
+check "the shell has the terminal back" wait_for 'shell\$' 3
+
+# ---- a session opened directly as FILE.h5; q quits from it
+start 100 30 S/sig-run/live.h5
+check "FILE.h5: opens the session directly" wait_for 'cursor: epoch 6/6' 5
+keys q
+check "FILE.h5: q exits" wait_for 'BROWSE_EXIT=0' 5
+
+# ---- browsing a session while it trains
+"$BIN" train --headless --dataset synthetic:16x16x3:6:2048 --width 0.25 --batch 32 --experts 4 --hidden 16 --threads 1 \
+  --epochs 200 --log-every 4 --seed 9 --session S/live-run > live.log 2>&1 &
+LIVE_PID=$!
+for ((i = 0; i < 100; i++)); do grep -q 'epoch   1/200' live.log 2>/dev/null && break; sleep 0.2; done
+start 120 40 S/live-run
+check "live: opens a running session" wait_for ' RUNNING .*cursor: epoch [0-9]+/200' 10
+e1=$(cap | grep -Eo 'cursor: epoch [0-9]+' | grep -Eo '[0-9]+$')
+epoch_gt() { # epoch_gt N SECONDS: the cursor's epoch goes past N
+  local i e
+  for ((i = 0; i < $2 * 10; i++)); do
+    e=$(cap | grep -Eo 'cursor: epoch [0-9]+' | grep -Eo '[0-9]+$')
+    [ -n "$e" ] && [ "$e" -gt "$1" ] && return 0
+    sleep 0.1
+  done
+  return 1
+}
+check "live: follows new evaluations (epoch grows past ${e1:-?})" epoch_gt "${e1:-1000}" 30
+check "live: the cursor note says it follows" wait_for 'following' 2
+keys Home
+check "live: Home stops following (epoch 1 stays)" wait_for 'cursor: epoch 1/200' 3
+sleep 2.5
+check "live: still at epoch 1 after new evaluations" wait_for 'cursor: epoch 1/200' 1
+kill "$LIVE_PID" 2>/dev/null; wait "$LIVE_PID" 2>/dev/null; LIVE_PID=
+keys q
+check "live: q exits" wait_for 'BROWSE_EXIT=0' 5
+
+echo "$pass passed, $fail failed"
+[ "$fail" = 0 ]
