@@ -172,6 +172,7 @@ static void fill_ctx(Loaded *L, const Theme *theme) {
 /* Loads a session and feeds its whole history into fresh views. 0, or -1 (message in err). */
 static int load_session(Loaded *L, const char *path, const char *name, const Theme *theme, char *err, size_t errn) {
     loaded_free(L);
+    if (browse_probe_history(path, err, errn)) return -1; /* a file that would crash libhdf5 stays out */
     if (session_history_load(path, &L->h) != ML_OK) {
         snprintf(err, errn, "%s", ml_last_error());
         return -1;

@@ -33,6 +33,10 @@ ml_status sess_open_read(const char *dir, hid_t *file, char *path, size_t n) {
     }
     hid_t fapl = h5u_fapl_latest();
     if (fapl < 0) return h5u_fail(ML_ERR_IO, path, "", "cannot make file access list");
+    /* SWMR readers retry a metadata read whose checksum fails (a page caught mid-write) with a
+     * growing sleep, 100 times by default: on a corrupted file that is a hang of many seconds.
+     * A few attempts cover a writer's torn pages; a real checksum error then fails fast. */
+    H5Pset_metadata_read_attempts(fapl, SESS_READ_ATTEMPTS);
     hid_t f = H5Fopen(path, H5F_ACC_RDONLY | H5F_ACC_SWMR_READ, fapl);
     if (f < 0) {
         const ml_status st = h5u_fail(ML_ERR_FORMAT, path, "", "cannot open (damaged or truncated?)");

@@ -53,6 +53,7 @@ hid_t sess_event_step_type(void);
 #define SESS_STATUS_LEN 16
 
 /* ---- reading (reader.c) */
+#define SESS_READ_ATTEMPTS 8  /* metadata read attempts of SWMR readers (HDF5's default: 100) */
 /* Opens a session for reading: `dir` is a session folder (DIR/live.h5 is used) or a path to an
  * .h5 file. Read-only + SWMR-read, so a live writer and crashed-writer flags do not matter.
  * Checks the root format_version. ML_ERR_IO if missing, ML_ERR_FORMAT otherwise. `path` gets

@@ -51,6 +51,25 @@ check "a damaged FILE.h5 opened directly: exit 1 and a clear message" bash -c "[
 "$BIN" browse S/nowhere > n.txt 2>&1; rc=$?
 check "a missing folder: exit 1 and a message" bash -c "[ $rc = 1 ] && grep -q 'No such file' n.txt"
 
+# a reader that crashes (as libhdf5 1.10 can on some corrupted files) or files with random bytes
+# changed: each is an entry with a reason, the list goes on
+MOELAB_FAULT_READ_CRASH=sig-run "$BIN" browse S --list > crash.txt 2>&1; rc=$?
+check "a reader crash: --list still exits 0" [ "$rc" = 0 ]
+check "a reader crash: the entry is damaged with the reason" bash -c "grep -Eq '^sig-run .*damaged' crash.txt && grep -q 'reading it crashed the HDF5 library (signal 11)' crash.txt && grep -Eq '^exp-run .*finished' crash.txt"
+mkdir -p C
+size=$(stat -c %s S/exp-run/live.h5)
+for i in $(seq 1 24); do
+  mkdir -p C/c$i
+  cp S/exp-run/live.h5 C/c$i/live.h5
+  for k in 1 2 3 4 5 6 7 8; do
+    pos=$(( (RANDOM * 32768 + RANDOM) % (i % 2 ? 4096 : size) ))
+    printf "\\x$(printf %02x $((RANDOM % 256)))" | dd of=C/c$i/live.h5 bs=1 seek="$pos" conv=notrunc status=none
+  done
+done
+timeout 300 "$BIN" browse C --list > corrupt.txt 2>&1; rc=$?
+check "24 randomly corrupted copies: --list exits 0 and lists every one" bash -c "[ $rc = 0 ] && grep -q '^24 sessions' corrupt.txt"
+check "corrupted copies that cannot be read say why" bash -c "! grep -E '^c[0-9]+ .*damaged' corrupt.txt >/dev/null || grep -q 'cannot read: ' corrupt.txt"
+
 # ---- the screen
 cap() { "${TM[@]}" capture-pane -p -t "$S" 2>/dev/null; }
 keys() { "${TM[@]}" send-keys -t "$S" "$@"; }
@@ -164,6 +183,16 @@ check "resize to 80x24: the list again" wait_for 'Enter open' 3
 keys q
 check "q exits with status 0" wait_for 'BROWSE_EXIT=0' 5
 check "the shell has the terminal back" wait_for 'shell\$' 3
+
+# ---- a session whose full read crashes: a message, and the browser lives on
+"${TM[@]}" kill-session -t "$S" >/dev/null 2>&1
+"${TM[@]}" new-session -d -x 120 -y 40 -s "$S" \
+  "cd '$T' && env MOELAB_FAULT_OPEN_CRASH=dense-run LANG=C.UTF-8 TERM=xterm-256color $BIN browse S; echo BROWSE_EXIT=\$?; exec bash --norc --noprofile -i"
+check "crash on open: the list first" wait_for 'Enter open' 5
+keys /; typed dense-run; keys Enter; sleep 0.3; keys Enter
+check "crash on open: a message instead of a crash" wait_for 'cannot open dense-run: .*crashed the HDF5 library' 5
+keys Escape; keys q
+check "crash on open: q still exits 0" wait_for 'BROWSE_EXIT=0' 5
 
 # ---- a session opened directly as FILE.h5; q quits from it
 start 100 30 S/sig-run/live.h5
