@@ -16,6 +16,7 @@
 #include <string.h>
 #include <sys/stat.h>
 #include <time.h>
+#include <fcntl.h>
 #include <poll.h>
 #include <signal.h>
 #include <sys/wait.h>
@@ -218,6 +219,9 @@ static int in_child(void (*work)(void *arg, ProbeResult *out), void *arg, ProbeR
     if (pid < 0) { close(fd[0]); close(fd[1]); work(arg, out); return 0; }
     if (pid == 0) {
         close(fd[0]);
+        /* nothing from the child may reach the terminal (the browser's screen) */
+        const int devnull = open("/dev/null", O_WRONLY);
+        if (devnull >= 0) { dup2(devnull, STDOUT_FILENO); dup2(devnull, STDERR_FILENO); close(devnull); }
         ProbeResult *r = calloc(1, sizeof *r);
         if (!r) _exit(3);
         work(arg, r);
