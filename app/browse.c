@@ -570,9 +570,10 @@ static void draw_compare(Browser *b, int W, int H) {
     /* status: the two runs and the epoch */
     char buf[1400];
     draw_fill(stdscr, 0, 0, W, t->role[TH_STATUS]);
-    snprintf(buf, sizeof buf, " moelab compare %s A: %s (%s, %s) %s B: %s (%s, %s)", t->utf8 ? "\u2502" : "|", b->a.name,
-             b->a.ctx.head, b->a.have_base ? tau_kind_name(b->a.base.kind) : "?", t->utf8 ? "\u2502" : "|", b->b.name,
-             b->b.ctx.head, b->b.have_base ? tau_kind_name(b->b.base.kind) : "?");
+    snprintf(buf, sizeof buf, " moelab compare %s A: %s (%s%s%s) %s B: %s (%s%s%s)", t->utf8 ? "\u2502" : "|", b->a.name,
+             b->a.ctx.head, b->a.ctx.has_moe ? ", " : "", b->a.ctx.has_moe ? tau_kind_name(b->a.base.kind) : "",
+             t->utf8 ? "\u2502" : "|", b->b.name, b->b.ctx.head, b->b.ctx.has_moe ? ", " : "",
+             b->b.ctx.has_moe ? tau_kind_name(b->b.base.kind) : "");
     draw_text(stdscr, 0, 0, W, t->role[TH_STATUS] | A_BOLD, buf);
     const int ea = b->a.h.nevals ? b->a.h.evals[b->a.h.nevals - 1].epoch : 0;
     const int eb = b->b.h.nevals ? b->b.h.evals[b->b.h.nevals - 1].epoch : 0;
@@ -1009,10 +1010,15 @@ int cmd_browse(int argc, char **argv) {
         else if (!root) root = argv[i];
         else { fprintf(stderr, "moelab browse: one folder or file only\n"); return 2; }
     }
+    const int given = root != NULL;
     if (!root) root = "sessions";
     const int tty = isatty(STDIN_FILENO) && isatty(STDOUT_FILENO);
     struct stat sb;
-    if (stat(root, &sb) != 0) { fprintf(stderr, "moelab browse: %s: %s\n", root, strerror(errno)); return 1; }
+    if (stat(root, &sb) != 0) {
+        fprintf(stderr, "moelab browse: %s: %s%s\n", root, strerror(errno),
+                given ? "" : " (moelab train writes sessions under sessions/ of the folder it runs in; give the folder to browse)");
+        return 1;
+    }
     const size_t rl = strlen(root);
     const int is_h5 = S_ISREG(sb.st_mode) && rl > 3 && !strcmp(root + rl - 3, ".h5");
     int direct = is_session_dir(root) || (S_ISREG(sb.st_mode) && !is_h5);

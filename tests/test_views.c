@@ -387,7 +387,7 @@ static void test_compare_layout(void) {
                 CHECK(!rect_overlap(r, l.r[b]), "compare %dx%d: panels %d and %d do not overlap", W, H, a, b);
         }
         CHECK(area == (long)W * H, "compare %dx%d: the panels tile the screen (%ld of %d cells)", W, H, area, W * H);
-        CHECK(l.r[CMP_DIFF].w >= 34 && l.r[CMP_DIFF].w <= 52, "compare %dx%d: diff width %d", W, H, l.r[CMP_DIFF].w);
+        CHECK(l.r[CMP_DIFF].w >= 40 && l.r[CMP_DIFF].w <= 52, "compare %dx%d: diff width %d", W, H, l.r[CMP_DIFF].w);
         CHECK(l.r[CMP_DIFF].h >= 15, "compare %dx%d: the diff table's 13 rows fit (h %d)", W, H, l.r[CMP_DIFF].h);
         CHECK(l.r[CMP_HEAT_A].h >= 5 && l.r[CMP_HEAT_A].y == l.r[CMP_HEAT_B].y && l.r[CMP_HEAT_A].h == l.r[CMP_HEAT_B].h,
               "compare %dx%d: heatmaps side by side", W, H);

@@ -109,7 +109,7 @@ int layout_compare(CompareLayout *l, int cols, int lines) {
     int top = body * 9 / 20;                /* curves and diff: 13 scalar rows + header + frame fit at 16 */
     if (top < 16) top = 16 < body - 6 ? 16 : body - 6;
     int dw = cols * 2 / 5;
-    if (dw < 34) dw = 34;
+    if (dw < 40) dw = 40;
     if (dw > 52) dw = 52;
     l->r[CMP_CURVES] = (Rect){0, 2, cols - dw, top};
     l->r[CMP_DIFF] = (Rect){cols - dw, 2, dw, top};

@@ -64,7 +64,7 @@ typedef struct {
     Rect r[CMP_COUNT];
 } CompareLayout;
 /* 0, or -1 below LAYOUT_MIN_W x LAYOUT_MIN_H (too_small, every rectangle empty). The panels tile
- * the screen without overlap; the diff table is 34..52 columns wide. */
+ * the screen without overlap; the diff table is 40..52 columns wide. */
 int layout_compare(CompareLayout *l, int cols, int lines);
 
 /* 1 if the two rectangles overlap. */

@@ -39,15 +39,15 @@ enum { R_TEST_ACC, R_TEST_LOSS, R_TRAIN_ACC, R_TRAIN_LOSS, R_MI, R_TEST_H, R_WIN
        R_COLL, R_IMG, R_N };
 static const DiffRow rows[R_N] = {
     [R_TEST_ACC] = {"test acc %", 100, "%.2f", +1, 0},
-    [R_TEST_LOSS] = {"test loss", 1, "%.4f", -1, 0},
+    [R_TEST_LOSS] = {"test loss", 1, "%.3f", -1, 0},
     [R_TRAIN_ACC] = {"train acc %", 100, "%.2f", +1, 0},
-    [R_TRAIN_LOSS] = {"train loss", 1, "%.4f", -1, 0},
-    [R_MI] = {"I(class;exp)", 1, "%.3f", 0, 1},
+    [R_TRAIN_LOSS] = {"train loss", 1, "%.3f", -1, 0},
+    [R_MI] = {"I(c;e) nats", 1, "%.3f", 0, 1},
     [R_TEST_H] = {"test load H", 1, "%.3f", +1, 1},
-    [R_WIN_H] = {"window load H", 1, "%.3f", +1, 1},
+    [R_WIN_H] = {"train load H", 1, "%.3f", +1, 1},
     [R_DROP] = {"drop %", 100, "%.2f", -1, 1},
     [R_MAXVIO] = {"MaxVio", 1, "%.3f", -1, 1},
-    [R_RHO] = {"rho realized", 1, "%.3f", 0, 1},
+    [R_RHO] = {"rho real", 1, "%.3f", 0, 1},
     [R_DEAD] = {"dead experts", 1, "%.0f", -1, 1},
     [R_COLL] = {"collapsed", 1, "%.0f", -1, 1},
     [R_IMG] = {"img/s", 1, "%.0f", +1, 0},
@@ -87,7 +87,7 @@ static void diff_draw(View *v, WINDOW *w, Rect r) {
     DiffView *d = v->self;
     const ViewCtx *c = v->ctx;
     const Theme *t = c->theme;
-    const int lw = 14, cw = (r.w - lw) / 3 > 12 ? 12 : (r.w - lw) / 3;
+    const int lw = 12, cw = (r.w - lw) / 3 > 12 ? 12 : (r.w - lw) / 3;
     if (cw < 5) return;
     char a_name[16], b_name[16];
     snprintf(a_name, sizeof a_name, "A e%d", d->a.epoch);
