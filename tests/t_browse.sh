@@ -200,6 +200,20 @@ check "FILE.h5: opens the session directly" wait_for 'cursor: epoch 6/6' 5
 keys q
 check "FILE.h5: q exits" wait_for 'BROWSE_EXIT=0' 5
 
+# ---- ASCII without a UTF-8 locale, and NO_COLOR
+ESC=$'\e'
+BRAILLE=$'\xe2[\xa0-\xa3]'
+cap_e() { "${TM[@]}" capture-pane -p -e -t "$S" 2>/dev/null; }
+"${TM[@]}" kill-session -t "$S" >/dev/null 2>&1
+"${TM[@]}" new-session -d -x 100 -y 30 -s "$S" \
+  "cd '$T' && env LANG=C LC_ALL=C NO_COLOR=1 TERM=xterm-256color $BIN browse S/exp-run; echo BROWSE_EXIT=\$?; exec bash --norc --noprofile -i"
+check "LANG=C: the session opens" wait_for 'cursor: epoch 6/6' 5
+cap > ascii.txt; cap_e > ascii_e.txt
+check "LANG=C: no braille or box-drawing bytes, ASCII frames" bash -c "! LC_ALL=C grep -q \$'\\xe2' ascii.txt && grep -q '^+- ' ascii.txt"
+check "NO_COLOR: no colour escape codes" bash -c "! LC_ALL=C grep -Eq \"$ESC\\[([0-9;]*;)?(3[0-7]|4[0-7]|38;5|48;5)\" ascii_e.txt"
+keys q
+check "LANG=C: q exits" wait_for 'BROWSE_EXIT=0' 5
+
 # ---- browsing a session while it trains
 "$BIN" train --headless --dataset synthetic:16x16x3:6:2048 --width 0.25 --batch 32 --experts 4 --hidden 16 --threads 1 \
   --epochs 200 --log-every 4 --seed 9 --session S/live-run > live.log 2>&1 &
