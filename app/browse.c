@@ -119,9 +119,7 @@ static void set_msg(Browser *b, const char *fmt, ...) {
 // loading a session into views
 
 static void loaded_free(Loaded *L) {
-    for (int p = 0; p < PANEL_COUNT; p++)
-        if (L->have_v[p]) view_free(&L->v[p]);
-    memset(L->have_v, 0, sizeof L->have_v);
+    view_free_panels(L->v, L->have_v);
     session_history_free(&L->h);
     L->loaded = 0;
 }
@@ -179,20 +177,10 @@ static int load_session(Loaded *L, const char *path, const char *name, const The
     }
     snprintf(L->name, sizeof L->name, "%s", name);
     fill_ctx(L, theme);
-    static const struct { int panel; const ViewClass *cls; int moe_only; } table[] = {
-        {PANEL_STATUS, &view_status_class, 0}, {PANEL_BANNER, &view_banner_class, 0},
-        {PANEL_CURVES, &view_curves_class, 0}, {PANEL_TEMP, &view_temp_class, 1},
-        {PANEL_HEATMAP, &view_heatmap_class, 1}, {PANEL_LOAD, &view_load_class, 1},
-        {PANEL_SCALARS, &view_scalars_class, 0}, {PANEL_LOG, &view_log_class, 0},
-    };
-    for (size_t i = 0; i < sizeof table / sizeof table[0]; i++) {
-        if (table[i].moe_only && !L->ctx.has_moe) continue;
-        if (view_init(&L->v[table[i].panel], table[i].cls, &L->ctx)) {
-            snprintf(err, errn, "out of memory");
-            loaded_free(L);
-            return -1;
-        }
-        L->have_v[table[i].panel] = 1;
+    if (view_make_panels(L->v, L->have_v, &L->ctx)) {
+        snprintf(err, errn, "out of memory");
+        loaded_free(L);
+        return -1;
     }
     for (long s = 0; s < L->h.nsteps; s++) {
         const ViewMsg m = {.kind = VIEW_MSG_STEP, .step = &L->h.steps[s]};

@@ -620,17 +620,7 @@ static void fill_ctx(Tui *ui) {
 }
 
 static int make_views(Tui *ui) {
-    static const struct { int panel; const ViewClass *cls; int moe_only; } table[] = {
-        {PANEL_STATUS, &view_status_class, 0}, {PANEL_BANNER, &view_banner_class, 0},
-        {PANEL_CURVES, &view_curves_class, 0}, {PANEL_TEMP, &view_temp_class, 1},
-        {PANEL_HEATMAP, &view_heatmap_class, 1}, {PANEL_LOAD, &view_load_class, 1},
-        {PANEL_SCALARS, &view_scalars_class, 0}, {PANEL_LOG, &view_log_class, 0},
-    };
-    for (size_t i = 0; i < sizeof table / sizeof table[0]; i++) {
-        if (table[i].moe_only && !ui->ctx.has_moe) continue;
-        if (view_init(&ui->views[table[i].panel], table[i].cls, &ui->ctx)) return -1;
-        ui->have_view[table[i].panel] = 1;
-    }
+    if (view_make_panels(ui->views, ui->have_view, &ui->ctx)) return -1;
     return view_init(&ui->help, &view_help_class, &ui->ctx);
 }
 

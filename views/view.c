@@ -32,3 +32,29 @@ void view_title(const View *v, char *buf, size_t n) {
     if (v->cls && v->cls->title) v->cls->title(v, buf, n);
     else snprintf(buf, n, "%s", v->cls ? v->cls->name : "");
 }
+
+int view_make_panels(View v[PANEL_COUNT], int have[PANEL_COUNT], const ViewCtx *ctx) {
+    static const struct { int panel; const ViewClass *cls; int moe_only; } table[] = {
+        {PANEL_STATUS, &view_status_class, 0}, {PANEL_BANNER, &view_banner_class, 0},
+        {PANEL_CURVES, &view_curves_class, 0}, {PANEL_TEMP, &view_temp_class, 1},
+        {PANEL_HEATMAP, &view_heatmap_class, 1}, {PANEL_LOAD, &view_load_class, 1},
+        {PANEL_SCALARS, &view_scalars_class, 0}, {PANEL_LOG, &view_log_class, 0},
+    };
+    for (int p = 0; p < PANEL_COUNT; p++) have[p] = 0;
+    for (size_t i = 0; i < sizeof table / sizeof table[0]; i++) {
+        if (table[i].moe_only && !ctx->has_moe) continue;
+        if (view_init(&v[table[i].panel], table[i].cls, ctx)) {
+            view_free_panels(v, have);
+            return -1;
+        }
+        have[table[i].panel] = 1;
+    }
+    return 0;
+}
+
+void view_free_panels(View v[PANEL_COUNT], int have[PANEL_COUNT]) {
+    for (int p = 0; p < PANEL_COUNT; p++) {
+        if (have[p]) view_free(&v[p]);
+        have[p] = 0;
+    }
+}

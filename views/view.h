@@ -116,6 +116,12 @@ void view_draw(View *v, WINDOW *w, Rect r);
 int view_on_key(View *v, int key);
 void view_title(const View *v, char *buf, size_t n);
 
+/* The panels of the live screen (status, banner, curves, scalars, log; with a router also
+ * temperature, heatmap and load) in v[PanelId], have[p] = 1 for each one made. 0, or -1 if out of
+ * memory (nothing left allocated). */
+int view_make_panels(View v[PANEL_COUNT], int have[PANEL_COUNT], const ViewCtx *ctx);
+void view_free_panels(View v[PANEL_COUNT], int have[PANEL_COUNT]);
+
 /* Banner text for the banner view: set by the UI for non-record conditions (NaN pause).
  * NULL or "" clears it; the collapse flag of the last StepRecord shows otherwise. */
 void view_banner_set_note(View *v, const char *text);
