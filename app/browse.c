@@ -168,9 +168,12 @@ static void fill_ctx(Loaded *L, const Theme *theme) {
 }
 
 /* Loads a session and feeds its whole history into fresh views. 0, or -1 (message in err). */
-static int load_session(Loaded *L, const char *path, const char *name, const Theme *theme, char *err, size_t errn) {
+/* probe: read it in a child first (a file that would crash libhdf5 stays out); the live refresh
+ * of a session that loaded a moment ago skips it. */
+static int load_session(Loaded *L, const char *path, const char *name, const Theme *theme, int probe, char *err,
+                        size_t errn) {
     loaded_free(L);
-    if (browse_probe_history(path, err, errn)) return -1; /* a file that would crash libhdf5 stays out */
+    if (probe && browse_probe_history(path, err, errn)) return -1;
     if (session_history_load(path, &L->h) != ML_OK) {
         snprintf(err, errn, "%s", ml_last_error());
         return -1;
@@ -648,7 +651,7 @@ static void compare_cursor(Browser *b) {
 static int open_session(Browser *b, const char *path, const char *name) {
     char err[600];
     job_stop(&b->job);
-    if (load_session(&b->a, path, name, &b->theme, err, sizeof err)) {
+    if (load_session(&b->a, path, name, &b->theme, 1, err, sizeof err)) {
         set_msg(b, "cannot open %s: %s", name, err);
         return -1;
     }
@@ -668,8 +671,8 @@ static int open_session(Browser *b, const char *path, const char *name) {
 static int open_compare(Browser *b, const BrowseEntry *ea, const BrowseEntry *eb) {
     char err[600];
     job_stop(&b->job);
-    if (load_session(&b->a, ea->path, ea->name, &b->theme, err, sizeof err)) { set_msg(b, "cannot open %s: %s", ea->name, err); return -1; }
-    if (load_session(&b->b, eb->path, eb->name, &b->theme, err, sizeof err)) {
+    if (load_session(&b->a, ea->path, ea->name, &b->theme, 1, err, sizeof err)) { set_msg(b, "cannot open %s: %s", ea->name, err); return -1; }
+    if (load_session(&b->b, eb->path, eb->name, &b->theme, 1, err, sizeof err)) {
         set_msg(b, "cannot open %s: %s", eb->name, err);
         loaded_free(&b->a);
         return -1;
@@ -724,7 +727,12 @@ static void session_refresh(Browser *b) {
     snprintf(name, sizeof name, "%s", b->a.name);
     const int focus = b->focus, zoom = b->zoom, follow = b->follow;
     const int old_ev = b->ev;
-    if (load_session(&b->a, path, name, &b->theme, err, sizeof err)) {
+    const double t0 = ml_now();
+    const int rc = load_session(&b->a, path, name, &b->theme, 0, err, sizeof err);
+    /* a long history takes a while to re-read: keep that under ~20% of the time */
+    const double took = ml_now() - t0;
+    if (b->refresh_at < now + 5 * took) b->refresh_at = now + 5 * took;
+    if (rc) {
         set_msg(b, "re-reading %s: %s (trying again)", name, err);
         b->screen = SCR_SESSION;
         return;
@@ -1122,10 +1130,11 @@ int cmd_browse(int argc, char **argv) {
         tsne_poll(b);
         session_refresh(b);
         if (b->screen == SCR_LIST && ml_now() - b->list_read_at > LIST_REFRESH_SEC) {
-            int any_running = 0;
-            for (int i = 0; i < b->list.n; i++) any_running |= !strcmp(b->list.e[i].status, "running");
-            if (any_running) list_rescan(b);
-            else b->list_read_at = ml_now();
+            /* the running sessions' rows follow their progress (r rescans everything) */
+            const double t0 = ml_now();
+            for (int i = 0; i < b->list.n; i++)
+                if (!strcmp(b->list.e[i].status, "running")) { browse_entry_read(&b->list.e[i], (double)time(NULL)); b->dirty = 1; }
+            b->list_read_at = ml_now() + 4 * (ml_now() - t0);
         }
     }
 out:

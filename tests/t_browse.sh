@@ -219,6 +219,13 @@ check "LANG=C: q exits" wait_for 'BROWSE_EXIT=0' 5
   --epochs 200 --log-every 4 --seed 9 --session S/live-run > live.log 2>&1 &
 LIVE_PID=$!
 for ((i = 0; i < 100; i++)); do grep -q 'epoch   1/200' live.log 2>/dev/null && break; sleep 0.2; done
+start 120 40 S --filter live-run
+check "live: the list shows the run as running" wait_for 'live-run .* [0-9]+/200 +running' 10
+le=$(cap | grep -Eo '[0-9]+/200 +running' | grep -Eo '^[0-9]+')
+list_epoch_gt() { local i e; for ((i = 0; i < $2 * 10; i++)); do
+  e=$(cap | grep -Eo '[0-9]+/200 +running' | grep -Eo '^[0-9]+'); [ -n "$e" ] && [ "$e" -gt "$1" ] && return 0; sleep 0.1; done; return 1; }
+check "live: the list row follows the run's epochs (past ${le:-?})" list_epoch_gt "${le:-1000}" 20
+keys q
 start 120 40 S/live-run
 check "live: opens a running session" wait_for ' RUNNING .*cursor: epoch [0-9]+/200' 10
 e1=$(cap | grep -Eo 'cursor: epoch [0-9]+' | grep -Eo '[0-9]+$')
