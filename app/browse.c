@@ -566,11 +566,8 @@ static void draw_compare(Browser *b, int W, int H) {
              t->utf8 ? "\u2502" : "|", b->b.name, b->b.ctx.head, b->b.ctx.has_moe ? ", " : "",
              b->b.ctx.has_moe ? tau_kind_name(b->b.base.kind) : "");
     draw_text(stdscr, 0, 0, W, t->role[TH_STATUS] | A_BOLD, buf);
-    const int ea = b->a.h.nevals ? b->a.h.evals[b->a.h.nevals - 1].epoch : 0;
-    const int eb = b->b.h.nevals ? b->b.h.evals[b->b.h.nevals - 1].epoch : 0;
     snprintf(buf, sizeof buf, " epoch %d  (A has %d evaluations, B %d)   A: %s   B: %s", b->cmp_epoch, b->a.h.nevals,
              b->b.h.nevals, b->a.h.info.status, b->b.h.info.status);
-    (void)ea; (void)eb;
     draw_fill(stdscr, 1, 0, W, A_NORMAL);
     draw_text(stdscr, 1, 0, W, A_BOLD, buf);
     panel(t, &b->a.v[PANEL_CURVES], cl.r[CMP_CURVES], 0, NULL, 1);
@@ -811,9 +808,7 @@ static int key_input(Browser *b, int c) {
 }
 
 static int key_list(Browser *b, int c) {
-    int H, W;
-    getmaxyx(stdscr, H, W);
-    (void)W;
+    const int H = getmaxy(stdscr);
     const int page = H - 6 > 1 ? H - 6 : 1;
     switch (c) {
     case 'q': return 1;
