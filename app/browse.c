@@ -31,6 +31,7 @@
 #include <unistd.h>
 
 #include "core/tsne.h"
+#include "sessions/sweep_h5.h"
 #include "views/draw.h"
 #include "views/view.h"
 
@@ -82,6 +83,8 @@ typedef struct {
     int input;              /* 0, '/' filter or '#' epoch number being typed */
     char inbuf[64];
     double list_read_at;
+    SweepSummary sweep;     /* root is a sweep.h5: its summary, shown under the list */
+    int have_sweep;
     char msg[512];          /* one-line message in the hint row */
     // session / compare
     Loaded a, b;
@@ -442,7 +445,38 @@ static void draw_list(Browser *b, int W, int H) {
         else draw_text(stdscr, 1, x, wd[c], t->role[TH_TITLE], buf);
         x += wd[c] + 1;
     }
-    const int list_h = H - 5; /* title, header, detail (2), hint */
+    /* a sweep's summary under the list: one row per configuration (at most a third of the screen) */
+    int sw_rows = 0;
+    if (b->have_sweep && b->sweep.nconfigs > 0) {
+        sw_rows = 3 + b->sweep.nconfigs;
+        if (sw_rows > H / 3) sw_rows = H / 3;
+    }
+    const int list_h = H - 5 - sw_rows; /* title, header, sweep summary, detail (2), hint */
+    if (sw_rows >= 2) {
+        const SweepSummary *sw = &b->sweep;
+        const int y0 = H - 3 - sw_rows;
+        snprintf(buf, sizeof buf, "sweep: %d configurations x %d seeds; gap = final test accuracy minus the matching dense "
+                 "configuration's, with its %.0f%% Welch CI", sw->nconfigs, sw->seeds, 100 * sw->ci_level);
+        draw_text(stdscr, y0, 1, W - 2, t->role[TH_TITLE], buf);
+        snprintf(buf, sizeof buf, "  %-56s %3s %15s %8s %8s %9s %18s", "configuration", "n", "final acc %", "rho nom",
+                 "rho real", "gap pp", "CI pp");
+        draw_text(stdscr, y0 + 1, 1, W - 2, t->role[TH_AXIS], buf);
+        for (int c = 0; c < sw->nconfigs && 2 + c < sw_rows - 1; c++) {
+            const SweepConfig *k = &sw->configs[c];
+            char acc[32], gap[16], ci[40];
+            if (k->n > 0) snprintf(acc, sizeof acc, "%.2f +- %.2f", 100 * k->final_mean, 100 * k->final_sd);
+            else snprintf(acc, sizeof acc, "-");
+            if (isfinite(k->gap)) snprintf(gap, sizeof gap, "%+.2f", 100 * k->gap);
+            else snprintf(gap, sizeof gap, "-");
+            if (isfinite(k->gap_lo)) snprintf(ci, sizeof ci, "[%+.2f, %+.2f]", 100 * k->gap_lo, 100 * k->gap_hi);
+            else snprintf(ci, sizeof ci, "-");
+            char n[16];
+            snprintf(n, sizeof n, "%d/%d", k->n, k->n_expected);
+            snprintf(buf, sizeof buf, "  %-56.56s %3s %15s %8.3f %8.3f %9s %18s", k->label, n, acc, k->rho_nominal,
+                     k->rho_realized, gap, ci);
+            draw_text(stdscr, y0 + 2 + c, 1, W - 2, A_NORMAL, buf);
+        }
+    }
     if (b->sel < b->top) b->top = b->sel;
     if (b->sel >= b->top + list_h) b->top = b->sel - list_h + 1;
     if (b->top < 0) b->top = 0;
@@ -1051,12 +1085,14 @@ int cmd_browse(int argc, char **argv) {
             return 1;
         }
         browse_list_sort(&b->list, sort_col, reverse);
+        if (is_h5 && sweep_h5_read(root, &b->sweep) == ML_OK) b->have_sweep = 1;
         if (!tty || list_only) {
             print_list(&b->list, filter);
             int damaged = 0;
             for (int i = 0; i < b->list.n; i++) damaged += !b->list.e[i].ok;
             printf("%d sessions, %d unreadable\n", b->list.n, damaged);
             browse_list_free(&b->list);
+            if (b->have_sweep) sweep_summary_free(&b->sweep);
             free(b);
             return 0;
         }
@@ -1145,6 +1181,7 @@ out:
     sigaction(SIGTERM, &ot, NULL);
     sigaction(SIGHUP, &oh, NULL);
     browse_list_free(&b->list);
+    if (b->have_sweep) sweep_summary_free(&b->sweep);
     free(b->rows);
     free(b);
     return rc;

@@ -200,6 +200,19 @@ check "FILE.h5: opens the session directly" wait_for 'cursor: epoch 6/6' 5
 keys q
 check "FILE.h5: q exits" wait_for 'BROWSE_EXIT=0' 5
 
+# ---- a sweep.h5: its runs, and the configurations' summary under the list
+"$BIN" sweep --dataset synthetic:16x16x3:4:256 --width 0.25 --batch 32 --experts 4 --hidden 16 --epochs 1 --threads 1 \
+  --vary head=moe,dense --seeds 2 --out W > sweep.log 2>&1 || bad "the sweep for the browser"
+start 130 36 W/sweep.h5
+check "sweep.h5: the four runs" wait_for 'browse .*sweep.h5 +4 sessions' 5
+check "sweep.h5: the summary of both configurations with the gap" bash -c "out=\$(${TM[*]} capture-pane -p -t $S); grep -q 'sweep: 2 configurations x 2 seeds' <<<\"\$out\" && grep -Eq 'head=moe +2/2 +[0-9.]+ \\+- [0-9.]+ .* [-+][0-9.]+ +\\[' <<<\"\$out\" && grep -Eq 'head=dense +2/2' <<<\"\$out\""
+keys Enter
+check "sweep.h5: Enter opens a run" wait_for 'cursor: epoch 1/1' 5
+keys q
+check "sweep.h5: q goes back to the list" wait_for 'sweep: 2 configurations' 5
+keys q
+check "sweep.h5: q exits" wait_for 'BROWSE_EXIT=0' 5
+
 # ---- ASCII without a UTF-8 locale, and NO_COLOR
 ESC=$'\e'
 BRAILLE=$'\xe2[\xa0-\xa3]'

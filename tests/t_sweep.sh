@@ -56,6 +56,9 @@ check "runs.csv: 4 finished runs" [ "$(grep -c ',finished,' A/runs.csv)" = 4 ]
 h5dump -H A/sweep.h5 > h5.txt 2>&1
 check "sweep.h5: format_version 1, per-configuration and per-run columns" grep -q 'format_version' h5.txt
 check "sweep.h5: Cohen's d, Hedges' g and the CI" [ "$(grep -cE 'DATASET "(cohen_d|hedges_g|gap_ci_lo|gap_ci_hi|final_acc)"' h5.txt)" = 5 ]
+"$BIN" browse A/sweep.h5 --list > browse.log 2>&1; rc=$?
+runs=$(grep -cE ' finished ' browse.log)
+check "browse sweep.h5 --list: every run of the sweep, finished" bash -c "[ $rc = 0 ] && [ $runs -ge 2 ] && grep -Eq '^[0-9]+ sessions, 0 unreadable' browse.log"
 "$BIN" sweep --show A > show.log 2>&1
 check "--show A prints the stored table" diff <(grep -E '^head=' A.log) <(grep -E '^head=' show.log)
 check "sweep.args records the grid" grep -q -- '--vary head=moe,dense --seeds 2' A/sweep.args
