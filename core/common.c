@@ -2,18 +2,26 @@
  *
  * Error messages live in a thread-local buffer so that concurrent threads (trainer, UI) never
  * see each other's messages. The log sink is guarded by a mutex so that lines from different
- * threads are never interleaved and the sink can be swapped while others log. */
+ * threads are never interleaved and the sink can be swapped while others log. ml_run_isolated
+ * runs a function in a forked child and reports how the child ended. */
 #define _POSIX_C_SOURCE 200809L
 
 #include "common.h"
 
+#include <errno.h>
+#include <fcntl.h>
+#include <poll.h>
 #include <pthread.h>
+#include <signal.h>
 #include <stdarg.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/types.h>
+#include <sys/wait.h>
 #include <time.h>
+#include <unistd.h>
 
 #define ML_MSG_MAX 1024
 #define ML_ALIGN 64
@@ -130,4 +138,153 @@ double ml_now(void)
     struct timespec ts;
     clock_gettime(CLOCK_MONOTONIC, &ts);
     return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}
+
+/* ---- isolated child processes */
+
+/* Provided by the sanitizer runtimes (ASan, UBSan, libFuzzer builds); absent otherwise. */
+extern void __sanitizer_set_death_callback(void (*callback)(void)) __attribute__((weak));
+
+typedef struct {
+    int32_t status;
+    char msg[sizeof(((MlIsolated *)0)->msg)];
+} IsolatedReport;
+
+static void (*_Atomic isolated_child_hook)(void);
+
+void ml_isolated_set_child_hook(void (*hook)(void))
+{
+    atomic_store(&isolated_child_hook, hook);
+}
+
+static int write_all(int fd, const void *buf, size_t n)
+{
+    const char *p = buf;
+    while (n > 0) {
+        ssize_t w = write(fd, p, n);
+        if (w < 0 && errno == EINTR)
+            continue;
+        if (w <= 0)
+            return -1;
+        p += w;
+        n -= (size_t)w;
+    }
+    return 0;
+}
+
+static void __attribute__((noreturn)) isolated_child(int wfd, ml_status (*fn)(void *), void *arg)
+{
+    /* Nothing from the child may reach the terminal (a TUI's screen, a fuzzer's log). */
+    int devnull = open("/dev/null", O_RDWR);
+    if (devnull >= 0) {
+        dup2(devnull, STDOUT_FILENO);
+        dup2(devnull, STDERR_FILENO);
+        if (devnull > STDERR_FILENO)
+            close(devnull);
+    }
+    /* A crash here is the parent's to report: the handlers the parent installed (a TUI's terminal
+     * restorer, libFuzzer's crash-file writer, which would save the parent's current input as a
+     * crash of its own) must not run in the child. The kernel's default action kills the child
+     * with the signal, which is what the parent reads. */
+    const int crash_signals[] = {SIGSEGV, SIGBUS, SIGILL, SIGFPE, SIGABRT, SIGTRAP, SIGSYS};
+    for (size_t i = 0; i < sizeof crash_signals / sizeof crash_signals[0]; i++)
+        signal(crash_signals[i], SIG_DFL);
+    signal(SIGPIPE, SIG_DFL);
+    if (__sanitizer_set_death_callback)
+        __sanitizer_set_death_callback(NULL);
+    IsolatedReport rep;
+    memset(&rep, 0, sizeof rep);
+    ml_err_buf[0] = 0;
+    ml_status st = fn(arg);
+    void (*hook)(void) = atomic_load(&isolated_child_hook);
+    if (hook)
+        hook();
+    rep.status = st;
+    if (st != ML_OK) {
+        size_t l = strnlen(ml_err_buf, sizeof rep.msg - 1);
+        memcpy(rep.msg, ml_err_buf, l);
+        rep.msg[l] = 0;
+    }
+    _exit(write_all(wfd, &rep, sizeof rep) == 0 ? (st == ML_OK ? 0 : 1) : 2);
+}
+
+ml_isolated_outcome ml_run_isolated(ml_status (*fn)(void *arg), void *arg, int timeout_ms,
+                                    MlIsolated *res)
+{
+    memset(res, 0, sizeof *res);
+    res->exit_code = -1;
+    int fd[2];
+    if (pipe(fd) != 0) {
+        snprintf(res->msg, sizeof res->msg, "pipe: %s", strerror(errno));
+        return res->outcome = ML_ISOLATED_NO_CHILD;
+    }
+    /* another thread's fork+exec must not keep the write end open (the parent waits for EOF) */
+    fcntl(fd[0], F_SETFD, FD_CLOEXEC);
+    fcntl(fd[1], F_SETFD, FD_CLOEXEC);
+    fflush(stdout);
+    fflush(stderr);
+    pid_t pid = fork();
+    if (pid < 0) {
+        snprintf(res->msg, sizeof res->msg, "fork: %s", strerror(errno));
+        close(fd[0]);
+        close(fd[1]);
+        return res->outcome = ML_ISOLATED_NO_CHILD;
+    }
+    if (pid == 0) {
+        close(fd[0]);
+        isolated_child(fd[1], fn, arg);
+    }
+    close(fd[1]);
+    IsolatedReport rep;
+    size_t got = 0;
+    int timed_out = 0;
+    const double t0 = ml_now();
+    for (;;) {
+        int wait_ms = -1;
+        if (timeout_ms > 0) {
+            wait_ms = timeout_ms - (int)((ml_now() - t0) * 1000.0);
+            if (wait_ms <= 0) {
+                timed_out = 1;
+                break;
+            }
+        }
+        struct pollfd pf = {.fd = fd[0], .events = POLLIN};
+        int pr = poll(&pf, 1, wait_ms);
+        if (pr < 0 && errno == EINTR)
+            continue;
+        if (pr < 0)
+            break;
+        if (pr == 0)
+            continue; /* the deadline is checked at the top */
+        ssize_t r = read(fd[0], (char *)&rep + got, sizeof rep - got);
+        if (r < 0 && errno == EINTR)
+            continue;
+        if (r <= 0 || (got += (size_t)r) >= sizeof rep)
+            break; /* EOF (the child ended), an error, or the whole report */
+    }
+    close(fd[0]);
+    if (timed_out)
+        kill(pid, SIGKILL);
+    int wst = 0;
+    pid_t w;
+    while ((w = waitpid(pid, &wst, 0)) < 0 && errno == EINTR) {
+    }
+    if (timed_out)
+        return res->outcome = ML_ISOLATED_TIMEOUT;
+    if (w == pid && WIFSIGNALED(wst)) {
+        res->signal = WTERMSIG(wst);
+        return res->outcome = ML_ISOLATED_SIGNALED;
+    }
+    /* (w < 0: SIGCHLD ignored by the application, the status is gone; the report decides) */
+    int code = w == pid && WIFEXITED(wst) ? WEXITSTATUS(wst) : -1;
+    if (got == sizeof rep && (code < 0 || code == (rep.status == ML_OK ? 0 : 1))) {
+        res->status = (ml_status)rep.status;
+        if (rep.status != ML_OK) {
+            memcpy(res->msg, rep.msg, sizeof res->msg);
+            res->msg[sizeof res->msg - 1] = 0;
+        }
+        return res->outcome = rep.status == ML_OK ? ML_ISOLATED_OK : ML_ISOLATED_FAILED;
+    }
+    res->exit_code = code;
+    return res->outcome = ML_ISOLATED_EXITED;
 }

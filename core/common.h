@@ -44,4 +44,42 @@ void ml_free(void *p);
 /* Monotonic wall clock in seconds. */
 double ml_now(void);
 
+/* ---- running risky work in a child process
+ *
+ * ml_run_isolated(fn, arg, timeout_ms, &res) forks; the child (stdout and stderr sent to
+ * /dev/null) runs fn(arg) and reports its status and ml_last_error() through a pipe, then
+ * _exit()s. A crash, an abort (a sanitizer report included) or a hang of fn stays in the child:
+ * the parent sees it in res. Use it for work on untrusted input that a third-party library might
+ * crash on (libhdf5 on corrupted metadata); anything fn computes is lost with the child except
+ * its status and message. fn must not rely on other threads (only the calling thread is copied
+ * by fork) and must not use OpenMP. fork and pipe failures are reported, not worked around:
+ * the caller decides whether to do the work in-process. */
+typedef enum {
+    ML_ISOLATED_OK = 0,     /* fn returned ML_OK */
+    ML_ISOLATED_FAILED,     /* fn returned an error: res.status and res.msg are fn's */
+    ML_ISOLATED_SIGNALED,   /* the child died of a signal (res.signal): a crash or an abort */
+    ML_ISOLATED_EXITED,     /* the child exited without reporting (res.exit_code), e.g. ASan's exit 1 */
+    ML_ISOLATED_TIMEOUT,    /* no report within timeout_ms: the child was killed */
+    ML_ISOLATED_NO_CHILD,   /* pipe() or fork() failed (res.msg says which): fn did not run */
+} ml_isolated_outcome;
+
+typedef struct {
+    ml_isolated_outcome outcome;
+    ml_status status; /* fn's return value (ML_ISOLATED_OK and _FAILED) */
+    int signal;       /* ML_ISOLATED_SIGNALED */
+    int exit_code;    /* ML_ISOLATED_EXITED (-1 if the status could not be collected) */
+    char msg[512];    /* fn's ml_last_error() (ML_ISOLATED_FAILED) or why there was no child */
+} MlIsolated;
+
+/* For test harnesses: `hook` (NULL: none) runs in every child after fn returned, before the
+ * report is sent; tests/fuzz_h5.c copies the child's coverage counters to shared memory with it,
+ * so that libFuzzer sees what the child executed. */
+void ml_isolated_set_child_hook(void (*hook)(void));
+
+/* Runs fn(arg) in a child process and waits at most timeout_ms (<= 0: no limit) for it;
+ * returns res->outcome. The calling thread waits; the child is reaped in every case (killed
+ * first on a timeout). Not async-signal-safe. */
+ml_isolated_outcome ml_run_isolated(ml_status (*fn)(void *arg), void *arg, int timeout_ms,
+                                    MlIsolated *res);
+
 #endif

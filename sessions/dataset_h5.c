@@ -5,7 +5,9 @@
  * datasets, append() grows a split and writes one hyperslab, finish() writes mean/std; the file
  * is renamed to OUT only after a successful close. Reading validates before it allocates and
  * reports the innermost HDF5 error message on failure; the HDF5 automatic error printing is
- * switched off for the duration of each call.
+ * switched off for the duration of each call. Files are untrusted input: a forked child reads
+ * all their metadata first (see "validation in a child process"), so that a libhdf5 crash on a
+ * corrupted file becomes an error message.
  */
 #define _POSIX_C_SOURCE 200809L
 
@@ -13,6 +15,7 @@
 
 #include <errno.h>
 #include <math.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -26,6 +29,8 @@
 #define H5DS_READ_BLOCK 1024
 /* compressed data may expand at most this much (deflate's limit is ~1032:1) */
 #define H5DS_MAX_RATIO 1100.0
+/* how long the validating child may take (metadata, chunk index, labels, two images a split) */
+#define H5DS_PROBE_TIMEOUT_MS 30000
 
 /* ---- HDF5 error handling */
 
@@ -523,6 +528,41 @@ static ml_status split_open(hid_t f, const char *what, const char *g, SplitH5 *s
     return ML_OK;
 }
 
+/* Reads images [at, at + m) of a split (NHWC) into blk. */
+static ml_status read_rows(const SplitH5 *s, hid_t fs, const char *what, const char *g, hsize_t at,
+                           hsize_t m, uint8_t *blk)
+{
+    hsize_t start[4] = {at, 0, 0, 0}, count[4] = {m, s->dims[1], s->dims[2], s->dims[3]};
+    H5Sselect_hyperslab(fs, H5S_SELECT_SET, start, NULL, count, NULL);
+    hid_t ms = H5Screate_simple(4, count, NULL);
+    herr_t r = H5Dread(s->img, H5T_NATIVE_UCHAR, ms, fs, H5P_DEFAULT, blk);
+    H5Sclose(ms);
+    if (r < 0) {
+        char why[64];
+        snprintf(why, sizeof why, "cannot read %s/images at image %llu", g,
+                 (unsigned long long)at);
+        return h5_fail(ML_ERR_FORMAT, what, why);
+    }
+    return ML_OK;
+}
+
+/* Reads all labels of a split into labels[N] and checks their range. */
+static ml_status read_labels(const SplitH5 *s, const char *what, const char *g, int classes,
+                             int32_t *labels)
+{
+    const hsize_t N = s->dims[0];
+    if (N > 0 && H5Dread(s->lab, H5T_NATIVE_INT32, H5S_ALL, H5S_ALL, H5P_DEFAULT, labels) < 0) {
+        char why[64];
+        snprintf(why, sizeof why, "cannot read %s/labels", g);
+        return h5_fail(ML_ERR_FORMAT, what, why);
+    }
+    for (hsize_t i = 0; i < N; i++)
+        if (labels[i] < 0 || labels[i] >= classes)
+            return ml_fail(ML_ERR_FORMAT, "%s: %s/labels[%llu] = %d out of range: expected 0..%d",
+                           what, g, (unsigned long long)i, labels[i], classes - 1);
+    return ML_OK;
+}
+
 /* Reads one split into (N, C, H, W), block by block. */
 static ml_status split_read(const SplitH5 *s, const char *what, const char *g, int classes,
                             DatasetSplit *out)
@@ -541,18 +581,8 @@ static ml_status split_read(const SplitH5 *s, const char *what, const char *g, i
     hid_t fs = s->img >= 0 ? H5Dget_space(s->img) : -1;
     for (hsize_t at = 0; st == ML_OK && at < N; at += H5DS_READ_BLOCK) {
         hsize_t m = N - at < H5DS_READ_BLOCK ? N - at : H5DS_READ_BLOCK;
-        hsize_t start[4] = {at, 0, 0, 0}, count[4] = {m, H, W, C};
-        H5Sselect_hyperslab(fs, H5S_SELECT_SET, start, NULL, count, NULL);
-        hid_t ms = H5Screate_simple(4, count, NULL);
-        herr_t r = H5Dread(s->img, H5T_NATIVE_UCHAR, ms, fs, H5P_DEFAULT, blk);
-        H5Sclose(ms);
-        if (r < 0) {
-            char why[64];
-            snprintf(why, sizeof why, "cannot read %s/images at image %llu", g,
-                     (unsigned long long)at);
-            st = h5_fail(ML_ERR_FORMAT, what, why);
+        if ((st = read_rows(s, fs, what, g, at, m, blk)) != ML_OK)
             break;
-        }
         long mm = (long)m;
 #pragma omp parallel for schedule(static)
         for (long i = 0; i < mm; i++) {
@@ -566,16 +596,116 @@ static ml_status split_read(const SplitH5 *s, const char *what, const char *g, i
     if (fs >= 0)
         H5Sclose(fs);
     ml_free(blk);
-    if (st == ML_OK && N > 0 && H5Dread(s->lab, H5T_NATIVE_INT32, H5S_ALL, H5S_ALL, H5P_DEFAULT,
-                                        out->labels) < 0) {
-        char why[64];
-        snprintf(why, sizeof why, "cannot read %s/labels", g);
-        st = h5_fail(ML_ERR_FORMAT, what, why);
+    if (st == ML_OK)
+        st = read_labels(s, what, g, classes, out->labels);
+    return st;
+}
+
+/* ---- validation in a child process (probe mode)
+ *
+ * libhdf5 1.10 can crash (heap overflow, use after free, allocations of terabytes) or hang on
+ * corrupted metadata (tests/fuzz_h5.c finds such files). Before the in-process load, a forked
+ * child (ml_run_isolated) opens the file and makes every metadata access the load makes:
+ * attributes, dataset shapes, types and layouts, class names, every chunk-index lookup, all
+ * labels, and the first and last image of each split through the same read path. The pixel
+ * data in between is not read (an ImageNet-64 import is ~15 GB): it is plain bytes, except
+ * under a filter; deflate, shuffle and fletcher32 are safe to decode, and with any other filter
+ * the child decodes every image too. A crash or hang in the child becomes a "damaged file"
+ * error and the parent never touches the file with HDF5. */
+
+/* Checks a split's images chunk by chunk (probe mode): looks up every chunk in the index (the
+ * lookups the full read makes, without reading pixels) and refuses a filtered chunk that claims
+ * far more than its raw size (the reader allocates what the index claims). *untrusted_filter
+ * is set when a filter other than deflate, shuffle and fletcher32 is used. A lookup costs a few
+ * microseconds (an ImageNet-64 import has ~16 000 chunks); a file of many millions of chunks
+ * would run into the probe's timeout. */
+static ml_status chunks_check(const SplitH5 *s, const char *what, const char *g,
+                              int *untrusted_filter)
+{
+    *untrusted_filter = 0;
+    hid_t dcpl = H5Dget_create_plist(s->img);
+    if (dcpl < 0)
+        return h5_fail(ML_ERR_FORMAT, what, "cannot read the images' storage properties");
+    hsize_t cd[4] = {0, 0, 0, 0};
+    int chunked = H5Pget_layout(dcpl) == H5D_CHUNKED;
+    int rank = chunked ? H5Pget_chunk(dcpl, 4, cd) : 0;
+    int nf = H5Pget_nfilters(dcpl);
+    for (int i = 0; i < nf; i++) {
+        unsigned flags = 0, cfg = 0;
+        size_t ncd = 0;
+        char fname[64];
+        H5Z_filter_t id = H5Pget_filter2(dcpl, (unsigned)i, &flags, &ncd, NULL, sizeof fname,
+                                         fname, &cfg);
+        if (id != H5Z_FILTER_DEFLATE && id != H5Z_FILTER_SHUFFLE && id != H5Z_FILTER_FLETCHER32)
+            *untrusted_filter = 1;
     }
-    for (hsize_t i = 0; st == ML_OK && i < N; i++)
-        if (out->labels[i] < 0 || out->labels[i] >= classes)
-            st = ml_fail(ML_ERR_FORMAT, "%s: %s/labels[%llu] = %d out of range: expected 0..%d",
-                         what, g, (unsigned long long)i, out->labels[i], classes - 1);
+    H5Pclose(dcpl);
+    if (!chunked)
+        return ML_OK;
+    if (rank != 4 || !cd[0] || !cd[1] || !cd[2] || !cd[3])
+        return ml_fail(ML_ERR_FORMAT, "%s: %s/images: bad chunk shape", what, g);
+    const double raw = (double)cd[0] * cd[1] * cd[2] * cd[3];
+    hsize_t n[4], off[4];
+    for (int k = 0; k < 4; k++)
+        n[k] = (s->dims[k] + cd[k] - 1) / cd[k];
+    for (hsize_t a = 0; a < n[0]; a++)
+        for (hsize_t b = 0; b < n[1]; b++)
+            for (hsize_t c = 0; c < n[2]; c++)
+                for (hsize_t d = 0; d < n[3]; d++) {
+                    off[0] = a * cd[0];
+                    off[1] = b * cd[1];
+                    off[2] = c * cd[2];
+                    off[3] = d * cd[3];
+                    hsize_t sz = 0;
+                    if (H5Dget_chunk_storage_size(s->img, off, &sz) < 0) {
+                        char why[96];
+                        snprintf(why, sizeof why,
+                                 "damaged chunk index: cannot look up %s/images at image %llu", g,
+                                 (unsigned long long)off[0]);
+                        return h5_fail(ML_ERR_FORMAT, what, why);
+                    }
+                    if (nf > 0 && (double)sz > 2.0 * raw + 65536.0)
+                        return ml_fail(ML_ERR_FORMAT,
+                                       "%s: %s/images: the chunk at image %llu claims %llu bytes "
+                                       "for %.0f bytes of images (damaged chunk index)",
+                                       what, g, (unsigned long long)off[0],
+                                       (unsigned long long)sz, raw);
+                }
+    return ML_OK;
+}
+
+/* The child's stand-in for split_read: the chunk index, the first and the last image (every
+ * image under an untrusted filter), all labels. No OpenMP here (not fork-safe). */
+static ml_status split_probe(const SplitH5 *s, const char *what, const char *g, int classes)
+{
+    const hsize_t N = s->dims[0];
+    const size_t isize = (size_t)s->dims[1] * s->dims[2] * s->dims[3];
+    int full = 0;
+    ml_status st = chunks_check(s, what, g, &full);
+    if (st != ML_OK || N == 0)
+        return st;
+    const hsize_t rows = full ? (N < H5DS_READ_BLOCK ? N : H5DS_READ_BLOCK) : 1;
+    uint8_t *blk = ml_alloc((size_t)rows * isize);
+    int32_t *labels = ml_alloc((size_t)N * sizeof(int32_t));
+    if (!blk || !labels)
+        st = ml_fail(ML_ERR_NOMEM, "%s: out of memory for %llu labels", what,
+                     (unsigned long long)N);
+    hid_t fs = H5Dget_space(s->img);
+    if (full) {
+        for (hsize_t at = 0; st == ML_OK && at < N; at += rows)
+            st = read_rows(s, fs, what, g, at, N - at < rows ? N - at : rows, blk);
+    } else {
+        if (st == ML_OK)
+            st = read_rows(s, fs, what, g, 0, 1, blk);
+        if (st == ML_OK && N > 1)
+            st = read_rows(s, fs, what, g, N - 1, 1, blk);
+    }
+    if (fs >= 0)
+        H5Sclose(fs);
+    if (st == ML_OK)
+        st = read_labels(s, what, g, classes, labels);
+    ml_free(blk);
+    ml_free(labels);
     return st;
 }
 
@@ -650,7 +780,9 @@ static ml_status read_names(hid_t f, const char *what, Dataset *ds)
     return st;
 }
 
-static ml_status load_file(Dataset *ds, hid_t f, const char *what, const char *path)
+/* Reads the opened file into ds; with `probe`, makes the same metadata accesses without reading
+ * the images (see split_probe): ds then gets the class names, shape, name and statistics only. */
+static ml_status load_file(Dataset *ds, hid_t f, const char *what, const char *path, int probe)
 {
     long long ver = 0;
     char s[512];
@@ -690,10 +822,12 @@ static ml_status load_file(Dataset *ds, hid_t f, const char *what, const char *p
         ds->c = (int)tr.dims[3];
         ds->h = (int)tr.dims[1];
         ds->w = (int)tr.dims[2];
-        st = split_read(&tr, what, "/train", ds->classes, &ds->train);
+        st = probe ? split_probe(&tr, what, "/train", ds->classes)
+                   : split_read(&tr, what, "/train", ds->classes, &ds->train);
     }
     if (st == ML_OK)
-        st = split_read(&te, what, "/test", ds->classes, &ds->test);
+        st = probe ? split_probe(&te, what, "/test", ds->classes)
+                   : split_read(&te, what, "/test", ds->classes, &ds->test);
     split_close(&tr);
     split_close(&te);
     if (st != ML_OK)
@@ -718,7 +852,7 @@ static ml_status load_file(Dataset *ds, hid_t f, const char *what, const char *p
         if (!read_attr_str(f, "stats_source", src, sizeof src))
             snprintf(src, sizeof src, "file attributes");
         snprintf(ds->stats_source, sizeof ds->stats_source, "%.63s", src);
-    } else {
+    } else if (!probe) {
         dataset_compute_stats(ds);
         snprintf(ds->stats_source, sizeof ds->stats_source,
                  "computed: train split (file mean/std missing or invalid)");
@@ -726,7 +860,8 @@ static ml_status load_file(Dataset *ds, hid_t f, const char *what, const char *p
     return ML_OK;
 }
 
-static ml_status load_from(Dataset *ds, hid_t fapl, const char *path, const char *what)
+static ml_status load_from(Dataset *ds, hid_t fapl, const char *path, const char *what,
+                           int probe)
 {
     memset(ds, 0, sizeof *ds);
     QuietH5 q;
@@ -736,7 +871,7 @@ static ml_status load_from(Dataset *ds, hid_t fapl, const char *path, const char
     if (f < 0)
         st = h5_fail(ML_ERR_FORMAT, what, "cannot open as HDF5");
     else {
-        st = load_file(ds, f, what, path);
+        st = load_file(ds, f, what, path, probe);
         H5Fclose(f);
     }
     H5Eclear2(H5E_DEFAULT);
@@ -746,12 +881,104 @@ static ml_status load_from(Dataset *ds, hid_t fapl, const char *path, const char
     return st;
 }
 
+/* Creates a file-access property list for a file image in memory (core driver). */
+static ml_status image_fapl(const void *buf, size_t len, const char *what, hid_t *fapl)
+{
+    QuietH5 q;
+    quiet_begin(&q);
+    *fapl = H5Pcreate(H5P_FILE_ACCESS);
+    herr_t r = *fapl < 0 ? -1 : H5Pset_fapl_core(*fapl, 1 << 16, 0);
+    if (r >= 0)
+        r = H5Pset_file_image(*fapl, (void *)buf, len);
+    ml_status st = r < 0 ? h5_fail(ML_ERR_NOMEM, what, "cannot set the file image") : ML_OK;
+    quiet_end(&q);
+    if (st != ML_OK && *fapl >= 0)
+        H5Pclose(*fapl);
+    return st;
+}
+
+typedef struct {
+    const char *path; /* the file, or NULL for the image buf[len] */
+    const void *buf;
+    size_t len;
+    const char *what;
+} ProbeArg;
+
+/* Runs in the child. Fault injection for the tests (tests/test_datasets_formats.c):
+ * MOELAB_FAULT_DATASET_H5_CRASH=1 (or "segv") makes the validating child crash with SIGSEGV, as
+ * libhdf5 does on some corrupted files; "abort" makes it abort(); "hang" makes it sleep past
+ * the timeout (MOELAB_DATASET_H5_TIMEOUT_MS shortens the timeout, default 30000). The parent is
+ * never affected. */
+static ml_status probe_child(void *arg)
+{
+    const ProbeArg *a = arg;
+    const char *fault = getenv("MOELAB_FAULT_DATASET_H5_CRASH");
+    if (fault && *fault) {
+        if (strcmp(fault, "abort") == 0)
+            abort();
+        if (strcmp(fault, "hang") == 0)
+            for (;;)
+                pause();
+        raise(SIGSEGV);
+    }
+    Dataset ds;
+    memset(&ds, 0, sizeof ds);
+    hid_t fapl = H5P_DEFAULT;
+    ml_status st = a->path ? ML_OK : image_fapl(a->buf, a->len, a->what, &fapl);
+    if (st == ML_OK)
+        st = load_from(&ds, fapl, a->path ? a->path : "memory-image.h5", a->what, 1);
+    if (fapl != H5P_DEFAULT)
+        H5Pclose(fapl);
+    dataset_free(&ds);
+    return st;
+}
+
+/* Validates the file in a child process; ML_OK when the in-process load may go ahead (also
+ * when no child could be started: then the load runs unprotected, as before). */
+static ml_status probe(const ProbeArg *a)
+{
+    int timeout_ms = H5DS_PROBE_TIMEOUT_MS;
+    const char *t = getenv("MOELAB_DATASET_H5_TIMEOUT_MS");
+    if (t && atoi(t) > 0)
+        timeout_ms = atoi(t);
+    MlIsolated r;
+    switch (ml_run_isolated(probe_child, (void *)a, timeout_ms, &r)) {
+    case ML_ISOLATED_OK:
+        return ML_OK;
+    case ML_ISOLATED_NO_CHILD:
+        ml_log(1, "%s: cannot check the file in a child process (%s): loading it unprotected",
+               a->what, r.msg);
+        return ML_OK;
+    case ML_ISOLATED_FAILED:
+        return ml_fail(r.status, "%s", r.msg);
+    case ML_ISOLATED_SIGNALED:
+        return ml_fail(ML_ERR_FORMAT,
+                       "%s: reading it crashed the HDF5 library (signal %d): the file is damaged",
+                       a->what, r.signal);
+    case ML_ISOLATED_EXITED:
+        return ml_fail(ML_ERR_FORMAT,
+                       "%s: reading it crashed the HDF5 library (exit status %d): the file is "
+                       "damaged",
+                       a->what, r.exit_code);
+    case ML_ISOLATED_TIMEOUT:
+        break;
+    }
+    return ml_fail(ML_ERR_FORMAT,
+                   "%s: reading its metadata did not finish in %.1f s: the file is damaged (or "
+                   "its storage is very slow)",
+                   a->what, timeout_ms / 1000.0);
+}
+
 ml_status dataset_h5_load(Dataset *ds, const char *path)
 {
     memset(ds, 0, sizeof *ds);
     if (access(path, R_OK) != 0)
         return ml_fail(ML_ERR_IO, "%s: cannot open: %s", path, strerror(errno));
-    return load_from(ds, H5P_DEFAULT, path, path);
+    ProbeArg a = {path, NULL, 0, path};
+    ml_status st = probe(&a);
+    if (st != ML_OK)
+        return st;
+    return load_from(ds, H5P_DEFAULT, path, path, 0);
 }
 
 ml_status dataset_h5_load_image(Dataset *ds, const void *buf, size_t len, const char *what)
@@ -759,14 +986,14 @@ ml_status dataset_h5_load_image(Dataset *ds, const void *buf, size_t len, const 
     memset(ds, 0, sizeof *ds);
     if (!buf || len < 8)
         return ml_fail(ML_ERR_FORMAT, "%s: %zu bytes: too short for an HDF5 file", what, len);
-    QuietH5 q;
-    quiet_begin(&q);
-    hid_t fapl = H5Pcreate(H5P_FILE_ACCESS);
-    H5Pset_fapl_core(fapl, 1 << 16, 0);
-    herr_t r = H5Pset_file_image(fapl, (void *)buf, len);
-    quiet_end(&q);
-    ml_status st = r < 0 ? h5_fail(ML_ERR_NOMEM, what, "cannot set the file image")
-                         : load_from(ds, fapl, "memory-image.h5", what);
-    H5Pclose(fapl);
+    ProbeArg a = {NULL, buf, len, what};
+    hid_t fapl = -1;
+    ml_status st = probe(&a);
+    if (st == ML_OK)
+        st = image_fapl(buf, len, what, &fapl);
+    if (st == ML_OK) {
+        st = load_from(ds, fapl, "memory-image.h5", what, 0);
+        H5Pclose(fapl);
+    }
     return st;
 }

@@ -15,6 +15,7 @@
 
 #include <math.h>
 #include <omp.h>
+#include <signal.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -847,6 +848,123 @@ static void test_progress(void)
           "progress called once per block (%ld calls, %ld/%ld)", pr[0], pr[1], pr[2]);
 }
 
+/* ---- HDF5 files are validated in a child process first (sessions/dataset_h5.c) */
+
+static ml_status iso_fail(void *arg)
+{
+    return ml_fail(ML_ERR_NUMERIC, "iso: %s", (const char *)arg);
+}
+
+static ml_status iso_ok(void *arg)
+{
+    *(int *)arg = 1; /* the child's copy: the parent's stays 0 */
+    return ML_OK;
+}
+
+static ml_status iso_crash(void *arg)
+{
+    volatile int *p = arg;
+    raise(SIGSEGV);
+    return *p ? ML_OK : ML_ERR_IO;
+}
+
+static ml_status iso_hang(void *arg)
+{
+    for (;;)
+        pause();
+    return ML_OK;
+}
+
+/* Injected crashes (MOELAB_FAULT_DATASET_H5_CRASH, see probe_child in sessions/dataset_h5.c)
+ * in the validating child: a clear error naming the file, an empty dataset, and this process
+ * goes on (the same file loads once the fault is gone). */
+static void test_h5_isolated(const char *path, const uint8_t *img, size_t len)
+{
+    MlIsolated r;
+    int flag = 0;
+    /* (outcomes first: the arguments of check() are evaluated in no set order) */
+    ml_isolated_outcome o = ml_run_isolated(iso_ok, &flag, 5000, &r);
+    check(o == ML_ISOLATED_OK && r.status == ML_OK && flag == 0,
+          "ml_run_isolated: fn runs in a child (its writes stay there)");
+    o = ml_run_isolated(iso_fail, "bad value", 5000, &r);
+    check(o == ML_ISOLATED_FAILED && r.status == ML_ERR_NUMERIC &&
+              strcmp(r.msg, "iso: bad value") == 0,
+          "ml_run_isolated: the child's status and message come back (\"%s\")", r.msg);
+    o = ml_run_isolated(iso_crash, &flag, 5000, &r);
+    check(o == ML_ISOLATED_SIGNALED && r.signal == SIGSEGV,
+          "ml_run_isolated: a crash in the child is reported (signal %d)", r.signal);
+    double t0 = ml_now();
+    o = ml_run_isolated(iso_hang, NULL, 200, &r);
+    double dt = ml_now() - t0;
+    check(o == ML_ISOLATED_TIMEOUT && dt >= 0.19 && dt < 5,
+          "ml_run_isolated: a hanging child is killed after the timeout (%.2f s)", dt);
+
+    Dataset m;
+    static const char *const faults[] = {"1", "abort"};
+    static const int sigs[] = {SIGSEGV, SIGABRT};
+    for (int k = 0; k < 2; k++) {
+        setenv("MOELAB_FAULT_DATASET_H5_CRASH", faults[k], 1);
+        memset(&m, 0x33, sizeof m);
+        ml_status st = dataset_open(&m, path);
+        char sig[32];
+        snprintf(sig, sizeof sig, "(signal %d)", sigs[k]);
+        check(st == ML_ERR_FORMAT && is_empty(&m) &&
+                  error_has(path, ": reading it crashed the HDF5 library ", sig) &&
+                  strstr(ml_last_error(), "the file is damaged"),
+              "MOELAB_FAULT_DATASET_H5_CRASH=%s: \"%s\"", faults[k], ml_last_error());
+        st = dataset_h5_load_image(&m, img, len, "image.h5");
+        check(st == ML_ERR_FORMAT && is_empty(&m) && error_has("image.h5: reading it crashed", sig, NULL),
+              "... and for a file image in memory: \"%s\"", ml_last_error());
+    }
+    setenv("MOELAB_FAULT_DATASET_H5_CRASH", "hang", 1);
+    setenv("MOELAB_DATASET_H5_TIMEOUT_MS", "300", 1);
+    t0 = ml_now();
+    ml_status st = dataset_open(&m, path);
+    dt = ml_now() - t0;
+    check(st == ML_ERR_FORMAT && is_empty(&m) && dt < 10 &&
+              error_has(path, "did not finish in 0.3 s", "damaged"),
+          "a validating child that hangs is killed: \"%s\"", ml_last_error());
+    unsetenv("MOELAB_DATASET_H5_TIMEOUT_MS");
+    unsetenv("MOELAB_FAULT_DATASET_H5_CRASH");
+    st = dataset_open(&m, path);
+    check(st == ML_OK && m.train.n > 0, "the same file loads when the fault is gone");
+    dataset_free(&m);
+}
+
+/* The validating child reads only the first and last image of each split, so the stored layout
+ * matters: a chunked file with filters has its chunk index checked, and under a filter other
+ * than deflate/shuffle/fletcher32 (here scale-offset) the child decodes every image. Copies of
+ * the file rewritten by h5repack (hdf5-tools) must load identically. */
+static void test_h5_layouts(const char *path, const Dataset *c)
+{
+    if (system("command -v h5repack >/dev/null 2>&1") != 0) {
+        printf("skip h5repack not installed: stored layouts not tested\n");
+        return;
+    }
+    static const char *const names[] = {"gzip", "shuffle+gzip+fletcher32", "scale-offset",
+                                        "contiguous"};
+    static const char *const opts[] = {
+        "-f /train/images,/test/images:GZIP=6",
+        "-f /train/images,/test/images:SHUF -f /train/images,/test/images:GZIP=1 "
+        "-f /train/images,/test/images:FLET",
+        "-f /train/images,/test/images:SOFF=0,IN",
+        "-l /train/images,/test/images:CONTI"};
+    for (int k = 0; k < 4; k++) {
+        char cmd[3000];
+        const char *dst = tpath("layout%d.h5", k);
+        snprintf(cmd, sizeof cmd, "h5repack %s '%s' '%s' >/dev/null 2>&1", opts[k], path, dst);
+        Dataset m;
+        ml_status st = system(cmd) == 0 ? dataset_open(&m, dst) : ML_ERR_IO;
+        check(st == ML_OK && m.train.n == c->train.n && m.test.n == c->test.n &&
+                  memcmp(m.train.images, c->train.images, (size_t)c->train.n * 3072) == 0 &&
+                  memcmp(m.test.images, c->test.images, (size_t)c->test.n * 3072) == 0,
+              "h5 stored as %s (h5repack) loads identically%s%s", names[k], st ? ": " : "",
+              st ? ml_last_error() : "");
+        if (st == ML_OK)
+            dataset_free(&m);
+    }
+}
+
 /* ---- HDF5 round trip and rejections */
 
 static void test_h5(void)
@@ -890,6 +1008,14 @@ static void test_h5(void)
     }
     check(all, "truncated HDF5 files rejected with one-line messages (last: \"%s\")",
           ml_last_error());
+    /* the validating child passes its ordinary errors on unchanged: a truncated file gets the
+     * message it always got, naming the file, not a "crashed" one */
+    write_bytes(tpath("cut.h5"), img, len / 2);
+    st = dataset_open(&m, tpath("cut.h5"));
+    check(st == ML_ERR_FORMAT && is_empty(&m) &&
+              error_has(tpath("cut.h5"), ": cannot open as HDF5: truncated file", NULL) &&
+              !strstr(ml_last_error(), "crashed"),
+          "h5 truncated to half: \"%s\"", ml_last_error());
     /* flipped bytes in the second half (the raw image data stays, metadata may break) */
     all = 1;
     /* (libhdf5 1.10 leaks internal objects when H5Dopen fails on some of these and may print
@@ -911,7 +1037,6 @@ static void test_h5(void)
         free(cp);
     }
     check(all, "corrupted HDF5 images: rejected or consistent");
-    free(img);
     /* labels out of range are refused on load */
     c.train.labels[3] = 10;
     st = dataset_h5_save(&c, tpath("badlab.h5"));
@@ -931,6 +1056,8 @@ static void test_h5(void)
     st = dataset_open(&r, tpath("junk.h5"));
     check(st == ML_ERR_FORMAT && error_has("junk.h5", NULL, NULL),
           "HDF5 signature + junk: \"%s\"", ml_last_error());
+    test_h5_isolated(out, img, len);
+    test_h5_layouts(out, &c);
     dataset_set_h5_loader(NULL);
     st = dataset_open(&r, out);
     check(st == ML_ERR_STATE && error_has("c10.h5", "dataset_set_h5_loader", NULL),
@@ -939,6 +1066,7 @@ static void test_h5(void)
     st = dataset_h5_save(&c, tpath("no/such/dir/x.h5"));
     check(st == ML_ERR_IO && error_has("no/such/dir/x.h5", NULL, NULL),
           "unwritable output: \"%s\"", ml_last_error());
+    free(img);
     dataset_free(&c);
 }
 
