@@ -16,11 +16,8 @@
 #include <string.h>
 #include <sys/stat.h>
 #include <time.h>
-#include <fcntl.h>
-#include <poll.h>
 #include <signal.h>
-#include <sys/wait.h>
-#include <unistd.h>
+#include <sys/mman.h>
 
 #include "sessions/sweep_h5.h"
 
@@ -202,81 +199,6 @@ static void scan(BrowseList *l, const char *dir, const char *rel, int depth) {
 
 #define PROBE_TIMEOUT_MS 15000
 
-typedef struct {
-    int status;          /* ml_status of the read */
-    char msg[512];
-    BrowseEntry e;       /* the entry read (browse_entry_read) */
-} ProbeResult;
-
-/* Runs work(arg, out) in a child; 0 with *out filled, or -1 with out->msg saying why the child
- * failed (crash, timeout, no fork: then work runs here, in-process). */
-static int in_child(void (*work)(void *arg, ProbeResult *out), void *arg, ProbeResult *out, const char *path) {
-    int fd[2];
-    fflush(stdout);
-    fflush(stderr);
-    if (pipe(fd) != 0) { work(arg, out); return 0; }
-    const pid_t pid = fork();
-    if (pid < 0) { close(fd[0]); close(fd[1]); work(arg, out); return 0; }
-    if (pid == 0) {
-        close(fd[0]);
-        /* nothing from the child may reach the terminal (the browser's screen) */
-        const int devnull = open("/dev/null", O_WRONLY);
-        if (devnull >= 0) { dup2(devnull, STDOUT_FILENO); dup2(devnull, STDERR_FILENO); close(devnull); }
-        ProbeResult *r = calloc(1, sizeof *r);
-        if (!r) _exit(3);
-        work(arg, r);
-        const char *p = (const char *)r;
-        size_t left = sizeof *r;
-        while (left > 0) {
-            const ssize_t w = write(fd[1], p, left);
-            if (w <= 0) _exit(4);
-            p += w;
-            left -= (size_t)w;
-        }
-        _exit(0);
-    }
-    close(fd[1]);
-    char *p = (char *)out;
-    size_t got = 0;
-    const double t0 = ml_now();
-    int timed_out = 0;
-    while (got < sizeof *out) {
-        const int left_ms = PROBE_TIMEOUT_MS - (int)((ml_now() - t0) * 1000.0);
-        if (left_ms <= 0) { timed_out = 1; break; }
-        struct pollfd pf = {.fd = fd[0], .events = POLLIN};
-        const int pr = poll(&pf, 1, left_ms);
-        if (pr < 0 && errno == EINTR) continue;
-        if (pr <= 0) { timed_out = pr == 0; break; }
-        const ssize_t r = read(fd[0], p + got, sizeof *out - got);
-        if (r < 0 && errno == EINTR) continue;
-        if (r <= 0) break;
-        got += (size_t)r;
-    }
-    close(fd[0]);
-    if (timed_out) kill(pid, SIGKILL);
-    int wst = 0;
-    while (waitpid(pid, &wst, 0) < 0 && errno == EINTR) {}
-    if (got == sizeof *out && WIFEXITED(wst) && WEXITSTATUS(wst) == 0) return 0;
-    memset(out, 0, sizeof *out);
-    out->status = ML_ERR_FORMAT;
-    if (timed_out)
-        snprintf(out->msg, sizeof out->msg, "%.400s: reading it did not finish in %d s (damaged?)", path, PROBE_TIMEOUT_MS / 1000);
-    else if (WIFSIGNALED(wst))
-        snprintf(out->msg, sizeof out->msg, "%.400s: reading it crashed the HDF5 library (signal %d): the file is damaged", path,
-                 WTERMSIG(wst));
-    else
-        snprintf(out->msg, sizeof out->msg, "%.400s: the reader process failed (exit status %d)", path,
-                 WIFEXITED(wst) ? WEXITSTATUS(wst) : -1);
-    return -1;
-}
-
-typedef struct {
-    BrowseEntry *e;
-    double now;
-} EntryArg;
-
-static void entry_read_here(BrowseEntry *e, double now);
-
 /* Fault injection for the tests: a child reading a path that contains $MOELAB_FAULT_READ_CRASH
  * (the list's summary) or $MOELAB_FAULT_OPEN_CRASH (the full load when a session is opened)
  * crashes as libhdf5 would on some corrupted files (t_browse.sh). */
@@ -285,49 +207,75 @@ static void fault_point(const char *var, const char *path) {
     if (f && *f && strstr(path, f)) raise(SIGSEGV);
 }
 
-static void entry_work(void *arg, ProbeResult *out) {
+/* The reason a child read failed, as shown in the list ("" when it completed). */
+static void isolated_reason(const MlIsolated *r, const char *path, char *buf, size_t n) {
+    switch (r->outcome) {
+    case ML_ISOLATED_FAILED: snprintf(buf, n, "%s", r->msg); break;
+    case ML_ISOLATED_SIGNALED:
+        snprintf(buf, n, "%.400s: reading it crashed the HDF5 library (signal %d): the file is damaged", path, r->signal);
+        break;
+    case ML_ISOLATED_EXITED:
+        snprintf(buf, n, "%.400s: reading it crashed the HDF5 library (exit status %d): the file is damaged", path,
+                 r->exit_code);
+        break;
+    case ML_ISOLATED_TIMEOUT:
+        snprintf(buf, n, "%.400s: reading it did not finish in %d s (damaged?)", path, PROBE_TIMEOUT_MS / 1000);
+        break;
+    default: buf[0] = 0; break;
+    }
+}
+
+typedef struct {
+    BrowseEntry *e;   /* in a shared mapping: the child's result reaches the parent */
+    double now;
+} EntryArg;
+
+static void entry_read_here(BrowseEntry *e, double now);
+
+static ml_status entry_work(void *arg) {
     EntryArg *a = arg;
     fault_point("MOELAB_FAULT_READ_CRASH", a->e->path);
-    out->e = *a->e;
-    entry_read_here(&out->e, a->now);
-    out->status = out->e.ok ? ML_OK : ML_ERR_FORMAT;
+    entry_read_here(a->e, a->now);
+    return ML_OK;
 }
 
 void browse_entry_read(BrowseEntry *e, double now) {
-    ProbeResult *r = calloc(1, sizeof *r);
-    if (!r) { entry_read_here(e, now); return; }
-    EntryArg a = {e, now};
-    if (in_child(entry_work, &a, r, e->path) == 0) {
+    BrowseEntry *shared = mmap(NULL, sizeof *shared, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+    if (shared == MAP_FAILED) { entry_read_here(e, now); return; }
+    *shared = *e;
+    EntryArg a = {shared, now};
+    MlIsolated r;
+    const ml_isolated_outcome o = ml_run_isolated(entry_work, &a, PROBE_TIMEOUT_MS, &r);
+    if (o == ML_ISOLATED_OK) {
         const int marked = e->marked;
-        *e = r->e;
+        *e = *shared;
         e->marked = marked;
+    } else if (o == ML_ISOLATED_NO_CHILD) {
+        entry_read_here(e, now);
     } else {
         memset(&e->info, 0, sizeof e->info);
         e->ok = 0;
         e->sched[0] = 0;
         snprintf(e->status, sizeof e->status, "damaged");
-        snprintf(e->err, sizeof e->err, "%s", r->msg);
+        isolated_reason(&r, e->path, e->err, sizeof e->err);
     }
-    free(r);
+    munmap(shared, sizeof *shared);
 }
 
-static void history_work(void *arg, ProbeResult *out) {
+static ml_status history_work(void *arg) {
     fault_point("MOELAB_FAULT_OPEN_CRASH", arg);
     SessionHistory h;
     const ml_status st = session_history_load(arg, &h);
-    out->status = st;
-    if (st != ML_OK) snprintf(out->msg, sizeof out->msg, "%s", ml_last_error());
     session_history_free(&h);
+    return st;
 }
 
 int browse_probe_history(const char *path, char *err, size_t n) {
-    ProbeResult *r = calloc(1, sizeof *r);
-    if (!r) return 0; /* no memory for the probe: the caller's own load will say */
-    const int rc = in_child(history_work, (void *)path, r, path);
-    const int ok = rc == 0 && r->status == ML_OK;
-    if (!ok) snprintf(err, n, "%s", r->msg);
-    free(r);
-    return ok ? 0 : -1;
+    MlIsolated r;
+    const ml_isolated_outcome o = ml_run_isolated(history_work, (void *)path, PROBE_TIMEOUT_MS, &r);
+    if (o == ML_ISOLATED_OK || o == ML_ISOLATED_NO_CHILD) return 0; /* no child: the caller's own load will say */
+    isolated_reason(&r, path, err, n);
+    return -1;
 }
 
 static void entry_read_here(BrowseEntry *e, double now) {
