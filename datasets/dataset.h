@@ -193,7 +193,7 @@ void dataset_class_counts(const DatasetSplit *s, int classes, long *counts);
 void dataset_check(const Dataset *ds, DatasetNotes *notes);
 
 /* ---- image folders (imgfolder.c): scanning and importing Tiny-ImageNet-200 and
- * train/<class>/..., val/<class>/... trees. JPEG only (PNG and other files are reported as
+ * train/<class>/..., val/<class>/... trees of JPEG and PNG files (other files are reported as
  * non-image files and skipped). */
 
 typedef struct {
@@ -212,15 +212,15 @@ typedef struct {
     ImgEntry *train, *test;
     long n_train, n_test;
     /* problems found while scanning (the import reports them too) */
-    long non_image;        /* files that are not JPEG (by extension), skipped */
-    long empty_classes;    /* class folders without any JPEG */
+    long non_image;        /* files that are not JPEG/PNG (by extension), skipped */
+    long empty_classes;    /* class folders without any JPEG/PNG */
     long missing;          /* files listed in val_annotations.txt but absent */
     char first_non_image[512], first_empty_class[512], first_missing[512];
 } ImgScan;
 
 /* Lists the images of an image-folder dataset (no decoding). Fails on a missing or malformed
  * wnids.txt / val_annotations.txt (naming the file and line), on a tree without train/, or when
- * no JPEG is found at all. */
+ * no JPEG or PNG is found at all. */
 ml_status imgfolder_scan(const char *src, ImgScan *scan);
 void imgfolder_scan_free(ImgScan *scan);
 
@@ -235,6 +235,18 @@ ml_status imgfolder_find_duplicates(const ImgScan *scan, long *groups, long *ext
  * a reason to err and returns non-zero. */
 int jpeg_decode_resized(const uint8_t *buf, size_t len, int size, uint8_t *out, char *err,
                         size_t errcap);
+
+/* Decodes a PNG held in memory to RGB and resizes it like jpeg_decode_resized (same contract):
+ * palette -> RGB, grayscale (+alpha) -> three equal channels, 16-bit -> 8-bit (rounded scaling),
+ * alpha (RGBA, gray+alpha, tRNS) composited on black (c * a / 255, no gamma), interlaced images
+ * de-interlaced; at most 65535 pixels a side and 100 M pixels. Thread-safe (png.c). */
+int png_decode_resized(const uint8_t *buf, size_t len, int size, uint8_t *out, char *err,
+                       size_t errcap);
+
+/* Picks jpeg_decode_resized or png_decode_resized from the first bytes (not the file name);
+ * anything else fails with "neither a JPEG nor a PNG file". */
+int image_decode_resized(const uint8_t *buf, size_t len, int size, uint8_t *out, char *err,
+                         size_t errcap);
 
 /* Resizes an 8-bit HWC image (area average down, bilinear up, copy when equal). */
 void image_resize_u8(const uint8_t *src, int sh, int sw, int c, uint8_t *dst, int dh, int dw);
@@ -258,7 +270,7 @@ typedef struct {
 
 typedef struct {
     int size;      /* output side in pixels (default 64) */
-    int strict;    /* an unreadable JPEG is fatal (default: skipped and counted) */
+    int strict;    /* an unreadable image is fatal (default: skipped and counted) */
     int block;     /* images decoded per streaming block (default 1024) */
     int threads;   /* decoding threads (0: OpenMP default) */
     void (*progress)(void *user, long done, long total); /* after each block, may be NULL */
@@ -267,7 +279,7 @@ typedef struct {
 
 typedef struct {
     long n_train, n_test;  /* images written */
-    long unreadable;       /* JPEGs that failed to decode, skipped */
+    long unreadable;       /* JPEG/PNG files that failed to decode, skipped */
     char first_unreadable[768];
     float mean[3], std[3];
     double seconds;

@@ -8,14 +8,15 @@
  *     train/ sub-folders in byte order; names from words.txt or LOC_synset_mapping.txt in the
  *     root when present, else the folder names. A flat val/ (labels in a devkit file) is refused.
  * Files are sorted by name inside each class, so an import is deterministic. A file counts as
- * an image when its extension is .jpg/.jpeg/.jpe/.jfif (any case); everything else (PNG
- * included) is counted as a non-image file and skipped. Empty class folders keep their class
- * index and are reported.
+ * an image when its extension is .jpg/.jpeg/.jpe/.jfif or .png (any case); everything else is
+ * counted as a non-image file and skipped. The decoder is then chosen from the file's first
+ * bytes (image_decode_resized), so a PNG named .JPEG decodes too. Empty class folders keep their
+ * class index and are reported.
  *
  * imgfolder_import() decodes opt->block files at a time with OpenMP (dynamic schedule over
- * files), drops the unreadable ones (or stops on the first with opt->strict), accumulates exact
- * integer per-channel sums over the kept train images, and hands each block to the sink: at
- * most one block of decoded images is held in memory.
+ * files; JPEG or PNG by content), drops the unreadable ones (or stops on the first with
+ * opt->strict), accumulates exact integer per-channel sums over the kept train images, and
+ * hands each block to the sink: at most one block of decoded images is held in memory.
  */
 #define _DEFAULT_SOURCE
 
@@ -73,13 +74,14 @@ static int is_file(const char *p)
     return stat(p, &st) == 0 && S_ISREG(st.st_mode);
 }
 
-static int is_jpeg_name(const char *name)
+static int is_image_name(const char *name)
 {
     const char *dot = strrchr(name, '.');
     if (!dot)
         return 0;
     return strcasecmp(dot, ".jpg") == 0 || strcasecmp(dot, ".jpeg") == 0 ||
-           strcasecmp(dot, ".jpe") == 0 || strcasecmp(dot, ".jfif") == 0;
+           strcasecmp(dot, ".jpe") == 0 || strcasecmp(dot, ".jfif") == 0 ||
+           strcasecmp(dot, ".png") == 0;
 }
 
 static int cmp_str(const void *a, const void *b)
@@ -221,8 +223,8 @@ static void note_first(char *dst, size_t cap, const char *what)
         snprintf(dst, cap, "%s", what);
 }
 
-/* Adds the JPEG files of `dir` with `label`; other files are counted as non-image. Returns
- * the number of JPEGs added through *added. */
+/* Adds the JPEG and PNG files of `dir` with `label`; other files are counted as non-image.
+ * Returns the number of images added through *added. */
 static ml_status add_class_files(ImgScan *s, EntryList *out, const char *dir, int32_t label,
                                  long *added)
 {
@@ -235,7 +237,7 @@ static ml_status add_class_files(ImgScan *s, EntryList *out, const char *dir, in
             st = ml_fail(ML_ERR_NOMEM, "%s: out of memory", dir);
             break;
         }
-        if (is_jpeg_name(files.v[i])) {
+        if (is_image_name(files.v[i])) {
             if (!entries_push(out, p, label))
                 st = ml_fail(ML_ERR_NOMEM, "%s: out of memory", dir);
             else
@@ -471,7 +473,7 @@ static ml_status scan_tiny(ImgScan *s)
                     snprintf(s->first_missing, sizeof s->first_missing, "%s (%s line %ld)", p,
                              ann, ln);
                 free(p);
-            } else if (!is_jpeg_name(f)) {
+            } else if (!is_image_name(f)) {
                 if (s->non_image++ == 0)
                     note_first(s->first_non_image, sizeof s->first_non_image, p);
                 free(p);
@@ -575,14 +577,14 @@ static ml_status scan_folder(ImgScan *s)
     if (st == ML_OK && vd && is_dir(vd)) {
         StrList vdirs = {0}, vfiles = {0};
         st = list_dir(vd, &vdirs, &vfiles);
-        long jpegs = 0;
+        long images = 0;
         for (long i = 0; i < vfiles.n; i++)
-            jpegs += is_jpeg_name(vfiles.v[i]);
-        if (st == ML_OK && jpegs > 0 && vdirs.n == 0)
+            images += is_image_name(vfiles.v[i]);
+        if (st == ML_OK && images > 0 && vdirs.n == 0)
             st = ml_fail(ML_ERR_FORMAT,
                          "%s: holds %ld images directly: expected one folder per class "
                          "(%s/<class>/), as the labels come from the folder names",
-                         vd, jpegs, vd);
+                         vd, images, vd);
         for (long i = 0; st == ML_OK && i < vfiles.n; i++)
             if (s->non_image++ == 0) {
                 char *p = path_join(vd, vfiles.v[i]);
@@ -657,7 +659,7 @@ ml_status imgfolder_scan(const char *src, ImgScan *s)
     s->format = f;
     ml_status st = f == DATASET_FORMAT_TINY_IMAGENET ? scan_tiny(s) : scan_folder(s);
     if (st == ML_OK && s->n_train == 0)
-        st = ml_fail(ML_ERR_FORMAT, "%s: no JPEG images found under train/", s->root);
+        st = ml_fail(ML_ERR_FORMAT, "%s: no JPEG or PNG images found under train/", s->root);
     if (st != ML_OK)
         imgfolder_scan_free(s);
     return st;
@@ -842,8 +844,8 @@ ml_status imgfolder_import(const ImgScan *s, const ImportOptions *opt, const Imp
                 err[0] = 0;
                 size_t len = 0;
                 uint8_t *buf = slurp(e[start + i].path, &len, err, ERR_CAP);
-                bad[i] = !buf || jpeg_decode_resized(buf, len, S, img + (size_t)i * isize, err,
-                                                     ERR_CAP);
+                bad[i] = !buf || image_decode_resized(buf, len, S, img + (size_t)i * isize, err,
+                                                      ERR_CAP);
                 free(buf);
             }
             /* compact the block, in order */

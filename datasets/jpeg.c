@@ -179,7 +179,7 @@ int jpeg_decode_resized(const uint8_t *buf, size_t len, int size, uint8_t *out, 
     if (!buf || len < 4 || buf[0] != 0xFF || buf[1] != 0xD8) {
         char m[128];
         if (len >= 8 && buf[0] == 0x89 && buf[1] == 'P' && buf[2] == 'N' && buf[3] == 'G')
-            snprintf(m, sizeof m, "a PNG file, not a JPEG (PNG is not supported)");
+            snprintf(m, sizeof m, "a PNG file, not a JPEG (image_decode_resized decodes both)");
         else if (len == 0)
             snprintf(m, sizeof m, "empty file");
         else

@@ -24,6 +24,8 @@
 #include <unistd.h>
 
 #include <jpeglib.h> /* after stdio.h: it uses FILE */
+#include <png.h>
+#include <zlib.h>
 
 /* paths here are short /tmp paths; the fixed buffers cannot truncate in practice */
 #pragma GCC diagnostic ignored "-Wformat-truncation"
@@ -699,12 +701,13 @@ static void test_folder(void)
     ml_status st = imgfolder_scan(root, &s);
     if (!check(st == ML_OK, "ImageNet-style scan%s%s", st ? ": " : "", st ? ml_last_error() : ""))
         return;
-    check(s.classes == 4 && strcmp(s.class_ids[3], "class_z") == 0 && s.n_train == 9 &&
+    /* pic.png is a PNG now (a truncated one: skipped as unreadable at import) */
+    check(s.classes == 4 && strcmp(s.class_ids[3], "class_z") == 0 && s.n_train == 10 &&
               s.n_test == 6,
-          "scan: 4 classes (empty one kept), 9 train, 6 val");
+          "scan: 4 classes (empty one kept), 10 train (9 JPEG + a PNG stub), 6 val");
     check(s.empty_classes == 1 && strstr(s.first_empty_class, "class_z"),
           "empty class folder reported: %s", s.first_empty_class);
-    check(s.non_image == 3 && s.first_non_image[0], "non-image files counted (3; first %s)",
+    check(s.non_image == 2 && s.first_non_image[0], "non-image files counted (2; first %s)",
           s.first_non_image);
     ImportOptions o;
     import_options_defaults(&o);
@@ -741,10 +744,11 @@ static void test_folder(void)
     if (st != ML_OK)
         printf("scan: %s\n", ml_last_error());
     st = st == ML_OK ? dataset_h5_import_folder(&s, tpath("inet2.h5"), &o, &rep) : st;
-    check(st == ML_OK && rep.unreadable == 2 && rep.n_train == 9 &&
+    check(st == ML_OK && rep.unreadable == 3 && rep.n_train == 9 &&
               strstr(rep.first_unreadable, "img_zz_trunc.jpg") &&
               strstr(rep.first_unreadable, "truncated"),
-          "unreadable JPEGs skipped and counted (2; first: %s)", rep.first_unreadable);
+          "unreadable JPEGs (and the PNG stub) skipped and counted (3; first: %s)",
+          rep.first_unreadable);
     o.strict = 1;
     st = dataset_h5_import_folder(&s, tpath("inet3.h5"), &o, &rep);
     check(st == ML_ERR_FORMAT && error_has("img_zz_trunc.jpg", "--strict", "truncated") &&
@@ -1271,6 +1275,387 @@ static void test_check_and_resize(void)
     check(ok, "640x480 JPEG decoded (DCT-scaled) and resized to 64x64, colour kept");
 }
 
+/* ---- PNG files (datasets/png.c): every colour type, exact pixels, damaged files */
+
+#define PNG_SIDE 8
+
+typedef struct {
+    int ctype, depth, interlace;
+    int seed;
+    int npal, ntrns; /* palette entries; tRNS entries (palette only) */
+} PngSpec;
+
+static int png_channels_of(int ctype)
+{
+    return ctype == PNG_COLOR_TYPE_RGB ? 3 : ctype == PNG_COLOR_TYPE_RGB_ALPHA ? 4
+           : ctype == PNG_COLOR_TYPE_GRAY_ALPHA ? 2 : 1;
+}
+
+/* Sample ch of pixel (x, y) at the spec's bit depth (palette: an index). 16-bit samples are
+ * v8 * 257 + d with d < 128 (d = 0 for 255), so rounding to 8 bits gives v8 (dropping the low
+ * byte would not always). */
+static unsigned png_sample(const PngSpec *p, int x, int y, int ch)
+{
+    int nc = png_channels_of(p->ctype);
+    int is_alpha = (nc == 2 && ch == 1) || (nc == 4 && ch == 3);
+    unsigned v8 = is_alpha ? (unsigned)((x * 37 + y * 11 + p->seed * 5) % 256)
+                           : (unsigned)((x * 29 + y * 53 + ch * 71 + p->seed * 13) % 256);
+    if (is_alpha && x == 0)
+        v8 = y % 2 ? 255 : 0; /* fully opaque and fully transparent pixels too */
+    if (p->ctype == PNG_COLOR_TYPE_PALETTE)
+        return (unsigned)(x + y * PNG_SIDE) % (unsigned)p->npal;
+    if (p->depth == 16)
+        return v8 * 257 + (v8 < 255 ? (unsigned)((x * 7 + y * 13 + ch) % 128) : 0);
+    if (p->depth < 8)
+        return v8 >> (8 - p->depth);
+    return v8;
+}
+
+static png_color png_pal_entry(int i)
+{
+    png_color c = {(png_byte)(i * 17), (png_byte)(255 - i * 9), (png_byte)(i * 101 % 256)};
+    return c;
+}
+
+static uint8_t png_trns_entry(int i)
+{
+    return (uint8_t)(i * 40 % 256);
+}
+
+/* The RGB the importer must produce for pixel (x, y): samples to 8 bits, gray expanded, the
+ * palette looked up, alpha composited on black. */
+static void png_expected(const PngSpec *p, int x, int y, uint8_t rgb[3])
+{
+    unsigned c[4], a = 255;
+    int nc = png_channels_of(p->ctype);
+    if (p->ctype == PNG_COLOR_TYPE_PALETTE) {
+        int i = (int)png_sample(p, x, y, 0);
+        png_color e = png_pal_entry(i);
+        c[0] = e.red;
+        c[1] = e.green;
+        c[2] = e.blue;
+        if (i < p->ntrns)
+            a = png_trns_entry(i);
+    } else {
+        unsigned v[4];
+        for (int ch = 0; ch < nc; ch++) {
+            unsigned s = png_sample(p, x, y, ch);
+            v[ch] = p->depth == 16 ? (unsigned)lrint(s * 255.0 / 65535.0)
+                    : p->depth < 8 ? s * 255 / ((1u << p->depth) - 1)
+                                   : s;
+        }
+        int gray = nc <= 2;
+        for (int ch = 0; ch < 3; ch++)
+            c[ch] = gray ? v[0] : v[ch];
+        if (nc == 2 || nc == 4)
+            a = v[nc - 1];
+    }
+    for (int ch = 0; ch < 3; ch++)
+        rgb[ch] = (uint8_t)((c[ch] * a + 127) / 255);
+}
+
+/* Writes a PNG_SIDE x PNG_SIDE PNG with libpng's writer. */
+static void write_png(const char *path, const PngSpec *p)
+{
+    FILE *f = fopen(path, "wb");
+    png_structp png = png_create_write_struct(PNG_LIBPNG_VER_STRING, NULL, NULL, NULL);
+    png_infop info = png ? png_create_info_struct(png) : NULL;
+    if (!f || !info || setjmp(png_jmpbuf(png))) {
+        fprintf(stderr, "test setup: cannot write %s\n", path);
+        exit(1);
+    }
+    png_init_io(png, f);
+    png_set_IHDR(png, info, PNG_SIDE, PNG_SIDE, p->depth, p->ctype,
+                 p->interlace ? PNG_INTERLACE_ADAM7 : PNG_INTERLACE_NONE,
+                 PNG_COMPRESSION_TYPE_DEFAULT, PNG_FILTER_TYPE_DEFAULT);
+    if (p->ctype == PNG_COLOR_TYPE_PALETTE) {
+        png_color pal[256];
+        png_byte trns[256];
+        for (int i = 0; i < p->npal; i++)
+            pal[i] = png_pal_entry(i);
+        for (int i = 0; i < p->ntrns; i++)
+            trns[i] = png_trns_entry(i);
+        png_set_PLTE(png, info, pal, p->npal);
+        if (p->ntrns)
+            png_set_tRNS(png, info, trns, p->ntrns, NULL);
+    }
+    png_write_info(png, info);
+    if (p->depth < 8)
+        png_set_packing(png); /* one sample per byte in, packed out */
+    int nc = png_channels_of(p->ctype), bps = p->depth == 16 ? 2 : 1;
+    static png_byte img[PNG_SIDE][PNG_SIDE * 4 * 2];
+    png_bytep rows[PNG_SIDE];
+    for (int y = 0; y < PNG_SIDE; y++) {
+        rows[y] = img[y];
+        for (int x = 0; x < PNG_SIDE; x++)
+            for (int ch = 0; ch < nc; ch++) {
+                unsigned v = png_sample(p, x, y, ch);
+                png_bytep o = img[y] + ((size_t)x * nc + ch) * bps;
+                if (bps == 2) {
+                    o[0] = (png_byte)(v >> 8); /* PNG samples are big-endian */
+                    o[1] = (png_byte)v;
+                } else {
+                    o[0] = (png_byte)v;
+                }
+            }
+    }
+    png_write_image(png, rows);
+    png_write_end(png, NULL);
+    png_destroy_write_struct(&png, &info);
+    fclose(f);
+}
+
+/* Image i of split sp is exactly the spec's expected RGB (CHW in the dataset). */
+static int png_pixels_ok(const Dataset *ds, const DatasetSplit *sp, int i, const PngSpec *p)
+{
+    size_t hw = (size_t)PNG_SIDE * PNG_SIDE;
+    const uint8_t *im = sp->images + (size_t)i * 3 * hw;
+    for (int y = 0; y < PNG_SIDE; y++)
+        for (int x = 0; x < PNG_SIDE; x++) {
+            uint8_t e[3];
+            png_expected(p, x, y, e);
+            for (int ch = 0; ch < 3; ch++)
+                if (im[(size_t)ch * hw + (size_t)y * PNG_SIDE + x] != e[ch])
+                    return 0;
+        }
+    return ds->h == PNG_SIDE && ds->w == PNG_SIDE;
+}
+
+typedef struct {
+    const char *rel; /* under the tree's root */
+    int split, label;
+    PngSpec spec;    /* depth 0: a flat JPEG instead */
+} PngCase;
+
+static const PngCase png_cases[] = {
+    {"train/class_a/a0_rgb.png", 0, 0, {PNG_COLOR_TYPE_RGB, 8, 0, 1, 0, 0}},
+    {"train/class_a/a1_rgba.PNG", 0, 0, {PNG_COLOR_TYPE_RGB_ALPHA, 8, 0, 2, 0, 0}},
+    {"train/class_a/a2.jpg", 0, 0, {0, 0, 0, 3, 0, 0}},
+    {"train/class_a/a3_png_named.JPEG", 0, 0, {PNG_COLOR_TYPE_GRAY, 8, 0, 4, 0, 0}},
+    {"train/class_b/b0_gray.png", 0, 1, {PNG_COLOR_TYPE_GRAY, 8, 0, 5, 0, 0}},
+    {"train/class_b/b1_gray_alpha.png", 0, 1, {PNG_COLOR_TYPE_GRAY_ALPHA, 8, 0, 6, 0, 0}},
+    {"train/class_b/b2_palette_trns.png", 0, 1, {PNG_COLOR_TYPE_PALETTE, 8, 0, 7, 40, 12}},
+    {"train/class_b/b3_gray2bit.png", 0, 1, {PNG_COLOR_TYPE_GRAY, 2, 0, 8, 0, 0}},
+    {"train/class_c/c0_rgb16.png", 0, 2, {PNG_COLOR_TYPE_RGB, 16, 0, 9, 0, 0}},
+    {"train/class_c/c1_rgba_interlaced.png", 0, 2, {PNG_COLOR_TYPE_RGB_ALPHA, 8, 1, 10, 0, 0}},
+    {"train/class_c/c2_ga16_interlaced.png", 0, 2, {PNG_COLOR_TYPE_GRAY_ALPHA, 16, 1, 11, 0, 0}},
+    {"train/class_c/c3.jpeg", 0, 2, {0, 0, 0, 12, 0, 0}},
+    {"val/class_a/v0_palette4bit.png", 1, 0, {PNG_COLOR_TYPE_PALETTE, 4, 0, 13, 16, 0}},
+    {"val/class_b/v1.jpg", 1, 1, {0, 0, 0, 14, 0, 0}},
+    {"val/class_c/v2_rgba16_interlaced.png", 1, 2, {PNG_COLOR_TYPE_RGB_ALPHA, 16, 1, 15, 0, 0}},
+};
+#define N_PNG_CASES ((int)(sizeof png_cases / sizeof png_cases[0]))
+
+static Rgb png_jpeg_colour(int seed)
+{
+    Rgb c = {(uint8_t)(20 + seed * 15), (uint8_t)(200 - seed * 7), (uint8_t)(90 + seed * 3)};
+    return c;
+}
+
+static void make_png_tree(const char *root)
+{
+    for (int i = 0; i < N_PNG_CASES; i++) {
+        const PngCase *c = &png_cases[i];
+        char p[1100], d[1100];
+        snprintf(p, sizeof p, "%s/%s", root, c->rel);
+        snprintf(d, sizeof d, "%s", p);
+        *strrchr(d, '/') = 0;
+        mkdirs(d);
+        if (c->spec.depth == 0)
+            write_jpeg(p, 16, 16, 0, png_jpeg_colour(c->spec.seed));
+        else
+            write_png(p, &c->spec);
+    }
+    write_text(in(root, "words.txt"), "class_a\tapple, pomme\nclass_b\tbanana\nclass_c\tcherry\n");
+}
+
+static void test_png_import(void)
+{
+    char root[1024];
+    snprintf(root, sizeof root, "%s", tpath("pngtree"));
+    make_png_tree(root);
+    ImgScan s;
+    ml_status st = imgfolder_scan(root, &s);
+    if (!check(st == ML_OK, "PNG+JPEG tree scan%s%s", st ? ": " : "", st ? ml_last_error() : ""))
+        return;
+    check(s.classes == 3 && s.n_train == 12 && s.n_test == 3 && s.non_image == 0,
+          "PNG scan: .png/.PNG files are images (3 classes, 12 train, 3 val, %ld non-image)",
+          s.non_image);
+    ImportOptions o;
+    import_options_defaults(&o);
+    o.size = PNG_SIDE; /* no resizing: PNG pixels must come back exactly */
+    o.block = 5;
+    ImportReport rep;
+    st = dataset_h5_import_folder(&s, tpath("pngtree.h5"), &o, &rep);
+    imgfolder_scan_free(&s);
+    check(st == ML_OK && rep.n_train == 12 && rep.n_test == 3 && rep.unreadable == 0,
+          "PNG+JPEG tree imports (%ld/%ld, %ld unreadable%s%s)", rep.n_train, rep.n_test,
+          rep.unreadable, st ? ": " : "", st ? ml_last_error() : "");
+    Dataset ds;
+    st = st == ML_OK ? dataset_open(&ds, tpath("pngtree.h5")) : st;
+    if (!check(st == ML_OK, "PNG import opens%s%s", st ? ": " : "", st ? ml_last_error() : ""))
+        return;
+    check(ds.classes == 3 && strcmp(ds.class_names[0], "apple") == 0 &&
+              strcmp(ds.class_names[1], "banana") == 0 && strcmp(ds.class_names[2], "cherry") == 0,
+          "PNG import: class names from words.txt");
+    int at[2] = {0, 0};
+    for (int i = 0; i < N_PNG_CASES; i++) {
+        const PngCase *c = &png_cases[i];
+        const DatasetSplit *sp = c->split ? &ds.test : &ds.train;
+        int k = at[c->split]++;
+        int ok = k < sp->n && sp->labels[k] == c->label;
+        if (ok && c->spec.depth == 0)
+            ok = flat_ok(&ds, sp, k, png_jpeg_colour(c->spec.seed), 4);
+        else if (ok)
+            ok = png_pixels_ok(&ds, sp, k, &c->spec);
+        check(ok, "%s: label %d, %s", c->rel, c->label,
+              c->spec.depth ? "every pixel exact" : "JPEG colour within 4");
+    }
+    dataset_free(&ds);
+}
+
+static uint8_t *png_bytes(const char *rel, size_t *len)
+{
+    uint8_t *b = read_bytes(tpath("pngtree/%s", rel), len);
+    if (!b) {
+        fprintf(stderr, "test setup: cannot read %s\n", rel);
+        exit(1);
+    }
+    return b;
+}
+
+/* Offset of the first chunk of the given type (its length field), or 0. */
+static size_t png_chunk_at(const uint8_t *b, size_t len, const char *type)
+{
+    size_t o = 8;
+    while (o + 12 <= len) {
+        size_t n = (size_t)b[o] << 24 | (size_t)b[o + 1] << 16 | (size_t)b[o + 2] << 8 | b[o + 3];
+        if (memcmp(b + o + 4, type, 4) == 0)
+            return o;
+        o += 12 + n;
+    }
+    return 0;
+}
+
+static void put_be32(uint8_t *p, uint32_t v)
+{
+    p[0] = (uint8_t)(v >> 24);
+    p[1] = (uint8_t)(v >> 16);
+    p[2] = (uint8_t)(v >> 8);
+    p[3] = (uint8_t)v;
+}
+
+/* Signature, an IHDR claiming w x h (valid CRC), an empty IDAT, IEND. */
+static size_t png_header_only(uint8_t *b, uint32_t w, uint32_t h)
+{
+    static const uint8_t sig[8] = {0x89, 'P', 'N', 'G', '\r', '\n', 0x1a, '\n'};
+    memcpy(b, sig, 8);
+    size_t o = 8;
+    put_be32(b + o, 13);
+    memcpy(b + o + 4, "IHDR", 4);
+    put_be32(b + o + 8, w);
+    put_be32(b + o + 12, h);
+    b[o + 16] = 8;
+    b[o + 17] = PNG_COLOR_TYPE_RGB;
+    b[o + 18] = b[o + 19] = b[o + 20] = 0;
+    put_be32(b + o + 21, (uint32_t)crc32(0, b + o + 4, 17));
+    o += 25;
+    static const char *const rest[2] = {"IDAT", "IEND"};
+    for (int i = 0; i < 2; i++) {
+        put_be32(b + o, 0);
+        memcpy(b + o + 4, rest[i], 4);
+        put_be32(b + o + 8, (uint32_t)crc32(0, b + o + 4, 4));
+        o += 12;
+    }
+    return o;
+}
+
+static void test_png_damaged(void)
+{
+    uint8_t out[PNG_SIDE * PNG_SIDE * 3];
+    char err[200];
+    size_t len;
+    uint8_t *good = png_bytes("train/class_c/c0_rgb16.png", &len);
+    check(png_decode_resized(good, len, PNG_SIDE, out, err, sizeof err) == 0 &&
+              image_decode_resized(good, len, PNG_SIDE, out, err, sizeof err) == 0,
+          "png_decode_resized and image_decode_resized decode a good PNG");
+    uint8_t *b = malloc(len + 64);
+    /* truncated in the image data, and only IEND missing */
+    int bad = png_decode_resized(good, len / 2, PNG_SIDE, out, err, sizeof err);
+    check(bad && strstr(err, "truncated") && !strchr(err, '\n'), "PNG cut in half: \"%s\"", err);
+    bad = png_decode_resized(good, len - 12, PNG_SIDE, out, err, sizeof err);
+    check(bad && strstr(err, "truncated"), "PNG without IEND: \"%s\"", err);
+    bad = png_decode_resized(good, 5, PNG_SIDE, out, err, sizeof err);
+    check(bad && strstr(err, "truncated"), "PNG cut inside the signature: \"%s\"", err);
+    /* CRC errors: IDAT (critical) and IHDR */
+    size_t idat = png_chunk_at(good, len, "IDAT");
+    memcpy(b, good, len);
+    size_t n = (size_t)b[idat] << 24 | (size_t)b[idat + 1] << 16 | (size_t)b[idat + 2] << 8 |
+               b[idat + 3];
+    b[idat + 8 + n] ^= 0x55;
+    bad = idat && png_decode_resized(b, len, PNG_SIDE, out, err, sizeof err);
+    check(bad && strstr(err, "IDAT") && strstr(err, "CRC") && !strchr(err, '\n'),
+          "IDAT with a bad CRC: \"%s\"", err);
+    write_bytes(tpath("pngtree/train/class_b/b9_bad_crc.png"), b, len);
+    memcpy(b, good, len);
+    b[8 + 8 + 3] ^= 1; /* width byte of IHDR: its CRC no longer matches */
+    bad = png_decode_resized(b, len, PNG_SIDE, out, err, sizeof err);
+    check(bad && strstr(err, "IHDR") && strstr(err, "CRC"), "IHDR with a bad CRC: \"%s\"", err);
+    /* absurd dimensions: refused from the header, before any allocation */
+    size_t hl = png_header_only(b, 60000, 60000);
+    bad = png_decode_resized(b, hl, PNG_SIDE, out, err, sizeof err);
+    check(bad && strstr(err, "too large") && strstr(err, "60000x60000"),
+          "60000x60000 PNG refused: \"%s\"", err);
+    write_bytes(tpath("pngtree/train/class_b/b9_huge.png"), b, hl);
+    hl = png_header_only(b, 100000, 10);
+    bad = png_decode_resized(b, hl, PNG_SIDE, out, err, sizeof err);
+    check(bad && strstr(err, "IHDR") && strstr(err, "width"), "100000-wide PNG refused: \"%s\"",
+          err);
+    hl = png_header_only(b, 0, 10);
+    bad = png_decode_resized(b, hl, PNG_SIDE, out, err, sizeof err);
+    check(bad && strstr(err, "IHDR"), "zero-width PNG refused: \"%s\"", err);
+    hl = png_header_only(b, 4, 4); /* valid header, no image data */
+    bad = png_decode_resized(b, hl, PNG_SIDE, out, err, sizeof err);
+    check(bad && strstr(err, "bad PNG"), "PNG without image data: \"%s\"", err);
+    /* not a PNG */
+    bad = png_decode_resized((const uint8_t *)"GIF89a....", 10, PNG_SIDE, out, err, sizeof err);
+    check(bad && strstr(err, "not a PNG"), "GIF given to the PNG decoder: \"%s\"", err);
+    bad = image_decode_resized((const uint8_t *)"GIF89a....", 10, PNG_SIDE, out, err, sizeof err);
+    check(bad && strstr(err, "neither a JPEG nor a PNG"), "GIF given to the importer: \"%s\"", err);
+    free(b);
+
+    /* the same files in the tree: skipped and counted like unreadable JPEGs */
+    write_bytes(tpath("pngtree/train/class_a/a9_trunc.png"), good, len - 20);
+    write_text(tpath("pngtree/train/class_c/c9_text.png"), "not a png at all");
+    free(good);
+    ImgScan s;
+    ml_status st = imgfolder_scan(tpath("pngtree"), &s);
+    ImportOptions o;
+    import_options_defaults(&o);
+    o.size = PNG_SIDE;
+    ImportReport rep;
+    st = st == ML_OK ? dataset_h5_import_folder(&s, tpath("pngbad.h5"), &o, &rep) : st;
+    check(st == ML_OK && rep.unreadable == 4 && rep.n_train == 12 && rep.n_test == 3 &&
+              strstr(rep.first_unreadable, "a9_trunc.png: ") &&
+              strstr(rep.first_unreadable, "truncated") && !strchr(rep.first_unreadable, '\n'),
+          "damaged PNGs skipped and counted (%ld; first: %s)", rep.unreadable,
+          rep.first_unreadable);
+    Dataset ds;
+    st = st == ML_OK ? dataset_open(&ds, tpath("pngbad.h5")) : st;
+    if (st == ML_OK) {
+        check(png_pixels_ok(&ds, &ds.train, 0, &png_cases[0].spec) &&
+                  png_pixels_ok(&ds, &ds.train, 8, &png_cases[8].spec),
+              "good PNGs around the damaged ones unchanged");
+        dataset_free(&ds);
+    }
+    o.strict = 1;
+    st = dataset_h5_import_folder(&s, tpath("pngbad2.h5"), &o, &rep);
+    check(st == ML_ERR_FORMAT && error_has("a9_trunc.png", "--strict", "truncated") &&
+              !exists(tpath("pngbad2.h5")) && !exists(tpath("pngbad2.h5.part")),
+          "--strict: the truncated PNG is fatal: \"%s\"", ml_last_error());
+    imgfolder_scan_free(&s);
+}
+
 static int rm_rf(const char *path)
 {
     char cmd[1200];
@@ -1298,6 +1683,8 @@ int main(void)
     test_h5();
     test_augment();
     test_check_and_resize();
+    test_png_import();
+    test_png_damaged();
     if (rm_rf(tmp_root) != 0)
         fprintf(stderr, "warning: could not remove %s\n", tmp_root);
     printf("%d checks, %d failed (%.1f s)\n", n_checks, n_failed, ml_now() - t0);
