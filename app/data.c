@@ -119,10 +119,10 @@ static int info_loaded(const char *spec, int strict)
 static void scan_notes(const ImgScan *s, DatasetNotes *n)
 {
     if (s->empty_classes)
-        dataset_notes_add(n, "%ld empty class folders (no JPEG; first: %s)", s->empty_classes,
+        dataset_notes_add(n, "%ld empty class folders (no JPEG or PNG; first: %s)", s->empty_classes,
                           s->first_empty_class);
     if (s->non_image)
-        dataset_notes_add(n, "%ld non-image files skipped (JPEG only; first: %s)", s->non_image,
+        dataset_notes_add(n, "%ld non-image files skipped (JPEG and PNG only; first: %s)", s->non_image,
                           s->first_non_image);
     if (s->missing)
         dataset_notes_add(n, "%ld files listed but missing (first: %s)", s->missing,
