@@ -18,6 +18,7 @@
 #define _GNU_SOURCE
 
 #include "check.h"
+#include "child.h"
 #include "core/trainer.h"
 #include "datasets/dataset.h"
 #include "sessions/history.h"
@@ -768,31 +769,7 @@ static int live_reader_main(const char *file) {
     return 0;
 }
 
-typedef struct {
-    pid_t pid;
-    FILE *to, *from;
-} Child;
-
-static int child_start(Child *c, const char *file) {
-    int in[2], out[2];
-    if (pipe(in) || pipe(out)) return -1;
-    fflush(stdout);
-    c->pid = fork();
-    if (c->pid < 0) return -1;
-    if (c->pid == 0) {
-        /* exec: the child must not inherit this process's HDF5 state (the writer's open file) */
-        dup2(in[0], 0);
-        dup2(out[1], 1);
-        close(in[0]); close(in[1]); close(out[0]); close(out[1]);
-        execl("/proc/self/exe", "test_history", "--live-reader", file, (char *)NULL);
-        _exit(127);
-    }
-    close(in[0]);
-    close(out[1]);
-    c->to = fdopen(in[1], "w");
-    c->from = fdopen(out[0], "r");
-    return 0;
-}
+static int child_start(Child *c, const char *file) { return child_start_mode(c, "test_history", "--live-reader", file); }
 
 /* Asks the child to load; returns its line in buf. */
 static void child_load(Child *c, char *buf, size_t n) {
@@ -833,11 +810,8 @@ static void test_live_read(const Trainer *t) {
     child_load(&c, line, sizeof line);
     snprintf(want, sizeof want, "0 125 2 2 finished %ld %d", g_st[124].step, g_st[124].moe.kept[0]);
     check(!strcmp(line, want), "after the close: \"%s\"", line);
-    fclose(c.to);
-    fclose(c.from);
-    int status = 0;
-    waitpid(c.pid, &status, 0);
-    check(errors == 0 && WIFEXITED(status) && WEXITSTATUS(status) == 0, "writer without errors, reader exits cleanly");
+    const int rc = child_finish(&c);
+    check(errors == 0 && rc == 0, "writer without errors, reader exits cleanly (%d)", rc);
 }
 
 /* ------------------------------------------------------------------ main */

@@ -9,6 +9,7 @@
  * Run as `test_sessions`; `test_sessions --swmr-reader FILE` is the reader child it starts. */
 #define _GNU_SOURCE
 
+#include "child.h"
 #include "core/trainer.h"
 #include "datasets/dataset.h"
 #include "sessions/session.h"
@@ -225,38 +226,8 @@ static int swmr_reader_main(const char *file) {
     return 0;
 }
 
-typedef struct {
-    pid_t pid;
-    FILE *to, *from;
-} Child;
+static int child_start(Child *c, const char *file) { return child_start_mode(c, "test_sessions", "--swmr-reader", file); }
 
-static int child_start(Child *c, const char *file) {
-    int in[2], out[2];
-    if (pipe(in) || pipe(out)) return -1;
-    fflush(stdout);
-    c->pid = fork();
-    if (c->pid < 0) return -1;
-    if (c->pid == 0) {
-        dup2(in[0], 0);
-        dup2(out[1], 1);
-        close(in[0]); close(in[1]); close(out[0]); close(out[1]);
-        execl("/proc/self/exe", "test_sessions", "--swmr-reader", file, (char *)NULL);
-        _exit(127);
-    }
-    close(in[0]);
-    close(out[1]);
-    c->to = fdopen(in[1], "w");
-    c->from = fdopen(out[0], "r");
-    return 0;
-}
-
-static int child_finish(Child *c) {
-    fclose(c->to);
-    fclose(c->from);
-    int status = 0;
-    waitpid(c->pid, &status, 0);
-    return WIFEXITED(status) ? WEXITSTATUS(status) : 128;
-}
 
 /* ------------------------------------------------------------------ live.h5 round trip */
 
