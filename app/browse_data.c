@@ -125,9 +125,7 @@ void browse_plan_at(const SessionHistory *h, const TauSchedule *base, long step,
         TrainerCmd c;
         char err[128];
         if (command_parse(e->text, &c, err, sizeof err)) continue; /* resume, snapshot notes... */
-        if (c.kind == CMD_SET && c.param == PARAM_TAU) tau_plan_set(plan, e->step, (float)c.value);
-        else if (c.kind == CMD_ANNEAL && tau_plan_anneal(plan, e->step, &c.sched) == ML_OK && h->total_steps > e->step)
-            plan->repl.total = h->total_steps; /* to the end of training, as trainer_apply does */
+        if (trainer_tau_command(&c)) trainer_tau_apply(plan, &c, e->step, h->total_steps); /* as the trainer did */
     }
 }
 

@@ -239,14 +239,29 @@ void trainer_fill_eval_routing(const Trainer *t, EvalRecord *er) {
     er->tsne_label = t->tsne_label;
 }
 
+int trainer_tau_command(const TrainerCmd *c) {
+    return c->kind == CMD_ANNEAL || (c->kind == CMD_SET && c->param == PARAM_TAU);
+}
+
+ml_status trainer_tau_apply(TauPlan *plan, const TrainerCmd *c, long step, long total_steps) {
+    if (c->kind == CMD_ANNEAL) {
+        const ml_status st = tau_plan_anneal(plan, step, &c->sched);
+        if (st == ML_OK && total_steps > step) plan->repl.total = total_steps; /* to the end of training */
+        return st;
+    }
+    if (c->kind == CMD_SET && c->param == PARAM_TAU) {
+        if (!isfinite(c->value)) return ml_fail(ML_ERR_ARG, "set: value must be finite");
+        return tau_plan_set(plan, step, (float)c->value);
+    }
+    return ml_fail(ML_ERR_ARG, "not a temperature command");
+}
+
 ml_status trainer_apply(Trainer *t, const TrainerCmd *c) {
     MoeConfig *h = &t->model.moe.cfg;
     const int moe = t->cfg.model.head.kind != HEAD_DENSE;
     if (c->kind == CMD_ANNEAL) {
         if (!moe) return ml_fail(ML_ERR_STATE, "anneal: the %s head has no router temperature", moe_head_name(t->cfg.model.head.kind));
-        ml_status st = tau_plan_anneal(&t->tau, t->step, &c->sched);
-        if (st == ML_OK && t->total_steps > t->step) t->tau.repl.total = t->total_steps; /* to the end of training */
-        return st;
+        return trainer_tau_apply(&t->tau, c, t->step, t->total_steps);
     }
     if (c->kind != CMD_SET) return ml_fail(ML_ERR_ARG, "not a parameter command");
     const double v = c->value;
@@ -254,7 +269,7 @@ ml_status trainer_apply(Trainer *t, const TrainerCmd *c) {
     if (c->param != PARAM_LR && !moe)
         return ml_fail(ML_ERR_STATE, "set: the %s head has no routing parameters", moe_head_name(t->cfg.model.head.kind));
     switch (c->param) {
-    case PARAM_TAU: return tau_plan_set(&t->tau, t->step, (float)v);
+    case PARAM_TAU: return trainer_tau_apply(&t->tau, c, t->step, t->total_steps);
     case PARAM_LR:
         if (v <= 0 || v > 100) return ml_fail(ML_ERR_ARG, "set lr: %g is outside (0, 100]", v);
         t->lr_override = (float)v;

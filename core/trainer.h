@@ -96,6 +96,12 @@ typedef struct {
 /* Applies a parameter command (CMD_SET, CMD_ANNEAL) at the current step boundary. The other
  * kinds are the driver's business (pause, single steps, snapshots, evaluation, quit). */
 ml_status trainer_apply(Trainer *t, const TrainerCmd *c);
+/* The temperature part of trainer_apply, on a plan alone: `set tau` overrides from `step`, `anneal`
+ * replaces the schedule from `step` to total_steps (the end of training). The session browser
+ * replays logged commands with it to rebuild the plan at any step. ML_ERR_ARG for other kinds. */
+ml_status trainer_tau_apply(TauPlan *plan, const TrainerCmd *c, long step, long total_steps);
+/* 1 if c is `set tau` or `anneal`. */
+int trainer_tau_command(const TrainerCmd *c);
 
 typedef struct {
     void (*on_step)(const StepRecord *r, void *user);
