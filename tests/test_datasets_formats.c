@@ -704,7 +704,7 @@ static void test_folder(void)
     /* pic.png is a PNG now (a truncated one: skipped as unreadable at import) */
     check(s.classes == 4 && strcmp(s.class_ids[3], "class_z") == 0 && s.n_train == 10 &&
               s.n_test == 6,
-          "scan: 4 classes (empty one kept), 10 train (9 JPEG + a PNG stub), 6 val");
+          "scan: 4 classes (empty one kept), 10 train (9 JPEG + a fake 16-byte PNG), 6 val");
     check(s.empty_classes == 1 && strstr(s.first_empty_class, "class_z"),
           "empty class folder reported: %s", s.first_empty_class);
     check(s.non_image == 2 && s.first_non_image[0], "non-image files counted (2; first %s)",
@@ -747,7 +747,7 @@ static void test_folder(void)
     check(st == ML_OK && rep.unreadable == 3 && rep.n_train == 9 &&
               strstr(rep.first_unreadable, "img_zz_trunc.jpg") &&
               strstr(rep.first_unreadable, "truncated"),
-          "unreadable JPEGs (and the PNG stub) skipped and counted (3; first: %s)",
+          "unreadable JPEGs (and the fake 16-byte PNG) skipped and counted (3; first: %s)",
           rep.first_unreadable);
     o.strict = 1;
     st = dataset_h5_import_folder(&s, tpath("inet3.h5"), &o, &rep);

@@ -83,7 +83,11 @@ static void curves_update(View *v, const ViewMsg *m) {
     if (m->kind == VIEW_MSG_CURSOR) {
         c->cursor = m->at_step;
         c->cur_have = m->eval != NULL;
-        if (m->eval) c->cur = *m->eval;
+        if (m->eval) {
+            c->cur = *m->eval;
+            c->cur.class_expert = NULL; /* only the scalars are kept: the arrays are the sender's */
+            c->cur.tsne_feat = NULL; c->cur.tsne_expert = NULL; c->cur.tsne_label = NULL;
+        }
     } else if (m->kind == VIEW_MSG_STEP) {
         const StepRecord *r = m->step;
         const double loss = r->loss;
