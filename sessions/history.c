@@ -345,7 +345,7 @@ static ml_status read_evals(const Ld *L, SessionHistory *h) {
         H5Eclear2(H5E_DEFAULT);
         if (nt != 0 && nt != 3) return ml_fail(ML_ERR_FORMAT, "%s: /evals/tsne_* datasets are incomplete", L->path);
         if (nt == 3) {
-            hsize_t dims[4];
+            hsize_t dims[4] = {0, 0, 0, 0};
             const long any2[2] = {-1, -1};
             if ((st = ds_shape(L, "/evals/tsne_features", 3, any2, &r, dims)) != ML_OK) return st;
             if (r < ne) ne = r;
