@@ -1,0 +1,74 @@
+#!/usr/bin/env bash
+# t_bitident.sh — refactors must not change the numbers. Three short runs (the reference model with
+# the MoE head on 32x32x3 synthetic data, a small dense run, a small MoE run steered by a
+# --commands file that uses every parameter command) are trained twice each; the final
+# checkpoint's /weights, /optimizer, /rng and /schedule must be identical between the two runs
+# (reproducible from the seed) and equal to the checksums recorded in tests/bitident.txt for this
+# machine and build (recorded from main before the architecture refactor). Floating-point results
+# depend on the CPU's OpenBLAS kernels and on the compiler flags, so a machine or build without a
+# recorded line only checks reproducibility and says so.
+#   tests/t_bitident.sh path/to/moelab [--record]   (--record prints the lines to add)
+set -u
+BIN=${1:?usage: t_bitident.sh path/to/moelab [--record]}
+BIN=$(cd "$(dirname "$BIN")" && pwd)/$(basename "$BIN")
+RECORD=${2:-}
+SRC=${MOELAB_SRC:-$(cd "$(dirname "$0")/.." && pwd)}
+REF=$SRC/tests/bitident.txt
+T=$(mktemp -d)
+trap 'rm -rf "$T"' EXIT
+cd "$T"
+pass=0; fail=0
+ok()  { echo "PASS  $*"; pass=$((pass + 1)); }
+bad() { echo "FAIL  $*"; fail=$((fail + 1)); }
+
+# the key of a recorded line: CPU model, build type, sanitizers, -march=native
+cache=$(dirname "$BIN")/CMakeCache.txt
+btype=$(grep -m1 '^CMAKE_BUILD_TYPE:' "$cache" 2>/dev/null | cut -d= -f2)
+san=$(grep -m1 '^MOELAB_SANITIZE:' "$cache" 2>/dev/null | cut -d= -f2)
+nat=$(grep -m1 '^MOELAB_NATIVE:' "$cache" 2>/dev/null | cut -d= -f2)
+cpu=$(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | sed 's/^ *//; s/ /_/g')
+key="${cpu}|${btype:-?}|san=${san:-?}|native=${nat:-?}"
+
+cat > cmds <<'EOF'
+# every parameter command, inside and between epochs
+at 5 set tau 0.7
+at 9 set lr 0.02
+at 12 anneal cosine 0.7 0.2
+at 20 set cf 1.5
+at 24 set alpha 0.02
+at 28 set noise 0.5
+at 30 eval
+at 33 anneal exp now 0.1
+at 40 set beta 0.001
+EOF
+SMALL=(--dataset synthetic:16x16x3:4:512 --width 0.25 --batch 32 --experts 4 --hidden 16 --seed 3 --epochs 3)
+declare -A RUN
+RUN[ref-moe]="--dataset synthetic:32x32x3:10:768 --epochs 2 --seed 5"
+RUN[dense]="${SMALL[*]} --head dense"
+RUN[moe-commands]="${SMALL[*]} --commands $T/cmds"
+
+digest() { # the final checkpoint's numbers, as text, hashed
+  local f; f=$(ls "$1"/ckpt-*.h5 | sort -t- -k2 -n | tail -1)
+  h5dump -g /weights -g /optimizer -g /rng -g /schedule "$f" | tail -n +2 | sha256sum | cut -c1-16
+}
+
+for name in ref-moe dense moe-commands; do
+  d1= d2=
+  for r in 1 2; do
+    # shellcheck disable=SC2086
+    if "$BIN" train --headless --threads 2 ${RUN[$name]} --session "$name-$r" > "$name-$r.log" 2>&1; then
+      eval "d$r=\$(digest $name-$r)"
+    else bad "$name run $r failed: $(tail -2 "$name-$r.log")"; fi
+  done
+  [ -n "$d1" ] || continue
+  if [ "$d1" = "$d2" ]; then ok "$name: two runs with the same seed end bit-identical ($d1)"
+  else bad "$name: two runs with the same seed differ ($d1 vs $d2)"; fi
+  if [ "$RECORD" = --record ]; then echo "$key $name $d1" >> "$REF.new"; continue; fi
+  want=$(awk -v k="$key" -v n="$name" '$1 == k && $2 == n {print $3}' "$REF" 2>/dev/null | tail -1)
+  if [ -z "$want" ]; then echo "SKIP  $name: no checksum recorded for $key (reproducibility checked only)"
+  elif [ "$want" = "$d1" ]; then ok "$name: equals the checksum recorded before the refactor ($want)"
+  else bad "$name: checksum $d1, recorded $want for $key"; fi
+done
+[ "$RECORD" = --record ] && { cat "$REF.new"; rm -f "$REF.new"; }
+echo "t_bitident: $pass passed, $fail failed"
+[ $fail = 0 ]
