@@ -13,7 +13,7 @@
 #ifndef ML_APP_COMMANDS_H
 #define ML_APP_COMMANDS_H
 
-#include "core/trainer.h"
+#include "core/records.h"
 
 extern const char *const command_words[];   /* NULL-terminated */
 extern const char *const param_words[];     /* NULL-terminated, index = CmdParam */

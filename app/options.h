@@ -3,7 +3,7 @@
 #ifndef ML_APP_OPTIONS_H
 #define ML_APP_OPTIONS_H
 
-#include "core/trainer.h"
+#include "core/config.h"
 
 typedef struct {
     TrainConfig train;

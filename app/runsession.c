@@ -78,7 +78,6 @@ static void report(RunSession *rs, const char *what) {
 
 int runsession_open(RunSession *rs, const AppOptions *o, Trainer *t, const char *cmdline, int resume) {
     memset(rs, 0, sizeof *rs);
-    rs->last_ckpt_step = -1;
     if (o->no_session) return 0;
     rs->ckpt_every = o->ckpt_every;
     rs->ckpt_steps = o->ckpt_steps;
@@ -90,10 +89,10 @@ int runsession_open(RunSession *rs, const AppOptions *o, Trainer *t, const char 
         struct tm tmv;
         localtime_r(&now, &tmv);
         strftime(ts, sizeof ts, "%Y%m%d-%H%M%S", &tmv);
-        snprintf(rs->dir, sizeof rs->dir, "sessions/%s-%s-%s", t->ds->name, moe_head_name(t->cfg.model.head.kind), ts);
+        snprintf(rs->dir, sizeof rs->dir, "sessions/%s-%s-%s", t->src.name, moe_head_name(t->cfg.model.head.kind), ts);
         struct stat sb;
         for (int i = 2; stat(rs->dir, &sb) == 0 && i < 1000; i++)
-            snprintf(rs->dir, sizeof rs->dir, "sessions/%s-%s-%s-%d", t->ds->name, moe_head_name(t->cfg.model.head.kind), ts, i);
+            snprintf(rs->dir, sizeof rs->dir, "sessions/%s-%s-%s-%d", t->src.name, moe_head_name(t->cfg.model.head.kind), ts, i);
     }
     if (resume) {
         char path[1024], rep[1024] = "";
@@ -106,17 +105,20 @@ int runsession_open(RunSession *rs, const AppOptions *o, Trainer *t, const char 
             return -1;
         }
         if (rep[0]) ml_log(1, "%s", rep);
-        if (ckpt_read(path, t) != ML_OK) return -1;
-        rs->last_ckpt_step = t->step;
+        StateView sv;
+        trainer_state(t, &sv);
+        if (ckpt_read(path, &sv) != ML_OK) return -1;
         if (session_open_append(&rs->w, rs->dir, t->step) != ML_OK) return -1;
         rs->active = 1;
         char ev[1100];
         snprintf(ev, sizeof ev, "resume from %s", strrchr(path, '/') ? strrchr(path, '/') + 1 : path);
         runsession_event(rs, t->step, ev);
     } else {
+        RunRecord run;
+        trainer_describe(t, &run);
         SessionInfo info;
         memset(&info, 0, sizeof info);
-        info.trainer = t;
+        info.run = &run;
         info.command_line = cmdline;
         info.dataset_spec = o->dataset;
         if (session_create(&rs->w, rs->dir, &info) != ML_OK) return -1;
@@ -126,7 +128,8 @@ int runsession_open(RunSession *rs, const AppOptions *o, Trainer *t, const char 
     return 0;
 }
 
-void runsession_step(RunSession *rs, const StepRecord *r) {
+static void on_step(const StepRecord *r, void *user) {
+    RunSession *rs = user;
     if (!rs->active || rs->failed) return;
     if (session_append_step(&rs->w, r) != ML_OK) { report(rs, "writing a step record"); return; }
     const double now = ml_now();
@@ -136,23 +139,37 @@ void runsession_step(RunSession *rs, const StepRecord *r) {
     }
 }
 
-void runsession_checkpoint(RunSession *rs, Trainer *t, const char *why) {
-    if (!rs->dir[0] || rs->failed) return;
-    if (ckpt_write(rs->dir, t, rs->keep) != ML_OK) { report(rs, "writing a checkpoint"); return; }
-    rs->last_ckpt_step = t->step;
-    if (why) {
-        char ev[128];
-        snprintf(ev, sizeof ev, "checkpoint ckpt-%ld.h5 (%s)", t->step, why);
-        runsession_event(rs, t->step, ev);
+static ml_status on_checkpoint(Trainer *t, const char *why, void *user) {
+    RunSession *rs = user;
+    if (rs->failed) return ml_fail(ML_ERR_IO, "the session stopped writing after an earlier error");
+    StateView sv;
+    trainer_state(t, &sv);
+    if (ckpt_write(rs->dir, &sv, rs->keep) != ML_OK) {
+        report(rs, "writing a checkpoint");
+        return ML_ERR_IO;
     }
+    return ML_OK;
 }
 
-void runsession_eval(RunSession *rs, Trainer *t, const EvalRecord *r) {
+static void on_eval(const EvalRecord *r, void *user) {
+    RunSession *rs = user;
     if (!rs->active || rs->failed) return;
     if (session_append_eval(&rs->w, r) != ML_OK) { report(rs, "writing an evaluation record"); return; }
     rs->last_flush = ml_now();
-    if (rs->ckpt_every > 0 && r->epoch > 0 && r->epoch % rs->ckpt_every == 0 && t->pos == 0 && t->step != rs->last_ckpt_step)
-        runsession_checkpoint(rs, t, NULL);
+}
+
+static void on_event(const TrainerEvent *e, void *user) {
+    if (e->logged) runsession_event(user, e->step, e->text);
+}
+
+void runsession_hooks(RunSession *rs, TrainHooks *h) {
+    h->on_step = on_step;
+    h->on_eval = on_eval;
+    h->on_event = on_event;
+    h->checkpoint = rs->active ? on_checkpoint : NULL;
+    h->ckpt_every = rs->ckpt_every;
+    h->ckpt_steps = rs->ckpt_steps;
+    h->user = rs;
 }
 
 void runsession_event(RunSession *rs, long step, const char *text) {
@@ -160,9 +177,8 @@ void runsession_event(RunSession *rs, long step, const char *text) {
     if (session_append_event(&rs->w, step, 0.0, text) != ML_OK) report(rs, "writing the event log");
 }
 
-void runsession_finish(RunSession *rs, Trainer *t, const char *status) {
+void runsession_finish(RunSession *rs, const char *status) {
     if (!rs->active) return;
-    if (!rs->failed && t->step != rs->last_ckpt_step) runsession_checkpoint(rs, t, NULL);
     if (session_close(&rs->w, status) != ML_OK && !rs->failed)
         ml_log(1, "session %s: closing live.h5: %s", rs->dir, ml_last_error());
     rs->active = 0;

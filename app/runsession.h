@@ -1,11 +1,12 @@
 /* runsession.h — a training run's session on disk, shared by the headless runner and the TUI:
- * creates (or, for --resume, reopens) DIR/live.h5, appends every record and command, writes
- * checkpoints at the configured period, on `snapshot` and at the end. All calls happen on the
- * thread that owns the trainer (it alone touches HDF5). A write error is reported once through
- * ml_log and the run continues: nothing in memory is lost. */
+ * creates (or, for --resume, reopens) DIR/live.h5 and is a consumer of the training loop
+ * (runsession_hooks): it appends every record and logged event and writes the checkpoints the
+ * loop asks for. All calls happen on the thread that runs the loop (it alone touches HDF5). A
+ * write error is reported once through ml_log and the run continues: nothing in memory is lost. */
 #ifndef ML_APP_RUNSESSION_H
 #define ML_APP_RUNSESSION_H
 
+#include "core/trainer.h"
 #include "options.h"
 #include "sessions/session.h"
 
@@ -16,7 +17,6 @@ typedef struct {
     int ckpt_every;          /* epochs between checkpoints (0: only at the end) */
     long ckpt_steps;         /* steps between checkpoints (0: off) */
     int keep;                /* checkpoints kept */
-    long last_ckpt_step;     /* step of the newest checkpoint (-1: none) */
     double last_flush;
     int failed;              /* a write failed (reported once) */
 } RunSession;
@@ -32,12 +32,13 @@ void argv_free(int argc, char **argv);
  * unless o->no_session. resume = 1: restores the newest valid checkpoint of o->session into t
  * and reopens live.h5 for appending. Returns 0, or -1 with ml_last_error() set. */
 int runsession_open(RunSession *rs, const AppOptions *o, Trainer *t, const char *cmdline, int resume);
-void runsession_step(RunSession *rs, const StepRecord *r);
-void runsession_eval(RunSession *rs, Trainer *t, const EvalRecord *r);
+/* The session's part of the loop's hooks: on_step, on_eval, on_event (events marked `logged` go
+ * to the event log), checkpoint and the checkpoint periods; user = rs. With no session open
+ * (--no-session) the record hooks are no-ops and checkpoint is NULL. */
+void runsession_hooks(RunSession *rs, TrainHooks *h);
+/* One line in the event log (e.g. "resume from ckpt-240.h5"). */
 void runsession_event(RunSession *rs, long step, const char *text);
-/* Checkpoint now (the `snapshot` command, the step period). */
-void runsession_checkpoint(RunSession *rs, Trainer *t, const char *why);
-/* Final checkpoint (if the weights changed since the last one) and close with status. */
-void runsession_finish(RunSession *rs, Trainer *t, const char *status);
+/* Closes live.h5 with status ("finished", "interrupted", "failed"). */
+void runsession_finish(RunSession *rs, const char *status);
 
 #endif

@@ -69,107 +69,95 @@ static void print_dry_run(const Model *m, const Dataset *ds, const TrainConfig *
            ds->train.n / c->batch, c->batch, optim_kind_name(t->opt.kind), t->lr.base, lr_kind_name(t->lr.kind));
 }
 
+/* ---- the headless runner: commands from a --commands file (or a replayed event log), progress
+ * lines on stdout, the session writer's hooks underneath */
 typedef struct {
     int epochs;
     StepRecord last;
     int have_last;
-    ScheduledCmd *cmds; /* --commands FILE (or the replayed event log), sorted by step */
+    char routing[512];  /* the routing line of the last evaluation (MoE heads), "" if none */
+    ScheduledCmd *cmds; /* sorted by step */
     int ncmds, next;
-    RunSession *rs;
-    int quiet;
-} Printer;
+    TrainHooks sink;    /* the session's hooks */
+} Headless;
 
 static volatile sig_atomic_t g_stop_signal = 0;
 static void on_signal(int sig) { g_stop_signal = sig; }
 
-static void on_eval(const EvalRecord *r, void *user);
-
-/* Applies the commands scheduled for this step boundary; returns 1 to stop (quit). */
-static int before_step(Trainer *t, void *user) {
-    Printer *p = user;
-    if (g_stop_signal) {
-        printf("[step %ld] %s: stopping cleanly\n", t->step, g_stop_signal == SIGINT ? "interrupt" : "terminated");
-        return 1;
-    }
-    if (p->rs->ckpt_steps > 0 && t->step > 0 && t->step % p->rs->ckpt_steps == 0 && t->step != p->rs->last_ckpt_step)
-        runsession_checkpoint(p->rs, t, NULL);
-    while (p->next < p->ncmds && p->cmds[p->next].step <= t->step) {
-        const TrainerCmd *c = &p->cmds[p->next++].cmd;
-        printf("[step %ld] %s\n", t->step, c->text);
-        runsession_event(p->rs, t->step, c->text);
-        switch (c->kind) {
-        case CMD_SET:
-        case CMD_ANNEAL:
-            if (trainer_apply(t, c) != ML_OK) printf("[step %ld] error: %s\n", t->step, ml_last_error());
-            break;
-        case CMD_SNAPSHOT:
-            runsession_checkpoint(p->rs, t, "snapshot");
-            break;
-        case CMD_QUIT:
-            return 1;
-        case CMD_EVAL: {
-            EvalRecord er;
-            if (trainer_eval_record(t, &er, 0.0) == ML_OK) on_eval(&er, p);
-            else printf("[step %ld] error: %s\n", t->step, ml_last_error());
-            break;
-        }
-        default:
-            printf("[step %ld] note: '%s' has no effect in a headless run\n", t->step, c->text);
-        }
-        fflush(stdout);
-    }
-    return 0;
+static int h_next_cmd(void *user, long step, int wait, TrainerCmd *c) {
+    (void)wait; /* nothing can arrive later: a pause is noted and has no effect */
+    Headless *p = user;
+    if (p->next >= p->ncmds || p->cmds[p->next].step > step) return 0;
+    *c = p->cmds[p->next++].cmd;
+    return 1;
 }
 
-static void on_step(const StepRecord *r, void *user) {
-    Printer *p = user;
+static int h_should_stop(void *user) {
+    (void)user;
+    return g_stop_signal != 0;
+}
+
+static void h_on_step(const StepRecord *r, void *user) {
+    Headless *p = user;
     p->last = *r;
     p->have_last = 1;
-    runsession_step(p->rs, r);
+    p->sink.on_step(r, p->sink.user);
 }
 
-static void on_eval_print(const EvalRecord *r, Printer *p);
-static Trainer *g_trainer;
-static void on_eval(const EvalRecord *r, void *user) {
-    Printer *p = user;
-    runsession_eval(p->rs, g_trainer, r);
-    on_eval_print(r, p);
+static void h_on_eval(const EvalRecord *r, void *user) {
+    Headless *p = user;
+    p->sink.on_eval(r, p->sink.user);
+    p->routing[0] = 0;
+    if (r->has_moe) eval_routing_line(r, p->have_last ? &p->last : NULL, p->routing, sizeof p->routing);
 }
 
-static void on_eval_print(const EvalRecord *r, Printer *p) {
-    printf("epoch %3d/%d  step %6ld  train loss %.4f acc %6.2f%%  test loss %.4f acc %6.2f%%  %6.0f img/s  %6.1f s\n",
-           r->epoch, p->epochs, r->step, r->train_loss, 100 * r->train_acc, r->test_loss,
-           100 * r->test_acc, r->img_per_s, r->elapsed);
-    if (r->has_moe) {
-        const double tau = p->have_last ? p->last.tau : 0.0, aux = p->have_last ? p->last.moe.l_aux : 0.0;
-        printf("  routing  load entropy %.3f  top1 share %.2f  drop %.1f%%  dead %d/%d  MaxVio %.2f  rho %.3f (nominal %.3f)  "
-               "I(class;expert) %.3f nats  tau %.3g  aux %.4f  collapse %s%s%s\n",
-               r->window_load_entropy, r->window_first_share, 100 * r->train_drop_frac, r->dead_experts, r->experts, r->train_maxvio,
-               r->train_rho_realized, r->rho_nominal, r->mutual_info, tau, aux, r->collapsed ? "YES" : "no",
-               r->collapsed ? " " : "", r->collapsed ? routewin_reason_text(r->collapse_reason) : "");
+static void h_on_event(const TrainerEvent *e, void *user) {
+    Headless *p = user;
+    p->sink.on_event(e, p->sink.user);
+    switch (e->kind) {
+    case TEV_APPLIED: printf("[step %ld] %s\n", e->step, e->text); break;
+    case TEV_FAILED: printf("[step %ld] error: %s\n", e->step, e->text); break;
+    case TEV_NOTE: printf("[step %ld] note: %s\n", e->step, e->text); break;
+    case TEV_EPOCH:
+        printf("%s\n", e->text);
+        if (p->routing[0]) printf("%s\n", p->routing);
+        break;
+    case TEV_NUMERIC:
+    case TEV_ERROR: fprintf(stderr, "moelab: %s\n", e->text); break;
+    case TEV_CHECKPOINT: break;
     }
     fflush(stdout);
 }
 
-/* ---- the live screen: these TuiHooks run on the trainer thread and write the session */
-static void tui_on_step(const StepRecord *r, void *user) { runsession_step(user, r); }
-static void tui_on_eval(const EvalRecord *r, void *user) { runsession_eval(user, g_trainer, r); }
-static void tui_on_event(long step, double wall, const char *text, void *user) {
-    (void)wall;
-    runsession_event(user, step, text);
+static ml_status h_checkpoint(Trainer *t, const char *why, void *user) {
+    Headless *p = user;
+    return p->sink.checkpoint(t, why, p->sink.user);
 }
-static ml_status tui_on_snapshot(Trainer *t, void *user) {
-    RunSession *rs = user;
-    if (!rs->active) return ml_fail(ML_ERR_STATE, "snapshot: this run has no session (--no-session)");
-    runsession_checkpoint(rs, t, "snapshot");
-    return rs->failed ? ml_fail(ML_ERR_IO, "snapshot failed: see the log") : ML_OK;
-}
-static void tui_on_finish(Trainer *t, const char *status, void *user) { runsession_finish(user, t, status); }
-static int tui_before_step(Trainer *t, void *user) {
-    RunSession *rs = user;
-    if (rs->ckpt_steps > 0 && t->step > 0 && t->step % rs->ckpt_steps == 0 && t->step != rs->last_ckpt_step)
-        runsession_checkpoint(rs, t, NULL);
-    return 0;
+
+/* Trains t headless to the end; returns the exit status. */
+static int run_headless(Trainer *t, RunSession *rs, ScheduledCmd *cmds, int ncmds, int next) {
+    Headless p = {.epochs = t->cfg.epochs, .cmds = cmds, .ncmds = ncmds, .next = next};
+    runsession_hooks(rs, &p.sink);
+    TrainHooks h = {
+        .next_cmd = h_next_cmd, .should_stop = h_should_stop, .on_step = h_on_step, .on_eval = h_on_eval,
+        .on_event = h_on_event, .checkpoint = p.sink.checkpoint ? h_checkpoint : NULL,
+        .ckpt_every = p.sink.ckpt_every, .ckpt_steps = p.sink.ckpt_steps, .user = &p,
+    };
+    signal(SIGXFSZ, SIG_IGN);
+    struct sigaction sa;
+    memset(&sa, 0, sizeof sa);
+    sa.sa_handler = on_signal;
+    sigaction(SIGINT, &sa, NULL);
+    sigaction(SIGTERM, &sa, NULL);
+    const RunEnd end = trainer_run(t, &h);
+    if (end == RUN_INTERRUPTED && g_stop_signal)
+        printf("[step %ld] %s: stopping cleanly\n", t->step, g_stop_signal == SIGINT ? "interrupt" : "terminated");
+    runsession_finish(rs, run_end_name(end));
+    if (rs->dir[0] && rs->failed == 0)
+        printf("session   %s: %s at step %ld\n", rs->dir, run_end_name(end), t->step);
+    signal(SIGINT, SIG_DFL);
+    signal(SIGTERM, SIG_DFL);
+    return end == RUN_FAILED ? 1 : 0;
 }
 
 /* Runs a training (or replay) from parsed options. cmdline is stored in the session; resume = 1
@@ -183,8 +171,10 @@ static int run_training(AppOptions *o, const char *cmdline, int resume, Schedule
         fprintf(stderr, "moelab: %s\n", ml_last_error());
         return 1;
     }
+    BatchSource src;
+    dataset_batch_source(&ds, &src);
     Trainer t;
-    if (trainer_init(&t, &o->train, &ds) != ML_OK) {
+    if (trainer_init(&t, &o->train, &src) != ML_OK) {
         fprintf(stderr, "moelab: %s\n", ml_last_error());
         dataset_free(&ds);
         return 2;
@@ -195,92 +185,51 @@ static int run_training(AppOptions *o, const char *cmdline, int resume, Schedule
         dataset_free(&ds);
         return 0;
     }
-    Printer p = {.epochs = t.cfg.epochs, .quiet = o->quiet};
+    ScheduledCmd *cmds = NULL;
+    int ncmds = 0;
     if (o->commands[0]) {
         char err[600];
-        if (command_file_read(o->commands, &p.cmds, &p.ncmds, err, sizeof err)) {
+        if (command_file_read(o->commands, &cmds, &ncmds, err, sizeof err)) {
             fprintf(stderr, "moelab: %s\n", err);
             trainer_free(&t);
             dataset_free(&ds);
             return 2;
         }
     }
-    if (extra && nextra) { p.cmds = extra; p.ncmds = nextra; }
+    if (extra && nextra) { free(cmds); cmds = extra; ncmds = nextra; }
     RunSession rs;
     if (runsession_open(&rs, o, &t, cmdline, resume) != 0) {
         fprintf(stderr, "moelab: %s\n", ml_last_error());
-        if (p.cmds != extra) free(p.cmds);
+        if (cmds != extra) free(cmds);
         trainer_free(&t);
         dataset_free(&ds);
         return 1;
     }
     if (session_out) snprintf(session_out, session_n, "%s", rs.dir);
-    p.rs = &rs;
-    /* skip scheduled commands that a resumed run has already applied: those before the
-     * checkpoint's step, and those at that step which the event log shows as applied */
-    while (p.next < p.ncmds && p.cmds[p.next].step < t.step) p.next++;
-    if (resume && p.next < p.ncmds) {
-        SessionEventRow *ev = NULL;
-        long nev = 0;
-        if (session_read_events(rs.dir, &ev, &nev) == ML_OK) {
-            int w = p.next;
-            for (int i = p.next; i < p.ncmds; i++) {
-                int applied = 0;
-                for (long j = 0; j < nev && p.cmds[i].step == t.step; j++)
-                    if (ev[j].step == t.step && !strcmp(ev[j].text, p.cmds[i].cmd.text)) applied = 1;
-                if (!applied) p.cmds[w++] = p.cmds[i];
-            }
-            p.ncmds = w;
-            free(ev);
-        }
-    }
-    g_trainer = &t;
+    /* a resumed run's checkpoint holds the effect of every command due at or before its step
+     * (the loop applies a boundary's commands before it checkpoints): skip those */
+    int next = 0;
+    while (next < ncmds && cmds[next].step <= (resume ? t.step : -1)) next++;
+    int rc;
     if (!o->headless && !extra && isatty(STDIN_FILENO) && isatty(STDOUT_FILENO)) {
-        TuiHooks hooks = {
-            .on_step = tui_on_step, .on_eval = tui_on_eval, .on_event = tui_on_event,
-            .on_snapshot = tui_on_snapshot, .on_finish = tui_on_finish, .before_step = tui_before_step,
-            .user = &rs, .session = rs.active ? rs.dir : "",
-            .cmds = p.cmds ? p.cmds + p.next : NULL, .ncmds = p.ncmds - p.next,
-        };
-        const int trc = tui_run(o, &ds, &t, &hooks);
+        TuiHooks hooks = {.session = rs.active ? rs.dir : "", .cmds = cmds ? cmds + next : NULL, .ncmds = ncmds - next};
+        runsession_hooks(&rs, &hooks.sink);
+        hooks.rs = &rs;
+        rc = tui_run(o, &ds, &t, &hooks);
         if (rs.dir[0] && rs.failed == 0 && !o->no_session) printf("session   %s\n", rs.dir);
-        if (p.cmds != extra) free(p.cmds);
-        trainer_free(&t);
-        dataset_free(&ds);
-        return trc;
+    } else {
+        const ModelConfig *mc = &t.cfg.model;
+        printf("moelab %s: %s (%d/%d images, %dx%dx%d), backbone %s w=%g, head %s, %d epochs x %ld steps, "
+               "batch %d, %s lr %g %s, augment %s, seed %llu, %d threads\n", MOELAB_VERSION, ds.name, ds.train.n, ds.test.n,
+               ds.h, ds.w, ds.c, backbone_name(mc->backbone), mc->width, moe_head_name(mc->head.kind),
+               t.cfg.epochs, t.steps_per_epoch, mc->batch, optim_kind_name(t.cfg.opt.kind), t.cfg.lr.base,
+               lr_kind_name(t.cfg.lr.kind), t.cfg.augment ? "on" : "off", (unsigned long long)t.cfg.seed, t.cfg.threads);
+        if (rs.active && resume) printf("session   %s (resumed at step %ld, epoch %d)\n", rs.dir, t.step, t.epoch);
+        else if (rs.active) printf("session   %s\n", rs.dir);
+        fflush(stdout);
+        rc = run_headless(&t, &rs, cmds, ncmds, next);
     }
-    const ModelConfig *mc = &t.cfg.model;
-    printf("moelab %s: %s (%d/%d images, %dx%dx%d), backbone %s w=%g, head %s, %d epochs x %ld steps, "
-           "batch %d, %s lr %g %s, augment %s, seed %llu, %d threads\n", MOELAB_VERSION, ds.name, ds.train.n, ds.test.n,
-           ds.h, ds.w, ds.c, backbone_name(mc->backbone), mc->width, moe_head_name(mc->head.kind),
-           t.cfg.epochs, t.steps_per_epoch, mc->batch, optim_kind_name(t.cfg.opt.kind), t.cfg.lr.base,
-           lr_kind_name(t.cfg.lr.kind), t.cfg.augment ? "on" : "off", (unsigned long long)t.cfg.seed, t.cfg.threads);
-    if (rs.active && resume) printf("session   %s (resumed at step %ld, epoch %d)\n", rs.dir, t.step, t.epoch);
-    else if (rs.active) printf("session   %s\n", rs.dir);
-    fflush(stdout);
-    signal(SIGXFSZ, SIG_IGN);
-    struct sigaction sa;
-    memset(&sa, 0, sizeof sa);
-    sa.sa_handler = on_signal;
-    sigaction(SIGINT, &sa, NULL);
-    sigaction(SIGTERM, &sa, NULL);
-    TrainCallbacks cb = {.on_step = on_step, .on_eval = on_eval, .before_step = before_step, .user = &p};
-    ml_status st = trainer_run(&t, &cb);
-    int rc = 0;
-    const char *status = "finished";
-    if (st != ML_OK) {
-        fprintf(stderr, "moelab: %s\n", ml_last_error());
-        runsession_event(&rs, t.step, ml_last_error());
-        rc = 1;
-        status = "failed";
-    } else if (t.stop) {
-        status = "interrupted";
-    }
-    runsession_finish(&rs, &t, status);
-    if (rs.dir[0] && rs.failed == 0 && !o->no_session) printf("session   %s: %s at step %ld\n", rs.dir, status, t.step);
-    signal(SIGINT, SIG_DFL);
-    signal(SIGTERM, SIG_DFL);
-    if (p.cmds != extra) free(p.cmds);
+    if (cmds != extra) free(cmds);
     trainer_free(&t);
     dataset_free(&ds);
     return rc;

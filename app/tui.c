@@ -328,7 +328,7 @@ static void fill_status(Tui *ui, RunStatus *rs, char *note, size_t noten) {
     } else if (ui->leaving) {
         rs->state = "STOPPING";
         rs->state_role = TH_PAUSED;
-        snprintf(note, noten, "finishing the step%s", ui->hooks && ui->hooks->on_finish ? " and the final checkpoint" : "");
+        snprintf(note, noten, "finishing the step%s", ui->hooks && ui->hooks->sink.checkpoint ? " and the final checkpoint" : "");
     } else if (s->numeric) {
         rs->state = "PAUSED (NaN)";
         rs->state_role = TH_BANNER;

@@ -5,8 +5,8 @@
  * heat map, expert load, the temperature plan, routing scalars, status bar, log, and a readline
  * command line speaking the command language of app/commands.h.
  *
- * TuiHooks are called ON THE TRAINER THREAD, between steps, where the model is consistent: the
- * session writer (the only HDF5 user) hangs there. Every callback may be NULL. */
+ * The session writer (the only HDF5 user) is called ON THE TRAINER THREAD, inside the training
+ * loop (core/trainer.c trainer_run), where the model is consistent. */
 #ifndef ML_APP_TUI_H
 #define ML_APP_TUI_H
 
@@ -14,25 +14,14 @@
 #include "core/trainer.h"
 #include "datasets/dataset.h"
 #include "options.h"
+#include "runsession.h"
 
 typedef struct TuiHooks {
-    /* every published StepRecord (every log_every steps) */
-    void (*on_step)(const StepRecord *r, void *user);
-    /* every evaluation: after each epoch and for the `eval` command (arrays valid during the call) */
-    void (*on_eval)(const EvalRecord *r, void *user);
-    /* every command the trainer applied, with the step it took effect at, the wall-clock time
-     * (seconds since the Unix epoch) and its normalised text (e.g. "set tau 0.3") */
-    void (*on_event)(long step, double wall, const char *text, void *user);
-    /* the `snapshot` command; returns ML_OK or an error (ml_fail message shown in the log).
-     * Without it, `snapshot` only logs that there is no session. */
-    ml_status (*on_snapshot)(Trainer *t, void *user);
-    /* once, when the run ends: status "finished", "interrupted" (q, quit, Ctrl-C, SIGTERM) or
-     * "failed"; a final checkpoint belongs here */
-    void (*on_finish)(Trainer *t, const char *status, void *user);
-    /* at every step boundary, after the queued commands were applied and before the step (e.g.
-     * periodic checkpoints); non-zero stops the run ("interrupted") */
-    int (*before_step)(Trainer *t, void *user);
-    void *user;
+    /* The session writer's part of the loop's hooks (runsession_hooks): on_step, on_eval,
+     * on_event, checkpoint and the checkpoint periods, called ON THE TRAINER THREAD; the worker
+     * supplies the command source, the stop flag and the state (tui_worker.c). */
+    TrainHooks sink;
+    RunSession *rs;      /* closed with the run's status when it ends (NULL: no session) */
     /* session folder shown in the status bar ("" or NULL: none); read by the UI thread */
     const char *session;
     /* commands to apply at their steps (sorted by step; copied by tui_run; ncmds may be 0).

@@ -36,7 +36,7 @@ int worker_init(TuiWorker *w, Trainer *t, const TuiHooks *hooks, int wake_fd, Sc
     w->nsched = nsched;
     atomic_init(&w->wake_pending, 0);
     const int moe = t->cfg.model.head.kind != HEAD_DENSE;
-    w->ce_size = moe ? t->ds->classes * t->cfg.model.head.E : 1;
+    w->ce_size = moe ? t->src.classes * t->cfg.model.head.E : 1;
     w->sq = calloc(WORKER_STEPQ, sizeof *w->sq);
     w->evq = calloc(WORKER_EVQ, sizeof *w->evq);
     w->eq_counts = calloc((size_t)WORKER_EVALQ * w->ce_size, sizeof *w->eq_counts);
@@ -129,198 +129,105 @@ void worker_log(TuiWorker *w, int level, const char *msg) {
 }
 
 // ---------------------------------------------------------------------------------------------
-// the trainer thread
+// the trainer thread: core's training loop with this worker as its command source and state sink,
+// the session writer (hooks->sink) underneath
 
-/* Evaluates now, hands the record to the hook and the UI. 0, or -1 (message published). */
-static int run_eval(TuiWorker *w, double train_time, double epoch_t0, int epoch_end) {
-    Trainer *t = w->t;
-    const double e0 = ml_now();
-    EvalRecord er;
-    const ml_status st = trainer_eval_record(t, &er, train_time);
-    const double dt = ml_now() - e0;
+/* The next command due: the --commands file first (in step order), then the UI's queue. While
+ * paused it blocks on the condvar until a command or a stop request arrives. */
+static int w_next_cmd(void *user, long step, int wait, TrainerCmd *c) {
+    TuiWorker *w = user;
+    int got = 0;
     pthread_mutex_lock(&w->mu);
-    w->st.eval_seconds += dt;
-    w->st.evals++;
+    if (w->next_sched < w->nsched && w->sched[w->next_sched].step <= step) {
+        *c = w->sched[w->next_sched++].cmd;
+        got = 1;
+    } else if (w->cq_n > 0) {
+        *c = w->cmdq[w->cq_head];
+        w->cq_head = (w->cq_head + 1) % WORKER_CMDQ;
+        w->cq_n--;
+        got = 1;
+    } else if (wait && !w->st.stop_requested) {
+        w->st.waiting = 1;
+        pthread_cond_wait(&w->cv, &w->mu);
+        w->st.waiting = 0;
+    }
     pthread_mutex_unlock(&w->mu);
-    if (st != ML_OK) {
-        char msg[384];
-        snprintf(msg, sizeof msg, "evaluation failed: %s", ml_last_error());
-        publish_text(w, st == ML_ERR_NUMERIC ? WEV_NUMERIC : WEV_ERROR, msg);
-        return -1;
-    }
-    er.epoch_seconds = epoch_end ? ml_now() - epoch_t0 : dt;
-    if (w->hooks && w->hooks->on_eval) w->hooks->on_eval(&er, w->hooks->user);
-    publish_eval(w, &er);
-    char line[384];
-    if (epoch_end)
-        snprintf(line, sizeof line, "epoch %d/%d  step %ld  train loss %.4f acc %.2f%%  test loss %.4f acc %.2f%%  %.0f img/s  %.1f s",
-                 er.epoch, t->cfg.epochs, er.step, er.train_loss, 100 * er.train_acc, er.test_loss, 100 * er.test_acc,
-                 er.img_per_s, er.epoch_seconds);
-    else
-        snprintf(line, sizeof line, "eval at step %ld  test loss %.4f acc %.2f%%", er.step, er.test_loss, 100 * er.test_acc);
-    if (er.has_moe) {
-        const size_t len = strlen(line);
-        snprintf(line + len, sizeof line - len, "  I(class;expert) %.3f  dead %d/%d%s", er.mutual_info, er.dead_experts,
-                 er.experts, er.collapsed ? "  COLLAPSE" : "");
-    }
-    publish_text(w, WEV_EPOCH, line);
-    return 0;
+    return got;
 }
 
-/* Applies one command at the current step boundary (mutex not held). */
-static void apply_cmd(TuiWorker *w, const TrainerCmd *c) {
-    Trainer *t = w->t;
-    const TuiHooks *h = w->hooks;
+static int w_should_stop(void *user) {
+    TuiWorker *w = user;
+    pthread_mutex_lock(&w->mu);
+    const int stop = w->st.stop_requested;
+    pthread_mutex_unlock(&w->mu);
+    return stop;
+}
+
+static void w_on_state(const TrainerState *s, void *user) {
+    TuiWorker *w = user;
+    pthread_mutex_lock(&w->mu);
+    w->st.step = s->step;
+    w->st.epoch = s->epoch;
+    w->st.paused = s->paused;
+    w->st.steps_left = s->steps_left;
+    w->st.numeric = s->numeric;
+    w->st.busy = s->busy;
+    w->st.eval_seconds = s->eval_seconds;
+    w->st.evals = s->evals;
+    pthread_mutex_unlock(&w->mu);
+}
+
+static void w_on_step(const StepRecord *r, void *user) {
+    TuiWorker *w = user;
+    const TrainHooks *sink = &w->hooks->sink;
+    if (sink->on_step) sink->on_step(r, sink->user);
+    publish_step(w, r);
+}
+
+static void w_on_eval(const EvalRecord *r, void *user) {
+    TuiWorker *w = user;
+    const TrainHooks *sink = &w->hooks->sink;
+    if (sink->on_eval) sink->on_eval(r, sink->user);
+    publish_eval(w, r);
+}
+
+static void w_on_event(const TrainerEvent *e, void *user) {
+    TuiWorker *w = user;
+    const TrainHooks *sink = &w->hooks->sink;
+    if (sink->on_event) sink->on_event(e, sink->user);
+    static const WorkerEventKind kinds[] = {
+        [TEV_APPLIED] = WEV_APPLIED, [TEV_FAILED] = WEV_FAILED, [TEV_NOTE] = WEV_WARN, [TEV_NUMERIC] = WEV_NUMERIC,
+        [TEV_ERROR] = WEV_ERROR, [TEV_EPOCH] = WEV_EPOCH, [TEV_CHECKPOINT] = WEV_INFO,
+    };
     WorkerEvent ev;
     memset(&ev, 0, sizeof ev);
-    ev.kind = WEV_APPLIED;
-    ev.step = t->step;
+    ev.kind = kinds[e->kind];
+    ev.step = e->step;
     ev.wall = wall_now();
-    ev.cmd = c->kind;
-    snprintf(ev.text, sizeof ev.text, "%s", c->text);
-    int applied = 1;
-    switch (c->kind) {
-    case CMD_PAUSE:
-        pthread_mutex_lock(&w->mu);
-        w->st.paused = 1;
-        w->st.steps_left = 0;
-        pthread_mutex_unlock(&w->mu);
-        break;
-    case CMD_RESUME:
-        pthread_mutex_lock(&w->mu);
-        w->st.paused = 0;
-        w->st.numeric = 0;
-        w->st.steps_left = 0;
-        pthread_mutex_unlock(&w->mu);
-        break;
-    case CMD_STEP:
-        pthread_mutex_lock(&w->mu);
-        w->st.paused = 1;
-        w->st.steps_left = c->n;
-        pthread_mutex_unlock(&w->mu);
-        break;
-    case CMD_SET:
-    case CMD_ANNEAL:
-        if (trainer_apply(t, c) != ML_OK) {
-            applied = 0;
-            ev.kind = WEV_FAILED;
-            snprintf(ev.text, sizeof ev.text, "%s: %s", c->text, ml_last_error());
-        } else {
-            ev.has_plan = 1;
-            ev.plan = t->tau;
-        }
-        break;
-    case CMD_EVAL:
-        /* the epoch line comes from run_eval; the event itself is logged too */
-        if (run_eval(w, 0.0, ml_now(), 0)) { applied = 0; ev.kind = WEV_FAILED; snprintf(ev.text, sizeof ev.text, "eval failed"); }
-        break;
-    case CMD_SNAPSHOT:
-        /* logged before it runs, like the headless runner: the event precedes its checkpoint */
-        if (h && h->on_snapshot && h->on_event) h->on_event(ev.step, ev.wall, c->text, h->user);
-        if (!h || !h->on_snapshot) {
-            applied = 0;
-            ev.kind = WEV_WARN;
-            snprintf(ev.text, sizeof ev.text, "snapshot: no session is being written, nothing saved");
-        } else if (h->on_snapshot(t, h->user) != ML_OK) {
-            applied = 0;
-            ev.kind = WEV_FAILED;
-            snprintf(ev.text, sizeof ev.text, "snapshot failed: %s", ml_last_error());
-        }
-        break;
-    case CMD_QUIT:
-        pthread_mutex_lock(&w->mu);
-        w->st.stop_requested = 1;
-        pthread_mutex_unlock(&w->mu);
-        break;
-    case CMD_HELP:
-        return; /* the UI's business */
-    }
-    if (applied && c->kind != CMD_SNAPSHOT && h && h->on_event) h->on_event(ev.step, ev.wall, c->text, h->user);
+    ev.cmd = e->cmd;
+    snprintf(ev.text, sizeof ev.text, "%s", e->text);
+    ev.has_plan = e->has_plan;
+    if (e->has_plan) ev.plan = e->plan;
     publish_event(w, &ev);
+}
+
+static ml_status w_checkpoint(Trainer *t, const char *why, void *user) {
+    TuiWorker *w = user;
+    return w->hooks->sink.checkpoint(t, why, w->hooks->sink.user);
 }
 
 static void *worker_main(void *arg) {
     TuiWorker *w = arg;
     Trainer *t = w->t;
     omp_set_num_threads(t->cfg.threads); /* the ICV is per thread: trainer_init set the caller's */
-    const char *status = "finished";
-    double ep_train = 0.0, ep_t0 = ml_now();
-    for (;;) {
-        // ---- step boundary: commands (UI queue and --commands file), pause
-        pthread_mutex_lock(&w->mu);
-        for (;;) {
-            TrainerCmd c;
-            if (w->next_sched < w->nsched && w->sched[w->next_sched].step <= t->step) {
-                c = w->sched[w->next_sched++].cmd;
-            } else if (w->cq_n > 0) {
-                c = w->cmdq[w->cq_head];
-                w->cq_head = (w->cq_head + 1) % WORKER_CMDQ;
-                w->cq_n--;
-            } else {
-                if (w->st.stop_requested || !w->st.paused || w->st.steps_left > 0) break;
-                w->st.waiting = 1;
-                pthread_cond_wait(&w->cv, &w->mu);
-                w->st.waiting = 0;
-                continue;
-            }
-            pthread_mutex_unlock(&w->mu);
-            apply_cmd(w, &c);
-            pthread_mutex_lock(&w->mu);
-        }
-        int stop = w->st.stop_requested;
-        pthread_mutex_unlock(&w->mu);
-        if (!stop && w->hooks && w->hooks->before_step && t->epoch < t->cfg.epochs)
-            stop = w->hooks->before_step(t, w->hooks->user) != 0;
-        if (stop) { status = "interrupted"; break; }
-        if (t->epoch >= t->cfg.epochs) { status = "finished"; break; }
-
-        // ---- one step
-        StepRecord rec;
-        const int want = (t->step + 1) % t->cfg.log_every == 0;
-        const double s0 = ml_now();
-        const ml_status st = trainer_step(t, want ? &rec : NULL);
-        const double dt = ml_now() - s0;
-        if (st == ML_ERR_NUMERIC) {
-            pthread_mutex_lock(&w->mu);
-            w->st.paused = 1;
-            w->st.numeric = 1;
-            w->st.steps_left = 0;
-            pthread_mutex_unlock(&w->mu);
-            char msg[384];
-            snprintf(msg, sizeof msg, "%s", ml_last_error());
-            publish_text(w, WEV_NUMERIC, msg);
-            continue;
-        }
-        if (st != ML_OK) {
-            char msg[384];
-            snprintf(msg, sizeof msg, "training failed: %s", ml_last_error());
-            publish_text(w, WEV_ERROR, msg);
-            status = "failed";
-            break;
-        }
-        ep_train += dt;
-        pthread_mutex_lock(&w->mu);
-        w->st.step = t->step;
-        w->st.epoch = t->epoch;
-        w->st.busy += dt;
-        if (w->st.steps_left > 0) w->st.steps_left--;
-        pthread_mutex_unlock(&w->mu);
-        if (want) {
-            if (w->hooks && w->hooks->on_step) w->hooks->on_step(&rec, w->hooks->user);
-            publish_step(w, &rec);
-        }
-        // ---- epoch end: evaluate
-        if (t->pos == 0) {
-            if (run_eval(w, ep_train, ep_t0, 1)) {
-                pthread_mutex_lock(&w->mu);
-                w->st.paused = 1; /* let the user decide (quit, or resume without this epoch's eval) */
-                pthread_mutex_unlock(&w->mu);
-            }
-            ep_train = 0.0;
-            ep_t0 = ml_now();
-        }
-    }
-    if (w->hooks && w->hooks->on_finish) w->hooks->on_finish(t, status, w->hooks->user);
+    const TrainHooks *sink = w->hooks ? &w->hooks->sink : NULL;
+    TrainHooks h = {
+        .next_cmd = w_next_cmd, .should_stop = w_should_stop, .on_step = w_on_step, .on_eval = w_on_eval,
+        .on_event = w_on_event, .on_state = w_on_state, .checkpoint = sink && sink->checkpoint ? w_checkpoint : NULL,
+        .ckpt_every = sink ? sink->ckpt_every : 0, .ckpt_steps = sink ? sink->ckpt_steps : 0, .interactive = 1, .user = w,
+    };
+    const char *status = run_end_name(trainer_run(t, &h));
+    if (w->hooks && w->hooks->rs) runsession_finish(w->hooks->rs, status);
     pthread_mutex_lock(&w->mu);
     snprintf(w->st.status, sizeof w->st.status, "%s", status);
     w->st.step = t->step;

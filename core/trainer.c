@@ -1,9 +1,12 @@
-/* trainer.c — mini-batch training loop, evaluation and record publishing (see trainer.h). */
+/* trainer.c — the training loop: steps, evaluation, commands at step boundaries, checkpoints on
+ * schedule, record publishing (see trainer.h); the checkpoint state table (state.h). */
 #include "trainer.h"
 
 #include <cblas.h>
 #include <math.h>
 #include <omp.h>
+#include <stdarg.h>
+#include <stdio.h>
 #include <string.h>
 
 void train_config_defaults(TrainConfig *c) {
@@ -32,10 +35,12 @@ static void shuffle(int32_t *p, int n, Rng *r) {
     }
 }
 
-ml_status trainer_init(Trainer *t, const TrainConfig *cfg, const Dataset *ds) {
+ml_status trainer_init(Trainer *t, const TrainConfig *cfg, const BatchSource *src) {
     memset(t, 0, sizeof *t);
     t->cfg = *cfg;
-    t->ds = ds;
+    t->src = *src;
+    t->ckpt_step = -1;
+    const BatchSource *ds = &t->src;
     TrainConfig *c = &t->cfg;
     if (c->epochs < 1) return ml_fail(ML_ERR_ARG, "--epochs must be at least 1");
     if (c->threads < 1) c->threads = 1;
@@ -44,11 +49,11 @@ ml_status trainer_init(Trainer *t, const TrainConfig *cfg, const Dataset *ds) {
     c->model.in_c = ds->c; c->model.in_h = ds->h; c->model.in_w = ds->w;
     c->model.classes = ds->classes;
     const int B = c->model.batch;
-    if (ds->train.n < B)
+    if (ds->n_train < B)
         return ml_fail(ML_ERR_ARG, "dataset %s has %d training images, fewer than one batch of %d",
-                       ds->name, ds->train.n, B);
-    if (ds->test.n < 1) return ml_fail(ML_ERR_ARG, "dataset %s has no test images", ds->name);
-    t->steps_per_epoch = ds->train.n / B;
+                       ds->name, ds->n_train, B);
+    if (ds->n_test < 1) return ml_fail(ML_ERR_ARG, "dataset %s has no test images", ds->name);
+    t->steps_per_epoch = ds->n_train / B;
     t->total_steps = t->steps_per_epoch * c->epochs;
     c->lr.total = t->total_steps;
     c->lr.warmup = (long)(c->warmup_epochs * t->steps_per_epoch);
@@ -63,17 +68,17 @@ ml_status trainer_init(Trainer *t, const TrainConfig *cfg, const Dataset *ds) {
     rng_seed(&t->rng_data, c->seed ^ 0x5851f42d4c957f2dULL);
     rng_seed(&t->rng_noise, c->seed ^ 0x14057b7ef767814fULL);
     rng_seed(&t->rng_aug, c->seed ^ 0x2545f4914f6cdd1dULL);
-    if (c->augment < 0) c->augment = dataset_augment_default(ds);
+    if (c->augment < 0) c->augment = ds->augment_default;
     model_init_params(&t->model, &t->rng_init);
-    t->perm = ml_alloc(sizeof(int32_t) * ds->train.n);
+    t->perm = ml_alloc(sizeof(int32_t) * ds->n_train);
     t->labels = ml_alloc(sizeof(int32_t) * B);
     t->eval_idx = ml_alloc(sizeof(int32_t) * B);
     if (!t->perm || !t->labels || !t->eval_idx) { trainer_free(t); return ml_fail(ML_ERR_NOMEM, "out of memory"); }
-    for (int i = 0; i < ds->train.n; i++) t->perm[i] = i;
+    for (int i = 0; i < ds->n_train; i++) t->perm[i] = i;
     if (c->model.head.kind != HEAD_DENSE) {
         const int E = c->model.head.E, d = t->model.d;
         if ((st = routewin_init(&t->win, &c->route, E)) != ML_OK) { trainer_free(t); return st; }
-        t->tsne_n = c->tsne_samples < ds->test.n ? c->tsne_samples : ds->test.n;
+        t->tsne_n = c->tsne_samples < ds->n_test ? c->tsne_samples : ds->n_test;
         if (t->tsne_n < 0) t->tsne_n = 0;
         t->class_expert = ml_alloc(sizeof(int) * ds->classes * E);
         t->tsne_feat = ml_alloc(sizeof(float) * (t->tsne_n * (long)d + 1));
@@ -106,14 +111,14 @@ ml_status trainer_step(Trainer *t, StepRecord *rec) {
     const int B = t->cfg.model.batch;
     Model *m = &t->model;
     if (t->pos == 0) {
-        shuffle(t->perm, t->ds->train.n, &t->rng_data);
+        shuffle(t->perm, t->src.n_train, &t->rng_data);
         t->ep_loss = t->ep_acc = 0.0;
         t->ep_drop = t->ep_maxvio = t->ep_rho = 0.0;
         t->ep_batches = 0;
         t->t_epoch = ml_now();
     }
-    batch_fill_augment(model_input(m), t->labels, t->ds, &t->ds->train, t->perm + (long)t->pos * B, B,
-                       t->cfg.augment ? &t->rng_aug : NULL);
+    t->src.fill(t->src.ctx, SPLIT_TRAIN, t->perm + (long)t->pos * B, B, model_input(m), t->labels,
+                t->cfg.augment ? &t->rng_aug : NULL);
     const float tau = tau_plan_value(&t->tau, t->step);
     const float lr = t->lr_override > 0 ? t->lr_override : lr_value(&t->cfg.lr, t->step);
     model_forward(m, B, 1, tau, &t->rng_noise);
@@ -121,7 +126,7 @@ ml_status trainer_step(Trainer *t, StepRecord *rec) {
     const double loss = model_loss(m, t->labels, B, &correct);
     double total = loss;
     const int is_moe = t->cfg.model.head.kind != HEAD_DENSE;
-    if (is_moe) total += t->cfg.model.head.alpha * m->moe.stats.l_aux + t->cfg.model.head.beta * m->moe.stats.l_z;
+    if (is_moe) total += m->moe.cfg.alpha * m->moe.stats.l_aux + m->moe.cfg.beta * m->moe.stats.l_z;
     if (!isfinite(total))
         return ml_fail(ML_ERR_NUMERIC, "loss is %s at step %ld (epoch %d): training stopped before the update; "
                        "try a lower --lr or a higher --tau-min", isnan(total) ? "NaN" : "infinite",
@@ -172,19 +177,19 @@ ml_status trainer_step(Trainer *t, StepRecord *rec) {
 
 ml_status trainer_evaluate(Trainer *t, double *loss_out, double *acc_out) {
     const int B = t->cfg.model.batch;
-    const DatasetSplit *s = &t->ds->test;
+    const int n_test = t->src.n_test;
     Model *m = &t->model;
     double loss = 0.0;
     long correct = 0;
     const int is_moe = t->cfg.model.head.kind != HEAD_DENSE;
     const int E = t->cfg.model.head.E, d = m->d;
-    const int tstride = t->tsne_n > 0 ? s->n / t->tsne_n : 0;
+    const int tstride = t->tsne_n > 0 ? n_test / t->tsne_n : 0;
     int tn = 0;
-    if (is_moe) memset(t->class_expert, 0, sizeof(int) * t->ds->classes * E);
-    for (int i = 0; i < s->n; i += B) {
-        const int nb = s->n - i < B ? s->n - i : B;
+    if (is_moe) memset(t->class_expert, 0, sizeof(int) * t->src.classes * E);
+    for (int i = 0; i < n_test; i += B) {
+        const int nb = n_test - i < B ? n_test - i : B;
         for (int j = 0; j < nb; j++) t->eval_idx[j] = i + j;
-        batch_fill(model_input(m), t->labels, t->ds, s, t->eval_idx, nb);
+        t->src.fill(t->src.ctx, SPLIT_TEST, t->eval_idx, nb, model_input(m), t->labels, NULL);
         model_forward(m, nb, 0, tau_plan_value(&t->tau, t->step), NULL);
         int c = 0;
         loss += model_loss(m, t->labels, nb, &c) * nb;
@@ -201,17 +206,18 @@ ml_status trainer_evaluate(Trainer *t, double *loss_out, double *acc_out) {
             tn++;
         }
     }
-    *loss_out = loss / s->n;
-    *acc_out = (double)correct / s->n;
+    *loss_out = loss / n_test;
+    *acc_out = (double)correct / n_test;
     if (!isfinite(*loss_out))
         return ml_fail(ML_ERR_NUMERIC, "test loss is not finite after epoch %d", t->epoch);
     return ML_OK;
 }
 
-void trainer_fill_eval_routing(const Trainer *t, EvalRecord *er) {
+/* The routing part of an EvalRecord: the last evaluation and the epoch's sums. */
+static void fill_eval_routing(const Trainer *t, EvalRecord *er) {
     if (t->cfg.model.head.kind == HEAD_DENSE) return;
     const Model *m = &t->model;
-    const int K = t->ds->classes, E = t->cfg.model.head.E;
+    const int K = t->src.classes, E = t->cfg.model.head.E;
     er->has_moe = 1;
     er->rho_nominal = model_rho_nominal(m);
     const double nb = t->ep_batches > 0 ? (double)t->ep_batches : 1.0;
@@ -276,21 +282,21 @@ ml_status trainer_apply(Trainer *t, const TrainerCmd *c) {
         return ML_OK;
     case PARAM_CF:
         if (v > 1000) return ml_fail(ML_ERR_ARG, "set cf: %g is too large", v);
-        h->cf = (float)v; t->cfg.model.head.cf = (float)v;
+        h->cf = (float)v;
         return ML_OK;
     case PARAM_ALPHA:
     case PARAM_BETA:
         if (v < 0 || v > 1e4) return ml_fail(ML_ERR_ARG, "set %s: %g is outside [0, 10000]", c->param == PARAM_ALPHA ? "alpha" : "beta", v);
-        if (c->param == PARAM_ALPHA) { h->alpha = (float)v; t->cfg.model.head.alpha = (float)v; }
-        else { h->beta = (float)v; t->cfg.model.head.beta = (float)v; }
+        if (c->param == PARAM_ALPHA) h->alpha = (float)v;
+        else h->beta = (float)v;
         return ML_OK;
     case PARAM_NOISE:
         if (v < 0 || v > 100) return ml_fail(ML_ERR_ARG, "set noise: %g is outside [0, 100]", v);
-        h->noise = (float)v; t->cfg.model.head.noise = (float)v;
+        h->noise = (float)v;
         return ML_OK;
     case PARAM_BIAS_RATE:
         if (v < 0 || v > 100) return ml_fail(ML_ERR_ARG, "set bias-rate: %g is outside [0, 100]", v);
-        h->bias_rate = (float)v; t->cfg.model.head.bias_rate = (float)v;
+        h->bias_rate = (float)v;
         return ML_OK;
     case PARAM_COUNT: break;
     }
@@ -307,32 +313,367 @@ ml_status trainer_eval_record(Trainer *t, EvalRecord *er, double train_time) {
     er->img_per_s = train_time > 0 ? t->ep_batches * (double)B / train_time : 0.0;
     ml_status st = trainer_evaluate(t, &er->test_loss, &er->test_acc);
     if (st != ML_OK) return st;
-    trainer_fill_eval_routing(t, er);
+    fill_eval_routing(t, er);
     er->elapsed = ml_now() - t->t_start;
     return ML_OK;
 }
 
-ml_status trainer_run(Trainer *t, const TrainCallbacks *cb) {
-    while (t->epoch < t->cfg.epochs && !t->stop) {
-        const double t0 = ml_now();
-        double train_time = 0.0;
-        const int ep = t->epoch;
-        while (t->epoch == ep && !t->stop) {
-            if (cb && cb->before_step && cb->before_step(t, cb->user)) { t->stop = 1; break; }
-            StepRecord rec;
-            const int want = cb && cb->on_step && ((t->step + 1) % t->cfg.log_every == 0);
-            const double s0 = ml_now();
-            ml_status st = trainer_step(t, want ? &rec : NULL);
-            train_time += ml_now() - s0;
-            if (st != ML_OK) return st;
-            if (want) cb->on_step(&rec, cb->user);
-        }
-        if (t->epoch == ep) break; /* stopped inside the epoch */
-        EvalRecord er;
-        ml_status st = trainer_eval_record(t, &er, train_time);
-        if (st != ML_OK) return st;
-        er.epoch_seconds = ml_now() - t0;
-        if (cb && cb->on_eval) cb->on_eval(&er, cb->user);
+void trainer_describe(const Trainer *t, RunRecord *r) {
+    memset(r, 0, sizeof *r);
+    r->cfg = t->cfg;
+    r->dataset = t->src.name;
+    r->dataset_source = t->src.source ? t->src.source : "";
+    r->mean = t->src.mean;
+    r->std = t->src.std;
+    r->c = t->src.c;
+    r->h = t->src.h;
+    r->w = t->src.w;
+    r->classes = t->src.classes;
+    r->n_train = t->src.n_train;
+    r->n_test = t->src.n_test;
+    r->class_names = t->src.class_names;
+    r->d = t->model.d;
+    r->n_params = t->model.n_param;
+    r->rho_nominal = model_rho_nominal(&t->model);
+    r->flops_per_sample = model_flops(&t->model);
+    r->steps_per_epoch = t->steps_per_epoch;
+    r->total_steps = t->total_steps;
+    r->tsne_n = t->cfg.model.head.kind != HEAD_DENSE ? t->tsne_n : 0;
+}
+
+// ---------------------------------------------------------------------------------------------
+// the checkpoint state table (state.h). Paths are the checkpoint format's (README "Checkpoints").
+
+_Static_assert(sizeof(long) == 8, "long counters are stored as int64");
+_Static_assert(sizeof(int) == 4, "int fields are stored as int32");
+_Static_assert(sizeof(TauKind) == sizeof(int) && sizeof(LrKind) == sizeof(int), "enums are stored as int");
+
+static void sv(StateView *v, const char *path, void *ptr, StateType type, long d0, long d1, const char *hint) {
+    StateVar *r = &v->vars[v->nvars++];
+    r->path = path;
+    r->ptr = ptr;
+    r->type = type;
+    r->rank = d0 < 0 ? 0 : d1 < 0 ? 1 : 2;
+    r->dims[0] = d0 < 0 ? 1 : d0;
+    r->dims[1] = d1 < 0 ? 1 : d1;
+    r->hint = hint;
+}
+#define SCALAR -1, -1
+
+static const char *const rng_paths[4] = {"/rng/init", "/rng/data", "/rng/noise", "/rng/aug"};
+
+/* What a checkpoint read must satisfy before it is committed (staged[i] = vars[i]'s data). */
+static ml_status state_check(const void *owner, void *const *staged) {
+    const Trainer *t = owner;
+    StateView v;
+    trainer_state((Trainer *)t, &v); /* the same table, for the row indices */
+#define STAGED(path, type) ((const type *)staged[state_find(&v, path)])
+    for (int i = 0; i < 4; i++) {
+        const uint64_t *s = STAGED(rng_paths[i], uint64_t);
+        if ((s[0] | s[1] | s[2] | s[3]) == 0) return ml_fail(ML_ERR_FORMAT, "%s is all zero", rng_paths[i]);
     }
+    const int64_t spe = *STAGED("/trainer/steps_per_epoch", int64_t);
+    const int64_t total = *STAGED("/trainer/total_steps", int64_t);
+    const int64_t step = *STAGED("/trainer/step", int64_t);
+    const int32_t epoch = *STAGED("/trainer/epoch", int32_t), pos = *STAGED("/trainer/pos", int32_t);
+    if (spe != t->steps_per_epoch)
+        return ml_fail(ML_ERR_FORMAT, "%lld steps per epoch, this trainer has %ld (different --batch or dataset)",
+                       (long long)spe, t->steps_per_epoch);
+    if (epoch < 0 || pos < 0 || pos >= t->steps_per_epoch || step != (int64_t)epoch * t->steps_per_epoch + pos)
+        return ml_fail(ML_ERR_FORMAT, "inconsistent position (step %lld, epoch %d, pos %d)", (long long)step, epoch, pos);
+    if (total != t->total_steps || step > total)
+        return ml_fail(ML_ERR_FORMAT, "a run of %lld steps at step %lld; this trainer runs %ld (different --epochs)",
+                       (long long)total, (long long)step, t->total_steps);
+    const int n = t->src.n_train;
+    const int32_t *perm = STAGED("/trainer/perm", int32_t);
+    char *seen = ml_alloc((size_t)(n > 0 ? n : 1));
+    if (!seen) return ml_fail(ML_ERR_NOMEM, "out of memory");
+    memset(seen, 0, (size_t)(n > 0 ? n : 1));
+    ml_status st = ML_OK;
+    for (int i = 0; i < n && st == ML_OK; i++) {
+        if (perm[i] < 0 || perm[i] >= n || seen[perm[i]]) st = ml_fail(ML_ERR_FORMAT, "/trainer/perm is not a permutation");
+        else seen[perm[i]] = 1;
+    }
+    ml_free(seen);
+    if (st != ML_OK) return st;
+    const TauSchedule *tb = STAGED("/schedule/tau_base", TauSchedule), *tr = STAGED("/schedule/tau_repl", TauSchedule);
+    if (tau_validate(tb) != ML_OK || (*STAGED("/schedule/tau_has_replacement", int32_t) && tau_validate(tr) != ML_OK))
+        return ml_fail(ML_ERR_FORMAT, "/schedule: invalid temperature schedule (%s)", ml_last_error());
+    if (t->cfg.model.head.kind != HEAD_DENSE) {
+        const int32_t wn = *STAGED("/trainer/routewin/n", int32_t), wh = *STAGED("/trainer/routewin/head", int32_t);
+        if (wn < 0 || wn > t->win.cfg.window || wh < 0 || wh >= t->win.cfg.window)
+            return ml_fail(ML_ERR_FORMAT, "inconsistent routing window (n %d, head %d)", wn, wh);
+    }
+#undef STAGED
     return ML_OK;
+}
+
+static void state_restored(void *owner) {
+    Trainer *t = owner;
+    t->rec_step = t->step;
+    t->t_rec = t->t_epoch = ml_now();
+    t->ckpt_step = t->step;
+    t->state.step = t->step;
+    t->state.epoch = t->epoch;
+}
+
+void trainer_state(Trainer *t, StateView *v) {
+    memset(v, 0, sizeof *v);
+    v->model = &t->model;
+    v->opt_m = t->opt.m;
+    v->opt_v = t->opt.v;
+    v->opt_kind = optim_kind_name(t->opt.cfg.kind);
+    v->cfg = &t->cfg;
+    v->dataset = t->src.name;
+    v->step = t->step;
+    v->epoch = t->epoch;
+    v->check = state_check;
+    v->restored = state_restored;
+    v->owner = t;
+    sv(v, "/optimizer/t", &t->opt.t, SV_I64, SCALAR, NULL);
+    Rng *rngs[4] = {&t->rng_init, &t->rng_data, &t->rng_noise, &t->rng_aug};
+    for (int i = 0; i < 4; i++) sv(v, rng_paths[i], rngs[i]->s, SV_U64, 4, -1, NULL);
+    sv(v, "/schedule/tau_base", &t->tau.base, SV_TAU, SCALAR, NULL);
+    sv(v, "/schedule/tau_repl", &t->tau.repl, SV_TAU, SCALAR, NULL);
+    sv(v, "/schedule/tau_has_override", &t->tau.has_override, SV_I32, SCALAR, NULL);
+    sv(v, "/schedule/tau_override", &t->tau.override_tau, SV_F32, SCALAR, NULL);
+    sv(v, "/schedule/tau_override_step", &t->tau.override_step, SV_I64, SCALAR, NULL);
+    sv(v, "/schedule/tau_has_replacement", &t->tau.has_replacement, SV_I32, SCALAR, NULL);
+    sv(v, "/schedule/lr", &t->cfg.lr, SV_LR, SCALAR, NULL);
+    sv(v, "/schedule/lr_override", &t->lr_override, SV_F32, SCALAR, NULL);
+    sv(v, "/trainer/step", &t->step, SV_I64, SCALAR, NULL);
+    sv(v, "/trainer/epoch", &t->epoch, SV_I32, SCALAR, NULL);
+    sv(v, "/trainer/pos", &t->pos, SV_I32, SCALAR, NULL);
+    sv(v, "/trainer/steps_per_epoch", &t->steps_per_epoch, SV_I64, SCALAR, NULL);
+    sv(v, "/trainer/total_steps", &t->total_steps, SV_I64, SCALAR, NULL);
+    sv(v, "/trainer/perm", t->perm, SV_I32, t->src.n_train, -1, "(the checkpoint is for a different training set)");
+    sv(v, "/trainer/ep_loss", &t->ep_loss, SV_F64, SCALAR, NULL);
+    sv(v, "/trainer/ep_acc", &t->ep_acc, SV_F64, SCALAR, NULL);
+    sv(v, "/trainer/ep_batches", &t->ep_batches, SV_I64, SCALAR, NULL);
+    sv(v, "/trainer/ep_drop", &t->ep_drop, SV_F64, SCALAR, NULL);
+    sv(v, "/trainer/ep_maxvio", &t->ep_maxvio, SV_F64, SCALAR, NULL);
+    sv(v, "/trainer/ep_rho", &t->ep_rho, SV_F64, SCALAR, NULL);
+    if (t->cfg.model.head.kind == HEAD_DENSE) return;
+    Model *m = &t->model;
+    MoeConfig *h = &m->moe.cfg;
+    RouteWin *w = &t->win;
+    const int E = t->cfg.model.head.E, W = w->cfg.window;
+    sv(v, "/moe/bias", m->moe.bias, SV_F32, E, -1, NULL);
+    /* the routing knobs `set` changes while training: stored once, in the head's MoeConfig */
+    sv(v, "/moe/cf", &h->cf, SV_F32, SCALAR, NULL);
+    sv(v, "/moe/alpha", &h->alpha, SV_F32, SCALAR, NULL);
+    sv(v, "/moe/beta", &h->beta, SV_F32, SCALAR, NULL);
+    sv(v, "/moe/noise", &h->noise, SV_F32, SCALAR, NULL);
+    sv(v, "/moe/bias_rate", &h->bias_rate, SV_F32, SCALAR, NULL);
+    sv(v, "/trainer/routewin/ring", w->ring, SV_I32, W, E, "(compare --route-window)");
+    sv(v, "/trainer/routewin/n", &w->n, SV_I32, SCALAR, NULL);
+    sv(v, "/trainer/routewin/head", &w->head, SV_I32, SCALAR, NULL);
+    sv(v, "/trainer/routewin/pushed", &w->pushed, SV_I64, SCALAR, NULL);
+    sv(v, "/trainer/routewin/sum", w->sum, SV_I64, E, -1, NULL);
+    sv(v, "/trainer/routewin/zero_run", w->zero_run, SV_I64, E, -1, NULL);
+    sv(v, "/trainer/routewin/ent_ring", w->ent_ring, SV_F64, W, -1, NULL);
+    sv(v, "/trainer/routewin/share_ring", w->share_ring, SV_F64, W, -1, NULL);
+    sv(v, "/trainer/routewin/share_sum", &w->share_sum, SV_F64, SCALAR, NULL);
+    sv(v, "/trainer/routewin/ent_sum", &w->ent_sum, SV_F64, SCALAR, NULL);
+}
+#undef SCALAR
+
+size_t state_type_size(StateType t) {
+    switch (t) {
+    case SV_I32: case SV_F32: return 4;
+    case SV_I64: case SV_U64: case SV_F64: return 8;
+    case SV_TAU: return sizeof(TauSchedule);
+    case SV_LR: return sizeof(LrSchedule);
+    }
+    return 0;
+}
+
+long state_var_count(const StateVar *v) { return v->rank == 0 ? 1 : v->rank == 1 ? v->dims[0] : v->dims[0] * v->dims[1]; }
+
+int state_find(const StateView *v, const char *path) {
+    for (int i = 0; i < v->nvars; i++)
+        if (!strcmp(v->vars[i].path, path)) return i;
+    return -1;
+}
+
+// ---------------------------------------------------------------------------------------------
+// the loop
+
+const char *run_end_name(RunEnd e) { return e == RUN_FINISHED ? "finished" : e == RUN_INTERRUPTED ? "interrupted" : "failed"; }
+
+typedef struct {
+    Trainer *t;
+    const TrainHooks *h;
+    double ep_train, ep_t0;  /* training seconds and start of the current epoch */
+    int stop, snapshot;      /* quit seen; a snapshot is due at this boundary */
+} Loop;
+
+static void emit(Loop *L, TrainerEventKind kind, const TrainerCmd *c, int logged, const char *fmt, ...)
+    __attribute__((format(printf, 5, 6)));
+static void emit(Loop *L, TrainerEventKind kind, const TrainerCmd *c, int logged, const char *fmt, ...) {
+    if (!L->h->on_event) return;
+    TrainerEvent ev;
+    memset(&ev, 0, sizeof ev);
+    ev.kind = kind;
+    ev.step = L->t->step;
+    ev.cmd = c ? c->kind : CMD_HELP;
+    ev.logged = logged;
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(ev.text, sizeof ev.text, fmt, ap);
+    va_end(ap);
+    if (c && (c->kind == CMD_SET || c->kind == CMD_ANNEAL) && kind == TEV_APPLIED) {
+        ev.has_plan = 1;
+        ev.plan = L->t->tau;
+    }
+    L->h->on_event(&ev, L->h->user);
+}
+
+static void publish_state(Loop *L) {
+    L->t->state.step = L->t->step;
+    L->t->state.epoch = L->t->epoch;
+    if (L->h->on_state) L->h->on_state(&L->t->state, L->h->user);
+}
+
+/* Evaluates now and publishes the record and its line. 0, or -1 (an error event was published). */
+static int loop_eval(Loop *L, int epoch_end) {
+    Trainer *t = L->t;
+    const double e0 = ml_now();
+    EvalRecord er;
+    const ml_status st = trainer_eval_record(t, &er, epoch_end ? L->ep_train : 0.0);
+    const double dt = ml_now() - e0;
+    t->state.eval_seconds += dt;
+    t->state.evals++;
+    if (st != ML_OK) {
+        emit(L, st == ML_ERR_NUMERIC ? TEV_NUMERIC : TEV_ERROR, NULL, 0, "evaluation failed: %s", ml_last_error());
+        return -1;
+    }
+    er.epoch_seconds = epoch_end ? ml_now() - L->ep_t0 : dt;
+    if (L->h->on_eval) L->h->on_eval(&er, L->h->user);
+    char line[384];
+    eval_record_line(&er, t->cfg.epochs, epoch_end, line, sizeof line);
+    emit(L, TEV_EPOCH, NULL, 0, "%s", line);
+    return 0;
+}
+
+static void loop_checkpoint(Loop *L, const char *why) {
+    Trainer *t = L->t;
+    if (!L->h->checkpoint || t->ckpt_step == t->step) return;
+    if (L->h->checkpoint(t, why, L->h->user) != ML_OK) {
+        emit(L, TEV_ERROR, NULL, 0, "checkpoint at step %ld failed: %s", t->step, ml_last_error());
+        return;
+    }
+    t->ckpt_step = t->step;
+    emit(L, TEV_CHECKPOINT, NULL, why != NULL, "checkpoint ckpt-%ld.h5%s%s%s", t->step, why ? " (" : "", why ? why : "",
+         why ? ")" : "");
+}
+
+/* One command at the step boundary. */
+static void loop_apply(Loop *L, const TrainerCmd *c) {
+    Trainer *t = L->t;
+    TrainerState *s = &t->state;
+    const int can_wait = L->h->next_cmd != NULL && L->h->interactive; /* someone can resume a pause */
+    switch (c->kind) {
+    case CMD_SET:
+    case CMD_ANNEAL:
+        if (trainer_apply(t, c) != ML_OK) { emit(L, TEV_FAILED, c, 0, "%s: %s", c->text, ml_last_error()); return; }
+        break;
+    case CMD_PAUSE:
+    case CMD_STEP:
+        if (!can_wait) { emit(L, TEV_NOTE, c, 0, "'%s' has no effect in a headless run", c->text); return; }
+        s->paused = 1;
+        s->steps_left = c->kind == CMD_STEP ? c->n : 0;
+        break;
+    case CMD_RESUME:
+        s->paused = 0;
+        s->numeric = 0;
+        s->steps_left = 0;
+        break;
+    case CMD_EVAL:
+        /* logged before it runs: the event precedes the evaluation row */
+        emit(L, TEV_APPLIED, c, 1, "%s", c->text);
+        if (loop_eval(L, 0)) emit(L, TEV_FAILED, c, 0, "eval failed");
+        publish_state(L);
+        return;
+    case CMD_SNAPSHOT:
+        if (!L->h->checkpoint) { emit(L, TEV_NOTE, c, 0, "snapshot: no session is being written, nothing saved"); return; }
+        L->snapshot = 1; /* written after every command of this boundary */
+        break;
+    case CMD_QUIT:
+        L->stop = 1;
+        break;
+    case CMD_HELP:
+        return; /* the live screen's business */
+    }
+    emit(L, TEV_APPLIED, c, 1, "%s", c->text);
+    publish_state(L);
+}
+
+/* The step boundary: every command due now (waiting while paused), then the checkpoints due. */
+static void loop_boundary(Loop *L, int epoch_end) {
+    Trainer *t = L->t;
+    const TrainHooks *h = L->h;
+    TrainerCmd c;
+    for (;;) {
+        if (h->should_stop && h->should_stop(h->user)) { L->stop = 1; break; }
+        const int wait = t->state.paused && t->state.steps_left == 0 && !L->stop;
+        if (!h->next_cmd || !h->next_cmd(h->user, t->step, wait, &c)) {
+            if (wait && h->next_cmd && h->interactive) continue; /* woken without a command */
+            break;
+        }
+        loop_apply(L, &c);
+    }
+    const int ce = h->ckpt_every;
+    if (L->snapshot) loop_checkpoint(L, "snapshot");
+    else if ((h->ckpt_steps > 0 && t->step > 0 && t->step % h->ckpt_steps == 0) ||
+             (epoch_end && ce > 0 && t->epoch % ce == 0))
+        loop_checkpoint(L, NULL);
+    L->snapshot = 0;
+}
+
+RunEnd trainer_run(Trainer *t, const TrainHooks *hooks) {
+    static const TrainHooks none;
+    Loop L = {.t = t, .h = hooks ? hooks : &none, .ep_t0 = ml_now()};
+    const TrainHooks *h = L.h;
+    RunEnd end = RUN_FINISHED;
+    int epoch_end = 0;
+    publish_state(&L);
+    for (;;) {
+        if (epoch_end && loop_eval(&L, 1)) {
+            if (!h->interactive) { end = RUN_FAILED; break; }
+            t->state.paused = 1; /* let the user decide (quit, or resume without this epoch's eval) */
+        }
+        if (epoch_end) { L.ep_train = 0.0; L.ep_t0 = ml_now(); }
+        if (t->epoch >= t->cfg.epochs) break;
+        loop_boundary(&L, epoch_end);
+        if (L.stop) { end = RUN_INTERRUPTED; break; }
+        StepRecord rec;
+        const int want = (t->step + 1) % t->cfg.log_every == 0;
+        const double s0 = ml_now();
+        const ml_status st = trainer_step(t, want ? &rec : NULL);
+        const double dt = ml_now() - s0;
+        epoch_end = 0;
+        if (st == ML_ERR_NUMERIC && h->interactive) {
+            t->state.paused = 1;
+            t->state.numeric = 1;
+            t->state.steps_left = 0;
+            emit(&L, TEV_NUMERIC, NULL, 0, "%s", ml_last_error());
+            publish_state(&L);
+            continue;
+        }
+        if (st != ML_OK) {
+            emit(&L, TEV_ERROR, NULL, 1, "training failed: %s", ml_last_error());
+            end = RUN_FAILED;
+            break;
+        }
+        L.ep_train += dt;
+        t->state.busy += dt;
+        if (t->state.steps_left > 0) t->state.steps_left--;
+        publish_state(&L);
+        if (want && h->on_step) h->on_step(&rec, h->user);
+        epoch_end = t->pos == 0;
+    }
+    loop_checkpoint(&L, NULL); /* a failed step left the weights as they were before it */
+    publish_state(&L);
+    return end;
 }

@@ -1,120 +1,54 @@
-/* trainer.h — the training loop: mini-batches, optimiser, schedules, evaluation, and the records
- * it publishes.
+/* trainer.h — the training loop: mini-batches, optimiser, schedules, evaluation, commands at step
+ * boundaries and checkpoints on schedule; the one place that steps a model.
  *
- * The trainer owns the model, optimiser, RNG streams and data order. It publishes immutable
- * records (StepRecord every `log_every` steps, EvalRecord after each evaluation) through
- * callbacks; a headless printer, the TUI and the session writer are all just consumers.
+ * The trainer owns the model, optimiser, RNG streams and data order; its data comes through a
+ * BatchSource (core/batch.h). It publishes immutable records (core/records.h) through hooks:
+ * the headless runner, the live screen's worker thread and the session writer are consumers,
+ * and commands come from a command source (a --commands file, the live screen's queue).
  * Same seed + same thread count => bit-identical numbers. */
 #ifndef ML_TRAINER_H
 #define ML_TRAINER_H
 
-#include "datasets/dataset.h"
+#include "batch.h"
+#include "config.h"
 #include "model.h"
 #include "optim.h"
+#include "records.h"
 #include "routestats.h"
-
-typedef struct Trainer Trainer;
+#include "state.h"
 #include "tau.h"
 
+typedef struct Trainer Trainer;
+
+/* What trainer_run is driven by. Every member may be NULL / 0. */
 typedef struct {
-    ModelConfig model;   /* in_c/h/w and classes are taken from the dataset */
-    OptConfig opt;
-    LrSchedule lr;       /* total/warmup in steps are filled by trainer_init from the epochs */
-    float warmup_epochs; /* linear LR warm-up length in epochs (default 0) */
-    TauSchedule tau;     /* total filled by trainer_init */
-    float tau_epochs;    /* schedule length in epochs (0: the whole run); tau1 holds after it */
-    int epochs;          /* default 10 */
-    uint64_t seed;       /* default 1 */
-    int threads;         /* OpenMP + OpenBLAS threads (default: all cores) */
-    int log_every;       /* StepRecord period in steps (default 10) */
-    RouteWinConfig route;/* dead-expert window and collapse thresholds */
-    int tsne_samples;    /* test samples whose features are kept per evaluation (default 512) */
-    int augment;         /* -1: on for RGB datasets (default), 0: off, 1: on (crop + flip) */
-} TrainConfig;
-
-void train_config_defaults(TrainConfig *c);
-
-typedef struct {
-    long step;            /* steps completed, this one included */
-    int epoch;            /* 1-based epoch this step belongs to */
-    double epoch_progress;/* fraction of the epoch done */
-    double loss;          /* cross-entropy of this batch */
-    double loss_total;    /* cross-entropy + alpha L_aux + beta L_z */
-    double acc;           /* batch accuracy */
-    float lr, tau;
-    double img_per_s;     /* over the steps since the last record */
-    int has_moe;
-    MoeStepStats moe;     /* routing statistics of this batch (MoE heads) */
-    double rho_realized;  /* routed FLOPs actually spent (kept pairs only) / total */
-    int dead_experts;     /* experts with no kept pair over the window */
-    int collapsed;        /* collapse flag over the window (routestats.h) */
-    int collapse_reason;  /* COLLAPSE_* bits */
-    double window_load_entropy;
-} StepRecord;
-
-typedef struct {
-    int epoch;
-    long step;
-    double train_loss, train_acc; /* means over the epoch's training batches */
-    double test_loss, test_acc;
-    double img_per_s;             /* training throughput over the epoch */
-    double epoch_seconds, elapsed;
-    /* MoE heads only (has_moe): routing over the epoch's training steps and on the test set */
-    int has_moe;
-    double rho_nominal;
-    double train_drop_frac, train_maxvio, train_rho_realized; /* epoch means */
-    double window_load_entropy;   /* over the dead-expert window at the end of the epoch */
-    double window_first_share;    /* mean largest first-choice share over the window */
-    int dead_experts, collapsed, collapse_reason;
-    int classes, experts;
-    const int *class_expert;      /* (classes, experts) first-choice counts on the test set */
-    double mutual_info;           /* I(class; expert) in nats */
-    double test_load_entropy;     /* H(first-choice load) / log E on the test set */
-    int tsne_n, feat_dim;
-    const float *tsne_feat;       /* (tsne_n, feat_dim) pooled features of fixed test samples */
-    const int *tsne_expert;       /* (tsne_n) first-choice expert */
-    const int32_t *tsne_label;    /* (tsne_n) class */
-} EvalRecord;
-
-/* ---- commands: the command language (parsed in app/commands.c) acts on the trainer through
- * these typed records, always between two steps. */
-typedef enum {
-    CMD_PAUSE, CMD_RESUME, CMD_STEP, CMD_SET, CMD_ANNEAL, CMD_SNAPSHOT, CMD_EVAL, CMD_QUIT, CMD_HELP,
-} CmdKind;
-typedef enum {
-    PARAM_TAU, PARAM_LR, PARAM_CF, PARAM_ALPHA, PARAM_BETA, PARAM_NOISE, PARAM_BIAS_RATE, PARAM_COUNT,
-} CmdParam;
-typedef struct {
-    CmdKind kind;
-    CmdParam param;      /* CMD_SET */
-    double value;        /* CMD_SET */
-    long n;              /* CMD_STEP: steps to run while paused */
-    TauSchedule sched;   /* CMD_ANNEAL: the new schedule (start/total filled by the trainer) */
-    char text[256];      /* the command as typed, normalised; goes to the event log */
-} TrainerCmd;
-
-/* Applies a parameter command (CMD_SET, CMD_ANNEAL) at the current step boundary. The other
- * kinds are the driver's business (pause, single steps, snapshots, evaluation, quit). */
-ml_status trainer_apply(Trainer *t, const TrainerCmd *c);
-/* The temperature part of trainer_apply, on a plan alone: `set tau` overrides from `step`, `anneal`
- * replaces the schedule from `step` to total_steps (the end of training). The session browser
- * replays logged commands with it to rebuild the plan at any step. ML_ERR_ARG for other kinds. */
-ml_status trainer_tau_apply(TauPlan *plan, const TrainerCmd *c, long step, long total_steps);
-/* 1 if c is `set tau` or `anneal`. */
-int trainer_tau_command(const TrainerCmd *c);
-
-typedef struct {
-    void (*on_step)(const StepRecord *r, void *user);
-    void (*on_eval)(const EvalRecord *r, void *user);
-    /* called before every step; returns non-zero to stop the run cleanly (quit) */
-    int (*before_step)(Trainer *t, void *user);
+    /* The command source: the next command due at this step boundary (`step` = steps completed),
+     * into *c; 1 if there was one, 0 if none is due. wait = 1 while the run is paused: block until
+     * a command arrives, or return 0 at once if none ever can (then a pause has no effect). */
+    int (*next_cmd)(void *user, long step, int wait, TrainerCmd *c);
+    /* Asked at every step boundary: non-zero stops the run cleanly ("interrupted"). */
+    int (*should_stop)(void *user);
+    void (*on_step)(const StepRecord *r, void *user);  /* every cfg.log_every steps */
+    void (*on_eval)(const EvalRecord *r, void *user);  /* after each evaluation */
+    void (*on_event)(const TrainerEvent *e, void *user);
+    void (*on_state)(const TrainerState *s, void *user);
+    /* Writes a checkpoint of the trainer now; why = NULL for a scheduled one, "snapshot" for the
+     * command, "final" at the end of the run. ML_OK, or an error (message set). */
+    ml_status (*checkpoint)(Trainer *t, const char *why, void *user);
+    int ckpt_every;       /* checkpoint after every N epochs (0: only at the end) */
+    long ckpt_steps;      /* also every N steps (0: off) */
+    int interactive;      /* 1: someone can resume a pause (live screen): `pause` and `step N` work
+                           * and a NaN/inf loss pauses the run; 0: they are noted, a NaN fails it */
     void *user;
-} TrainCallbacks;
+} TrainHooks;
+
+typedef enum { RUN_FINISHED, RUN_INTERRUPTED, RUN_FAILED } RunEnd;
+const char *run_end_name(RunEnd e); /* "finished", "interrupted", "failed" */
 
 struct Trainer {
-    TrainConfig cfg;
-    const Dataset *ds;
-    Model model;
+    TrainConfig cfg;      /* the launch configuration (never changed after trainer_init) */
+    BatchSource src;
+    Model model;          /* its MoeConfig holds the live routing knobs (`set cf|alpha|...`) */
     Optimizer opt;
     TauPlan tau;
     Rng rng_init, rng_data, rng_noise, rng_aug;
@@ -136,11 +70,18 @@ struct Trainer {
     int32_t *tsne_label;  /* (tsne_n) */
     double t_start, t_epoch, t_rec; long rec_step;
     float lr_override;    /* > 0 after `set lr`: replaces the schedule */
-    volatile int stop;    /* set from another thread to stop at the next step boundary */
+    long ckpt_step;       /* step of the last checkpoint written or restored (-1: none) */
+    TrainerState state;   /* what on_state publishes */
 };
 
-ml_status trainer_init(Trainer *t, const TrainConfig *cfg, const Dataset *ds);
+/* src is copied (its ctx must outlive the trainer). */
+ml_status trainer_init(Trainer *t, const TrainConfig *cfg, const BatchSource *src);
 void trainer_free(Trainer *t);
+/* The run's description for sessions and views. */
+void trainer_describe(const Trainer *t, RunRecord *r);
+/* The resumable state as a table over this trainer (see state.h). */
+void trainer_state(Trainer *t, StateView *v);
+
 /* One optimisation step on the next mini-batch (starting a new epoch, with a fresh shuffle, when
  * needed). Fills *rec when rec is non-NULL. ML_ERR_NUMERIC when the loss is not finite (the
  * parameters are left as they were before the update). */
@@ -148,11 +89,12 @@ ml_status trainer_step(Trainer *t, StepRecord *rec);
 /* Evaluates on the test split (running BN statistics, evaluation capacity). For MoE heads it
  * also fills the class x expert counts and the t-SNE feature sample. */
 ml_status trainer_evaluate(Trainer *t, double *loss, double *acc);
-/* Fills the routing part of an EvalRecord from the last evaluation and the epoch's sums. */
-void trainer_fill_eval_routing(const Trainer *t, EvalRecord *er);
 /* Evaluates now and fills a complete EvalRecord (used after each epoch and by `eval`). */
 ml_status trainer_eval_record(Trainer *t, EvalRecord *er, double train_time);
-/* Trains cfg.epochs epochs, evaluating after each, publishing records through cb. */
-ml_status trainer_run(Trainer *t, const TrainCallbacks *cb);
+/* Applies a parameter command (CMD_SET, CMD_ANNEAL) now. The other kinds are trainer_run's. */
+ml_status trainer_apply(Trainer *t, const TrainerCmd *c);
+/* Trains to cfg.epochs, evaluating after each epoch, applying commands at step boundaries,
+ * checkpointing on schedule and at the end, publishing records through h. */
+RunEnd trainer_run(Trainer *t, const TrainHooks *h);
 
 #endif

@@ -117,3 +117,26 @@ void batch_fill_augment(float *x, int32_t *y, const Dataset *ds, const DatasetSp
 {
     batch_fill_augment_ex(x, y, ds, split, idx, B, rng, DATASET_AUGMENT_PAD, 1);
 }
+
+static void source_fill(void *ctx, SplitId split, const int32_t *idx, int n, float *x, int32_t *y, Rng *aug) {
+    const Dataset *ds = ctx;
+    batch_fill_augment(x, y, ds, split == SPLIT_TRAIN ? &ds->train : &ds->test, idx, n, aug);
+}
+
+void dataset_batch_source(const Dataset *ds, BatchSource *src) {
+    memset(src, 0, sizeof *src);
+    src->name = ds->name;
+    src->source = ds->source;
+    src->mean = ds->mean;
+    src->std = ds->std;
+    src->c = ds->c;
+    src->h = ds->h;
+    src->w = ds->w;
+    src->classes = ds->classes;
+    src->n_train = ds->train.n;
+    src->n_test = ds->test.n;
+    src->class_names = (const char *const *)ds->class_names;
+    src->augment_default = dataset_augment_default(ds);
+    src->fill = source_fill;
+    src->ctx = (void *)ds;
+}

@@ -35,6 +35,7 @@
 
 #include <stdint.h>
 #include "../core/common.h"
+#include "../core/batch.h"
 #include "../core/rng.h"
 
 #define DATASET_MAX_CHANNELS 4
@@ -171,6 +172,9 @@ void batch_fill_augment_ex(float *x, int32_t *y, const Dataset *ds, const Datase
                            const int32_t *idx, int B, Rng *rng, int pad, int flip);
 /* Whether augmentation is on by default for this dataset (RGB: c == 3). */
 int dataset_augment_default(const Dataset *ds);
+/* The trainer's view of ds (core/batch.h): fill is batch_fill_augment on the split. ds must
+ * outlive the source. */
+void dataset_batch_source(const Dataset *ds, BatchSource *src);
 
 /* ---- inspection (check.c): what `moelab data info` reports */
 

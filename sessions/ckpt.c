@@ -1,8 +1,8 @@
 /* ckpt.c — crash-safe checkpoints DIR/ckpt-<step>.h5 holding everything trainer_step uses, so
- * that a fresh trainer_init + ckpt_read continues bit for bit: weights (PyTorch state_dict names
- * and shapes, MoE experts split per expert), BN running statistics, optimiser state, RNG states,
- * schedules, data order and position, the epoch's running sums, the MoE utility bias and the
- * routing window. Written as .tmp, fsync'd, renamed, directory fsync'd; old ones pruned. */
+ * that a fresh trainer_init + ckpt_read continues bit for bit: the model's tensors (PyTorch
+ * state_dict names and shapes, MoE experts split per expert), the optimiser moments, and every row
+ * of the trainer's state table (core/state.h: RNG states, schedules, data order and position, the
+ * epoch's sums, the MoE knobs, bias and routing window). Written as .tmp, fsync'd, renamed, directory fsync'd; old ones pruned. */
 #define _POSIX_C_SOURCE 200809L
 
 #include "session.h"
@@ -17,8 +17,6 @@
 #include <string.h>
 #include <unistd.h>
 
-_Static_assert(sizeof(TauKind) == sizeof(int), "enums are stored as int");
-_Static_assert(sizeof(LrKind) == sizeof(int), "enums are stored as int");
 
 #define SHAPE_HINT "(the checkpoint is for a different model or dataset: compare --width, --backbone, " \
                    "--head, --experts, --k, --hidden, --batch and the dataset)"
@@ -122,27 +120,8 @@ static hid_t lr_type(void) {
 
 /* ------------------------------------------------------------------ writing */
 
-/* The trainer's RNG streams: init, data order, selection noise, augmentation. */
-#define CKPT_NRNG 4
-static const char *const ckpt_rng_names[CKPT_NRNG] = {"/rng/init", "/rng/data", "/rng/noise", "/rng/aug"};
-
-/* Live-settable MoE knobs saved under /moe (order of the knobs[] arrays below). */
-static const char *const ckpt_knob_names[5] = {"cf", "alpha", "beta", "noise", "bias_rate"};
-
 static ml_status write_f32(hid_t loc, const char *path, const float *v, int ndim, const hsize_t *dims, const char *f) {
     return h5u_write(loc, path, H5T_IEEE_F32LE, H5T_NATIVE_FLOAT, ndim, dims, v, f);
-}
-
-static ml_status write_i64(hid_t loc, const char *path, int64_t v, const char *f) {
-    return h5u_write(loc, path, H5T_STD_I64LE, H5T_NATIVE_INT64, 0, NULL, &v, f);
-}
-
-static ml_status write_i32(hid_t loc, const char *path, int32_t v, const char *f) {
-    return h5u_write(loc, path, H5T_STD_I32LE, H5T_NATIVE_INT32, 0, NULL, &v, f);
-}
-
-static ml_status write_f64(hid_t loc, const char *path, double v, const char *f) {
-    return h5u_write(loc, path, H5T_IEEE_F64LE, H5T_NATIVE_DOUBLE, 0, NULL, &v, f);
 }
 
 static ml_status write_entries(hid_t file, const char *group, const Entry *en, int n, const float *base,
@@ -156,24 +135,45 @@ static ml_status write_entries(hid_t file, const char *group, const Entry *en, i
     return st;
 }
 
-static ml_status write_all(hid_t file, const Trainer *t, const char *f) {
-    const Model *m = &t->model;
-    const int moe = t->cfg.model.head.kind != HEAD_DENSE;
-    const int E = t->cfg.model.head.E;
+/* The file and memory HDF5 types of a state row (*owned: close them after use). */
+static ml_status var_types(StateType ty, hid_t *file_t, hid_t *mem_t, int *owned) {
+    *owned = 0;
+    switch (ty) {
+    case SV_I32: *file_t = H5T_STD_I32LE; *mem_t = H5T_NATIVE_INT32; return ML_OK;
+    case SV_I64: *file_t = H5T_STD_I64LE; *mem_t = H5T_NATIVE_INT64; return ML_OK;
+    case SV_U64: *file_t = H5T_STD_U64LE; *mem_t = H5T_NATIVE_UINT64; return ML_OK;
+    case SV_F32: *file_t = H5T_IEEE_F32LE; *mem_t = H5T_NATIVE_FLOAT; return ML_OK;
+    case SV_F64: *file_t = H5T_IEEE_F64LE; *mem_t = H5T_NATIVE_DOUBLE; return ML_OK;
+    case SV_TAU: *file_t = *mem_t = tau_type(); break;
+    case SV_LR: *file_t = *mem_t = lr_type(); break;
+    }
+    if (*mem_t < 0) return ml_fail(ML_ERR_IO, "cannot make an HDF5 compound type");
+    *owned = 1;
+    return ML_OK;
+}
+
+static void var_dims(const StateVar *v, hsize_t *d) {
+    d[0] = (hsize_t)v->dims[0];
+    d[1] = (hsize_t)v->dims[1];
+}
+
+static ml_status write_all(hid_t file, const StateView *v, const char *f) {
+    const Model *m = v->model;
     Entry *en = ml_alloc(sizeof(Entry) * MAX_ENTRIES);
     char *json = ml_alloc(65536);
     char created[40];
     ml_status st = (!en || !json) ? ml_fail(ML_ERR_NOMEM, "out of memory") : ML_OK;
     h5u_iso_time(created, sizeof created);
-    if (st == ML_OK) st = session_config_json(&t->cfg, t->ds->name, json, 65536);
+    if (st == ML_OK) st = session_config_json(v->cfg, v->dataset, json, 65536);
     if (st == ML_OK) st = h5u_attr_i64(file, "format_version", SESSION_FORMAT_VERSION, f);
     if (st == ML_OK) st = h5u_attr_str(file, "kind", "moelab checkpoint", f);
     if (st == ML_OK) st = h5u_attr_str(file, "moelab_version", MOELAB_VERSION, f);
     if (st == ML_OK) st = h5u_attr_str(file, "created", created, f);
     if (st == ML_OK) st = h5u_attr_str(file, "config_json", json, f);
-    if (st == ML_OK) st = h5u_attr_i64(file, "step", t->step, f);
-    if (st == ML_OK) st = h5u_attr_i64(file, "epoch", t->epoch, f);
+    if (st == ML_OK) st = h5u_attr_i64(file, "step", v->step, f);
+    if (st == ML_OK) st = h5u_attr_i64(file, "epoch", v->epoch, f);
 
+    /* the model's tensors (its own tables), the optimiser moments with the same names */
     int np = 0, nb = 0;
     if (st == ML_OK) {
         np = param_entries(m, en);
@@ -184,78 +184,24 @@ static ml_status write_all(hid_t file, const Trainer *t, const char *f) {
         nb = buf_entries(m, be);
         st = write_entries(file, "buffers", be, nb, m->buf, f);
     }
-    /* optimiser: same names and shapes as the weights */
-    if (st == ML_OK) st = write_entries(file, "optimizer/m", en, np, t->opt.m, f);
-    if (st == ML_OK && t->opt.v) st = write_entries(file, "optimizer/v", en, np, t->opt.v, f);
-    if (st == ML_OK) st = write_i64(file, "/optimizer/t", t->opt.t, f);
+    if (st == ML_OK) st = write_entries(file, "optimizer/m", en, np, v->opt_m, f);
+    if (st == ML_OK && v->opt_v) st = write_entries(file, "optimizer/v", en, np, v->opt_v, f);
+    /* every other row of the trainer's state table */
+    for (int i = 0; i < v->nvars && st == ML_OK; i++) {
+        const StateVar *r = &v->vars[i];
+        hid_t ft, mt;
+        int owned;
+        hsize_t d[2];
+        var_dims(r, d);
+        if ((st = var_types(r->type, &ft, &mt, &owned)) != ML_OK) break;
+        st = h5u_write(file, r->path, ft, mt, r->rank, d, r->ptr, f);
+        if (owned) h5u_close(mt);
+    }
     if (st == ML_OK) {
         hid_t g = H5Gopen2(file, "/optimizer", H5P_DEFAULT);
         if (g < 0) st = h5u_fail(ML_ERR_IO, f, "/optimizer", "cannot open group");
-        else st = h5u_attr_str(g, "kind", optim_kind_name(t->opt.cfg.kind), f);
+        else st = h5u_attr_str(g, "kind", v->opt_kind, f);
         h5u_close(g);
-    }
-    /* RNG states */
-    const hsize_t four = 4;
-    const Rng *rngs[CKPT_NRNG] = {&t->rng_init, &t->rng_data, &t->rng_noise, &t->rng_aug};
-    for (int i = 0; i < CKPT_NRNG && st == ML_OK; i++)
-        st = h5u_write(file, ckpt_rng_names[i], H5T_STD_U64LE, H5T_NATIVE_UINT64, 1, &four, rngs[i]->s, f);
-    /* schedules */
-    hid_t tt = tau_type(), lt = lr_type();
-    if (st == ML_OK && (tt < 0 || lt < 0)) st = h5u_fail(ML_ERR_IO, f, "/schedule", "cannot make types");
-    if (st == ML_OK) st = h5u_write(file, "/schedule/tau_base", tt, tt, 0, NULL, &t->tau.base, f);
-    if (st == ML_OK) st = h5u_write(file, "/schedule/tau_repl", tt, tt, 0, NULL, &t->tau.repl, f);
-    if (st == ML_OK) st = write_i32(file, "/schedule/tau_has_override", t->tau.has_override, f);
-    if (st == ML_OK)
-        st = h5u_write(file, "/schedule/tau_override", H5T_IEEE_F32LE, H5T_NATIVE_FLOAT, 0, NULL, &t->tau.override_tau, f);
-    if (st == ML_OK) st = write_i64(file, "/schedule/tau_override_step", t->tau.override_step, f);
-    if (st == ML_OK) st = write_i32(file, "/schedule/tau_has_replacement", t->tau.has_replacement, f);
-    if (st == ML_OK) st = h5u_write(file, "/schedule/lr", lt, lt, 0, NULL, &t->cfg.lr, f);
-    if (st == ML_OK)
-        st = h5u_write(file, "/schedule/lr_override", H5T_IEEE_F32LE, H5T_NATIVE_FLOAT, 0, NULL, &t->lr_override, f);
-    h5u_close(tt);
-    h5u_close(lt);
-    /* trainer position */
-    if (st == ML_OK) st = write_i64(file, "/trainer/step", t->step, f);
-    if (st == ML_OK) st = write_i32(file, "/trainer/epoch", t->epoch, f);
-    if (st == ML_OK) st = write_i32(file, "/trainer/pos", t->pos, f);
-    if (st == ML_OK) st = write_i64(file, "/trainer/steps_per_epoch", t->steps_per_epoch, f);
-    if (st == ML_OK) st = write_i64(file, "/trainer/total_steps", t->total_steps, f);
-    if (st == ML_OK) {
-        const hsize_t n = (hsize_t)t->ds->train.n;
-        st = h5u_write(file, "/trainer/perm", H5T_STD_I32LE, H5T_NATIVE_INT32, 1, &n, t->perm, f);
-    }
-    if (st == ML_OK) st = write_f64(file, "/trainer/ep_loss", t->ep_loss, f);
-    if (st == ML_OK) st = write_f64(file, "/trainer/ep_acc", t->ep_acc, f);
-    if (st == ML_OK) st = write_i64(file, "/trainer/ep_batches", t->ep_batches, f);
-    if (st == ML_OK) st = write_f64(file, "/trainer/ep_drop", t->ep_drop, f);
-    if (st == ML_OK) st = write_f64(file, "/trainer/ep_maxvio", t->ep_maxvio, f);
-    if (st == ML_OK) st = write_f64(file, "/trainer/ep_rho", t->ep_rho, f);
-    if (moe && st == ML_OK) {
-        const hsize_t e = (hsize_t)E;
-        st = write_f32(file, "/moe/bias", m->moe.bias, 1, &e, f);
-        /* head knobs the `set` command changes while training (trainer_apply) */
-        const MoeConfig *hc = &m->moe.cfg;
-        const float knobs[5] = {hc->cf, hc->alpha, hc->beta, hc->noise, hc->bias_rate};
-        for (int i = 0; i < 5 && st == ML_OK; i++) {
-            char kp[32];
-            snprintf(kp, sizeof kp, "/moe/%s", ckpt_knob_names[i]);
-            st = h5u_write(file, kp, H5T_IEEE_F32LE, H5T_NATIVE_FLOAT, 0, NULL, &knobs[i], f);
-        }
-        const RouteWin *w = &t->win;
-        const hsize_t rd[2] = {(hsize_t)w->cfg.window, (hsize_t)E};
-        int64_t sum[MOE_MAX_EXPERTS], zr[MOE_MAX_EXPERTS];
-        for (int i = 0; i < E; i++) { sum[i] = w->sum[i]; zr[i] = w->zero_run[i]; }
-        if (st == ML_OK) st = h5u_write(file, "/trainer/routewin/ring", H5T_STD_I32LE, H5T_NATIVE_INT, 2, rd, w->ring, f);
-        if (st == ML_OK) st = write_i32(file, "/trainer/routewin/n", w->n, f);
-        if (st == ML_OK) st = write_i32(file, "/trainer/routewin/head", w->head, f);
-        if (st == ML_OK) st = write_i64(file, "/trainer/routewin/pushed", w->pushed, f);
-        if (st == ML_OK) st = h5u_write(file, "/trainer/routewin/sum", H5T_STD_I64LE, H5T_NATIVE_INT64, 1, &e, sum, f);
-        if (st == ML_OK) st = h5u_write(file, "/trainer/routewin/zero_run", H5T_STD_I64LE, H5T_NATIVE_INT64, 1, &e, zr, f);
-        const hsize_t wn = (hsize_t)w->cfg.window;
-        if (st == ML_OK) st = h5u_write(file, "/trainer/routewin/ent_ring", H5T_IEEE_F64LE, H5T_NATIVE_DOUBLE, 1, &wn, w->ent_ring, f);
-        if (st == ML_OK) st = h5u_write(file, "/trainer/routewin/share_ring", H5T_IEEE_F64LE, H5T_NATIVE_DOUBLE, 1, &wn, w->share_ring, f);
-        if (st == ML_OK) st = write_f64(file, "/trainer/routewin/share_sum", w->share_sum, f);
-        if (st == ML_OK) st = write_f64(file, "/trainer/routewin/ent_sum", w->ent_sum, f);
     }
     ml_free(en);
     ml_free(json);
@@ -376,7 +322,7 @@ static ml_status write_file_synced(const char *path, const void *data, size_t n)
  * plain write(2) calls: HDF5 never writes to the disk, so a full disk or a file size limit is an
  * ordinary errno here, and HDF5 1.10.8's crash on closing a file whose close failed cannot
  * happen. Costs one checkpoint of memory (two while the image is copied out). */
-static ml_status build_image(const Trainer *t, const char *name, void **image, size_t *size) {
+static ml_status build_image(const StateView *t, const char *name, void **image, size_t *size) {
     *image = NULL;
     *size = 0;
     hid_t fapl = H5Pcreate(H5P_FILE_ACCESS);
@@ -411,7 +357,7 @@ static ml_status build_image(const Trainer *t, const char *name, void **image, s
     return ML_OK;
 }
 
-ml_status ckpt_write(const char *dir, const Trainer *t, int keep) {
+ml_status ckpt_write(const char *dir, const StateView *t, int keep) {
     h5u_quiet();
     ml_status st = h5u_mkdirs(dir);
     if (st != ML_OK) return st;
@@ -450,25 +396,11 @@ static ml_status read_entries(hid_t file, const char *group, const Entry *en, in
     return st;
 }
 
-static ml_status read_scalar(hid_t file, const char *path, hid_t mt, void *v, const char *f) {
-    return h5u_read(file, path, mt, 0, NULL, v, f, NULL);
-}
-
-/* Everything read from a checkpoint before it is committed to the trainer. */
+/* Everything read from a checkpoint before it is committed: the model's arrays and one staging
+ * buffer per state row. */
 typedef struct {
     float *param, *buf, *m, *v;
-    int32_t *perm;
-    int *ring;
-    double *ent_ring, ent_sum;
-    double *share_ring, share_sum;
-    Rng rng[CKPT_NRNG];
-    TauPlan tau;
-    LrSchedule lr;
-    int64_t opt_t, step, ep_batches, spe, pushed, sum[MOE_MAX_EXPERTS], zero_run[MOE_MAX_EXPERTS];
-    int32_t epoch, pos, has_override, has_repl, rw_n, rw_head;
-    double ep_loss, ep_acc, ep_drop, ep_maxvio, ep_rho;
-    float bias[MOE_MAX_EXPERTS];
-    float lr_override, knobs[5];
+    void *var[STATE_MAX_VARS];
 } Stage;
 
 static void stage_free(Stage *s) {
@@ -476,17 +408,12 @@ static void stage_free(Stage *s) {
     ml_free(s->buf);
     ml_free(s->m);
     ml_free(s->v);
-    ml_free(s->perm);
-    ml_free(s->ring);
-    ml_free(s->ent_ring);
-    ml_free(s->share_ring);
+    for (int i = 0; i < STATE_MAX_VARS; i++) ml_free(s->var[i]);
 }
 
-static ml_status read_all(hid_t file, const Trainer *t, Stage *s, const char *f) {
-    const Model *m = &t->model;
-    const int moe = t->cfg.model.head.kind != HEAD_DENSE;
-    const int E = t->cfg.model.head.E;
-    const int ntrain = t->ds->train.n;
+static ml_status read_all(hid_t file, const StateView *v, Stage *s, const char *f) {
+    const Model *m = v->model;
+    const int moe = m->cfg.head.kind != HEAD_DENSE;
     int64_t fv = 0;
     ml_status st = h5u_read_attr_i64(file, "format_version", &fv, f);
     if (st != ML_OK) return st;
@@ -507,24 +434,22 @@ static ml_status read_all(hid_t file, const Trainer *t, Stage *s, const char *f)
         snprintf(path, sizeof path, "/buffers/%s", be[i].name);
         st = h5u_check_shape(file, path, be[i].ndim, be[i].dims, f, SHAPE_HINT);
     }
-    const hsize_t nperm = (hsize_t)ntrain;
-    if (st == ML_OK)
-        st = h5u_check_shape(file, "/trainer/perm", 1, &nperm, f, "(the checkpoint is for a different training set)");
-    if (st == ML_OK && moe) {
-        const hsize_t e = (hsize_t)E, rd[2] = {(hsize_t)t->win.cfg.window, (hsize_t)E};
-        st = h5u_check_shape(file, "/moe/bias", 1, &e, f, SHAPE_HINT);
-        if (st == ML_OK) st = h5u_check_shape(file, "/trainer/routewin/ring", 2, rd, f, "(compare --route-window)");
+    for (int i = 0; i < v->nvars && st == ML_OK; i++) {
+        const StateVar *r = &v->vars[i];
+        hsize_t d[2];
+        var_dims(r, d);
+        if (r->rank > 0) st = h5u_check_shape(file, r->path, r->rank, d, f, r->hint ? r->hint : SHAPE_HINT);
     }
     if (st == ML_OK && !moe && H5Lexists(file, "/moe", H5P_DEFAULT) > 0)
         st = ml_fail(ML_ERR_FORMAT, "%s: /moe exists: the checkpoint is for a MoE head, this model has a dense head", f);
     H5Eclear2(H5E_DEFAULT);
-    const int adam = t->opt.v != NULL;
+    const int adam = v->opt_v != NULL;
     if (st == ML_OK) {
         const htri_t hv = H5Lexists(file, "/optimizer/v", H5P_DEFAULT);
         H5Eclear2(H5E_DEFAULT);
         if ((hv > 0) != adam)
             st = ml_fail(ML_ERR_FORMAT, "%s: the checkpoint's optimiser %s, this trainer uses %s", f,
-                         hv > 0 ? "is adamw" : "has no second moment (sgd)", optim_kind_name(t->opt.cfg.kind));
+                         hv > 0 ? "is adamw" : "has no second moment (sgd)", v->opt_kind);
     }
     /* then the data, into the stage */
     if (st == ML_OK) {
@@ -532,92 +457,34 @@ static ml_status read_all(hid_t file, const Trainer *t, Stage *s, const char *f)
         s->buf = ml_alloc(sizeof(float) * (m->n_buf ? m->n_buf : 1));
         s->m = ml_alloc(sizeof(float) * m->n_param);
         s->v = adam ? ml_alloc(sizeof(float) * m->n_param) : NULL;
-        s->perm = ml_alloc(sizeof(int32_t) * (size_t)(ntrain > 0 ? ntrain : 1));
-        s->ring = moe ? ml_alloc(sizeof(int) * (size_t)t->win.cfg.window * (size_t)E) : NULL;
-        s->ent_ring = moe ? ml_alloc(sizeof(double) * (size_t)t->win.cfg.window) : NULL;
-        s->share_ring = moe ? ml_alloc(sizeof(double) * (size_t)t->win.cfg.window) : NULL;
-        if (!s->param || !s->buf || !s->m || (adam && !s->v) || !s->perm || (moe && (!s->ring || !s->ent_ring || !s->share_ring)))
-            st = ml_fail(ML_ERR_NOMEM, "out of memory reading %s", f);
+        int ok = s->param && s->buf && s->m && (!adam || s->v);
+        for (int i = 0; i < v->nvars && ok; i++)
+            ok = (s->var[i] = ml_alloc(state_type_size(v->vars[i].type) * (size_t)state_var_count(&v->vars[i]))) != NULL;
+        if (!ok) st = ml_fail(ML_ERR_NOMEM, "out of memory reading %s", f);
     }
     if (st == ML_OK) st = read_entries(file, "weights", en, np, s->param, f);
     if (st == ML_OK) st = read_entries(file, "buffers", be, nb, s->buf, f);
     if (st == ML_OK) st = read_entries(file, "optimizer/m", en, np, s->m, f);
     if (st == ML_OK && adam) st = read_entries(file, "optimizer/v", en, np, s->v, f);
     ml_free(en);
-    if (st == ML_OK) st = read_scalar(file, "/optimizer/t", H5T_NATIVE_INT64, &s->opt_t, f);
-    const hsize_t four = 4;
-    for (int i = 0; i < CKPT_NRNG && st == ML_OK; i++) {
-        st = h5u_read(file, ckpt_rng_names[i], H5T_NATIVE_UINT64, 1, &four, s->rng[i].s, f, NULL);
-        if (st == ML_OK && (s->rng[i].s[0] | s->rng[i].s[1] | s->rng[i].s[2] | s->rng[i].s[3]) == 0)
-            st = ml_fail(ML_ERR_FORMAT, "%s: %s is all zero", f, ckpt_rng_names[i]);
-    }
-    hid_t tt = tau_type(), lt = lr_type();
-    if (st == ML_OK && (tt < 0 || lt < 0)) st = h5u_fail(ML_ERR_IO, f, "/schedule", "cannot make types");
-    if (st == ML_OK) st = read_scalar(file, "/schedule/tau_base", tt, &s->tau.base, f);
-    if (st == ML_OK) st = read_scalar(file, "/schedule/tau_repl", tt, &s->tau.repl, f);
-    if (st == ML_OK) st = read_scalar(file, "/schedule/tau_has_override", H5T_NATIVE_INT32, &s->has_override, f);
-    if (st == ML_OK) st = read_scalar(file, "/schedule/tau_override", H5T_NATIVE_FLOAT, &s->tau.override_tau, f);
-    if (st == ML_OK) st = read_scalar(file, "/schedule/tau_override_step", H5T_NATIVE_LONG, &s->tau.override_step, f);
-    if (st == ML_OK) st = read_scalar(file, "/schedule/tau_has_replacement", H5T_NATIVE_INT32, &s->has_repl, f);
-    if (st == ML_OK) st = read_scalar(file, "/schedule/lr", lt, &s->lr, f);
-    if (st == ML_OK) st = read_scalar(file, "/schedule/lr_override", H5T_NATIVE_FLOAT, &s->lr_override, f);
-    h5u_close(tt);
-    h5u_close(lt);
-    if (st == ML_OK) st = read_scalar(file, "/trainer/step", H5T_NATIVE_INT64, &s->step, f);
-    if (st == ML_OK) st = read_scalar(file, "/trainer/epoch", H5T_NATIVE_INT32, &s->epoch, f);
-    if (st == ML_OK) st = read_scalar(file, "/trainer/pos", H5T_NATIVE_INT32, &s->pos, f);
-    if (st == ML_OK) st = read_scalar(file, "/trainer/steps_per_epoch", H5T_NATIVE_INT64, &s->spe, f);
-    if (st == ML_OK) st = h5u_read(file, "/trainer/perm", H5T_NATIVE_INT32, 1, &nperm, s->perm, f, NULL);
-    if (st == ML_OK) st = read_scalar(file, "/trainer/ep_loss", H5T_NATIVE_DOUBLE, &s->ep_loss, f);
-    if (st == ML_OK) st = read_scalar(file, "/trainer/ep_acc", H5T_NATIVE_DOUBLE, &s->ep_acc, f);
-    if (st == ML_OK) st = read_scalar(file, "/trainer/ep_batches", H5T_NATIVE_INT64, &s->ep_batches, f);
-    if (st == ML_OK) st = read_scalar(file, "/trainer/ep_drop", H5T_NATIVE_DOUBLE, &s->ep_drop, f);
-    if (st == ML_OK) st = read_scalar(file, "/trainer/ep_maxvio", H5T_NATIVE_DOUBLE, &s->ep_maxvio, f);
-    if (st == ML_OK) st = read_scalar(file, "/trainer/ep_rho", H5T_NATIVE_DOUBLE, &s->ep_rho, f);
-    if (st == ML_OK && moe) {
-        const hsize_t e = (hsize_t)E, rd[2] = {(hsize_t)t->win.cfg.window, (hsize_t)E};
-        st = h5u_read(file, "/moe/bias", H5T_NATIVE_FLOAT, 1, &e, s->bias, f, SHAPE_HINT);
-        for (int i = 0; i < 5 && st == ML_OK; i++) {
-            char kp[32];
-            snprintf(kp, sizeof kp, "/moe/%s", ckpt_knob_names[i]);
-            st = read_scalar(file, kp, H5T_NATIVE_FLOAT, &s->knobs[i], f);
-        }
-        if (st == ML_OK) st = h5u_read(file, "/trainer/routewin/ring", H5T_NATIVE_INT, 2, rd, s->ring, f, NULL);
-        if (st == ML_OK) st = read_scalar(file, "/trainer/routewin/n", H5T_NATIVE_INT32, &s->rw_n, f);
-        if (st == ML_OK) st = read_scalar(file, "/trainer/routewin/head", H5T_NATIVE_INT32, &s->rw_head, f);
-        if (st == ML_OK) st = read_scalar(file, "/trainer/routewin/pushed", H5T_NATIVE_INT64, &s->pushed, f);
-        if (st == ML_OK) st = h5u_read(file, "/trainer/routewin/sum", H5T_NATIVE_INT64, 1, &e, s->sum, f, NULL);
-        if (st == ML_OK) st = h5u_read(file, "/trainer/routewin/zero_run", H5T_NATIVE_INT64, 1, &e, s->zero_run, f, NULL);
-        const hsize_t wn = (hsize_t)t->win.cfg.window;
-        if (st == ML_OK) st = h5u_read(file, "/trainer/routewin/ent_ring", H5T_NATIVE_DOUBLE, 1, &wn, s->ent_ring, f, NULL);
-        if (st == ML_OK) st = h5u_read(file, "/trainer/routewin/share_ring", H5T_NATIVE_DOUBLE, 1, &wn, s->share_ring, f, NULL);
-        if (st == ML_OK) st = read_scalar(file, "/trainer/routewin/share_sum", H5T_NATIVE_DOUBLE, &s->share_sum, f);
-        if (st == ML_OK) st = read_scalar(file, "/trainer/routewin/ent_sum", H5T_NATIVE_DOUBLE, &s->ent_sum, f);
+    for (int i = 0; i < v->nvars && st == ML_OK; i++) {
+        const StateVar *r = &v->vars[i];
+        hid_t ft, mt;
+        int owned;
+        hsize_t d[2];
+        var_dims(r, d);
+        if ((st = var_types(r->type, &ft, &mt, &owned)) != ML_OK) break;
+        st = h5u_read(file, r->path, mt, r->rank, d, s->var[i], f, r->hint ? r->hint : NULL);
+        if (owned) h5u_close(mt);
     }
     if (st != ML_OK) return st;
-
-    /* consistency: a damaged index must never reach batch_fill */
-    if (s->spe != t->steps_per_epoch)
-        return ml_fail(ML_ERR_FORMAT, "%s: %lld steps per epoch, this trainer has %ld (different --batch or dataset)",
-                       f, (long long)s->spe, t->steps_per_epoch);
-    if (s->epoch < 0 || s->pos < 0 || s->pos >= t->steps_per_epoch ||
-        s->step != (int64_t)s->epoch * t->steps_per_epoch + s->pos)
-        return ml_fail(ML_ERR_FORMAT, "%s: inconsistent position (step %lld, epoch %d, pos %d)", f,
-                       (long long)s->step, s->epoch, s->pos);
-    char *seen = ml_alloc((size_t)(ntrain > 0 ? ntrain : 1));
-    if (!seen) return ml_fail(ML_ERR_NOMEM, "out of memory");
-    for (int i = 0; i < ntrain && st == ML_OK; i++) {
-        const int32_t v = s->perm[i];
-        if (v < 0 || v >= ntrain || seen[v]) st = ml_fail(ML_ERR_FORMAT, "%s: /trainer/perm is not a permutation", f);
-        else seen[v] = 1;
+    /* what the values must satisfy (a damaged index must never reach the data source) */
+    if (v->check && v->check(v->owner, s->var) != ML_OK) {
+        char msg[1024];
+        snprintf(msg, sizeof msg, "%s", ml_last_error());
+        return ml_fail(ML_ERR_FORMAT, "%s: %s", f, msg);
     }
-    ml_free(seen);
-    if (st == ML_OK && moe &&
-        (s->rw_n < 0 || s->rw_n > t->win.cfg.window || s->rw_head < 0 || s->rw_head >= t->win.cfg.window))
-        st = ml_fail(ML_ERR_FORMAT, "%s: inconsistent routing window (n %d, head %d)", f, s->rw_n, s->rw_head);
-    s->tau.has_override = s->has_override;
-    s->tau.has_replacement = s->has_repl;
-    return st;
+    return ML_OK;
 }
 
 static ml_status open_ckpt_checked(const char *path, hid_t *out) {
@@ -639,14 +506,14 @@ static ml_status open_ckpt_checked(const char *path, hid_t *out) {
     return st;
 }
 
-ml_status ckpt_read(const char *path, Trainer *t) {
+ml_status ckpt_read(const char *path, StateView *v) {
     h5u_quiet();
     hid_t file;
     ml_status st = open_ckpt_checked(path, &file);
     if (st != ML_OK) return st;
     Stage s;
     memset(&s, 0, sizeof s);
-    st = read_all(file, t, &s, path);
+    st = read_all(file, v, &s, path);
     H5Fclose(file);
     H5Eclear2(H5E_DEFAULT);
     if (st != ML_OK) {
@@ -654,53 +521,14 @@ ml_status ckpt_read(const char *path, Trainer *t) {
         return st;
     }
     /* commit */
-    Model *m = &t->model;
-    const int moe = t->cfg.model.head.kind != HEAD_DENSE;
-    const int E = t->cfg.model.head.E;
+    Model *m = v->model;
     memcpy(m->param, s.param, sizeof(float) * m->n_param);
     if (m->n_buf) memcpy(m->buf, s.buf, sizeof(float) * m->n_buf);
-    memcpy(t->opt.m, s.m, sizeof(float) * m->n_param);
-    if (t->opt.v) memcpy(t->opt.v, s.v, sizeof(float) * m->n_param);
-    t->opt.t = s.opt_t;
-    t->rng_init = s.rng[0];
-    t->rng_data = s.rng[1];
-    t->rng_noise = s.rng[2];
-    t->rng_aug = s.rng[3];
-    t->tau = s.tau;
-    t->cfg.lr = s.lr;
-    t->lr_override = s.lr_override;
-    t->step = s.step;
-    t->epoch = s.epoch;
-    t->pos = s.pos;
-    memcpy(t->perm, s.perm, sizeof(int32_t) * (size_t)t->ds->train.n);
-    t->ep_loss = s.ep_loss;
-    t->ep_acc = s.ep_acc;
-    t->ep_batches = s.ep_batches;
-    t->ep_drop = s.ep_drop;
-    t->ep_maxvio = s.ep_maxvio;
-    t->ep_rho = s.ep_rho;
-    if (moe) {
-        memcpy(m->moe.bias, s.bias, sizeof(float) * E);
-        /* as trainer_apply sets them: the head's live config and the trainer's copy */
-        MoeConfig *hc = &m->moe.cfg, *tc = &t->cfg.model.head;
-        hc->cf = tc->cf = s.knobs[0];
-        hc->alpha = tc->alpha = s.knobs[1];
-        hc->beta = tc->beta = s.knobs[2];
-        hc->noise = tc->noise = s.knobs[3];
-        hc->bias_rate = tc->bias_rate = s.knobs[4];
-        RouteWin *w = &t->win;
-        memcpy(w->ring, s.ring, sizeof(int) * (size_t)w->cfg.window * E);
-        w->n = s.rw_n;
-        w->head = s.rw_head;
-        w->pushed = s.pushed;
-        for (int e = 0; e < E; e++) { w->sum[e] = s.sum[e]; w->zero_run[e] = s.zero_run[e]; }
-        memcpy(w->ent_ring, s.ent_ring, sizeof(double) * (size_t)w->cfg.window);
-        memcpy(w->share_ring, s.share_ring, sizeof(double) * (size_t)w->cfg.window);
-        w->share_sum = s.share_sum;
-        w->ent_sum = s.ent_sum;
-    }
-    t->rec_step = t->step;
-    t->t_rec = t->t_epoch = ml_now();
+    memcpy(v->opt_m, s.m, sizeof(float) * m->n_param);
+    if (v->opt_v) memcpy(v->opt_v, s.v, sizeof(float) * m->n_param);
+    for (int i = 0; i < v->nvars; i++)
+        memcpy(v->vars[i].ptr, s.var[i], state_type_size(v->vars[i].type) * (size_t)state_var_count(&v->vars[i]));
+    if (v->restored) v->restored(v->owner);
     stage_free(&s);
     return ML_OK;
 }

@@ -291,9 +291,8 @@ static ml_status make_group(hid_t file, const char *name, hid_t *g, const char *
 }
 
 static ml_status write_run_group(struct SessionLive *p, const SessionInfo *info, const char *spec) {
-    const Trainer *t = info->trainer;
+    const RunRecord *t = info->run;
     const TrainConfig *c = &t->cfg;
-    const Dataset *ds = t->ds;
     const MoeConfig *h = &c->model.head;
     const char *f = p->path;
     hid_t g = -1;
@@ -307,23 +306,23 @@ static ml_status write_run_group(struct SessionLive *p, const SessionInfo *info,
     if (st == ML_OK) st = h5u_attr_str(g, "moelab_version", MOELAB_VERSION, f);
     if (st == ML_OK) st = h5u_attr_str(g, "command_line", info->command_line ? info->command_line : "", f);
     if (st == ML_OK) st = h5u_attr_str(g, "config_json", json, f);
-    if (st == ML_OK) st = h5u_attr_str(g, "dataset", ds->name, f);
+    if (st == ML_OK) st = h5u_attr_str(g, "dataset", t->dataset, f);
     if (st == ML_OK) st = h5u_attr_str(g, "dataset_spec", spec, f);
-    if (st == ML_OK) st = h5u_attr_str(g, "dataset_source", ds->source, f);
+    if (st == ML_OK) st = h5u_attr_str(g, "dataset_source", t->dataset_source, f);
     if (st == ML_OK) st = h5u_attr_str(g, "created", created, f);
     if (st == ML_OK) st = h5u_attr_u64(g, "seed", c->seed, f);
-    if (st == ML_OK) st = h5u_attr_i64(g, "classes", ds->classes, f);
-    if (st == ML_OK) st = h5u_attr_i64(g, "image_c", ds->c, f);
-    if (st == ML_OK) st = h5u_attr_i64(g, "image_h", ds->h, f);
-    if (st == ML_OK) st = h5u_attr_i64(g, "image_w", ds->w, f);
-    if (st == ML_OK) st = h5u_attr_i64(g, "n_train", ds->train.n, f);
-    if (st == ML_OK) st = h5u_attr_i64(g, "n_test", ds->test.n, f);
-    if (st == ML_OK) st = h5u_attr_f32v(g, "dataset_mean", ds->mean, ds->c, f);
-    if (st == ML_OK) st = h5u_attr_f32v(g, "dataset_std", ds->std, ds->c, f);
+    if (st == ML_OK) st = h5u_attr_i64(g, "classes", t->classes, f);
+    if (st == ML_OK) st = h5u_attr_i64(g, "image_c", t->c, f);
+    if (st == ML_OK) st = h5u_attr_i64(g, "image_h", t->h, f);
+    if (st == ML_OK) st = h5u_attr_i64(g, "image_w", t->w, f);
+    if (st == ML_OK) st = h5u_attr_i64(g, "n_train", t->n_train, f);
+    if (st == ML_OK) st = h5u_attr_i64(g, "n_test", t->n_test, f);
+    if (st == ML_OK) st = h5u_attr_f32v(g, "dataset_mean", t->mean, t->c, f);
+    if (st == ML_OK) st = h5u_attr_f32v(g, "dataset_std", t->std, t->c, f);
     if (st == ML_OK) st = h5u_attr_str(g, "head", moe_head_name(h->kind), f);
     if (st == ML_OK) st = h5u_attr_str(g, "backbone", backbone_name(c->model.backbone), f);
     if (st == ML_OK) st = h5u_attr_f64(g, "width", c->model.width, f);
-    if (st == ML_OK) st = h5u_attr_i64(g, "d", t->model.d, f);
+    if (st == ML_OK) st = h5u_attr_i64(g, "d", t->d, f);
     if (st == ML_OK) st = h5u_attr_i64(g, "experts", p->E, f);
     if (st == ML_OK) st = h5u_attr_i64(g, "k", h->k, f);
     if (st == ML_OK) st = h5u_attr_i64(g, "hidden", h->h, f);
@@ -332,25 +331,25 @@ static ml_status write_run_group(struct SessionLive *p, const SessionInfo *info,
     if (st == ML_OK) st = h5u_attr_i64(g, "steps_per_epoch", t->steps_per_epoch, f);
     if (st == ML_OK) st = h5u_attr_i64(g, "total_steps", t->total_steps, f);
     if (st == ML_OK) st = h5u_attr_i64(g, "threads", c->threads, f);
-    if (st == ML_OK) st = h5u_attr_i64(g, "n_params", t->model.n_param, f);
-    if (st == ML_OK) st = h5u_attr_f64(g, "rho_nominal", model_rho_nominal(&t->model), f);
-    if (st == ML_OK) st = h5u_attr_f64(g, "flops_per_sample", model_flops(&t->model), f);
+    if (st == ML_OK) st = h5u_attr_i64(g, "n_params", t->n_params, f);
+    if (st == ML_OK) st = h5u_attr_f64(g, "rho_nominal", t->rho_nominal, f);
+    if (st == ML_OK) st = h5u_attr_f64(g, "flops_per_sample", t->flops_per_sample, f);
     if (st == ML_OK) st = h5u_attr_i64(g, "tsne_samples", p->tsne_n, f);
     if (st == ML_OK) {
         /* /run/class_names: (K,) fixed-length strings */
         size_t len = 1;
-        for (int k = 0; k < ds->classes; k++) {
-            const size_t l = strlen(ds->class_names[k]) + 1;
+        for (int k = 0; k < t->classes; k++) {
+            const size_t l = strlen(t->class_names[k]) + 1;
             if (l > len) len = l;
         }
-        char *names = ml_alloc(len * (size_t)ds->classes);
+        char *names = ml_alloc(len * (size_t)t->classes);
         hid_t ty = h5u_str_type(len);
         if (!names || ty < 0) {
             st = ml_fail(ML_ERR_NOMEM, "%s: cannot store class names", f);
         } else {
-            for (int k = 0; k < ds->classes; k++)
-                memcpy(names + (size_t)k * len, ds->class_names[k], strlen(ds->class_names[k]) + 1);
-            hsize_t d = (hsize_t)ds->classes;
+            for (int k = 0; k < t->classes; k++)
+                memcpy(names + (size_t)k * len, t->class_names[k], strlen(t->class_names[k]) + 1);
+            hsize_t d = (hsize_t)t->classes;
             st = h5u_write(g, "class_names", ty, ty, 1, &d, names, f);
         }
         h5u_close(ty);
@@ -363,7 +362,7 @@ static ml_status write_run_group(struct SessionLive *p, const SessionInfo *info,
 
 static ml_status create_schema(struct SessionLive *p, const SessionInfo *info, const char *spec) {
     const char *f = p->path;
-    const Trainer *t = info->trainer;
+    const RunRecord *t = info->run;
     ml_status st = ML_OK;
     hid_t root = p->file;
     if ((st = h5u_attr_i64(root, "format_version", SESSION_FORMAT_VERSION, f)) != ML_OK) return st;
@@ -434,8 +433,8 @@ static ml_status create_schema(struct SessionLive *p, const SessionInfo *info, c
                         "(N_eval, classes, experts) test samples of class c whose first choice is e");
         hid_t ce = p->ds[DS_CLASS_EXPERT];
         if (st == ML_OK) {
-            const char **names = (const char **)t->ds->class_names;
-            st = h5u_attr_strv(ce, "class_names", names, t->ds->classes, f);
+            const char **names = (const char **)t->class_names;
+            st = h5u_attr_strv(ce, "class_names", names, t->classes, f);
         }
         if (st == ML_OK) st = h5u_attr_str(ce, "long_name", "class x expert first-choice counts", f);
         if (st == ML_OK) st = h5u_attr_str(ce, "interpretation", "image", f);
@@ -486,9 +485,9 @@ static ml_status live_types(struct SessionLive *p) {
 ml_status session_create(SessionWriter *w, const char *dir, const SessionInfo *info) {
     h5u_quiet();
     w->p = NULL;
-    if (!info || !info->trainer || !info->trainer->ds)
-        return ml_fail(ML_ERR_ARG, "session_create: no trainer");
-    const Trainer *t = info->trainer;
+    if (!info || !info->run)
+        return ml_fail(ML_ERR_ARG, "session_create: no run description");
+    const RunRecord *t = info->run;
     ml_status st = h5u_mkdirs(dir);
     if (st != ML_OK) return st;
     struct SessionLive *p = ml_alloc(sizeof *p);
@@ -503,9 +502,9 @@ ml_status session_create(SessionWriter *w, const char *dir, const SessionInfo *i
     }
     const int moe = t->cfg.model.head.kind != HEAD_DENSE;
     p->E = moe ? t->cfg.model.head.E : 0;
-    p->K = t->ds->classes;
+    p->K = t->classes;
     p->tsne_n = moe ? t->tsne_n : 0;
-    p->feat_dim = t->model.d;
+    p->feat_dim = t->d;
     if ((st = live_types(p)) != ML_OK) { live_release(p, 0); return st; }
     hid_t fapl = h5u_fapl_latest();
     if (fapl < 0) { live_release(p, 0); return h5u_fail(ML_ERR_IO, p->path, "", "cannot make file access list"); }
@@ -517,7 +516,7 @@ ml_status session_create(SessionWriter *w, const char *dir, const SessionInfo *i
         return st;
     }
     H5Pclose(fapl);
-    const char *spec = info->dataset_spec ? info->dataset_spec : t->ds->name;
+    const char *spec = info->dataset_spec ? info->dataset_spec : t->dataset;
     live_get_fd(p);
     st = live_reserve(p, (hsize_t)1 << 20);
     if (st == ML_OK) st = create_schema(p, info, spec);

@@ -6,7 +6,7 @@
 
 #include <hdf5.h>
 
-#include "core/trainer.h"
+#include "core/records.h"
 
 typedef struct {
     const char *name;   /* dataset name under /steps or /evals */

@@ -44,7 +44,8 @@
 #include <stdint.h>
 
 #include "core/common.h"
-#include "core/trainer.h"
+#include "core/records.h"
+#include "core/state.h"
 
 #define SESSION_FORMAT_VERSION 1
 #define SESSION_STEP_BLOCK 64     /* step records buffered in memory before a block write */
@@ -53,7 +54,7 @@
 
 typedef struct {
     /* ---- inputs of session_create (ignored by session_read_info) */
-    const Trainer *trainer;     /* after trainer_init: config with totals, dataset, model */
+    const RunRecord *run;       /* the run's description (trainer_describe) */
     const char *command_line;   /* the exact command line, stored verbatim (NULL: "") */
     const char *dataset_spec;   /* as given to dataset_open (NULL: the dataset's name) */
 
@@ -164,13 +165,13 @@ ml_status session_export_csv(const char *dir, const char *outdir);
  * head.experts.<e>.fc1.weight ...), BN running statistics, optimiser m/v/t, the three RNG
  * states, tau plan and LR schedule, step/epoch/pos/data permutation, the epoch's running sums,
  * the MoE utility bias and the routing window. */
-ml_status ckpt_write(const char *dir, const Trainer *t, int keep);
-/* Restores a checkpoint into an already trainer_init'ed Trainer with the same configuration.
- * Every dataset's shape is checked against the model's tables first (ML_ERR_FORMAT naming the
- * dataset on a mismatch); the trainer is only modified once everything has been read, so on any
- * error it is left exactly as it was. The LR schedule and tau plan come from the checkpoint (they
- * may have been changed by live commands); the rest of t->cfg is the caller's. */
-ml_status ckpt_read(const char *path, Trainer *t);
+ml_status ckpt_write(const char *dir, const StateView *v, int keep);
+/* Restores a checkpoint into the state a StateView describes (core/state.h: trainer_state of an
+ * already trainer_init'ed Trainer with the same configuration). Every dataset's shape is checked
+ * against the model's tables and the state rows first (ML_ERR_FORMAT naming the dataset on a
+ * mismatch); everything is read into staging buffers and checked by v->check, and the state is
+ * only modified once all of that passed, so on any error it is left exactly as it was. */
+ml_status ckpt_read(const char *path, StateView *v);
 /* Opens a checkpoint and reads every dataset (catches truncation and damage) without a Trainer.
  * *step (may be NULL) gets its step. */
 ml_status ckpt_validate(const char *path, long *step);

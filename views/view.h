@@ -15,7 +15,7 @@
 #include <stdio.h>
 #include <curses.h>
 
-#include "core/trainer.h"
+#include "core/records.h"
 #include "views/layout.h"
 #include "views/theme.h"
 

@@ -1,0 +1,33 @@
+/* config.h — a training run's configuration: model, optimiser, schedules, run length, routing
+ * window. Plain data: the option parser fills it, the trainer reads it, sessions store it as
+ * config_json. The trainer never changes it after trainer_init (the live knobs that `set` changes
+ * live in the model's MoeConfig, the temperature plan and the learning-rate override). */
+#ifndef ML_CONFIG_H
+#define ML_CONFIG_H
+
+#include <stdint.h>
+
+#include "model.h"
+#include "optim.h"
+#include "routestats.h"
+#include "tau.h"
+
+typedef struct {
+    ModelConfig model;   /* in_c/h/w and classes are taken from the batch source */
+    OptConfig opt;
+    LrSchedule lr;       /* total/warmup in steps are filled by trainer_init from the epochs */
+    float warmup_epochs; /* linear LR warm-up length in epochs (default 0) */
+    TauSchedule tau;     /* total filled by trainer_init */
+    float tau_epochs;    /* schedule length in epochs (0: the whole run); tau1 holds after it */
+    int epochs;          /* default 10 */
+    uint64_t seed;       /* default 1 */
+    int threads;         /* OpenMP + OpenBLAS threads (default: all cores) */
+    int log_every;       /* StepRecord period in steps (default 10) */
+    RouteWinConfig route;/* dead-expert window and collapse thresholds */
+    int tsne_samples;    /* test samples whose features are kept per evaluation (default 512) */
+    int augment;         /* -1: on for RGB datasets (default), 0: off, 1: on (crop + flip) */
+} TrainConfig;
+
+void train_config_defaults(TrainConfig *c);
+
+#endif
