@@ -3,6 +3,7 @@
  * clear message, command files are sorted by step, and set/anneal change what the trainer uses. */
 #include "../app/commands.c"
 #include "datasets/dataset.h"
+#include "trainer_util.h"
 #include "gradcheck.h"
 
 #include <unistd.h>
@@ -89,7 +90,7 @@ int main(void) {
     cfg.model.width = 0.125f; cfg.model.batch = 16; cfg.model.head.E = 4; cfg.model.head.h = 8;
     cfg.epochs = 2; cfg.threads = 1;
     Trainer t;
-    CHECK(trainer_init(&t, &cfg, &ds) == ML_OK, "trainer_init");
+    CHECK(trainer_init_ds(&t, &cfg, &ds) == ML_OK, "trainer_init");
     for (int i = 0; i < 3; i++) trainer_step(&t, NULL);
     command_parse("set tau 0.25", &c, err, sizeof err);
     CHECK(trainer_apply(&t, &c) == ML_OK && tau_plan_value(&t.tau, t.step) == 0.25f, "set tau overrides the schedule");
@@ -109,7 +110,7 @@ int main(void) {
     CHECK(trainer_apply(&t, &c) == ML_OK && t.model.moe.cfg.alpha == 0.5f, "set alpha reaches the head");
     trainer_free(&t);
     cfg.model.head.kind = HEAD_DENSE;
-    trainer_init(&t, &cfg, &ds);
+    trainer_init_ds(&t, &cfg, &ds);
     command_parse("set tau 0.5", &c, err, sizeof err);
     CHECK(trainer_apply(&t, &c) == ML_ERR_STATE && strstr(ml_last_error(), "dense"), "set tau on a dense head: %s", ml_last_error());
     trainer_free(&t);

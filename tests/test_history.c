@@ -19,7 +19,7 @@
 
 #include "check.h"
 #include "child.h"
-#include "core/trainer.h"
+#include "trainer_util.h"
 #include "datasets/dataset.h"
 #include "sessions/history.h"
 
@@ -70,7 +70,7 @@ static int make_dataset(Dataset *ds) {
 static int create_session(SessionWriter *w, const Trainer *t, const char *dir, const char *cmdline) {
     SessionInfo info;
     memset(&info, 0, sizeof info);
-    info.trainer = t;
+    info.run = test_run(t);
     info.command_line = cmdline;
     info.dataset_spec = "synthetic:16x16x3:4";
     const ml_status st = session_create(w, dir, &info);
@@ -273,7 +273,7 @@ static int write_hand_session(const Dataset *ds, Trainer *t, double *t0, double 
     TrainConfig cfg;
     small_config(&cfg, HEAD_MOE);
     cfg.log_every = LOG_EVERY;
-    if (trainer_init(t, &cfg, ds) != ML_OK) { check(0, "trainer_init: %s", ml_last_error()); return -1; }
+    if (trainer_init_ds(t, &cfg, ds) != ML_OK) { check(0, "trainer_init: %s", ml_last_error()); return -1; }
     g_tn = t->tsne_n;
     g_fd = t->model.d;
     memset(g_long, 'x', sizeof g_long - 1);
@@ -307,7 +307,7 @@ static int write_hand_session(const Dataset *ds, Trainer *t, double *t0, double 
 }
 
 static void test_roundtrip(const SessionHistory *h, const Trainer *t, double t0, double t1) {
-    const Dataset *ds = t->ds;
+    const BatchSource *ds = &t->src;
     check(!strcmp(h->path, g_hand_file), "path is the file read (%s)", h->path);
     check(h->nsteps == NS && h->nevals == NEV && h->nevents == NEVT, "%ld steps, %d evals, %ld events", h->nsteps,
           h->nevals, h->nevents);
@@ -476,7 +476,7 @@ static void test_real_run(const Dataset *ds, const RealRun *rr) {
     cfg.model.head.cf = rr->cf;
     cfg.tsne_samples = rr->tsne;
     Trainer t;
-    if (trainer_init(&t, &cfg, ds) != ML_OK) { check(0, "%s: trainer_init: %s", rr->name, ml_last_error()); return; }
+    if (trainer_init_ds(&t, &cfg, ds) != ML_OK) { check(0, "%s: trainer_init: %s", rr->name, ml_last_error()); return; }
     char dir[512];
     char sub[64];
     snprintf(sub, sizeof sub, "real-%s", rr->name);

@@ -10,7 +10,7 @@
 #define _GNU_SOURCE
 
 #include "child.h"
-#include "core/trainer.h"
+#include "trainer_util.h"
 #include "datasets/dataset.h"
 #include "sessions/session.h"
 
@@ -338,7 +338,7 @@ static void verify_live_file(const char *file, const Trainer *t, double t0, doub
         H5Aread(a, H5T_NATIVE_FLOAT, stdv); H5Aclose(a);
         a = H5Aopen(run, "rho_nominal", H5P_DEFAULT);
         H5Aread(a, H5T_NATIVE_DOUBLE, &rho); H5Aclose(a);
-        CHECK(!memcmp(mean, t->ds->mean, sizeof mean) && !memcmp(stdv, t->ds->std, sizeof stdv) &&
+        CHECK(!memcmp(mean, t->src.mean, sizeof mean) && !memcmp(stdv, t->src.std, sizeof stdv) &&
               rho == model_rho_nominal(&t->model), "/run @dataset_mean, @dataset_std, @rho_nominal");
     }
     {
@@ -351,7 +351,7 @@ static void verify_live_file(const char *file, const Trainer *t, double t0, doub
         char *buf = calloc(dims[0], len);
         H5Dread(d, ty, H5S_ALL, H5S_ALL, H5P_DEFAULT, buf);
         int ok = nd == 1 && dims[0] == 4;
-        for (int k = 0; ok && k < 4; k++) ok = !strncmp(buf + k * len, t->ds->class_names[k], len);
+        for (int k = 0; ok && k < 4; k++) ok = !strncmp(buf + k * len, t->src.class_names[k], len);
         free(buf);
         H5Tclose(ty);
         H5Dclose(d);
@@ -475,7 +475,7 @@ static void verify_live_file(const char *file, const Trainer *t, double t0, doub
         long total = 0;
         for (int i = 0; ok && i < NE; i++)
             for (int q = 0; q < 16; q++) { ok = ok && ce[i * 16 + q] == g_ev[i].ce[q]; total += ce[i * 16 + q]; }
-        CHECK(ok && total == (long)NE * t->ds->test.n, "/evals/class_expert [N, K, E] round-trips (%ld counts)", total);
+        CHECK(ok && total == (long)NE * t->src.n_test, "/evals/class_expert [N, K, E] round-trips (%ld counts)", total);
         static float feat[8 * 16 * 64];
         int32_t ex[8 * 16], la[8 * 16];
         ok = h5_rows(f, "/evals/tsne_features", dims, &nd) == NE && nd == 3 && dims[1] == 16 && dims[2] == 64 &&
@@ -535,13 +535,13 @@ static void test_live(const Dataset *ds) {
     small_config(&cfg);
     cfg.epochs = 3;
     Trainer t;
-    if (trainer_init(&t, &cfg, ds) != ML_OK) { CHECK(0, "trainer_init: %s", ml_last_error()); return; }
+    if (trainer_init_ds(&t, &cfg, ds) != ML_OK) { CHECK(0, "trainer_init: %s", ml_last_error()); return; }
     char dir[512], file[600];
     path_in(dir, sizeof dir, "live/run1");
     snprintf(file, sizeof file, "%s/live.h5", dir);
     SessionInfo info;
     memset(&info, 0, sizeof info);
-    info.trainer = &t;
+    info.run = test_run(&t);
     info.command_line = g_cmdline;
     info.dataset_spec = g_spec;
     SessionWriter w;
@@ -696,13 +696,13 @@ static void test_crash_and_append(void) {
     cfg.epochs = 3;
     /* the child only does HDF5 work (no OpenMP after fork): the trainer is made here */
     Trainer t;
-    if (trainer_init(&t, &cfg, &ds) != ML_OK) { CHECK(0, "trainer_init: %s", ml_last_error()); return; }
+    if (trainer_init_ds(&t, &cfg, &ds) != ML_OK) { CHECK(0, "trainer_init: %s", ml_last_error()); return; }
     fflush(stdout);
     pid_t pid = fork();
     if (pid == 0) {
         SessionInfo info;
         memset(&info, 0, sizeof info);
-        info.trainer = &t;
+        info.run = test_run(&t);
         info.command_line = "crash";
         SessionWriter w;
         if (session_create(&w, dir, &info) != ML_OK) _exit(3);
@@ -841,7 +841,7 @@ static void test_ckpt_roundtrip(const Dataset *ds) {
     TrainConfig cfg;
     small_config(&cfg);
     Trainer a, b;
-    trainer_init(&a, &cfg, ds);
+    trainer_init_ds(&a, &cfg, ds);
     for (int i = 0; i < 40; i++) {
         if (i == 10) apply_set(&a, PARAM_TAU, 0.7);
         if (i == 20) apply_set(&a, PARAM_CF, 1.5);
@@ -860,11 +860,11 @@ static void test_ckpt_roundtrip(const Dataset *ds) {
     }
     char dir[512], path[700];
     path_in(dir, sizeof dir, "ckpt-rt");
-    ml_status st = ckpt_write(dir, &a, 0);
+    ml_status st = ckpt_write_t(dir, &a, 0);
     snprintf(path, sizeof path, "%s/ckpt-40.h5", dir);
     CHECK(st == ML_OK && file_size(path) > 0, "ckpt_write at step 40 -> %s: %s", path, st ? ml_last_error() : "ok");
-    trainer_init(&b, &cfg, ds);
-    st = ckpt_read(path, &b);
+    trainer_init_ds(&b, &cfg, ds);
+    st = ckpt_read_t(path, &b);
     CHECK(st == ML_OK, "ckpt_read into a fresh trainer: %s", st ? ml_last_error() : "ok");
     const long np = a.model.n_param;
     CHECK(!memcmp(a.model.param, b.model.param, sizeof(float) * np), "parameters identical (%ld floats)", np);
@@ -893,7 +893,7 @@ static void test_ckpt_roundtrip(const Dataset *ds) {
           "tau plan (base, anneal replacement, override) identical");
     CHECK(!memcmp(&a.cfg.lr, &b.cfg.lr, sizeof a.cfg.lr) && a.lr_override == b.lr_override && b.lr_override == 0.003f,
           "LR schedule and `set lr` override identical");
-    CHECK(b.model.moe.cfg.cf == 1.5f && b.cfg.model.head.cf == 1.5f, "`set cf` value restored into the head");
+    CHECK(b.model.moe.cfg.cf == 1.5f && a.model.moe.cfg.cf == 1.5f, "`set cf` value restored into the head (stored once, in the head's MoeConfig)");
 
     /* names and shapes inside the file */
     hid_t f = H5Fopen(path, H5F_ACC_RDONLY, H5P_DEFAULT);
@@ -954,22 +954,22 @@ static void test_exact_resume(const Dataset *ds) {
     small_config(&cfg);
     /* run A: uninterrupted, 2 epochs x 32 steps */
     Trainer a;
-    trainer_init(&a, &cfg, ds);
+    trainer_init_ds(&a, &cfg, ds);
     train_until(&a, 48);
     train_rest(&a);
     /* run B: 1.5 epochs, checkpoint mid-epoch, free, fresh trainer, restore, finish */
     Trainer b;
-    trainer_init(&b, &cfg, ds);
+    trainer_init_ds(&b, &cfg, ds);
     train_until(&b, 48);
     char dir[512], path[700], rep[512];
     path_in(dir, sizeof dir, "resume");
-    ml_status st = ckpt_write(dir, &b, 3);
+    ml_status st = ckpt_write_t(dir, &b, 3);
     trainer_free(&b);
     CHECK(st == ML_OK, "ckpt_write at step 48 (epoch 2, batch 16 of 32)");
-    trainer_init(&b, &cfg, ds);
+    trainer_init_ds(&b, &cfg, ds);
     st = ckpt_find_latest(dir, path, sizeof path, rep, sizeof rep);
     CHECK(st == ML_OK && strstr(path, "ckpt-48.h5") && rep[0] == 0, "ckpt_find_latest -> %s", path);
-    st = ckpt_read(path, &b);
+    st = ckpt_read_t(path, &b);
     CHECK(st == ML_OK, "ckpt_read: %s", st ? ml_last_error() : "ok");
     train_rest(&b);
     CHECK(a.step == 64 && b.step == 64 && a.epoch == 2 && b.epoch == 2, "both runs end at step 64, epoch 2");
@@ -988,7 +988,7 @@ static void test_exact_resume(const Dataset *ds) {
     CHECK(la == lb && aa == ab, "EXACT RESUME: identical test loss %.6f and accuracy %.4f", lb, ab);
     /* control: without the checkpoint the fresh trainer is different (the test can fail) */
     Trainer c;
-    trainer_init(&c, &cfg, ds);
+    trainer_init_ds(&c, &cfg, ds);
     train_rest(&c);
     CHECK(memcmp(a.model.param, c.model.param, sizeof(float) * np) != 0,
           "control: training from scratch over the same steps gives different weights");
@@ -1001,7 +1001,7 @@ static void test_keep_damage_mismatch(const Dataset *ds) {
     TrainConfig cfg;
     small_config(&cfg);
     Trainer t;
-    trainer_init(&t, &cfg, ds);
+    trainer_init_ds(&t, &cfg, ds);
     char dir[512], p[700], rep[1024], path[700];
     path_in(dir, sizeof dir, "keep");
     int errors = 0;
@@ -1012,7 +1012,7 @@ static void test_keep_damage_mismatch(const Dataset *ds) {
             FILE *f = fopen(p, "w");
             if (f) { fputs("half-written", f); fclose(f); }
         }
-        errors += ckpt_write(dir, &t, 2) != ML_OK;
+        errors += ckpt_write_t(dir, &t, 2) != ML_OK;
     }
     int present[6] = {0};
     for (int i = 1; i <= 5; i++) {
@@ -1034,7 +1034,7 @@ static void test_keep_damage_mismatch(const Dataset *ds) {
     lim.rlim_cur = 20000;
     setrlimit(RLIMIT_FSIZE, &lim);
     trainer_step(&t, NULL);
-    ml_status st = ckpt_write(dir, &t, 2);
+    ml_status st = ckpt_write_t(dir, &t, 2);
     setrlimit(RLIMIT_FSIZE, &old);
     snprintf(p, sizeof p, "%s/ckpt-6.h5.tmp", dir);
     char p6[700];
@@ -1043,7 +1043,7 @@ static void test_keep_damage_mismatch(const Dataset *ds) {
     CHECK(st == ML_ERR_IO && access(p, F_OK) != 0 && access(p6, F_OK) != 0 && ckpt_validate(path, NULL) == ML_OK,
           "a checkpoint past the file size limit fails cleanly, earlier ones intact: \"%s\"", ml_last_error());
     CHECK(H5Fget_obj_count(H5F_OBJ_ALL, H5F_OBJ_FILE) == 0, "no HDF5 file left open by the failed checkpoint");
-    st = ckpt_write(dir, &t, 2);
+    st = ckpt_write_t(dir, &t, 2);
     CHECK(st == ML_OK && access(p6, F_OK) == 0, "the same checkpoint succeeds once space is back: %s", st ? ml_last_error() : "ok");
 
     /* live writer under the same limit: an error, never a crash; later calls report it. A wide
@@ -1053,12 +1053,12 @@ static void test_keep_damage_mismatch(const Dataset *ds) {
         cw.model.width = 2.0f;
         cw.tsne_samples = 64;
         Trainer tw;
-        trainer_init(&tw, &cw, ds);
+        trainer_init_ds(&tw, &cw, ds);
         char ldir[512];
         path_in(ldir, sizeof ldir, "full");
         SessionInfo info;
         memset(&info, 0, sizeof info);
-        info.trainer = &tw;
+        info.run = test_run(&tw);
         SessionWriter w;
         st = session_create(&w, ldir, &info);
         char lf[600];
@@ -1112,10 +1112,10 @@ static void test_keep_damage_mismatch(const Dataset *ds) {
     CHECK(st == ML_OK && strstr(path, "ckpt-5.h5") && strstr(rep, "ckpt-6.h5"),
           "ckpt_find_latest skips the damaged newest: -> %s; report \"%s\"", path, rep);
     Trainer u;
-    trainer_init(&u, &cfg, ds);
+    trainer_init_ds(&u, &cfg, ds);
     float *before = malloc(sizeof(float) * u.model.n_param);
     memcpy(before, u.model.param, sizeof(float) * u.model.n_param);
-    st = ckpt_read(p, &u);
+    st = ckpt_read_t(p, &u);
     CHECK(st == ML_ERR_FORMAT && !memcmp(before, u.model.param, sizeof(float) * u.model.n_param),
           "ckpt_read of the truncated file: ML_ERR_FORMAT, trainer untouched: \"%s\"", ml_last_error());
     trainer_free(&u);
@@ -1125,10 +1125,10 @@ static void test_keep_damage_mismatch(const Dataset *ds) {
     TrainConfig c2 = cfg;
     c2.model.width = 0.5f;
     Trainer v;
-    trainer_init(&v, &c2, ds);
+    trainer_init_ds(&v, &c2, ds);
     before = malloc(sizeof(float) * v.model.n_param);
     memcpy(before, v.model.param, sizeof(float) * v.model.n_param);
-    st = ckpt_read(path, &v);
+    st = ckpt_read_t(path, &v);
     CHECK(st == ML_ERR_FORMAT && strstr(ml_last_error(), "/weights/backbone.stem.conv.weight") &&
           strstr(ml_last_error(), "(8, 3, 3, 3)") && strstr(ml_last_error(), "(16, 3, 3, 3)") &&
           !memcmp(before, v.model.param, sizeof(float) * v.model.n_param),
@@ -1138,15 +1138,15 @@ static void test_keep_damage_mismatch(const Dataset *ds) {
     /* a different number of experts */
     c2 = cfg;
     c2.model.head.E = 8;
-    trainer_init(&v, &c2, ds);
-    st = ckpt_read(path, &v);
+    trainer_init_ds(&v, &c2, ds);
+    st = ckpt_read_t(path, &v);
     CHECK(st == ML_ERR_FORMAT && strstr(ml_last_error(), "head.router.weight"), "E 8 vs 4: \"%s\"", ml_last_error());
     trainer_free(&v);
     /* SGD trainer vs AdamW checkpoint */
     c2 = cfg;
     optim_config_defaults(&c2.opt, OPT_SGD);
-    trainer_init(&v, &c2, ds);
-    st = ckpt_read(path, &v);
+    trainer_init_ds(&v, &c2, ds);
+    st = ckpt_read_t(path, &v);
     CHECK(st == ML_ERR_FORMAT && strstr(ml_last_error(), "optimiser"), "sgd vs adamw: \"%s\"", ml_last_error());
     trainer_free(&v);
     /* nothing valid */
@@ -1167,13 +1167,13 @@ static void test_dense_and_json(const Dataset *ds) {
     cfg.seed = 18000000000000000001ULL; /* above INT64_MAX */
     optim_config_defaults(&cfg.opt, OPT_SGD);
     Trainer t;
-    trainer_init(&t, &cfg, ds);
+    trainer_init_ds(&t, &cfg, ds);
     char dir[512], file[600];
     path_in(dir, sizeof dir, "dense");
     snprintf(file, sizeof file, "%s/live.h5", dir);
     SessionInfo info;
     memset(&info, 0, sizeof info);
-    info.trainer = &t;
+    info.run = test_run(&t);
     SessionWriter w;
     ml_status st = session_create(&w, dir, &info);
     int errors = st != ML_OK;
@@ -1203,15 +1203,15 @@ static void test_dense_and_json(const Dataset *ds) {
     /* a dense trainer refuses a MoE checkpoint */
     char path[700];
     path_in(path, sizeof path, "keep/ckpt-5.h5");
-    st = ckpt_read(path, &t);
+    st = ckpt_read_t(path, &t);
     CHECK(st == ML_ERR_FORMAT, "dense trainer vs MoE checkpoint: \"%s\"", ml_last_error());
     /* dense round trip */
     path_in(dir, sizeof dir, "dense-ckpt");
-    st = ckpt_write(dir, &t, 1);
+    st = ckpt_write_t(dir, &t, 1);
     Trainer u;
-    trainer_init(&u, &cfg, ds);
+    trainer_init_ds(&u, &cfg, ds);
     snprintf(path, sizeof path, "%s/ckpt-32.h5", dir);
-    ml_status st2 = ckpt_read(path, &u);
+    ml_status st2 = ckpt_read_t(path, &u);
     CHECK(st == ML_OK && st2 == ML_OK && !memcmp(t.model.param, u.model.param, sizeof(float) * t.model.n_param) &&
           !memcmp(t.opt.m, u.opt.m, sizeof(float) * t.model.n_param) && u.step == 32 && u.epoch == 1 && u.pos == 0,
           "dense + SGD checkpoint round trip (at an epoch boundary)");
@@ -1260,12 +1260,12 @@ static void test_overhead(const Dataset *ds) {
     TrainConfig cfg;
     small_config(&cfg);
     Trainer t;
-    trainer_init(&t, &cfg, ds);
+    trainer_init_ds(&t, &cfg, ds);
     char dir[512];
     path_in(dir, sizeof dir, "overhead");
     SessionInfo info;
     memset(&info, 0, sizeof info);
-    info.trainer = &t;
+    info.run = test_run(&t);
     SessionWriter w;
     session_create(&w, dir, &info);
     /* 1000 steps, one record per step (log_every 1: the worst case), flushed every 40 steps

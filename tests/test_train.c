@@ -1,7 +1,7 @@
 /* test_train.c — the training loop end to end on small synthetic data: it learns, it is
  * bit-for-bit reproducible from a seed, the optimisers and schedules follow their formulas, and
  * a diverging run stops with a clear error instead of producing NaN weights. */
-#include "core/trainer.h"
+#include "trainer_util.h"
 #include "datasets/dataset.h"
 #include "gradcheck.h"
 
@@ -25,9 +25,9 @@ static void small_config(TrainConfig *c, HeadKind head) {
 
 static double run(const Dataset *ds, const TrainConfig *cfg, float **params_out, long *n_out, double *acc_out) {
     Trainer t;
-    if (trainer_init(&t, cfg, ds) != ML_OK) { printf("trainer_init: %s\n", ml_last_error()); exit(1); }
-    ml_status st = trainer_run(&t, NULL);
-    CHECK(st == ML_OK, "trainer_run (%s head) returns OK", moe_head_name(cfg->model.head.kind));
+    if (trainer_init_ds(&t, cfg, ds) != ML_OK) { printf("trainer_init: %s\n", ml_last_error()); exit(1); }
+    const RunEnd end = trainer_run(&t, NULL);
+    CHECK(end == RUN_FINISHED, "trainer_run (%s head) finishes", moe_head_name(cfg->model.head.kind));
     double loss, acc;
     trainer_evaluate(&t, &loss, &acc);
     *params_out = malloc(sizeof(float) * t.model.n_param);
@@ -79,7 +79,7 @@ static void test_diverging_run(const Dataset *ds) {
     cfg.lr.kind = LR_CONST;
     cfg.opt.momentum = 0.0f;
     Trainer t;
-    trainer_init(&t, &cfg, ds);
+    trainer_init_ds(&t, &cfg, ds);
     float *before = malloc(sizeof(float) * t.model.n_param);
     ml_status st = ML_OK;
     for (int i = 0; i < 100 && st == ML_OK; i++) {
@@ -91,9 +91,9 @@ static void test_diverging_run(const Dataset *ds) {
           "the failing step left the weights exactly as they were before it (no update applied)");
     free(before);
     trainer_free(&t);
-    trainer_init(&t, &cfg, ds);
-    st = trainer_run(&t, NULL);
-    CHECK(st == ML_ERR_NUMERIC, "trainer_run returns ML_ERR_NUMERIC on the same run");
+    trainer_init_ds(&t, &cfg, ds);
+    const RunEnd end = trainer_run(&t, NULL);
+    CHECK(end == RUN_FAILED && strstr(ml_last_error(), "loss is"), "trainer_run fails on the same run with the numeric error: \"%s\"", ml_last_error());
     trainer_free(&t);
 }
 
