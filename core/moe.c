@@ -870,6 +870,20 @@ void moe_forward(MoeHead *m, float *y, const float *x, const MoeParams *p, int B
         for (int e = 0; e < E; e++)
             if (fc[e] > mx) mx = fc[e];
         st->first_share = (double)mx / B;
+        /* the clean router: the same batch's logits with no noise (soft heads have none) */
+        int cc[MOE_MAX_EXPERTS] = {0}, cmx = 0;
+        for (int b = 0; b < B && c->kind == HEAD_MOE; b++) {
+            const float *zb = m->z + (size_t)b * E;
+            int best = 0;
+            for (int e = 1; e < E; e++) {
+                const float bb = c->bias_mode != BIAS_NONE ? m->bias[best] : 0.0f, be = c->bias_mode != BIAS_NONE ? m->bias[e] : 0.0f;
+                if (zb[e] + be > zb[best] + bb) best = e;
+            }
+            cc[best]++;
+        }
+        for (int e = 0; e < E; e++)
+            if (cc[e] > cmx) cmx = cc[e];
+        st->clean_first_share = c->kind == HEAD_MOE ? (double)cmx / B : st->first_share;
     }
     st->B = B;
     st->E = E;

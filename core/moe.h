@@ -117,6 +117,8 @@ typedef struct {
     double tau;                        // temperature used
     double pairs_per_sample;           // kept pairs / B (realized routed expert calls per sample)
     double first_share;                // max_e (samples whose first choice is e) / B
+    double clean_first_share;          // first_share of the router without selection noise: first
+                                       // choice argmax_e z[b,e] (+ b_e with bias_mode select/logits)
 } MoeStepStats;
 
 typedef struct {

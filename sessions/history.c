@@ -216,6 +216,7 @@ static ml_status read_steps(const Ld *L, SessionHistory *h, const char *json) {
     ml_status st = ML_OK;
     for (int c = 0; c < SC_N; c++) {
         snprintf(name, sizeof name, "/steps/%s", sess_step_cols[c].name);
+        if (sess_step_cols[c].optional && H5Lexists(L->f, name, H5P_DEFAULT) <= 0) { H5Eclear2(H5E_DEFAULT); continue; }
         if ((st = ds_shape(L, name, 1, NULL, &r, NULL)) != ML_OK) return st;
         if (ns < 0 || r < ns) ns = r;
     }
@@ -234,46 +235,17 @@ static ml_status read_steps(const Ld *L, SessionHistory *h, const char *json) {
     if (ns == 0) return ML_OK;
 
     for (int c = 0; c < SC_N; c++) {
-        snprintf(name, sizeof name, "/steps/%s", sess_step_cols[c].name);
-        void *buf = NULL;
-        const int is_int = sess_step_cols[c].is_int;
-        st = sess_read_rows(L->f, name, (hsize_t)ns, is_int ? H5T_NATIVE_INT64 : H5T_NATIVE_DOUBLE, &buf, L->path);
+        const SessCol *col = &sess_step_cols[c];
+        snprintf(name, sizeof name, "/steps/%s", col->name);
+        if (col->optional && H5Lexists(L->f, name, H5P_DEFAULT) <= 0) { H5Eclear2(H5E_DEFAULT); continue; }
+        double *dv = NULL;
+        st = sess_read_rows(L->f, name, (hsize_t)ns, H5T_NATIVE_DOUBLE, (void **)&dv, L->path);
         if (st != ML_OK) return st;
-        const int64_t *iv = buf;
-        const double *dv = buf;
         for (long i = 0; i < ns; i++) {
-            StepRecord *s = &h->steps[i];
-            MoeStepStats *m = &s->moe;
-            switch (c) {
-            case SC_STEP: s->step = (long)iv[i]; break;
-            case SC_EPOCH: s->epoch = clamp_int(iv[i]); break;
-            case SC_EPOCH_PROGRESS: s->epoch_progress = dv[i]; break;
-            case SC_LOSS: s->loss = dv[i]; break;
-            case SC_LOSS_TOTAL: s->loss_total = dv[i]; break;
-            case SC_ACC: s->acc = dv[i]; break;
-            case SC_LR: s->lr = (float)dv[i]; break;
-            case SC_TAU: s->tau = (float)dv[i]; break;
-            case SC_IMG_PER_S: s->img_per_s = dv[i]; break;
-            case SC_DROP_FRAC: m->drop_frac = dv[i]; break;
-            case SC_NO_EXPERT_FRAC: m->no_expert_frac = dv[i]; break;
-            case SC_GATE_ENTROPY: m->gate_entropy = dv[i]; break;
-            case SC_LOAD_ENTROPY: m->load_entropy = dv[i]; break;
-            case SC_MAXVIO: m->maxvio = dv[i]; break;
-            case SC_CONFIDENCE: m->confidence = dv[i]; break;
-            case SC_L_AUX: m->l_aux = dv[i]; break;
-            case SC_L_Z: m->l_z = dv[i]; break;
-            case SC_CAPACITY: m->capacity = clamp_int(iv[i]); break;
-            case SC_PAIRS_PER_SAMPLE: m->pairs_per_sample = dv[i]; break;
-            case SC_RHO_REALIZED: s->rho_realized = dv[i]; break;
-            case SC_DEAD_EXPERTS: s->dead_experts = clamp_int(iv[i]); break;
-            case SC_COLLAPSED: s->collapsed = clamp_int(iv[i]); break;
-            case SC_COLLAPSE_REASON: s->collapse_reason = clamp_int(iv[i]); break;
-            case SC_WINDOW_LOAD_ENTROPY: s->window_load_entropy = dv[i]; break;
-            case SC_WALL_TIME: h->step_wall[i] = dv[i]; break;
-            default: break;
-            }
+            if (col->field == SF_WALL) h->step_wall[i] = dv[i];
+            else sess_col_set(col, &h->steps[i], dv[i]);
         }
-        ml_free(buf);
+        ml_free(dv);
     }
     if (E == 0) return ML_OK;
 
@@ -369,40 +341,17 @@ static ml_status read_evals(const Ld *L, SessionHistory *h) {
     if (ne == 0) return ML_OK;
 
     for (int c = 0; c < EC_N; c++) {
-        snprintf(name, sizeof name, "/evals/%s", sess_eval_cols[c].name);
-        void *buf = NULL;
-        const int is_int = sess_eval_cols[c].is_int;
-        st = sess_read_rows(L->f, name, (hsize_t)ne, is_int ? H5T_NATIVE_INT64 : H5T_NATIVE_DOUBLE, &buf, L->path);
+        const SessCol *col = &sess_eval_cols[c];
+        snprintf(name, sizeof name, "/evals/%s", col->name);
+        if (col->optional && H5Lexists(L->f, name, H5P_DEFAULT) <= 0) { H5Eclear2(H5E_DEFAULT); continue; }
+        double *dv = NULL;
+        st = sess_read_rows(L->f, name, (hsize_t)ne, H5T_NATIVE_DOUBLE, (void **)&dv, L->path);
         if (st != ML_OK) return st;
-        const int64_t *iv = buf;
-        const double *dv = buf;
         for (long i = 0; i < ne; i++) {
-            EvalRecord *v = &h->evals[i];
-            switch (c) {
-            case EC_EPOCH: v->epoch = clamp_int(iv[i]); break;
-            case EC_STEP: v->step = (long)iv[i]; break;
-            case EC_TRAIN_LOSS: v->train_loss = dv[i]; break;
-            case EC_TRAIN_ACC: v->train_acc = dv[i]; break;
-            case EC_TEST_LOSS: v->test_loss = dv[i]; break;
-            case EC_TEST_ACC: v->test_acc = dv[i]; break;
-            case EC_IMG_PER_S: v->img_per_s = dv[i]; break;
-            case EC_EPOCH_SECONDS: v->epoch_seconds = dv[i]; break;
-            case EC_ELAPSED: v->elapsed = dv[i]; break;
-            case EC_RHO_NOMINAL: v->rho_nominal = dv[i]; break;
-            case EC_TRAIN_DROP_FRAC: v->train_drop_frac = dv[i]; break;
-            case EC_TRAIN_MAXVIO: v->train_maxvio = dv[i]; break;
-            case EC_TRAIN_RHO_REALIZED: v->train_rho_realized = dv[i]; break;
-            case EC_WINDOW_LOAD_ENTROPY: v->window_load_entropy = dv[i]; break;
-            case EC_DEAD_EXPERTS: v->dead_experts = clamp_int(iv[i]); break;
-            case EC_COLLAPSED: v->collapsed = clamp_int(iv[i]); break;
-            case EC_COLLAPSE_REASON: v->collapse_reason = clamp_int(iv[i]); break;
-            case EC_MUTUAL_INFO: v->mutual_info = dv[i]; break;
-            case EC_TEST_LOAD_ENTROPY: v->test_load_entropy = dv[i]; break;
-            case EC_WALL_TIME: h->eval_wall[i] = dv[i]; break;
-            default: break;
-            }
+            if (col->field == SF_WALL) h->eval_wall[i] = dv[i];
+            else sess_col_set(col, &h->evals[i], dv[i]);
         }
-        ml_free(buf);
+        ml_free(dv);
     }
     if (E == 0) return ML_OK;
     st = sess_read_rows(L->f, "/evals/class_expert", (hsize_t)ne, H5T_NATIVE_INT, (void **)&h->ce, L->path);

@@ -200,7 +200,8 @@ static ml_status live_write_steps(struct SessionLive *p) {
     ml_status st = live_reserve(p, 2 * cnt * (SC_N * 8 + SV_N * 4 * (hsize_t)p->E));
     if (st != ML_OK) return st;
     for (int c = 0; c < SC_N && st == ML_OK; c++)
-        st = live_append_rows(p, DS_STEP0 + c, n0, cnt, NULL, 0, H5T_NATIVE_DOUBLE, p->sbuf[c]);
+        if (p->ds[DS_STEP0 + c] >= 0) /* an optional column a session from an older moelab lacks */
+            st = live_append_rows(p, DS_STEP0 + c, n0, cnt, NULL, 0, H5T_NATIVE_DOUBLE, p->sbuf[c]);
     const hsize_t e = (hsize_t)p->E;
     for (int c = 0; c < SV_N && st == ML_OK; c++) {
         if (p->ds[DS_SVEC0 + c] < 0) continue;
@@ -760,7 +761,9 @@ static ml_status open_append(struct SessionLive *p, long resume_step) {
     for (int i = 0; i < DS_N && st == ML_OK; i++) {
         const int per_expert = (i >= DS_SVEC0 && i < DS_SVEC0 + SV_N) || i == DS_CLASS_EXPERT;
         const int tsne = i == DS_TSNE_FEAT || i == DS_TSNE_EXPERT || i == DS_TSNE_LABEL;
-        st = open_ds(p, i, !tsne && (!per_expert || p->E > 0));
+        const int optional = (i >= DS_STEP0 && i < DS_STEP0 + SC_N && sess_step_cols[i - DS_STEP0].optional) ||
+                             (i >= DS_EVAL0 && i < DS_EVAL0 + EC_N && sess_eval_cols[i - DS_EVAL0].optional);
+        st = open_ds(p, i, !tsne && !optional && (!per_expert || p->E > 0));
     }
     if (st != ML_OK) return st;
     /* shapes of the per-expert datasets must agree with /run */

@@ -1,40 +1,44 @@
 /* schema.c — the live.h5 column tables, record-to-row mapping, event type, and the config JSON
- * (session_config_json). See schema.h and SCHEMA.md. */
+ * (session_config_json). See schema.h and the README's "The session format". */
 #include "schema.h"
 #include "session.h"
 #include "h5util.h"
 
+#include <limits.h>
 #include <math.h>
+#include <stddef.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <string.h>
 
 const SessCol sess_step_cols[SC_N] = {
-    [SC_STEP] = {"step", 1, "steps completed, this one included"},
-    [SC_EPOCH] = {"epoch", 1, "1-based epoch of this step"},
-    [SC_EPOCH_PROGRESS] = {"epoch_progress", 0, "fraction of the epoch done"},
-    [SC_LOSS] = {"loss", 0, "cross-entropy of the batch"},
-    [SC_LOSS_TOTAL] = {"loss_total", 0, "cross-entropy + alpha L_aux + beta L_z"},
-    [SC_ACC] = {"acc", 0, "batch accuracy"},
-    [SC_LR] = {"lr", 0, "learning rate used"},
-    [SC_TAU] = {"tau", 0, "router temperature used"},
-    [SC_IMG_PER_S] = {"img_per_s", 0, "training throughput since the previous record"},
-    [SC_DROP_FRAC] = {"drop_frac", 0, "dropped pairs / (B k)"},
-    [SC_NO_EXPERT_FRAC] = {"no_expert_frac", 0, "samples with every pair dropped / B"},
-    [SC_GATE_ENTROPY] = {"gate_entropy", 0, "mean gate entropy / log E"},
-    [SC_LOAD_ENTROPY] = {"load_entropy", 0, "entropy of the kept load / log E"},
-    [SC_MAXVIO] = {"maxvio", 0, "max kept / mean kept - 1"},
-    [SC_CONFIDENCE] = {"confidence", 0, "mean combine weight of the kept pairs"},
-    [SC_L_AUX] = {"l_aux", 0, "load-balancing loss (unweighted)"},
-    [SC_L_Z] = {"l_z", 0, "router z-loss (unweighted)"},
-    [SC_CAPACITY] = {"capacity", 1, "expert capacity C used (B when dropless)"},
-    [SC_PAIRS_PER_SAMPLE] = {"pairs_per_sample", 0, "kept pairs / B"},
-    [SC_RHO_REALIZED] = {"rho_realized", 0, "routed FLOPs actually spent / total"},
-    [SC_DEAD_EXPERTS] = {"dead_experts", 1, "experts with no kept pair over the window"},
-    [SC_COLLAPSED] = {"collapsed", 1, "collapse flag over the window"},
-    [SC_COLLAPSE_REASON] = {"collapse_reason", 1, "COLLAPSE_* bits: 1 entropy, 2 share, 4 dead"},
-    [SC_WINDOW_LOAD_ENTROPY] = {"window_load_entropy", 0, "load entropy / log E over the window"},
-    [SC_WALL_TIME] = {"wall_time", 0, "Unix time when the record was appended (s)"},
+    [SC_STEP] = {"step", 1, "steps completed, this one included", SF_I64, offsetof(StepRecord, step), 0},
+    [SC_EPOCH] = {"epoch", 1, "1-based epoch of this step", SF_I32, offsetof(StepRecord, epoch), 0},
+    [SC_EPOCH_PROGRESS] = {"epoch_progress", 0, "fraction of the epoch done", SF_F64, offsetof(StepRecord, epoch_progress), 0},
+    [SC_LOSS] = {"loss", 0, "cross-entropy of the batch", SF_F64, offsetof(StepRecord, loss), 0},
+    [SC_LOSS_TOTAL] = {"loss_total", 0, "cross-entropy + alpha L_aux + beta L_z", SF_F64, offsetof(StepRecord, loss_total), 0},
+    [SC_ACC] = {"acc", 0, "batch accuracy", SF_F64, offsetof(StepRecord, acc), 0},
+    [SC_LR] = {"lr", 0, "learning rate used", SF_F32, offsetof(StepRecord, lr), 0},
+    [SC_TAU] = {"tau", 0, "router temperature used", SF_F32, offsetof(StepRecord, tau), 0},
+    [SC_IMG_PER_S] = {"img_per_s", 0, "training throughput since the previous record", SF_F64, offsetof(StepRecord, img_per_s), 0},
+    [SC_DROP_FRAC] = {"drop_frac", 0, "dropped pairs / (B k)", SF_F64, offsetof(StepRecord, moe.drop_frac), 0},
+    [SC_NO_EXPERT_FRAC] = {"no_expert_frac", 0, "samples with every pair dropped / B", SF_F64, offsetof(StepRecord, moe.no_expert_frac), 0},
+    [SC_GATE_ENTROPY] = {"gate_entropy", 0, "mean gate entropy / log E", SF_F64, offsetof(StepRecord, moe.gate_entropy), 0},
+    [SC_LOAD_ENTROPY] = {"load_entropy", 0, "entropy of the kept load / log E", SF_F64, offsetof(StepRecord, moe.load_entropy), 0},
+    [SC_MAXVIO] = {"maxvio", 0, "max kept / mean kept - 1", SF_F64, offsetof(StepRecord, moe.maxvio), 0},
+    [SC_CONFIDENCE] = {"confidence", 0, "mean combine weight of the kept pairs", SF_F64, offsetof(StepRecord, moe.confidence), 0},
+    [SC_L_AUX] = {"l_aux", 0, "load-balancing loss (unweighted)", SF_F64, offsetof(StepRecord, moe.l_aux), 0},
+    [SC_L_Z] = {"l_z", 0, "router z-loss (unweighted)", SF_F64, offsetof(StepRecord, moe.l_z), 0},
+    [SC_CAPACITY] = {"capacity", 1, "expert capacity C used (B when dropless)", SF_I32, offsetof(StepRecord, moe.capacity), 0},
+    [SC_PAIRS_PER_SAMPLE] = {"pairs_per_sample", 0, "kept pairs / B", SF_F64, offsetof(StepRecord, moe.pairs_per_sample), 0},
+    [SC_RHO_REALIZED] = {"rho_realized", 0, "routed FLOPs actually spent / total", SF_F64, offsetof(StepRecord, rho_realized), 0},
+    [SC_DEAD_EXPERTS] = {"dead_experts", 1, "experts with no kept pair over the window", SF_I32, offsetof(StepRecord, dead_experts), 0},
+    [SC_COLLAPSED] = {"collapsed", 1, "collapse flag over the window", SF_I32, offsetof(StepRecord, collapsed), 0},
+    [SC_COLLAPSE_REASON] = {"collapse_reason", 1, "COLLAPSE_* bits: 1 entropy, 2 share, 4 dead", SF_I32, offsetof(StepRecord, collapse_reason), 0},
+    [SC_WINDOW_LOAD_ENTROPY] = {"window_load_entropy", 0, "load entropy / log E over the window", SF_F64, offsetof(StepRecord, window_load_entropy), 0},
+    [SC_WALL_TIME] = {"wall_time", 0, "Unix time when the record was appended (s)", SF_WALL, 0, 0},
+    [SC_CLEAN_FIRST_SHARE] = {"clean_first_share", 0, "largest share of first choices without selection noise",
+                              SF_F64, offsetof(StepRecord, moe.clean_first_share), 1},
 };
 
 const SessCol sess_step_vecs[SV_N] = {
@@ -45,78 +49,57 @@ const SessCol sess_step_vecs[SV_N] = {
 };
 
 const SessCol sess_eval_cols[EC_N] = {
-    [EC_EPOCH] = {"epoch", 1, "epochs completed"},
-    [EC_STEP] = {"step", 1, "steps completed"},
-    [EC_TRAIN_LOSS] = {"train_loss", 0, "mean training cross-entropy over the epoch"},
-    [EC_TRAIN_ACC] = {"train_acc", 0, "mean training accuracy over the epoch"},
-    [EC_TEST_LOSS] = {"test_loss", 0, "test cross-entropy"},
-    [EC_TEST_ACC] = {"test_acc", 0, "test accuracy"},
-    [EC_IMG_PER_S] = {"img_per_s", 0, "training throughput over the epoch"},
-    [EC_EPOCH_SECONDS] = {"epoch_seconds", 0, "seconds for the epoch and its evaluation"},
-    [EC_ELAPSED] = {"elapsed", 0, "seconds since the trainer started"},
-    [EC_RHO_NOMINAL] = {"rho_nominal", 0, "nominal routed FLOP fraction"},
-    [EC_TRAIN_DROP_FRAC] = {"train_drop_frac", 0, "epoch mean of drop_frac"},
-    [EC_TRAIN_MAXVIO] = {"train_maxvio", 0, "epoch mean of maxvio"},
-    [EC_TRAIN_RHO_REALIZED] = {"train_rho_realized", 0, "epoch mean of rho_realized"},
-    [EC_WINDOW_LOAD_ENTROPY] = {"window_load_entropy", 0, "load entropy / log E over the window"},
-    [EC_DEAD_EXPERTS] = {"dead_experts", 1, "dead experts at the end of the epoch"},
-    [EC_COLLAPSED] = {"collapsed", 1, "collapse flag at the end of the epoch"},
-    [EC_COLLAPSE_REASON] = {"collapse_reason", 1, "COLLAPSE_* bits: 1 entropy, 2 share, 4 dead"},
-    [EC_MUTUAL_INFO] = {"mutual_info", 0, "I(class; expert) on the test set, nats"},
-    [EC_TEST_LOAD_ENTROPY] = {"test_load_entropy", 0, "first-choice load entropy / log E on the test set"},
-    [EC_WALL_TIME] = {"wall_time", 0, "Unix time when the record was appended (s)"},
+    [EC_EPOCH] = {"epoch", 1, "epochs completed", SF_I32, offsetof(EvalRecord, epoch), 0},
+    [EC_STEP] = {"step", 1, "steps completed", SF_I64, offsetof(EvalRecord, step), 0},
+    [EC_TRAIN_LOSS] = {"train_loss", 0, "mean training cross-entropy over the epoch", SF_F64, offsetof(EvalRecord, train_loss), 0},
+    [EC_TRAIN_ACC] = {"train_acc", 0, "mean training accuracy over the epoch", SF_F64, offsetof(EvalRecord, train_acc), 0},
+    [EC_TEST_LOSS] = {"test_loss", 0, "test cross-entropy", SF_F64, offsetof(EvalRecord, test_loss), 0},
+    [EC_TEST_ACC] = {"test_acc", 0, "test accuracy", SF_F64, offsetof(EvalRecord, test_acc), 0},
+    [EC_IMG_PER_S] = {"img_per_s", 0, "training throughput over the epoch", SF_F64, offsetof(EvalRecord, img_per_s), 0},
+    [EC_EPOCH_SECONDS] = {"epoch_seconds", 0, "seconds for the epoch and its evaluation", SF_F64, offsetof(EvalRecord, epoch_seconds), 0},
+    [EC_ELAPSED] = {"elapsed", 0, "seconds since the trainer started", SF_F64, offsetof(EvalRecord, elapsed), 0},
+    [EC_RHO_NOMINAL] = {"rho_nominal", 0, "nominal routed FLOP fraction", SF_F64, offsetof(EvalRecord, rho_nominal), 0},
+    [EC_TRAIN_DROP_FRAC] = {"train_drop_frac", 0, "epoch mean of drop_frac", SF_F64, offsetof(EvalRecord, train_drop_frac), 0},
+    [EC_TRAIN_MAXVIO] = {"train_maxvio", 0, "epoch mean of maxvio", SF_F64, offsetof(EvalRecord, train_maxvio), 0},
+    [EC_TRAIN_RHO_REALIZED] = {"train_rho_realized", 0, "epoch mean of rho_realized", SF_F64, offsetof(EvalRecord, train_rho_realized), 0},
+    [EC_WINDOW_LOAD_ENTROPY] = {"window_load_entropy", 0, "load entropy / log E over the window", SF_F64, offsetof(EvalRecord, window_load_entropy), 0},
+    [EC_DEAD_EXPERTS] = {"dead_experts", 1, "dead experts at the end of the epoch", SF_I32, offsetof(EvalRecord, dead_experts), 0},
+    [EC_COLLAPSED] = {"collapsed", 1, "collapse flag at the end of the epoch", SF_I32, offsetof(EvalRecord, collapsed), 0},
+    [EC_COLLAPSE_REASON] = {"collapse_reason", 1, "COLLAPSE_* bits: 1 entropy, 2 share, 4 dead", SF_I32, offsetof(EvalRecord, collapse_reason), 0},
+    [EC_MUTUAL_INFO] = {"mutual_info", 0, "I(class; expert) on the test set, nats", SF_F64, offsetof(EvalRecord, mutual_info), 0},
+    [EC_TEST_LOAD_ENTROPY] = {"test_load_entropy", 0, "first-choice load entropy / log E on the test set", SF_F64, offsetof(EvalRecord, test_load_entropy), 0},
+    [EC_WALL_TIME] = {"wall_time", 0, "Unix time when the record was appended (s)", SF_WALL, 0, 0},
 };
 
+double sess_col_get(const SessCol *c, const void *rec, double wall_time) {
+    const char *p = (const char *)rec + c->off;
+    switch (c->field) {
+    case SF_WALL: return wall_time;
+    case SF_F64: return *(const double *)p;
+    case SF_F32: return *(const float *)p;
+    case SF_I32: return *(const int *)p;
+    case SF_I64: return (double)*(const long *)p;
+    }
+    return 0.0;
+}
+
+void sess_col_set(const SessCol *c, void *rec, double v) {
+    char *p = (char *)rec + c->off;
+    switch (c->field) {
+    case SF_WALL: break;
+    case SF_F64: *(double *)p = v; break;
+    case SF_F32: *(float *)p = (float)v; break;
+    case SF_I32: *(int *)p = !(v == v) ? 0 : v > INT_MAX ? INT_MAX : v < INT_MIN ? INT_MIN : (int)v; break;
+    case SF_I64: *(long *)p = !(v == v) ? 0 : v >= 9.2e18 ? LONG_MAX : v <= -9.2e18 ? LONG_MIN : (long)v; break;
+    }
+}
+
 void sess_step_row(const StepRecord *r, double wall_time, double *v) {
-    const MoeStepStats *m = &r->moe;
-    v[SC_STEP] = (double)r->step;
-    v[SC_EPOCH] = r->epoch;
-    v[SC_EPOCH_PROGRESS] = r->epoch_progress;
-    v[SC_LOSS] = r->loss;
-    v[SC_LOSS_TOTAL] = r->loss_total;
-    v[SC_ACC] = r->acc;
-    v[SC_LR] = r->lr;
-    v[SC_TAU] = r->tau;
-    v[SC_IMG_PER_S] = r->img_per_s;
-    v[SC_DROP_FRAC] = m->drop_frac;
-    v[SC_NO_EXPERT_FRAC] = m->no_expert_frac;
-    v[SC_GATE_ENTROPY] = m->gate_entropy;
-    v[SC_LOAD_ENTROPY] = m->load_entropy;
-    v[SC_MAXVIO] = m->maxvio;
-    v[SC_CONFIDENCE] = m->confidence;
-    v[SC_L_AUX] = m->l_aux;
-    v[SC_L_Z] = m->l_z;
-    v[SC_CAPACITY] = m->capacity;
-    v[SC_PAIRS_PER_SAMPLE] = m->pairs_per_sample;
-    v[SC_RHO_REALIZED] = r->rho_realized;
-    v[SC_DEAD_EXPERTS] = r->dead_experts;
-    v[SC_COLLAPSED] = r->collapsed;
-    v[SC_COLLAPSE_REASON] = r->collapse_reason;
-    v[SC_WINDOW_LOAD_ENTROPY] = r->window_load_entropy;
-    v[SC_WALL_TIME] = wall_time;
+    for (int c = 0; c < SC_N; c++) v[c] = sess_col_get(&sess_step_cols[c], r, wall_time);
 }
 
 void sess_eval_row(const EvalRecord *r, double wall_time, double *v) {
-    v[EC_EPOCH] = r->epoch;
-    v[EC_STEP] = (double)r->step;
-    v[EC_TRAIN_LOSS] = r->train_loss;
-    v[EC_TRAIN_ACC] = r->train_acc;
-    v[EC_TEST_LOSS] = r->test_loss;
-    v[EC_TEST_ACC] = r->test_acc;
-    v[EC_IMG_PER_S] = r->img_per_s;
-    v[EC_EPOCH_SECONDS] = r->epoch_seconds;
-    v[EC_ELAPSED] = r->elapsed;
-    v[EC_RHO_NOMINAL] = r->rho_nominal;
-    v[EC_TRAIN_DROP_FRAC] = r->train_drop_frac;
-    v[EC_TRAIN_MAXVIO] = r->train_maxvio;
-    v[EC_TRAIN_RHO_REALIZED] = r->train_rho_realized;
-    v[EC_WINDOW_LOAD_ENTROPY] = r->window_load_entropy;
-    v[EC_DEAD_EXPERTS] = r->dead_experts;
-    v[EC_COLLAPSED] = r->collapsed;
-    v[EC_COLLAPSE_REASON] = r->collapse_reason;
-    v[EC_MUTUAL_INFO] = r->mutual_info;
-    v[EC_TEST_LOAD_ENTROPY] = r->test_load_entropy;
-    v[EC_WALL_TIME] = wall_time;
+    for (int c = 0; c < EC_N; c++) v[c] = sess_col_get(&sess_eval_cols[c], r, wall_time);
 }
 
 hid_t sess_event_type(void) {

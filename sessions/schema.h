@@ -1,6 +1,7 @@
 /* schema.h — private description of live.h5 shared by the writer, the readers and the exporter:
  * the column tables of /steps and /evals, how a record maps to a row, the per-expert step
- * datasets and the /events compound type. sessions/SCHEMA.md documents the same layout. */
+ * datasets and the /events compound type. README.md ("The session format") documents the same
+ * layout. A new column is one enum value and one table row (schema.c). */
 #ifndef ML_SESSIONS_SCHEMA_H
 #define ML_SESSIONS_SCHEMA_H
 
@@ -8,17 +9,28 @@
 
 #include "core/records.h"
 
+/* Where a column's value lives in its record (StepRecord for /steps, EvalRecord for /evals). */
+typedef enum { SF_WALL, SF_F64, SF_F32, SF_I32, SF_I64 } SessField;
+
 typedef struct {
     const char *name;   /* dataset name under /steps or /evals */
     int is_int;         /* stored as int64 (else float64) */
     const char *desc;   /* `description` attribute */
+    SessField field;    /* the record member's type (SF_WALL: the row's wall_time, not in the record) */
+    size_t off;         /* offsetof the member in the record */
+    int optional;       /* added after format_version 1's first release: older sessions lack it
+                         * (readers leave the member 0, appends to such a session skip it) */
 } SessCol;
+/* The value of column c in record rec, and the reverse (ints clamped to their type). */
+double sess_col_get(const SessCol *c, const void *rec, double wall_time);
+void sess_col_set(const SessCol *c, void *rec, double v);
 
 enum {
     SC_STEP, SC_EPOCH, SC_EPOCH_PROGRESS, SC_LOSS, SC_LOSS_TOTAL, SC_ACC, SC_LR, SC_TAU,
     SC_IMG_PER_S, SC_DROP_FRAC, SC_NO_EXPERT_FRAC, SC_GATE_ENTROPY, SC_LOAD_ENTROPY, SC_MAXVIO,
     SC_CONFIDENCE, SC_L_AUX, SC_L_Z, SC_CAPACITY, SC_PAIRS_PER_SAMPLE, SC_RHO_REALIZED,
     SC_DEAD_EXPERTS, SC_COLLAPSED, SC_COLLAPSE_REASON, SC_WINDOW_LOAD_ENTROPY, SC_WALL_TIME,
+    SC_CLEAN_FIRST_SHARE,
     SC_N
 };
 extern const SessCol sess_step_cols[SC_N];

@@ -1065,6 +1065,34 @@ static void test_rng(void)
     check(flat && rng_below(&a, 1) == 0, "rng: rng_below(7) uniform");
 }
 
+// The clean-router statistic sees a collapsed router that the selection noise hides.
+static void test_clean_first_share(void)
+{
+    MoeConfig c;
+    moe_config_defaults(&c);
+    c.d = 6;
+    c.h = 8;
+    c.E = 8;
+    c.k = 2;
+    c.noise = 4.0f; // noise much larger than the logit gap
+    const int B = 64;
+    Bench t;
+    bench_init(&t, &c, B, 11);
+    // every sample's logits favour expert 3 by 0.5
+    memset(t.p.router, 0, (size_t)c.E * c.d * sizeof(float));
+    for (int i = 0; i < c.d; i++)
+        t.p.router[3 * c.d + i] = 0.5f / c.d / 0.75f;
+    Rng r;
+    rng_seed(&r, 5);
+    float x[64 * 6], y[64 * 6];
+    fill_uniform(x, (size_t)B * c.d, 0.5f, 1.0f, &r);
+    moe_forward(&t.m, y, x, &t.p, B, 1.0f, 1, &r);
+    check(t.m.stats.clean_first_share == 1.0 && t.m.stats.first_share < 0.6,
+          "clean router: all first choices on one expert (%.2f) while the noisy selection spreads them (%.2f)",
+          t.m.stats.clean_first_share, t.m.stats.first_share);
+    bench_free(&t);
+}
+
 int main(void)
 {
     test_rng();
@@ -1078,6 +1106,7 @@ int main(void)
     test_tau();
     test_routestats();
     test_rho();
+    test_clean_first_share();
     printf("%d passed, %d failed\n", n_pass, n_fail);
     return n_fail ? 1 : 0;
 }

@@ -5,6 +5,7 @@
 #include "datasets/dataset.h"
 #include "gradcheck.h"
 
+#include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -144,6 +145,92 @@ static void test_lr_schedules(void) {
     CHECK(lr_value(&s, 50) == 1.0f, "const stays at the base rate");
 }
 
+/* Every Trainer field is either resumable state (some row of trainer_state points into it, or into
+ * the buffer it points to) or transient, with the reason. The fields must tile the struct: a field
+ * added to Trainer without a line here leaves a gap (or an overrun) and this test fails. */
+typedef struct {
+    const char *name;
+    size_t off, size;
+    int state;          /* 1: checkpointed through the state table (or the model / optimiser tables) */
+    const char *why;    /* transient: why a resumed run does not need it */
+} FieldRow;
+#define F(f, st, why) {#f, offsetof(Trainer, f), sizeof(((Trainer *)0)->f), st, why}
+static const FieldRow trainer_fields[] = {
+    F(cfg, 1, "launch configuration: from the stored command line; cfg.lr is a state row"),
+    F(src, 0, "the data: re-opened from the dataset spec"),
+    F(model, 1, "weights and buffers: the model's tensor tables; routing knobs and bias: state rows"),
+    F(opt, 1, "moments: written with the weights' names; t: a state row; cfg from the command line"),
+    F(tau, 1, NULL), F(rng_init, 1, NULL), F(rng_data, 1, NULL), F(rng_noise, 1, NULL), F(rng_aug, 1, NULL),
+    F(perm, 1, NULL),
+    F(labels, 0, "scratch of one batch"), F(eval_idx, 0, "scratch of one evaluation batch"),
+    F(step, 1, NULL), F(epoch, 1, NULL), F(steps_per_epoch, 1, NULL), F(total_steps, 1, NULL), F(pos, 1, NULL),
+    F(ep_loss, 1, NULL), F(ep_acc, 1, NULL), F(ep_batches, 1, NULL), F(ep_drop, 1, NULL), F(ep_maxvio, 1, NULL),
+    F(ep_rho, 1, NULL),
+    F(win, 1, "ring, sums and positions are state rows; cfg from the command line; E from the model"),
+    F(class_expert, 0, "output of the last evaluation (recomputed by the next)"),
+    F(tsne_n, 0, "derived from the configuration"), F(tsne_feat, 0, "evaluation output"),
+    F(tsne_expert, 0, "evaluation output"), F(tsne_label, 0, "evaluation output"),
+    F(t_start, 0, "wall clock"), F(t_epoch, 0, "wall clock"), F(t_rec, 0, "wall clock"),
+    F(rec_step, 0, "throughput bookkeeping (reset on restore)"),
+    F(lr_override, 1, NULL),
+    F(ckpt_step, 0, "set to the restored step by the restore"),
+    F(state, 0, "what the loop publishes (rebuilt from step/epoch)"),
+};
+#undef F
+
+static int points_into(const void *p, const void *base, size_t n) {
+    return (const char *)p >= (const char *)base && (const char *)p < (const char *)base + n;
+}
+
+static void test_state_table(const Dataset *ds) {
+    const int nf = (int)(sizeof trainer_fields / sizeof *trainer_fields);
+    size_t end = 0;
+    int tiled = 1;
+    for (int i = 0; i < nf; i++) {
+        const FieldRow *f = &trainer_fields[i];
+        /* the next field starts at the end of this one, or after less padding than its size */
+        if (f->off < end || f->off - end >= (f->size < 8 ? f->size : 8)) {
+            tiled = 0;
+            printf("INFO field %s at %zu, previous field ended at %zu\n", f->name, f->off, end);
+        }
+        end = f->off + f->size;
+        CHECK(f->state || f->why, "field %s: state or transient with a reason", f->name);
+    }
+    CHECK(tiled && sizeof(Trainer) - end < 8,
+          "every Trainer field is in the checkpoint coverage table (%d fields tile %zu bytes): add a state row "
+          "(trainer_state) or a transient line here for a new field", nf, sizeof(Trainer));
+    for (int head = 0; head < 2; head++) {
+        TrainConfig cfg;
+        small_config(&cfg, head ? HEAD_MOE : HEAD_DENSE);
+        Trainer t;
+        if (trainer_init_ds(&t, &cfg, ds) != ML_OK) { CHECK(0, "trainer_init: %s", ml_last_error()); return; }
+        StateView v;
+        trainer_state(&t, &v);
+        int covered = 1;
+        for (int i = 0; i < nf; i++) {
+            const FieldRow *f = &trainer_fields[i];
+            if (!f->state || !strcmp(f->name, "model") || !strcmp(f->name, "opt")) continue;
+            if (!strcmp(f->name, "win") && !head) continue; /* dense heads have no routing window */
+            const char *base = (const char *)&t + f->off;
+            int hit = 0;
+            for (int k = 0; k < v.nvars && !hit; k++) {
+                hit = points_into(v.vars[k].ptr, base, f->size);
+                if (!strcmp(f->name, "perm")) hit = v.vars[k].ptr == t.perm;
+            }
+            if (!hit) { covered = 0; printf("INFO state field %s has no state row\n", f->name); }
+        }
+        int unique = 1;
+        for (int a = 0; a < v.nvars; a++)
+            for (int b = a + 1; b < v.nvars; b++)
+                if (!strcmp(v.vars[a].path, v.vars[b].path) || v.vars[a].ptr == v.vars[b].ptr) unique = 0;
+        CHECK(covered && unique, "%s: every state field has a state row; %d rows, unique paths and pointers",
+              head ? "moe" : "dense", v.nvars);
+        CHECK(v.opt_m == t.opt.m && v.model == &t.model && (head == 0 || state_find(&v, "/moe/cf") >= 0),
+              "%s: the state view covers the model, the optimiser moments and (MoE) the routing knobs", head ? "moe" : "dense");
+        trainer_free(&t);
+    }
+}
+
 int main(void) {
     Dataset ds;
     SyntheticOptions so;
@@ -158,6 +245,7 @@ int main(void) {
         test_reproducible_and_learns(&ds, HEAD_SOFTMOE_SAMPLE, 0.7);
     test_augmented_reproducible(&ds);
     test_diverging_run(&ds);
+    test_state_table(&ds);
     dataset_free(&ds);
     printf("%d failure(s)\n", g_failures);
     return g_failures ? 1 : 0;
