@@ -63,6 +63,8 @@ typedef struct {
     int leaving;                  /* quit asked: exit once the worker is done */
     int done_seen, terminal_lost;
     int ran;                      /* the trainer thread was started */
+    int nsched;                   /* scheduled commands handed to the worker */
+    struct sigaction old_int, old_term, old_hup; /* handlers to restore at exit */
     int exit_code;
     double rate_t[RATE_N], rate_busy[RATE_N];
     long rate_step[RATE_N];
@@ -662,34 +664,17 @@ static void print_summary(const Tui *ui) {
     fflush(stdout);
 }
 
-int tui_run(const AppOptions *o, const Dataset *ds, Trainer *t, TuiHooks *hooks) {
-    static int atexit_done;
-    TuiHooks no_hooks;
-    memset(&no_hooks, 0, sizeof no_hooks);
-    if (!hooks) hooks = &no_hooks;
-    Tui *ui = calloc(1, sizeof *ui);
-    if (!ui) { fprintf(stderr, "moelab: out of memory\n"); return 1; }
-    ui->o = o;
-    ui->ds = ds;
-    ui->t = t;
-    ui->hooks = hooks;
-    ui->focus = PANEL_CURVES;
-    ui->pause_target = -1;
-    ui->wake[0] = ui->wake[1] = -1;
-    ui->step0 = t->step;
-    int rc = 1;
-    struct sigaction sa, old_int, old_term, old_hup;
-    memset(&old_int, 0, sizeof old_int);
-    memset(&old_term, 0, sizeof old_term);
-    memset(&old_hup, 0, sizeof old_hup);
-
-    // ---- everything that can fail with a plain message, before the screen opens
+/* Everything that can fail with a plain message, before the screen opens: the scheduled
+ * commands, the wake pipe, the worker and its drain buffers. 0, or the exit status. */
+static int tui_prepare(Tui *ui) {
+    const TuiHooks *hooks = ui->hooks;
+    const AppOptions *o = ui->o;
     ScheduledCmd *sched = NULL;
     int nsched = 0;
     if (hooks->cmds) {
         if (hooks->ncmds > 0) {
             sched = malloc(sizeof *sched * hooks->ncmds);
-            if (!sched) { fprintf(stderr, "moelab: out of memory\n"); free(ui); return 1; }
+            if (!sched) { fprintf(stderr, "moelab: out of memory\n"); return 1; }
             memcpy(sched, hooks->cmds, sizeof *sched * hooks->ncmds);
             nsched = hooks->ncmds;
         }
@@ -697,35 +682,39 @@ int tui_run(const AppOptions *o, const Dataset *ds, Trainer *t, TuiHooks *hooks)
         char err[600];
         if (command_file_read(o->commands, &sched, &nsched, err, sizeof err)) {
             fprintf(stderr, "moelab: %s\n", err);
-            free(ui);
             return 2;
         }
     }
-    if (pipe_nonblock(ui->wake)) { fprintf(stderr, "moelab: pipe: %s\n", strerror(errno)); free(sched); free(ui); return 1; }
-    if (worker_init(&ui->w, t, hooks, ui->wake[1], sched, nsched)) {
+    if (pipe_nonblock(ui->wake)) { fprintf(stderr, "moelab: pipe: %s\n", strerror(errno)); free(sched); return 1; }
+    if (worker_init(&ui->w, ui->t, ui->hooks, ui->wake[1], sched, nsched)) {
         fprintf(stderr, "moelab: out of memory\n");
-        close(ui->wake[0]); close(ui->wake[1]); free(ui);
+        close(ui->wake[0]); close(ui->wake[1]);
         return 1;
     }
     if (worker_drain_init(&ui->d, &ui->w)) {
         fprintf(stderr, "moelab: out of memory\n");
-        worker_free(&ui->w); close(ui->wake[0]); close(ui->wake[1]); free(ui);
+        worker_free(&ui->w); close(ui->wake[0]); close(ui->wake[1]);
         return 1;
     }
+    ui->nsched = nsched;
     ui->st = ui->w.st;
     fill_ctx(ui);
+    return 0;
+}
 
-    // ---- terminal
+/* Opens the terminal, the views and the command line. 0, or -1 (message printed; the screen
+ * is closed again when the views could not be made: call tui_teardown). */
+static int tui_open_screen(Tui *ui, int *utf8) {
+    static int atexit_done;
     setlocale(LC_ALL, "");
-    const int utf8 = !strcmp(nl_langinfo(CODESET), "UTF-8");
+    *utf8 = !strcmp(nl_langinfo(CODESET), "UTF-8");
     stderr_capture();
     if (!atexit_done) { atexit(tui_atexit); atexit_done = 1; }
     ui->screen = newterm(NULL, stdout, stdin);
     if (!ui->screen) {
         stderr_release();
         fprintf(stderr, "moelab: cannot open the terminal '%s' (use --headless)\n", getenv("TERM") ? getenv("TERM") : "");
-        worker_drain_free(&ui->d); worker_free(&ui->w); close(ui->wake[0]); close(ui->wake[1]); free(ui);
-        return 1;
+        return -2;
     }
     g_curses_on = 1;
     ml_abort_set(tui_abort);
@@ -735,38 +724,40 @@ int tui_run(const AppOptions *o, const Dataset *ds, Trainer *t, TuiHooks *hooks)
     intrflush(stdscr, FALSE);
     keypad(stdscr, FALSE);
     curs_set(1);
-    theme_init(&ui->theme, utf8, 0);
+    theme_init(&ui->theme, *utf8, 0);
     if (make_views(ui)) {
         terminal_restore();
         fprintf(stderr, "moelab: out of memory\n");
-        goto out;
+        return -1;
     }
     cmdline_init("moelab> ", on_line, on_cmdline_msg, ui);
     ml_log_set(log_sink, &ui->w);
-    {
-        char err[1200];
-        if (cmdline_history_path(ui->hist_path, sizeof ui->hist_path))
-            ui_log(ui, VIEW_LOG_WARN, "history: neither XDG_STATE_HOME nor HOME is set; history is not saved");
-        else if (cmdline_history_open(ui->hist_path, err, sizeof err))
-            ui_log(ui, VIEW_LOG_WARN, "%s", err);
-    }
+    char err[1200];
+    if (cmdline_history_path(ui->hist_path, sizeof ui->hist_path))
+        ui_log(ui, VIEW_LOG_WARN, "history: neither XDG_STATE_HOME nor HOME is set; history is not saved");
+    else if (cmdline_history_open(ui->hist_path, err, sizeof err))
+        ui_log(ui, VIEW_LOG_WARN, "%s", err);
+    return 0;
+}
+
+/* The greeting lines, the signal handlers (self-pipe) and the trainer thread. */
+static void tui_start(Tui *ui, int utf8) {
     ui_log(ui, VIEW_LOG_INFO, "moelab %s: %s, %s, %s; %d epochs x %ld steps, batch %d (%s%s)", MOELAB_VERSION,
            ui->ctx.dataset, ui->ctx.model, ui->ctx.head, ui->ctx.epochs, ui->ctx.steps_per_epoch, ui->ctx.batch,
            theme_describe(&ui->theme), utf8 ? "" : ", ASCII");
-    if (nsched) ui_log(ui, VIEW_LOG_INFO, "%d scheduled commands will be applied at their steps%s%s", nsched,
-                       hooks->cmds ? "" : " from ", hooks->cmds ? "" : o->commands);
+    if (ui->nsched) ui_log(ui, VIEW_LOG_INFO, "%d scheduled commands will be applied at their steps%s%s", ui->nsched,
+                           ui->hooks->cmds ? "" : " from ", ui->hooks->cmds ? "" : ui->o->commands);
     ui_log(ui, VIEW_LOG_INFO, "? for help; space pauses; type commands below (set tau 0.3, anneal exp now 0.05, ...)");
-
-    // ---- signals (self-pipe) and the trainer thread
+    struct sigaction sa;
     g_wake_wr = ui->wake[1];
     g_signal = 0;
     g_signal_count = 0;
     memset(&sa, 0, sizeof sa);
     sa.sa_handler = on_signal;
     sigemptyset(&sa.sa_mask);
-    sigaction(SIGINT, &sa, &old_int);
-    sigaction(SIGTERM, &sa, &old_term);
-    sigaction(SIGHUP, &sa, &old_hup);
+    sigaction(SIGINT, &sa, &ui->old_int);
+    sigaction(SIGTERM, &sa, &ui->old_term);
+    sigaction(SIGHUP, &sa, &ui->old_hup);
     ui->t_open = ml_now();
     if (worker_start(&ui->w)) {
         ui_log(ui, VIEW_LOG_ERROR, "cannot start the trainer thread");
@@ -776,8 +767,10 @@ int tui_run(const AppOptions *o, const Dataset *ds, Trainer *t, TuiHooks *hooks)
     } else {
         ui->ran = 1;
     }
+}
 
-    // ---- the loop
+/* The UI loop: poll the terminal and the wake pipe, drain, draw at most every FRAME_SEC. */
+static void tui_loop(Tui *ui) {
     ui->dirty = 1;
     ui->next_frame = 0.0;
     render(ui);
@@ -823,10 +816,10 @@ int tui_run(const AppOptions *o, const Dataset *ds, Trainer *t, TuiHooks *hooks)
         }
     }
     drain(ui);
-    rc = ui->exit_code;
+}
 
-out:
-    // ---- teardown: thread, readline, screen, stderr
+/* Thread, readline, screen, stderr, signal handlers; the summary; every buffer. */
+static void tui_teardown(Tui *ui) {
     if (!ui->st.done) worker_request_stop(&ui->w);
     worker_join(&ui->w);
     ui->st = ui->w.st;
@@ -839,9 +832,9 @@ out:
     if (ui->screen) delscreen(ui->screen);
     ui->screen = NULL;
     if (g_wake_wr >= 0) {
-        sigaction(SIGINT, &old_int, NULL);
-        sigaction(SIGTERM, &old_term, NULL);
-        sigaction(SIGHUP, &old_hup, NULL);
+        sigaction(SIGINT, &ui->old_int, NULL);
+        sigaction(SIGTERM, &ui->old_term, NULL);
+        sigaction(SIGHUP, &ui->old_hup, NULL);
     }
     g_wake_wr = -1;
     if (ui->ran) print_summary(ui);
@@ -849,6 +842,36 @@ out:
     worker_free(&ui->w);
     close(ui->wake[0]);
     close(ui->wake[1]);
+}
+
+int tui_run(const AppOptions *o, const Dataset *ds, Trainer *t, TuiHooks *hooks) {
+    TuiHooks no_hooks;
+    memset(&no_hooks, 0, sizeof no_hooks);
+    Tui *ui = calloc(1, sizeof *ui);
+    if (!ui) { fprintf(stderr, "moelab: out of memory\n"); return 1; }
+    ui->o = o;
+    ui->ds = ds;
+    ui->t = t;
+    ui->hooks = hooks ? hooks : &no_hooks;
+    ui->focus = PANEL_CURVES;
+    ui->pause_target = -1;
+    ui->wake[0] = ui->wake[1] = -1;
+    ui->step0 = t->step;
+    int rc = tui_prepare(ui);
+    if (rc) { free(ui); return rc; }
+    int utf8 = 0;
+    const int so = tui_open_screen(ui, &utf8);
+    if (so == -2) {
+        worker_drain_free(&ui->d); worker_free(&ui->w); close(ui->wake[0]); close(ui->wake[1]); free(ui);
+        return 1;
+    }
+    rc = 1;
+    if (so == 0) {
+        tui_start(ui, utf8);
+        tui_loop(ui);
+        rc = ui->exit_code;
+    }
+    tui_teardown(ui);
     free(ui);
     return rc;
 }
