@@ -1020,24 +1020,39 @@ static int is_session_dir(const char *p) {
     return stat(f, &sb) == 0 && S_ISREG(sb.st_mode);
 }
 
-int cmd_browse(int argc, char **argv) {
-    const char *root = NULL, *filter = "";
-    int list_only = 0, sort_col = BCOL_CREATED, reverse = 0;
+/* The command line of `moelab browse`. */
+typedef struct {
+    const char *root;       /* DIR, SESSION_DIR, FILE.h5 or sweep.h5 (default: sessions) */
+    int given;              /* root was on the command line */
+    const char *filter;
+    int list_only, sort_col, reverse;
+} BrowseArgs;
+
+/* Parses argv into a: -1 to go on, else the exit status (0 after --help, 2 on bad usage). */
+static int parse_args(int argc, char **argv, BrowseArgs *a) {
+    memset(a, 0, sizeof *a);
+    a->filter = "";
+    a->sort_col = BCOL_CREATED;
     for (int i = 1; i < argc; i++) {
         if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) { usage(stdout); return 0; }
-        if (!strcmp(argv[i], "--list")) list_only = 1;
-        else if (!strcmp(argv[i], "--reverse")) reverse = 1;
+        if (!strcmp(argv[i], "--list")) a->list_only = 1;
+        else if (!strcmp(argv[i], "--reverse")) a->reverse = 1;
         else if (!strcmp(argv[i], "--sort") && i + 1 < argc) {
-            sort_col = browse_col_parse(argv[++i]);
-            if (sort_col < 0) { fprintf(stderr, "moelab browse: unknown column '%s'\n", argv[i]); usage(stderr); return 2; }
-        } else if (!strcmp(argv[i], "--filter") && i + 1 < argc) filter = argv[++i];
+            a->sort_col = browse_col_parse(argv[++i]);
+            if (a->sort_col < 0) { fprintf(stderr, "moelab browse: unknown column '%s'\n", argv[i]); usage(stderr); return 2; }
+        } else if (!strcmp(argv[i], "--filter") && i + 1 < argc) a->filter = argv[++i];
         else if (argv[i][0] == '-') { fprintf(stderr, "moelab browse: unknown option '%s'\n", argv[i]); usage(stderr); return 2; }
-        else if (!root) root = argv[i];
+        else if (!a->root) a->root = argv[i];
         else { fprintf(stderr, "moelab browse: one folder or file only\n"); return 2; }
     }
-    const int given = root != NULL;
-    if (!root) root = "sessions";
-    const int tty = isatty(STDIN_FILENO) && isatty(STDOUT_FILENO);
+    a->given = a->root != NULL;
+    if (!a->root) a->root = "sessions";
+    return -1;
+}
+
+/* What root is: *is_h5 for an .h5 file, *direct for one session (a folder holding live.h5, or a
+ * file that is not a sweep.h5). 0, or 1 (with a message) when root cannot be read. */
+static int inspect_root(const char *root, int given, int *is_h5, int *direct) {
     struct stat sb;
     if (stat(root, &sb) != 0) {
         fprintf(stderr, "moelab browse: %s: %s%s\n", root, strerror(errno),
@@ -1045,68 +1060,63 @@ int cmd_browse(int argc, char **argv) {
         return 1;
     }
     const size_t rl = strlen(root);
-    const int is_h5 = S_ISREG(sb.st_mode) && rl > 3 && !strcmp(root + rl - 3, ".h5");
-    int direct = is_session_dir(root) || (S_ISREG(sb.st_mode) && !is_h5);
+    *is_h5 = S_ISREG(sb.st_mode) && rl > 3 && !strcmp(root + rl - 3, ".h5");
+    *direct = is_session_dir(root) || (S_ISREG(sb.st_mode) && !*is_h5);
     SessionInfo probe;
-    if (is_h5 && session_read_info(root, &probe) == ML_OK) direct = 1; /* a session file, not a sweep */
-    Browser *b = calloc(1, sizeof *b);
-    if (!b) { fprintf(stderr, "moelab: out of memory\n"); return 1; }
-    b->root = root;
-    b->sort_col = sort_col;
-    b->sort_rev = reverse;
-    b->job.ev = -1;
-    snprintf(b->filter, sizeof b->filter, "%s", filter);
+    if (*is_h5 && session_read_info(root, &probe) == ML_OK) *direct = 1; /* a session file, not a sweep */
+    return 0;
+}
+
+/* --list (or no terminal) on one session: its row of the list. */
+static void print_session(const char *root) {
+    BrowseList l = {0};
+    BrowseEntry e;
+    memset(&e, 0, sizeof e);
+    snprintf(e.name, sizeof e.name, "%s", root);
+    snprintf(e.path, sizeof e.path, "%s", root);
+    browse_entry_read(&e, (double)time(NULL));
+    l.e = &e;
+    l.n = 1;
+    print_list(&l, "");
+}
+
+/* Reads what the browser starts from: checks that the one session given reads, or scans the list
+ * (and a sweep.h5's summary). With print (--list, or no terminal) prints the list instead of
+ * browsing it. Returns -1 to open the screen, else the exit status. */
+static int browse_load(Browser *b, const BrowseArgs *a, int is_h5, int direct, int print) {
     if (direct) {
         /* one session: check it reads before opening the screen */
         SessionInfo i;
-        if (session_read_info(root, &i) != ML_OK) {
+        if (session_read_info(a->root, &i) != ML_OK) {
             fprintf(stderr, "moelab browse: %s\n", ml_last_error());
-            free(b);
             return 1;
         }
-        if (!tty || list_only) {
-            BrowseList l = {0};
-            BrowseEntry e;
-            memset(&e, 0, sizeof e);
-            snprintf(e.name, sizeof e.name, "%s", root);
-            snprintf(e.path, sizeof e.path, "%s", root);
-            browse_entry_read(&e, (double)time(NULL));
-            l.e = &e;
-            l.n = 1;
-            print_list(&l, "");
-            free(b);
-            return 0;
-        }
-    } else {
-        if (browse_list_scan(&b->list, root)) {
-            fprintf(stderr, "moelab browse: %s\n", ml_last_error());
-            browse_list_free(&b->list);
-            free(b);
-            return 1;
-        }
-        browse_list_sort(&b->list, sort_col, reverse);
-        if (is_h5 && sweep_h5_read(root, &b->sweep) == ML_OK) b->have_sweep = 1;
-        if (!tty || list_only) {
-            print_list(&b->list, filter);
-            int damaged = 0;
-            for (int i = 0; i < b->list.n; i++) damaged += !b->list.e[i].ok;
-            printf("%d sessions, %d unreadable\n", b->list.n, damaged);
-            browse_list_free(&b->list);
-            if (b->have_sweep) sweep_summary_free(&b->sweep);
-            free(b);
-            return 0;
-        }
+        if (print) { print_session(a->root); return 0; }
+        return -1;
     }
+    if (browse_list_scan(&b->list, a->root)) {
+        fprintf(stderr, "moelab browse: %s\n", ml_last_error());
+        return 1;
+    }
+    browse_list_sort(&b->list, a->sort_col, a->reverse);
+    if (is_h5 && sweep_h5_read(a->root, &b->sweep) == ML_OK) b->have_sweep = 1;
+    if (!print) return -1;
+    print_list(&b->list, a->filter);
+    int damaged = 0;
+    for (int i = 0; i < b->list.n; i++) damaged += !b->list.e[i].ok;
+    printf("%d sessions, %d unreadable\n", b->list.n, damaged);
+    return 0;
+}
 
-    // ---- the screen
+/* Opens the terminal in the browser's modes, with its theme and help overlay. NULL (with a
+ * message) when the terminal cannot be opened. */
+static SCREEN *screen_open(Browser *b) {
     setlocale(LC_ALL, "");
     b->utf8 = !strcmp(nl_langinfo(CODESET), "UTF-8");
     SCREEN *scr = newterm(NULL, stdout, stdin);
     if (!scr) {
         fprintf(stderr, "moelab browse: cannot open the terminal '%s' (use --list)\n", getenv("TERM") ? getenv("TERM") : "");
-        browse_list_free(&b->list);
-        free(b);
-        return 1;
+        return NULL;
     }
     g_curses = 1;
     atexit(restore_terminal);
@@ -1122,53 +1132,89 @@ int cmd_browse(int argc, char **argv) {
     b->help_ctx.theme = &b->theme;
     b->help_ctx.browse = 1;
     view_init(&b->help, &view_help_class, &b->help_ctx);
-    struct sigaction sa, oi, ot, oh;
+    return scr;
+}
+
+/* The handlers replaced while the screen is open: SIGINT, SIGTERM and SIGHUP end the loop. */
+typedef struct {
+    struct sigaction oi, ot, oh;
+} SavedSignals;
+
+static void signals_catch(SavedSignals *s) {
+    struct sigaction sa;
     memset(&sa, 0, sizeof sa);
     sa.sa_handler = on_sig;
     sigemptyset(&sa.sa_mask);
-    sigaction(SIGINT, &sa, &oi);
-    sigaction(SIGTERM, &sa, &ot);
-    sigaction(SIGHUP, &sa, &oh);
-    int rc = 0;
+    sigaction(SIGINT, &sa, &s->oi);
+    sigaction(SIGTERM, &sa, &s->ot);
+    sigaction(SIGHUP, &sa, &s->oh);
+}
+
+static void signals_restore(const SavedSignals *s) {
+    sigaction(SIGINT, &s->oi, NULL);
+    sigaction(SIGTERM, &s->ot, NULL);
+    sigaction(SIGHUP, &s->oh, NULL);
+}
+
+/* The first screen: the session given (0, or -1 with the terminal restored and a message when
+ * it does not open), or the list. */
+static int screen_first(Browser *b, const char *root, int direct) {
     if (direct) {
         b->direct = 1;
         if (open_session(b, root, root)) {
             restore_terminal();
             fprintf(stderr, "moelab browse: %s\n", b->msg);
-            rc = 1;
-            goto out;
+            return -1;
         }
     } else {
         list_rows(b);
         b->list_read_at = ml_now();
     }
+    return 0;
+}
+
+/* Handles the keys waiting; 1 if one of them quits. */
+static int read_keys(Browser *b) {
+    for (int guard = 0; guard < 1024; guard++) {
+        const int c = read_key();
+        if (c == ERR) break;
+        if (handle_key(b, c)) return 1;
+    }
+    return 0;
+}
+
+/* On the list screen, every LIST_REFRESH_SEC: the running sessions' rows follow their progress
+ * (r rescans everything). */
+static void list_follow_running(Browser *b) {
+    if (b->screen == SCR_LIST && ml_now() - b->list_read_at > LIST_REFRESH_SEC) {
+        const double t0 = ml_now();
+        for (int i = 0; i < b->list.n; i++)
+            if (!strcmp(b->list.e[i].status, "running")) { browse_entry_read(&b->list.e[i], (double)time(NULL)); b->dirty = 1; }
+        b->list_read_at = ml_now() + 4 * (ml_now() - t0);
+    }
+}
+
+/* The event loop: draws, waits for keys, polls the t-SNE worker and re-reads running sessions
+ * until a key quits, a signal arrives or the terminal hangs up. Returns the exit status. */
+static int browse_loop(Browser *b) {
     b->dirty = 1;
     for (;;) {
-        if (g_sig) { rc = g_sig == SIGINT ? 0 : 128 + g_sig; break; }
+        if (g_sig) return g_sig == SIGINT ? 0 : 128 + g_sig;
         if (b->dirty) { render(b); b->dirty = 0; }
         struct pollfd pf = {.fd = STDIN_FILENO, .events = POLLIN};
         const int timeout = b->job.running ? 100 : 250;
         const int pr = poll(&pf, 1, timeout);
-        if (pr < 0 && errno != EINTR) break;
-        if (pr > 0 && (pf.revents & (POLLHUP | POLLERR | POLLNVAL))) { rc = 128 + SIGHUP; break; }
-        int quit = 0;
-        for (int guard = 0; guard < 1024; guard++) {
-            const int c = read_key();
-            if (c == ERR) break;
-            if (handle_key(b, c)) { quit = 1; break; }
-        }
-        if (quit) break;
+        if (pr < 0 && errno != EINTR) return 0;
+        if (pr > 0 && (pf.revents & (POLLHUP | POLLERR | POLLNVAL))) return 128 + SIGHUP;
+        if (read_keys(b)) return 0;
         tsne_poll(b);
         session_refresh(b);
-        if (b->screen == SCR_LIST && ml_now() - b->list_read_at > LIST_REFRESH_SEC) {
-            /* the running sessions' rows follow their progress (r rescans everything) */
-            const double t0 = ml_now();
-            for (int i = 0; i < b->list.n; i++)
-                if (!strcmp(b->list.e[i].status, "running")) { browse_entry_read(&b->list.e[i], (double)time(NULL)); b->dirty = 1; }
-            b->list_read_at = ml_now() + 4 * (ml_now() - t0);
-        }
+        list_follow_running(b);
     }
-out:
+}
+
+/* Stops the t-SNE worker, frees the views and closes the terminal. */
+static void screen_close(Browser *b, SCREEN *scr) {
     job_stop(&b->job);
     loaded_free(&b->a);
     loaded_free(&b->b);
@@ -1177,12 +1223,40 @@ out:
     view_free(&b->diff);
     restore_terminal();
     delscreen(scr);
-    sigaction(SIGINT, &oi, NULL);
-    sigaction(SIGTERM, &ot, NULL);
-    sigaction(SIGHUP, &oh, NULL);
+}
+
+static void browser_free(Browser *b) {
     browse_list_free(&b->list);
     if (b->have_sweep) sweep_summary_free(&b->sweep);
     free(b->rows);
     free(b);
+}
+
+int cmd_browse(int argc, char **argv) {
+    BrowseArgs a;
+    int rc = parse_args(argc, argv, &a);
+    if (rc >= 0) return rc;
+    const int tty = isatty(STDIN_FILENO) && isatty(STDOUT_FILENO);
+    int is_h5, direct;
+    if (inspect_root(a.root, a.given, &is_h5, &direct)) return 1;
+    Browser *b = calloc(1, sizeof *b);
+    if (!b) { fprintf(stderr, "moelab: out of memory\n"); return 1; }
+    b->root = a.root;
+    b->sort_col = a.sort_col;
+    b->sort_rev = a.reverse;
+    b->job.ev = -1;
+    snprintf(b->filter, sizeof b->filter, "%s", a.filter);
+    rc = browse_load(b, &a, is_h5, direct, !tty || a.list_only);
+    if (rc >= 0) { browser_free(b); return rc; }
+
+    // ---- the screen
+    SCREEN *scr = screen_open(b);
+    if (!scr) { browser_free(b); return 1; }
+    SavedSignals sigs;
+    signals_catch(&sigs);
+    rc = screen_first(b, a.root, direct) ? 1 : browse_loop(b);
+    screen_close(b, scr);
+    signals_restore(&sigs);
+    browser_free(b);
     return rc;
 }
