@@ -45,39 +45,39 @@ static void sweep_help(void) {
 #else
     const char *mpi = "this moelab is built without MPI: use --shard";
 #endif
-    printf(
-"usage: moelab sweep [train options] --vary KEY=V1,V2,... [--with KEY=W1,W2,...] --seeds N --out DIR\n"
-"                    [--jobs N] [--shard I/N] [--dry-run]\n"
-"       moelab sweep --preset hidden-size|topk-rho|softmoe|backbone [--full] [train options] [--out DIR]\n"
-"       moelab sweep --collect DIR\n"
-"       moelab sweep --show DIR|FILE.h5\n\n"
-"Runs every combination of the --vary axes for seeds 1..N as a headless training session\n"
-"DIR/<axis=value,...,seed=S> and summarises them: per configuration the mean and sd of the final\n"
-"and best test accuracy and rho; for each non-dense configuration its gap to the dense one with\n"
-"the same other values, with Cohen's d, Hedges' g and a 95%% Welch confidence interval.\n"
-"Written to DIR/summary.csv, DIR/runs.csv and DIR/sweep.h5. Rerunning the same command resumes:\n"
-"finished runs are skipped, interrupted ones continue from their checkpoint.\n\n"
-"  --vary KEY=V1,V2     an axis: any train option that takes a value (head, hidden, k, cf,\n"
-"                       backbone, width, experts, lr, dataset, ...); repeatable\n"
-"  --with KEY=W1,W2     pair an option with the preceding --vary axis, value by value\n"
-"                       (e.g. --vary k=1,2,4 --with cf=2.5,1.25,0.625)\n"
-"  --seeds N            seeds 1..N per configuration (3)\n"
-"  --out DIR            sweep folder (presets: sweeps/<preset>[-full])\n"
-"  --jobs N             N runs at once, each with (cores / N) threads unless --threads is given (1)\n"
-"  --shard I/N          only the runs whose index %% N == I (Slurm arrays: I = $SLURM_ARRAY_TASK_ID);\n"
-"                       merge with --collect when all shards are done\n"
-"  --collect DIR        rebuild the summary of DIR from the sessions present\n"
-"  --show DIR|FILE.h5   print the table stored in DIR/sweep.h5\n"
-"  --preset NAME        the paper's experiments with short budgets (Fashion-MNIST, 2 cores,\n"
-"                       under an hour each); --full for the real budgets (5 seeds, 30 epochs, w 1):\n"
-"                         hidden-size  backbone dw,std x hidden x head moe,dense\n"
-"                         topk-rho     k 1,2,4 with cf 2.5/k (slot budget fixed) x head moe,dense\n"
-"                         softmoe      head softmoe-sample,softmoe-batch,moe,dense\n"
-"                         backbone     backbone dw,std x head moe,dense at the reference model\n"
-"  --dry-run            print the runs and their state, run nothing\n"
-"Under mpirun (Open MPI) each rank runs the runs with index %% ranks == rank and rank 0 writes\n"
-"the summary (%s). Train options (moelab train --help) set the base\n"
-"configuration; --seed, --session and --resume are the sweep's business.\n", mpi);
+    printf("usage: moelab sweep [train options] --vary KEY=V1,V2,... [--with KEY=W1,W2,...] --seeds N --out DIR\n"
+           "                    [--jobs N] [--shard I/N] [--dry-run]\n"
+           "       moelab sweep --preset hidden-size|topk-rho|softmoe|backbone [--full] [train options] [--out DIR]\n"
+           "       moelab sweep --collect DIR\n"
+           "       moelab sweep --show DIR|FILE.h5\n\n"
+           "Runs every combination of the --vary axes for seeds 1..N as a headless training session\n"
+           "DIR/<axis=value,...,seed=S> and summarises them: per configuration the mean and sd of the final\n"
+           "and best test accuracy and rho; for each non-dense configuration its gap to the dense one with\n"
+           "the same other values, with Cohen's d, Hedges' g and a 95%% Welch confidence interval.\n"
+           "Written to DIR/summary.csv, DIR/runs.csv and DIR/sweep.h5. Rerunning the same command resumes:\n"
+           "finished runs are skipped, interrupted ones continue from their checkpoint.\n\n"
+           "  --vary KEY=V1,V2     an axis: any train option that takes a value (head, hidden, k, cf,\n"
+           "                       backbone, width, experts, lr, dataset, ...); repeatable\n"
+           "  --with KEY=W1,W2     pair an option with the preceding --vary axis, value by value\n"
+           "                       (e.g. --vary k=1,2,4 --with cf=2.5,1.25,0.625)\n"
+           "  --seeds N            seeds 1..N per configuration (3)\n"
+           "  --out DIR            sweep folder (presets: sweeps/<preset>[-full])\n"
+           "  --jobs N             N runs at once, each with (cores / N) threads unless --threads is given (1)\n"
+           "  --shard I/N          only the runs whose index %% N == I (Slurm arrays: I = $SLURM_ARRAY_TASK_ID);\n"
+           "                       merge with --collect when all shards are done\n"
+           "  --collect DIR        rebuild the summary of DIR from the sessions present\n"
+           "  --show DIR|FILE.h5   print the table stored in DIR/sweep.h5\n"
+           "  --preset NAME        the paper's experiments with short budgets (Fashion-MNIST, 2 cores,\n"
+           "                       under an hour each); --full for the real budgets (5 seeds, 30 epochs, w 1):\n"
+           "                         hidden-size  backbone dw,std x hidden x head moe,dense\n"
+           "                         topk-rho     k 1,2,4 with cf 2.5/k (slot budget fixed) x head moe,dense\n"
+           "                         softmoe      head softmoe-sample,softmoe-batch,moe,dense\n"
+           "                         backbone     backbone dw,std x head moe,dense at the reference model\n"
+           "  --dry-run            print the runs and their state, run nothing\n"
+           "Under mpirun (Open MPI) each rank runs the runs with index %% ranks == rank and rank 0 writes\n"
+           "the summary (%s). Train options (moelab train --help) set the base\n"
+           "configuration; --seed, --session and --resume are the sweep's business.\n",
+           mpi);
 }
 
 /* ------------------------------------------------------------------ argument parsing */
@@ -88,7 +88,10 @@ static int opt_value(int argc, char **argv, int *i, const char *name, const char
     const char *a = argv[*i];
     const size_t n = strlen(name);
     if (strncmp(a, name, n)) return 0;
-    if (a[n] == '=') { *val = a + n + 1; return 1; }
+    if (a[n] == '=') {
+        *val = a + n + 1;
+        return 1;
+    }
     if (a[n]) return 0;
     if (*i + 1 >= argc) {
         fprintf(stderr, "moelab sweep: %s needs a value (see moelab sweep --help)\n", name);
@@ -110,8 +113,9 @@ static int parse_count(const char *opt, const char *s, long lo, long hi, int *ou
     return 0;
 }
 
-static const char *const reserved_keys[] = {"seed", "seeds", "session", "resume", "no-session", "threads", "dry-run",
-                                            "headless", "help", "vary", "with", "out", NULL};
+static const char *const reserved_keys[] = {"seed",    "seeds",   "session",  "resume", "no-session",
+                                            "threads", "dry-run", "headless", "help",   "vary",
+                                            "with",    "out",     NULL};
 
 static void axis_clear(Axis *a) {
     for (int v = 0; v < a->nvals; v++) free(a->vals[v]);
@@ -148,7 +152,10 @@ static int plan_axis(Plan *p, const char *opt, const char *spec, int with) {
     memset(&ax, 0, sizeof ax);
     ax.leader = -1;
     const size_t kl = (size_t)(eq - spec);
-    if (kl >= sizeof ax.key) { fprintf(stderr, "moelab sweep: %s: option name too long\n", opt); return -1; }
+    if (kl >= sizeof ax.key) {
+        fprintf(stderr, "moelab sweep: %s: option name too long\n", opt);
+        return -1;
+    }
     memcpy(ax.key, spec, kl);
     if (ax.key[0] == '-') memmove(ax.key, ax.key + strspn(ax.key, "-"), strlen(ax.key) - strspn(ax.key, "-") + 1);
     for (const char *c = ax.key; *c; c++)
@@ -166,10 +173,21 @@ static int plan_axis(Plan *p, const char *opt, const char *spec, int with) {
     while (1) {
         const char *c = strchr(s, ',');
         const size_t l = c ? (size_t)(c - s) : strlen(s);
-        if (l == 0) { fprintf(stderr, "moelab sweep: %s %s: empty value\n", opt, spec); axis_clear(&ax); return -1; }
-        if (ax.nvals >= MAX_VALUES) { fprintf(stderr, "moelab sweep: %s: more than %d values\n", opt, MAX_VALUES); axis_clear(&ax); return -1; }
+        if (l == 0) {
+            fprintf(stderr, "moelab sweep: %s %s: empty value\n", opt, spec);
+            axis_clear(&ax);
+            return -1;
+        }
+        if (ax.nvals >= MAX_VALUES) {
+            fprintf(stderr, "moelab sweep: %s: more than %d values\n", opt, MAX_VALUES);
+            axis_clear(&ax);
+            return -1;
+        }
         char *v = strndup(s, l);
-        if (!v) { axis_clear(&ax); return -1; }
+        if (!v) {
+            axis_clear(&ax);
+            return -1;
+        }
         for (int i = 0; i < ax.nvals; i++)
             if (!strcmp(ax.vals[i], v)) {
                 fprintf(stderr, "moelab sweep: %s %s: '%s' appears twice\n", opt, ax.key, v);
@@ -248,11 +266,17 @@ static int plan_args(Plan *p, int argc, char **argv, int first) {
             if (r < 0 || parse_count("--jobs", v, 1, 1024, &p->jobs)) return -1;
         } else if ((r = opt_value(argc, argv, &i, "--out", &v))) {
             if (r < 0) return -1;
-            if (!*v || strlen(v) > OUT_MAX) { fprintf(stderr, "moelab sweep: --out: bad folder name '%s'\n", v); return -1; }
+            if (!*v || strlen(v) > OUT_MAX) {
+                fprintf(stderr, "moelab sweep: --out: bad folder name '%s'\n", v);
+                return -1;
+            }
             snprintf(p->out, sizeof p->out, "%s", v);
         } else if ((r = opt_value(argc, argv, &i, "--collect", &v))) {
             if (r < 0) return -1;
-            if (!*v || strlen(v) > OUT_MAX) { fprintf(stderr, "moelab sweep: --collect: bad folder name '%s'\n", v); return -1; }
+            if (!*v || strlen(v) > OUT_MAX) {
+                fprintf(stderr, "moelab sweep: --collect: bad folder name '%s'\n", v);
+                return -1;
+            }
             snprintf(p->collect, sizeof p->collect, "%s", v);
         } else if ((r = opt_value(argc, argv, &i, "--show", &v))) {
             if (r < 0) return -1;
@@ -344,7 +368,10 @@ static int do_collect(const char dir[PATH_N]) {
     line[strcspn(line, "\n")] = 0;
     char **av = NULL;
     const int ac = command_line_split(line, &av);
-    if (ac < 0) { fprintf(stderr, "moelab sweep: %s: cannot parse '%s'\n", path, line); return 1; }
+    if (ac < 0) {
+        fprintf(stderr, "moelab sweep: %s: cannot parse '%s'\n", path, line);
+        return 1;
+    }
     StrList l = {0};
     sl_push(&l, "sweep");
     for (int i = 0; i < ac; i++) sl_push(&l, av[i]);
@@ -357,9 +384,16 @@ static int do_collect(const char dir[PATH_N]) {
     p.shard_n = 1;
     int rc = plan_args(&p, l.n, l.v, 1) || p.collect[0] || p.out[0] ? -1 : 0;
     sl_free(&l);
-    if (rc) { fprintf(stderr, "moelab sweep: %s: not a sweep argument list: %s\n", path, line); plan_free(&p); return 1; }
+    if (rc) {
+        fprintf(stderr, "moelab sweep: %s: not a sweep argument list: %s\n", path, line);
+        plan_free(&p);
+        return 1;
+    }
     snprintf(p.out, sizeof p.out, "%s", dir);
-    if (plan_build(&p)) { plan_free(&p); return 1; }
+    if (plan_build(&p)) {
+        plan_free(&p);
+        return 1;
+    }
     printf("collect   %s: %d configurations x %d seeds\n", dir, p.nconfigs, p.seeds);
     SweepRun *rows = calloc((size_t)p.nruns + 1, sizeof(SweepRun));
     for (int r = 0; r < p.nruns; r++) read_run_row(&p, r, &rows[r]);
@@ -382,7 +416,8 @@ static int do_show(const char *arg) {
     }
     int done = 0;
     for (int r = 0; r < s.nruns; r++) done += !strcmp(s.runs[r].status, "finished");
-    printf("sweep     %s: %d configurations x %d seeds, %d of %d runs finished\n", path, s.nconfigs, s.seeds, done, s.nruns);
+    printf("sweep     %s: %d configurations x %d seeds, %d of %d runs finished\n", path, s.nconfigs, s.seeds, done,
+           s.nruns);
     printf("args      %s\n", s.args);
     summary_print(&s, NULL);
     sweep_summary_free(&s);
@@ -393,7 +428,10 @@ int cmd_sweep(int argc, char **argv) {
     Plan p;
     const Preset *pr = NULL;
     int r = plan_from_argv(&p, argc, argv, &pr);
-    if (r) { plan_free(&p); return r > 0 ? 0 : 2; }
+    if (r) {
+        plan_free(&p);
+        return r > 0 ? 0 : 2;
+    }
     if (p.show[0]) {
         if (p.base.n || p.naxes || p.collect[0] || pr) {
             fprintf(stderr, "moelab sweep: --show takes no other options\n");
@@ -421,10 +459,16 @@ int cmd_sweep(int argc, char **argv) {
         plan_free(&p);
         return 2;
     }
-    if (plan_build(&p)) { plan_free(&p); return 2; }
+    if (plan_build(&p)) {
+        plan_free(&p);
+        return 2;
+    }
 
     Mpi mpi;
-    if (mpi_start(&mpi)) { plan_free(&p); return 1; }
+    if (mpi_start(&mpi)) {
+        plan_free(&p);
+        return 1;
+    }
     char who[32] = "";
     if (mpi.size > 1) snprintf(who, sizeof who, "rank %d: ", mpi.rank);
 
@@ -437,15 +481,22 @@ int cmd_sweep(int argc, char **argv) {
     if (threads < 1) threads = 1;
 
     char args[8192];
-    if (plan_args_line(&p, args, sizeof args)) { fprintf(stderr, "moelab sweep: out of memory\n"); free(sel); plan_free(&p); return 1; }
+    if (plan_args_line(&p, args, sizeof args)) {
+        fprintf(stderr, "moelab sweep: out of memory\n");
+        free(sel);
+        plan_free(&p);
+        return 1;
+    }
     if (mpi.rank == 0) {
-        printf("sweep     %s%s%s%d configuration%s x %d seed%s = %d runs in %s", pr ? "preset " : "", pr ? pr->name : "",
-               pr ? (p.full ? " (full): " : ": ") : "", p.nconfigs, p.nconfigs == 1 ? "" : "s", p.seeds,
-               p.seeds == 1 ? "" : "s", p.nruns, p.out);
+        printf("sweep     %s%s%s%d configuration%s x %d seed%s = %d runs in %s", pr ? "preset " : "",
+               pr ? pr->name : "", pr ? (p.full ? " (full): " : ": ") : "", p.nconfigs, p.nconfigs == 1 ? "" : "s",
+               p.seeds, p.seeds == 1 ? "" : "s", p.nruns, p.out);
         if (p.shard_n > 1) printf(", shard %d/%d (%d runs)", p.shard_i, p.shard_n, nsel);
         if (mpi.size > 1) printf(", %d MPI ranks", mpi.size);
         if (p.user_threads) printf("; %d job%s at once, --threads as given\n", p.jobs, p.jobs == 1 ? "" : "s");
-        else printf("; %d job%s at once x %d thread%s\n", p.jobs, p.jobs == 1 ? "" : "s", threads, threads == 1 ? "" : "s");
+        else
+            printf("; %d job%s at once x %d thread%s\n", p.jobs, p.jobs == 1 ? "" : "s", threads,
+                   threads == 1 ? "" : "s");
         fflush(stdout);
     }
     if (p.dry_run) {
@@ -483,11 +534,21 @@ int cmd_sweep(int argc, char **argv) {
     }
     char logs[DIR_N];
     snprintf(logs, sizeof logs, "%s/logs", p.out);
-    if (mkdirs(logs)) { free(sel); mpi_finish(&mpi, NULL, NULL, 0, 1); plan_free(&p); return 1; }
+    if (mkdirs(logs)) {
+        free(sel);
+        mpi_finish(&mpi, NULL, NULL, 0, 1);
+        plan_free(&p);
+        return 1;
+    }
     char manifest[DIR_N], text[8200];
     snprintf(manifest, sizeof manifest, "%s/sweep.args", p.out);
     snprintf(text, sizeof text, "%s\n", args);
-    if (write_atomic(manifest, text)) { free(sel); mpi_finish(&mpi, NULL, NULL, 0, 1); plan_free(&p); return 1; }
+    if (write_atomic(manifest, text)) {
+        free(sel);
+        mpi_finish(&mpi, NULL, NULL, 0, 1);
+        plan_free(&p);
+        return 1;
+    }
 
     Runner R;
     memset(&R, 0, sizeof R);

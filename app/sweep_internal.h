@@ -18,10 +18,10 @@
 
 #define MAX_AXES 16
 #define MAX_VALUES 256
-#define MAX_CONFIGS 10000  /* runs in one sweep */
-#define PATH_N 512      /* --out, --collect */
-#define DIR_N 1024      /* paths under them */
-#define OUT_MAX 200     /* longest --out: a run's folder must fit AppOptions.session */
+#define MAX_CONFIGS 10000 /* runs in one sweep */
+#define PATH_N 512        /* --out, --collect */
+#define DIR_N 1024        /* paths under them */
+#define OUT_MAX 200       /* longest --out: a run's folder must fit AppOptions.session */
 
 /* ------------------------------------------------------------------ string lists */
 
@@ -39,12 +39,12 @@ typedef struct {
     char key[64];
     int nvals;
     char *vals[MAX_VALUES];
-    int leader;      /* -1: an axis of its own; else the axis whose value index it follows (--with) */
+    int leader; /* -1: an axis of its own; else the axis whose value index it follows (--with) */
 } Axis;
 
 typedef struct {
-    StrList base;    /* training options shared by every run */
-    int nbase_preset;/* the first nbase_preset entries came from a preset */
+    StrList base;     /* training options shared by every run */
+    int nbase_preset; /* the first nbase_preset entries came from a preset */
     int naxes;
     Axis axes[MAX_AXES];
     int last_leader;
@@ -58,12 +58,12 @@ typedef struct {
     char show[PATH_N];
     int dry_run;
     /* derived by plan_build */
-    int user_threads;        /* --threads given: every run uses it */
+    int user_threads; /* --threads given: every run uses it */
     int nconfigs, nruns;
-    int *vidx;               /* (nconfigs * naxes) value index of axis a in config c */
-    char (*label)[SWEEP_NAME_MAX];  /* (nconfigs) "k=v,k=v" ("" without axes) */
-    char (*head)[24];        /* (nconfigs) head kind */
-    int *baseline;           /* (nconfigs) matching dense configuration or -1 */
+    int *vidx;                     /* (nconfigs * naxes) value index of axis a in config c */
+    char (*label)[SWEEP_NAME_MAX]; /* (nconfigs) "k=v,k=v" ("" without axes) */
+    char (*head)[24];              /* (nconfigs) head kind */
+    int *baseline;                 /* (nconfigs) matching dense configuration or -1 */
 } Plan;
 
 void plan_free(Plan *p);
@@ -72,7 +72,7 @@ void plan_free(Plan *p);
 
 typedef struct {
     const char *name;
-    const char *const *quick;   /* arguments, NULL-terminated */
+    const char *const *quick; /* arguments, NULL-terminated */
     const char *const *full;
     const char *note;
 } Preset;
@@ -114,7 +114,7 @@ typedef struct {
     const Plan *p;
     char exe[PATH_N];
     int threads;
-    const char *who;  /* "" or "rank r: " */
+    const char *who; /* "" or "rank r: " */
     Child *kids;
     int nkids;
     Tally tally;

@@ -113,7 +113,10 @@ int plan_build(Plan *p) {
         const int r = app_options_parse(&o, l.n, l.v, "sweep");
         sl_free(&l);
         if (r != 0) return -1;
-        if (o.train.seed != seed_mark) { fprintf(stderr, "moelab sweep: --seed: the sweep runs seeds 1..N (--seeds N)\n"); return -1; }
+        if (o.train.seed != seed_mark) {
+            fprintf(stderr, "moelab sweep: --seed: the sweep runs seeds 1..N (--seeds N)\n");
+            return -1;
+        }
         if (o.session[0] || o.resume[0] || o.no_session) {
             fprintf(stderr, "moelab sweep: --session, --resume and --no-session are set by the sweep (see --out)\n");
             return -1;
@@ -131,10 +134,13 @@ int plan_build(Plan *p) {
                 else if (b[2 + kl] == '=') drop = 1;
             }
             if (drop && i >= p->nbase_preset)
-                fprintf(stderr, "moelab sweep: note: %s%s%s is replaced by the --vary %s axis\n", b, drop == 2 ? " " : "",
-                        drop == 2 ? p->base.v[i + 1] : "", p->axes[a].key);
+                fprintf(stderr, "moelab sweep: note: %s%s%s is replaced by the --vary %s axis\n", b,
+                        drop == 2 ? " " : "", drop == 2 ? p->base.v[i + 1] : "", p->axes[a].key);
         }
-        if (!drop) { i++; continue; }
+        if (!drop) {
+            i++;
+            continue;
+        }
         for (int k = 0; k < drop; k++) free(p->base.v[i + k]);
         memmove(p->base.v + i, p->base.v + i + drop, sizeof(char *) * (size_t)(p->base.n - i - drop + 1));
         p->base.n -= drop;
@@ -145,7 +151,8 @@ int plan_build(Plan *p) {
     for (int a = 0; a < p->naxes; a++)
         if (p->axes[a].leader < 0) nc *= p->axes[a].nvals;
     if (nc > MAX_CONFIGS || nc * p->seeds > MAX_CONFIGS) {
-        fprintf(stderr, "moelab sweep: %ld configurations x %d seeds is more than %d runs\n", nc, p->seeds, MAX_CONFIGS);
+        fprintf(stderr, "moelab sweep: %ld configurations x %d seeds is more than %d runs\n", nc, p->seeds,
+                MAX_CONFIGS);
         return -1;
     }
     p->nconfigs = (int)nc;
@@ -154,7 +161,10 @@ int plan_build(Plan *p) {
     p->label = calloc((size_t)nc, sizeof *p->label);
     p->head = calloc((size_t)nc, sizeof *p->head);
     p->baseline = calloc((size_t)nc, sizeof(int));
-    if (!p->vidx || !p->label || !p->head || !p->baseline) { fprintf(stderr, "moelab sweep: out of memory\n"); return -1; }
+    if (!p->vidx || !p->label || !p->head || !p->baseline) {
+        fprintf(stderr, "moelab sweep: out of memory\n");
+        return -1;
+    }
     int head_axis = -1;
     for (int c = 0; c < p->nconfigs; c++) {
         long rest = c;
@@ -184,13 +194,17 @@ int plan_build(Plan *p) {
         StrList l = {0};
         sl_push(&l, "sweep");
         for (int i = 0; i < p->base.n; i++) sl_push(&l, p->base.v[i]);
-        if (push_axes(p, c, &l)) { sl_free(&l); return -1; }
+        if (push_axes(p, c, &l)) {
+            sl_free(&l);
+            return -1;
+        }
         AppOptions o2;
         app_options_defaults(&o2);
         const int r = app_options_parse(&o2, l.n, l.v, "sweep");
         sl_free(&l);
         if (r != 0) {
-            fprintf(stderr, "moelab sweep: configuration %s is not a valid training configuration\n", config_label(p, c));
+            fprintf(stderr, "moelab sweep: configuration %s is not a valid training configuration\n",
+                    config_label(p, c));
             return -1;
         }
         snprintf(p->head[c], sizeof p->head[c], "%s", moe_head_name(o2.train.model.head.kind));

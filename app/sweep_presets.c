@@ -7,6 +7,8 @@
 
 /* ------------------------------------------------------------------ presets */
 
+/* argument lists as wrapped by hand (clang-format would align them as a table) */
+// clang-format off
 static const char *const hs_quick[] = {"--width", "0.5", "--epochs", "1", "--vary", "backbone=dw,std", "--vary",
                                        "hidden=64,256,1024", "--vary", "head=moe,dense", "--seeds", "2", NULL};
 static const char *const hs_full[] = {"--width", "1", "--epochs", "30", "--vary", "backbone=dw,std", "--vary",
@@ -23,6 +25,7 @@ static const char *const bb_quick[] = {"--width", "0.5", "--epochs", "2", "--var
                                        "--seeds", "2", NULL};
 static const char *const bb_full[] = {"--width", "1", "--epochs", "30", "--vary", "backbone=dw,std", "--vary", "head=moe,dense",
                                       "--seeds", "5", NULL};
+// clang-format on
 
 static const Preset presets[] = {
     {"hidden-size", hs_quick, hs_full,

@@ -58,7 +58,10 @@ int write_atomic(const char *path, const char *text) {
     char tmp[DIR_N + 32];
     snprintf(tmp, sizeof tmp, "%s.tmp.%ld", path, (long)getpid());
     FILE *f = fopen(tmp, "w");
-    if (!f) { fprintf(stderr, "moelab sweep: %s: %s\n", tmp, strerror(errno)); return -1; }
+    if (!f) {
+        fprintf(stderr, "moelab sweep: %s: %s\n", tmp, strerror(errno));
+        return -1;
+    }
     const int bad = fputs(text, f) < 0;
     if (fclose(f) != 0 || bad || rename(tmp, path) != 0) {
         fprintf(stderr, "moelab sweep: %s: cannot write: %s\n", path, strerror(errno));
@@ -79,7 +82,10 @@ static void normalize_args(StrList *l) {
             i++;
             continue;
         }
-        if (!strncmp(a, "--threads=", 10) || !strncmp(a, "--session=", 10)) { free(l->v[i]); continue; }
+        if (!strncmp(a, "--threads=", 10) || !strncmp(a, "--session=", 10)) {
+            free(l->v[i]);
+            continue;
+        }
         l->v[w++] = l->v[i];
     }
     l->n = w;
@@ -95,7 +101,10 @@ static int session_matches(const Plan *p, int r, const char *dir, char *why, siz
     }
     char **av = NULL;
     const int ac = command_line_split(line, &av);
-    if (ac < 0) { snprintf(why, wn, "cannot parse its stored command line"); return 0; }
+    if (ac < 0) {
+        snprintf(why, wn, "cannot parse its stored command line");
+        return 0;
+    }
     StrList stored = {.n = ac, .cap = ac + 1, .v = av}, want = {0};
     run_train_args(p, r % p->nconfigs, r / p->nconfigs + 1, &want);
     normalize_args(&stored);
@@ -145,7 +154,6 @@ struct Child {
     int logfd;
     double t0;
 };
-
 
 int cores_available(int mpi_local) {
     cpu_set_t set;
@@ -245,8 +253,7 @@ static int runner_start(Runner *R, int r) {
         }
         break;
     }
-    default:
-        break;
+    default: break;
     }
     StrList av = {0};
     sl_push(&av, R->exe);
@@ -277,7 +284,9 @@ static int runner_start(Runner *R, int r) {
         return 0;
     }
     printf("%s[%d/%d] %s: %s (log %s)\n", R->who, r + 1, p->nruns, name,
-           st == RS_RESUME ? "resuming from its checkpoint" : st == RS_RESTART ? "restarting (no checkpoint yet)" : "started",
+           st == RS_RESUME    ? "resuming from its checkpoint"
+           : st == RS_RESTART ? "restarting (no checkpoint yet)"
+                              : "started",
            logp);
     fflush(stdout);
     R->kids[R->nkids++] = (Child){.pid = pid, .run = r, .logfd = fd, .t0 = ml_now()};
@@ -301,7 +310,8 @@ static void runner_reap(Runner *R, pid_t pid, int wstatus) {
     const int code = WIFEXITED(wstatus) ? WEXITSTATUS(wstatus) : 128 + WTERMSIG(wstatus);
     if (have && !strcmp(info.status, "finished") && code == 0) {
         printf("%s[%d/%d] %s: finished in %.1f s: final test acc %s, best %s\n", R->who, c.run + 1, p->nruns, name,
-               ml_now() - c.t0, acc_text(info.last_test_acc, a1, sizeof a1), acc_text(info.best_test_acc, a2, sizeof a2));
+               ml_now() - c.t0, acc_text(info.last_test_acc, a1, sizeof a1),
+               acc_text(info.best_test_acc, a2, sizeof a2));
         R->tally.ran++;
     } else if (have && !strcmp(info.status, "interrupted")) {
         char ck[DIR_N + 64];
@@ -384,8 +394,10 @@ int mpi_start(Mpi *m) {
     return 0;
 #else
     if (size > 1) {
-        fprintf(stderr, "moelab sweep: started by an MPI launcher with %d ranks, but this moelab was built without MPI "
-                        "(install libopenmpi-dev and rebuild, or use --shard I/N)\n", size);
+        fprintf(stderr,
+                "moelab sweep: started by an MPI launcher with %d ranks, but this moelab was built without MPI "
+                "(install libopenmpi-dev and rebuild, or use --shard I/N)\n",
+                size);
         return -1;
     }
     return 0;
@@ -419,7 +431,10 @@ int mpi_finish(Mpi *m, SweepRun *rows, const int *owned, int nowned, int rc) {
         MPI_Gather(&cnt, 1, MPI_INT, counts, 1, MPI_INT, 0, MPI_COMM_WORLD);
         long total = 0;
         if (m->rank == 0) {
-            for (int i = 0; i < m->size; i++) { displs[i] = (int)total; total += counts[i]; }
+            for (int i = 0; i < m->size; i++) {
+                displs[i] = (int)total;
+                total += counts[i];
+            }
             all = malloc((size_t)total + 1);
         }
         MPI_Gatherv(mine, cnt, MPI_BYTE, all, counts, displs, MPI_BYTE, 0, MPI_COMM_WORLD);

@@ -25,9 +25,18 @@ void read_run_row(const Plan *p, int r, SweepRun *row) {
     run_dir(p, r, dir, sizeof dir);
     SessionInfo info;
     const RunState st = run_state(p, r, dir, &info, msg, sizeof msg);
-    if (st == RS_NEW) { snprintf(row->status, sizeof row->status, "missing"); return; }
-    if (st == RS_BROKEN) { snprintf(row->status, sizeof row->status, "unreadable"); return; }
-    if (st == RS_MISMATCH) { snprintf(row->status, sizeof row->status, "mismatch"); return; }
+    if (st == RS_NEW) {
+        snprintf(row->status, sizeof row->status, "missing");
+        return;
+    }
+    if (st == RS_BROKEN) {
+        snprintf(row->status, sizeof row->status, "unreadable");
+        return;
+    }
+    if (st == RS_MISMATCH) {
+        snprintf(row->status, sizeof row->status, "mismatch");
+        return;
+    }
     snprintf(row->status, sizeof row->status, "%s", info.status[0] ? info.status : "unreadable");
     row->final_acc = info.last_test_acc;
     row->best_acc = info.best_test_acc;
@@ -80,7 +89,10 @@ static void summary_build(const Plan *p, SweepRun *rows, const char *args, Sweep
         k->final_sd = stats_sd(fin + c * p->seeds, n);
         k->best_mean = stats_mean(best, n);
         k->best_sd = stats_sd(best, n);
-        if (n) { k->rho_realized = rr / n; k->seconds = sec / n; }
+        if (n) {
+            k->rho_realized = rr / n;
+            k->seconds = sec / n;
+        }
     }
     for (int c = 0; c < p->nconfigs; c++) {
         SweepConfig *k = &s->configs[c];
@@ -156,8 +168,8 @@ void summary_print(const SweepSummary *s, const char *note) {
         /* "±" is two bytes in UTF-8 and one column on screen */
         const int fpad = 15 + (strstr(f, "\xc2\xb1") ? 1 : 0), bpad = 15 + (strstr(b, "\xc2\xb1") ? 1 : 0);
         char line[1024];
-        snprintf(line, sizeof line, "%-*s %5s  %-*s  %-*s  %7s  %8s  %8s  %-18s  %6s  %6s", w, k->label, nn, fpad, f, bpad, b,
-                 rn, rr, gap, ci, d, g);
+        snprintf(line, sizeof line, "%-*s %5s  %-*s  %-*s  %7s  %8s  %8s  %-18s  %6s  %6s", w, k->label, nn, fpad, f,
+                 bpad, b, rn, rr, gap, ci, d, g);
         for (size_t l = strlen(line); l > 0 && line[l - 1] == ' ';) line[--l] = 0;
         puts(line);
     }
@@ -193,15 +205,26 @@ static int summary_write_csv(const SweepSummary *s, const char *dir) {
     snprintf(path, sizeof path, "%s/summary.csv", dir);
     snprintf(tmp, sizeof tmp, "%s.tmp.%ld", path, (long)getpid());
     FILE *f = fopen(tmp, "w");
-    if (!f) { fprintf(stderr, "moelab sweep: %s: %s\n", tmp, strerror(errno)); return -1; }
+    if (!f) {
+        fprintf(stderr, "moelab sweep: %s: %s\n", tmp, strerror(errno));
+        return -1;
+    }
     fputs("config", f);
-    for (int a = 0; a < s->naxes; a++) { fputc(',', f); csv_field(f, s->axes[a]); }
-    fputs(",head_kind,n,n_expected,final_mean,final_sd,best_mean,best_sd,rho_nominal,rho_realized,baseline,gap,gap_ci_lo,"
-          "gap_ci_hi,gap_df,cohen_d,hedges_g,seconds\n", f);
+    for (int a = 0; a < s->naxes; a++) {
+        fputc(',', f);
+        csv_field(f, s->axes[a]);
+    }
+    fputs(
+        ",head_kind,n,n_expected,final_mean,final_sd,best_mean,best_sd,rho_nominal,rho_realized,baseline,gap,gap_ci_lo,"
+        "gap_ci_hi,gap_df,cohen_d,hedges_g,seconds\n",
+        f);
     for (int c = 0; c < s->nconfigs; c++) {
         const SweepConfig *k = &s->configs[c];
         csv_field(f, k->label);
-        for (int a = 0; a < s->naxes; a++) { fputc(',', f); csv_field(f, s->values[c * s->naxes + a]); }
+        for (int a = 0; a < s->naxes; a++) {
+            fputc(',', f);
+            csv_field(f, s->values[c * s->naxes + a]);
+        }
         fprintf(f, ",%s,%d,%d", k->head, k->n, k->n_expected);
         csv_num(f, k->final_mean);
         csv_num(f, k->final_sd);
@@ -228,9 +251,15 @@ static int summary_write_csv(const SweepSummary *s, const char *dir) {
     /* runs.csv */
     snprintf(path, sizeof path, "%s/runs.csv", dir);
     snprintf(tmp, sizeof tmp, "%s.tmp.%ld", path, (long)getpid());
-    if (!(f = fopen(tmp, "w"))) { fprintf(stderr, "moelab sweep: %s: %s\n", tmp, strerror(errno)); return -1; }
+    if (!(f = fopen(tmp, "w"))) {
+        fprintf(stderr, "moelab sweep: %s: %s\n", tmp, strerror(errno));
+        return -1;
+    }
     fputs("index,name,config", f);
-    for (int a = 0; a < s->naxes; a++) { fputc(',', f); csv_field(f, s->axes[a]); }
+    for (int a = 0; a < s->naxes; a++) {
+        fputc(',', f);
+        csv_field(f, s->axes[a]);
+    }
     fputs(",seed,status,final_acc,best_acc,best_epoch,last_epoch,steps,rho_nominal,rho_realized,seconds\n", f);
     for (int r = 0; r < s->nruns; r++) {
         const SweepRun *w = &s->runs[r];
@@ -238,7 +267,10 @@ static int summary_write_csv(const SweepSummary *s, const char *dir) {
         csv_field(f, w->name);
         fputc(',', f);
         csv_field(f, s->configs[w->config].label);
-        for (int a = 0; a < s->naxes; a++) { fputc(',', f); csv_field(f, s->values[w->config * s->naxes + a]); }
+        for (int a = 0; a < s->naxes; a++) {
+            fputc(',', f);
+            csv_field(f, s->values[w->config * s->naxes + a]);
+        }
         fprintf(f, ",%llu,%s", (unsigned long long)w->seed, w->status);
         csv_num(f, w->final_acc);
         csv_num(f, w->best_acc);
