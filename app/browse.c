@@ -44,7 +44,7 @@ enum { SCR_LIST, SCR_SESSION, SCR_COMPARE };
 typedef struct {
     SessionHistory h;
     ViewCtx ctx;
-    TauSchedule base;      /* launch temperature schedule */
+    TauSchedule base; /* launch temperature schedule */
     int have_base;
     View v[PANEL_COUNT];
     int have_v[PANEL_COUNT];
@@ -55,41 +55,41 @@ typedef struct {
 /* The t-SNE worker. */
 typedef struct {
     pthread_t th;
-    int running;            /* a thread exists (join it) */
-    atomic_int done;        /* the thread finished */
+    int running;     /* a thread exists (join it) */
+    atomic_int done; /* the thread finished */
     volatile int cancel;
-    float *X;               /* (n, d) input, owned */
+    float *X; /* (n, d) input, owned */
     int *expert, *label;
     int n, d, ev, epoch;
     uint64_t seed;
-    float *Y;               /* (n, 2) result */
+    float *Y; /* (n, 2) result */
     ml_status st;
     char err[256];
     double seconds;
 } TsneJob;
 
 typedef struct {
-    const char *root;       /* what was given (DIR or a sweep.h5) */
-    int direct;             /* opened one session directly: q quits from it */
+    const char *root; /* what was given (DIR or a sweep.h5) */
+    int direct;       /* opened one session directly: q quits from it */
     int screen;
     Theme theme;
     int utf8;
     // list
     BrowseList list;
-    int *rows, nrows;       /* indexes of the entries shown (filtered) */
+    int *rows, nrows; /* indexes of the entries shown (filtered) */
     int sel, top;
     int sort_col, sort_rev;
     char filter[128];
-    int input;              /* 0, '/' filter or '#' epoch number being typed */
+    int input; /* 0, '/' filter or '#' epoch number being typed */
     char inbuf[64];
     double list_read_at;
-    SweepSummary sweep;     /* root is a sweep.h5: its summary, shown under the list */
+    SweepSummary sweep; /* root is a sweep.h5: its summary, shown under the list */
     int have_sweep;
-    char msg[512];          /* one-line message in the hint row */
+    char msg[512]; /* one-line message in the hint row */
     // session / compare
     Loaded a, b;
-    int ev;                 /* cursor: evaluation index of a (-1: none) */
-    int follow;             /* cursor on the newest evaluation: follows a running session */
+    int ev;     /* cursor: evaluation index of a (-1: none) */
+    int follow; /* cursor on the newest evaluation: follows a running session */
     int cmp_epoch;
     int focus, zoom, help_on, tsne_on;
     View help, tsne, diff;
@@ -162,7 +162,10 @@ static void fill_ctx(Loaded *L, const Theme *theme) {
     if (route) json_num(route, "window", &win);
     c->dead_window = (int)((win + c->log_every - 1) / c->log_every);
     L->have_base = browse_tau_schedule(h->config_json, &L->base) == 0;
-    if (!L->have_base) { tau_schedule_defaults(&L->base); L->base.total = h->total_steps > 0 ? h->total_steps : 1; }
+    if (!L->have_base) {
+        tau_schedule_defaults(&L->base);
+        L->base.total = h->total_steps > 0 ? h->total_steps : 1;
+    }
     tau_plan_init(&c->plan, &L->base);
     double lr = 0;
     const char *lro = json_get(h->config_json, "lr");
@@ -190,11 +193,13 @@ static int load_session(Loaded *L, const char *path, const char *name, const The
     }
     for (long s = 0; s < L->h.nsteps; s++) {
         const ViewMsg m = {.kind = VIEW_MSG_STEP, .step = &L->h.steps[s]};
-        for (int p = 0; p < PANEL_COUNT; p++) if (L->have_v[p]) view_update(&L->v[p], &m);
+        for (int p = 0; p < PANEL_COUNT; p++)
+            if (L->have_v[p]) view_update(&L->v[p], &m);
     }
     for (int e = 0; e < L->h.nevals; e++) {
         const ViewMsg m = {.kind = VIEW_MSG_EVAL, .eval = &L->h.evals[e]};
-        for (int p = 0; p < PANEL_COUNT; p++) if (L->have_v[p]) view_update(&L->v[p], &m);
+        for (int p = 0; p < PANEL_COUNT; p++)
+            if (L->have_v[p]) view_update(&L->v[p], &m);
     }
     L->loaded = 1;
     return 0;
@@ -246,11 +251,14 @@ static void rebuild_log(Loaded *L, long at_step) {
             const EvalRecord *e = &h->evals[iv];
             log_line(v, marked ? VIEW_LOG_INFO : VIEW_LOG_EPOCH,
                      "epoch %d (step %ld): train loss %.4f acc %.2f%%  test loss %.4f acc %.2f%%%s", e->epoch, e->step,
-                     e->train_loss, 100 * e->train_acc, e->test_loss, 100 * e->test_acc, e->collapsed ? "  COLLAPSE" : "");
+                     e->train_loss, 100 * e->train_acc, e->test_loss, 100 * e->test_acc,
+                     e->collapsed ? "  COLLAPSE" : "");
             iv++;
         }
     }
-    if (!marked) log_line(v, VIEW_LOG_WARN, "%s cursor: step %ld (end of the history)", L->ctx.theme->utf8 ? "\u25b6" : ">", at_step);
+    if (!marked)
+        log_line(v, VIEW_LOG_WARN, "%s cursor: step %ld (end of the history)", L->ctx.theme->utf8 ? "\u25b6" : ">",
+                 at_step);
 }
 
 /* Moves every panel of L to evaluation ev (or to the last step when ev < 0). */
@@ -266,7 +274,9 @@ static void apply_cursor(Loaded *L, int ev, const char *note) {
     const ViewMsg cm = {.kind = VIEW_MSG_CURSOR, .at_step = at, .eval = e, .step = sr};
     RunStatus rs = {0};
     rs.state = state_of(h->info.status);
-    rs.state_role = !strcmp(h->info.status, "failed") ? TH_BANNER : !strcmp(h->info.status, "running") ? TH_RUNNING : TH_PAUSED;
+    rs.state_role = !strcmp(h->info.status, "failed")    ? TH_BANNER
+                    : !strcmp(h->info.status, "running") ? TH_RUNNING
+                                                         : TH_PAUSED;
     if (!strcmp(h->info.status, "finished")) rs.state_role = TH_RUNNING;
     rs.step = at;
     rs.epoch = e ? e->epoch : 0;
@@ -305,9 +315,13 @@ static void job_stop(TsneJob *j) {
         pthread_join(j->th, NULL);
         j->running = 0;
     }
-    ml_free(j->X); ml_free(j->expert); ml_free(j->label);
+    ml_free(j->X);
+    ml_free(j->expert);
+    ml_free(j->label);
     free(j->Y);
-    j->X = NULL; j->expert = j->label = NULL; j->Y = NULL;
+    j->X = NULL;
+    j->expert = j->label = NULL;
+    j->Y = NULL;
     j->ev = -1;
 }
 
@@ -317,7 +331,10 @@ static void tsne_start(Browser *b, int ev) {
     TsneJob *j = &b->job;
     const SessionHistory *h = &b->a.h;
     const int epoch = ev >= 0 && ev < h->nevals ? h->evals[ev].epoch : 0;
-    if (ev < 0) { view_tsne_set(&b->tsne, NULL, NULL, NULL, 0, 0, "no evaluation yet: nothing to map", NULL); return; }
+    if (ev < 0) {
+        view_tsne_set(&b->tsne, NULL, NULL, NULL, 0, 0, "no evaluation yet: nothing to map", NULL);
+        return;
+    }
     int n = 0, d = 0;
     if (session_history_tsne(h, ev, &j->X, &j->expert, &j->label, &n, &d) != ML_OK) {
         char m[600];
@@ -333,13 +350,21 @@ static void tsne_start(Browser *b, int ev) {
     j->Y = malloc(sizeof *j->Y * 2 * (size_t)n);
     j->cancel = 0;
     atomic_store(&j->done, 0);
-    if (!j->Y) { view_tsne_set(&b->tsne, NULL, NULL, NULL, 0, epoch, "out of memory", NULL); job_stop(j); return; }
+    if (!j->Y) {
+        view_tsne_set(&b->tsne, NULL, NULL, NULL, 0, epoch, "out of memory", NULL);
+        job_stop(j);
+        return;
+    }
     sigset_t all, old;
     sigfillset(&all);
     pthread_sigmask(SIG_BLOCK, &all, &old); /* signals stay with the UI thread */
     const int rc = pthread_create(&j->th, NULL, tsne_thread, j);
     pthread_sigmask(SIG_SETMASK, &old, NULL);
-    if (rc) { view_tsne_set(&b->tsne, NULL, NULL, NULL, 0, epoch, "cannot start the t-SNE thread", NULL); job_stop(j); return; }
+    if (rc) {
+        view_tsne_set(&b->tsne, NULL, NULL, NULL, 0, epoch, "cannot start the t-SNE thread", NULL);
+        job_stop(j);
+        return;
+    }
     j->running = 1;
     char m[200];
     snprintf(m, sizeof m, "computing t-SNE of epoch %d: %d test samples, %d features (seed %llu)...", epoch, n, d,
@@ -360,8 +385,9 @@ static void tsne_poll(Browser *b) {
         const double ae = tsne_knn_agreement(j->Y, j->n, j->expert);
         const double ac = tsne_knn_agreement(j->Y, j->n, j->label);
         char info[160];
-        snprintf(info, sizeof info, "%d points, %.1f s; nearest neighbour in the map has the same expert %.0f%%, same class %.0f%%",
-                 j->n, j->seconds, 100 * ae, 100 * ac);
+        snprintf(info, sizeof info,
+                 "%d points, %.1f s; nearest neighbour in the map has the same expert %.0f%%, same class %.0f%%", j->n,
+                 j->seconds, 100 * ae, 100 * ac);
         view_tsne_set(&b->tsne, j->Y, j->expert, j->label, j->n, j->epoch, NULL, info);
     }
     b->dirty = 1;
@@ -385,7 +411,7 @@ static void list_rescan(Browser *b) {
     /* keep the marks and the selection across a rescan (by path) */
     char sel_path[1100] = "";
     if (b->nrows > 0) snprintf(sel_path, sizeof sel_path, "%s", b->list.e[b->rows[b->sel]].path);
-    char (*marks)[1100] = NULL;
+    char(*marks)[1100] = NULL;
     int nm = 0;
     for (int i = 0; i < b->list.n; i++)
         if (b->list.e[i].marked) {
@@ -411,10 +437,19 @@ static void list_rescan(Browser *b) {
 static void list_widths(int W, int *wd) {
     static const int fixed[BCOL_COUNT] = {0, 14, 9, 11, 8, 6, 6, 6, 11, 16};
     int used = 2;
-    for (int c = 1; c < BCOL_COUNT; c++) { wd[c] = fixed[c]; used += fixed[c] + 1; }
+    for (int c = 1; c < BCOL_COUNT; c++) {
+        wd[c] = fixed[c];
+        used += fixed[c] + 1;
+    }
     /* narrow terminals: drop created, then dataset */
-    if (W - used < 16) { used -= wd[BCOL_CREATED] + 1; wd[BCOL_CREATED] = 0; }
-    if (W - used < 16) { used -= wd[BCOL_DATASET] + 1; wd[BCOL_DATASET] = 0; }
+    if (W - used < 16) {
+        used -= wd[BCOL_CREATED] + 1;
+        wd[BCOL_CREATED] = 0;
+    }
+    if (W - used < 16) {
+        used -= wd[BCOL_DATASET] + 1;
+        wd[BCOL_DATASET] = 0;
+    }
     wd[BCOL_NAME] = W - used > 8 ? W - used : 8;
 }
 
@@ -431,15 +466,19 @@ static void draw_list(Browser *b, int W, int H) {
         running += !strcmp(b->list.e[i].status, "running");
         damaged += !b->list.e[i].ok;
     }
-    snprintf(buf, sizeof buf, " moelab browse %s %s  %d sessions%s%s  (%d running, %d damaged)%s%s", t->utf8 ? "\u2502" : "|",
-             b->root, b->list.n, b->filter[0] ? ", filter: " : "", b->filter, running, damaged,
-             marked ? ", marked: " : "", marked == 1 ? "1 (mark one more to compare)" : marked == 2 ? "2 (c compares)" : "");
+    snprintf(buf, sizeof buf, " moelab browse %s %s  %d sessions%s%s  (%d running, %d damaged)%s%s",
+             t->utf8 ? "\u2502" : "|", b->root, b->list.n, b->filter[0] ? ", filter: " : "", b->filter, running,
+             damaged, marked ? ", marked: " : "",
+             marked == 1   ? "1 (mark one more to compare)"
+             : marked == 2 ? "2 (c compares)"
+                           : "");
     draw_text(stdscr, 0, 0, W, t->role[TH_STATUS] | A_BOLD, buf);
     /* header */
     int x = 2;
     for (int c = 0; c < BCOL_COUNT; c++) {
         if (!wd[c]) continue;
-        snprintf(buf, sizeof buf, "%s%s", browse_col_name(c), c == b->sort_col ? (b->sort_rev ? (t->utf8 ? "\u25bc" : "v") : (t->utf8 ? "\u25b2" : "^")) : "");
+        snprintf(buf, sizeof buf, "%s%s", browse_col_name(c),
+                 c == b->sort_col ? (b->sort_rev ? (t->utf8 ? "\u25bc" : "v") : (t->utf8 ? "\u25b2" : "^")) : "");
         const int right = c == BCOL_BEST || c == BCOL_LAST || c == BCOL_EPOCHS;
         if (right) draw_textf(stdscr, 1, x, wd[c], t->role[TH_TITLE], "%*s", wd[c], buf);
         else draw_text(stdscr, 1, x, wd[c], t->role[TH_TITLE], buf);
@@ -455,8 +494,10 @@ static void draw_list(Browser *b, int W, int H) {
     if (sw_rows >= 2) {
         const SweepSummary *sw = &b->sweep;
         const int y0 = H - 3 - sw_rows;
-        snprintf(buf, sizeof buf, "sweep: %d configurations x %d seeds; gap = final test accuracy minus the matching dense "
-                 "configuration's, with its %.0f%% Welch CI", sw->nconfigs, sw->seeds, 100 * sw->ci_level);
+        snprintf(buf, sizeof buf,
+                 "sweep: %d configurations x %d seeds; gap = final test accuracy minus the matching dense "
+                 "configuration's, with its %.0f%% Welch CI",
+                 sw->nconfigs, sw->seeds, 100 * sw->ci_level);
         draw_text(stdscr, y0, 1, W - 2, t->role[TH_TITLE], buf);
         snprintf(buf, sizeof buf, "  %-56s %3s %15s %8s %8s %9s %18s", "configuration", "n", "final acc %", "rho nom",
                  "rho real", "gap pp", "CI pp");
@@ -481,8 +522,11 @@ static void draw_list(Browser *b, int W, int H) {
     if (b->sel >= b->top + list_h) b->top = b->sel - list_h + 1;
     if (b->top < 0) b->top = 0;
     if (b->nrows == 0) {
-        draw_text(stdscr, 3, 2, W - 4, t->role[TH_DIM],
-                  b->list.n ? "no session matches the filter (Esc clears it)" : "no sessions here (a session is a folder with live.h5; moelab train writes them under sessions/)");
+        draw_text(
+            stdscr, 3, 2, W - 4, t->role[TH_DIM],
+            b->list.n
+                ? "no session matches the filter (Esc clears it)"
+                : "no sessions here (a session is a folder with live.h5; moelab train writes them under sessions/)");
     }
     for (int r = 0; r < list_h && b->top + r < b->nrows; r++) {
         const int i = b->rows[b->top + r];
@@ -522,9 +566,12 @@ static void draw_list(Browser *b, int W, int H) {
             snprintf(buf, sizeof buf, "%s: %s", e->ok ? "note" : "cannot read", e->err);
             draw_wrapped(stdscr, H - 3, 1, W - 2, 2, e->ok ? t->role[TH_WARN] : t->role[TH_ERROR], buf);
         } else {
-            snprintf(buf, sizeof buf, "%.500s  created %.40s  seed %llu  %ld steps logged, %d evaluations (best %.2f%% at epoch %d), %ld events",
-                     e->path, e->info.created, (unsigned long long)e->info.seed, e->info.steps_logged, e->info.evals,
-                     isfinite(e->info.best_test_acc) ? 100 * e->info.best_test_acc : 0.0, e->info.best_epoch, e->info.events);
+            snprintf(
+                buf, sizeof buf,
+                "%.500s  created %.40s  seed %llu  %ld steps logged, %d evaluations (best %.2f%% at epoch %d), %ld events",
+                e->path, e->info.created, (unsigned long long)e->info.seed, e->info.steps_logged, e->info.evals,
+                isfinite(e->info.best_test_acc) ? 100 * e->info.best_test_acc : 0.0, e->info.best_epoch,
+                e->info.events);
             draw_wrapped(stdscr, H - 3, 1, W - 2, 2, t->role[TH_DIM], buf);
         }
     }
@@ -562,17 +609,22 @@ static void draw_hint(Browser *b, int y, int W) {
         draw_text(stdscr, y, n, W - n, t->role[TH_DIM], "  (Enter applies, Esc cancels)");
         return;
     }
-    if (b->msg[0]) { draw_text(stdscr, y, 0, W, t->role[TH_WARN], b->msg); return; }
-    const char *h = b->screen == SCR_LIST ? "Enter open  m mark  c compare  s/S sort  / filter  r rescan  ? help  q quit"
-                  : b->screen == SCR_COMPARE ? "Left/Right epoch  Home/End  0-9 Enter epoch  ? help  Esc/q back"
-                  : b->tsne_on ? "c colour by class/expert  Left/Right epoch  t/Esc close  ? help"
-                  : "Left/Right epoch  Home/End  0-9 Enter epoch  t t-SNE  tab focus  z zoom  ? help  Esc/q back";
+    if (b->msg[0]) {
+        draw_text(stdscr, y, 0, W, t->role[TH_WARN], b->msg);
+        return;
+    }
+    const char *h =
+        b->screen == SCR_LIST      ? "Enter open  m mark  c compare  s/S sort  / filter  r rescan  ? help  q quit"
+        : b->screen == SCR_COMPARE ? "Left/Right epoch  Home/End  0-9 Enter epoch  ? help  Esc/q back"
+        : b->tsne_on               ? "c colour by class/expert  Left/Right epoch  t/Esc close  ? help"
+                     : "Left/Right epoch  Home/End  0-9 Enter epoch  t t-SNE  tab focus  z zoom  ? help  Esc/q back";
     draw_text(stdscr, y, 0, W, t->role[TH_DIM], h);
 }
 
 static void draw_session(Browser *b, int W, int H) {
     Loaded *L = &b->a;
-    const LayoutOptions lo = {.has_moe = L->ctx.has_moe, .banner = view_banner_active(&L->v[PANEL_BANNER]),
+    const LayoutOptions lo = {.has_moe = L->ctx.has_moe,
+                              .banner = view_banner_active(&L->v[PANEL_BANNER]),
                               .zoom = b->zoom && !b->tsne_on ? b->focus : -1};
     Layout lay;
     layout_compute(&lay, W, H, &lo);
@@ -595,10 +647,10 @@ static void draw_compare(Browser *b, int W, int H) {
     /* status: the two runs and the epoch */
     char buf[1400];
     draw_fill(stdscr, 0, 0, W, t->role[TH_STATUS]);
-    snprintf(buf, sizeof buf, " moelab compare %s A: %s (%s%s%s) %s B: %s (%s%s%s)", t->utf8 ? "\u2502" : "|", b->a.name,
-             b->a.ctx.head, b->a.ctx.has_moe ? ", " : "", b->a.ctx.has_moe ? tau_kind_name(b->a.base.kind) : "",
-             t->utf8 ? "\u2502" : "|", b->b.name, b->b.ctx.head, b->b.ctx.has_moe ? ", " : "",
-             b->b.ctx.has_moe ? tau_kind_name(b->b.base.kind) : "");
+    snprintf(buf, sizeof buf, " moelab compare %s A: %s (%s%s%s) %s B: %s (%s%s%s)", t->utf8 ? "\u2502" : "|",
+             b->a.name, b->a.ctx.head, b->a.ctx.has_moe ? ", " : "",
+             b->a.ctx.has_moe ? tau_kind_name(b->a.base.kind) : "", t->utf8 ? "\u2502" : "|", b->b.name, b->b.ctx.head,
+             b->b.ctx.has_moe ? ", " : "", b->b.ctx.has_moe ? tau_kind_name(b->b.base.kind) : "");
     draw_text(stdscr, 0, 0, W, t->role[TH_STATUS] | A_BOLD, buf);
     snprintf(buf, sizeof buf, " epoch %d  (A has %d evaluations, B %d)   A: %s   B: %s", b->cmp_epoch, b->a.h.nevals,
              b->b.h.nevals, b->a.h.info.status, b->b.h.info.status);
@@ -620,7 +672,8 @@ static void render(Browser *b) {
     if (W < LAYOUT_MIN_W || H < LAYOUT_MIN_H) {
         char m[96];
         snprintf(m, sizeof m, "terminal too small (need %dx%d, have %dx%d)", LAYOUT_MIN_W, LAYOUT_MIN_H, W, H);
-        draw_text(stdscr, H / 2, W > (int)strlen(m) ? (W - (int)strlen(m)) / 2 : 0, W, b->theme.role[TH_WARN] | A_BOLD, m);
+        draw_text(stdscr, H / 2, W > (int)strlen(m) ? (W - (int)strlen(m)) / 2 : 0, W, b->theme.role[TH_WARN] | A_BOLD,
+                  m);
         wnoutrefresh(stdscr);
         doupdate();
         return;
@@ -659,8 +712,9 @@ static const char *cursor_note(Browser *b) {
     static char note[96];
     const SessionHistory *h = &b->a.h;
     if (h->nevals == 0) snprintf(note, sizeof note, "no evaluation yet");
-    else snprintf(note, sizeof note, "evaluation %d of %d%s", b->ev + 1, h->nevals,
-                  !strcmp(h->info.status, "running") ? (b->follow ? "  (following)" : "  (live)") : "");
+    else
+        snprintf(note, sizeof note, "evaluation %d of %d%s", b->ev + 1, h->nevals,
+                 !strcmp(h->info.status, "running") ? (b->follow ? "  (following)" : "  (live)") : "");
     return note;
 }
 
@@ -702,7 +756,10 @@ static int open_session(Browser *b, const char *path, const char *name) {
 static int open_compare(Browser *b, const BrowseEntry *ea, const BrowseEntry *eb) {
     char err[600];
     job_stop(&b->job);
-    if (load_session(&b->a, ea->path, ea->name, &b->theme, 1, err, sizeof err)) { set_msg(b, "cannot open %s: %s", ea->name, err); return -1; }
+    if (load_session(&b->a, ea->path, ea->name, &b->theme, 1, err, sizeof err)) {
+        set_msg(b, "cannot open %s: %s", ea->name, err);
+        return -1;
+    }
     if (load_session(&b->b, eb->path, eb->name, &b->theme, 1, err, sizeof err)) {
         set_msg(b, "cannot open %s: %s", eb->name, err);
         loaded_free(&b->a);
@@ -751,7 +808,8 @@ static void session_refresh(Browser *b) {
     SessionInfo i;
     if (session_read_info(b->a.h.path, &i) != ML_OK) return; /* mid-write: try again next time */
     const SessionInfo *o = &b->a.h.info;
-    if (i.steps_logged == o->steps_logged && i.evals == o->evals && i.events == o->events && !strcmp(i.status, o->status))
+    if (i.steps_logged == o->steps_logged && i.evals == o->evals && i.events == o->events &&
+        !strcmp(i.status, o->status))
         return;
     char path[1024], name[512], err[600];
     snprintf(path, sizeof path, "%s", b->a.h.path);
@@ -784,7 +842,10 @@ static void goto_epoch(Browser *b, int epoch) {
         return;
     }
     const int ev = session_history_eval_at_epoch(&b->a.h, epoch);
-    if (ev < 0) { set_msg(b, "no evaluation at or before epoch %d", epoch); return; }
+    if (ev < 0) {
+        set_msg(b, "no evaluation at or before epoch %d", epoch);
+        return;
+    }
     b->ev = ev;
     b->follow = ev == b->a.h.nevals - 1;
     session_cursor(b);
@@ -823,11 +884,17 @@ static void move_cursor(Browser *b, int delta, int to) {
 static int key_input(Browser *b, int c) {
     const size_t len = strlen(b->inbuf);
     if (c == 27 || c == 7) { /* Esc, Ctrl-G */
-        if (b->input == '/') { b->filter[0] = 0; list_rows(b); }
+        if (b->input == '/') {
+            b->filter[0] = 0;
+            list_rows(b);
+        }
         b->input = 0;
     } else if (c == '\n' || c == '\r' || c == KEY_ENTER) {
-        if (b->input == '/') { snprintf(b->filter, sizeof b->filter, "%s", b->inbuf); b->sel = 0; list_rows(b); }
-        else if (len) goto_epoch(b, atoi(b->inbuf));
+        if (b->input == '/') {
+            snprintf(b->filter, sizeof b->filter, "%s", b->inbuf);
+            b->sel = 0;
+            list_rows(b);
+        } else if (len) goto_epoch(b, atoi(b->inbuf));
         b->input = 0;
     } else if (c == KEY_BACKSPACE || c == 127 || c == 8) {
         if (len) b->inbuf[len - 1] = 0;
@@ -835,7 +902,11 @@ static int key_input(Browser *b, int c) {
     } else if (c >= 32 && c < 127 && len + 1 < sizeof b->inbuf && (b->input == '/' || (c >= '0' && c <= '9'))) {
         b->inbuf[len] = (char)c;
         b->inbuf[len + 1] = 0;
-        if (b->input == '/') { snprintf(b->filter, sizeof b->filter, "%s", b->inbuf); b->sel = 0; list_rows(b); }
+        if (b->input == '/') {
+            snprintf(b->filter, sizeof b->filter, "%s", b->inbuf);
+            b->sel = 0;
+            list_rows(b);
+        }
     }
     b->dirty = 1;
     return 0;
@@ -846,18 +917,44 @@ static int key_list(Browser *b, int c) {
     const int page = H - 6 > 1 ? H - 6 : 1;
     switch (c) {
     case 'q': return 1;
-    case KEY_UP: case 'k': b->sel--; break;
-    case KEY_DOWN: case 'j': b->sel++; break;
+    case KEY_UP:
+    case 'k': b->sel--; break;
+    case KEY_DOWN:
+    case 'j': b->sel++; break;
     case KEY_PPAGE: b->sel -= page; break;
     case KEY_NPAGE: b->sel += page; break;
-    case KEY_HOME: case KEY_FIND: case 'g': b->sel = 0; break;
-    case KEY_END: case KEY_SELECT: case 'G': b->sel = b->nrows - 1; break;
-    case 's': b->sort_col = (b->sort_col + 1) % BCOL_COUNT; browse_list_sort(&b->list, b->sort_col, b->sort_rev); list_rows(b); break;
-    case 'S': b->sort_rev = !b->sort_rev; browse_list_sort(&b->list, b->sort_col, b->sort_rev); list_rows(b); break;
-    case '/': b->input = '/'; snprintf(b->inbuf, sizeof b->inbuf, "%.63s", b->filter); break;
-    case 27: if (b->filter[0]) { b->filter[0] = 0; list_rows(b); } break;
-    case 'r': list_rescan(b); set_msg(b, "rescanned: %d sessions", b->list.n); break;
-    case ' ': case 'm':
+    case KEY_HOME:
+    case KEY_FIND:
+    case 'g': b->sel = 0; break;
+    case KEY_END:
+    case KEY_SELECT:
+    case 'G': b->sel = b->nrows - 1; break;
+    case 's':
+        b->sort_col = (b->sort_col + 1) % BCOL_COUNT;
+        browse_list_sort(&b->list, b->sort_col, b->sort_rev);
+        list_rows(b);
+        break;
+    case 'S':
+        b->sort_rev = !b->sort_rev;
+        browse_list_sort(&b->list, b->sort_col, b->sort_rev);
+        list_rows(b);
+        break;
+    case '/':
+        b->input = '/';
+        snprintf(b->inbuf, sizeof b->inbuf, "%.63s", b->filter);
+        break;
+    case 27:
+        if (b->filter[0]) {
+            b->filter[0] = 0;
+            list_rows(b);
+        }
+        break;
+    case 'r':
+        list_rescan(b);
+        set_msg(b, "rescanned: %d sessions", b->list.n);
+        break;
+    case ' ':
+    case 'm':
         if (b->nrows > 0) {
             BrowseEntry *e = &b->list.e[b->rows[b->sel]];
             int marked = 0;
@@ -870,13 +967,19 @@ static int key_list(Browser *b, int c) {
     case 'c': {
         const BrowseEntry *m[2] = {NULL, NULL};
         int nm = 0;
-        for (int i = 0; i < b->list.n && nm < 2; i++) if (b->list.e[i].marked) m[nm++] = &b->list.e[i];
+        for (int i = 0; i < b->list.n && nm < 2; i++)
+            if (b->list.e[i].marked) m[nm++] = &b->list.e[i];
         if (nm == 1 && b->nrows > 0 && &b->list.e[b->rows[b->sel]] != m[0]) m[nm++] = &b->list.e[b->rows[b->sel]];
-        if (nm < 2) { set_msg(b, "mark two sessions with m (or mark one and select the other), then c"); break; }
+        if (nm < 2) {
+            set_msg(b, "mark two sessions with m (or mark one and select the other), then c");
+            break;
+        }
         open_compare(b, m[0], m[1]);
         break;
     }
-    case '\n': case '\r': case KEY_ENTER:
+    case '\n':
+    case '\r':
+    case KEY_ENTER:
         if (b->nrows > 0) {
             const BrowseEntry *e = &b->list.e[b->rows[b->sel]];
             if (!e->ok) set_msg(b, "cannot open %s: %s", e->name, e->err);
@@ -893,20 +996,34 @@ static int key_list(Browser *b, int c) {
 
 static int key_view(Browser *b, int c) {
     const int back = c == 'q' || c == 27 || c == KEY_BACKSPACE || c == 127;
-    if (b->tsne_on && (back || c == 't')) { b->tsne_on = 0; job_stop(&b->job); b->dirty = 1; return 0; }
+    if (b->tsne_on && (back || c == 't')) {
+        b->tsne_on = 0;
+        job_stop(&b->job);
+        b->dirty = 1;
+        return 0;
+    }
     if (back) {
         if (b->direct) return 1;
         leave_to_list(b);
         return 0;
     }
     switch (c) {
-    case KEY_LEFT: case 'h': move_cursor(b, -1, 0); break;
-    case KEY_RIGHT: case 'l':
-        if (c == 'l' && b->screen == SCR_SESSION && !b->tsne_on && b->focus == PANEL_CURVES) { view_on_key(&b->a.v[PANEL_CURVES], 'l'); break; }
+    case KEY_LEFT:
+    case 'h': move_cursor(b, -1, 0); break;
+    case KEY_RIGHT:
+    case 'l':
+        if (c == 'l' && b->screen == SCR_SESSION && !b->tsne_on && b->focus == PANEL_CURVES) {
+            view_on_key(&b->a.v[PANEL_CURVES], 'l');
+            break;
+        }
         move_cursor(b, +1, 0);
         break;
-    case KEY_HOME: case KEY_FIND: case 'g': move_cursor(b, 0, -1); break;
-    case KEY_END: case KEY_SELECT: case 'G': move_cursor(b, 0, +1); break;
+    case KEY_HOME:
+    case KEY_FIND:
+    case 'g': move_cursor(b, 0, -1); break;
+    case KEY_END:
+    case KEY_SELECT:
+    case 'G': move_cursor(b, 0, +1); break;
     case KEY_PPAGE: move_cursor(b, -5, 0); break;
     case KEY_NPAGE: move_cursor(b, +5, 0); break;
     case 't':
@@ -928,8 +1045,11 @@ static int key_view(Browser *b, int c) {
             if (nf >= 0) b->focus = nf;
         }
         break;
-    case 'z': if (b->screen == SCR_SESSION) b->zoom = !b->zoom; break;
-    case '[': case ']':
+    case 'z':
+        if (b->screen == SCR_SESSION) b->zoom = !b->zoom;
+        break;
+    case '[':
+    case ']':
         if (b->screen == SCR_SESSION && b->a.have_v[b->focus]) view_on_key(&b->a.v[b->focus], c);
         break;
     default:
@@ -946,16 +1066,30 @@ static int key_view(Browser *b, int c) {
 }
 
 static int handle_key(Browser *b, int c) {
-    if (c == KEY_RESIZE) { b->dirty = 1; return 0; }
-    if (c == 12) { clearok(curscr, TRUE); b->dirty = 1; return 0; }
+    if (c == KEY_RESIZE) {
+        b->dirty = 1;
+        return 0;
+    }
+    if (c == 12) {
+        clearok(curscr, TRUE);
+        b->dirty = 1;
+        return 0;
+    }
     if (b->help_on) {
         if (c == 27 || c == '?' || c == 'q') b->help_on = 0;
         b->dirty = 1;
         return 0;
     }
     if (b->input) return key_input(b, c);
-    if (c == '?') { b->help_on = 1; b->dirty = 1; return 0; }
-    if (b->msg[0]) { b->msg[0] = 0; b->dirty = 1; }
+    if (c == '?') {
+        b->help_on = 1;
+        b->dirty = 1;
+        return 0;
+    }
+    if (b->msg[0]) {
+        b->msg[0] = 0;
+        b->dirty = 1;
+    }
     return b->screen == SCR_LIST ? key_list(b, c) : key_view(b, c);
 }
 
@@ -967,7 +1101,10 @@ static int read_key(void) {
     if (c != 27) return c;
     const int c2 = getch();
     if (c2 == ERR) return 27;
-    if (c2 != '[' && c2 != 'O') { ungetch(c2); return 27; }
+    if (c2 != '[' && c2 != 'O') {
+        ungetch(c2);
+        return 27;
+    }
     char seq[16];
     int n = 0, k;
     while ((k = getch()) != ERR && n < (int)sizeof seq - 1) {
@@ -1005,12 +1142,13 @@ static void print_list(BrowseList *l, const char *filter) {
 }
 
 static void usage(FILE *f) {
-    fprintf(f,
-"usage: moelab browse [DIR | SESSION_DIR | FILE.h5 | sweep.h5] [--list] [--sort COLUMN] [--reverse] [--filter TEXT]\n\n"
-"Browses saved sessions (default DIR: sessions/). A folder holding live.h5, or an .h5 session\n"
-"file, opens that session directly; a sweep.h5 lists the sweep's runs. Without a terminal, or\n"
-"with --list, prints the list instead. COLUMN: name dataset head experts schedule best last\n"
-"epochs status created. Keys: ? in the browser.\n");
+    fprintf(
+        f,
+        "usage: moelab browse [DIR | SESSION_DIR | FILE.h5 | sweep.h5] [--list] [--sort COLUMN] [--reverse] [--filter TEXT]\n\n"
+        "Browses saved sessions (default DIR: sessions/). A folder holding live.h5, or an .h5 session\n"
+        "file, opens that session directly; a sweep.h5 lists the sweep's runs. Without a terminal, or\n"
+        "with --list, prints the list instead. COLUMN: name dataset head experts schedule best last\n"
+        "epochs status created. Keys: ? in the browser.\n");
 }
 
 static int is_session_dir(const char *p) {
@@ -1020,93 +1158,123 @@ static int is_session_dir(const char *p) {
     return stat(f, &sb) == 0 && S_ISREG(sb.st_mode);
 }
 
-int cmd_browse(int argc, char **argv) {
-    const char *root = NULL, *filter = "";
-    int list_only = 0, sort_col = BCOL_CREATED, reverse = 0;
+/* The command line of `moelab browse`. */
+typedef struct {
+    const char *root; /* DIR, SESSION_DIR, FILE.h5 or sweep.h5 (default: sessions) */
+    int given;        /* root was on the command line */
+    const char *filter;
+    int list_only, sort_col, reverse;
+} BrowseArgs;
+
+/* Parses argv into a: -1 to go on, else the exit status (0 after --help, 2 on bad usage). */
+static int parse_args(int argc, char **argv, BrowseArgs *a) {
+    memset(a, 0, sizeof *a);
+    a->filter = "";
+    a->sort_col = BCOL_CREATED;
     for (int i = 1; i < argc; i++) {
-        if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) { usage(stdout); return 0; }
-        if (!strcmp(argv[i], "--list")) list_only = 1;
-        else if (!strcmp(argv[i], "--reverse")) reverse = 1;
+        if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) {
+            usage(stdout);
+            return 0;
+        }
+        if (!strcmp(argv[i], "--list")) a->list_only = 1;
+        else if (!strcmp(argv[i], "--reverse")) a->reverse = 1;
         else if (!strcmp(argv[i], "--sort") && i + 1 < argc) {
-            sort_col = browse_col_parse(argv[++i]);
-            if (sort_col < 0) { fprintf(stderr, "moelab browse: unknown column '%s'\n", argv[i]); usage(stderr); return 2; }
-        } else if (!strcmp(argv[i], "--filter") && i + 1 < argc) filter = argv[++i];
-        else if (argv[i][0] == '-') { fprintf(stderr, "moelab browse: unknown option '%s'\n", argv[i]); usage(stderr); return 2; }
-        else if (!root) root = argv[i];
-        else { fprintf(stderr, "moelab browse: one folder or file only\n"); return 2; }
+            a->sort_col = browse_col_parse(argv[++i]);
+            if (a->sort_col < 0) {
+                fprintf(stderr, "moelab browse: unknown column '%s'\n", argv[i]);
+                usage(stderr);
+                return 2;
+            }
+        } else if (!strcmp(argv[i], "--filter") && i + 1 < argc) a->filter = argv[++i];
+        else if (argv[i][0] == '-') {
+            fprintf(stderr, "moelab browse: unknown option '%s'\n", argv[i]);
+            usage(stderr);
+            return 2;
+        } else if (!a->root) a->root = argv[i];
+        else {
+            fprintf(stderr, "moelab browse: one folder or file only\n");
+            return 2;
+        }
     }
-    const int given = root != NULL;
-    if (!root) root = "sessions";
-    const int tty = isatty(STDIN_FILENO) && isatty(STDOUT_FILENO);
+    a->given = a->root != NULL;
+    if (!a->root) a->root = "sessions";
+    return -1;
+}
+
+/* What root is: *is_h5 for an .h5 file, *direct for one session (a folder holding live.h5, or a
+ * file that is not a sweep.h5). 0, or 1 (with a message) when root cannot be read. */
+static int inspect_root(const char *root, int given, int *is_h5, int *direct) {
     struct stat sb;
     if (stat(root, &sb) != 0) {
-        fprintf(stderr, "moelab browse: %s: %s%s\n", root, strerror(errno),
-                given ? "" : " (moelab train writes sessions under sessions/ of the folder it runs in; give the folder to browse)");
+        fprintf(
+            stderr, "moelab browse: %s: %s%s\n", root, strerror(errno),
+            given
+                ? ""
+                : " (moelab train writes sessions under sessions/ of the folder it runs in; give the folder to browse)");
         return 1;
     }
     const size_t rl = strlen(root);
-    const int is_h5 = S_ISREG(sb.st_mode) && rl > 3 && !strcmp(root + rl - 3, ".h5");
-    int direct = is_session_dir(root) || (S_ISREG(sb.st_mode) && !is_h5);
+    *is_h5 = S_ISREG(sb.st_mode) && rl > 3 && !strcmp(root + rl - 3, ".h5");
+    *direct = is_session_dir(root) || (S_ISREG(sb.st_mode) && !*is_h5);
     SessionInfo probe;
-    if (is_h5 && session_read_info(root, &probe) == ML_OK) direct = 1; /* a session file, not a sweep */
-    Browser *b = calloc(1, sizeof *b);
-    if (!b) { fprintf(stderr, "moelab: out of memory\n"); return 1; }
-    b->root = root;
-    b->sort_col = sort_col;
-    b->sort_rev = reverse;
-    b->job.ev = -1;
-    snprintf(b->filter, sizeof b->filter, "%s", filter);
+    if (*is_h5 && session_read_info(root, &probe) == ML_OK) *direct = 1; /* a session file, not a sweep */
+    return 0;
+}
+
+/* --list (or no terminal) on one session: its row of the list. */
+static void print_session(const char *root) {
+    BrowseList l = {0};
+    BrowseEntry e;
+    memset(&e, 0, sizeof e);
+    snprintf(e.name, sizeof e.name, "%s", root);
+    snprintf(e.path, sizeof e.path, "%s", root);
+    browse_entry_read(&e, (double)time(NULL));
+    l.e = &e;
+    l.n = 1;
+    print_list(&l, "");
+}
+
+/* Reads what the browser starts from: checks that the one session given reads, or scans the list
+ * (and a sweep.h5's summary). With print (--list, or no terminal) prints the list instead of
+ * browsing it. Returns -1 to open the screen, else the exit status. */
+static int browse_load(Browser *b, const BrowseArgs *a, int is_h5, int direct, int print) {
     if (direct) {
         /* one session: check it reads before opening the screen */
         SessionInfo i;
-        if (session_read_info(root, &i) != ML_OK) {
+        if (session_read_info(a->root, &i) != ML_OK) {
             fprintf(stderr, "moelab browse: %s\n", ml_last_error());
-            free(b);
             return 1;
         }
-        if (!tty || list_only) {
-            BrowseList l = {0};
-            BrowseEntry e;
-            memset(&e, 0, sizeof e);
-            snprintf(e.name, sizeof e.name, "%s", root);
-            snprintf(e.path, sizeof e.path, "%s", root);
-            browse_entry_read(&e, (double)time(NULL));
-            l.e = &e;
-            l.n = 1;
-            print_list(&l, "");
-            free(b);
+        if (print) {
+            print_session(a->root);
             return 0;
         }
-    } else {
-        if (browse_list_scan(&b->list, root)) {
-            fprintf(stderr, "moelab browse: %s\n", ml_last_error());
-            browse_list_free(&b->list);
-            free(b);
-            return 1;
-        }
-        browse_list_sort(&b->list, sort_col, reverse);
-        if (is_h5 && sweep_h5_read(root, &b->sweep) == ML_OK) b->have_sweep = 1;
-        if (!tty || list_only) {
-            print_list(&b->list, filter);
-            int damaged = 0;
-            for (int i = 0; i < b->list.n; i++) damaged += !b->list.e[i].ok;
-            printf("%d sessions, %d unreadable\n", b->list.n, damaged);
-            browse_list_free(&b->list);
-            if (b->have_sweep) sweep_summary_free(&b->sweep);
-            free(b);
-            return 0;
-        }
+        return -1;
     }
+    if (browse_list_scan(&b->list, a->root)) {
+        fprintf(stderr, "moelab browse: %s\n", ml_last_error());
+        return 1;
+    }
+    browse_list_sort(&b->list, a->sort_col, a->reverse);
+    if (is_h5 && sweep_h5_read(a->root, &b->sweep) == ML_OK) b->have_sweep = 1;
+    if (!print) return -1;
+    print_list(&b->list, a->filter);
+    int damaged = 0;
+    for (int i = 0; i < b->list.n; i++) damaged += !b->list.e[i].ok;
+    printf("%d sessions, %d unreadable\n", b->list.n, damaged);
+    return 0;
+}
 
-    // ---- the screen
+/* Opens the terminal in the browser's modes, with its theme and help overlay. NULL (with a
+ * message) when the terminal cannot be opened. */
+static SCREEN *screen_open(Browser *b) {
     setlocale(LC_ALL, "");
     b->utf8 = !strcmp(nl_langinfo(CODESET), "UTF-8");
     SCREEN *scr = newterm(NULL, stdout, stdin);
     if (!scr) {
-        fprintf(stderr, "moelab browse: cannot open the terminal '%s' (use --list)\n", getenv("TERM") ? getenv("TERM") : "");
-        browse_list_free(&b->list);
-        free(b);
-        return 1;
+        fprintf(stderr, "moelab browse: cannot open the terminal '%s' (use --list)\n",
+                getenv("TERM") ? getenv("TERM") : "");
+        return NULL;
     }
     g_curses = 1;
     atexit(restore_terminal);
@@ -1122,53 +1290,95 @@ int cmd_browse(int argc, char **argv) {
     b->help_ctx.theme = &b->theme;
     b->help_ctx.browse = 1;
     view_init(&b->help, &view_help_class, &b->help_ctx);
-    struct sigaction sa, oi, ot, oh;
+    return scr;
+}
+
+/* The handlers replaced while the screen is open: SIGINT, SIGTERM and SIGHUP end the loop. */
+typedef struct {
+    struct sigaction oi, ot, oh;
+} SavedSignals;
+
+static void signals_catch(SavedSignals *s) {
+    struct sigaction sa;
     memset(&sa, 0, sizeof sa);
     sa.sa_handler = on_sig;
     sigemptyset(&sa.sa_mask);
-    sigaction(SIGINT, &sa, &oi);
-    sigaction(SIGTERM, &sa, &ot);
-    sigaction(SIGHUP, &sa, &oh);
-    int rc = 0;
+    sigaction(SIGINT, &sa, &s->oi);
+    sigaction(SIGTERM, &sa, &s->ot);
+    sigaction(SIGHUP, &sa, &s->oh);
+}
+
+static void signals_restore(const SavedSignals *s) {
+    sigaction(SIGINT, &s->oi, NULL);
+    sigaction(SIGTERM, &s->ot, NULL);
+    sigaction(SIGHUP, &s->oh, NULL);
+}
+
+/* The first screen: the session given (0, or -1 with the terminal restored and a message when
+ * it does not open), or the list. */
+static int screen_first(Browser *b, const char *root, int direct) {
     if (direct) {
         b->direct = 1;
         if (open_session(b, root, root)) {
             restore_terminal();
             fprintf(stderr, "moelab browse: %s\n", b->msg);
-            rc = 1;
-            goto out;
+            return -1;
         }
     } else {
         list_rows(b);
         b->list_read_at = ml_now();
     }
+    return 0;
+}
+
+/* Handles the keys waiting; 1 if one of them quits. */
+static int read_keys(Browser *b) {
+    for (int guard = 0; guard < 1024; guard++) {
+        const int c = read_key();
+        if (c == ERR) break;
+        if (handle_key(b, c)) return 1;
+    }
+    return 0;
+}
+
+/* On the list screen, every LIST_REFRESH_SEC: the running sessions' rows follow their progress
+ * (r rescans everything). */
+static void list_follow_running(Browser *b) {
+    if (b->screen == SCR_LIST && ml_now() - b->list_read_at > LIST_REFRESH_SEC) {
+        const double t0 = ml_now();
+        for (int i = 0; i < b->list.n; i++)
+            if (!strcmp(b->list.e[i].status, "running")) {
+                browse_entry_read(&b->list.e[i], (double)time(NULL));
+                b->dirty = 1;
+            }
+        b->list_read_at = ml_now() + 4 * (ml_now() - t0);
+    }
+}
+
+/* The event loop: draws, waits for keys, polls the t-SNE worker and re-reads running sessions
+ * until a key quits, a signal arrives or the terminal hangs up. Returns the exit status. */
+static int browse_loop(Browser *b) {
     b->dirty = 1;
     for (;;) {
-        if (g_sig) { rc = g_sig == SIGINT ? 0 : 128 + g_sig; break; }
-        if (b->dirty) { render(b); b->dirty = 0; }
+        if (g_sig) return g_sig == SIGINT ? 0 : 128 + g_sig;
+        if (b->dirty) {
+            render(b);
+            b->dirty = 0;
+        }
         struct pollfd pf = {.fd = STDIN_FILENO, .events = POLLIN};
         const int timeout = b->job.running ? 100 : 250;
         const int pr = poll(&pf, 1, timeout);
-        if (pr < 0 && errno != EINTR) break;
-        if (pr > 0 && (pf.revents & (POLLHUP | POLLERR | POLLNVAL))) { rc = 128 + SIGHUP; break; }
-        int quit = 0;
-        for (int guard = 0; guard < 1024; guard++) {
-            const int c = read_key();
-            if (c == ERR) break;
-            if (handle_key(b, c)) { quit = 1; break; }
-        }
-        if (quit) break;
+        if (pr < 0 && errno != EINTR) return 0;
+        if (pr > 0 && (pf.revents & (POLLHUP | POLLERR | POLLNVAL))) return 128 + SIGHUP;
+        if (read_keys(b)) return 0;
         tsne_poll(b);
         session_refresh(b);
-        if (b->screen == SCR_LIST && ml_now() - b->list_read_at > LIST_REFRESH_SEC) {
-            /* the running sessions' rows follow their progress (r rescans everything) */
-            const double t0 = ml_now();
-            for (int i = 0; i < b->list.n; i++)
-                if (!strcmp(b->list.e[i].status, "running")) { browse_entry_read(&b->list.e[i], (double)time(NULL)); b->dirty = 1; }
-            b->list_read_at = ml_now() + 4 * (ml_now() - t0);
-        }
+        list_follow_running(b);
     }
-out:
+}
+
+/* Stops the t-SNE worker, frees the views and closes the terminal. */
+static void screen_close(Browser *b, SCREEN *scr) {
     job_stop(&b->job);
     loaded_free(&b->a);
     loaded_free(&b->b);
@@ -1177,12 +1387,49 @@ out:
     view_free(&b->diff);
     restore_terminal();
     delscreen(scr);
-    sigaction(SIGINT, &oi, NULL);
-    sigaction(SIGTERM, &ot, NULL);
-    sigaction(SIGHUP, &oh, NULL);
+}
+
+static void browser_free(Browser *b) {
     browse_list_free(&b->list);
     if (b->have_sweep) sweep_summary_free(&b->sweep);
     free(b->rows);
     free(b);
+}
+
+int cmd_browse(int argc, char **argv) {
+    BrowseArgs a;
+    int rc = parse_args(argc, argv, &a);
+    if (rc >= 0) return rc;
+    const int tty = isatty(STDIN_FILENO) && isatty(STDOUT_FILENO);
+    int is_h5, direct;
+    if (inspect_root(a.root, a.given, &is_h5, &direct)) return 1;
+    Browser *b = calloc(1, sizeof *b);
+    if (!b) {
+        fprintf(stderr, "moelab: out of memory\n");
+        return 1;
+    }
+    b->root = a.root;
+    b->sort_col = a.sort_col;
+    b->sort_rev = a.reverse;
+    b->job.ev = -1;
+    snprintf(b->filter, sizeof b->filter, "%s", a.filter);
+    rc = browse_load(b, &a, is_h5, direct, !tty || a.list_only);
+    if (rc >= 0) {
+        browser_free(b);
+        return rc;
+    }
+
+    // ---- the screen
+    SCREEN *scr = screen_open(b);
+    if (!scr) {
+        browser_free(b);
+        return 1;
+    }
+    SavedSignals sigs;
+    signals_catch(&sigs);
+    rc = screen_first(b, a.root, direct) ? 1 : browse_loop(b);
+    screen_close(b, scr);
+    signals_restore(&sigs);
+    browser_free(b);
     return rc;
 }

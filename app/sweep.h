@@ -1,6 +1,7 @@
 /* sweep.h — `moelab sweep`: multi-seed experiments over a grid of configurations, the paper's
  * presets, effect sizes against the matching dense baseline, parallel runs (--jobs), sharding
- * (--shard, --collect) and MPI ranks. See app/sweep.c and the README section "Sweeps". */
+ * (--shard, --collect) and MPI ranks. See app/sweep.c (sweep_internal.h lists the other files)
+ * and the README section "Sweeps". */
 #ifndef ML_APP_SWEEP_H
 #define ML_APP_SWEEP_H
 
