@@ -1,6 +1,6 @@
 /* tui.c — the live training screen: terminal setup and teardown, the UI event loop, keys, layout
  * and drawing of the views, and the wiring to the trainer thread (tui_worker.c) and the readline
- * command line (tui_cmdline.c). STYLE.md section 3 describes the design:
+ * command line (tui_cmdline.c). The design (README "The live screen"):
  *
  *   - this (UI) thread alone calls ncurses and readline; the trainer thread alone touches the
  *     Trainer; commands go one way through a queue, immutable record copies the other way;

@@ -1,7 +1,7 @@
 /* tui.h — the live training screen (`moelab train` on a terminal).
  *
  * tui_run takes an initialised Trainer and runs it on a trainer thread while the calling (UI)
- * thread owns ncurses and readline (STYLE.md section 3): panels with curves, the class x expert
+ * thread owns ncurses and readline (README "The live screen"): panels with curves, the class x expert
  * heat map, expert load, the temperature plan, routing scalars, status bar, log, and a readline
  * command line speaking the command language of app/commands.h.
  *

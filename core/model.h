@@ -1,5 +1,5 @@
 /* model.h — moelab's classification model: backbone -> global average pool -> head -> classifier
- * (DESIGN.md section 1).
+ * (README "The model").
  *
  *   backbone `dw`:  stem conv3x3(C_in -> c0) BN ReLU, then 3x [dw3x3 s2 BN ReLU, pw1x1 (c -> 2c) BN ReLU]
  *   backbone `std`: stem conv3x3(C_in -> c0) BN ReLU, then 3x [conv3x3 s2 (c -> 2c) BN ReLU]

@@ -13,7 +13,7 @@
  *     b2     (E, d)
  * The dense head is not handled here (the model owns it); moe_param_count returns 0 for it.
  *
- * Maths (DESIGN.md section 1; issue text wins where they differ):
+ * Maths (README "The model" and "Routing statistics"):
  *   z = x W_r^T (no bias), b = utility bias (state, not a parameter), b_g = b for BIAS_LOGITS else 0.
  *   moe: selection = top-k of (z + b)/tau + noise*G (G standard Gumbel, training only; ties go to
  *        the lower expert index). With noise = 1 this is Gumbel-top-k: the k experts are sampled

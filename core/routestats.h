@@ -4,7 +4,7 @@
  * RouteWin is a ring of the last W logged steps' kept counts (W fixed at init, default 100).
  *   dead expert: its kept count is zero in every one of the last W steps. Only judged once the
  *       window is full (W steps pushed since init/reset), so a run's first steps never flag.
- *   collapse (DESIGN.md section 1), judged on the kept counts summed over the steps in the window,
+ *   collapse (README "Routing statistics"), judged on the kept counts summed over the steps in the window,
  *       once it holds at least min_steps steps:
  *       COLLAPSE_ENTROPY  the mean over the window of the per-step load entropy
  *                         H(kept / sum kept)/log E is < entropy_min (default 0.5). A per-step

@@ -1,4 +1,4 @@
-/* stats.h — the statistics of multi-seed comparisons (DESIGN.md 1, RESEARCH.md 1.13): mean,
+/* stats.h — the statistics of multi-seed comparisons (README "The summary" under "Sweeps"): mean,
  * sample standard deviation, Cohen's d with the pooled standard deviation, Hedges' small-sample
  * correction, and the 95% confidence interval of a difference of means (Welch).
  *

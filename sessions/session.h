@@ -1,10 +1,10 @@
-/* session.h — sessions on disk (DESIGN.md section 4): the live metrics file written in HDF5 SWMR
+/* session.h — sessions on disk (README "Sessions"): the live metrics file written in HDF5 SWMR
  * mode, crash-safe checkpoints for exact resume, CSV export, and readers for the browser.
  *
  * A session is a folder:
  *     DIR/live.h5          config, every StepRecord / EvalRecord, event log, status (SWMR)
  *     DIR/ckpt-<step>.h5   weights, BN statistics, optimiser, RNG, schedules, data order
- * The schema (every group, dataset, shape, dtype and attribute) is in sessions/SCHEMA.md;
+ * The schema (every group, dataset, shape, dtype and attribute) is in README "Session files (format_version 1)";
  * SESSION_FORMAT_VERSION is stored as the `format_version` attribute of both kinds of file.
  * This module is the only one that includes hdf5.h; this header does not.
  *

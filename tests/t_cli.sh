@@ -35,7 +35,7 @@ expect 2 "--head: 'sparse' is not" -- "$BIN" train --head sparse
 expect 2 "--k 9 is larger than --experts 8" -- "$BIN" train --k 9 --dataset synthetic --dry-run
 expect 2 "--schedule: 'wiggly' is not" -- "$BIN" train --schedule wiggly
 
-# --dry-run: the reference model's numbers from DESIGN.md
+# --dry-run: the reference model's numbers of the README ("The model")
 expect 0 "rho         0.288" -- "$BIN" train --dry-run --dataset synthetic
 expect 0 "forward 7279616 per sample (backbone 5173248" -- "$BIN" train --dry-run --dataset synthetic
 expect 0 "head.router  *2048 *4096" -- "$BIN" train --dry-run --dataset synthetic

@@ -1,4 +1,4 @@
-/* ring.h — fixed-capacity histories for the views (STYLE.md 4.12): memory is set at init and
+/* ring.h — fixed-capacity histories for the views (README "Layout"): memory is set at init and
  * never grows during a run.
  *
  * Ring:   the last `cap` values (the oldest is overwritten), for sparklines.

@@ -1,4 +1,4 @@
-/* view.h — the panels of the live screen as small vtables (STYLE.md 4.11, htop's MeterClass):
+/* view.h — the panels of the live screen as small vtables (htop's MeterClass pattern; README "The live screen"):
  *
  *   update(view, msg)      takes an immutable record (a StepRecord, EvalRecord, tau plan, log line
  *                          or the run status) and folds it into the view's own history;
