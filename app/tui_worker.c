@@ -195,6 +195,7 @@ static void w_on_event(const TrainerEvent *e, void *user) {
     TuiWorker *w = user;
     const TrainHooks *sink = &w->hooks->sink;
     if (sink->on_event) sink->on_event(e, sink->user);
+    if (e->kind == TEV_CHECKPOINT && !e->logged) return; /* scheduled checkpoints: not worth a log line */
     static const WorkerEventKind kinds[] = {
         [TEV_APPLIED] = WEV_APPLIED, [TEV_FAILED] = WEV_FAILED, [TEV_NOTE] = WEV_WARN, [TEV_NUMERIC] = WEV_NUMERIC,
         [TEV_ERROR] = WEV_ERROR, [TEV_EPOCH] = WEV_EPOCH, [TEV_CHECKPOINT] = WEV_INFO,
