@@ -3,10 +3,13 @@
 
 #include <errno.h>
 #include <stdio.h>
+#include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/random.h>
 #include <sys/stat.h>
 #include <time.h>
+#include <unistd.h>
 
 void command_line_join(char *buf, size_t n, int argc, char **argv) {
     size_t len = 0;
@@ -70,6 +73,18 @@ void argv_free(int argc, char **argv) {
     free(argv);
 }
 
+/* 128 random bits as 32 hex digits (the time and PID if the kernel has no entropy to give). */
+static void new_session_id(char *buf, size_t n) {
+    unsigned char b[16];
+    if (getrandom(b, sizeof b, GRND_NONBLOCK) != (ssize_t)sizeof b) {
+        const uint64_t t = (uint64_t)(ml_now() * 1e6), p = (uint64_t)getpid();
+        memcpy(b, &t, 8);
+        memcpy(b + 8, &p, 8);
+    }
+    size_t k = 0;
+    for (size_t i = 0; i < sizeof b && k + 2 < n; i++) k += (size_t)snprintf(buf + k, n - k, "%02x", b[i]);
+}
+
 static void report(RunSession *rs, const char *what) {
     if (rs->failed) return;
     rs->failed = 1;
@@ -119,6 +134,8 @@ int runsession_open(RunSession *rs, const AppOptions *o, Trainer *t, const char 
         SessionInfo info;
         memset(&info, 0, sizeof info);
         info.run = &run;
+        new_session_id(rs->session_id, sizeof rs->session_id);
+        info.session_id = rs->session_id;
         info.command_line = cmdline;
         info.dataset_spec = o->dataset;
         if (session_create(&rs->w, rs->dir, &info) != ML_OK) return -1;
@@ -144,6 +161,7 @@ static ml_status on_checkpoint(Trainer *t, const char *why, void *user) {
     if (rs->failed) return ml_fail(ML_ERR_IO, "the session stopped writing after an earlier error");
     StateView sv;
     trainer_state(t, &sv);
+    sv.session_id = rs->session_id;
     if (ckpt_write(rs->dir, &sv, rs->keep) != ML_OK) {
         report(rs, "writing a checkpoint");
         return ML_ERR_IO;

@@ -14,6 +14,7 @@ typedef struct {
     int active;              /* a session is open */
     SessionWriter w;
     char dir[512];
+    char session_id[40];     /* /run@session_id, written into every checkpoint ("" for old sessions) */
     int ckpt_every;          /* epochs between checkpoints (0: only at the end) */
     long ckpt_steps;         /* steps between checkpoints (0: off) */
     int keep;                /* checkpoints kept */

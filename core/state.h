@@ -36,6 +36,7 @@ typedef struct {
     const char *opt_kind;/* "sgd", "adamw" */
     const TrainConfig *cfg; /* stored as the checkpoint's config_json */
     const char *dataset;
+    const char *session_id; /* the session writing it (set by the writer; NULL: none) */
     long step;
     int epoch;
     int nvars;

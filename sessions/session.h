@@ -57,6 +57,7 @@ typedef struct {
     const RunRecord *run;       /* the run's description (trainer_describe) */
     const char *command_line;   /* the exact command line, stored verbatim (NULL: "") */
     const char *dataset_spec;   /* as given to dataset_open (NULL: the dataset's name) */
+    const char *session_id;     /* a random id stored as /run@session_id and in every checkpoint */
 
     /* ---- outputs of session_read_info */
     int format_version;
