@@ -110,8 +110,12 @@ int runsession_open(RunSession *rs, const AppOptions *o, Trainer *t, const char 
             snprintf(rs->dir, sizeof rs->dir, "sessions/%s-%s-%s-%d", t->src.name, moe_head_name(t->cfg.model.head.kind), ts, i);
     }
     if (resume) {
-        char path[1024], rep[1024] = "";
-        if (ckpt_find_latest(rs->dir, path, sizeof path, rep, sizeof rep) != ML_OK) {
+        char path[1024], rep[4096] = "";
+        if (session_read_run_attr(rs->dir, "session_id", rs->session_id, sizeof rs->session_id) != ML_OK)
+            rs->session_id[0] = 0; /* a session from before session ids */
+        StateView sv;
+        trainer_state(t, &sv);
+        if (ckpt_restore_latest(rs->dir, &sv, rs->session_id, path, sizeof path, rep, sizeof rep) != ML_OK) {
             if (rep[0]) {
                 char msg[1024];
                 snprintf(msg, sizeof msg, "%s", ml_last_error());
@@ -120,9 +124,6 @@ int runsession_open(RunSession *rs, const AppOptions *o, Trainer *t, const char 
             return -1;
         }
         if (rep[0]) ml_log(1, "%s", rep);
-        StateView sv;
-        trainer_state(t, &sv);
-        if (ckpt_read(path, &sv) != ML_OK) return -1;
         if (session_open_append(&rs->w, rs->dir, t->step) != ML_OK) return -1;
         rs->active = 1;
         char ev[1100];

@@ -12,9 +12,11 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <math.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 #include <zlib.h>
 
@@ -705,4 +707,70 @@ ml_status ckpt_read_attr(const char *path, const char *name, char *buf, size_t n
     H5Fclose(file);
     H5Eclear2(H5E_DEFAULT);
     return st;
+}
+
+/* ------------------------------------------------------------------ resume: the newest checkpoint that is whole and ours */
+
+static void add_report(char *report, size_t rn, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+static void add_report(char *report, size_t rn, const char *fmt, ...) {
+    if (!report || !rn) return;
+    const size_t used = strlen(report);
+    if (used + 3 >= rn) return;
+    if (used) snprintf(report + used, rn - used, "; ");
+    const size_t u2 = strlen(report);
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(report + u2, rn - u2, fmt, ap);
+    va_end(ap);
+}
+
+/* Why checkpoint `p` is not this run's (NULL if it is): another session's id, or (for checkpoints
+ * that carry an id) another configuration. */
+static const char *not_ours(const char *p, const StateView *v, const char *session_id, char *why, size_t wn) {
+    char *have = ml_alloc(65536), *want = ml_alloc(65536);
+    char id[64] = "";
+    const char *res = NULL;
+    if (!have || !want) { res = "cannot be checked (out of memory)"; goto out; }
+    if (ckpt_read_attr(p, "session_id", id, sizeof id) != ML_OK) id[0] = 0; /* older checkpoints have none */
+    if (id[0] && session_id && session_id[0] && strcmp(id, session_id)) {
+        snprintf(why, wn, "belongs to another run (session id %.12s..., this session is %.12s...)", id, session_id);
+        res = why;
+        goto out;
+    }
+    if (id[0] && ckpt_read_attr(p, "config_json", have, 65536) == ML_OK &&
+        session_config_json(v->cfg, v->dataset, want, 65536) == ML_OK && strcmp(have, want)) {
+        snprintf(why, wn, "was written with another configuration");
+        res = why;
+    }
+out:
+    ml_free(have);
+    ml_free(want);
+    return res;
+}
+
+ml_status ckpt_restore_latest(const char *dir, StateView *v, const char *session_id, char *path, size_t n,
+                              char *report, size_t rn) {
+    h5u_quiet();
+    if (report && rn) report[0] = 0;
+    if (n) path[0] = 0;
+    CkptName *c;
+    int cnt;
+    ml_status st = list_ckpts(dir, &c, &cnt);
+    if (st != ML_OK) return st;
+    for (int i = 0; i < cnt; i++) {
+        char p[H5U_PATH_MAX], why[256];
+        if (h5u_path(p, sizeof p, dir, c[i].name) != ML_OK) continue;
+        struct stat sb;
+        if (lstat(p, &sb) != 0 || !S_ISREG(sb.st_mode)) { add_report(report, rn, "%s is not a regular file and was skipped", c[i].name); continue; }
+        if (ckpt_validate(p, NULL) != ML_OK) { add_report(report, rn, "%s is damaged and was skipped: %s", c[i].name, ml_last_error()); continue; }
+        const char *bad = not_ours(p, v, session_id, why, sizeof why);
+        if (bad) { add_report(report, rn, "%s %s and was skipped", c[i].name, bad); continue; }
+        if (ckpt_read(p, v) != ML_OK) { add_report(report, rn, "%s cannot be restored and was skipped: %s", c[i].name, ml_last_error()); continue; }
+        ml_free(c);
+        if (snprintf(path, n, "%s", p) >= (int)n) return ml_fail(ML_ERR_ARG, "%s: path too long", p);
+        return ML_OK;
+    }
+    ml_free(c);
+    if (cnt == 0) return ml_fail(ML_ERR_IO, "%s: no checkpoint (ckpt-<step>.h5) to resume from", dir);
+    return ml_fail(ML_ERR_IO, "%s: none of the %d checkpoints can be restored", dir, cnt);
 }

@@ -180,6 +180,13 @@ ml_status ckpt_validate(const char *path, long *step);
  * described in `report` (rn bytes, "" if none; may be NULL). ML_ERR_IO if there is no valid
  * checkpoint (the message says why). */
 ml_status ckpt_find_latest(const char *dir, char *path, size_t n, char *report, size_t rn);
+/* Resume: restores into v the newest checkpoint of DIR that is a regular file, validates (every
+ * dataset readable, checksums match), is this run's (its session_id, when it has one, equals
+ * session_id, and then its config_json equals v's configuration) and passes v's checks. Each one
+ * skipped on the way is named in `report` with the reason. path gets the one used. ML_ERR_IO if
+ * none can be restored; v is untouched then. */
+ml_status ckpt_restore_latest(const char *dir, StateView *v, const char *session_id, char *path, size_t n,
+                              char *report, size_t rn);
 /* A string attribute of a checkpoint's root ("config_json", "moelab_version", "created"). */
 ml_status ckpt_read_attr(const char *path, const char *name, char *buf, size_t n);
 
