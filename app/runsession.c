@@ -160,6 +160,13 @@ static void on_step(const StepRecord *r, void *user) {
 static ml_status on_checkpoint(Trainer *t, const char *why, void *user) {
     RunSession *rs = user;
     if (rs->failed) return ml_fail(ML_ERR_IO, "the session stopped writing after an earlier error");
+    /* live.h5 first: a checkpoint renamed into place never refers to steps the history lacks, so a
+     * resume from it (which drops the rows after its step) leaves every row exactly once */
+    if (rs->active && session_flush(&rs->w) != ML_OK) {
+        report(rs, "flushing live.h5 before a checkpoint");
+        return ML_ERR_IO;
+    }
+    rs->last_flush = ml_now();
     StateView sv;
     trainer_state(t, &sv);
     sv.session_id = rs->session_id;
