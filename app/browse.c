@@ -15,7 +15,10 @@
 #include "app.h"
 
 #include <errno.h>
+#include <float.h>
+#include <jansson.h>
 #include <langinfo.h>
+#include <limits.h>
 #include <locale.h>
 #include <math.h>
 #include <poll.h>
@@ -144,10 +147,9 @@ static void fill_ctx(Loaded *L, const Theme *theme) {
     c->E = h->E;
     c->k = i->k;
     c->h = i->hidden;
-    const char *head = json_get(h->config_json, "model");
-    head = head ? json_get(head, "head") : NULL;
+    json_t *cfg = session_config_parse(h->config_json); /* NULL if not JSON: the defaults below */
     double cf = 0;
-    if (head) json_num(head, "cf", &cf);
+    session_config_num(cfg, "model.head.cf", -HUGE_VAL, HUGE_VAL, &cf);
     if (c->has_moe) snprintf(c->head, sizeof c->head, "%s E=%d k=%d h=%d cf=%g", i->head, c->E, c->k, c->h, cf);
     else snprintf(c->head, sizeof c->head, "dense k*h=%d", c->k * c->h);
     c->batch = h->batch;
@@ -157,9 +159,8 @@ static void fill_ctx(Loaded *L, const Theme *theme) {
     c->steps_per_epoch = h->steps_per_epoch;
     c->total_steps = h->total_steps;
     c->rho_nominal = h->rho_nominal;
-    double win = 100;
-    const char *route = json_get(h->config_json, "route");
-    if (route) json_num(route, "window", &win);
+    long win = 100;
+    session_config_long(cfg, "route.window", 1, INT_MAX, &win);
     c->dead_window = (int)((win + c->log_every - 1) / c->log_every);
     L->have_base = browse_tau_schedule(h->config_json, &L->base) == 0;
     if (!L->have_base) {
@@ -168,9 +169,9 @@ static void fill_ctx(Loaded *L, const Theme *theme) {
     }
     tau_plan_init(&c->plan, &L->base);
     double lr = 0;
-    const char *lro = json_get(h->config_json, "lr");
-    if (lro) json_num(lro, "base", &lr);
+    session_config_num(cfg, "lr.base", -FLT_MAX, FLT_MAX, &lr);
     c->lr0 = (float)lr;
+    json_decref(cfg);
 }
 
 /* Loads a session and feeds its whole history into fresh views. 0, or -1 (message in err). */

@@ -60,17 +60,14 @@ void browse_entry_cells(const BrowseEntry *e, char cells[BCOL_COUNT][64]);
 const char *browse_col_name(int c);
 int browse_col_parse(const char *s);   /* -1 if unknown */
 
-/* The launch temperature schedule stored in a session's config_json. 0, or -1 if missing. */
+/* The launch temperature schedule stored in a session's config_json (tau.kind and any of the
+ * other tau{} fields; absent ones keep tau_schedule_defaults). 0, or -1 if the text is not JSON,
+ * has no tau.kind, a field of the wrong type or a schedule tau_validate refuses (the reason is
+ * in ml_last_error()). */
 int browse_tau_schedule(const char *config_json, TauSchedule *s);
 /* The temperature plan in effect at `step`: the launch schedule with the session's logged `set tau`
  * and `anneal` commands up to that step applied, as the trainer applied them. */
 void browse_plan_at(const SessionHistory *h, const TauSchedule *base, long step, TauPlan *plan);
-
-/* Minimal JSON access for the stored configuration: the value of `key` in the object text at
- * obj (pointer to its first character), NULL if absent; numbers and strings. */
-const char *json_get(const char *obj, const char *key);
-int json_num(const char *obj, const char *key, double *v);
-int json_str(const char *obj, const char *key, char *buf, size_t n);
 
 int cmd_browse(int argc, char **argv);
 

@@ -1,15 +1,17 @@
 /* browse_data.c — the data side of `moelab browse` that needs no terminal: finding sessions under
  * a folder, their one-line summaries and status, sorting and filtering the list, reading the
- * configuration JSON a session stores, and rebuilding the temperature plan in effect at any step
- * from the launch schedule and the logged `set tau` / `anneal` commands. Used by the browser
- * screen (browse.c) and by `moelab browse --list`. */
+ * configuration JSON a session stores (session_config_parse, jansson), and rebuilding the
+ * temperature plan in effect at any step from the launch schedule and the logged `set tau` /
+ * `anneal` commands. Used by the browser screen (browse.c) and by `moelab browse --list`. */
 #define _GNU_SOURCE
 #include "browse.h"
 #include "commands.h"
 
-#include <ctype.h>
 #include <dirent.h>
 #include <errno.h>
+#include <float.h>
+#include <jansson.h>
+#include <limits.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -22,99 +24,37 @@
 #include "sessions/sweep_h5.h"
 
 // ---------------------------------------------------------------------------------------------
-// a tiny reader for the JSON moelab writes (/run@config_json): objects, numbers, strings, arrays
-
-/* Skips a string starting at its opening quote; returns the char after the closing quote. */
-static const char *skip_string(const char *p) {
-    for (p++; *p && *p != '"'; p++)
-        if (*p == '\\' && p[1]) p++;
-    return *p ? p + 1 : p;
-}
-
-/* Skips one value (object, array, string, number, literal). */
-static const char *skip_value(const char *p) {
-    while (isspace((unsigned char)*p)) p++;
-    if (*p == '"') return skip_string(p);
-    if (*p == '{' || *p == '[') {
-        int depth = 0;
-        while (*p) {
-            if (*p == '"') { p = skip_string(p); continue; }
-            if (*p == '{' || *p == '[') depth++;
-            else if (*p == '}' || *p == ']') { if (--depth == 0) return p + 1; }
-            p++;
-        }
-        return p;
-    }
-    while (*p && *p != ',' && *p != '}' && *p != ']') p++;
-    return p;
-}
-
-const char *json_get(const char *obj, const char *key) {
-    if (!obj) return NULL;
-    const char *p = obj;
-    while (isspace((unsigned char)*p)) p++;
-    if (*p != '{') return NULL;
-    p++;
-    const size_t kl = strlen(key);
-    for (;;) {
-        while (isspace((unsigned char)*p) || *p == ',') p++;
-        if (*p != '"') return NULL;
-        const char *k0 = p + 1;
-        const char *k1 = skip_string(p);
-        const int match = (size_t)(k1 - 1 - k0) == kl && !strncmp(k0, key, kl);
-        p = k1;
-        while (isspace((unsigned char)*p)) p++;
-        if (*p != ':') return NULL;
-        p++;
-        while (isspace((unsigned char)*p)) p++;
-        if (match) return p;
-        p = skip_value(p);
-        if (!*p) return NULL;
-    }
-}
-
-int json_num(const char *obj, const char *key, double *v) {
-    const char *p = json_get(obj, key);
-    if (!p) return -1;
-    char *end;
-    const double x = strtod(p, &end);
-    if (end == p) return -1;
-    *v = x;
-    return 0;
-}
-
-int json_str(const char *obj, const char *key, char *buf, size_t n) {
-    const char *p = json_get(obj, key);
-    if (!p || *p != '"' || !n) return -1;
-    size_t o = 0;
-    for (p++; *p && *p != '"'; p++) {
-        if (*p == '\\' && p[1]) p++;
-        if (o + 1 < n) buf[o++] = *p;
-    }
-    buf[o] = 0;
-    return 0;
-}
-
-// ---------------------------------------------------------------------------------------------
 // temperature plan
+
+/* A float field of tau{} into *f when present: 0, or -1 (wrong type, out of float range). */
+static int tau_float(const json_t *cfg, const char *path, float *f) {
+    double v;
+    const int r = session_config_num(cfg, path, -FLT_MAX, FLT_MAX, &v);
+    if (r == 1) *f = (float)v;
+    return r < 0 ? -1 : 0;
+}
+
+static int tau_long(const json_t *cfg, const char *path, long lo, long hi, long *l) {
+    return session_config_long(cfg, path, lo, hi, l) < 0 ? -1 : 0;
+}
 
 int browse_tau_schedule(const char *config_json, TauSchedule *s) {
     tau_schedule_defaults(s);
-    const char *tau = json_get(config_json, "tau");
-    if (!tau || *tau != '{') return -1;
+    json_t *cfg = session_config_parse(config_json);
+    if (!cfg) return -1;
     char kind[24];
-    double v;
-    if (json_str(tau, "kind", kind, sizeof kind) || tau_parse_kind(kind, &s->kind) != ML_OK) return -1;
-    if (!json_num(tau, "tau0", &v)) s->tau0 = (float)v;
-    if (!json_num(tau, "tau1", &v)) s->tau1 = (float)v;
-    if (!json_num(tau, "tau_min", &v)) s->tau_min = (float)v;
-    if (!json_num(tau, "s", &v)) s->s = (float)v;
-    if (!json_num(tau, "c", &v)) s->c = (float)v;
-    if (!json_num(tau, "step_every", &v)) s->step_every = (int)v;
-    if (!json_num(tau, "step_gamma", &v)) s->step_gamma = (float)v;
-    if (!json_num(tau, "start", &v)) s->start = (long)v;
-    if (!json_num(tau, "total", &v)) s->total = (long)v;
-    return tau_validate(s) == ML_OK ? 0 : -1;
+    long step_every = s->step_every;
+    int r = session_config_str(cfg, "tau.kind", kind, sizeof kind);
+    if (r == 0) ml_fail(ML_ERR_FORMAT, "config_json: no tau.kind");
+    int bad = r != 1 || tau_parse_kind(kind, &s->kind) != ML_OK;
+    bad = bad || tau_float(cfg, "tau.tau0", &s->tau0) || tau_float(cfg, "tau.tau1", &s->tau1) ||
+          tau_float(cfg, "tau.tau_min", &s->tau_min) || tau_float(cfg, "tau.s", &s->s) || tau_float(cfg, "tau.c", &s->c) ||
+          tau_long(cfg, "tau.step_every", INT_MIN, INT_MAX, &step_every) ||
+          tau_float(cfg, "tau.step_gamma", &s->step_gamma) || tau_long(cfg, "tau.start", LONG_MIN, LONG_MAX, &s->start) ||
+          tau_long(cfg, "tau.total", LONG_MIN, LONG_MAX, &s->total);
+    json_decref(cfg);
+    s->step_every = (int)step_every;
+    return !bad && tau_validate(s) == ML_OK ? 0 : -1;
 }
 
 void browse_plan_at(const SessionHistory *h, const TauSchedule *base, long step, TauPlan *plan) {
@@ -299,8 +239,9 @@ static void entry_read_here(BrowseEntry *e, double now) {
     }
     char *json = malloc(BROWSE_JSON_MAX);
     if (json && session_read_run_attr(e->path, "config_json", json, BROWSE_JSON_MAX) == ML_OK) {
-        const char *tau = json_get(json, "tau");
-        if (tau) json_str(tau, "kind", e->sched, sizeof e->sched);
+        json_t *cfg = session_config_parse(json);
+        session_config_str(cfg, "tau.kind", e->sched, sizeof e->sched);
+        json_decref(cfg);
     }
     free(json);
 }

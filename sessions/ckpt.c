@@ -724,28 +724,28 @@ static void add_report(char *report, size_t rn, const char *fmt, ...) {
     va_end(ap);
 }
 
-/* Why checkpoint `p` is not this run's (NULL if it is): another session's id, or (for checkpoints
- * that carry an id) another configuration. */
+/* Why checkpoint `p` is not this run's (NULL if it is): another session's id, or another seed.
+ * (Another model or data set fails the shape checks, another length the position checks.)
+ * Checkpoints from before session ids carry neither and are judged by those checks alone. */
 static const char *not_ours(const char *p, const StateView *v, const char *session_id, char *why, size_t wn) {
-    char *have = ml_alloc(65536), *want = ml_alloc(65536);
     char id[64] = "";
-    const char *res = NULL;
-    if (!have || !want) { res = "cannot be checked (out of memory)"; goto out; }
-    if (ckpt_read_attr(p, "session_id", id, sizeof id) != ML_OK) id[0] = 0; /* older checkpoints have none */
+    if (ckpt_read_attr(p, "session_id", id, sizeof id) != ML_OK) id[0] = 0;
     if (id[0] && session_id && session_id[0] && strcmp(id, session_id)) {
         snprintf(why, wn, "belongs to another run (session id %.12s..., this session is %.12s...)", id, session_id);
-        res = why;
-        goto out;
+        return why;
     }
-    if (id[0] && ckpt_read_attr(p, "config_json", have, 65536) == ML_OK &&
-        session_config_json(v->cfg, v->dataset, want, 65536) == ML_OK && strcmp(have, want)) {
-        snprintf(why, wn, "was written with another configuration");
-        res = why;
+    hid_t file;
+    if (!id[0] || open_ckpt_checked(p, &file) != ML_OK) return NULL;
+    uint64_t seed = 0;
+    const int have = H5Aexists(file, "seed") > 0 && h5u_read_attr_u64(file, "seed", &seed, p) == ML_OK;
+    H5Fclose(file);
+    H5Eclear2(H5E_DEFAULT);
+    if (have && seed != v->cfg->seed) {
+        snprintf(why, wn, "was written by a run with seed %llu, this run has seed %llu", (unsigned long long)seed,
+                 (unsigned long long)v->cfg->seed);
+        return why;
     }
-out:
-    ml_free(have);
-    ml_free(want);
-    return res;
+    return NULL;
 }
 
 ml_status ckpt_restore_latest(const char *dir, StateView *v, const char *session_id, char *path, size_t n,

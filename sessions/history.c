@@ -15,6 +15,9 @@
  *     from step s + 1; values the trainer refuses, > 1000 or not a number, are skipped). It also
  *     requires capacity >= B, so a file whose events do not explain the capacity still reads
  *     sensibly. Without a readable cf the rule is capacity >= B;
+ *   - config_json is parsed with jansson (session_config_parse); a text that is cut (longer than
+ *     the 64 KiB read) or damaged, or a key of the wrong type, only makes the values read from it
+ *     unknown: the file still loads;
  *   - MoeStepStats.first_share and EvalRecord.window_first_share are not stored: 0;
  *   - /run has no log_every attribute: it is read from config_json ("log_every"), or, if that
  *     is missing, taken as the spacing of the first two step rows (the first row's step if only
@@ -37,6 +40,7 @@
 #include "schema.h"
 
 #include <errno.h>
+#include <jansson.h>
 #include <limits.h>
 #include <math.h>
 #include <stdio.h>
@@ -89,25 +93,10 @@ static ml_status ds_shape(const Ld *L, const char *name, int rank, const long *i
     return ML_OK;
 }
 
-/* The value of "key": NUMBER in a JSON text (the first occurrence; the config JSON has unique
- * keys except "kind", "total" and "c"). 0 if absent or not a number. */
-static int json_number(const char *json, const char *key, double *v) {
-    char pat[64];
-    snprintf(pat, sizeof pat, "\"%s\":", key);
-    const char *p = strstr(json, pat);
-    if (!p) return 0;
-    p += strlen(pat);
-    char *end = NULL;
-    errno = 0;
-    const double x = strtod(p, &end);
-    if (end == p || errno) return 0;
-    *v = x;
-    return 1;
-}
-
 /* ------------------------------------------------------------------ /run */
 
-static ml_status read_run(const Ld *L, SessionHistory *h, char *json, size_t json_n) {
+/* cfg: the parsed config_json (NULL if it is cut or not JSON: see the top comment) */
+static ml_status read_run(const Ld *L, SessionHistory *h, char *json, size_t json_n, json_t **cfg) {
     const char *path = L->path;
     hid_t run = H5Gopen2(L->f, "run", H5P_DEFAULT);
     if (run < 0) return h5u_fail(ML_ERR_FORMAT, path, "/run", "cannot open group");
@@ -148,8 +137,9 @@ static ml_status read_run(const Ld *L, SessionHistory *h, char *json, size_t jso
     h->image_w = clamp_int(iv[10].v);
     h->n_train = clamp_int(iv[11].v);
     h->n_test = clamp_int(iv[12].v);
-    double le = 0;
-    h->log_every = json_number(json, "log_every", &le) && le >= 1 && le <= INT_MAX ? (int)le : 0;
+    *cfg = session_config_parse(json);
+    long le = 0;
+    h->log_every = session_config_long(*cfg, "log_every", 1, INT_MAX, &le) == 1 ? (int)le : 0;
 
     int n = 0;
     st = sess_read_strings(L->f, "/run/class_names", &h->class_names, &n, path);
@@ -190,13 +180,6 @@ static ml_status read_events(const Ld *L, SessionHistory *h) {
 
 /* ------------------------------------------------------------------ /steps */
 
-/* The moe head's train capacity factor in effect for the step rows (see the top comment): cf
- * from config_json, changed by "set cf X" events. Returns 0 if the launch value is unknown. */
-static int cf_launch(const char *json, double *cf) {
-    const char *head = strstr(json, "\"head\":");
-    return head && json_number(head, "cf", cf);
-}
-
 static int event_set_cf(const SessionEventRow *e, double *cf) {
     const char *p = e->text;
     if (strncmp(p, "set cf ", 7)) return 0;
@@ -210,7 +193,7 @@ static int event_set_cf(const SessionEventRow *e, double *cf) {
     return 1;
 }
 
-static ml_status read_steps(const Ld *L, SessionHistory *h, const char *json) {
+static ml_status read_steps(const Ld *L, SessionHistory *h, const json_t *cfg) {
     char name[64];
     long ns = -1, r = 0;
     ml_status st = ML_OK;
@@ -275,8 +258,10 @@ static ml_status read_steps(const Ld *L, SessionHistory *h, const char *json) {
 
     /* what the file does not store: see the top comment */
     const int is_moe_head = !strcmp(h->info.head, "moe");
+    /* the moe head's train capacity factor in effect (see the top comment): the launch value,
+     * changed by "set cf X" events; unknown without a readable model.head.cf */
     double cf = 0;
-    const int cf_known = cf_launch(json, &cf);
+    const int cf_known = session_config_num(cfg, "model.head.cf", -HUGE_VAL, HUGE_VAL, &cf) == 1;
     long ev = 0;
     for (long i = 0; i < ns; i++) {
         StepRecord *s = &h->steps[i];
@@ -409,13 +394,15 @@ ml_status session_history_load(const char *dir_or_file, SessionHistory *h) {
     Ld L = {f, path, stat(path, &sb) == 0 ? (double)sb.st_size : 0.0};
     char *json = ml_alloc(65536);
     if (!json) st = ml_fail(ML_ERR_NOMEM, "%s: out of memory", path);
-    if (st == ML_OK) st = read_run(&L, h, json, 65536);
+    json_t *cfg = NULL;
+    if (st == ML_OK) st = read_run(&L, h, json, 65536, &cfg);
     if (st == ML_OK && h->E != h->info.experts)
         st = ml_fail(ML_ERR_FORMAT, "%s: /run@experts changed while reading", path);
     /* events before steps: the capacity factor in effect comes from `set cf` events */
     if (st == ML_OK) st = read_events(&L, h);
-    if (st == ML_OK) st = read_steps(&L, h, json);
+    if (st == ML_OK) st = read_steps(&L, h, cfg);
     if (st == ML_OK) st = read_evals(&L, h);
+    json_decref(cfg);
     ml_free(json);
     if (H5Fclose(f) < 0 && st == ML_OK) st = h5u_fail(ML_ERR_FORMAT, path, "", "cannot close");
     H5Eclear2(H5E_DEFAULT);

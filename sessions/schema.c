@@ -1,14 +1,17 @@
-/* schema.c — the live.h5 column tables, record-to-row mapping, event type, and the config JSON
- * (session_config_json). See schema.h and the README's "The session format". */
+/* schema.c — the live.h5 column tables, record-to-row mapping, event type, and the config JSON:
+ * written (session_config_json) and read back (session_config_parse and its look-ups) with
+ * jansson. See schema.h and the README's "Session files (format_version 1)". */
 #include "schema.h"
 #include "session.h"
 #include "h5util.h"
 
+#include <jansson.h>
 #include <limits.h>
 #include <math.h>
-#include <stddef.h>
 #include <stdarg.h>
+#include <stddef.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 const SessCol sess_step_cols[SC_N] = {
@@ -125,148 +128,299 @@ hid_t sess_event_step_type(void) {
     return t;
 }
 
-/* ------------------------------------------------------------------ config JSON */
+/* ------------------------------------------------------------------ config JSON (jansson) */
+
+/* Significant digits (1..17) with which %g gives back exactly d. */
+static int digits_exact(double d) {
+    char s[40];
+    for (int p = 1; p < 17; p++) {
+        snprintf(s, sizeof s, "%.*g", p, d);
+        if (strtod(s, NULL) == d) return p;
+    }
+    return 17;
+}
+
+/* A float field as a JSON number: the double nearest to the shortest decimal (1..9 digits) that
+ * converts back to exactly f, so that JSON readers see 0.1 for 0.1f (not 0.100000001 or
+ * 0.10000000149011612) and (float)value is f again. */
+static double float_decimal(float f) {
+    char s[40];
+    for (int p = 1; p <= 9; p++) {
+        snprintf(s, sizeof s, "%.*g", p, (double)f);
+        const double d = strtod(s, NULL);
+        if ((float)d == f) return d;
+    }
+    return (double)f; /* exact; only if decimal -> double -> float rounded differently at 9 digits */
+}
 
 typedef struct {
-    char *buf;
-    size_t n, len;
-    int overflow;
-    int need_comma;
-} Json;
+    int bad;    /* an allocation failed */
+    int digits; /* the most significant digits a real of the tree needs */
+} Jw;
 
-static void js_raw(Json *j, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-static void js_raw(Json *j, const char *fmt, ...) {
-    if (j->overflow) return;
-    va_list ap;
-    va_start(ap, fmt);
-    const int r = vsnprintf(j->buf + j->len, j->n - j->len, fmt, ap);
-    va_end(ap);
-    if (r < 0 || (size_t)r >= j->n - j->len) { j->overflow = 1; return; }
-    j->len += (size_t)r;
+/* set_new / append_new release v when they fail, also when the container or v is NULL */
+static void jw_set(Jw *w, json_t *o, const char *k, json_t *v) {
+    if (json_object_set_new(o, k, v)) w->bad = 1;
 }
-
-static void js_str_body(Json *j, const char *s) {
-    js_raw(j, "\"");
-    for (const unsigned char *p = (const unsigned char *)(s ? s : ""); *p; p++) {
-        if (*p == '"' || *p == '\\') js_raw(j, "\\%c", *p);
-        else if (*p == '\n') js_raw(j, "\\n");
-        else if (*p == '\t') js_raw(j, "\\t");
-        else if (*p < 0x20) js_raw(j, "\\u%04x", *p);
-        else js_raw(j, "%c", *p);
+static json_t *jw_obj(Jw *w, json_t *parent, const char *k) {
+    json_t *o = json_object();
+    const int failed = json_object_set(parent, k, o) != 0;
+    json_decref(o); /* parent holds it */
+    if (failed) w->bad = 1;
+    return failed ? NULL : o;
+}
+static void jw_int(Jw *w, json_t *o, const char *k, long long v) { jw_set(w, o, k, json_integer(v)); }
+/* Bytes of the valid UTF-8 sequence at p (left bytes remain), 0 if none starts there. */
+static size_t utf8_seq(const char *p, size_t left) {
+    for (size_t len = 1; len <= 4 && len <= left; len++) {
+        json_t *s = json_stringn(p, len); /* jansson's own UTF-8 check */
+        if (s) { json_decref(s); return len; }
     }
-    js_raw(j, "\"");
+    return 0;
 }
-
-static void js_key(Json *j, const char *k) {
-    js_raw(j, "%s", j->need_comma ? ", " : "");
-    js_str_body(j, k);
-    js_raw(j, ": ");
-    j->need_comma = 1;
+/* Strings as UTF-8: a byte that starts no valid UTF-8 sequence (a path in another encoding)
+ * becomes U+FFFD, since JSON text cannot hold it (the exact spec is also /run@dataset_spec). */
+static void jw_str(Jw *w, json_t *o, const char *k, const char *v) {
+    v = v ? v : "";
+    json_t *s = json_string(v);
+    if (!s) {
+        const size_t n = strlen(v);
+        char *u = malloc(3 * n + 1);
+        size_t un = 0;
+        for (size_t i = 0; u && i < n;) {
+            const size_t len = utf8_seq(v + i, n - i);
+            if (len) memcpy(u + un, v + i, len);
+            else memcpy(u + un, "\xef\xbf\xbd", 3);
+            un += len ? len : 3;
+            i += len ? len : 1;
+        }
+        if (u) s = json_stringn(u, un);
+        free(u);
+    }
+    jw_set(w, o, k, s);
 }
-
-static void js_open(Json *j, const char *k) {
-    if (k) js_key(j, k);
-    js_raw(j, "{");
-    j->need_comma = 0;
+/* A double as a JSON real (null when not finite, as jansson has no NaN or infinity). */
+static json_t *jw_real_value(Jw *w, double v) {
+    if (!isfinite(v)) return json_null();
+    const int d = digits_exact(v);
+    if (d > w->digits) w->digits = d;
+    return json_real(v);
 }
-
-static void js_close(Json *j) {
-    js_raw(j, "}");
-    j->need_comma = 1;
-}
-
-static void js_int(Json *j, const char *k, long long v) { js_key(j, k); js_raw(j, "%lld", v); }
-static void js_u64(Json *j, const char *k, uint64_t v) { js_key(j, k); js_raw(j, "%llu", (unsigned long long)v); }
-static void js_str(Json *j, const char *k, const char *v) { js_key(j, k); js_str_body(j, v); }
-static void js_num(Json *j, const char *k, double v) {
-    js_key(j, k);
-    if (isfinite(v)) js_raw(j, "%.9g", v);
-    else js_raw(j, "null");
-}
+static void jw_num(Jw *w, json_t *o, const char *k, double v) { jw_set(w, o, k, jw_real_value(w, v)); }
+static void jw_flt(Jw *w, json_t *o, const char *k, float v) { jw_num(w, o, k, isfinite(v) ? float_decimal(v) : v); }
 
 ml_status session_config_json(const TrainConfig *c, const char *dataset_spec, char *buf, size_t n) {
     if (!buf || n < 3) return ml_fail(ML_ERR_ARG, "config JSON: buffer too small");
-    Json j = {buf, n, 0, 0, 0};
+    buf[0] = 0;
+    Jw w = {0, 1};
     const ModelConfig *m = &c->model;
     const MoeConfig *h = &m->head;
-    js_open(&j, NULL);
-    js_str(&j, "dataset", dataset_spec ? dataset_spec : "");
-    js_open(&j, "model");
-    js_int(&j, "in_c", m->in_c);
-    js_int(&j, "in_h", m->in_h);
-    js_int(&j, "in_w", m->in_w);
-    js_int(&j, "classes", m->classes);
-    js_str(&j, "backbone", backbone_name(m->backbone));
-    js_num(&j, "width", m->width);
-    js_int(&j, "batch", m->batch);
-    js_num(&j, "bn_momentum", m->bn_momentum);
-    js_open(&j, "head");
-    js_str(&j, "kind", moe_head_name(h->kind));
-    js_int(&j, "d", h->d);
-    js_int(&j, "E", h->E);
-    js_int(&j, "k", h->k);
-    js_int(&j, "h", h->h);
-    js_num(&j, "cf", h->cf);
-    js_num(&j, "eval_cf", h->eval_cf);
-    js_int(&j, "renorm", h->renorm);
-    js_str(&j, "priority", moe_priority_name(h->priority));
-    js_str(&j, "bias_mode", moe_bias_name(h->bias_mode));
-    js_num(&j, "bias_rate", h->bias_rate);
-    js_num(&j, "noise", h->noise);
-    js_num(&j, "alpha", h->alpha);
-    js_num(&j, "beta", h->beta);
-    js_int(&j, "slots", h->slots);
-    js_close(&j);
-    js_close(&j);
-    js_open(&j, "opt");
-    js_str(&j, "kind", optim_kind_name(c->opt.kind));
-    js_num(&j, "momentum", c->opt.momentum);
-    js_int(&j, "nesterov", c->opt.nesterov);
-    js_num(&j, "beta1", c->opt.beta1);
-    js_num(&j, "beta2", c->opt.beta2);
-    js_num(&j, "eps", c->opt.eps);
-    js_num(&j, "wd", c->opt.wd);
-    js_close(&j);
-    js_open(&j, "lr");
-    js_str(&j, "kind", lr_kind_name(c->lr.kind));
-    js_num(&j, "base", c->lr.base);
-    js_int(&j, "warmup", c->lr.warmup);
-    js_int(&j, "total", c->lr.total);
-    js_num(&j, "gamma", c->lr.gamma);
-    js_key(&j, "milestones");
-    js_raw(&j, "[%.9g, %.9g]", c->lr.milestones[0], c->lr.milestones[1]);
-    js_close(&j);
-    js_num(&j, "warmup_epochs", c->warmup_epochs);
-    js_num(&j, "tau_epochs", c->tau_epochs);
-    js_open(&j, "tau");
-    js_str(&j, "kind", tau_kind_name(c->tau.kind));
-    js_num(&j, "tau0", c->tau.tau0);
-    js_num(&j, "tau1", c->tau.tau1);
-    js_num(&j, "tau_min", c->tau.tau_min);
-    js_num(&j, "s", c->tau.s);
-    js_num(&j, "c", c->tau.c);
-    js_int(&j, "step_every", c->tau.step_every);
-    js_num(&j, "step_gamma", c->tau.step_gamma);
-    js_int(&j, "start", c->tau.start);
-    js_int(&j, "total", c->tau.total);
-    js_close(&j);
-    js_int(&j, "epochs", c->epochs);
-    js_u64(&j, "seed", c->seed);
-    js_int(&j, "threads", c->threads);
-    js_int(&j, "log_every", c->log_every);
-    js_open(&j, "route");
-    js_int(&j, "window", c->route.window);
-    js_int(&j, "min_steps", c->route.min_steps);
-    js_num(&j, "entropy_min", c->route.entropy_min);
-    js_num(&j, "max_share", c->route.max_share);
-    js_num(&j, "dead_frac", c->route.dead_frac);
-    js_close(&j);
-    js_int(&j, "tsne_samples", c->tsne_samples);
-    js_int(&j, "augment", c->augment);
-    js_close(&j);
-    if (j.overflow) {
+    json_t *root = json_object();
+    jw_str(&w, root, "dataset", dataset_spec);
+    json_t *jm = jw_obj(&w, root, "model");
+    jw_int(&w, jm, "in_c", m->in_c);
+    jw_int(&w, jm, "in_h", m->in_h);
+    jw_int(&w, jm, "in_w", m->in_w);
+    jw_int(&w, jm, "classes", m->classes);
+    jw_str(&w, jm, "backbone", backbone_name(m->backbone));
+    jw_flt(&w, jm, "width", m->width);
+    jw_int(&w, jm, "batch", m->batch);
+    jw_flt(&w, jm, "bn_momentum", m->bn_momentum);
+    json_t *jh = jw_obj(&w, jm, "head");
+    jw_str(&w, jh, "kind", moe_head_name(h->kind));
+    jw_int(&w, jh, "d", h->d);
+    jw_int(&w, jh, "E", h->E);
+    jw_int(&w, jh, "k", h->k);
+    jw_int(&w, jh, "h", h->h);
+    jw_flt(&w, jh, "cf", h->cf);
+    jw_flt(&w, jh, "eval_cf", h->eval_cf);
+    jw_int(&w, jh, "renorm", h->renorm);
+    jw_str(&w, jh, "priority", moe_priority_name(h->priority));
+    jw_str(&w, jh, "bias_mode", moe_bias_name(h->bias_mode));
+    jw_flt(&w, jh, "bias_rate", h->bias_rate);
+    jw_flt(&w, jh, "noise", h->noise);
+    jw_flt(&w, jh, "alpha", h->alpha);
+    jw_flt(&w, jh, "beta", h->beta);
+    jw_int(&w, jh, "slots", h->slots);
+    json_t *jo = jw_obj(&w, root, "opt");
+    jw_str(&w, jo, "kind", optim_kind_name(c->opt.kind));
+    jw_flt(&w, jo, "momentum", c->opt.momentum);
+    jw_int(&w, jo, "nesterov", c->opt.nesterov);
+    jw_flt(&w, jo, "beta1", c->opt.beta1);
+    jw_flt(&w, jo, "beta2", c->opt.beta2);
+    jw_flt(&w, jo, "eps", c->opt.eps);
+    jw_flt(&w, jo, "wd", c->opt.wd);
+    json_t *jl = jw_obj(&w, root, "lr");
+    jw_str(&w, jl, "kind", lr_kind_name(c->lr.kind));
+    jw_flt(&w, jl, "base", c->lr.base);
+    jw_int(&w, jl, "warmup", c->lr.warmup);
+    jw_int(&w, jl, "total", c->lr.total);
+    jw_flt(&w, jl, "gamma", c->lr.gamma);
+    json_t *ms = json_array();
+    for (int i = 0; i < 2; i++) {
+        const float v = c->lr.milestones[i];
+        if (json_array_append_new(ms, jw_real_value(&w, isfinite(v) ? float_decimal(v) : v))) w.bad = 1;
+    }
+    jw_set(&w, jl, "milestones", ms);
+    jw_flt(&w, root, "warmup_epochs", c->warmup_epochs);
+    jw_flt(&w, root, "tau_epochs", c->tau_epochs);
+    json_t *jt = jw_obj(&w, root, "tau");
+    jw_str(&w, jt, "kind", tau_kind_name(c->tau.kind));
+    jw_flt(&w, jt, "tau0", c->tau.tau0);
+    jw_flt(&w, jt, "tau1", c->tau.tau1);
+    jw_flt(&w, jt, "tau_min", c->tau.tau_min);
+    jw_flt(&w, jt, "s", c->tau.s);
+    jw_flt(&w, jt, "c", c->tau.c);
+    jw_int(&w, jt, "step_every", c->tau.step_every);
+    jw_flt(&w, jt, "step_gamma", c->tau.step_gamma);
+    jw_int(&w, jt, "start", c->tau.start);
+    jw_int(&w, jt, "total", c->tau.total);
+    jw_int(&w, root, "epochs", c->epochs);
+    /* jansson's integers are long long: a seed above INT64_MAX (the API takes any uint64_t;
+     * --seed stops at 2^53 - 1) goes in as 0 and its digits replace that 0 in the text below */
+    const int big_seed = c->seed > (uint64_t)INT64_MAX;
+    jw_int(&w, root, "seed", big_seed ? 0 : (long long)c->seed);
+    jw_int(&w, root, "threads", c->threads);
+    jw_int(&w, root, "log_every", c->log_every);
+    json_t *jr = jw_obj(&w, root, "route");
+    jw_int(&w, jr, "window", c->route.window);
+    jw_int(&w, jr, "min_steps", c->route.min_steps);
+    jw_num(&w, jr, "entropy_min", c->route.entropy_min);
+    jw_num(&w, jr, "max_share", c->route.max_share);
+    jw_num(&w, jr, "dead_frac", c->route.dead_frac);
+    jw_int(&w, root, "tsne_samples", c->tsne_samples);
+    jw_int(&w, root, "augment", c->augment);
+    if (!root || w.bad) {
+        json_decref(root);
+        return ml_fail(ML_ERR_NOMEM, "config JSON: out of memory");
+    }
+    /* ", " and ": " between items (jansson's default without JSON_COMPACT), keys in insertion
+     * order; reals with the fewest significant digits that give every real of the tree back
+     * exactly (%.<digits>g: 17 at most, for a double that needs them) */
+    char *text = json_dumps(root, JSON_REAL_PRECISION(w.digits));
+    json_decref(root);
+    if (!text) return ml_fail(ML_ERR_NOMEM, "config JSON: out of memory");
+    /* `"seed": ` is in the text once: it is no other key, and a quote inside a string value is
+     * always escaped, so the text `"seed"` followed by a colon is that key */
+    const char *at = big_seed ? strstr(text, "\"seed\": 0") : NULL;
+    const size_t head = at ? (size_t)(at - text) + strlen("\"seed\": ") : 0;
+    const int len = at ? snprintf(buf, n, "%.*s%llu%s", (int)head, text, (unsigned long long)c->seed, text + head + 1)
+                       : snprintf(buf, n, "%s", text);
+    free(text);
+    if (big_seed && !at) {
+        buf[0] = 0;
+        return ml_fail(ML_ERR_STATE, "config JSON: the seed is missing from the text");
+    }
+    if (len < 0 || (size_t)len >= n) {
         buf[0] = 0;
         return ml_fail(ML_ERR_ARG, "config JSON does not fit in %zu bytes", n);
     }
     return ML_OK;
+}
+
+/* ------------------------------------------------------------------ reading a config JSON */
+
+static const char *json_kind(const json_t *v) {
+    switch (json_typeof(v)) {
+    case JSON_OBJECT: return "an object";
+    case JSON_ARRAY: return "an array";
+    case JSON_STRING: return "a string";
+    case JSON_INTEGER: case JSON_REAL: return "a number";
+    case JSON_TRUE: case JSON_FALSE: return "a boolean";
+    default: return "null";
+    }
+}
+
+json_t *session_config_parse(const char *text) {
+    if (!text) {
+        ml_fail(ML_ERR_FORMAT, "config_json: no text");
+        return NULL;
+    }
+    json_error_t e;
+    json_t *root = json_loads(text, JSON_DECODE_INT_AS_REAL | JSON_REJECT_DUPLICATES, &e);
+    if (!root) {
+        ml_fail(ML_ERR_FORMAT, "config_json is not valid JSON: %s (line %d, column %d)", e.text, e.line, e.column);
+        return NULL;
+    }
+    if (!json_is_object(root)) {
+        ml_fail(ML_ERR_FORMAT, "config_json is %s, not an object", json_kind(root));
+        json_decref(root);
+        return NULL;
+    }
+    return root;
+}
+
+/* The value at path (keys joined by dots): 1 and *out, 0 if a key is missing, -1 if a value on
+ * the way is not an object. */
+static int config_at(const json_t *cfg, const char *path, json_t **out) {
+    if (!json_is_object(cfg)) {
+        ml_fail(ML_ERR_ARG, "config_json: the configuration is not an object");
+        return -1;
+    }
+    const json_t *v = cfg;
+    const char *p = path;
+    for (;;) {
+        const char *dot = strchr(p, '.');
+        const size_t kl = dot ? (size_t)(dot - p) : strlen(p);
+        char key[64];
+        if (!json_is_object(v)) { /* p > path here: the key before it named v */
+            ml_fail(ML_ERR_FORMAT, "config_json: %.*s is %s, not an object", (int)(p - path - 1), path, json_kind(v));
+            return -1;
+        }
+        if (kl >= sizeof key) return 0; /* longer than any key */
+        memcpy(key, p, kl);
+        key[kl] = 0;
+        v = json_object_get(v, key);
+        if (!v) return 0;
+        if (!dot) break;
+        p = dot + 1;
+    }
+    *out = (json_t *)v;
+    return 1;
+}
+
+int session_config_num(const json_t *cfg, const char *path, double lo, double hi, double *v) {
+    json_t *x = NULL;
+    const int r = cfg && path ? config_at(cfg, path, &x) : 0;
+    if (r <= 0) return r;
+    if (!json_is_number(x)) {
+        ml_fail(ML_ERR_FORMAT, "config_json: %s is %s, not a number", path, json_kind(x));
+        return -1;
+    }
+    const double d = json_number_value(x);
+    if (!(d >= lo && d <= hi)) {
+        ml_fail(ML_ERR_FORMAT, "config_json: %s is %g, outside %g..%g", path, d, lo, hi);
+        return -1;
+    }
+    *v = d;
+    return 1;
+}
+
+int session_config_long(const json_t *cfg, const char *path, long lo, long hi, long *v) {
+    double d = 0;
+    const int r = session_config_num(cfg, path, (double)lo, (double)hi, &d);
+    if (r <= 0) return r;
+    /* (double)hi may round up ((double)LONG_MAX is 2^63): the bounds again on the long */
+    if (d != floor(d) || d >= -(double)LONG_MIN || (long)d < lo || (long)d > hi) {
+        ml_fail(ML_ERR_FORMAT, "config_json: %s is %g, not an integer in %ld..%ld", path, d, lo, hi);
+        return -1;
+    }
+    *v = (long)d;
+    return 1;
+}
+
+int session_config_str(const json_t *cfg, const char *path, char *buf, size_t n) {
+    json_t *x = NULL;
+    if (!n) {
+        ml_fail(ML_ERR_ARG, "config_json: %s: no room for the string", path ? path : "");
+        return -1;
+    }
+    const int r = cfg && path ? config_at(cfg, path, &x) : 0;
+    if (r <= 0) return r;
+    if (!json_is_string(x)) {
+        ml_fail(ML_ERR_FORMAT, "config_json: %s is %s, not a string", path, json_kind(x));
+        return -1;
+    }
+    snprintf(buf, n, "%s", json_string_value(x));
+    return 1;
 }

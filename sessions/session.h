@@ -122,10 +122,32 @@ ml_status session_close(SessionWriter *w, const char *status);
 /* Records written so far (buffered ones included), for progress displays and tests. */
 long session_steps_written(const SessionWriter *w);
 
+/* ---- the configuration JSON (/run@config_json, a checkpoint's @config_json), with jansson */
+
 /* JSON object with every TrainConfig field (nested: model{head{}}, opt, lr, tau, route, ...)
- * plus "dataset": dataset_spec. Floats use %.9g (exact round trip for float32). ML_ERR_ARG if
- * buf (n bytes) is too small. */
+ * plus "dataset": dataset_spec, keys in that order, `", "` and `": "` between items. Numbers
+ * read back exactly: a float field is the shortest decimal that converts back to the same float
+ * (0.1 for 0.1f), a double field its own value (both with as many digits as the text needs, 17
+ * at most); integers as integers (the seed too, above INT64_MAX included); a value that is not
+ * finite is null. ML_ERR_ARG if buf (n bytes) is too small. */
 ml_status session_config_json(const TrainConfig *c, const char *dataset_spec, char *buf, size_t n);
+
+struct json_t; /* jansson's value; include <jansson.h> to use it beyond these functions */
+/* Parses a stored configuration JSON, written by session_config_json or by an older moelab
+ * (%.9g reals, integers above INT64_MAX: every number is read as a double). The root object
+ * (release it with json_decref), or NULL with ML_ERR_FORMAT's one-line message in
+ * ml_last_error() for text that is not JSON (truncated, damaged, a key twice in one object; the
+ * message gives jansson's reason, line and column) or not an object. */
+struct json_t *session_config_parse(const char *text);
+/* Look-ups at a path of object keys joined by dots ("log_every", "model.head.cf") in a parsed
+ * configuration (cfg NULL: nothing found). Each returns 1 and stores the value, 0 if a key on
+ * the path is absent, or -1 if a value has the wrong type (a key on the way is not an object;
+ * the value is not a number, null included, not in lo..hi, not an integer, not a string), with
+ * a message naming the path in ml_last_error(). The output is untouched unless 1 is returned.
+ * session_config_str truncates the string to n-1 bytes (n == 0: -1). */
+int session_config_num(const struct json_t *cfg, const char *path, double lo, double hi, double *v);
+int session_config_long(const struct json_t *cfg, const char *path, long lo, long hi, long *v);
+int session_config_str(const struct json_t *cfg, const char *path, char *buf, size_t n);
 
 /* ------------------------------------------------------------------ readers */
 
@@ -181,8 +203,8 @@ ml_status ckpt_validate(const char *path, long *step);
  * checkpoint (the message says why). */
 ml_status ckpt_find_latest(const char *dir, char *path, size_t n, char *report, size_t rn);
 /* Resume: restores into v the newest checkpoint of DIR that is a regular file, validates (every
- * dataset readable, checksums match), is this run's (its session_id, when it has one, equals
- * session_id, and then its config_json equals v's configuration) and passes v's checks. Each one
+ * dataset readable, checksums match), is this run's (its session_id and seed, when it has them,
+ * equal session_id and v's seed) and passes v's checks (shapes, position, permutation, RNG). Each one
  * skipped on the way is named in `report` with the reason. path gets the one used. ML_ERR_IO if
  * none can be restored; v is untouched then. */
 ml_status ckpt_restore_latest(const char *dir, StateView *v, const char *session_id, char *path, size_t n,

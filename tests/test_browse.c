@@ -1,10 +1,12 @@
 /* test_browse.c — the terminal-free side of `moelab browse` (app/browse_data.c, compiled in with
  * app/commands.c):
  *
- *  1. the JSON reader on the exact text moelab stores in /run@config_json: nested lookups, keys
- *     that are prefixes of others, keys found only nested (never at the top level), arrays and
- *     objects skipped, escaped quotes, missing keys, non-objects, every truncation of the text
- *     (in an exact-size heap copy, so an over-read is an ASan error);
+ *  1. the configuration reader (session_config_parse and its look-ups, jansson) on the text an
+ *     older moelab stored in /run@config_json: nested lookups, keys that are prefixes of others,
+ *     keys found only nested (never at the top level), arrays, escaped quotes; hostile input:
+ *     wrong types, missing keys, out-of-range numbers, duplicate keys, non-objects, text that is
+ *     not JSON and every truncation of the configuration (in an exact-size heap copy, so an
+ *     over-read is an ASan error): -1 / NULL with a message naming config_json, never a crash;
  *  2. browse_tau_schedule: the launch schedule, defaults, and -1 when absent / unknown / invalid;
  *  3. browse_plan_at on a hand-made event log (set tau, anneal, and notes that are not commands)
  *     against a TauPlan built the way trainer_apply builds it, including a schedule shorter than
@@ -22,6 +24,7 @@
 
 #include <fcntl.h>
 #include <hdf5.h>
+#include <jansson.h>
 #include <signal.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -39,139 +42,174 @@ static int str_is(const char *got, const char *want) { return got && !strcmp(got
 
 /* ------------------------------------------------------------------ 1. JSON */
 
+static const double ANY = HUGE_VAL;
+
+/* The error message names config_json and contains `what`. */
+static int error_is(const char *what) {
+    const char *e = ml_last_error();
+    return strstr(e, "config_json") && strstr(e, what);
+}
+
 static void test_json(void) {
     char buf[256];
     double v;
-    const char *p;
+    long l;
+    json_t *cfg = session_config_parse(CONFIG);
+    check(cfg != NULL, "the configuration (as moelab's hand-written writer stored it) parses: %s", cfg ? "" : ml_last_error());
 
     /* top-level values */
-    check(json_str(CONFIG, "dataset", buf, sizeof buf) == 0 && str_is(buf, "fashion-mnist"), "json_str dataset = '%s'", buf);
-    check(json_num(CONFIG, "epochs", &v) == 0 && v == 1.0, "json_num epochs (after nested objects and an array) = %g", v);
-    p = json_get(CONFIG, "dataset");
-    check(p && *p == '"', "json_get points at the value's first character (a quote)");
+    check(session_config_str(cfg, "dataset", buf, sizeof buf) == 1 && str_is(buf, "fashion-mnist"), "dataset = '%s'", buf);
+    check(session_config_num(cfg, "epochs", -ANY, ANY, &v) == 1 && v == 1.0, "epochs (after nested objects and an array) = %g", v);
 
     /* nested lookups */
-    const char *model = json_get(CONFIG, "model");
-    check(model && *model == '{', "json_get model is an object");
-    const char *head = json_get(model, "head");
-    check(head && *head == '{', "model.head is an object");
-    check(json_str(head, "kind", buf, sizeof buf) == 0 && str_is(buf, "moe"), "model.head.kind = '%s'", buf);
-    check(json_num(head, "E", &v) == 0 && v == 8, "model.head.E = %g", v);
-    check(json_num(head, "cf", &v) == 0 && v == 1.25, "model.head.cf = %g", v);
-    check(json_num(model, "in_c", &v) == 0 && v == 1, "model.in_c = %g", v);
-    check(json_get(model, "E") == NULL && json_get(model, "kind") == NULL, "model.E / model.kind: only in model.head");
-    const char *lr = json_get(CONFIG, "lr");
-    check(json_str(lr, "kind", buf, sizeof buf) == 0 && str_is(buf, "cosine"), "lr.kind = '%s'", buf);
-    check(json_num(lr, "base", &v) == 0 && v == 0.05, "lr.base = %g", v);
-    const char *tau = json_get(CONFIG, "tau");
-    check(tau && *tau == '{', "tau is an object");
-    check(json_str(tau, "kind", buf, sizeof buf) == 0 && str_is(buf, "exp"), "tau.kind = '%s' (not lr's or the head's)", buf);
-    check(json_num(tau, "total", &v) == 0 && v == 468, "tau.total = %g", v);
+    check(json_is_object(json_object_get(cfg, "model")), "model is an object");
+    check(session_config_str(cfg, "model.head.kind", buf, sizeof buf) == 1 && str_is(buf, "moe"), "model.head.kind = '%s'", buf);
+    check(session_config_long(cfg, "model.head.E", 1, 64, &l) == 1 && l == 8, "model.head.E = %ld", l);
+    check(session_config_num(cfg, "model.head.cf", -ANY, ANY, &v) == 1 && v == 1.25, "model.head.cf = %g", v);
+    check(session_config_num(cfg, "model.in_c", -ANY, ANY, &v) == 1 && v == 1, "model.in_c = %g", v);
+    check(session_config_num(cfg, "model.E", -ANY, ANY, &v) == 0 && session_config_str(cfg, "model.kind", buf, sizeof buf) == 0,
+          "model.E / model.kind: only in model.head");
+    check(session_config_str(cfg, "lr.kind", buf, sizeof buf) == 1 && str_is(buf, "cosine"), "lr.kind = '%s'", buf);
+    check(session_config_num(cfg, "lr.base", -ANY, ANY, &v) == 1 && v == 0.05, "lr.base = %g", v);
+    check(session_config_str(cfg, "tau.kind", buf, sizeof buf) == 1 && str_is(buf, "exp"), "tau.kind = '%s' (not lr's or the head's)", buf);
+    check(session_config_long(cfg, "tau.total", 0, LONG_MAX, &l) == 1 && l == 468, "tau.total = %ld", l);
 
     /* keys only present nested are not found at the top level */
-    check(json_get(CONFIG, "kind") == NULL, "top-level 'kind' is absent (only nested)");
-    check(json_get(CONFIG, "E") == NULL && json_get(CONFIG, "total") == NULL && json_get(CONFIG, "base") == NULL,
-          "top-level E / total / base are absent (only nested)");
-    check(json_get(CONFIG, "head") == NULL, "top-level 'head' is absent (model.head)");
+    check(session_config_str(cfg, "kind", buf, sizeof buf) == 0, "top-level 'kind' is absent (only nested)");
+    check(session_config_num(cfg, "E", -ANY, ANY, &v) == 0 && session_config_num(cfg, "total", -ANY, ANY, &v) == 0 &&
+          session_config_num(cfg, "base", -ANY, ANY, &v) == 0, "top-level E / total / base are absent (only nested)");
+    check(session_config_num(cfg, "head.cf", -ANY, ANY, &v) == 0, "top-level 'head' is absent (model.head)");
 
     /* prefixes and extensions of keys */
-    check(json_get(tau, "tau") == NULL, "'tau' inside tau{} (prefix of tau0, tau1, tau_min) is absent");
-    check(json_get(tau, "step") == NULL, "'step' (prefix of step_every, step_gamma) is absent");
-    check(json_get(tau, "tau_") == NULL && json_get(tau, "tau00") == NULL && json_get(tau, "tota") == NULL,
-          "tau_ / tau00 / tota are absent");
-    check(json_num(tau, "tau0", &v) == 0 && v == 1, "tau.tau0 = %g", v);
-    check(json_num(tau, "tau1", &v) == 0 && v == 0.100000001, "tau.tau1 = %.9g", v);
-    check(json_num(tau, "tau_min", &v) == 0 && v == 0.00999999978, "tau.tau_min = %.9g", v);
-    check(json_num(tau, "s", &v) == 0 && v == 10, "tau.s = %g (not step_every / step_gamma / start)", v);
-    check(json_num(tau, "step_gamma", &v) == 0 && v == 0, "tau.step_gamma = %g", v);
-    check(json_num(CONFIG, "epoch", &v) == -1 && json_get(CONFIG, "epochs ") == NULL, "'epoch' / 'epochs ' are absent");
-    check(json_get(CONFIG, "") == NULL, "the empty key is absent");
+    check(session_config_num(cfg, "tau.tau", -ANY, ANY, &v) == 0, "'tau' inside tau{} (prefix of tau0, tau1, tau_min) is absent");
+    check(session_config_num(cfg, "tau.step", -ANY, ANY, &v) == 0, "'step' (prefix of step_every, step_gamma) is absent");
+    check(session_config_num(cfg, "tau.tau_", -ANY, ANY, &v) == 0 && session_config_num(cfg, "tau.tau00", -ANY, ANY, &v) == 0 &&
+          session_config_num(cfg, "tau.tota", -ANY, ANY, &v) == 0, "tau_ / tau00 / tota are absent");
+    check(session_config_num(cfg, "tau.tau0", -ANY, ANY, &v) == 1 && v == 1, "tau.tau0 = %g", v);
+    check(session_config_num(cfg, "tau.tau1", -ANY, ANY, &v) == 1 && v == 0.100000001 && (float)v == 0.1f,
+          "tau.tau1 = %.9g, the float 0.1 again", v);
+    check(session_config_num(cfg, "tau.tau_min", -ANY, ANY, &v) == 1 && v == 0.00999999978 && (float)v == 0.01f,
+          "tau.tau_min = %.9g, the float 0.01 again", v);
+    check(session_config_num(cfg, "tau.s", -ANY, ANY, &v) == 1 && v == 10, "tau.s = %g (not step_every / step_gamma / start)", v);
+    check(session_config_num(cfg, "tau.step_gamma", -ANY, ANY, &v) == 1 && v == 0, "tau.step_gamma = %g", v);
+    check(session_config_num(cfg, "epoch", -ANY, ANY, &v) == 0 && session_config_num(cfg, "epochs ", -ANY, ANY, &v) == 0,
+          "'epoch' / 'epochs ' are absent");
+    check(session_config_num(cfg, "", -ANY, ANY, &v) == 0 && session_config_num(cfg, "tau.", -ANY, ANY, &v) == 0 &&
+          session_config_num(cfg, ".tau", -ANY, ANY, &v) == 0, "the empty key is absent");
 
     /* arrays */
-    p = json_get(lr, "milestones");
-    check(p && *p == '[', "lr.milestones points at the array");
+    const json_t *ms = json_object_get(json_object_get(cfg, "lr"), "milestones");
+    check(json_array_size(ms) == 2 && json_number_value(json_array_get(ms, 0)) == 0.5 &&
+          json_number_value(json_array_get(ms, 1)) == 0.75, "lr.milestones is the array [0.5, 0.75]");
     v = -7;
-    check(json_num(lr, "milestones", &v) == -1 && v == -7, "json_num on an array fails and leaves v");
-    check(json_str(lr, "milestones", buf, sizeof buf) == -1, "json_str on an array fails");
-    const char *arr = "{\"a\": [1, {\"b\": 2}, \"x]\", [[]], \"}\"], \"b\": 3, \"c\": {\"d\": [{\"b\": 4}]}, \"e\": [] }";
-    check(json_num(arr, "b", &v) == 0 && v == 3, "key after an array holding objects, brackets in strings: b = %g", v);
-    check(json_get(arr, "d") == NULL, "'d' only inside c{}");
-    p = json_get(arr, "e");
-    check(p && p[0] == '[' && p[1] == ']', "an empty array value");
+    check(session_config_num(cfg, "lr.milestones", -ANY, ANY, &v) == -1 && v == -7 && error_is("lr.milestones is an array"),
+          "a number look-up on an array: -1, v untouched, \"%s\"", ml_last_error());
+    check(session_config_str(cfg, "lr.milestones", buf, sizeof buf) == -1, "a string look-up on an array: -1");
+    check(session_config_num(cfg, "lr.milestones.0", -ANY, ANY, &v) == -1 && error_is("lr.milestones is an array, not an object"),
+          "a path through an array: -1, \"%s\"", ml_last_error());
+    json_t *arr = session_config_parse("{\"a\": [1, {\"b\": 2}, \"x]\", [[]], \"}\"], \"b\": 3, \"c\": {\"d\": [{\"b\": 4}]}, \"e\": [] }");
+    check(session_config_num(arr, "b", -ANY, ANY, &v) == 1 && v == 3, "key after an array holding objects, brackets in strings: b = %g", v);
+    check(session_config_num(arr, "d", -ANY, ANY, &v) == 0 && session_config_num(arr, "c.d", -ANY, ANY, &v) == -1,
+          "'d' only inside c{}, and an array there");
+    check(json_is_array(json_object_get(arr, "e")) && json_array_size(json_object_get(arr, "e")) == 0, "an empty array value");
+    json_decref(arr);
 
     /* strings with escaped quotes and backslashes */
-    const char *esc = "{\"note\": \"\\\"n\\\": 99, {\\\"b\\\": [\", \"cmd\": \"say \\\"hi\\\"\", \"path\": \"C:\\\\x\\\\\", "
-                      "\"n\": 5, \"q\\\"k\": 6}";
-    check(json_num(esc, "n", &v) == 0 && v == 5, "n after strings holding escaped quotes and a key-like text = %g", v);
-    check(json_str(esc, "cmd", buf, sizeof buf) == 0 && str_is(buf, "say \"hi\""), "escaped quotes unescaped: '%s'", buf);
-    check(json_str(esc, "path", buf, sizeof buf) == 0 && str_is(buf, "C:\\x\\"), "escaped backslashes, one at the end: '%s'", buf);
-    check(json_str(esc, "note", buf, sizeof buf) == 0 && str_is(buf, "\"n\": 99, {\"b\": ["), "string with JSON-like text: '%s'", buf);
+    json_t *esc = session_config_parse("{\"note\": \"\\\"n\\\": 99, {\\\"b\\\": [\", \"cmd\": \"say \\\"hi\\\"\", "
+                                       "\"path\": \"C:\\\\x\\\\\", \"n\": 5, \"q\\\"k\": 6}");
+    check(session_config_num(esc, "n", -ANY, ANY, &v) == 1 && v == 5, "n after strings holding escaped quotes and a key-like text = %g", v);
+    check(session_config_str(esc, "cmd", buf, sizeof buf) == 1 && str_is(buf, "say \"hi\""), "escaped quotes unescaped: '%s'", buf);
+    check(session_config_str(esc, "path", buf, sizeof buf) == 1 && str_is(buf, "C:\\x\\"), "escaped backslashes, one at the end: '%s'", buf);
+    check(session_config_str(esc, "note", buf, sizeof buf) == 1 && str_is(buf, "\"n\": 99, {\"b\": ["), "string with JSON-like text: '%s'", buf);
+    check(session_config_num(esc, "q\"k", -ANY, ANY, &v) == 1 && v == 6, "a key holding a quote = %g", v);
+    json_decref(esc);
 
     /* truncation of a string to the buffer */
     memset(buf, 'X', sizeof buf);
-    check(json_str(CONFIG, "dataset", buf, 4) == 0 && str_is(buf, "fas") && buf[4] == 'X', "json_str truncates to n-1 and terminates");
-    check(json_str(CONFIG, "dataset", buf, 0) == -1, "json_str with n = 0 fails");
+    check(session_config_str(cfg, "dataset", buf, 4) == 1 && str_is(buf, "fas") && buf[4] == 'X', "a string is cut to n-1 and terminated");
+    check(session_config_str(cfg, "dataset", buf, 0) == -1, "a string look-up with n = 0 fails");
 
-    /* wrong types, missing keys */
+    /* wrong types, missing keys, ranges: -1 with a message naming the path, 0 when absent */
     v = -7;
-    check(json_num(CONFIG, "dataset", &v) == -1 && v == -7, "json_num on a string fails");
-    check(json_str(CONFIG, "epochs", buf, sizeof buf) == -1, "json_str on a number fails");
-    check(json_str(CONFIG, "model", buf, sizeof buf) == -1, "json_str on an object fails");
-    check(json_get(CONFIG, "nonexistent") == NULL && json_num(CONFIG, "nonexistent", &v) == -1 &&
-          json_str(CONFIG, "nonexistent", buf, sizeof buf) == -1, "missing key: NULL / -1 / -1");
-    check(json_num("{\"x\": null, \"y\": true}", "x", &v) == -1 && json_num("{\"x\": null, \"y\": true}", "y", &v) == -1,
-          "null and true are not numbers");
-    check(json_num(" \n{ \"a\" :\t-2.5e-3 ,\"b\":1}", "a", &v) == 0 && v == -2.5e-3, "whitespace around keys and colons");
-    check(json_num("{\"a\":1,\"b\":2}", "b", &v) == 0 && v == 2, "no whitespace at all");
+    check(session_config_num(cfg, "dataset", -ANY, ANY, &v) == -1 && v == -7 && error_is("dataset is a string, not a number"),
+          "a number look-up on a string: \"%s\"", ml_last_error());
+    check(session_config_str(cfg, "epochs", buf, sizeof buf) == -1 && error_is("epochs is a number, not a string"),
+          "a string look-up on a number: \"%s\"", ml_last_error());
+    check(session_config_str(cfg, "model", buf, sizeof buf) == -1 && error_is("model is an object"), "a string look-up on an object: -1");
+    check(session_config_num(cfg, "dataset.x", -ANY, ANY, &v) == -1 && error_is("dataset is a string, not an object"),
+          "a path through a string: \"%s\"", ml_last_error());
+    check(session_config_num(cfg, "nonexistent", -ANY, ANY, &v) == 0 && session_config_str(cfg, "nonexistent", buf, sizeof buf) == 0 &&
+          session_config_long(cfg, "nonexistent.x", 0, 1, &l) == 0, "missing key: 0");
+    check(session_config_num(NULL, "epochs", -ANY, ANY, &v) == 0 && session_config_str(NULL, "dataset", buf, sizeof buf) == 0,
+          "no configuration (NULL, as session_config_parse gives for bad text): 0");
+    json_t *lit = session_config_parse("{\"x\": null, \"y\": true, \"h\": 2.5, \"big\": 1e300, \"neg\": -3}");
+    check(session_config_num(lit, "x", -ANY, ANY, &v) == -1 && error_is("x is null") && session_config_num(lit, "y", -ANY, ANY, &v) == -1 &&
+          error_is("y is a boolean"), "null and true are not numbers");
+    l = -7;
+    check(session_config_long(lit, "h", 0, 10, &l) == -1 && l == -7 && error_is("not an integer"), "2.5 is not an integer: \"%s\"", ml_last_error());
+    check(session_config_long(lit, "big", LONG_MIN, LONG_MAX, &l) == -1 && session_config_num(lit, "big", -FLT_MAX, FLT_MAX, &v) == -1 &&
+          error_is("outside"), "1e300 is out of the long and float ranges: \"%s\"", ml_last_error());
+    check(session_config_long(lit, "neg", 0, 10, &l) == -1 && session_config_long(lit, "neg", -3, 10, &l) == 1 && l == -3,
+          "the bounds are inclusive");
+    json_decref(lit);
+    json_t *ws = session_config_parse(" \n{ \"a\" :\t-2.5e-3 ,\"b\":1}");
+    check(session_config_num(ws, "a", -ANY, ANY, &v) == 1 && v == -2.5e-3, "whitespace around keys and colons");
+    json_decref(ws);
+    json_t *dup = session_config_parse("{\"a\": 1, \"a\": 2}");
+    check(!dup && error_is("duplicate"), "a key twice: refused, \"%s\"", ml_last_error());
+    json_decref(dup);
+    /* what older moelab versions wrote: a seed above INT64_MAX (jansson's integers stop at
+     * INT64_MAX: every number is read as a double), null for a value that was not finite */
+    json_t *old = session_config_parse("{\"seed\": 18000000000000000001, \"tau\": {\"kind\": \"exp\", \"tau0\": null}, \"width\": 1}");
+    check(old && session_config_num(old, "seed", -ANY, ANY, &v) == 1 && v == 1.8e19 && session_config_num(old, "width", -ANY, ANY, &v) == 1 &&
+          v == 1 && session_config_num(old, "tau.tau0", -ANY, ANY, &v) == -1, "a seed above INT64_MAX parses, null is not a number");
+    json_decref(old);
 
-    /* not an object */
-    check(json_get(NULL, "a") == NULL, "NULL input");
-    check(json_get("", "a") == NULL && json_get("   ", "a") == NULL, "empty input");
-    check(json_get("[{\"a\": 1}]", "a") == NULL, "array input");
-    check(json_get("\"a\"", "a") == NULL && json_get("42", "a") == NULL && json_get("a: 1", "a") == NULL,
-          "string / number / bare text input");
-    check(json_get("{}", "a") == NULL && json_get("{ }", "a") == NULL, "empty object");
-    check(json_get("{a: 1}", "a") == NULL && json_get("{\"b\" 1, \"a\": 2}", "a") == NULL, "malformed objects give NULL");
+    /* not JSON or not an object: NULL with a message */
+    const char *bad[] = {"", "   ", "[{\"a\": 1}]", "\"a\"", "42", "a: 1", "{a: 1}", "{\"b\" 1, \"a\": 2}", "{\"a\": 1} x",
+                         "{\"a\": NaN}", "{\"a\": 1e999}", "{\"a\": \"\xff\"}", "{\"a\": 01}"};
+    int nbad = 0;
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        json_t *j = session_config_parse(bad[i]);
+        if (j || !error_is("")) { printf("     parsed or no message: '%s'\n", bad[i]); nbad++; }
+        json_decref(j);
+    }
+    check(nbad == 0 && !session_config_parse(NULL), "empty, array, string, number, bare text, malformed, trailing text, NaN, "
+          "overflow, bad UTF-8, leading zero: NULL with a message");
+    check(!session_config_parse("{\"a\": ") && error_is("line 1, column"), "the message gives the position: \"%s\"", ml_last_error());
+    json_t *empty = session_config_parse("{ }");
+    check(empty && session_config_num(empty, "a", -ANY, ANY, &v) == 0, "an empty object parses, nothing in it");
+    json_decref(empty);
 
-    /* every truncation of the configuration: no crash, nothing invented */
+    /* every truncation of the configuration: no crash, a message, nothing invented */
     const size_t len = strlen(CONFIG);
-    const char *ep = strstr(CONFIG, "\"epochs\": ") + strlen("\"epochs\": ");
-    const size_t digit = (size_t)(ep - CONFIG); /* index of the epochs value's digit */
-    const char *tt = strstr(CONFIG, "\"total\": ") + strlen("\"total\": ");
-    const size_t tdigits = (size_t)(tt - CONFIG) + 3; /* "468" complete */
-    int bad = 0;
+    int wrong = 0;
     for (size_t n = 0; n <= len; n++) {
-        char *cut = malloc(n + 1);
+        char *cut = malloc(n + 1); /* exact size: an over-read is an ASan error */
         memcpy(cut, CONFIG, n);
         cut[n] = 0;
-        double e = -1, tot = -1;
-        char s[64];
-        const int has_e = json_num(cut, "epochs", &e) == 0;
-        const char *t = json_get(cut, "tau");
-        const int has_tot = json_num(t, "total", &tot) == 0;
-        const int has_k = json_str(t, "kind", s, sizeof s) == 0;
-        if (json_get(cut, "zzz") || json_get(cut, "kind")) bad++;
-        if (has_e != (n > digit) || (has_e && e != 1)) bad++;
-        if (has_tot && (n < tdigits - 2 || tot != (n >= tdigits ? 468 : n == tdigits - 1 ? 46 : 4))) bad++;
-        if (n >= tdigits && !has_tot) bad++;
-        if (has_k && strncmp("exp", s, strlen(s))) bad++;
-        TauSchedule ts; /* browse_tau_schedule on a truncation: -1 or a valid schedule */
-        if (browse_tau_schedule(cut, &ts) == 0 && tau_validate(&ts) != ML_OK) bad++;
-        if (bad) { printf("     first wrong truncation at %zu chars: '%s'\n", n, cut); free(cut); break; }
+        json_t *j = session_config_parse(cut);
+        TauSchedule ts;
+        const int sched = browse_tau_schedule(cut, &ts);
+        if (n < len && (j || !error_is("not valid JSON") || sched != -1)) wrong++;
+        if (n == len && (!j || sched != 0)) wrong++;
+        json_decref(j);
+        if (wrong) { printf("     first wrong truncation at %zu chars: '%s'\n", n, cut); free(cut); break; }
         free(cut);
     }
-    check(bad == 0, "every truncation of the configuration (%zu of them): no crash, values only when complete", len + 1);
+    check(wrong == 0, "every truncation of the configuration (%zu of them): NULL with a message, the whole text parses", len + 1);
     const char *cuts[] = {"{", "{\"", "{\"a", "{\"a\"", "{\"a\":", "{\"a\": \"x\\", "{\"a\": \"x\\\"", "{\"a\": [1, {\"b\"",
                           "{\"a\": {\"b\": \"", "{\"c\": 1, \"a\": \"\\"};
     int found = 0;
     for (size_t i = 0; i < sizeof cuts / sizeof cuts[0]; i++) {
         char *cut = strdup(cuts[i]);
-        if (json_get(cut, "zzz") || json_get(cut, "b")) found++;
-        char s[16];
-        if (json_str(cut, "a", s, sizeof s) == 0 && strlen(s) > 2) found++;
+        json_t *j = session_config_parse(cut);
+        found += j != NULL;
+        json_decref(j);
         free(cut);
     }
     check(found == 0, "hand-cut truncations (inside keys, strings, escapes, arrays): NULL");
+    json_decref(cfg);
 }
 
 /* ------------------------------------------------------------------ 2. the launch schedule */

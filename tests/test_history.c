@@ -11,6 +11,11 @@
  *  5. damage: truncated copies, garbage, missing file, a non-moelab HDF5 file, format_version 99,
  *     a missing dataset, a dimension claiming 1e12 rows (each in a child process, so a crash is
  *     seen as one), ragged columns (load at the common length);
+ *  5b. the configuration JSON: session_config_json read back with session_config_parse gives
+ *     every number exactly (float, double, integer, awkward values), short values stay short, a
+ *     NaN is null, a non-UTF-8 dataset spec is made valid; a live.h5 whose config_json is cut,
+ *     over 64 KiB, damaged, of wrong types, without keys or by the old hand-written writer loads,
+ *     using only what it can read;
  *  6. reading while writing: a reader process (fork + exec of this program) loads the file while
  *     the writer is open, after each flush, and after the close.
  *
@@ -24,7 +29,9 @@
 #include "sessions/history.h"
 
 #include <errno.h>
+#include <float.h>
 #include <hdf5.h>
+#include <jansson.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -750,6 +757,151 @@ static void test_damage(void) {
     session_history_free(NULL);
 }
 
+/* ------------------------------------------------------------------ 5b: the configuration JSON */
+
+/* session_config_json -> session_config_parse: every number of the configuration comes back
+ * exactly (floats as the same float, doubles as the same double), awkward values included. */
+static void test_config_roundtrip(void) {
+    TrainConfig c;
+    small_config(&c, HEAD_MOE);
+    c.model.width = 1.0f / 3.0f;
+    c.model.bn_momentum = 0.1f;
+    c.model.head.cf = FLT_MAX;
+    c.model.head.eval_cf = -0.0f;
+    c.model.head.bias_rate = FLT_TRUE_MIN;
+    c.model.head.noise = 1e-30f;
+    c.model.head.alpha = 0.01f;
+    c.opt.eps = 1e-8f;
+    c.lr.base = 16777217.0f; /* rounds to 16777216 */
+    c.lr.milestones[0] = 0.3f;
+    c.lr.milestones[1] = 0.7f;
+    c.tau.tau1 = 0.1f;
+    c.tau.tau_min = 1.17549435e-38f; /* FLT_MIN */
+    c.tau.total = 123456789012L;
+    c.route.entropy_min = 1.0 / 3.0;
+    c.route.max_share = 0.1 + 0.2;   /* 0.30000000000000004: a double that needs 17 digits */
+    c.route.dead_frac = 5e-324;      /* the smallest double */
+    c.seed = 9007199254740993ULL;    /* 2^53 + 1: an integer, not a double */
+    static char js[8192];
+    ml_status st = session_config_json(&c, "synthetic:16x16x3:4", js, sizeof js);
+    json_t *cfg = st == ML_OK ? session_config_parse(js) : NULL;
+    check(cfg != NULL, "config JSON written and parsed back (%zu bytes): %s", strlen(js), cfg ? "ok" : ml_last_error());
+    const struct { const char *path; double want; int is_float; } f[] = {
+        {"model.width", c.model.width, 1}, {"model.bn_momentum", c.model.bn_momentum, 1},
+        {"model.head.cf", c.model.head.cf, 1}, {"model.head.eval_cf", c.model.head.eval_cf, 1},
+        {"model.head.bias_rate", c.model.head.bias_rate, 1}, {"model.head.noise", c.model.head.noise, 1},
+        {"model.head.alpha", c.model.head.alpha, 1}, {"model.head.beta", c.model.head.beta, 1},
+        {"opt.momentum", c.opt.momentum, 1}, {"opt.beta1", c.opt.beta1, 1}, {"opt.beta2", c.opt.beta2, 1},
+        {"opt.eps", c.opt.eps, 1}, {"opt.wd", c.opt.wd, 1}, {"lr.base", c.lr.base, 1}, {"lr.gamma", c.lr.gamma, 1},
+        {"warmup_epochs", c.warmup_epochs, 1}, {"tau_epochs", c.tau_epochs, 1}, {"tau.tau0", c.tau.tau0, 1},
+        {"tau.tau1", c.tau.tau1, 1}, {"tau.tau_min", c.tau.tau_min, 1}, {"tau.s", c.tau.s, 1}, {"tau.c", c.tau.c, 1},
+        {"tau.step_gamma", c.tau.step_gamma, 1}, {"route.entropy_min", c.route.entropy_min, 0},
+        {"route.max_share", c.route.max_share, 0}, {"route.dead_frac", c.route.dead_frac, 0},
+        {"model.in_c", c.model.in_c, 0}, {"model.head.E", c.model.head.E, 0}, {"model.head.slots", c.model.head.slots, 0},
+        {"lr.warmup", (double)c.lr.warmup, 0}, {"tau.total", (double)c.tau.total, 0}, {"epochs", c.epochs, 0},
+        {"log_every", c.log_every, 0}, {"route.window", c.route.window, 0}, {"augment", c.augment, 0},
+    };
+    int bad = 0;
+    for (size_t i = 0; i < sizeof f / sizeof f[0]; i++) {
+        double v = NAN;
+        const int r = session_config_num(cfg, f[i].path, -HUGE_VAL, HUGE_VAL, &v);
+        const int same = r == 1 && (f[i].is_float ? (float)v == (float)f[i].want && signbit(v) == signbit(f[i].want) : v == f[i].want);
+        if (!same) { printf("     %s: wrote %.17g, read %.17g (%d)\n", f[i].path, f[i].want, v, r); bad++; }
+    }
+    const json_t *ms = json_object_get(json_object_get(cfg, "lr"), "milestones");
+    bad += (float)json_number_value(json_array_get(ms, 0)) != 0.3f || (float)json_number_value(json_array_get(ms, 1)) != 0.7f;
+    check(cfg && bad == 0, "every number of the configuration reads back exactly (%zu fields, milestones)", sizeof f / sizeof f[0]);
+    check(strstr(js, "\"seed\": 9007199254740993,") && strstr(js, "\"tau1\": 0.10000000000000001,") &&
+          strstr(js, "\"max_share\": 0.30000000000000004,"),
+          "the seed as an integer; with a double that needs 17 digits every real has 17");
+    json_decref(cfg);
+
+    small_config(&c, HEAD_MOE); /* every value short: reals with the digits they need */
+    c.model.head.cf = NAN;
+    st = session_config_json(&c, "x", js, sizeof js);
+    check(st == ML_OK && strstr(js, "\"tau1\": 0.1,") && strstr(js, "\"eps\": 1e-8,") && strstr(js, "\"width\": 0.25,") &&
+          strstr(js, "\"cf\": null,") && strstr(js, "\"milestones\": [0.5, 0.75]"),
+          "short values stay short (0.1 for 0.1f, 1e-8), a NaN is null");
+    /* a dataset spec that is not UTF-8 (JSON cannot hold it): U+FFFD for the bad byte */
+    st = session_config_json(&c, "caf\xe9-\xc3\xa9", js, sizeof js);
+    cfg = st == ML_OK ? session_config_parse(js) : NULL;
+    char spec[64] = "";
+    check(cfg && session_config_str(cfg, "dataset", spec, sizeof spec) == 1 && !strcmp(spec, "caf\xef\xbf\xbd-\xc3\xa9"),
+          "a Latin-1 byte in the dataset spec becomes U+FFFD, valid UTF-8 stays: '%s'", spec);
+    json_decref(cfg);
+}
+
+/* Replaces /run@config_json of a copy of the hand-made session. */
+static int set_config_json(const char *file, const char *text) {
+    copy_file(g_hand_file, file, -1);
+    hid_t f = h5_edit(file);
+    if (f < 0) return -1;
+    hid_t run = H5Gopen2(f, "/run", H5P_DEFAULT);
+    hid_t t = H5Tcopy(H5T_C_S1), sp = H5Screate(H5S_SCALAR);
+    H5Tset_size(t, strlen(text) + 1);
+    H5Tset_strpad(t, H5T_STR_NULLTERM);
+    H5Tset_cset(t, H5T_CSET_UTF8); /* as the writer (sessions/h5util.c) */
+    int ok = run >= 0 && H5Adelete(run, "config_json") >= 0;
+    hid_t a = ok ? H5Acreate2(run, "config_json", t, sp, H5P_DEFAULT, H5P_DEFAULT) : -1;
+    ok = a >= 0 && H5Awrite(a, t, text) >= 0;
+    if (a >= 0) H5Aclose(a);
+    H5Sclose(sp);
+    H5Tclose(t);
+    if (run >= 0) H5Gclose(run);
+    H5Fclose(f);
+    return ok ? 0 : -1;
+}
+
+/* A live.h5 whose config_json is hostile (cut, damaged, wrong types, missing keys) or from the
+ * old hand-written writer: it loads; what cannot be read is unknown (log_every from the spacing
+ * of the rows, the launch cf unknown so dropless is capacity >= B), nothing crashes. */
+static void test_config_damage(void) {
+    char dir[512], file[600];
+    path_in(dir, sizeof dir, "config");
+    mkdir(dir, 0777);
+    snprintf(file, sizeof file, "%s/live.h5", dir);
+    char half[4096];
+    snprintf(half, sizeof half, "%.*s", (int)(strlen(g_hand_json) / 2), g_hand_json);
+    static char huge[70000]; /* longer than the 64 KiB the loader reads: cut */
+    snprintf(huge, sizeof huge, "{\"log_every\": 7, \"dataset\": \"%65600d\"}", 0);
+    const struct { const char *what, *text; int log_every, cf_known; } cases[] = {
+        {"the old writer's text", "{\"dataset\": \"synthetic:16x16x3:4\", \"model\": {\"width\": 0.25, \"head\": {\"kind\": \"moe\", "
+                                  "\"cf\": 1.25, \"noise\": 1}}, \"seed\": 18000000000000000001, \"log_every\": 7}", 7, 1},
+        {"cut in half", half, LOG_EVERY, 0},
+        {"longer than 64 KiB", huge, LOG_EVERY, 0},
+        {"strings for numbers", "{\"log_every\": \"7\", \"model\": {\"head\": {\"cf\": \"1.25\"}}}", LOG_EVERY, 0},
+        {"out of range, wrong containers", "{\"log_every\": 1e300, \"model\": {\"head\": [1.25]}}", LOG_EVERY, 0},
+        {"a fraction, a number for an object", "{\"log_every\": 2.5, \"model\": 3}", LOG_EVERY, 0},
+        {"zero and negative", "{\"log_every\": 0, \"model\": {\"head\": {\"cf\": null}}}", LOG_EVERY, 0},
+        {"missing keys", "{}", LOG_EVERY, 0},
+        {"a key twice", "{\"log_every\": 7, \"log_every\": 8, \"model\": {\"head\": {\"cf\": 1.25}}}", LOG_EVERY, 0},
+        {"an array", "[7, 1.25]", LOG_EVERY, 0},
+        {"not JSON", "garbage \x01\xff {", LOG_EVERY, 0},
+        {"empty", "", LOG_EVERY, 0},
+    };
+    int good = 0;
+    const int n = (int)(sizeof cases / sizeof cases[0]);
+    for (int i = 0; i < n; i++) {
+        SessionHistory h;
+        const int edited = set_config_json(file, cases[i].text) == 0;
+        const ml_status st = session_history_load(file, &h);
+        int dl[3] = {0, 0, 0};
+        for (long r = 0; st == ML_OK && r < h.nsteps; r++)
+            dl[h.steps[r].step <= 150 ? 0 : h.steps[r].step <= 300 ? 1 : 2] += h.steps[r].moe.dropless;
+        /* cf known: dropless only between `set cf 0` and `set cf 3`; unknown: wherever C = B */
+        const int dl_ok = dl[0] == 0 && dl[1] == 50 && dl[2] == (cases[i].cf_known ? 0 : 50);
+        const int ok = edited && st == ML_OK && h.nsteps == NS && h.log_every == cases[i].log_every && dl_ok &&
+                       !strncmp(h.config_json, cases[i].text, sizeof h.config_json - 1);
+        if (!ok)
+            printf("     %s: edited %d, %s, %ld rows, log_every %d, dropless %d/%d/%d\n", cases[i].what, edited,
+                   st ? ml_last_error() : "loaded", h.nsteps, h.log_every, dl[0], dl[1], dl[2]);
+        good += ok;
+        session_history_free(&h);
+    }
+    check(good == n, "config_json cut, over 64 KiB, damaged, of wrong types, without keys, or by the old writer: the "
+                     "session loads, log_every and cf from it only when readable (%d/%d)", good, n);
+}
+
 /* ------------------------------------------------------------------ 6: reading while writing */
 
 /* Child: for every line on stdin, loads FILE and prints "<st> <nsteps> <nevals> <nevents> <status>
@@ -841,6 +993,7 @@ int main(int argc, char **argv) {
         check(st == ML_OK && h.nsteps == NS, "session_history_load(path to the .h5 file) works too");
         session_history_free(&h);
         test_damage();
+        test_config_damage();
         test_live_read(&t);
     }
     trainer_free(&t);
@@ -852,6 +1005,7 @@ int main(int argc, char **argv) {
         {"dense", HEAD_DENSE, 1.25f, 16},
     };
     for (size_t i = 0; i < sizeof runs / sizeof *runs; i++) test_real_run(&ds, &runs[i]);
+    test_config_roundtrip();
 
     for (int j = 0; j < NEV; j++) { free(g_ce[j]); free(g_feat[j]); free(g_tex[j]); free(g_tla[j]); }
     dataset_free(&ds);
