@@ -32,6 +32,14 @@ void command_line_join(char *buf, size_t n, int argc, char **argv) {
     }
 }
 
+char *command_line_join_alloc(int argc, char **argv) {
+    size_t n = 16;
+    for (int i = 0; i < argc; i++) n += 4 * strlen(argv[i]) + 3; /* every ' becomes '\'' */
+    char *buf = malloc(n);
+    if (buf) command_line_join(buf, n, argc, argv);
+    return buf;
+}
+
 int command_line_split(const char *line, char ***argv_out) {
     int cap = 16, argc = 0;
     char **argv = malloc(sizeof *argv * cap);

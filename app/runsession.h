@@ -24,6 +24,8 @@ typedef struct {
 
 /* Joins argv into one shell-quoted command line. */
 void command_line_join(char *buf, size_t n, int argc, char **argv);
+/* The same into a malloc'd string of the size it needs (NULL when out of memory). */
+char *command_line_join_alloc(int argc, char **argv);
 /* Splits a command line written by command_line_join back into argv (malloc'd strings and
  * array; free with argv_free). Returns argc, or -1 on unbalanced quotes. */
 int command_line_split(const char *line, char ***argv);

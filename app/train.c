@@ -155,9 +155,12 @@ static int run_headless(Trainer *t, RunSession *rs, ScheduledCmd *cmds, int ncmd
     runsession_finish(rs, run_end_name(end));
     if (rs->dir[0] && rs->failed == 0)
         printf("session   %s: %s at step %ld\n", rs->dir, run_end_name(end), t->step);
+    else if (rs->dir[0]) /* the session stopped writing (full disk, I/O error): say so, fail */
+        fprintf(stderr, "moelab: session %s: %s with write errors at step %ld: the session is incomplete after the "
+                "first error (see the warning above)\n", rs->dir, run_end_name(end), t->step);
     signal(SIGINT, SIG_DFL);
     signal(SIGTERM, SIG_DFL);
-    return end == RUN_FAILED ? 1 : 0;
+    return end == RUN_FAILED || rs->failed ? 1 : 0;
 }
 
 /* Runs a training (or replay) from parsed options. cmdline is stored in the session; resume = 1
@@ -217,6 +220,10 @@ static int run_training(AppOptions *o, const char *cmdline, int resume, Schedule
         hooks.rs = &rs;
         rc = tui_run(o, &ds, &t, &hooks);
         if (rs.dir[0] && rs.failed == 0 && !o->no_session) printf("session   %s\n", rs.dir);
+        else if (rs.dir[0] && !o->no_session) {
+            fprintf(stderr, "moelab: session %s: ended with write errors: the session is incomplete after the first\n", rs.dir);
+            if (!rc) rc = 1;
+        }
     } else {
         const ModelConfig *mc = &t.cfg.model;
         printf("moelab %s: %s (%d/%d images, %dx%dx%d), backbone %s w=%g, head %s, %d epochs x %ld steps, "
@@ -235,15 +242,39 @@ static int run_training(AppOptions *o, const char *cmdline, int resume, Schedule
     return rc;
 }
 
+/* --resume continues a session with its stored configuration: any other option (but --headless)
+ * would be ignored, so it is refused; so is an empty folder name. 0, or 2 (message printed). */
+static int check_resume_args(int argc, char **argv) {
+    for (int i = 1; i < argc; i++) {
+        const char *a = argv[i], *dir = NULL;
+        if (!strcmp(a, "--resume")) dir = i + 1 < argc ? argv[++i] : "";
+        else if (!strncmp(a, "--resume=", 9)) dir = a + 9;
+        else if (!strcmp(a, "--headless")) continue;
+        else {
+            fprintf(stderr, "moelab: --resume continues a session with the configuration it was started with; '%s' "
+                    "cannot be combined with it (only --headless can)\n", a);
+            return 2;
+        }
+        if (!dir[0]) { fprintf(stderr, "moelab: --resume needs a session folder\n"); return 2; }
+    }
+    return 0;
+}
+
 int cmd_train(int argc, char **argv) {
+    for (int i = 1; i < argc; i++)
+        if (!strcmp(argv[i], "--resume") || !strncmp(argv[i], "--resume=", 9)) {
+            const int bad = check_resume_args(argc, argv);
+            if (bad) return bad;
+            break;
+        }
     AppOptions o;
     app_options_defaults(&o);
     int r = app_options_parse(&o, argc, argv, "train");
     if (r) return r > 0 ? 0 : 2;
     if (o.resume[0]) {
         /* continue a session: its own command line gives the configuration */
-        char line[4096];
-        if (session_read_run_attr(o.resume, "command_line", line, sizeof line) != ML_OK) {
+        char *line = NULL;
+        if (session_read_run_attr_alloc(o.resume, "command_line", &line) != ML_OK) {
             fprintf(stderr, "moelab: --resume %s: %s\n", o.resume, ml_last_error());
             return 1;
         }
@@ -254,21 +285,26 @@ int cmd_train(int argc, char **argv) {
         if (ac < 1 || app_options_parse(&ro, ac, av, "train") != 0) {
             fprintf(stderr, "moelab: --resume %s: cannot parse the stored command line: %s\n", o.resume, line);
             argv_free(ac > 0 ? ac : 0, av);
+            free(line);
             return 1;
         }
         argv_free(ac, av);
         snprintf(ro.session, sizeof ro.session, "%s", o.resume);
         ro.no_session = 0;
         ro.headless = o.headless;
-        return run_training(&ro, line, 1, NULL, 0, NULL, 0);
+        const int rc = run_training(&ro, line, 1, NULL, 0, NULL, 0);
+        free(line);
+        return rc;
     }
-    char line[4096];
     char *av0[argc + 2];
     int ac = 0;
     av0[ac++] = "train";
     for (int i = 1; i < argc; i++) av0[ac++] = argv[i];
-    command_line_join(line, sizeof line, ac, av0);
-    return run_training(&o, line, 0, NULL, 0, NULL, 0);
+    char *line = command_line_join_alloc(ac, av0);
+    if (!line) { fprintf(stderr, "moelab: out of memory\n"); return 1; }
+    const int rc = run_training(&o, line, 0, NULL, 0, NULL, 0);
+    free(line);
+    return rc;
 }
 
 /* moelab replay DIR [--session NEWDIR]: re-runs a session from its command line and event log. */
@@ -286,14 +322,18 @@ int cmd_replay(int argc, char **argv) {
         else { fprintf(stderr, "moelab replay: unexpected argument '%s'\n", argv[i]); return 2; }
     }
     SessionInfo orig;
-    char line[4096];
-    if (session_read_info(dir, &orig) != ML_OK || session_read_run_attr(dir, "command_line", line, sizeof line) != ML_OK) {
+    char *line = NULL;
+    if (session_read_info(dir, &orig) != ML_OK || session_read_run_attr_alloc(dir, "command_line", &line) != ML_OK) {
         fprintf(stderr, "moelab replay: %s\n", ml_last_error());
         return 1;
     }
     SessionEventRow *ev;
     long nev;
-    if (session_read_events(dir, &ev, &nev) != ML_OK) { fprintf(stderr, "moelab replay: %s\n", ml_last_error()); return 1; }
+    if (session_read_events(dir, &ev, &nev) != ML_OK) {
+        fprintf(stderr, "moelab replay: %s\n", ml_last_error());
+        free(line);
+        return 1;
+    }
     ScheduledCmd *cmds = calloc(nev + 1, sizeof *cmds);
     int nc = 0;
     for (long i = 0; i < nev; i++) {
@@ -314,6 +354,7 @@ int cmd_replay(int argc, char **argv) {
         fprintf(stderr, "moelab replay: cannot parse the stored command line: %s\n", line);
         argv_free(ac > 0 ? ac : 0, av);
         free(cmds);
+        free(line);
         return 1;
     }
     argv_free(ac, av);
@@ -332,6 +373,7 @@ int cmd_replay(int argc, char **argv) {
     char outdir[600];
     int rc = run_training(&o, line, 0, cmds, nc, outdir, sizeof outdir);
     free(cmds);
+    free(line);
     if (rc) return rc;
     SessionInfo rep;
     if (session_read_info(outdir, &rep) != ML_OK) { fprintf(stderr, "moelab replay: %s\n", ml_last_error()); return 1; }

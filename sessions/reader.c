@@ -337,3 +337,16 @@ ml_status session_read_events(const char *dir, SessionEventRow **out, long *n) {
     H5Eclear2(H5E_DEFAULT);
     return st;
 }
+
+ml_status session_read_run_attr_alloc(const char *dir, const char *name, char **out) {
+    *out = NULL;
+    for (size_t n = 4096; n <= ((size_t)64 << 20); n *= 4) {
+        char *buf = malloc(n);
+        if (!buf) return ml_fail(ML_ERR_NOMEM, "out of memory reading /run@%s", name);
+        const ml_status st = session_read_run_attr(dir, name, buf, n);
+        if (st == ML_OK) { *out = buf; return ML_OK; }
+        free(buf);
+        if (st != ML_ERR_ARG) return st; /* ML_ERR_ARG: did not fit */
+    }
+    return ml_fail(ML_ERR_FORMAT, "%s: /run@%s is longer than 64 MiB", dir, name);
+}

@@ -159,6 +159,8 @@ ml_status session_read_info(const char *dir, SessionInfo *info);
 /* A string attribute of /run (e.g. "command_line", "config_json", "dataset_spec") into buf
  * (truncated to n-1 bytes; ML_ERR_ARG if it did not fit). */
 ml_status session_read_run_attr(const char *dir, const char *name, char *buf, size_t n);
+/* The same, whole, into a malloc'd string *out (free it): no length limit below 64 MiB. */
+ml_status session_read_run_attr_alloc(const char *dir, const char *name, char **out);
 
 /* The event log (/events): every interactive command with its step, for replay. *out is
  * malloc'd (free it), *n rows. */

@@ -26,7 +26,7 @@ at 63 set cf 1.5
 at 70 eval
 at 84 anneal cosine now 0.2
 EOF
-RUN=(train --headless --dataset synthetic:16x16x3:4:512 --width 0.25 --batch 32 --experts 4 --hidden 16 --threads 2
+RUN=(train --headless --dataset synthetic:16x16x3:4:512 --width 0.25 --batch 32 --experts 4 --hidden 16 --threads 1
      --seed 9 --epochs $EPOCHS --ckpt-steps 7 --keep 2 --commands cmds)
 
 final_ckpt() { ls "$1"/ckpt-*.h5 2>/dev/null | sort -t- -k2 -n | tail -1; }
