@@ -48,7 +48,7 @@ RUN[dense]="${SMALL[*]} --head dense"
 RUN[moe-commands]="${SMALL[*]} --commands $T/cmds"
 
 digest() { # the final checkpoint's numbers, as text, hashed
-  local f; f=$(ls "$1"/ckpt-*.h5 | sort -t- -k2 -n | tail -1)
+  local f; f="$1/ckpt-$(ls "$1" | sed -n 's/^ckpt-\([0-9]*\)\.h5$/\1/p' | sort -n | tail -1).h5"
   # -A 0: values only (attributes such as the per-dataset crc32 are not part of the numbers)
   h5dump -A 0 -g /weights -g /optimizer -g /rng -g /schedule "$f" | tail -n +2 | sha256sum | cut -c1-16
 }

@@ -11,7 +11,7 @@ BIN=$(cd "$(dirname "$BIN")" && pwd)/$(basename "$BIN")
 TRIALS=${2:-20}
 [ -n "${MOELAB_QUICK:-}" ] && [ -z "${2:-}" ] && TRIALS=5
 T=$(mktemp -d)
-trap 'rm -rf "$T"' EXIT
+[ -n "${KEEP:-}" ] || trap 'rm -rf "$T"' EXIT; echo "INFO in $T"
 cd "$T"
 pass=0; fail=0
 ok()  { echo "PASS  $*"; pass=$((pass + 1)); }
@@ -29,7 +29,7 @@ EOF
 RUN=(train --headless --dataset synthetic:16x16x3:4:512 --width 0.25 --batch 32 --experts 4 --hidden 16 --threads 1
      --seed 9 --epochs $EPOCHS --ckpt-steps 7 --keep 2 --commands cmds)
 
-final_ckpt() { ls "$1"/ckpt-*.h5 2>/dev/null | sort -t- -k2 -n | tail -1; }
+final_ckpt() { echo "$1/ckpt-$(ls "$1" | sed -n 's/^ckpt-\([0-9]*\)\.h5$/\1/p' | sort -n | tail -1).h5"; }
 weights() { h5dump -A 0 -g /weights -g /optimizer -g /rng -g /schedule "$(final_ckpt "$1")" | tail -n +2 | sha256sum | cut -c1-16; }
 # the history columns that do not depend on the clock
 history() {
@@ -88,7 +88,7 @@ echo "INFO kill/resume: $TRIALS trials, $kills kills, $resumed resumed to the en
 
 # a command scheduled exactly at a checkpoint step, with the crash right after that checkpoint:
 # keep only ckpt-21 (as if killed as it appeared) and resume
-"$BIN" "${RUN[@]}" --session C > C.log 2>&1
+"$BIN" "${RUN[@]}" --keep 0 --session C > C.log 2>&1
 for f in C/ckpt-*.h5; do [ "$f" = C/ckpt-21.h5 ] || rm -f "$f"; done
 if [ -f C/ckpt-21.h5 ]; then
   "$BIN" train --resume C > C2.log 2>&1
