@@ -8,9 +8,9 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "core/vocab.h"
+
 const char *const command_words[] = {"pause", "resume", "step", "set", "anneal", "snapshot", "eval", "quit", "help", NULL};
-const char *const param_words[] = {"tau", "lr", "cf", "alpha", "beta", "noise", "bias-rate", NULL};
-const char *const schedule_words[] = {"const", "linear", "cosine", "exp", "sigmoid", "step", NULL};
 
 #define MAXTOK 12
 
@@ -62,27 +62,30 @@ int command_parse(const char *line, TrainerCmd *cmd, char *err, size_t errn) {
         return 0;
     }
     if (!strcmp(w, "set")) {
-        if (n != 3) { snprintf(err, errn, "usage: set tau|lr|cf|alpha|beta|noise|bias-rate VALUE"); return -1; }
-        int p = -1;
-        for (int i = 0; param_words[i]; i++) if (!strcmp(tok[1], param_words[i])) p = i;
-        if (p < 0) { snprintf(err, errn, "set: unknown parameter '%s' (tau lr cf alpha beta noise bias-rate)", tok[1]); return -1; }
+        char words[256], why[64];
+        if (n != 3) { snprintf(err, errn, "usage: set %s VALUE", vocab_join(words, sizeof words, cmd_param_words, "|", NULL)); return -1; }
+        CmdParam p;
+        if (cmd_param_parse(tok[1], &p)) {
+            snprintf(err, errn, "set: unknown parameter '%s' (%s)", tok[1], vocab_join(words, sizeof words, cmd_param_words, " ", NULL));
+            return -1;
+        }
         double v;
         if (parse_num(tok[2], &v)) { snprintf(err, errn, "set %s: '%s' is not a number", tok[1], tok[2]); return -1; }
-        if (p == PARAM_TAU && !(v > 0)) { snprintf(err, errn, "set tau: must be > 0"); return -1; }
-        if (p == PARAM_LR && !(v > 0)) { snprintf(err, errn, "set lr: must be > 0"); return -1; }
-        if (p != PARAM_CF && v < 0) { snprintf(err, errn, "set %s: must be >= 0", tok[1]); return -1; }
+        /* the lower end here, the whole range when the trainer applies it (core/params.h) */
+        if (!cmd_param_lower_ok(p, v, why, sizeof why)) { snprintf(err, errn, "set %s: %s", tok[1], why); return -1; }
         cmd->kind = CMD_SET;
-        cmd->param = (CmdParam)p;
+        cmd->param = p;
         cmd->value = v;
         snprintf(cmd->text, sizeof cmd->text, "set %s %.9g", tok[1], v);
         return 0;
     }
     if (!strcmp(w, "anneal")) {
-        if (n < 2) { snprintf(err, errn, "usage: anneal KIND [TAU0|now [TAU1]] [s=S] [c=C] [min=T] [every=N] [gamma=G]"); return -1; }
+        char words[256];
+        if (n < 2) { snprintf(err, errn, "usage: anneal KIND [TAU0|now [TAU1]] %s", tau_key_usage(words, sizeof words)); return -1; }
         TauSchedule *s = &cmd->sched;
         tau_schedule_defaults(s);
         if (tau_parse_kind(tok[1], &s->kind) != ML_OK) {
-            snprintf(err, errn, "anneal: unknown schedule '%s' (const linear cosine exp sigmoid step)", tok[1]);
+            snprintf(err, errn, "anneal: unknown schedule '%s' (%s)", tok[1], vocab_join(words, sizeof words, tau_kind_names, " ", NULL));
             return -1;
         }
         s->tau0 = 0.0f;     /* continue from the current value */
@@ -107,12 +110,15 @@ int command_parse(const char *line, TrainerCmd *cmd, char *err, size_t errn) {
             *eq = '\0';
             const char *key = tok[i], *val = eq + 1;
             if (parse_num(val, &v)) { snprintf(err, errn, "anneal: %s='%s' is not a number", key, val); return -1; }
-            if (!strcmp(key, "s")) s->s = (float)v;
-            else if (!strcmp(key, "c")) s->c = (float)v;
-            else if (!strcmp(key, "min") && v > 0) s->tau_min = (float)v;
-            else if (!strcmp(key, "every") && v >= 1 && v == floor(v)) s->step_every = (int)v;
-            else if (!strcmp(key, "gamma") && v > 0) s->step_gamma = (float)v;
-            else { snprintf(err, errn, "anneal: bad option %s=%s (s= c= min= every= gamma=)", key, val); return -1; }
+            const int k = tau_key_find(key);
+            if (k >= 0 && tau_key_ok((TauKey)k, v)) tau_key_set(s, (TauKey)k, v);
+            else {
+                int wl = 0;
+                for (int j = 0; j < TAU_KEY_COUNT && wl < (int)sizeof words; j++)
+                    wl += snprintf(words + wl, sizeof words - wl, "%s%s=", j ? " " : "", tau_key_info((TauKey)j)->key);
+                snprintf(err, errn, "anneal: bad option %s=%s (%s)", key, val, words);
+                return -1;
+            }
             len += snprintf(norm + len, sizeof norm - len, " %s=%.9g", key, v);
         }
         cmd->kind = CMD_ANNEAL;

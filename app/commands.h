@@ -3,10 +3,11 @@
  *
  *   pause | resume | quit | help | snapshot | eval
  *   step [N]                       run N steps (default 1) while paused
- *   set tau|lr|cf|alpha|beta|noise|bias-rate VALUE
- *   anneal KIND [TAU0|now [TAU1]] [s=S] [c=C] [min=T] [every=N] [gamma=G]
- *          KIND: const linear cosine exp sigmoid step; the new schedule runs from the current
- *          step to the end of training; `now` (or no TAU0) continues from the current tau
+ *   set PARAM VALUE                PARAM: a word of CMD_PARAMS (core/params.h)
+ *   anneal KIND [TAU0|now [TAU1]] [KEY=V ...]
+ *          KIND: a temperature kind, KEY: an anneal key (the tables TAU_KINDS and TAU_KEYS in
+ *          core/tau.h); the new schedule runs from the current step to the end of training;
+ *          `now` (or no TAU0) continues from the current tau
  *
  * Command files hold one command per line, each prefixed `at STEP` (applied when STEP steps
  * have been completed); blank lines and lines starting with # are ignored. */
@@ -16,8 +17,6 @@
 #include "core/records.h"
 
 extern const char *const command_words[];   /* NULL-terminated */
-extern const char *const param_words[];     /* NULL-terminated, index = CmdParam */
-extern const char *const schedule_words[];  /* NULL-terminated */
 
 /* Parses one command. Returns 0, or -1 with a one-line message in err. */
 int command_parse(const char *line, TrainerCmd *cmd, char *err, size_t errn);

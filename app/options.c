@@ -1,5 +1,11 @@
-/* options.c — the training option table (see options.h). Every option that sets a number checks
- * that the whole argument is a finite number in range; errors name the option and the value. */
+/* options.c — the training option table (see options.h). One row per option: its name, value,
+ * help text, group, and where the value goes (a field of AppOptions with its range, or a handler
+ * for the named choices). getopt_long's array, the parsing, `--help` and the defaults shown in it
+ * are all generated from the rows; the defaults themselves are read from app_options_defaults(),
+ * so the help cannot disagree with them. The temperature options come from TAU_KEYS
+ * (core/tau.h), the kind lists from TAU_KINDS, OPT_KINDS and LR_KINDS. Every option that sets a
+ * number checks that the whole argument is a finite number in range; errors name the option and
+ * the value. */
 #include "options.h"
 
 #include <errno.h>
@@ -9,69 +15,176 @@
 #include <stdlib.h>
 #include <string.h>
 
-enum {
-    O_DATASET = 256, O_BACKBONE, O_WIDTH, O_HEAD, O_HIDDEN, O_EXPERTS, O_K, O_EPOCHS, O_BATCH,
-    O_OPTIMIZER, O_LR, O_LR_SCHEDULE, O_WARMUP, O_MOMENTUM, O_NESTEROV, O_WD, O_SEED, O_THREADS,
-    O_LOG_EVERY, O_DRY_RUN, O_HEADLESS, O_CF, O_EVAL_CF, O_PRIORITY, O_TAU0, O_TAU1, O_SCHEDULE,
-    O_TAU_MIN, O_SIG_S, O_SIG_C, O_NOISE, O_BIAS_MODE, O_BIAS_RATE, O_ALPHA, O_BETA, O_NO_RENORM,
-    O_SLOTS, O_SESSION, O_NO_SESSION, O_RESUME, O_CKPT_EVERY, O_CKPT_STEPS, O_KEEP, O_NO_AUGMENT, O_LABELS, O_COMMANDS, O_TAU_EPOCHS, O_STEPS, O_REPEAT, O_HEADS, O_QUIET, O_HELP,
+#include "core/params.h"
+#include "core/vocab.h"
+
+typedef enum { T_FLAG, T_F32, T_I32, T_I64, T_U64, T_STR, T_FN } OptType;
+
+enum { G_DATA, G_SESSION, G_MODEL, G_ROUTING, G_TEMP, G_COMMANDS, G_OPTIM, G_BENCH, G_END };
+static const char *const group_names[] = {
+    [G_DATA] = "Data and run",
+    [G_SESSION] = "Session (live.h5 + checkpoints)",
+    [G_MODEL] = "Model",
+    [G_ROUTING] = "Routing (MoE heads)",
+    [G_TEMP] = "Temperature",
+    [G_COMMANDS] = "Commands",
+    [G_OPTIM] = "Optimiser",
+    [G_BENCH] = "Benchmark (moelab bench)",
+    [G_END] = NULL, /* --help: no heading */
 };
 
-static const struct option long_opts[] = {
-    {"dataset", required_argument, 0, O_DATASET},
-    {"backbone", required_argument, 0, O_BACKBONE},
-    {"width", required_argument, 0, O_WIDTH},
-    {"head", required_argument, 0, O_HEAD},
-    {"hidden", required_argument, 0, O_HIDDEN},
-    {"experts", required_argument, 0, O_EXPERTS},
-    {"k", required_argument, 0, O_K},
-    {"epochs", required_argument, 0, O_EPOCHS},
-    {"batch", required_argument, 0, O_BATCH},
-    {"optimizer", required_argument, 0, O_OPTIMIZER},
-    {"lr", required_argument, 0, O_LR},
-    {"lr-schedule", required_argument, 0, O_LR_SCHEDULE},
-    {"warmup", required_argument, 0, O_WARMUP},
-    {"momentum", required_argument, 0, O_MOMENTUM},
-    {"nesterov", no_argument, 0, O_NESTEROV},
-    {"wd", required_argument, 0, O_WD},
-    {"seed", required_argument, 0, O_SEED},
-    {"threads", required_argument, 0, O_THREADS},
-    {"log-every", required_argument, 0, O_LOG_EVERY},
-    {"dry-run", no_argument, 0, O_DRY_RUN},
-    {"headless", no_argument, 0, O_HEADLESS},
-    {"cf", required_argument, 0, O_CF},
-    {"eval-cf", required_argument, 0, O_EVAL_CF},
-    {"priority", required_argument, 0, O_PRIORITY},
-    {"tau0", required_argument, 0, O_TAU0},
-    {"tau1", required_argument, 0, O_TAU1},
-    {"schedule", required_argument, 0, O_SCHEDULE},
-    {"tau-min", required_argument, 0, O_TAU_MIN},
-    {"sigmoid-s", required_argument, 0, O_SIG_S},
-    {"sigmoid-c", required_argument, 0, O_SIG_C},
-    {"noise", required_argument, 0, O_NOISE},
-    {"bias-mode", required_argument, 0, O_BIAS_MODE},
-    {"bias-rate", required_argument, 0, O_BIAS_RATE},
-    {"alpha", required_argument, 0, O_ALPHA},
-    {"beta", required_argument, 0, O_BETA},
-    {"no-renorm", no_argument, 0, O_NO_RENORM},
-    {"slots", required_argument, 0, O_SLOTS},
-    {"commands", required_argument, 0, O_COMMANDS},
-    {"no-augment", no_argument, 0, O_NO_AUGMENT},
-    {"session", required_argument, 0, O_SESSION},
-    {"no-session", no_argument, 0, O_NO_SESSION},
-    {"resume", required_argument, 0, O_RESUME},
-    {"ckpt-every", required_argument, 0, O_CKPT_EVERY},
-    {"ckpt-steps", required_argument, 0, O_CKPT_STEPS},
-    {"keep", required_argument, 0, O_KEEP},
-    {"labels", required_argument, 0, O_LABELS},
-    {"tau-epochs", required_argument, 0, O_TAU_EPOCHS},
-    {"steps", required_argument, 0, O_STEPS},
-    {"repeat", required_argument, 0, O_REPEAT},
-    {"heads", required_argument, 0, O_HEADS},
-    {"quiet", no_argument, 0, O_QUIET},
-    {"help", no_argument, 0, O_HELP},
-    {0, 0, 0, 0},
+typedef struct {
+    const char *name;    /* without "--" */
+    const char *metavar; /* NULL: a flag; for choices NULL means "a|b|c" */
+    int group;
+    const char *help;
+    OptType type;
+    size_t off, size; /* the target in AppOptions; T_STR: its buffer size */
+    double lo, hi;    /* numbers: the accepted range; T_FLAG: lo is the value stored */
+    /* T_FN: stores the value; 0, 1 (stop: --help) or -1 (bad value: "is not CHOICES" is printed) */
+    int (*set)(AppOptions *o, const char *arg, const char *cmd);
+    const char *const *choices;                                    /* the names a choice option takes */
+    int list;                                                      /* 1: the help lists the choices after the text */
+    const char *(*current)(const AppOptions *d);                   /* a choice option's value in d */
+    const char *(*show)(const AppOptions *d, char *buf, size_t n); /* default text from defaults */
+    const char *(*more)(char *buf, size_t n);                      /* help text built from other tables, after `help` */
+    const char *dflt;                                              /* fixed default text; "" for none */
+    int hidden;                                                    /* accepted, not in --help */
+} OptSpec;
+
+/* A field of AppOptions whose type must be T (compile error otherwise). */
+#define AT(T, m) .off = offsetof(AppOptions, m) + 0 * sizeof(char[_Generic(((AppOptions *)0)->m, T : 1, default : -1)])
+#define F32(m, l, h) .type = T_F32, AT(float, m), .lo = (l), .hi = (h)
+#define I32(m, l, h) .type = T_I32, AT(int, m), .lo = (l), .hi = (h)
+#define I64(m, l, h) .type = T_I64, AT(long, m), .lo = (l), .hi = (h)
+#define U64(m, l, h) .type = T_U64, AT(uint64_t, m), .lo = (l), .hi = (h)
+#define FLAG(m, v) .type = T_FLAG, AT(int, m), .lo = (v)
+#define STR(m) .type = T_STR, AT(char *, m), .size = sizeof(((AppOptions *)0)->m)
+#define FN(f) .type = T_FN, .set = (f)
+#define CHOICES(...) \
+    .choices = (const char *const[]) { __VA_ARGS__, NULL }
+#define OPT_TYPE_float F32
+#define OPT_TYPE_int I32
+#define OPT_TYPE_(t) OPT_TYPE_##t
+
+/* ---- choices and their defaults */
+static int set_backbone(AppOptions *o, const char *a, const char *cmd);
+static int set_head(AppOptions *o, const char *a, const char *cmd);
+static int set_optimizer(AppOptions *o, const char *a, const char *cmd);
+static int set_lr_schedule(AppOptions *o, const char *a, const char *cmd);
+static int set_priority(AppOptions *o, const char *a, const char *cmd);
+static int set_bias_mode(AppOptions *o, const char *a, const char *cmd);
+static int set_schedule(AppOptions *o, const char *a, const char *cmd);
+static int set_labels(AppOptions *o, const char *a, const char *cmd);
+static int set_help(AppOptions *o, const char *a, const char *cmd);
+static const char *now_backbone(const AppOptions *d) { return backbone_name(d->train.model.backbone); }
+static const char *now_head(const AppOptions *d) { return moe_head_name(d->train.model.head.kind); }
+static const char *now_optimizer(const AppOptions *d) { return optim_kind_name(d->train.opt.kind); }
+static const char *now_lr_schedule(const AppOptions *d) { return lr_kind_name(d->train.lr.kind); }
+static const char *now_priority(const AppOptions *d) { return moe_priority_name(d->train.model.head.priority); }
+static const char *now_bias_mode(const AppOptions *d) { return moe_bias_name(d->train.model.head.bias_mode); }
+static const char *now_schedule(const AppOptions *d) { return tau_kind_name(d->train.tau.kind); }
+static const char *now_labels(const AppOptions *d) { return d->coarse ? "coarse" : "fine"; }
+static const char *show_wd(const AppOptions *d, char *b, size_t n) {
+    snprintf(b, n, "%g; adamw %g", (double)optim_default_wd(d->train.opt.kind), (double)optim_default_wd(OPT_ADAMW));
+    return b;
+}
+static const char *more_commands(char *b, size_t n);
+static const char *more_schedule(char *b, size_t n);
+
+/* ---- the table (the order of --help) */
+static const OptSpec opts[] = {
+    {"dataset", "SPEC", G_DATA,
+     "default | fashion-mnist | mnist | cifar-10 | cifar-100 | DIR | FILE.h5 | synthetic[:HxWxC[:K[:N]]]; DIR holds IDX "
+     "or CIFAR binary files; suffixes :coarse :stats=known|kuangliu|computed; default = fashion-mnist when installed, "
+     "else synthetic",
+     STR(dataset)},
+    {"labels", NULL, G_DATA, "CIFAR-100 label set", FN(set_labels), CHOICES("fine", "coarse"), .current = now_labels},
+    {"no-augment", NULL, G_DATA, "no random crop + flip (on by default for RGB datasets)", FLAG(train.augment, 0),
+     .dflt = ""},
+    {"epochs", "N", G_DATA, "training epochs", I32(train.epochs, 1, 100000)},
+    {"batch", "B", G_DATA, "mini-batch size", I32(train.model.batch, 2, 65536)},
+    {"seed", "S", G_DATA, "seed of every random stream", U64(train.seed, 0, 9007199254740991L)},
+    {"threads", "T", G_DATA, "OpenMP + OpenBLAS threads", I32(train.threads, 1, 1024), .dflt = "all cores"},
+    {"log-every", "N", G_DATA, "step records every N steps", I32(train.log_every, 1, 1000000)},
+    {"headless", NULL, G_DATA, "plain progress lines instead of the live screen", FLAG(headless, 1), .dflt = ""},
+    {"dry-run", NULL, G_DATA, "print the model's layers, parameters, FLOPs and rho, then exit", FLAG(dry_run, 1),
+     .dflt = ""},
+    {"quiet", NULL, G_DATA, "(reserved: no effect yet)", FLAG(quiet, 1), .dflt = "", .hidden = 1},
+
+    {"session", "DIR", G_SESSION, "session folder", STR(session), .dflt = "sessions/<dataset>-<head>-<time>"},
+    {"no-session", NULL, G_SESSION, "write nothing to disk", FLAG(no_session, 1), .dflt = ""},
+    {"resume", "DIR", G_SESSION, "continue DIR from its newest valid checkpoint", STR(resume), .dflt = ""},
+    {"ckpt-every", "N", G_SESSION, "checkpoint every N epochs, 0 = only at the end", I32(ckpt_every, 0, 1000000)},
+    {"ckpt-steps", "N", G_SESSION, "also checkpoint every N steps, 0 = off", I64(ckpt_steps, 0, 1000000000)},
+    {"keep", "N", G_SESSION, "checkpoints kept, 0 = all", I32(keep, 0, 1000000)},
+
+    {"backbone", NULL, G_MODEL, "depthwise-separable or standard 3x3 blocks", FN(set_backbone), CHOICES("dw", "std"),
+     .current = now_backbone},
+    {"width", "W", G_MODEL, "width multiplier, c0 = round(32 W)", F32(train.model.width, 0.01, 16)},
+    {"head", "KIND", G_MODEL, "classifier head", FN(set_head),
+     CHOICES("dense", "moe", "softmoe-batch", "softmoe-sample"), .list = 1, .current = now_head},
+    {"hidden", "H", G_MODEL, "expert hidden width h; the dense MLP has k*h", I32(train.model.head.h, 1, 1 << 16)},
+    {"experts", "E", G_MODEL, "number of experts", I32(train.model.head.E, 1, MOE_MAX_EXPERTS)},
+    {"k", "K", G_MODEL, "experts per sample", I32(train.model.head.k, 1, MOE_MAX_EXPERTS)},
+
+    {"cf", "F", G_ROUTING, "train capacity factor, C = ceil(cf k B / E); <= 0 dropless",
+     F32(train.model.head.cf, -1, 1000)},
+    {"eval-cf", "F", G_ROUTING, "evaluation capacity factor; <= 0 dropless", F32(train.model.head.eval_cf, -1, 1000)},
+    {"priority", NULL, G_ROUTING, "order inside one rank when capacity runs out", FN(set_priority),
+     CHOICES("batch", "gate"), .current = now_priority},
+    {"noise", "S", G_ROUTING, "Gumbel selection noise scale in training, 0 = deterministic",
+     F32(train.model.head.noise, 0, 100)},
+    {"bias-mode", NULL, G_ROUTING, "utility bias", FN(set_bias_mode), CHOICES("none", "select", "logits"),
+     .current = now_bias_mode},
+    {"bias-rate", "U", G_ROUTING, "bias update b_e += U sign(mean - count_e)", F32(train.model.head.bias_rate, 0, 100)},
+    {"alpha", "A", G_ROUTING, "load-balancing loss weight", F32(train.model.head.alpha, 0, 1e4)},
+    {"beta", "B", G_ROUTING, "router z-loss weight", F32(train.model.head.beta, 0, 1e4)},
+    {"no-renorm", NULL, G_ROUTING, "do not renormalise the k selected gates", FLAG(train.model.head.renorm, 0),
+     .dflt = ""},
+    {"slots", "P", G_ROUTING, "softmoe-batch slots per expert", I32(train.model.head.slots, 1, 1 << 20),
+     .dflt = "ceil(k B / E)"},
+
+    {"schedule", "KIND", G_TEMP, "temperature schedule, with the anneal keys it reads:", FN(set_schedule),
+     .choices = tau_kind_names, .more = more_schedule, .current = now_schedule},
+    {"tau0", "T", G_TEMP, "start temperature", F32(train.tau.tau0, 1e-6, 1e6)},
+    {"tau1", "T", G_TEMP, "end temperature", F32(train.tau.tau1, 1e-6, 1e6)},
+/* one row per TAU_KEYS key */
+// clang-format off
+#define TAU_OPTION_(ID, key, field, type, meta, lo, lo_open, hi, opt, opt_lo, opt_hi, help) \
+    {opt, meta, G_TEMP, help ", as " key "= in anneal", OPT_TYPE_(type)(train.tau.field, opt_lo, opt_hi)},
+    TAU_KEYS(TAU_OPTION_)
+#undef TAU_OPTION_
+    {"tau-epochs", "E", G_TEMP, "length of the schedule in epochs, then tau1 holds", F32(train.tau_epochs, 0, 1e6),
+     .dflt = "whole run"},
+    // clang-format on
+
+    {"commands", "FILE", G_COMMANDS, "apply commands from FILE, one per line as 'at STEP COMMAND':", STR(commands),
+     .more = more_commands, .dflt = ""},
+
+    {"optimizer", NULL, G_OPTIM, "optimiser", FN(set_optimizer), .choices = optim_kind_names, .current = now_optimizer},
+    {"lr", "LR", G_OPTIM, "peak learning rate", F32(train.lr.base, 0, 100)},
+    {"lr-schedule", NULL, G_OPTIM, "learning-rate schedule (step = x0.1 at 50% and 75%)", FN(set_lr_schedule),
+     .choices = lr_kind_names, .current = now_lr_schedule},
+    {"warmup", "E", G_OPTIM, "linear warm-up epochs", F32(train.warmup_epochs, 0, 100000)},
+    {"momentum", "M", G_OPTIM, "SGD momentum", F32(train.opt.momentum, 0, 0.9999)},
+    {"nesterov", NULL, G_OPTIM, "Nesterov momentum", FLAG(train.opt.nesterov, 1), .dflt = ""},
+    {"wd", "WD", G_OPTIM, "decoupled weight decay on conv/linear weights", F32(train.opt.wd, 0, 10), .show = show_wd},
+
+    {"steps", "N", G_BENCH, "timed steps per measurement", I32(steps, 1, 1000000)},
+    {"repeat", "R", G_BENCH, "measurements per head, median reported", I32(repeat, 1, 1000)},
+    {"heads", "LIST", G_BENCH, "comma list of heads to time", STR(heads)},
+
+    {"help", NULL, G_END, "this text", FN(set_help), .dflt = ""},
 };
+#define NOPTS ((int)(sizeof opts / sizeof opts[0]))
+#define OPT_VAL0 256 /* getopt_long returns OPT_VAL0 + row */
+
+static int opt_index(const char *name) {
+    for (int i = 0; i < NOPTS; i++)
+        if (!strcmp(opts[i].name, name)) return i;
+    return -1;
+}
 
 void app_options_defaults(AppOptions *o) {
     memset(o, 0, sizeof *o);
@@ -84,71 +197,117 @@ void app_options_defaults(AppOptions *o) {
     o->keep = 3;
 }
 
-void app_options_help(const char *cmd) {
-    printf("usage: moelab %s [options]\n\n", cmd);
-    printf(
-"Data and run\n"
-"  --dataset SPEC       default | fashion-mnist | mnist | cifar-10 | cifar-100 | DIR | FILE.h5\n"
-"                       | synthetic[:HxWxC[:K[:N]]]; DIR holds IDX or CIFAR binary files;\n"
-"                       suffixes :coarse :stats=known|kuangliu|computed (default: fashion-mnist\n"
-"                       when installed, else synthetic)\n"
-"  --labels fine|coarse CIFAR-100 label set (fine)\n"
-"  --no-augment         no random crop + flip (on by default for RGB datasets)\n"
-"  --epochs N           training epochs (10)\n"
-"  --batch B            mini-batch size (128)\n"
-"  --seed S             seed of every random stream (1)\n"
-"  --threads T          OpenMP + OpenBLAS threads (all cores)\n"
-"  --log-every N        step records every N steps (10)\n"
-"  --headless           plain progress lines instead of the live screen\n"
-"  --dry-run            print the model's layers, parameters, FLOPs and rho, then exit\n"
-"Session (live.h5 + checkpoints)\n"
-"  --session DIR        session folder (sessions/<dataset>-<head>-<time>)\n"
-"  --no-session         write nothing to disk\n"
-"  --resume DIR         continue DIR from its newest valid checkpoint\n"
-"  --ckpt-every N       checkpoint every N epochs, 0 = only at the end (1)\n"
-"  --ckpt-steps N       also checkpoint every N steps (off)\n"
-"  --keep N             checkpoints kept, 0 = all (3)\n"
-"Model\n"
-"  --backbone dw|std    depthwise-separable or standard 3x3 blocks (dw)\n"
-"  --width W            width multiplier, c0 = round(32 W) (1)\n"
-"  --head KIND          dense | moe | softmoe-batch | softmoe-sample (moe)\n"
-"  --hidden H           expert hidden width h; the dense MLP has k*h (1024)\n"
-"  --experts E          number of experts (8)\n"
-"  --k K                experts per sample (2)\n"
-"Routing (MoE heads)\n"
-"  --cf F               train capacity factor, C = ceil(cf k B / E); <= 0 dropless (1.25)\n"
-"  --eval-cf F          evaluation capacity factor; <= 0 dropless (0)\n"
-"  --priority batch|gate  order inside one rank when capacity runs out (batch)\n"
-"  --noise S            Gumbel selection noise scale in training, 0 = deterministic (1)\n"
-"  --bias-mode none|select|logits  utility bias (none)\n"
-"  --bias-rate U        bias update b_e += U sign(mean - count_e) (0.001)\n"
-"  --alpha A            load-balancing loss weight (0.01)\n"
-"  --beta B             router z-loss weight (0)\n"
-"  --no-renorm          do not renormalise the k selected gates\n"
-"  --slots P            softmoe-batch slots per expert (ceil(k B / E))\n"
-"Temperature\n"
-"  --schedule KIND      const | linear | cosine | exp | sigmoid | step (const)\n"
-"  --tau0 T --tau1 T    start and end temperature (1, 0.1)\n"
-"  --tau-min T          floor (0.01)\n"
-"  --sigmoid-s S --sigmoid-c C  sigmoid steepness and centre (10, 0.5)\n"
-"  --tau-epochs E       length of the schedule in epochs, then tau1 holds (whole run)\n"
-"Commands\n"
-"  --commands FILE      apply commands from FILE, one per line as 'at STEP COMMAND'\n"
-"                       (set tau|lr|cf|alpha|beta|noise|bias-rate V, anneal KIND ..., eval, quit)\n"
-"Optimiser\n"
-"  --optimizer sgd|adamw  (sgd)\n"
-"  --lr LR              peak learning rate (0.05)\n"
-"  --lr-schedule const|step|cosine  (cosine; step = x0.1 at 50%% and 75%%)\n"
-"  --warmup E           linear warm-up epochs (0)\n"
-"  --momentum M         SGD momentum (0.9)\n"
-"  --nesterov           Nesterov momentum\n"
-"  --wd WD              decoupled weight decay on conv/linear weights (5e-3; adamw 0.05)\n"
-"Benchmark (moelab bench)\n"
-"  --steps N            timed steps per measurement (30)\n"
-"  --repeat R           measurements per head, median reported (3)\n"
-"  --heads LIST         comma list of heads to time (dense,moe)\n"
-"  --help               this text\n");
+/* ---- --help */
+
+/* The default of row r as text ("" for none), read from the defaults d. */
+static const char *default_text(const OptSpec *r, const AppOptions *d, char *b, size_t n) {
+    const char *p = (const char *)d + r->off;
+    if (r->dflt) return r->dflt;
+    if (r->current) return r->current(d);
+    if (r->show) return r->show(d, b, n);
+    switch (r->type) {
+    case T_F32: snprintf(b, n, "%g", (double)*(const float *)p); break;
+    case T_I32: snprintf(b, n, "%d", *(const int *)p); break;
+    case T_I64: snprintf(b, n, "%ld", *(const long *)p); break;
+    case T_U64: snprintf(b, n, "%llu", (unsigned long long)*(const uint64_t *)p); break;
+    case T_STR: snprintf(b, n, "%s", p); break;
+    default: b[0] = '\0';
+    }
+    return b;
 }
+
+/* The metavar of row r: its own, or the choices joined with '|'. */
+static const char *metavar_of(const OptSpec *r, char *b, size_t n) {
+    if (r->metavar || !r->choices) return r->metavar ? r->metavar : "";
+    return vocab_join(b, n, r->choices, "|", NULL);
+}
+
+#define HELP_COL 23   /* help text starts here */
+#define HELP_WIDTH 79 /* and lines break before this */
+
+/* Prints `text` from column `col` (the cursor is there), wrapping at spaces to HELP_COL. */
+static void print_wrapped(const char *text, int col) {
+    const char *p = text;
+    while (*p) {
+        const int room = HELP_WIDTH - col;
+        int len = (int)strlen(p), cut = len;
+        if (len > room) {
+            cut = -1;
+            for (int i = 0; i <= room && i < len; i++)
+                if (p[i] == ' ') cut = i;
+            if (cut <= 0) {
+                cut = 0;
+                while (p[cut] && p[cut] != ' ') cut++;
+            } /* one long word */
+        }
+        printf("%.*s\n", cut, p);
+        p += cut;
+        while (*p == ' ') p++;
+        if (*p) printf("%*s", HELP_COL, "");
+        col = HELP_COL;
+    }
+}
+
+void app_options_help(const char *cmd) {
+    AppOptions d;
+    app_options_defaults(&d);
+    printf("usage: moelab %s [options]\n", cmd);
+    int group = -1;
+    for (int i = 0; i < NOPTS; i++) {
+        const OptSpec *r = &opts[i];
+        if (r->hidden) continue;
+        if (r->group != group) {
+            group = r->group;
+            if (group_names[group]) printf("%s%s\n", i ? "" : "\n", group_names[group]);
+        }
+        char meta[256], head[300], text[1024], dflt[256], list[512];
+        const char *m = metavar_of(r, meta, sizeof meta);
+        const int hl = snprintf(head, sizeof head, "  --%s%s%s", r->name, *m ? " " : "", m);
+        const char *dv = default_text(r, &d, dflt, sizeof dflt);
+        const char *more = r->more   ? r->more(list, sizeof list)
+                           : r->list ? vocab_join(list, sizeof list, r->choices, " | ", NULL)
+                                     : "";
+        snprintf(text, sizeof text, "%s%s%s%s%s%s", r->help,
+                 r->list ? ": "
+                 : *more ? " "
+                         : "",
+                 more, *dv ? " (" : "", dv, *dv ? ")" : "");
+        if (hl < HELP_COL - 1) {
+            printf("%-*s", HELP_COL, head);
+            print_wrapped(text, HELP_COL);
+        } else {
+            printf("%s ", head);
+            print_wrapped(text, hl + 1);
+        }
+    }
+}
+
+/* The command summary of --commands, from the tables of core/params.h and core/tau.h. */
+static const char *more_commands(char *b, size_t n) {
+    char params[256], keys[256];
+    snprintf(b, n, "set %s V | anneal KIND [TAU0|now [TAU1]] %s | eval | snapshot | quit",
+             vocab_join(params, sizeof params, cmd_param_words, "|", NULL), tau_key_usage(keys, sizeof keys));
+    return b;
+}
+
+/* The kinds of --schedule with the keys each reads besides min= (TAU_KINDS). */
+static const char *more_schedule(char *b, size_t n) {
+    size_t len = 0;
+    b[0] = '\0';
+    for (int k = 0; k < TAU_KIND_COUNT && len < n; k++) {
+        const TauKindInfo *ki = tau_kind_info((TauKind)k);
+        len += (size_t)snprintf(b + len, n - len, "%s%s", k ? " | " : "", ki->name);
+        for (int j = 0, first = 1; j < TAU_KEY_COUNT && len < n; j++)
+            if (ki->keys & (1u << j)) {
+                len += (size_t)snprintf(b + len, n - len, "%s%s=", first ? " (" : " ", tau_key_info((TauKey)j)->key);
+                first = 0;
+            }
+        if (ki->keys && len < n) len += (size_t)snprintf(b + len, n - len, ")");
+    }
+    return b;
+}
+
+/* ---- parsing */
 
 static int num(const char *opt, const char *s, double lo, double hi, double *out) {
     char *end;
@@ -165,112 +324,113 @@ static int num(const char *opt, const char *s, double lo, double hi, double *out
 static int integer(const char *opt, const char *s, long lo, long hi, long *out) {
     double v;
     if (num(opt, s, (double)lo, (double)hi, &v)) return -1;
-    if (v != floor(v)) { fprintf(stderr, "moelab: --%s: '%s' is not a whole number\n", opt, s); return -1; }
+    if (v != floor(v)) {
+        fprintf(stderr, "moelab: --%s: '%s' is not a whole number\n", opt, s);
+        return -1;
+    }
     *out = (long)v;
     return 0;
+}
+
+static int set_backbone(AppOptions *o, const char *a, const char *cmd) {
+    if (!strcmp(a, "dw")) o->train.model.backbone = BACKBONE_DW;
+    else if (!strcmp(a, "std")) o->train.model.backbone = BACKBONE_STD;
+    else return -1;
+    return 0;
+}
+static int set_head(AppOptions *o, const char *a, const char *cmd) {
+    return moe_parse_head(a, &o->train.model.head.kind) == ML_OK ? 0 : -1;
+}
+static int set_optimizer(AppOptions *o, const char *a, const char *cmd) {
+    return optim_kind_parse(a, &o->train.opt.kind) ? -1 : 0; /* its weight decay: see the end of app_options_parse */
+}
+static int set_lr_schedule(AppOptions *o, const char *a, const char *cmd) {
+    return lr_kind_parse(a, &o->train.lr.kind) ? -1 : 0;
+}
+static int set_priority(AppOptions *o, const char *a, const char *cmd) {
+    return moe_parse_priority(a, &o->train.model.head.priority) == ML_OK ? 0 : -1;
+}
+static int set_bias_mode(AppOptions *o, const char *a, const char *cmd) {
+    return moe_parse_bias(a, &o->train.model.head.bias_mode) == ML_OK ? 0 : -1;
+}
+static int set_schedule(AppOptions *o, const char *a, const char *cmd) {
+    return tau_parse_kind(a, &o->train.tau.kind) == ML_OK ? 0 : -1;
+}
+static int set_labels(AppOptions *o, const char *a, const char *cmd) {
+    if (strcmp(a, "fine") && strcmp(a, "coarse")) return -1;
+    o->coarse = !strcmp(a, "coarse");
+    return 0;
+}
+static int set_help(AppOptions *o, const char *a, const char *cmd) {
+    app_options_help(cmd);
+    return 1;
+}
+
+/* Stores argument a of row r. 0, 1 (stop parsing: --help) or -1 after a message. */
+static int set_option(AppOptions *o, const OptSpec *r, const char *a, const char *cmd) {
+    char *p = (char *)o + r->off;
+    double v;
+    long n;
+    switch (r->type) {
+    case T_FLAG: *(int *)p = (int)r->lo; return 0;
+    case T_F32:
+        if (num(r->name, a, r->lo, r->hi, &v)) return -1;
+        *(float *)p = (float)v;
+        return 0;
+    case T_I32:
+        if (integer(r->name, a, (long)r->lo, (long)r->hi, &n)) return -1;
+        *(int *)p = (int)n;
+        return 0;
+    case T_I64:
+        if (integer(r->name, a, (long)r->lo, (long)r->hi, &n)) return -1;
+        *(long *)p = n;
+        return 0;
+    case T_U64:
+        if (integer(r->name, a, (long)r->lo, (long)r->hi, &n)) return -1;
+        *(uint64_t *)p = (uint64_t)n;
+        return 0;
+    case T_STR: snprintf(p, r->size, "%s", a); return 0;
+    case T_FN: {
+        const int rc = r->set(o, a, cmd);
+        if (rc < 0 && r->choices) {
+            char all[256];
+            fprintf(stderr, "moelab: --%s: '%s' is not %s\n", r->name, a,
+                    vocab_join(all, sizeof all, r->choices, ", ", " or "));
+        }
+        return rc;
+    }
+    }
+    return -1;
 }
 
 int app_options_parse(AppOptions *o, int argc, char **argv, const char *cmd) {
     TrainConfig *t = &o->train;
     MoeConfig *h = &t->model.head;
-    int wd_set = 0;
+    struct option long_opts[NOPTS + 1];
+    unsigned char given[NOPTS];
+    for (int i = 0; i < NOPTS; i++)
+        long_opts[i] = (struct option){
+            opts[i].name, opts[i].metavar || opts[i].choices ? required_argument : no_argument, 0, OPT_VAL0 + i};
+    long_opts[NOPTS] = (struct option){0, 0, 0, 0};
+    memset(given, 0, sizeof given);
     optind = 1;
     opterr = 0;
     for (;;) {
         int idx = 0;
-        int c = getopt_long(argc, argv, ":", long_opts, &idx);
+        const int c = getopt_long(argc, argv, ":", long_opts, &idx);
         if (c == -1) break;
-        const char *a = optarg;
-        double v = 0;
-        long n = 0;
-        int bad = 0;
-        switch (c) {
-        case O_DATASET: snprintf(o->dataset, sizeof o->dataset, "%s", a); break;
-        case O_BACKBONE:
-            if (strcmp(a, "dw") == 0) t->model.backbone = BACKBONE_DW;
-            else if (strcmp(a, "std") == 0) t->model.backbone = BACKBONE_STD;
-            else { fprintf(stderr, "moelab: --backbone: '%s' is not dw or std\n", a); return -1; }
-            break;
-        case O_WIDTH: bad = num("width", a, 0.01, 16, &v); t->model.width = (float)v; break;
-        case O_HEAD:
-            if (moe_parse_head(a, &h->kind) != ML_OK) {
-                fprintf(stderr, "moelab: --head: '%s' is not dense, moe, softmoe-batch or softmoe-sample\n", a);
-                return -1;
-            }
-            break;
-        case O_HIDDEN: bad = integer("hidden", a, 1, 1 << 16, &n); h->h = (int)n; break;
-        case O_EXPERTS: bad = integer("experts", a, 1, MOE_MAX_EXPERTS, &n); h->E = (int)n; break;
-        case O_K: bad = integer("k", a, 1, MOE_MAX_EXPERTS, &n); h->k = (int)n; break;
-        case O_EPOCHS: bad = integer("epochs", a, 1, 100000, &n); t->epochs = (int)n; break;
-        case O_BATCH: bad = integer("batch", a, 2, 65536, &n); t->model.batch = (int)n; break;
-        case O_OPTIMIZER:
-            if (optim_kind_parse(a, &t->opt.kind)) { fprintf(stderr, "moelab: --optimizer: '%s' is not sgd or adamw\n", a); return -1; }
-            if (!wd_set) t->opt.wd = t->opt.kind == OPT_ADAMW ? 0.05f : 5e-3f;
-            break;
-        case O_LR: bad = num("lr", a, 0, 100, &v); t->lr.base = (float)v; break;
-        case O_LR_SCHEDULE:
-            if (lr_kind_parse(a, &t->lr.kind)) { fprintf(stderr, "moelab: --lr-schedule: '%s' is not const, step or cosine\n", a); return -1; }
-            break;
-        case O_WARMUP: bad = num("warmup", a, 0, 100000, &v); t->warmup_epochs = (float)v; break;
-        case O_MOMENTUM: bad = num("momentum", a, 0, 0.9999, &v); t->opt.momentum = (float)v; break;
-        case O_NESTEROV: t->opt.nesterov = 1; break;
-        case O_WD: bad = num("wd", a, 0, 10, &v); t->opt.wd = (float)v; wd_set = 1; break;
-        case O_SEED: bad = integer("seed", a, 0, 9007199254740991L, &n); t->seed = (uint64_t)n; break;
-        case O_THREADS: bad = integer("threads", a, 1, 1024, &n); t->threads = (int)n; break;
-        case O_LOG_EVERY: bad = integer("log-every", a, 1, 1000000, &n); t->log_every = (int)n; break;
-        case O_DRY_RUN: o->dry_run = 1; break;
-        case O_HEADLESS: o->headless = 1; break;
-        case O_CF: bad = num("cf", a, -1, 1000, &v); h->cf = (float)v; break;
-        case O_EVAL_CF: bad = num("eval-cf", a, -1, 1000, &v); h->eval_cf = (float)v; break;
-        case O_PRIORITY:
-            if (moe_parse_priority(a, &h->priority) != ML_OK) { fprintf(stderr, "moelab: --priority: '%s' is not batch or gate\n", a); return -1; }
-            break;
-        case O_TAU0: bad = num("tau0", a, 1e-6, 1e6, &v); t->tau.tau0 = (float)v; break;
-        case O_TAU1: bad = num("tau1", a, 1e-6, 1e6, &v); t->tau.tau1 = (float)v; break;
-        case O_SCHEDULE:
-            if (tau_parse_kind(a, &t->tau.kind) != ML_OK) {
-                fprintf(stderr, "moelab: --schedule: '%s' is not const, linear, cosine, exp, sigmoid or step\n", a);
-                return -1;
-            }
-            break;
-        case O_TAU_MIN: bad = num("tau-min", a, 1e-6, 1e6, &v); t->tau.tau_min = (float)v; break;
-        case O_SIG_S: bad = num("sigmoid-s", a, -1e4, 1e4, &v); t->tau.s = (float)v; break;
-        case O_SIG_C: bad = num("sigmoid-c", a, -10, 10, &v); t->tau.c = (float)v; break;
-        case O_NOISE: bad = num("noise", a, 0, 100, &v); h->noise = (float)v; break;
-        case O_BIAS_MODE:
-            if (moe_parse_bias(a, &h->bias_mode) != ML_OK) { fprintf(stderr, "moelab: --bias-mode: '%s' is not none, select or logits\n", a); return -1; }
-            break;
-        case O_BIAS_RATE: bad = num("bias-rate", a, 0, 100, &v); h->bias_rate = (float)v; break;
-        case O_ALPHA: bad = num("alpha", a, 0, 1e4, &v); h->alpha = (float)v; break;
-        case O_BETA: bad = num("beta", a, 0, 1e4, &v); h->beta = (float)v; break;
-        case O_NO_RENORM: h->renorm = 0; break;
-        case O_SESSION: snprintf(o->session, sizeof o->session, "%s", a); break;
-        case O_NO_SESSION: o->no_session = 1; break;
-        case O_RESUME: snprintf(o->resume, sizeof o->resume, "%s", a); break;
-        case O_CKPT_EVERY: bad = integer("ckpt-every", a, 0, 1000000, &n); o->ckpt_every = (int)n; break;
-        case O_CKPT_STEPS: bad = integer("ckpt-steps", a, 0, 1000000000, &n); o->ckpt_steps = n; break;
-        case O_KEEP: bad = integer("keep", a, 0, 1000000, &n); o->keep = (int)n; break;
-        case O_NO_AUGMENT: o->train.augment = 0; break;
-        case O_LABELS:
-            if (strcmp(a, "fine") && strcmp(a, "coarse")) { fprintf(stderr, "moelab: --labels: '%s' is not fine or coarse\n", a); return -1; }
-            o->coarse = !strcmp(a, "coarse");
-            break;
-        case O_COMMANDS: snprintf(o->commands, sizeof o->commands, "%s", a); break;
-        case O_TAU_EPOCHS: bad = num("tau-epochs", a, 0, 1e6, &v); o->train.tau_epochs = (float)v; break;
-        case O_SLOTS: bad = integer("slots", a, 1, 1 << 20, &n); h->slots = (int)n; break;
-        case O_STEPS: bad = integer("steps", a, 1, 1000000, &n); o->steps = (int)n; break;
-        case O_REPEAT: bad = integer("repeat", a, 1, 1000, &n); o->repeat = (int)n; break;
-        case O_HEADS: snprintf(o->heads, sizeof o->heads, "%s", a); break;
-        case O_QUIET: o->quiet = 1; break;
-        case O_HELP: app_options_help(cmd); return 1;
-        case ':':
-            fprintf(stderr, "moelab %s: option '%s' needs a value (see moelab %s --help)\n", cmd, argv[optind - 1], cmd);
+        if (c == ':') {
+            fprintf(stderr, "moelab %s: option '%s' needs a value (see moelab %s --help)\n", cmd, argv[optind - 1],
+                    cmd);
             return -1;
-        default:
+        }
+        if (c < OPT_VAL0 || c >= OPT_VAL0 + NOPTS) {
             fprintf(stderr, "moelab %s: unknown option '%s' (see moelab %s --help)\n", cmd, argv[optind - 1], cmd);
             return -1;
         }
-        if (bad) return -1;
+        const int rc = set_option(o, &opts[c - OPT_VAL0], optarg, cmd);
+        if (rc) return rc;
+        given[c - OPT_VAL0] = 1;
     }
     if (optind < argc) {
         fprintf(stderr, "moelab %s: unexpected argument '%s' (see moelab %s --help)\n", cmd, argv[optind], cmd);
@@ -280,5 +440,7 @@ int app_options_parse(AppOptions *o, int argc, char **argv, const char *cmd) {
         fprintf(stderr, "moelab: --k %d is larger than --experts %d\n", h->k, h->E);
         return -1;
     }
+    /* the optimiser's own weight decay unless --wd is given (in any order) */
+    if (!given[opt_index("wd")]) t->opt.wd = optim_default_wd(t->opt.kind);
     return 0;
 }

@@ -12,6 +12,9 @@
 #include <readline/readline.h>
 
 #include "commands.h"
+#include "core/params.h"
+#include "core/tau.h"
+#include "core/vocab.h"
 #include "views/draw.h"
 
 #define HISTORY_MAX 1000
@@ -33,7 +36,22 @@ static struct {
     const char *const *comp_words;  /* candidates of the completion in progress */
 } cl;
 
-static const char *const anneal_words[] = {"now", "s=", "c=", "min=", "every=", "gamma=", NULL};
+/* Completions after `anneal KIND`: "now" right after the kind, then min= and the keys the kind
+ * reads (every key for an unknown kind), from the tables of core/tau.h. */
+static const char *const *anneal_words(const char *kind_word, int first) {
+    static char keys[TAU_KEY_COUNT][24];
+    static const char *list[TAU_KEY_COUNT + 2];
+    const TauKindInfo *info = tau_kind_info((TauKind)vocab_find(tau_kind_names, kind_word, 1));
+    int n = 0;
+    if (first) list[n++] = "now";
+    for (int k = 0; k < TAU_KEY_COUNT; k++) {
+        if (info && k != TAU_KEY_MIN && !(info->keys & (1u << k))) continue;
+        snprintf(keys[k], sizeof keys[k], "%s=", tau_key_info((TauKey)k)->key);
+        list[n++] = keys[k];
+    }
+    list[n] = NULL;
+    return list;
+}
 
 // ---------------------------------------------------------------------------------------------
 // readline callbacks
@@ -83,9 +101,9 @@ static char **cl_complete(const char *text, int start, int end) {
     for (char *save = NULL, *p = strtok_r(before, " \t", &save); p && nw < 4; p = strtok_r(NULL, " \t", &save)) words[nw++] = p;
     cl.comp_words = NULL;
     if (nw == 0) cl.comp_words = command_words;
-    else if (!strcmp(words[0], "set") && nw == 1) cl.comp_words = param_words;
-    else if (!strcmp(words[0], "anneal") && nw == 1) cl.comp_words = schedule_words;
-    else if (!strcmp(words[0], "anneal") && nw >= 2) cl.comp_words = anneal_words;
+    else if (!strcmp(words[0], "set") && nw == 1) cl.comp_words = cmd_param_words;
+    else if (!strcmp(words[0], "anneal") && nw == 1) cl.comp_words = tau_kind_names;
+    else if (!strcmp(words[0], "anneal") && nw >= 2) cl.comp_words = anneal_words(words[1], nw == 2);
     if (!cl.comp_words) return NULL;
     /* "s=" and friends take a value right after the '=': no space after them */
     int all_eq = 1, any = 0;

@@ -5,12 +5,23 @@
 #include <math.h>
 #include <string.h>
 
+#include "core/vocab.h"
+
+#define KIND_NAME_(e, name, ...) name,
+const char *const optim_kind_names[] = {OPT_KINDS(KIND_NAME_) NULL};
+const char *const lr_kind_names[] = {LR_KINDS(KIND_NAME_) NULL};
+#undef KIND_NAME_
+
+float optim_default_wd(OptKind kind) {
+    return kind == OPT_ADAMW ? 0.05f : 5e-3f; /* SGD: decoupled 5e-3 ~ PyTorch's coupled 5e-4 at momentum 0.9 */
+}
+
 void optim_config_defaults(OptConfig *c, OptKind kind) {
     memset(c, 0, sizeof *c);
     c->kind = kind;
     c->momentum = 0.9f;
     c->beta1 = 0.9f; c->beta2 = 0.999f; c->eps = 1e-8f;
-    c->wd = kind == OPT_ADAMW ? 0.05f : 5e-3f; /* SGD: decoupled 5e-3 ~ PyTorch's coupled 5e-4 at momentum 0.9 */
+    c->wd = optim_default_wd(kind);
 }
 
 ml_status optim_init(Optimizer *o, const OptConfig *cfg, long n) {
@@ -76,11 +87,12 @@ void optim_step(Optimizer *o, Model *m, float lr) {
 }
 
 int optim_kind_parse(const char *s, OptKind *k) {
-    if (strcmp(s, "sgd") == 0) { *k = OPT_SGD; return 0; }
-    if (strcmp(s, "adamw") == 0) { *k = OPT_ADAMW; return 0; }
-    return -1;
+    const int i = vocab_find(optim_kind_names, s, 0);
+    if (i < 0) return -1;
+    *k = (OptKind)i;
+    return 0;
 }
-const char *optim_kind_name(OptKind k) { return k == OPT_SGD ? "sgd" : "adamw"; }
+const char *optim_kind_name(OptKind k) { return optim_kind_names[k == OPT_SGD ? OPT_SGD : OPT_ADAMW]; }
 
 float lr_value(const LrSchedule *s, long step) {
     if (step < 0) step = 0;
@@ -102,9 +114,9 @@ float lr_value(const LrSchedule *s, long step) {
 }
 
 int lr_kind_parse(const char *s, LrKind *k) {
-    if (strcmp(s, "const") == 0 || strcmp(s, "constant") == 0) { *k = LR_CONST; return 0; }
-    if (strcmp(s, "step") == 0) { *k = LR_STEP; return 0; }
-    if (strcmp(s, "cosine") == 0) { *k = LR_COSINE; return 0; }
-    return -1;
+    const int i = s && strcmp(s, "constant") == 0 ? (int)LR_CONST : vocab_find(lr_kind_names, s, 0);
+    if (i < 0) return -1;
+    *k = (LrKind)i;
+    return 0;
 }
-const char *lr_kind_name(LrKind k) { return k == LR_CONST ? "const" : k == LR_STEP ? "step" : "cosine"; }
+const char *lr_kind_name(LrKind k) { return k == LR_CONST || k == LR_STEP ? lr_kind_names[k] : "cosine"; }

@@ -8,15 +8,32 @@
 
 #include "model.h"
 
-typedef enum { OPT_SGD, OPT_ADAMW } OptKind;
-typedef enum { LR_CONST, LR_STEP, LR_COSINE } LrKind;
+/* The optimisers and the learning-rate schedules, one row each (enum order = the value stored in
+ * checkpoints: append, never reorder): X(ENUM, name, description). `--optimizer`, `--lr-schedule`,
+ * their help and error messages come from these. */
+#define OPT_KINDS(X)                                            \
+    X(OPT_SGD, "sgd", "SGD with momentum (optionally Nesterov)") \
+    X(OPT_ADAMW, "adamw", "AdamW")
+#define LR_KINDS(X)                                                  \
+    X(LR_CONST, "const", "the peak rate throughout")                  \
+    X(LR_STEP, "step", "x gamma at each milestone (x0.1 at 50% and 75%)") \
+    X(LR_COSINE, "cosine", "half cosine from the peak rate to 0")
+
+#define OPT_ENUM_(e, ...) e,
+typedef enum { OPT_KINDS(OPT_ENUM_) } OptKind;
+typedef enum { LR_KINDS(OPT_ENUM_) } LrKind;
+#undef OPT_ENUM_
+
+/* Names, index = enum value, NULL-terminated. */
+extern const char *const optim_kind_names[];
+extern const char *const lr_kind_names[];
 
 typedef struct {
     OptKind kind;
     float momentum;      /* SGD (default 0.9) */
     int nesterov;        /* SGD (default 0) */
     float beta1, beta2, eps; /* AdamW (0.9, 0.999, 1e-8) */
-    float wd;            /* decoupled weight decay (default 5e-4) */
+    float wd;            /* decoupled weight decay (default optim_default_wd(kind)) */
 } OptConfig;
 
 typedef struct {
@@ -35,6 +52,9 @@ typedef struct {
     long t;              /* steps taken */
 } Optimizer;
 
+/* The default weight decay of an optimiser: SGD 5e-3 (decoupled; about PyTorch's coupled 5e-4 at
+ * momentum 0.9), AdamW 0.05. The one place this default lives. */
+float optim_default_wd(OptKind kind);
 void optim_config_defaults(OptConfig *c, OptKind kind);
 ml_status optim_init(Optimizer *o, const OptConfig *cfg, long n);
 void optim_free(Optimizer *o);
@@ -46,6 +66,7 @@ const char *optim_kind_name(OptKind k);
 
 /* Learning rate at `step` (pure function of the step). */
 float lr_value(const LrSchedule *s, long step);
+/* A name of LR_KINDS, or "constant" for LR_CONST: 0, else -1. */
 int lr_kind_parse(const char *s, LrKind *k);
 const char *lr_kind_name(LrKind k);
 

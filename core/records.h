@@ -83,9 +83,7 @@ void eval_routing_line(const EvalRecord *r, const StepRecord *last, char *buf, s
 typedef enum {
     CMD_PAUSE, CMD_RESUME, CMD_STEP, CMD_SET, CMD_ANNEAL, CMD_SNAPSHOT, CMD_EVAL, CMD_QUIT, CMD_HELP,
 } CmdKind;
-typedef enum {
-    PARAM_TAU, PARAM_LR, PARAM_CF, PARAM_ALPHA, PARAM_BETA, PARAM_NOISE, PARAM_BIAS_RATE, PARAM_COUNT,
-} CmdParam;
+#include "params.h" /* CmdParam: the table of `set` parameters */
 typedef struct {
     CmdKind kind;
     CmdParam param;      /* CMD_SET */

@@ -2,10 +2,94 @@
 #include "core/tau.h"
 
 #include <math.h>
-#include <strings.h>
+#include <stdio.h>
+#include <string.h>
 
-static const char *const tau_names[] = {"const", "linear", "cosine", "exp", "sigmoid", "step"};
-#define TAU_NKINDS ((int)(sizeof tau_names / sizeof tau_names[0]))
+#include "core/vocab.h"
+
+#define TAU_NAME_(e, name, ...) name,
+const char *const tau_kind_names[] = {TAU_KINDS(TAU_NAME_) NULL};
+#undef TAU_NAME_
+
+static const TauKindInfo tau_kinds_[] = {
+#define TAU_KIND_ROW_(e, name, keys, desc) {name, keys, desc},
+    TAU_KINDS(TAU_KIND_ROW_)
+#undef TAU_KIND_ROW_
+};
+
+static const TauKeyInfo tau_keys_[] = {
+#define TAU_KEY_ROW_(ID, key, field, type, meta, lo, lo_open, hi, opt, opt_lo, opt_hi, help) \
+    {key, meta, lo, hi, lo_open, _Generic((type)0, int: 1, default: 0), opt, opt_lo, opt_hi, help},
+    TAU_KEYS(TAU_KEY_ROW_)
+#undef TAU_KEY_ROW_
+};
+
+#define TAU_NKINDS ((int)TAU_KIND_COUNT)
+_Static_assert(sizeof tau_kinds_ / sizeof tau_kinds_[0] == TAU_KIND_COUNT, "one TauKindInfo per kind");
+_Static_assert(TAU_KEY_COUNT <= 32, "TauKindInfo.keys is a 32-bit mask");
+
+const TauKindInfo *tau_kind_info(TauKind kind)
+{
+    return (int)kind >= 0 && (int)kind < TAU_NKINDS ? &tau_kinds_[kind] : NULL;
+}
+
+const TauKeyInfo *tau_key_info(TauKey key)
+{
+    return (int)key >= 0 && (int)key < (int)TAU_KEY_COUNT ? &tau_keys_[key] : NULL;
+}
+
+int tau_key_find(const char *key)
+{
+    for (int i = 0; key && i < (int)TAU_KEY_COUNT; i++)
+        if (strcmp(key, tau_keys_[i].key) == 0)
+            return i;
+    return -1;
+}
+
+int tau_key_ok(TauKey key, double v)
+{
+    const TauKeyInfo *k = tau_key_info(key);
+    if (!k || !(k->lo_open ? v > k->lo : v >= k->lo) || !(v <= k->hi))
+        return 0;
+    return !k->is_int || v == floor(v);
+}
+
+void tau_key_set(TauSchedule *s, TauKey key, double v)
+{
+    switch (key) {
+#define TAU_KEY_SET_(ID, key, field, type, ...) \
+    case TAU_KEY_##ID: s->field = (type)v; break;
+        TAU_KEYS(TAU_KEY_SET_)
+#undef TAU_KEY_SET_
+    case TAU_KEY_COUNT: break;
+    }
+}
+
+double tau_key_get(const TauSchedule *s, TauKey key)
+{
+    switch (key) {
+#define TAU_KEY_GET_(ID, key, field, ...) \
+    case TAU_KEY_##ID: return (double)s->field;
+        TAU_KEYS(TAU_KEY_GET_)
+#undef TAU_KEY_GET_
+    case TAU_KEY_COUNT: break;
+    }
+    return 0.0;
+}
+
+const char *tau_key_usage(char *buf, size_t n)
+{
+    size_t len = 0;
+    if (n)
+        buf[0] = '\0';
+    for (int i = 0; i < (int)TAU_KEY_COUNT && len < n; i++) {
+        int w = snprintf(buf + len, n - len, "%s[%s=%s]", i ? " " : "", tau_keys_[i].key, tau_keys_[i].metavar);
+        if (w < 0)
+            break;
+        len += (size_t)w;
+    }
+    return buf;
+}
 
 void tau_schedule_defaults(TauSchedule *s)
 {
@@ -35,6 +119,9 @@ ml_status tau_validate(const TauSchedule *s)
                        (double)s->tau0, (double)s->tau1, (double)s->tau_min);
     if (!isfinite(s->s) || !isfinite(s->c) || !isfinite(s->step_gamma))
         return ml_fail(ML_ERR_ARG, "tau schedule: s, c and step_gamma must be finite");
+    if (s->kind == TAU_COSINE_RESTART && s->step_gamma > 0.0f && s->step_gamma < 1.0f)
+        return ml_fail(ML_ERR_ARG, "tau schedule: cosine-restart gamma %g must be >= 1 (each cycle as long as the one before or longer)",
+                       (double)s->step_gamma);
     return ML_OK;
 }
 
@@ -74,6 +161,37 @@ static double tau_step_rule_(const TauSchedule *s, long step)
     return (double)s->tau0 * pow(gamma, (double)i);
 }
 
+static double tau_restart_rule_(const TauSchedule *s, long step)
+{
+    const long span = s->total - s->start;
+    if (span <= 0)
+        return step < s->start ? s->tau0 : s->tau1;
+    if (step <= s->start)
+        return s->tau0;
+    const long x = (step < s->total ? step : s->total) - s->start; // 1 .. span
+    const long T = s->step_every > 0 ? s->step_every : (span / 4 > 0 ? span / 4 : 1);
+    const double g0 = (double)s->step_gamma;
+    const double g = g0 > 1.0 && isfinite(g0) ? g0 : 1.0; // <= 0: 1 (and an unvalidated (0, 1): 1)
+    double c0, len; // the cycle holding x: (c0, c0 + len]
+    if (g == 1.0) {
+        const long i = (x - 1) / T;
+        c0 = (double)(i * T);
+        len = (double)T;
+    } else {
+        long i = (long)floor(log1p((double)x * (g - 1.0) / (double)T) / log(g));
+        if (i < 0)
+            i = 0;
+        while (i > 0 && (double)T * (pow(g, (double)i) - 1.0) / (g - 1.0) >= (double)x)
+            i--;
+        while ((double)T * (pow(g, (double)(i + 1)) - 1.0) / (g - 1.0) < (double)x)
+            i++;
+        c0 = (double)T * (pow(g, (double)i) - 1.0) / (g - 1.0);
+        len = (double)T * pow(g, (double)i);
+    }
+    const double u = ((double)x - c0) / len; // (0, 1]
+    return (double)s->tau1 + ((double)s->tau0 - (double)s->tau1) * 0.5 * (1.0 + cos(3.14159265358979323846 * u));
+}
+
 float tau_value(const TauSchedule *s, long step)
 {
     double t = tau_progress_(s, step);
@@ -84,6 +202,7 @@ float tau_value(const TauSchedule *s, long step)
     case TAU_EXP: v = a * pow(b / a, t); break;
     case TAU_SIGMOID: v = b + (a - b) / (1.0 + exp((double)s->s * (t - (double)s->c))); break;
     case TAU_STEP: v = tau_step_rule_(s, step); break;
+    case TAU_COSINE_RESTART: v = tau_restart_rule_(s, step); break;
     case TAU_CONST:
     default: v = a; break;
     }
@@ -146,19 +265,19 @@ ml_status tau_plan_anneal(TauPlan *plan, long step, const TauSchedule *new_sched
 
 ml_status tau_parse_kind(const char *name, TauKind *kind)
 {
-    for (int i = 0; name && i < TAU_NKINDS; i++) {
-        if (strcasecmp(name, tau_names[i]) == 0) {
-            *kind = (TauKind)i;
-            return ML_OK;
-        }
+    const int i = vocab_find(tau_kind_names, name, 1);
+    if (i >= 0) {
+        *kind = (TauKind)i;
+        return ML_OK;
     }
-    return ml_fail(ML_ERR_ARG, "unknown tau schedule '%s' (const, linear, cosine, exp, sigmoid, step)",
-                   name ? name : "(null)");
+    char all[256];
+    return ml_fail(ML_ERR_ARG, "unknown tau schedule '%s' (%s)", name ? name : "(null)",
+                   vocab_join(all, sizeof all, tau_kind_names, ", ", NULL));
 }
 
 const char *tau_kind_name(TauKind kind)
 {
     if ((int)kind < 0 || (int)kind >= TAU_NKINDS)
         return "?";
-    return tau_names[kind];
+    return tau_kind_names[kind];
 }

@@ -274,28 +274,25 @@ ml_status trainer_apply(Trainer *t, const TrainerCmd *c) {
     if (!isfinite(v)) return ml_fail(ML_ERR_ARG, "set: value must be finite");
     if (c->param != PARAM_LR && !moe)
         return ml_fail(ML_ERR_STATE, "set: the %s head has no routing parameters", moe_head_name(t->cfg.model.head.kind));
+    const ml_status range = cmd_param_check(c->param, v); /* the bounds of params.h */
+    if (range != ML_OK) return range;
     switch (c->param) {
     case PARAM_TAU: return trainer_tau_apply(&t->tau, c, t->step, t->total_steps);
     case PARAM_LR:
-        if (v <= 0 || v > 100) return ml_fail(ML_ERR_ARG, "set lr: %g is outside (0, 100]", v);
         t->lr_override = (float)v;
         return ML_OK;
     case PARAM_CF:
-        if (v > 1000) return ml_fail(ML_ERR_ARG, "set cf: %g is too large", v);
         h->cf = (float)v;
         return ML_OK;
     case PARAM_ALPHA:
     case PARAM_BETA:
-        if (v < 0 || v > 1e4) return ml_fail(ML_ERR_ARG, "set %s: %g is outside [0, 10000]", c->param == PARAM_ALPHA ? "alpha" : "beta", v);
         if (c->param == PARAM_ALPHA) h->alpha = (float)v;
         else h->beta = (float)v;
         return ML_OK;
     case PARAM_NOISE:
-        if (v < 0 || v > 100) return ml_fail(ML_ERR_ARG, "set noise: %g is outside [0, 100]", v);
         h->noise = (float)v;
         return ML_OK;
     case PARAM_BIAS_RATE:
-        if (v < 0 || v > 100) return ml_fail(ML_ERR_ARG, "set bias-rate: %g is outside [0, 100]", v);
         h->bias_rate = (float)v;
         return ML_OK;
     case PARAM_COUNT: break;

@@ -58,6 +58,65 @@ int main(void) {
     bad_parse("anneal exp 1 0.1 0.01", "too many values");
     bad_parse("anneal exp q=3", "bad option q=3");
 
+    /* the vocabulary tables (core/tau.h): every kind parses as `anneal NAME`, every key with a value
+     * in its range sets its field, a value outside is rejected */
+    for (int k = 0; tau_kind_names[k]; k++) {
+        char line[128], want[128];
+        snprintf(line, sizeof line, "anneal %s 1 0.2", tau_kind_names[k]);
+        snprintf(want, sizeof want, "anneal %s 1 0.2", tau_kind_names[k]);
+        int r = command_parse(line, &c, err, sizeof err);
+        CHECK(r == 0 && c.kind == CMD_ANNEAL && (int)c.sched.kind == k && !strcmp(c.text, want) &&
+              tau_kind_info((TauKind)k) && !strcmp(tau_kind_name((TauKind)k), tau_kind_names[k]),
+              "'%s' parses (kind %d, '%s')", line, k, c.text);
+    }
+    CHECK(tau_kind_names[TAU_KIND_COUNT] == NULL && tau_kind_info(TAU_KIND_COUNT) == NULL, "one name per kind");
+    for (int k = 0; k < TAU_KEY_COUNT; k++) {
+        const TauKeyInfo *ki = tau_key_info((TauKey)k);
+        const double good = isfinite(ki->lo) ? ki->lo + 1 : 2;
+        char line[128];
+        snprintf(line, sizeof line, "anneal linear %s=%g", ki->key, good);
+        int r = command_parse(line, &c, err, sizeof err);
+        CHECK(r == 0 && tau_key_get(&c.sched, (TauKey)k) == (double)(float)good && tau_key_find(ki->key) == k,
+              "'%s' sets its field (%s)", line, r ? err : c.text);
+        if (!isfinite(ki->lo)) continue;
+        snprintf(line, sizeof line, "anneal linear %s=%g", ki->key, ki->lo_open ? ki->lo : ki->lo - 1);
+        bad_parse(line, "bad option");
+        if (!ki->is_int) continue;
+        snprintf(line, sizeof line, "anneal linear %s=%g", ki->key, ki->lo + 1.5);
+        bad_parse(line, "bad option");
+    }
+
+    /* the `set` parameters (core/params.h): words round-trip, the ends of every interval, and the
+     * messages the trainer gives */
+    for (int p = 0; cmd_param_words[p]; p++) {
+        const CmdParamInfo *pi = cmd_param_info((CmdParam)p);
+        CmdParam q = PARAM_COUNT;
+        CHECK(pi && !strcmp(pi->word, cmd_param_words[p]) && cmd_param_parse(pi->word, &q) == 0 && (int)q == p,
+              "set %s: parameter %d", cmd_param_words[p], p);
+        if (isfinite(pi->lo))
+            CHECK((cmd_param_check((CmdParam)p, pi->lo) == ML_OK) == !pi->lo_open &&
+                  cmd_param_check((CmdParam)p, pi->lo - 1) == ML_ERR_ARG,
+                  "set %s: lower end %g %s", pi->word, pi->lo, pi->lo_open ? "excluded" : "included");
+        if (isfinite(pi->hi))
+            CHECK((cmd_param_check((CmdParam)p, pi->hi) == ML_OK) == !pi->hi_open &&
+                  cmd_param_check((CmdParam)p, pi->hi * 2 + 1) == ML_ERR_ARG,
+                  "set %s: upper end %g %s", pi->word, pi->hi, pi->hi_open ? "excluded" : "included");
+        CHECK(cmd_param_check((CmdParam)p, NAN) == ML_ERR_ARG, "set %s: NaN rejected", pi->word);
+    }
+    CHECK(cmd_param_words[PARAM_COUNT] == NULL && cmd_param_info(PARAM_COUNT) == NULL && cmd_param_parse("banana", &(CmdParam){0}) == -1,
+          "one word per parameter");
+    static const struct { CmdParam p; double v; const char *msg; } msgs[] = {
+        {PARAM_LR, 200, "set lr: 200 is outside (0, 100]"},          {PARAM_LR, 0, "set lr: 0 is outside (0, 100]"},
+        {PARAM_CF, 2000, "set cf: 2000 is too large"},               {PARAM_ALPHA, -1, "set alpha: -1 is outside [0, 10000]"},
+        {PARAM_BETA, 1e5, "set beta: 100000 is outside [0, 10000]"}, {PARAM_NOISE, 101, "set noise: 101 is outside [0, 100]"},
+        {PARAM_BIAS_RATE, -0.5, "set bias-rate: -0.5 is outside [0, 100]"},
+        {PARAM_TAU, -1, "set tau: -1 is not a positive finite number"},
+    };
+    for (size_t i = 0; i < sizeof msgs / sizeof msgs[0]; i++)
+        CHECK(cmd_param_check(msgs[i].p, msgs[i].v) == ML_ERR_ARG && !strcmp(ml_last_error(), msgs[i].msg), "\"%s\" (got \"%s\")",
+              msgs[i].msg, ml_last_error());
+    CHECK(cmd_param_check(PARAM_CF, -1) == ML_OK && cmd_param_check(PARAM_TAU, 1e30) == ML_OK, "cf may be negative, tau has no upper end");
+
     /* command files */
     char path[] = "/tmp/moelab_cmdXXXXXX";
     int fd = mkstemp(path);
@@ -108,6 +167,12 @@ int main(void) {
     CHECK(rec.lr == 0.125f, "set lr replaces the schedule (%g)", rec.lr);
     command_parse("set alpha 0.5", &c, err, sizeof err);
     CHECK(trainer_apply(&t, &c) == ML_OK && t.model.moe.cfg.alpha == 0.5f, "set alpha reaches the head");
+    command_parse("set lr 200", &c, err, sizeof err);
+    CHECK(trainer_apply(&t, &c) == ML_ERR_ARG && !strcmp(ml_last_error(), "set lr: 200 is outside (0, 100]") && t.lr_override == 0.125f,
+          "set lr 200 is refused by the trainer: %s", ml_last_error());
+    command_parse("set beta 20000", &c, err, sizeof err);
+    CHECK(trainer_apply(&t, &c) == ML_ERR_ARG && !strcmp(ml_last_error(), "set beta: 20000 is outside [0, 10000]"),
+          "set beta 20000 is refused by the trainer: %s", ml_last_error());
     trainer_free(&t);
     cfg.model.head.kind = HEAD_DENSE;
     trainer_init_ds(&t, &cfg, &ds);

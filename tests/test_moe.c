@@ -872,6 +872,33 @@ static void test_tau(void)
     s.step_every = 100;
     check(near(tau_value(&s, 199), 0.9, 1e-6) && near(tau_value(&s, 350), 0.729, 1e-6),
           "tau step (gamma 0.9 every 100): tau0 gamma^floor(t / 100)");
+    s.kind = TAU_COSINE_RESTART;
+    s.tau0 = 2.0f;
+    s.tau1 = 0.5f;
+    s.step_every = 0;
+    s.step_gamma = 0.0f;
+    const double pi = 3.14159265358979323846;
+    check(tau_value(&s, 0) == 2.0f && near(tau_value(&s, 125), (a + b) / 2, 1e-6) && tau_value(&s, 250) == 0.5f &&
+              near(tau_value(&s, 251), b + (a - b) * (1 + cos(pi / 250)) / 2, 1e-6) && tau_value(&s, 251) > 1.99f &&
+              near(tau_value(&s, 375), (a + b) / 2, 1e-6) && tau_value(&s, 500) == 0.5f && tau_value(&s, 1000) == 0.5f &&
+              tau_value(&s, 5000) == 0.5f && tau_value(&s, -5) == 2.0f,
+          "tau cosine-restart (default: four cycles of 250): tau0 at the start, tau1 at each cycle's end and at the end, "
+          "restart at 251 (%.4f)", (double)tau_value(&s, 251));
+    s.step_every = 100;
+    s.step_gamma = 2.0f;
+    check(tau_value(&s, 100) == 0.5f && near(tau_value(&s, 101), b + (a - b) * (1 + cos(pi / 200)) / 2, 1e-6) &&
+              near(tau_value(&s, 200), (a + b) / 2, 1e-6) && tau_value(&s, 300) == 0.5f && near(tau_value(&s, 500), (a + b) / 2, 1e-6) &&
+              tau_value(&s, 700) == 0.5f && near(tau_value(&s, 1000), b + (a - b) * (1 + cos(pi * 300.0 / 800.0)) / 2, 1e-6),
+          "tau cosine-restart (every 100, gamma 2): cycles 100, 200, 400, 800 end at 100, 300, 700; mid-cycle at the end");
+    s.step_gamma = 0.5f;
+    check(tau_validate(&s) == ML_ERR_ARG && tau_parse_kind("cosine-restart", &(TauKind){0}) == ML_OK,
+          "tau cosine-restart: gamma < 1 rejected (%s); the name parses", ml_last_error());
+    s.start = 400;
+    s.step_every = 0;
+    s.step_gamma = 0.0f;
+    check(tau_value(&s, 400) == 2.0f && tau_value(&s, 550) == 0.5f && tau_value(&s, 551) > 1.99f && tau_value(&s, 1000) == 0.5f,
+          "tau cosine-restart from start 400: four cycles of 150");
+    s.start = 0;
     s.kind = TAU_EXP;
     s.tau0 = 1.0f;
     s.tau1 = 0.001f;

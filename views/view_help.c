@@ -3,9 +3,18 @@
 #include "view.h"
 #include "draw.h"
 
+#include <stdio.h>
 #include <string.h>
 
-static const char *const help_lines[] = {
+#include "core/params.h"
+#include "core/tau.h"
+#include "core/vocab.h"
+
+/* The live screen's help: fixed text around the command-language lines, which are generated
+ * from the vocabulary tables (core/params.h, core/tau.h) at first use and wrapped to HELP_W cells. */
+#define HELP_W 74
+#define HELP_MAX 40
+static const char *const help_head[] = {
     "Keys (when the command line is empty)",
     "  space     pause / resume            tab    focus the next panel",
     "  z         zoom the focused panel    ?      this help (Esc ? q close)",
@@ -16,15 +25,58 @@ static const char *const help_lines[] = {
     "",
     "Commands (take effect at the next step boundary; logged with their step)",
     "  pause | resume | step [N]          eval | snapshot | quit | help",
-    "  set tau|lr|cf|alpha|beta|noise|bias-rate VALUE",
-    "  anneal KIND [TAU0|now [TAU1]] [s=S] [c=C] [min=T] [every=N] [gamma=G]",
-    "      KIND: const linear cosine exp sigmoid step; runs from now to the end",
+};
+static const char *const help_tail[] = {
     "  examples:  set tau 0.3   anneal exp now 0.05   anneal sigmoid 1 0.1 s=10",
     "",
-    "`set tau` overrides the schedule until the next `anneal`; `set lr` replaces",
-    "the LR schedule. Ctrl-C or SIGTERM stop cleanly after the current step.",
 };
-#define HELP_N ((int)(sizeof help_lines / sizeof help_lines[0]))
+static const char help_note[] = "`set tau` holds until the next `anneal`, which runs from now to the end; `set lr` "
+                                "replaces the LR schedule; Ctrl-C or SIGTERM stop cleanly.";
+#define NELEM(a) ((int)(sizeof a / sizeof a[0]))
+
+static struct {
+    int n;
+    const char *line[HELP_MAX];
+    char text[HELP_MAX][HELP_W + 1];
+} help;
+
+static void help_add(const char *s) {
+    if (help.n < HELP_MAX) help.line[help.n++] = s;
+}
+
+/* Adds `text` as lines of at most HELP_W bytes (ASCII), broken at spaces: the first line starts
+ * with `first`, the others with `next`. */
+static void help_wrap(const char *first, const char *next, const char *text) {
+    const char *p = text;
+    while (*p && help.n < HELP_MAX) {
+        char *out = help.text[help.n];
+        const char *prefix = p == text ? first : next;
+        int len = snprintf(out, HELP_W + 1, "%s", prefix);
+        const char *cut = NULL; /* last space that fits */
+        const char *q = p;
+        for (; *q && len + (q - p) < HELP_W; q++)
+            if (*q == ' ') cut = q;
+        if (!*q || !cut) cut = q; /* the rest fits, or one word longer than a line */
+        snprintf(out + len, HELP_W + 1 - len, "%.*s", (int)(cut - p), p);
+        help_add(out);
+        p = cut;
+        while (*p == ' ') p++;
+    }
+}
+
+static void help_build(void) {
+    if (help.n) return;
+    for (int i = 0; i < NELEM(help_head); i++) help_add(help_head[i]);
+    char keys[256], usage[320], kinds[256];
+    snprintf(usage, sizeof usage, "set %s VALUE", vocab_join(keys, sizeof keys, cmd_param_words, "|", NULL));
+    help_wrap("  ", "      ", usage);
+    snprintf(usage, sizeof usage, "anneal KIND [TAU0|now [TAU1]] %s", tau_key_usage(keys, sizeof keys));
+    help_wrap("  ", "         ", usage);
+    snprintf(kinds, sizeof kinds, "KIND: %s", vocab_join(keys, sizeof keys, tau_kind_names, " ", NULL));
+    help_wrap("      ", "            ", kinds);
+    for (int i = 0; i < NELEM(help_tail); i++) help_add(help_tail[i]);
+    help_wrap("", "", help_note);
+}
 
 /* `moelab browse` (ViewCtx.browse) */
 static const char *const browse_lines[] = {
@@ -48,8 +100,9 @@ static const char *const browse_lines[] = {
 #define BROWSE_N ((int)(sizeof browse_lines / sizeof browse_lines[0]))
 
 static void lines_of(int browse, const char *const **lines, int *n) {
-    *lines = browse ? browse_lines : help_lines;
-    *n = browse ? BROWSE_N : HELP_N;
+    if (!browse) help_build();
+    *lines = browse ? browse_lines : help.line;
+    *n = browse ? BROWSE_N : help.n;
 }
 
 void view_help_size_for(int browse, int *w, int *h) {
