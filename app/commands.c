@@ -7,6 +7,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
+#include <sys/stat.h>
+#include <fcntl.h>
 
 #include "core/vocab.h"
 
@@ -129,57 +132,133 @@ int command_parse(const char *line, TrainerCmd *cmd, char *err, size_t errn) {
     return -1;
 }
 
-static int cmp_sched(const void *a, const void *b) {
-    const ScheduledCmd *x = a, *y = b;
+/* Stable order by step: (step, original index) pairs, O(n log n) even for a file in reverse order. */
+typedef struct {
+    long step;
+    int idx;
+} SchedKey;
+
+static int cmp_key(const void *a, const void *b) {
+    const SchedKey *x = a, *y = b;
     if (x->step != y->step) return x->step < y->step ? -1 : 1;
+    return (x->idx > y->idx) - (x->idx < y->idx);
+}
+
+static int sort_sched(ScheduledCmd *v, int n) {
+    SchedKey *k = malloc(sizeof *k * (size_t)(n > 0 ? n : 1));
+    ScheduledCmd *tmp = malloc(sizeof *tmp * (size_t)(n > 0 ? n : 1));
+    if (!k || !tmp) { free(k); free(tmp); return -1; }
+    for (int i = 0; i < n; i++) { k[i].step = v[i].step; k[i].idx = i; }
+    qsort(k, (size_t)n, sizeof *k, cmp_key);
+    for (int i = 0; i < n; i++) tmp[i] = v[k[i].idx];
+    memcpy(v, tmp, sizeof *v * (size_t)n);
+    free(k);
+    free(tmp);
     return 0;
 }
 
-int command_file_read(const char *path, ScheduledCmd **out, int *n, char *err, size_t errn) {
+int command_text_parse(const char *text, const char *name, ScheduledCmd **out, int *n, char *err, size_t errn) {
     *out = NULL;
     *n = 0;
-    FILE *f = fopen(path, "r");
-    if (!f) { snprintf(err, errn, "%s: cannot open: %s", path, strerror(errno)); return -1; }
-    char line[600];
     int cap = 0, lineno = 0;
     ScheduledCmd *v = NULL;
-    while (fgets(line, sizeof line, f)) {
+    const char *line = text;
+    while (*line) {
+        /* one whole line, whatever its length (a comment is never split into a command) */
+        const char *eol = strchr(line, '\n');
+        const size_t len = eol ? (size_t)(eol - line) : strlen(line);
         lineno++;
-        char *p = line;
-        while (isspace((unsigned char)*p)) p++;
-        if (!*p || *p == '#') continue;
+        const char *p = line;
+        line = eol ? eol + 1 : line + len;
+        while (p < line && isspace((unsigned char)*p)) p++;
+        if (p >= line || *p == '#') continue;
+        const size_t rest_len = (size_t)((eol ? eol : line) - p);
+        if (rest_len > 400) {
+            snprintf(err, errn, "%s:%d: a command line of %zu characters (at most 400; comments may be longer)", name,
+                     lineno, rest_len);
+            free(v);
+            return -1;
+        }
+        char buf[512];
+        memcpy(buf, p, rest_len);
+        buf[rest_len] = 0;
         long step = 0;
-        char *rest = p;
-        if (!strncmp(p, "at ", 3)) {
+        char *rest = buf;
+        if (!strncmp(buf, "at ", 3)) {
             char *end;
             errno = 0;
-            step = strtol(p + 3, &end, 10);
-            if (errno || end == p + 3 || step < 0 || !isspace((unsigned char)*end)) {
-                snprintf(err, errn, "%s:%d: expected 'at STEP COMMAND'", path, lineno);
-                free(v); fclose(f); return -1;
+            step = strtol(buf + 3, &end, 10);
+            if (errno || end == buf + 3 || step < 0 || !isspace((unsigned char)*end)) {
+                snprintf(err, errn, "%s:%d: expected 'at STEP COMMAND'", name, lineno);
+                free(v);
+                return -1;
             }
             rest = end;
         }
         TrainerCmd c;
         char e[256];
         if (command_parse(rest, &c, e, sizeof e)) {
-            snprintf(err, errn, "%s:%d: %s", path, lineno, e);
-            free(v); fclose(f); return -1;
+            snprintf(err, errn, "%s:%d: %s", name, lineno, e);
+            free(v);
+            return -1;
         }
         if (*n == cap) {
+            if (cap > (1 << 24)) { snprintf(err, errn, "%s: more than 16M commands", name); free(v); return -1; }
             cap = cap ? 2 * cap : 16;
             ScheduledCmd *nv = realloc(v, sizeof *v * cap);
-            if (!nv) { snprintf(err, errn, "out of memory"); free(v); fclose(f); return -1; }
+            if (!nv) { snprintf(err, errn, "out of memory"); free(v); return -1; }
             v = nv;
         }
         v[*n].step = step;
         v[*n].cmd = c;
         (*n)++;
     }
-    fclose(f);
-    /* stable: insertion order kept for equal steps */
-    for (int i = 1; i < *n; i++)
-        for (int j = i; j > 0 && cmp_sched(&v[j - 1], &v[j]) > 0; j--) { ScheduledCmd t = v[j]; v[j] = v[j - 1]; v[j - 1] = t; }
+    if (sort_sched(v, *n)) { snprintf(err, errn, "out of memory"); free(v); *n = 0; return -1; }
     *out = v;
     return 0;
+}
+
+int command_file_load(const char *path, char **text, char *err, size_t errn) {
+    *text = NULL;
+    const int fd = open(path, O_RDONLY | O_NONBLOCK | O_CLOEXEC);
+    if (fd < 0) { snprintf(err, errn, "%s: cannot open: %s", path, strerror(errno)); return -1; }
+    struct stat sb;
+    if (fstat(fd, &sb) != 0 || !S_ISREG(sb.st_mode)) {
+        snprintf(err, errn, "%s: not a regular file (a command file holds 'at STEP COMMAND' lines)", path);
+        close(fd);
+        return -1;
+    }
+    if (sb.st_size > (64 << 20)) {
+        snprintf(err, errn, "%s: %lld bytes, more than a command file may hold (64 MiB)", path, (long long)sb.st_size);
+        close(fd);
+        return -1;
+    }
+    char *buf = malloc((size_t)sb.st_size + 1);
+    size_t got = 0;
+    while (buf && got < (size_t)sb.st_size) {
+        const ssize_t r = read(fd, buf + got, (size_t)sb.st_size - got);
+        if (r < 0 && errno == EINTR) continue;
+        if (r <= 0) break;
+        got += (size_t)r;
+    }
+    close(fd);
+    if (!buf) { snprintf(err, errn, "out of memory"); return -1; }
+    buf[got] = 0;
+    if (strlen(buf) != got) {
+        snprintf(err, errn, "%s: contains a NUL byte (not a text file)", path);
+        free(buf);
+        return -1;
+    }
+    *text = buf;
+    return 0;
+}
+
+int command_file_read(const char *path, ScheduledCmd **out, int *n, char *err, size_t errn) {
+    char *text;
+    *out = NULL;
+    *n = 0;
+    if (command_file_load(path, &text, err, errn)) return -1;
+    const int rc = command_text_parse(text, path, out, n, err, errn);
+    free(text);
+    return rc;
 }

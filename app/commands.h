@@ -29,5 +29,10 @@ typedef struct {
 /* Reads a command file. On success *out (malloc'd, sorted by step, stable) and *n are set.
  * Errors name the file and line. */
 int command_file_read(const char *path, ScheduledCmd **out, int *n, char *err, size_t errn);
+/* The text of a command file (a regular file, no NUL, at most 64 MiB) into *text (malloc'd). */
+int command_file_load(const char *path, char **text, char *err, size_t errn);
+/* Parses command-file text (`name` for messages). Lines of any length; a command itself is at
+ * most 400 characters. Sorted by step, stable, in O(n log n). */
+int command_text_parse(const char *text, const char *name, ScheduledCmd **out, int *n, char *err, size_t errn);
 
 #endif

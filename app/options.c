@@ -389,7 +389,13 @@ static int set_option(AppOptions *o, const OptSpec *r, const char *a, const char
         if (integer(r->name, a, (long)r->lo, (long)r->hi, &n)) return -1;
         *(uint64_t *)p = (uint64_t)n;
         return 0;
-    case T_STR: snprintf(p, r->size, "%s", a); return 0;
+    case T_STR:
+        if (strlen(a) >= r->size) { /* never cut a path: a cut one names another file */
+            fprintf(stderr, "moelab: --%s: %zu characters, at most %zu\n", r->name, strlen(a), r->size - 1);
+            return -1;
+        }
+        snprintf(p, r->size, "%s", a);
+        return 0;
     case T_FN: {
         const int rc = r->set(o, a, cmd);
         if (rc < 0 && r->choices) {

@@ -5,20 +5,22 @@
 
 #include "core/config.h"
 
+#define APP_PATH_MAX 4096 /* longest path an option takes (longer ones are refused, never cut) */
+
 typedef struct {
     TrainConfig train;
-    char dataset[512];
+    char dataset[APP_PATH_MAX];
     int headless;
     int dry_run;
     int quiet;
     int steps;      /* bench: timed steps */
     int repeat;     /* bench: repetitions (median reported) */
     char heads[64]; /* bench: comma list of heads */
-    char commands[512]; /* --commands FILE */
+    char commands[APP_PATH_MAX]; /* --commands FILE */
     int coarse;         /* --labels coarse */
-    char session[512];  /* --session DIR ("" = sessions/<dataset>-<head>-<time>) */
+    char session[APP_PATH_MAX];  /* --session DIR ("" = sessions/<dataset>-<head>-<time>) */
     int no_session;     /* --no-session */
-    char resume[512];   /* --resume DIR */
+    char resume[APP_PATH_MAX];   /* --resume DIR */
     int ckpt_every;     /* --ckpt-every N epochs (default 1; 0 = only at the end) */
     long ckpt_steps;    /* --ckpt-steps N (default 0 = off) */
     int keep;           /* --keep N checkpoints (default 3) */

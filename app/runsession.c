@@ -99,7 +99,8 @@ static void report(RunSession *rs, const char *what) {
     ml_log(1, "session %s: %s failed: %s (training continues; later records are not saved)", rs->dir, what, ml_last_error());
 }
 
-int runsession_open(RunSession *rs, const AppOptions *o, Trainer *t, const char *cmdline, int resume) {
+int runsession_open(RunSession *rs, const AppOptions *o, Trainer *t, const char *cmdline, const char *commands_text,
+                    int resume) {
     memset(rs, 0, sizeof *rs);
     if (o->no_session) return 0;
     rs->ckpt_every = o->ckpt_every;
@@ -118,7 +119,7 @@ int runsession_open(RunSession *rs, const AppOptions *o, Trainer *t, const char 
             snprintf(rs->dir, sizeof rs->dir, "sessions/%s-%s-%s-%d", t->src.name, moe_head_name(t->cfg.model.head.kind), ts, i);
     }
     if (resume) {
-        char path[1024], rep[4096] = "";
+        char path[APP_PATH_MAX + 128], rep[4096] = "";
         if (session_read_run_attr(rs->dir, "session_id", rs->session_id, sizeof rs->session_id) != ML_OK)
             rs->session_id[0] = 0; /* a session from before session ids */
         StateView sv;
@@ -134,7 +135,7 @@ int runsession_open(RunSession *rs, const AppOptions *o, Trainer *t, const char 
         if (rep[0]) ml_log(1, "%s", rep);
         if (session_open_append(&rs->w, rs->dir, t->step) != ML_OK) return -1;
         rs->active = 1;
-        char ev[1100];
+        char ev[APP_PATH_MAX + 256];
         snprintf(ev, sizeof ev, "resume from %s", strrchr(path, '/') ? strrchr(path, '/') + 1 : path);
         runsession_event(rs, t->step, ev);
     } else {
@@ -145,6 +146,7 @@ int runsession_open(RunSession *rs, const AppOptions *o, Trainer *t, const char 
         info.run = &run;
         new_session_id(rs->session_id, sizeof rs->session_id);
         info.session_id = rs->session_id;
+        info.commands_text = commands_text;
         info.command_line = cmdline;
         info.dataset_spec = o->dataset;
         if (session_create(&rs->w, rs->dir, &info) != ML_OK) return -1;
@@ -167,7 +169,8 @@ static void on_step(const StepRecord *r, void *user) {
 
 static ml_status on_checkpoint(Trainer *t, const char *why, void *user) {
     RunSession *rs = user;
-    if (rs->failed) return ml_fail(ML_ERR_IO, "the session stopped writing after an earlier error");
+    /* the session stopped writing after an error, reported once (and again when the run ends) */
+    if (rs->failed) return ML_OK;
     /* live.h5 first: a checkpoint renamed into place never refers to steps the history lacks, so a
      * resume from it (which drops the rows after its step) leaves every row exactly once */
     if (rs->active && session_flush(&rs->w) != ML_OK) {

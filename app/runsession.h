@@ -13,7 +13,7 @@
 typedef struct {
     int active;              /* a session is open */
     SessionWriter w;
-    char dir[512];
+    char dir[APP_PATH_MAX + 64];
     char session_id[40];     /* /run@session_id, written into every checkpoint ("" for old sessions) */
     int ckpt_every;          /* epochs between checkpoints (0: only at the end) */
     long ckpt_steps;         /* steps between checkpoints (0: off) */
@@ -32,9 +32,11 @@ int command_line_split(const char *line, char ***argv);
 void argv_free(int argc, char **argv);
 
 /* Opens the session of a run: o->session (or a new sessions/<dataset>-<head>-<time> folder)
- * unless o->no_session. resume = 1: restores the newest valid checkpoint of o->session into t
+ * unless o->no_session; commands_text (the --commands file, may be NULL) is stored with it so that
+ * a resume needs no file. resume = 1: restores the newest valid checkpoint of o->session into t
  * and reopens live.h5 for appending. Returns 0, or -1 with ml_last_error() set. */
-int runsession_open(RunSession *rs, const AppOptions *o, Trainer *t, const char *cmdline, int resume);
+int runsession_open(RunSession *rs, const AppOptions *o, Trainer *t, const char *cmdline, const char *commands_text,
+                    int resume);
 /* The session's part of the loop's hooks: on_step, on_eval, on_event (events marked `logged` go
  * to the event log), checkpoint and the checkpoint periods; user = rs. With no session open
  * (--no-session) the record hooks are no-ops and checkpoint is NULL. */

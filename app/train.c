@@ -188,20 +188,35 @@ static int run_training(AppOptions *o, const char *cmdline, int resume, Schedule
         dataset_free(&ds);
         return 0;
     }
+    /* the scheduled commands: a resumed session's own copy (stored at its start), else the file */
     ScheduledCmd *cmds = NULL;
     int ncmds = 0;
-    if (o->commands[0]) {
-        char err[600];
-        if (command_file_read(o->commands, &cmds, &ncmds, err, sizeof err)) {
-            fprintf(stderr, "moelab: %s\n", err);
-            trainer_free(&t);
-            dataset_free(&ds);
-            return 2;
-        }
+    char *ctext = NULL, err[1200];
+    const char *cname = o->commands[0] ? o->commands : "the session's stored commands";
+    if (resume && session_read_run_attr_alloc(o->session, "commands", &ctext) == ML_OK) cname = "the session's stored commands";
+    else if (o->commands[0] && command_file_load(o->commands, &ctext, err, sizeof err)) ctext = NULL, cname = NULL;
+    if ((o->commands[0] && !cname) || (ctext && command_text_parse(ctext, cname, &cmds, &ncmds, err, sizeof err))) {
+        fprintf(stderr, "moelab: %s\n", err);
+        free(ctext);
+        trainer_free(&t);
+        dataset_free(&ds);
+        return 2;
     }
-    if (extra && nextra) { free(cmds); cmds = extra; ncmds = nextra; }
+    if (extra && nextra) { /* replay: the recorded commands, stored as a command file's text */
+        free(cmds);
+        cmds = extra;
+        ncmds = nextra;
+        free(ctext);
+        size_t cap = 64 + (size_t)nextra * (sizeof extra->cmd.text + 32), len = 0;
+        ctext = malloc(cap);
+        for (int i = 0; ctext && i < nextra; i++)
+            len += (size_t)snprintf(ctext + len, cap - len, "at %ld %s\n", extra[i].step, extra[i].cmd.text);
+        if (ctext && !nextra) ctext[0] = 0;
+    }
     RunSession rs;
-    if (runsession_open(&rs, o, &t, cmdline, resume) != 0) {
+    const int opened = runsession_open(&rs, o, &t, cmdline, ctext, resume);
+    free(ctext);
+    if (opened != 0) {
         fprintf(stderr, "moelab: %s\n", ml_last_error());
         if (cmds != extra) free(cmds);
         trainer_free(&t);
@@ -316,9 +331,12 @@ int cmd_replay(int argc, char **argv) {
         return argc < 2 ? 2 : 0;
     }
     const char *dir = argv[1];
-    char newdir[600] = "";
+    char newdir[APP_PATH_MAX] = "";
     for (int i = 2; i < argc; i++) {
-        if (!strcmp(argv[i], "--session") && i + 1 < argc) snprintf(newdir, sizeof newdir, "%s", argv[++i]);
+        if (!strcmp(argv[i], "--session") && i + 1 < argc) {
+            if (strlen(argv[++i]) >= sizeof newdir) { fprintf(stderr, "moelab replay: --session: path too long\n"); return 2; }
+            snprintf(newdir, sizeof newdir, "%s", argv[i]);
+        }
         else { fprintf(stderr, "moelab replay: unexpected argument '%s'\n", argv[i]); return 2; }
     }
     SessionInfo orig;
@@ -370,7 +388,7 @@ int cmd_replay(int argc, char **argv) {
         }
     }
     printf("replay    %s: %d recorded commands\n", dir, nc);
-    char outdir[600];
+    char outdir[APP_PATH_MAX + 64];
     int rc = run_training(&o, line, 0, cmds, nc, outdir, sizeof outdir);
     free(cmds);
     free(line);

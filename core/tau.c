@@ -105,9 +105,11 @@ void tau_schedule_defaults(TauSchedule *s)
     s->total = 1;
 }
 
+// A usable temperature: finite and in [TAU_LOWEST, TAU_HIGHEST] (below, z / tau overflows to
+// inf and the softmax to NaN: `set tau 1e-40` used to NaN the run).
 static int tau_positive_(float v)
 {
-    return isfinite(v) && v > 0.0f;
+    return isfinite(v) && v >= TAU_LOWEST && v <= TAU_HIGHEST;
 }
 
 ml_status tau_validate(const TauSchedule *s)
@@ -115,8 +117,8 @@ ml_status tau_validate(const TauSchedule *s)
     if ((int)s->kind < 0 || (int)s->kind >= TAU_NKINDS)
         return ml_fail(ML_ERR_ARG, "tau schedule: invalid kind %d", (int)s->kind);
     if (!tau_positive_(s->tau0) || !tau_positive_(s->tau1) || !tau_positive_(s->tau_min))
-        return ml_fail(ML_ERR_ARG, "tau schedule: tau0 (%g), tau1 (%g) and tau_min (%g) must be > 0",
-                       (double)s->tau0, (double)s->tau1, (double)s->tau_min);
+        return ml_fail(ML_ERR_ARG, "tau schedule: tau0 (%g), tau1 (%g) and tau_min (%g) must be > 0, in [%g, %g]",
+                       (double)s->tau0, (double)s->tau1, (double)s->tau_min, (double)TAU_LOWEST, (double)TAU_HIGHEST);
     if (!isfinite(s->s) || !isfinite(s->c) || !isfinite(s->step_gamma))
         return ml_fail(ML_ERR_ARG, "tau schedule: s, c and step_gamma must be finite");
     if (s->kind == TAU_COSINE_RESTART && s->step_gamma > 0.0f && s->step_gamma < 1.0f)
@@ -238,7 +240,8 @@ float tau_plan_value(const TauPlan *plan, long step)
 ml_status tau_plan_set(TauPlan *plan, long step, float tau)
 {
     if (!tau_positive_(tau))
-        return ml_fail(ML_ERR_ARG, "set tau: %g is not a positive finite number", (double)tau);
+        return ml_fail(ML_ERR_ARG, "set tau: %g is not a positive finite number in [%g, %g]", (double)tau,
+                       (double)TAU_LOWEST, (double)TAU_HIGHEST);
     plan->has_override = 1;
     plan->override_tau = tau;
     plan->override_step = step;

@@ -53,6 +53,11 @@
  * `anneal` accepts v when lo < v (lo_open) or lo <= v (closed), v <= hi, and v is whole for an
  * int field; the option accepts [opt_lo, opt_hi]. Every kind accepts every key (a kind that does
  * not read a field ignores it); completion offers a kind's own keys (TAU_KINDS) and min=. */
+/* Every temperature (tau0, tau1, tau_min, `set tau`) must be in [TAU_LOWEST, TAU_HIGHEST]: the
+ * parser checks the sign, tau_validate and tau_plan_set the range when it is applied. */
+#define TAU_LOWEST 1e-6f
+#define TAU_HIGHEST 1e6f
+
 #define TAU_KEYS(X)                                                                                     \
     X(S, "s", s, float, "S", -INFINITY, 0, INFINITY, "sigmoid-s", -1e4, 1e4, "sigmoid steepness")        \
     X(C, "c", c, float, "C", -INFINITY, 0, INFINITY, "sigmoid-c", -10, 10,                              \

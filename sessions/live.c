@@ -313,6 +313,7 @@ static ml_status write_run_group(struct SessionLive *p, const SessionInfo *info,
     if (st == ML_OK) st = h5u_attr_str(g, "created", created, f);
     if (st == ML_OK) st = h5u_attr_u64(g, "seed", c->seed, f);
     if (st == ML_OK) st = h5u_attr_str(g, "session_id", info->session_id ? info->session_id : "", f);
+    if (st == ML_OK) st = h5u_attr_str(g, "commands", info->commands_text ? info->commands_text : "", f);
     if (st == ML_OK) st = h5u_attr_i64(g, "classes", t->classes, f);
     if (st == ML_OK) st = h5u_attr_i64(g, "image_c", t->c, f);
     if (st == ML_OK) st = h5u_attr_i64(g, "image_h", t->h, f);

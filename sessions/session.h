@@ -58,6 +58,7 @@ typedef struct {
     const char *command_line;   /* the exact command line, stored verbatim (NULL: "") */
     const char *dataset_spec;   /* as given to dataset_open (NULL: the dataset's name) */
     const char *session_id;     /* a random id stored as /run@session_id and in every checkpoint */
+    const char *commands_text;  /* the --commands file's text, stored as /run@commands (NULL: "") */
 
     /* ---- outputs of session_read_info */
     int format_version;
