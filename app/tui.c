@@ -202,7 +202,7 @@ static void request_quit(Tui *ui) {
 }
 
 static void toggle_pause(Tui *ui) {
-    const int paused = ui->pause_target >= 0 ? ui->pause_target : ui->st.paused;
+    const int paused = ui->pause_target >= 0 ? ui->pause_target : ui->st.run.paused;
     send_text(ui, paused ? "resume" : "pause");
     ui->pause_target = !paused;
 }
@@ -286,17 +286,17 @@ static void drain(Tui *ui) {
         }
     }
     if (d->nsteps || d->nevals || d->nevents) ui->dirty = 1;
-    if (d->st.step != ui->st.step || d->st.paused != ui->st.paused || d->st.done != ui->st.done ||
-        d->st.steps_left != ui->st.steps_left)
+    if (d->st.run.step != ui->st.run.step || d->st.run.paused != ui->st.run.paused || d->st.done != ui->st.done ||
+        d->st.run.steps_left != ui->st.run.steps_left)
         ui->dirty = 1;
     ui->st = d->st;
-    if (ui->pause_target >= 0 && ui->st.paused == ui->pause_target) ui->pause_target = -1;
+    if (ui->pause_target >= 0 && ui->st.run.paused == ui->pause_target) ui->pause_target = -1;
     if (ui->st.done && !ui->done_seen) {
         ui->done_seen = 1;
         if (!strcmp(ui->st.status, "finished"))
-            ui_log(ui, VIEW_LOG_EPOCH, "training finished after %ld steps: press q to exit", ui->st.step);
+            ui_log(ui, VIEW_LOG_EPOCH, "training finished after %ld steps: press q to exit", ui->st.run.step);
         else
-            ui_log(ui, VIEW_LOG_WARN, "training %s at step %ld", ui->st.status, ui->st.step);
+            ui_log(ui, VIEW_LOG_WARN, "training %s at step %ld", ui->st.status, ui->st.run.step);
         if (!strcmp(ui->st.status, "failed") && ui->exit_code == 0) ui->exit_code = 1;
     }
 }
@@ -305,8 +305,8 @@ static void drain(Tui *ui) {
 static void rate_sample(Tui *ui, double now) {
     const int i = (ui->rate_head + ui->rate_n) % RATE_N;
     ui->rate_t[i] = now;
-    ui->rate_busy[i] = ui->st.busy;
-    ui->rate_step[i] = ui->st.step;
+    ui->rate_busy[i] = ui->st.run.busy;
+    ui->rate_step[i] = ui->st.run.step;
     if (ui->rate_n < RATE_N) ui->rate_n++;
     else ui->rate_head = (ui->rate_head + 1) % RATE_N;
     while (ui->rate_n > 2 && now - ui->rate_t[ui->rate_head] > RATE_WINDOW) {
@@ -314,8 +314,8 @@ static void rate_sample(Tui *ui, double now) {
         ui->rate_n--;
     }
     const int o = ui->rate_head;
-    const double db = ui->st.busy - ui->rate_busy[o];
-    const long ds = ui->st.step - ui->rate_step[o];
+    const double db = ui->st.run.busy - ui->rate_busy[o];
+    const long ds = ui->st.run.step - ui->rate_step[o];
     if (db > 0.05 && ds > 0) ui->img_per_s = ds * (double)ui->ctx.batch / db;
 }
 
@@ -331,27 +331,27 @@ static void fill_status(Tui *ui, RunStatus *rs, char *note, size_t noten) {
         rs->state = "STOPPING";
         rs->state_role = TH_PAUSED;
         snprintf(note, noten, "finishing the step%s", ui->hooks && ui->hooks->sink.checkpoint ? " and the final checkpoint" : "");
-    } else if (s->numeric) {
+    } else if (s->run.numeric) {
         rs->state = "PAUSED (NaN)";
         rs->state_role = TH_BANNER;
-    } else if (s->paused && s->steps_left > 0) {
+    } else if (s->run.paused && s->run.steps_left > 0) {
         rs->state = "STEPPING";
         rs->state_role = TH_PAUSED;
-    } else if (s->paused) {
+    } else if (s->run.paused) {
         rs->state = "PAUSED";
         rs->state_role = TH_PAUSED;
     } else {
         rs->state = "RUNNING";
         rs->state_role = TH_RUNNING;
     }
-    rs->step = s->step;
-    rs->epoch = s->epoch;
+    rs->step = s->run.step;
+    rs->epoch = s->run.epoch;
     rs->img_per_s = ui->img_per_s;
-    const long done = s->step - ui->step0;
+    const long done = s->run.step - ui->step0;
     if (done > 0 && !s->done) {
-        const double per_step = s->busy / done;
-        const double per_eval = s->evals > 0 ? s->eval_seconds / s->evals : 0.0;
-        rs->eta = (ui->ctx.total_steps - s->step) * per_step + (ui->ctx.epochs - s->epoch) * per_eval;
+        const double per_step = s->run.busy / done;
+        const double per_eval = s->run.evals > 0 ? s->run.eval_seconds / s->run.evals : 0.0;
+        rs->eta = (ui->ctx.total_steps - s->run.step) * per_step + (ui->ctx.epochs - s->run.epoch) * per_eval;
     } else {
         rs->eta = s->done ? 0.0 : -1.0;
     }
@@ -650,8 +650,8 @@ static void print_summary(const Tui *ui) {
     const WorkerState *s = &ui->st;
     char el[32];
     fmt_duration(el, sizeof el, ml_now() - ui->t_open);
-    printf("moelab: training %s at step %ld/%ld (epoch %d/%d) after %s\n", s->status[0] ? s->status : "stopped", s->step,
-           ui->ctx.total_steps, s->epoch, ui->ctx.epochs, el);
+    printf("moelab: training %s at step %ld/%ld (epoch %d/%d) after %s\n", s->status[0] ? s->status : "stopped", s->run.step,
+           ui->ctx.total_steps, s->run.epoch, ui->ctx.epochs, el);
     if (ui->have_eval) {
         const EvalRecord *e = &ui->last_eval;
         printf("  last evaluation (epoch %d, step %ld): train loss %.4f acc %.2f%%  test loss %.4f acc %.2f%%", e->epoch,

@@ -43,8 +43,8 @@ int worker_init(TuiWorker *w, Trainer *t, const TuiHooks *hooks, int wake_fd, Sc
     if (!w->sq || !w->evq || !w->eq_counts) { worker_free(w); return -1; }
     pthread_mutex_init(&w->mu, NULL);
     pthread_cond_init(&w->cv, NULL);
-    w->st.step = t->step;
-    w->st.epoch = t->epoch;
+    w->st.run.step = t->step;
+    w->st.run.epoch = t->epoch;
     return 0;
 }
 
@@ -78,7 +78,7 @@ static void publish_event(TuiWorker *w, const WorkerEvent *ev) {
     worker_wake(w);
 }
 
-/* A text event at the step the UI knows (w->st.step: safe to read from any thread). */
+/* A text event at the step the UI knows (w->st.run.step: safe to read from any thread). */
 static void publish_text(TuiWorker *w, WorkerEventKind kind, const char *text) {
     WorkerEvent ev;
     memset(&ev, 0, sizeof ev);
@@ -86,7 +86,7 @@ static void publish_text(TuiWorker *w, WorkerEventKind kind, const char *text) {
     ev.wall = wall_now();
     snprintf(ev.text, sizeof ev.text, "%s", text);
     pthread_mutex_lock(&w->mu);
-    ev.step = w->st.step;
+    ev.step = w->st.run.step;
     push_event_locked(w, &ev);
     pthread_mutex_unlock(&w->mu);
     worker_wake(w);
@@ -166,14 +166,7 @@ static int w_should_stop(void *user) {
 static void w_on_state(const TrainerState *s, void *user) {
     TuiWorker *w = user;
     pthread_mutex_lock(&w->mu);
-    w->st.step = s->step;
-    w->st.epoch = s->epoch;
-    w->st.paused = s->paused;
-    w->st.steps_left = s->steps_left;
-    w->st.numeric = s->numeric;
-    w->st.busy = s->busy;
-    w->st.eval_seconds = s->eval_seconds;
-    w->st.evals = s->evals;
+    w->st.run = *s;
     pthread_mutex_unlock(&w->mu);
 }
 
@@ -231,8 +224,8 @@ static void *worker_main(void *arg) {
     if (w->hooks && w->hooks->rs) runsession_finish(w->hooks->rs, status);
     pthread_mutex_lock(&w->mu);
     snprintf(w->st.status, sizeof w->st.status, "%s", status);
-    w->st.step = t->step;
-    w->st.epoch = t->epoch;
+    w->st.run.step = t->step;
+    w->st.run.epoch = t->epoch;
     w->st.done = 1;
     pthread_mutex_unlock(&w->mu);
     worker_wake(w);

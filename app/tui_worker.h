@@ -43,18 +43,11 @@ typedef struct {
 } WorkerEvent;
 
 typedef struct {
-    long step;              /* steps completed */
-    int epoch;              /* epochs completed */
-    int paused;             /* waiting at a step boundary (or about to) */
-    long steps_left;        /* `step N` steps still to run while paused */
-    int numeric;            /* paused by a NaN/inf loss */
+    TrainerState run;       /* the loop's state (step, epoch, paused, steps left, NaN pause, times) */
     int stop_requested;
     int waiting;            /* blocked on the condvar right now */
-    int done;               /* the thread has finished (on_finish returned) */
+    int done;               /* the thread has finished (the session is closed) */
     char status[32];        /* "finished", "interrupted", "failed" once done */
-    double busy;            /* seconds spent training (steps; evaluations excluded) */
-    double eval_seconds;    /* seconds spent in evaluations */
-    int evals;
     long steps_dropped;     /* StepRecords dropped because the UI fell behind */
 } WorkerState;
 

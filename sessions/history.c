@@ -193,6 +193,27 @@ static int event_set_cf(const SessionEventRow *e, double *cf) {
     return 1;
 }
 
+/* The scalar columns of `group` (a table of schema.c) into n records of rec_size bytes at recs,
+ * the wall_time column into wall. Optional columns a file lacks are left 0. */
+static ml_status read_columns(const Ld *L, const char *group, const SessCol *cols, int ncols, long n, void *recs,
+                              size_t rec_size, double *wall) {
+    char name[96];
+    for (int c = 0; c < ncols; c++) {
+        const SessCol *col = &cols[c];
+        snprintf(name, sizeof name, "%s/%s", group, col->name);
+        if (col->optional && H5Lexists(L->f, name, H5P_DEFAULT) <= 0) { H5Eclear2(H5E_DEFAULT); continue; }
+        double *dv = NULL;
+        const ml_status st = sess_read_rows(L->f, name, (hsize_t)n, H5T_NATIVE_DOUBLE, (void **)&dv, L->path);
+        if (st != ML_OK) return st;
+        for (long i = 0; i < n; i++) {
+            if (col->field == SF_WALL) wall[i] = dv[i];
+            else sess_col_set(col, (char *)recs + (size_t)i * rec_size, dv[i]);
+        }
+        ml_free(dv);
+    }
+    return ML_OK;
+}
+
 static ml_status read_steps(const Ld *L, SessionHistory *h, const json_t *cfg) {
     char name[64];
     long ns = -1, r = 0;
@@ -217,19 +238,8 @@ static ml_status read_steps(const Ld *L, SessionHistory *h, const json_t *cfg) {
     h->nsteps = ns;
     if (ns == 0) return ML_OK;
 
-    for (int c = 0; c < SC_N; c++) {
-        const SessCol *col = &sess_step_cols[c];
-        snprintf(name, sizeof name, "/steps/%s", col->name);
-        if (col->optional && H5Lexists(L->f, name, H5P_DEFAULT) <= 0) { H5Eclear2(H5E_DEFAULT); continue; }
-        double *dv = NULL;
-        st = sess_read_rows(L->f, name, (hsize_t)ns, H5T_NATIVE_DOUBLE, (void **)&dv, L->path);
-        if (st != ML_OK) return st;
-        for (long i = 0; i < ns; i++) {
-            if (col->field == SF_WALL) h->step_wall[i] = dv[i];
-            else sess_col_set(col, &h->steps[i], dv[i]);
-        }
-        ml_free(dv);
-    }
+    if ((st = read_columns(L, "/steps", sess_step_cols, SC_N, ns, h->steps, sizeof *h->steps, h->step_wall)) != ML_OK)
+        return st;
     if (E == 0) return ML_OK;
 
     for (int c = 0; c < SV_N; c++) {
@@ -325,19 +335,8 @@ static ml_status read_evals(const Ld *L, SessionHistory *h) {
     h->nevals = (int)ne;
     if (ne == 0) return ML_OK;
 
-    for (int c = 0; c < EC_N; c++) {
-        const SessCol *col = &sess_eval_cols[c];
-        snprintf(name, sizeof name, "/evals/%s", col->name);
-        if (col->optional && H5Lexists(L->f, name, H5P_DEFAULT) <= 0) { H5Eclear2(H5E_DEFAULT); continue; }
-        double *dv = NULL;
-        st = sess_read_rows(L->f, name, (hsize_t)ne, H5T_NATIVE_DOUBLE, (void **)&dv, L->path);
-        if (st != ML_OK) return st;
-        for (long i = 0; i < ne; i++) {
-            if (col->field == SF_WALL) h->eval_wall[i] = dv[i];
-            else sess_col_set(col, &h->evals[i], dv[i]);
-        }
-        ml_free(dv);
-    }
+    if ((st = read_columns(L, "/evals", sess_eval_cols, EC_N, ne, h->evals, sizeof *h->evals, h->eval_wall)) != ML_OK)
+        return st;
     if (E == 0) return ML_OK;
     st = sess_read_rows(L->f, "/evals/class_expert", (hsize_t)ne, H5T_NATIVE_INT, (void **)&h->ce, L->path);
     if (st != ML_OK) return st;
