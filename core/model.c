@@ -204,6 +204,8 @@ ml_status model_init(Model *m, const ModelConfig *cfg) {
         ML_ASSERT((long)moe_param_count(hc, Bmax) <= m->params[m->cls_w].off - m->params[m->moe_first].off);
         /* the five MoE tensors must sit exactly where moe_params_point puts them */
         ML_ASSERT(m->moe_p.w1 == m->param + m->params[m->moe_first + 1].off);
+        ML_ASSERT(m->moe_p.b1 == m->param + m->params[m->moe_first + 2].off);
+        ML_ASSERT(m->moe_p.w2 == m->param + m->params[m->moe_first + 3].off);
         ML_ASSERT(m->moe_p.b2 == m->param + m->params[m->moe_first + 4].off);
     }
     return ML_OK;

@@ -48,6 +48,14 @@ expect 0 "head.router  *2048 *4096" -- "$BIN" train --dry-run --dataset syntheti
 expect 0 "rho         0.000" -- "$BIN" train --dry-run --dataset synthetic --head dense
 expect 0 "28x28x1" -- "$BIN" train --dry-run --dataset synthetic:28x28x1:10:256
 
+# odd --hidden (issue 13 item 10): every head trains (was "internal error: core/model.c:207")
+for head in dense moe softmoe-batch softmoe-sample; do
+  for hid in 3 15; do
+    expect 0 "test loss" -- "$BIN" train --headless --dataset synthetic:16x16x3:4:128 --width 0.25 --batch 32 --epochs 1 \
+      --head $head --experts 4 --hidden $hid --threads 2 --no-session
+  done
+done
+
 # bad datasets: one line naming the file, non-zero exit
 expect 1 "$T/nowhere" -- "$BIN" train --headless --dataset "$T/nowhere"
 mkdir -p "$T/idx"
