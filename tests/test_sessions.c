@@ -1111,6 +1111,49 @@ static void test_keep_damage_mismatch(const Dataset *ds) {
     st = ckpt_find_latest(dir, path, sizeof path, rep, sizeof rep);
     CHECK(st == ML_OK && strstr(path, "ckpt-5.h5") && strstr(rep, "ckpt-6.h5"),
           "ckpt_find_latest skips the damaged newest: -> %s; report \"%s\"", path, rep);
+    /* non-regular files named like checkpoints (issue 13 item 7): a FIFO hung the search forever
+     * (H5Fis_hdf5 opens it for reading and waits for a writer); a directory, a symbolic link (to
+     * the FIFO) and a socket are skipped too. The search runs in a child under alarm(20) so a
+     * regression fails instead of hanging the test. */
+    {
+        char fifo[600], sub[600], lnk[600], sock[600];
+        snprintf(fifo, sizeof fifo, "%s/ckpt-99999.h5", dir);
+        snprintf(sub, sizeof sub, "%s/ckpt-99998.h5", dir);
+        snprintf(lnk, sizeof lnk, "%s/ckpt-99997.h5", dir);
+        snprintf(sock, sizeof sock, "%s/ckpt-99996.h5", dir);
+        const int made = mkfifo(fifo, 0666) == 0 && mkdir(sub, 0777) == 0 && symlink("ckpt-99999.h5", lnk) == 0 &&
+                         mknod(sock, S_IFSOCK | 0666, 0) == 0;
+        fflush(stdout);
+        int pfd[2];
+        if (pipe(pfd) != 0) pfd[0] = pfd[1] = -1;
+        const pid_t pid = fork();
+        if (pid == 0) {
+            alarm(20);
+            char cpath[1024], crep[1024];
+            ml_status cst = ckpt_find_latest(dir, cpath, sizeof cpath, crep, sizeof crep);
+            char line[2200];
+            int w = snprintf(line, sizeof line, "%d|%s|%s", (int)cst, cst == ML_OK ? cpath : "", crep);
+            if (w > 0 && write(pfd[1], line, (size_t)w) < 0) _exit(3);
+            _exit(0);
+        }
+        close(pfd[1]);
+        char got[2200] = "";
+        size_t gl = 0;
+        ssize_t r;
+        while (pfd[0] >= 0 && gl + 1 < sizeof got && (r = read(pfd[0], got + gl, sizeof got - 1 - gl)) > 0) gl += (size_t)r;
+        got[gl] = 0;
+        close(pfd[0]);
+        int status = 0;
+        waitpid(pid, &status, 0);
+        CHECK(made && WIFEXITED(status) && WEXITSTATUS(status) == 0 && !strncmp(got, "0|", 2) &&
+                  strstr(got, "ckpt-5.h5|") && strstr(got, "ckpt-99999.h5 is not a regular file (a FIFO) and was skipped") &&
+                  strstr(got, "ckpt-99998.h5 is not a regular file (a directory)") &&
+                  strstr(got, "ckpt-99997.h5 is not a regular file (a symbolic link)") &&
+                  strstr(got, "ckpt-99996.h5 is not a regular file (a socket)") && strstr(got, "ckpt-6.h5 is damaged"),
+              "FIFO, directory, symlink and socket named ckpt-*.h5 are skipped without blocking (child %s): \"%s\"",
+              WIFSIGNALED(status) ? "killed by a signal: hung" : "exited", got);
+        unlink(fifo); rmdir(sub); unlink(lnk); unlink(sock);
+    }
     Trainer u;
     trainer_init_ds(&u, &cfg, ds);
     float *before = malloc(sizeof(float) * u.model.n_param);
