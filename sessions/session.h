@@ -214,4 +214,28 @@ ml_status ckpt_restore_latest(const char *dir, StateView *v, const char *session
 /* A string attribute of a checkpoint's root ("config_json", "moelab_version", "created"). */
 ml_status ckpt_read_attr(const char *path, const char *name, char *buf, size_t n);
 
+/* ------------------------------------------------------------------ session lock (sessions/lock.c) */
+
+/* One writer per session folder. The lock is an exclusive flock(2) on DIR/.lock (a regular
+ * file, created if missing, never removed), held as long as SessionLock's descriptor is open;
+ * the holder's PID is written into the file for the refusal message. The kernel drops a flock
+ * when its holder dies (SIGKILL included), so a lock file left by a dead process is simply
+ * taken over. Take it before touching anything in DIR (before ckpt_find_latest and
+ * session_open_append / session_create), keep it until after session_close and the last
+ * ckpt_write, then session_unlock. The descriptor is O_CLOEXEC: an exec'd child does not inherit
+ * the lock, but a fork()ed child that does not exec shares it until it exits. Two SessionLocks
+ * on one DIR conflict even inside one process. A zeroed SessionLock is "not held". */
+#define SESSION_LOCK_FILE ".lock"
+typedef struct {
+    int fd;   /* the open DIR/.lock while held */
+    int held; /* 1 while held */
+} SessionLock;
+/* Locks the existing folder DIR (never creates it: ML_ERR_IO if it is missing). Another holder:
+ * ML_ERR_STATE, "session DIR is in use by PID N", nothing changed. */
+ml_status session_lock(const char *dir, SessionLock *l);
+/* session_lock after mkdir -p DIR: for a new session, before session_create. */
+ml_status session_lock_create(const char *dir, SessionLock *l);
+/* Releases the lock (no-op if not held). */
+void session_unlock(SessionLock *l);
+
 #endif
