@@ -14,6 +14,7 @@
 #include "datasets/dataset.h"
 #include "sessions/session.h"
 
+#include <dlfcn.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <hdf5.h>
@@ -760,6 +761,236 @@ static void test_crash_and_append(void) {
     dataset_free(&ds);
 }
 
+/* ------------------------------------------------------------------ a failed resume leaves live.h5 as it was */
+
+/* Fault injection for the failure paths after live.h5 is open for writing: this executable's
+ * definitions take the place of libc's posix_fallocate (the writer's space guard) and HDF5's
+ * H5Fstart_swmr_write for the sessions library linked into it; armed, the next call fails. */
+static int g_fail_fallocate = 0, g_fail_swmr_start = 0;
+int posix_fallocate(int fd, off_t offset, off_t len) {
+    static int (*real)(int, off_t, off_t) = NULL;
+    if (g_fail_fallocate) { g_fail_fallocate = 0; return ENOSPC; }
+    if (!real) *(void **)&real = dlsym(RTLD_NEXT, "posix_fallocate");
+    return real ? real(fd, offset, len) : ENOSYS;
+}
+herr_t H5Fstart_swmr_write(hid_t file_id) {
+    static herr_t (*real)(hid_t) = NULL;
+    if (g_fail_swmr_start) { g_fail_swmr_start = 0; return -1; }
+    if (!real) *(void **)&real = dlsym(RTLD_NEXT, "H5Fstart_swmr_write");
+    return real ? real(file_id) : -1;
+}
+
+/* The bytes of a file (malloc'd, *n bytes), or NULL. */
+static unsigned char *file_bytes(const char *path, size_t *n) {
+    *n = 0;
+    FILE *f = fopen(path, "rb");
+    if (!f) return NULL;
+    fseek(f, 0, SEEK_END);
+    const long sz = ftell(f);
+    fseek(f, 0, SEEK_SET);
+    unsigned char *b = malloc(sz > 0 ? (size_t)sz : 1);
+    if (b && fread(b, 1, (size_t)sz, f) != (size_t)sz) { free(b); b = NULL; }
+    fclose(f);
+    if (b) *n = (size_t)sz;
+    return b;
+}
+
+static int file_put(const char *path, const unsigned char *b, size_t n) {
+    FILE *f = fopen(path, "wb");
+    if (!f) return -1;
+    const int ok = fwrite(b, 1, n, f) == n;
+    return fclose(f) == 0 && ok ? 0 : -1;
+}
+
+/* 1 if FILE still equals (b, n) byte for byte. */
+static int file_same(const char *path, const unsigned char *b, size_t n) {
+    size_t m;
+    unsigned char *c = file_bytes(path, &m);
+    const int same = c && m == n && !memcmp(b, c, n);
+    free(c);
+    return same;
+}
+
+static int h5dump_ok(const char *file) {
+    char cmd[800];
+    snprintf(cmd, sizeof cmd, "h5dump -H '%s' > /dev/null 2>&1", file);
+    return system(cmd) == 0;
+}
+
+/* A session of 70 steps, one eval and two events, closed "interrupted", in DIR. */
+static int write_small_session(const Dataset *ds, const char *dir) {
+    TrainConfig cfg;
+    small_config(&cfg);
+    Trainer t;
+    if (trainer_init_ds(&t, &cfg, ds) != ML_OK) return -1;
+    SessionInfo info;
+    memset(&info, 0, sizeof info);
+    info.run = test_run(&t);
+    info.command_line = "failed-append";
+    SessionWriter w;
+    int bad = session_create(&w, dir, &info) != ML_OK;
+    for (int i = 0; !bad && i < 70; i++) bad = session_append_step(&w, &g_rec[i]) != ML_OK;
+    if (!bad) bad = session_append_event(&w, 12, 0, "an event") != ML_OK;
+    EvalRecord er = g_ev[0].r;
+    er.step = 32;
+    if (!bad) bad = session_append_eval(&w, &er) != ML_OK;
+    if (!bad) bad = session_append_event(&w, 60, 0, "a later event") != ML_OK;
+    if (!bad) bad = session_close(&w, "interrupted") != ML_OK;
+    trainer_free(&t);
+    return bad ? -1 : 0;
+}
+
+/* After a refused or failed session_open_append: the file is byte-identical, h5dump (which
+ * refuses a file whose superblock says "open for writing") and session_read_info read it. */
+static void check_untouched(const char *label, const char *dir, const char *file, const unsigned char *b, size_t n) {
+    SessionInfo in;
+    const ml_status st = session_read_info(dir, &in);
+    CHECK(file_same(file, b, n) && h5dump_ok(file) && st == ML_OK && in.steps_logged == 70 && in.events == 2 &&
+              !strcmp(in.status, "interrupted"),
+          "%s: live.h5 byte-identical, h5dump and session_read_info open it (%ld steps, status %s%s%s)", label,
+          in.steps_logged, st == ML_OK ? in.status : "?", st == ML_OK ? "" : ": ", st == ML_OK ? "" : ml_last_error());
+}
+
+static void test_failed_append(const Dataset *ds) {
+    char dir[512], file[600];
+    path_in(dir, sizeof dir, "failapp/good");
+    snprintf(file, sizeof file, "%s/live.h5", dir);
+    if (write_small_session(ds, dir) != 0) { CHECK(0, "write the small session: %s", ml_last_error()); return; }
+    size_t n_good;
+    unsigned char *good = file_bytes(file, &n_good);
+    if (!good) { CHECK(0, "read %s", file); return; }
+
+    /* 1. a required dataset is missing: the check fails after the file was opened for writing,
+     *    which left "file is already open for write" in the superblock */
+    char d1[512], f1[600];
+    path_in(d1, sizeof d1, "failapp/missing");
+    mkdir(d1, 0777);
+    snprintf(f1, sizeof f1, "%s/live.h5", d1);
+    file_put(f1, good, n_good);
+    hid_t h = H5Fopen(f1, H5F_ACC_RDWR, H5P_DEFAULT);
+    const int deleted = h >= 0 && H5Ldelete(h, "/events", H5P_DEFAULT) >= 0;
+    if (h >= 0) H5Fclose(h);
+    size_t n1;
+    unsigned char *b1 = file_bytes(f1, &n1);
+    SessionWriter w;
+    SessionInfo in;
+    CHECK(deleted && b1 && h5dump_ok(f1), "fixture: /events deleted, h5dump reads the file");
+    ml_status st = session_open_append(&w, d1, 40);
+    CHECK(st == ML_ERR_FORMAT && strstr(ml_last_error(), "/events") && w.p == NULL,
+          "open_append without /events: ML_ERR_FORMAT \"%s\"", ml_last_error());
+    h = H5Fopen(f1, H5F_ACC_RDONLY, H5P_DEFAULT);
+    CHECK(b1 && file_same(f1, b1, n1) && h5dump_ok(f1) && h >= 0,
+          "missing /events: the file is byte-identical and still opens (h5dump, a plain HDF5 open)");
+    if (h >= 0) H5Fclose(h);
+    free(b1);
+
+    /* 2. a per-expert column of the wrong width (T, E + 1) */
+    char d2[512], f2[600];
+    path_in(d2, sizeof d2, "failapp/shape");
+    mkdir(d2, 0777);
+    snprintf(f2, sizeof f2, "%s/live.h5", d2);
+    file_put(f2, good, n_good);
+    h = H5Fopen(f2, H5F_ACC_RDWR, H5P_DEFAULT);
+    int remade = h >= 0 && H5Ldelete(h, "/steps/kept", H5P_DEFAULT) >= 0;
+    if (remade) {
+        hsize_t dims[2] = {70, 5};
+        hid_t sp = H5Screate_simple(2, dims, NULL);
+        hid_t d = H5Dcreate2(h, "/steps/kept", H5T_STD_I32LE, sp, H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT);
+        remade = sp >= 0 && d >= 0;
+        if (d >= 0) H5Dclose(d);
+        if (sp >= 0) H5Sclose(sp);
+    }
+    if (h >= 0) H5Fclose(h);
+    size_t n2;
+    unsigned char *b2 = file_bytes(f2, &n2);
+    st = session_open_append(&w, d2, 40);
+    CHECK(remade && st == ML_ERR_FORMAT && strstr(ml_last_error(), "/steps/kept"),
+          "open_append with a (70, 5) /steps/kept: ML_ERR_FORMAT \"%s\"", ml_last_error());
+    CHECK(b2 && file_same(f2, b2, n2) && h5dump_ok(f2) && session_read_info(d2, &in) == ML_OK,
+          "wrong shape: the file is byte-identical and still opens");
+    free(b2);
+
+    /* 3. no room to write (a file size limit stands in for a full disk; t_sessions.sh does a
+     *    full tmpfs): refused before HDF5 writes anything */
+    char d3[512], f3[600];
+    path_in(d3, sizeof d3, "failapp/nospace");
+    mkdir(d3, 0777);
+    snprintf(f3, sizeof f3, "%s/live.h5", d3);
+    file_put(f3, good, n_good);
+    void (*oldh)(int) = signal(SIGXFSZ, SIG_IGN);
+    struct rlimit old, lim;
+    getrlimit(RLIMIT_FSIZE, &old);
+    lim = old;
+    lim.rlim_cur = (rlim_t)n_good + 4096;
+    setrlimit(RLIMIT_FSIZE, &lim);
+    st = session_open_append(&w, d3, 40);
+    char msg[1024];
+    snprintf(msg, sizeof msg, "%s", ml_last_error());
+    ml_status closed = w.p ? session_close(&w, NULL) : ML_OK;
+    setrlimit(RLIMIT_FSIZE, &old);
+    signal(SIGXFSZ, oldh);
+    const long open_files = (long)H5Fget_obj_count(H5F_OBJ_ALL, H5F_OBJ_FILE);
+    CHECK(st == ML_ERR_IO && strstr(msg, "reserve") && closed == ML_OK && open_files == 0,
+          "open_append at the file size limit: ML_ERR_IO \"%s\", %ld HDF5 files left open", msg, open_files);
+    check_untouched("no space", d3, f3, good, n_good);
+    /* and once there is room again the same file resumes */
+    st = session_open_append(&w, d3, 40);
+    ml_status cl = st == ML_OK ? session_close(&w, "interrupted") : st;
+    CHECK(st == ML_OK && cl == ML_OK && session_read_info(d3, &in) == ML_OK && in.steps_logged == 40,
+          "with room again the resume works (%ld steps kept)", in.steps_logged);
+
+    /* 4. the space guard's reservation fails after the file was opened for writing (the checks
+     *    before it passed): closed normally, nothing written */
+    char d5[512], f5[600];
+    path_in(d5, sizeof d5, "failapp/reserve");
+    mkdir(d5, 0777);
+    snprintf(f5, sizeof f5, "%s/live.h5", d5);
+    file_put(f5, good, n_good);
+    g_fail_fallocate = 1;
+    st = session_open_append(&w, d5, 40);
+    snprintf(msg, sizeof msg, "%s", ml_last_error());
+    g_fail_fallocate = 0;
+    CHECK(st == ML_ERR_IO && strstr(msg, "cannot reserve") && w.p == NULL && H5Fget_obj_count(H5F_OBJ_ALL, H5F_OBJ_FILE) == 0,
+          "open_append whose first reservation fails: ML_ERR_IO \"%s\", the file is closed", msg);
+    check_untouched("reservation failed", d5, f5, good, n_good);
+
+    /* 5. an HDF5 error after the resume started writing (SWMR start fails): the rest is
+     *    discarded, the status flags are cleared: the file opens everywhere */
+    char d6[512], f6[600];
+    path_in(d6, sizeof d6, "failapp/swmr");
+    mkdir(d6, 0777);
+    snprintf(f6, sizeof f6, "%s/live.h5", d6);
+    file_put(f6, good, n_good);
+    g_fail_swmr_start = 1;
+    st = session_open_append(&w, d6, 40);
+    snprintf(msg, sizeof msg, "%s", ml_last_error());
+    g_fail_swmr_start = 0;
+    st = st == ML_ERR_IO && strstr(msg, "cannot start SWMR writing") && w.p == NULL ? ML_OK : ML_ERR_STATE;
+    ml_status ri = session_read_info(d6, &in);
+    h = H5Fopen(f6, H5F_ACC_RDONLY, H5P_DEFAULT);
+    CHECK(st == ML_OK && ri == ML_OK && h5dump_ok(f6) && h >= 0 && H5Fget_obj_count(H5F_OBJ_ALL, H5F_OBJ_FILE) == 1,
+          "open_append whose SWMR start fails (\"%s\"): flags cleared, h5dump, a plain open and session_read_info "
+          "read it (%ld steps)", msg, ri == ML_OK ? in.steps_logged : -1L);
+    if (h >= 0) H5Fclose(h);
+    st = session_open_append(&w, d6, 40);
+    cl = st == ML_OK ? session_close(&w, "interrupted") : st;
+    CHECK(st == ML_OK && cl == ML_OK && session_read_info(d6, &in) == ML_OK && in.steps_logged == 40,
+          "the same file resumes afterwards (%ld steps kept)", in.steps_logged);
+
+    /* 6. a live.h5 that is not a regular file: refused without opening it */
+    char d4[512], f4[600];
+    path_in(d4, sizeof d4, "failapp/fifo");
+    mkdir(d4, 0777);
+    snprintf(f4, sizeof f4, "%s/live.h5", d4);
+    const int fifo_ok = mkfifo(f4, 0666) == 0;
+    alarm(20);
+    st = session_open_append(&w, d4, 40);
+    alarm(0);
+    CHECK(fifo_ok && st == ML_ERR_IO && strstr(ml_last_error(), "not a regular file"),
+          "live.h5 as a FIFO: refused without blocking: \"%s\"", ml_last_error());
+    free(good);
+}
+
 /* ------------------------------------------------------------------ damaged live files */
 
 static void test_damaged_live(void) {
@@ -1378,6 +1609,7 @@ int main(int argc, char **argv) {
     TIMED(test_live(&ds));
     TIMED(test_crash_and_append());
     TIMED(test_damaged_live());
+    TIMED(test_failed_append(&ds));
     TIMED(test_ckpt_roundtrip(&ds));
     TIMED(test_exact_resume(&ds));
     TIMED(test_keep_damage_mismatch(&ds));
