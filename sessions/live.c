@@ -628,6 +628,30 @@ ml_status session_flush(SessionWriter *w) {
     return live_flush(w->p);
 }
 
+ml_status session_sync(SessionWriter *w) {
+    ml_status st = live_check(w);
+    if (st != ML_OK) return st;
+    h5u_quiet();
+    struct SessionLive *p = w->p;
+    /* the buffered step block and every dataset written since the last flush (evals and events
+     * are written at once by their appends; their H5Dflush is here or already done) */
+    if ((st = live_flush(p)) != ML_OK) return st;
+    /* the superblock's end of allocation too, so the file needs no repair after a crash */
+    if (H5Fflush(p->file, H5F_SCOPE_LOCAL) < 0)
+        return live_h5failed(p, h5u_fail(ML_ERR_IO, p->path, "", "cannot flush file"));
+    /* H5Fflush cut the file to its end of allocation: reserve again before the next writes */
+    if ((st = live_reserve(p, 0)) != ML_OK) return st;
+    /* and out of the page cache, as ckpt_write does with its file before the rename */
+    void *h = NULL;
+    if (H5Fget_vfd_handle(p->file, H5P_DEFAULT, &h) < 0 || !h) {
+        H5Eclear2(H5E_DEFAULT);
+        return live_failed(p, ml_fail(ML_ERR_IO, "%s: cannot get the file descriptor to fsync", p->path));
+    }
+    if (fsync(*(const int *)h) != 0 && errno != EINVAL && errno != EROFS)
+        return live_failed(p, ml_fail(ML_ERR_IO, "%s: fsync failed: %s", p->path, strerror(errno)));
+    return ML_OK;
+}
+
 long session_steps_written(const SessionWriter *w) {
     if (!w || !w->p) return 0;
     return (long)w->p->n_steps + w->p->nbuf;

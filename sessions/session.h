@@ -238,4 +238,14 @@ ml_status session_lock_create(const char *dir, SessionLock *l);
 /* Releases the lock (no-op if not held). */
 void session_unlock(SessionLock *l);
 
+/* ------------------------------------------------------------------ crash-consistent history (sessions/live.c) */
+
+/* session_flush, then H5Fflush and fsync of live.h5: every step, eval and event appended so far
+ * is on disk (power loss included) when it returns ML_OK. Call it right before ckpt_write, so
+ * that a checkpoint renamed into place never refers to steps that live.h5 lacks; resume
+ * (session_open_append at the checkpoint's step) then drops exactly the rows after the
+ * checkpoint, and the history has every row once. Costs an fsync: once per checkpoint, not
+ * every few seconds (session_flush is the cheap periodic one). */
+ml_status session_sync(SessionWriter *w);
+
 #endif

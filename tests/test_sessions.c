@@ -991,6 +991,177 @@ static void test_failed_append(const Dataset *ds) {
     free(good);
 }
 
+/* ------------------------------------------------------------------ history after a resume: every row once */
+
+static const long g_hist_events[] = {5, 40, 41, 60, 90};
+
+/* The run of steps [from, to]: a step record each, an event at the g_hist_events steps, an
+ * evaluation at steps 32, 48, 64 and 96. session_flush after step flush_at (the periodic flush),
+ * session_sync after step sync_at (the trainer's flush before a checkpoint). Errors counted. */
+static int hist_feed(SessionWriter *w, int from, int to, int flush_at, int sync_at) {
+    int errors = 0;
+    for (int s = from; s <= to; s++) {
+        errors += session_append_step(w, &g_rec[s - 1]) != ML_OK;
+        for (size_t k = 0; k < sizeof g_hist_events / sizeof *g_hist_events; k++)
+            if (g_hist_events[k] == s) {
+                char text[64];
+                snprintf(text, sizeof text, "event at step %d", s);
+                errors += session_append_event(w, s, 1e9 + s, text) != ML_OK;
+            }
+        if (s == 32 || s == 48 || s == 64 || s == 96) {
+            EvalRecord er = g_ev[s == 48 ? 0 : s / 32 - 1].r; /* 48: an `eval` command mid-epoch */
+            er.step = s;
+            er.epoch = (s + 31) / 32;
+            errors += session_append_eval(w, &er) != ML_OK;
+        }
+        if (s == flush_at) errors += session_flush(w) != ML_OK;
+        if (s == sync_at) errors += session_sync(w) != ML_OK;
+    }
+    return errors;
+}
+
+/* Compares every dataset of group `grp` (read as doubles) between two files, except wall_time:
+ * the number of datasets that differ (shape or values; NaN equals NaN), names in `which`. */
+static int hist_diff(hid_t a, hid_t b, const char *grp, char *which, size_t wn) {
+    hid_t g = H5Gopen2(a, grp, H5P_DEFAULT);
+    if (g < 0) return 1000;
+    hsize_t n = 0;
+    H5Gget_num_objs(g, &n);
+    int bad = 0;
+    for (hsize_t i = 0; i < n; i++) {
+        char name[64], path[160];
+        if (H5Gget_objname_by_idx(g, i, name, sizeof name) < 0 || H5Gget_objtype_by_idx(g, i) != H5G_DATASET) continue;
+        if (!strcmp(name, "wall_time")) continue;
+        snprintf(path, sizeof path, "%s/%s", grp, name);
+        hid_t da = H5Dopen2(a, path, H5P_DEFAULT), db = H5Dopen2(b, path, H5P_DEFAULT);
+        hid_t sa = da >= 0 ? H5Dget_space(da) : -1, sb = db >= 0 ? H5Dget_space(db) : -1;
+        hid_t ta = da >= 0 ? H5Dget_type(da) : -1;
+        const hssize_t na = sa >= 0 ? H5Sget_simple_extent_npoints(sa) : -1;
+        const hssize_t nb = sb >= 0 ? H5Sget_simple_extent_npoints(sb) : -2;
+        int same = na == nb && na >= 0;
+        if (same && ta >= 0 && H5Tget_class(ta) != H5T_STRING && H5Tget_class(ta) != H5T_COMPOUND && na > 0) {
+            double *va = malloc(sizeof(double) * (size_t)na), *vb = malloc(sizeof(double) * (size_t)na);
+            same = va && vb && H5Dread(da, H5T_NATIVE_DOUBLE, H5S_ALL, H5S_ALL, H5P_DEFAULT, va) >= 0 &&
+                   H5Dread(db, H5T_NATIVE_DOUBLE, H5S_ALL, H5S_ALL, H5P_DEFAULT, vb) >= 0;
+            for (hssize_t k = 0; same && k < na; k++) same = va[k] == vb[k] || (isnan(va[k]) && isnan(vb[k]));
+            free(va);
+            free(vb);
+        }
+        if (!same) {
+            bad++;
+            const size_t used = strlen(which);
+            if (used + 2 < wn) snprintf(which + used, wn - used, " %s", path);
+        }
+        if (ta >= 0) H5Tclose(ta);
+        if (sa >= 0) H5Sclose(sa);
+        if (sb >= 0) H5Sclose(sb);
+        if (da >= 0) H5Dclose(da);
+        if (db >= 0) H5Dclose(db);
+    }
+    H5Gclose(g);
+    H5Eclear2(H5E_DEFAULT);
+    return bad;
+}
+
+/* Issue 13 item 1 (the sessions part): a writer that syncs live.h5 at the checkpoint step S
+ * and is SIGKILLed later (with rows after S flushed, and rows after S only buffered), then
+ * resumed with session_open_append(S) and fed the rest of the run, ends with exactly the
+ * /steps, /evals and /events of an uninterrupted run (wall times aside): no gap, no duplicate. */
+static void test_history_exactly_once(const Dataset *ds) {
+    TrainConfig cfg;
+    small_config(&cfg);
+    cfg.epochs = 3;
+    Trainer t;
+    if (trainer_init_ds(&t, &cfg, ds) != ML_OK) { CHECK(0, "trainer_init: %s", ml_last_error()); return; }
+    int steps_ok = g_nrec >= 96;
+    for (int i = 0; steps_ok && i < 96; i++) steps_ok = g_rec[i].step == i + 1;
+    if (!steps_ok || g_nev < 3) { CHECK(0, "history fixture: need the 96 step records of test_live"); trainer_free(&t); return; }
+    SessionInfo info;
+    memset(&info, 0, sizeof info);
+    info.run = test_run(&t);
+    info.command_line = "history";
+    char du[512], fu[600];
+    path_in(du, sizeof du, "hist/uninterrupted");
+    snprintf(fu, sizeof fu, "%s/live.h5", du);
+    SessionWriter w;
+    int errors = session_create(&w, du, &info) != ML_OK;
+    errors += hist_feed(&w, 1, 96, -1, -1);
+    errors += session_close(&w, "finished") != ML_OK;
+    CHECK(errors == 0, "uninterrupted reference run written");
+
+    /* (kill at, periodic flush at, checkpoint S): rows after S flushed and lost; S before the
+     * first block write (only the sync writes rows 1..S); S after an eval (48) */
+    const int cases[4][4] = {{55, 50, 40, 1}, {45, -1, 40, 1}, {70, 66, 64, 1}, {45, -1, 40, 0}};
+    for (int c = 0; c < 4; c++) {
+        const int kill_at = cases[c][0], flush_at = cases[c][1], S = cases[c][2], sync = cases[c][3];
+        char dk[512], fk[600], sub[32];
+        snprintf(sub, sizeof sub, "hist/killed%d", c);
+        path_in(dk, sizeof dk, sub);
+        snprintf(fk, sizeof fk, "%s/live.h5", dk);
+        fflush(stdout);
+        const pid_t pid = fork();
+        if (pid == 0) {
+            SessionWriter cw;
+            if (session_create(&cw, dk, &info) != ML_OK) _exit(3);
+            if (hist_feed(&cw, 1, kill_at, flush_at, sync ? S : -1) != 0) _exit(4);
+            kill(getpid(), SIGKILL);
+            _exit(5);
+        }
+        int status = 0;
+        waitpid(pid, &status, 0);
+        ml_status st = session_open_append(&w, dk, S);
+        int e2 = st != ML_OK;
+        const long kept = st == ML_OK ? session_steps_written(&w) : -1;
+        if (st == ML_OK) {
+            e2 += hist_feed(&w, S + 1, 96, -1, -1);
+            e2 += session_close(&w, "finished") != ML_OK;
+        }
+        if (!sync) {
+            /* control: the checkpoint at S without session_sync before it: rows 33..S were still
+             * in the writer's buffer when it died, the resumed history has a hole (and the
+             * comparison sees it) */
+            hid_t a = H5Fopen(fu, H5F_ACC_RDONLY, H5P_DEFAULT), b = H5Fopen(fk, H5F_ACC_RDONLY, H5P_DEFAULT);
+            char which[512] = "";
+            const int d = a >= 0 && b >= 0 ? hist_diff(a, b, "/steps", which, sizeof which) : 0;
+            const long rows = b >= 0 ? h5_rows(b, "/steps/step", NULL, NULL) : -1;
+            if (a >= 0) H5Fclose(a);
+            if (b >= 0) H5Fclose(b);
+            CHECK(st == ML_OK && kept == 32 && rows == 96 - (S - 32) && d > 0,
+                  "control: no session_sync before the checkpoint at %d: %ld rows survive (the eval at 32 flushed "
+                  "them), %ld after resume, the comparison reports%s", S, kept, rows, which);
+            continue;
+        }
+        CHECK(WIFSIGNALED(status) && WTERMSIG(status) == SIGKILL && e2 == 0 && kept == S,
+              "killed at step %d (flushed to %d, synced at S = %d), resumed at S: %ld rows kept, rest appended",
+              kill_at, flush_at > S ? flush_at : S, S, kept);
+        hid_t a = H5Fopen(fu, H5F_ACC_RDONLY, H5P_DEFAULT), b = H5Fopen(fk, H5F_ACC_RDONLY, H5P_DEFAULT);
+        char which[512] = "";
+        int d = a >= 0 && b >= 0 ? hist_diff(a, b, "/steps", which, sizeof which) + hist_diff(a, b, "/evals", which, sizeof which)
+                                 : 1000;
+        int64_t steps[96];
+        int once = b >= 0 && h5_rows(b, "/steps/step", NULL, NULL) == 96 && h5_read(b, "/steps/step", H5T_NATIVE_INT64, steps) == 0;
+        for (int i = 0; once && i < 96; i++) once = steps[i] == i + 1;
+        int64_t esteps[8];
+        const long ne = b >= 0 ? h5_rows(b, "/evals/step", NULL, NULL) : -1;
+        const int evals_ok = ne == 4 && h5_read(b, "/evals/step", H5T_NATIVE_INT64, esteps) == 0 && esteps[0] == 32 &&
+                             esteps[1] == 48 && esteps[2] == 64 && esteps[3] == 96;
+        if (a >= 0) H5Fclose(a);
+        if (b >= 0) H5Fclose(b);
+        SessionEventRow *eu = NULL, *ek = NULL;
+        long nu = 0, nk = 0;
+        int ev_ok = session_read_events(du, &eu, &nu) == ML_OK && session_read_events(dk, &ek, &nk) == ML_OK &&
+                    nu == 5 && nk == nu;
+        for (long i = 0; ev_ok && i < nu; i++)
+            ev_ok = eu[i].step == ek[i].step && !strcmp(eu[i].text, ek[i].text) && eu[i].wall_time == ek[i].wall_time;
+        free(eu);
+        free(ek);
+        CHECK(d == 0 && once && evals_ok && ev_ok,
+              "case %d: /steps/step is 1..96 once each, /evals steps 32 48 64 96, the 5 events once each in order, "
+              "every /steps and /evals column equals the uninterrupted run's (differ:%s)", c, which[0] ? which : " none");
+    }
+    trainer_free(&t);
+}
+
 /* ------------------------------------------------------------------ damaged live files */
 
 static void test_damaged_live(void) {
@@ -1610,6 +1781,7 @@ int main(int argc, char **argv) {
     TIMED(test_crash_and_append());
     TIMED(test_damaged_live());
     TIMED(test_failed_append(&ds));
+    TIMED(test_history_exactly_once(&ds));
     TIMED(test_ckpt_roundtrip(&ds));
     TIMED(test_exact_resume(&ds));
     TIMED(test_keep_damage_mismatch(&ds));
