@@ -991,6 +991,59 @@ static void test_failed_append(const Dataset *ds) {
     free(good);
 }
 
+/* ------------------------------------------------------------------ export of a damaged /steps */
+
+/* Issue 13 item 11: `moelab export` exited 0 with a header-only steps.csv when /steps was
+ * damaged (its columns were looked up with H5Lexists, whose error was taken for "absent", and
+ * absent columns were skipped). Each damage must fail with a message naming /steps. */
+static void test_export_damaged(const Dataset *ds) {
+    char dir[512], file[600], out[600], csv[700];
+    path_in(dir, sizeof dir, "exportdmg/good");
+    snprintf(file, sizeof file, "%s/live.h5", dir);
+    if (write_small_session(ds, dir) != 0) { CHECK(0, "write the small session: %s", ml_last_error()); return; }
+    snprintf(out, sizeof out, "%s/csv", dir);
+    ml_status st = session_export_csv(dir, out);
+    snprintf(csv, sizeof csv, "%s/steps.csv", out);
+    CHECK(st == ML_OK && file_lines(csv) == 71, "the undamaged copy exports 70 step rows (%ld lines)", file_lines(csv));
+    size_t n;
+    unsigned char *good = file_bytes(file, &n);
+    if (!good) return;
+    for (int kind = 0; kind < 3; kind++) {
+        char d[512], f[600], sub[48];
+        static const char *what[3] = {"the /steps group's object header corrupted", "/steps deleted",
+                                      "/steps/loss deleted"};
+        snprintf(sub, sizeof sub, "exportdmg/kind%d", kind);
+        path_in(d, sizeof d, sub);
+        mkdir(d, 0777);
+        snprintf(f, sizeof f, "%s/live.h5", d);
+        file_put(f, good, n);
+        int made = 0;
+        hid_t h = H5Fopen(f, H5F_ACC_RDWR, H5P_DEFAULT);
+        if (kind == 0 && h >= 0) {
+            H5O_info_t oi;
+            const haddr_t addr = H5Oget_info_by_name2(h, "/steps", &oi, H5O_INFO_BASIC, H5P_DEFAULT) >= 0 ? oi.addr
+                                                                                                        : HADDR_UNDEF;
+            H5Fclose(h);
+            h = -1;
+            FILE *fp = fopen(f, "r+b");
+            if (fp && addr != HADDR_UNDEF && fseek(fp, (long)addr + 12, SEEK_SET) == 0) {
+                unsigned char junk[8] = {0xde, 0xad, 0xbe, 0xef, 0x01, 0x02, 0x03, 0x04};
+                made = fwrite(junk, 1, sizeof junk, fp) == sizeof junk;
+            }
+            if (fp) fclose(fp);
+        } else if (h >= 0) {
+            made = H5Ldelete(h, kind == 1 ? "/steps" : "/steps/loss", H5P_DEFAULT) >= 0;
+        }
+        if (h >= 0) H5Fclose(h);
+        char o2[700];
+        snprintf(o2, sizeof o2, "%s/csv", d);
+        st = session_export_csv(d, o2);
+        CHECK(made && st == ML_ERR_FORMAT && strstr(ml_last_error(), "/steps"), "export with %s: ML_ERR_FORMAT \"%s\"",
+              what[kind], ml_last_error());
+    }
+    free(good);
+}
+
 /* ------------------------------------------------------------------ history after a resume: every row once */
 
 static const long g_hist_events[] = {5, 40, 41, 60, 90};
@@ -1782,6 +1835,7 @@ int main(int argc, char **argv) {
     TIMED(test_damaged_live());
     TIMED(test_failed_append(&ds));
     TIMED(test_history_exactly_once(&ds));
+    TIMED(test_export_damaged(&ds));
     TIMED(test_ckpt_roundtrip(&ds));
     TIMED(test_exact_resume(&ds));
     TIMED(test_keep_damage_mismatch(&ds));
