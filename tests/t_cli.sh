@@ -70,6 +70,12 @@ open(d + '/t10k-images-idx3-ubyte', 'wb').write(images(16))
 open(d + '/t10k-labels-idx1-ubyte', 'wb').write(labels(16))
 PY
 expect 0 "8x8x1" -- "$BIN" train --dry-run --dataset "$T/idx" --batch 16
+# one corrupted label byte (issue 13 item 11) is refused, naming the file, offset and value
+mkdir -p "$T/idx200" && cp "$T"/idx/* "$T/idx200/"
+printf '\xc8' | dd of="$T/idx200/train-labels-idx1-ubyte" bs=1 seek=20 conv=notrunc 2> /dev/null
+expect 1 "train-labels-idx1-ubyte: label 200 at offset 20: class 3 has no training sample" -- "$BIN" train --dry-run --dataset "$T/idx200" --batch 16
+mkdir -p "$T/fashion-mnist" && cp "$T"/idx200/* "$T/fashion-mnist/"
+expect 1 "label 200 at offset 20 is out of range 0..9: fashion-mnist has 10 classes" -- "$BIN" train --dry-run --dataset "$T/fashion-mnist" --batch 16
 head -c 1000 "$T/idx/train-images-idx3-ubyte" > "$T/trunc" && cp "$T/trunc" "$T/idx/train-images-idx3-ubyte"
 expect 1 "train-images-idx3-ubyte: truncated" -- "$BIN" train --headless --dataset "$T/idx"
 printf '\x00\x00\x08\x01\x00\x00\x00\x40' > "$T/idx/train-images-idx3-ubyte"
