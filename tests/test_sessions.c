@@ -996,6 +996,15 @@ static void test_failed_append(const Dataset *ds) {
 /* Issue 13 item 11: `moelab export` exited 0 with a header-only steps.csv when /steps was
  * damaged (its columns were looked up with H5Lexists, whose error was taken for "absent", and
  * absent columns were skipped). Each damage must fail with a message naming /steps. */
+typedef struct {
+    char dir[512], out[600];
+} ExportJob;
+
+static ml_status export_job(void *arg) {
+    const ExportJob *j = arg;
+    return session_export_csv(j->dir, j->out);
+}
+
 static void test_export_damaged(const Dataset *ds) {
     char dir[512], file[600], out[600], csv[700];
     path_in(dir, sizeof dir, "exportdmg/good");
@@ -1035,11 +1044,15 @@ static void test_export_damaged(const Dataset *ds) {
             made = H5Ldelete(h, kind == 1 ? "/steps" : "/steps/loss", H5P_DEFAULT) >= 0;
         }
         if (h >= 0) H5Fclose(h);
-        char o2[700];
-        snprintf(o2, sizeof o2, "%s/csv", d);
-        st = session_export_csv(d, o2);
-        CHECK(made && st == ML_ERR_FORMAT && strstr(ml_last_error(), "/steps"), "export with %s: ML_ERR_FORMAT \"%s\"",
-              what[kind], ml_last_error());
+        /* in a child (ml_run_isolated): libhdf5 1.10 leaks a metadata block when it meets the
+         * corrupted object header, which LeakSanitizer would report at this process's exit */
+        ExportJob job;
+        snprintf(job.dir, sizeof job.dir, "%s", d);
+        snprintf(job.out, sizeof job.out, "%s/csv", d);
+        MlIsolated res;
+        ml_run_isolated(export_job, &job, 60000, &res);
+        CHECK(made && res.outcome == ML_ISOLATED_FAILED && res.status == ML_ERR_FORMAT && strstr(res.msg, "/steps"),
+              "export with %s: ML_ERR_FORMAT \"%s\"", what[kind], res.msg);
     }
     free(good);
 }
