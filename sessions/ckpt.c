@@ -335,7 +335,7 @@ static ml_status list_ckpts_report(const char *dir, CkptName **out, int *n, char
             if (!v) break;
         }
         v[cnt].step = step;
-        snprintf(v[cnt].name, sizeof v[cnt].name, "%s", de->d_name);
+        memcpy(v[cnt].name, de->d_name, strlen(de->d_name) + 1); /* length checked above */
         cnt++;
     }
     closedir(d);
