@@ -100,7 +100,12 @@ ml_status session_create(SessionWriter *w, const char *dir, const SessionInfo *i
  * during a block write may leave them ragged), drops the rows of /steps, /evals and /events whose
  * step is > resume_step (resume_step < 0: keep everything) so that the appended history has no
  * duplicates from the part of the run lost with the crash, sets /status to "running" and starts
- * SWMR writing. */
+ * SWMR writing. Every check (format, datasets, shapes, room for the first space reservation:
+ * free space and RLIMIT_FSIZE) runs on a read-only handle first, so a refused resume writes
+ * nothing; a failure after the file was opened for writing still closes it (the "open for
+ * writing" flags are cleared on every path), so readers and h5dump open it afterwards. Call it
+ * only while holding session_lock(dir): clearing a writer's flags is right for a dead writer and
+ * ruinous for a live one. */
 ml_status session_open_append(SessionWriter *w, const char *dir, long resume_step);
 
 /* Appends one step record (buffered: written every SESSION_STEP_BLOCK records or on flush).
