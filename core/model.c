@@ -191,9 +191,12 @@ ml_status model_init(Model *m, const ModelConfig *cfg) {
     m->act = ml_alloc(sizeof(float) * m->n_act);
     m->scratch = ml_alloc(sizeof(float) * m->n_scratch);
     if (!m->param || !m->grad || !m->buf || !m->act || !m->scratch) {
+        /* the sizes are read before model_free, which clears *m */
+        const double mib_act = m->n_act * 4.0 / 1048576.0;
+        const double mib_all = (2.0 * m->n_param + m->n_buf + m->n_act + m->n_scratch) * 4.0 / 1048576.0;
         model_free(m);
-        return ml_fail(ML_ERR_NOMEM, "out of memory allocating the model (%.1f MiB of activations)",
-                       m->n_act * 4.0 / 1048576.0);
+        return ml_fail(ML_ERR_NOMEM, "out of memory allocating the model (%.1f MiB, %.1f MiB of it activations)",
+                       mib_all, mib_act);
     }
     m->g0 = m->scratch + o_g0; m->g1 = m->scratch + o_g1; m->dcol = m->scratch + o_dcol;
     m->dfeat = m->scratch + o_dfeat; m->dy = m->scratch + o_dy; m->dh1 = m->scratch + o_dh1;
@@ -204,6 +207,8 @@ ml_status model_init(Model *m, const ModelConfig *cfg) {
         ML_ASSERT((long)moe_param_count(hc, Bmax) <= m->params[m->cls_w].off - m->params[m->moe_first].off);
         /* the five MoE tensors must sit exactly where moe_params_point puts them */
         ML_ASSERT(m->moe_p.w1 == m->param + m->params[m->moe_first + 1].off);
+        ML_ASSERT(m->moe_p.b1 == m->param + m->params[m->moe_first + 2].off);
+        ML_ASSERT(m->moe_p.w2 == m->param + m->params[m->moe_first + 3].off);
         ML_ASSERT(m->moe_p.b2 == m->param + m->params[m->moe_first + 4].off);
     }
     return ML_OK;

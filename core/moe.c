@@ -52,12 +52,21 @@ static size_t moe_router_rows_(const MoeConfig *c, int Bmax)
     return c->kind == HEAD_SOFTMOE_BATCH ? (size_t)c->E * (size_t)moe_slots(c, Bmax) : (size_t)c->E;
 }
 
+// Every tensor starts on a 16-float (64-byte) boundary, as in the model's tensor table
+// (core/model.c add_tensor): with E*h or S*d not a multiple of 16 (odd h, say) a packed layout
+// would put w2/b2 elsewhere than the model's tensors.
+static size_t moe_pad_(size_t n)
+{
+    return (n + 15) & ~(size_t)15;
+}
+
 size_t moe_param_count(const MoeConfig *c, int Bmax)
 {
     if (c->kind == HEAD_DENSE)
         return 0;
     size_t d = (size_t)c->d, h = (size_t)c->h, E = (size_t)c->E;
-    return moe_router_rows_(c, Bmax) * d + E * h * d + E * h + E * d * h + E * d;
+    return moe_pad_(moe_router_rows_(c, Bmax) * d) + moe_pad_(E * h * d) + moe_pad_(E * h) +
+           moe_pad_(E * d * h) + moe_pad_(E * d);
 }
 
 void moe_params_point(MoeParams *p, float *base, const MoeConfig *c, int Bmax)
@@ -68,10 +77,10 @@ void moe_params_point(MoeParams *p, float *base, const MoeConfig *c, int Bmax)
     }
     size_t d = (size_t)c->d, h = (size_t)c->h, E = (size_t)c->E;
     p->router = base;
-    p->w1 = p->router + moe_router_rows_(c, Bmax) * d;
-    p->b1 = p->w1 + E * h * d;
-    p->w2 = p->b1 + E * h;
-    p->b2 = p->w2 + E * d * h;
+    p->w1 = p->router + moe_pad_(moe_router_rows_(c, Bmax) * d);
+    p->b1 = p->w1 + moe_pad_(E * h * d);
+    p->w2 = p->b1 + moe_pad_(E * h);
+    p->b2 = p->w2 + moe_pad_(E * d * h);
 }
 
 // ---------------------------------------------------------------- init / free

@@ -11,6 +11,8 @@
  *     b1     (E, h)
  *     w2     (E, d, h)
  *     b2     (E, d)
+ * each tensor starting on a 16-float (64-byte) boundary of the buffer (zero padding in between, as
+ * in the model's tensor table), so E*h or S*d need not be multiples of 16.
  * The dense head is not handled here (the model owns it); moe_param_count returns 0 for it.
  *
  * Maths (README "The model" and "Routing statistics"):
@@ -86,7 +88,8 @@ typedef struct {
 // Softmoe-batch slots per expert P for batches up to Bmax (slots, or ceil(k*Bmax/E)); 0 for other
 // kinds.
 int moe_slots(const MoeConfig *c, int Bmax);
-// Total floats of MoeParams, in the order above (0 for HEAD_DENSE).
+// Total floats of MoeParams, in the order above, each tensor padded to a multiple of 16 floats
+// (0 for HEAD_DENSE).
 size_t moe_param_count(const MoeConfig *c, int Bmax);
 // Carves the MoeParams pointers from one flat buffer of moe_param_count floats (all NULL for
 // HEAD_DENSE).

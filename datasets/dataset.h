@@ -128,7 +128,11 @@ ml_status dataset_parse_names(const char *text, size_t len, const char *what, in
 void dataset_names_free(char **names, int count);
 
 /* Reads the four IDX files from `dir` (train-images-idx3-ubyte, train-labels-idx1-ubyte,
- * t10k-images-idx3-ubyte, t10k-labels-idx1-ubyte, each plain or .gz). */
+ * t10k-images-idx3-ubyte, t10k-labels-idx1-ubyte, each plain or .gz). IDX stores no class
+ * count: `name` "mnist" and "fashion-mnist" have 10 classes and every label must be 0..9; for
+ * other names classes = max label + 1 (at least 2) and every class 0..max must occur in the
+ * training labels. A label breaking that is ML_ERR_FORMAT naming the file, offset and value
+ * (one corrupted byte must not silently add classes). */
 ml_status idx_load_dir(Dataset *ds, const char *dir, const char *name);
 
 /* Parses one IDX file image held in memory (already decompressed). `what` names it in errors.

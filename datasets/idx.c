@@ -349,8 +349,7 @@ static ml_status idx_read(const char *dir, const char *base, int want_magic, Idx
     return ML_OK;
 }
 
-static ml_status idx_split(DatasetSplit *s, const IdxFile *img, const IdxFile *lab,
-                           int *max_label)
+static ml_status idx_split(DatasetSplit *s, const IdxFile *img, const IdxFile *lab)
 {
     if (lab->n != img->n)
         return ml_fail(ML_ERR_FORMAT,
@@ -362,12 +361,68 @@ static ml_status idx_split(DatasetSplit *s, const IdxFile *img, const IdxFile *l
     if (!s->images || !s->labels)
         return ml_fail(ML_ERR_NOMEM, "%s: out of memory for %d images", img->path, img->n);
     memcpy(s->images, img->data, pix);
-    for (int i = 0; i < lab->n; i++) {
+    for (int i = 0; i < lab->n; i++)
         s->labels[i] = lab->data[i];
-        if (lab->data[i] > *max_label)
-            *max_label = lab->data[i];
-    }
     s->n = img->n;
+    return ML_OK;
+}
+
+/* The class count of a dataset known by name (0: unknown, inferred from the labels). */
+static int idx_known_classes(const char *name)
+{
+    return strcmp(name, "mnist") == 0 || strcmp(name, "fashion-mnist") == 0 ? 10 : 0;
+}
+
+/* Offset of label i in its (decompressed) IDX file. */
+static size_t label_offset(const IdxFile *lab, int i)
+{
+    return (size_t)(lab->data - lab->buf) + (size_t)i;
+}
+
+/* IDX files carry no class count, so one corrupted label byte would silently add classes (a
+ * 200 among 0..9 makes 201). A dataset known by name must keep its labels in 0..known-1; for
+ * another, every class 0..max must have a training sample, and the first label above the
+ * first missing class is refused. Errors name the file, the offset and the value. */
+static ml_status idx_check_labels(const IdxFile *train, const IdxFile *test, const char *name,
+                                  int *classes)
+{
+    const int known = idx_known_classes(name);
+    const IdxFile *lab[2] = {train, test};
+    if (known > 0) {
+        for (int f = 0; f < 2; f++)
+            for (int i = 0; i < lab[f]->n; i++)
+                if (lab[f]->data[i] >= known)
+                    return ml_fail(ML_ERR_FORMAT,
+                                   "%s: label %d at offset %zu is out of range 0..%d: %s has %d "
+                                   "classes (a corrupted label byte?)",
+                                   lab[f]->path, lab[f]->data[i], label_offset(lab[f], i),
+                                   known - 1, name, known);
+        *classes = known;
+        return ML_OK;
+    }
+    int count[256] = {0}, max_label = 0;
+    for (int f = 0; f < 2; f++)
+        for (int i = 0; i < lab[f]->n; i++) {
+            if (f == 0)
+                count[lab[f]->data[i]]++;
+            if (lab[f]->data[i] > max_label)
+                max_label = lab[f]->data[i];
+        }
+    int missing = -1;
+    for (int k = 0; k <= max_label && missing < 0; k++)
+        if (count[k] == 0)
+            missing = k;
+    if (missing >= 0)
+        for (int f = 0; f < 2; f++)
+            for (int i = 0; i < lab[f]->n; i++)
+                if (lab[f]->data[i] > missing)
+                    return ml_fail(ML_ERR_FORMAT,
+                                   "%s: label %d at offset %zu: class %d has no training sample, so "
+                                   "the labels above it look corrupted (IDX labels must be 0..K-1 "
+                                   "with every class present in %s)",
+                                   lab[f]->path, lab[f]->data[i], label_offset(lab[f], i), missing,
+                                   train->path);
+    *classes = max_label + 1 < 2 ? 2 : max_label + 1;
     return ML_OK;
 }
 
@@ -386,7 +441,7 @@ ml_status idx_load_dir(Dataset *ds, const char *dir, const char *name)
     if (!f)
         return ml_fail(ML_ERR_NOMEM, "%s: out of memory", dir);
     ml_status st = ML_OK;
-    int max_label = 0;
+    int classes = 0;
     for (int i = 0; i < 4 && st == ML_OK; i++)
         st = idx_read(dir, bases[i], magics[i], &f[i]);
     if (st == ML_OK && (f[0].rows != f[2].rows || f[0].cols != f[2].cols))
@@ -395,9 +450,11 @@ ml_status idx_load_dir(Dataset *ds, const char *dir, const char *name)
                      "%dx%d in %s",
                      f[2].path, f[2].rows, f[2].cols, f[0].rows, f[0].cols, f[0].path);
     if (st == ML_OK)
-        st = idx_split(&ds->train, &f[0], &f[1], &max_label);
+        st = idx_split(&ds->train, &f[0], &f[1]);
     if (st == ML_OK)
-        st = idx_split(&ds->test, &f[2], &f[3], &max_label);
+        st = idx_split(&ds->test, &f[2], &f[3]);
+    if (st == ML_OK)
+        st = idx_check_labels(&f[1], &f[3], name && *name ? name : "idx", &classes);
     if (st == ML_OK) {
         snprintf(ds->name, sizeof ds->name, "%s", name && *name ? name : "idx");
         snprintf(ds->source, sizeof ds->source, "%s", dir);
@@ -405,7 +462,7 @@ ml_status idx_load_dir(Dataset *ds, const char *dir, const char *name)
         ds->c = 1;
         ds->h = f[0].rows;
         ds->w = f[0].cols;
-        ds->classes = max_label + 1 < 2 ? 2 : max_label + 1;
+        ds->classes = classes;
         ds->class_names = calloc((size_t)ds->classes, sizeof(char *));
         if (!ds->class_names)
             st = ml_fail(ML_ERR_NOMEM, "%s: out of memory", dir);

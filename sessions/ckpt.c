@@ -291,8 +291,25 @@ static int cmp_desc(const void *a, const void *b) {
     return x < y ? 1 : x > y ? -1 : 0;
 }
 
-/* Checkpoints of dir, newest first, into *out (ml_alloc'd). */
-static ml_status list_ckpts(const char *dir, CkptName **out, int *n) {
+/* Appends "NAME WHY and was skipped" to report (rn bytes, may be NULL). */
+static void report_skip(char *report, size_t rn, const char *name, const char *why) {
+    if (!report || !rn) return;
+    const size_t used = strlen(report);
+    if (used + 1 >= rn) return;
+    snprintf(report + used, rn - used, "%s%s %s and was skipped", used ? "; " : "", name, why);
+}
+
+static const char *file_kind(mode_t m) {
+    return S_ISDIR(m) ? "is not a regular file (a directory)" : S_ISLNK(m) ? "is not a regular file (a symbolic link)"
+         : S_ISFIFO(m) ? "is not a regular file (a FIFO)" : S_ISSOCK(m) ? "is not a regular file (a socket)"
+         : S_ISCHR(m) || S_ISBLK(m) ? "is not a regular file (a device)" : "is not a regular file";
+}
+
+/* Checkpoints of dir, newest first, into *out (ml_alloc'd). Only regular files count: a FIFO,
+ * device, directory or symbolic link named ckpt-<step>.h5 is left out (lstat semantics, so
+ * nothing is ever opened here: opening a FIFO for reading blocks until a writer comes) and, with
+ * `report`, named there. */
+static ml_status list_ckpts_report(const char *dir, CkptName **out, int *n, char *report, size_t rn) {
     *out = NULL;
     *n = 0;
     DIR *d = opendir(dir);
@@ -303,6 +320,12 @@ static ml_status list_ckpts(const char *dir, CkptName **out, int *n) {
     while (v && (de = readdir(d)) != NULL) {
         long step;
         if (!parse_ckpt_name(de->d_name, &step) || strlen(de->d_name) >= sizeof v->name) continue;
+        struct stat sb;
+        if (fstatat(dirfd(d), de->d_name, &sb, AT_SYMLINK_NOFOLLOW) != 0) continue; /* gone since readdir */
+        if (!S_ISREG(sb.st_mode)) {
+            report_skip(report, rn, de->d_name, file_kind(sb.st_mode));
+            continue;
+        }
         if (cnt == cap) {
             CkptName *nv = ml_alloc(sizeof *v * (size_t)cap * 2);
             if (nv) memcpy(nv, v, sizeof *v * (size_t)cap);
@@ -312,7 +335,7 @@ static ml_status list_ckpts(const char *dir, CkptName **out, int *n) {
             if (!v) break;
         }
         v[cnt].step = step;
-        snprintf(v[cnt].name, sizeof v[cnt].name, "%s", de->d_name);
+        memcpy(v[cnt].name, de->d_name, strlen(de->d_name) + 1); /* length checked above */
         cnt++;
     }
     closedir(d);
@@ -321,6 +344,10 @@ static ml_status list_ckpts(const char *dir, CkptName **out, int *n) {
     *out = v;
     *n = cnt;
     return ML_OK;
+}
+
+static ml_status list_ckpts(const char *dir, CkptName **out, int *n) {
+    return list_ckpts_report(dir, out, n, NULL, 0);
 }
 
 /* Removes checkpoints beyond the newest `keep` (never `just_written`) and stale .tmp files. */
@@ -670,18 +697,34 @@ ml_status ckpt_validate(const char *path, long *step) {
     return st;
 }
 
+/* 1 if path is (still) a regular file: opened with O_NONBLOCK | O_NOFOLLOW, so a FIFO or device
+ * swapped in after the listing neither blocks nor is followed, and checked with fstat. */
+static int still_regular(const char *path) {
+    const int fd = open(path, O_RDONLY | O_NONBLOCK | O_NOFOLLOW | O_CLOEXEC);
+    if (fd < 0) return 0;
+    struct stat sb;
+    const int ok = fstat(fd, &sb) == 0 && S_ISREG(sb.st_mode);
+    close(fd);
+    return ok;
+}
+
 ml_status ckpt_find_latest(const char *dir, char *path, size_t n, char *report, size_t rn) {
     h5u_quiet();
     if (report && rn) report[0] = 0;
     if (n) path[0] = 0;
     CkptName *v;
     int cnt;
-    ml_status st = list_ckpts(dir, &v, &cnt);
+    ml_status st = list_ckpts_report(dir, &v, &cnt, report, rn);
     if (st != ML_OK) return st;
-    size_t used = 0;
+    size_t used = report && rn ? strlen(report) : 0;
     for (int i = 0; i < cnt; i++) {
         char p[H5U_PATH_MAX];
         if (h5u_path(p, sizeof p, dir, v[i].name) != ML_OK) continue;
+        if (!still_regular(p)) {
+            report_skip(report, rn, v[i].name, "is no longer a regular file");
+            used = report && rn ? strlen(report) : 0;
+            continue;
+        }
         if (ckpt_validate(p, NULL) == ML_OK) {
             ml_free(v);
             if (snprintf(path, n, "%s", p) >= (int)n) return ml_fail(ML_ERR_ARG, "%s: path too long", p);
@@ -755,13 +798,12 @@ ml_status ckpt_restore_latest(const char *dir, StateView *v, const char *session
     if (n) path[0] = 0;
     CkptName *c;
     int cnt;
-    ml_status st = list_ckpts(dir, &c, &cnt);
+    ml_status st = list_ckpts_report(dir, &c, &cnt, report, rn); /* names the non-regular ones */
     if (st != ML_OK) return st;
     for (int i = 0; i < cnt; i++) {
         char p[H5U_PATH_MAX], why[256];
         if (h5u_path(p, sizeof p, dir, c[i].name) != ML_OK) continue;
-        struct stat sb;
-        if (lstat(p, &sb) != 0 || !S_ISREG(sb.st_mode)) { add_report(report, rn, "%s is not a regular file and was skipped", c[i].name); continue; }
+        if (!still_regular(p)) { add_report(report, rn, "%s is not a regular file and was skipped", c[i].name); continue; }
         if (ckpt_validate(p, NULL) != ML_OK) { add_report(report, rn, "%s is damaged and was skipped: %s", c[i].name, ml_last_error()); continue; }
         const char *bad = not_ours(p, v, session_id, why, sizeof why);
         if (bad) { add_report(report, rn, "%s %s and was skipped", c[i].name, bad); continue; }

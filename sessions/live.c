@@ -13,7 +13,9 @@
 #include <string.h>
 #include <fcntl.h>
 #include <sys/mman.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
+#include <sys/statvfs.h>
 #include <unistd.h>
 
 /* Every dataset the writer holds, in one table. */
@@ -627,6 +629,30 @@ ml_status session_flush(SessionWriter *w) {
     return live_flush(w->p);
 }
 
+ml_status session_sync(SessionWriter *w) {
+    ml_status st = live_check(w);
+    if (st != ML_OK) return st;
+    h5u_quiet();
+    struct SessionLive *p = w->p;
+    /* the buffered step block and every dataset written since the last flush (evals and events
+     * are written at once by their appends; their H5Dflush is here or already done) */
+    if ((st = live_flush(p)) != ML_OK) return st;
+    /* the superblock's end of allocation too, so the file needs no repair after a crash */
+    if (H5Fflush(p->file, H5F_SCOPE_LOCAL) < 0)
+        return live_h5failed(p, h5u_fail(ML_ERR_IO, p->path, "", "cannot flush file"));
+    /* H5Fflush cut the file to its end of allocation: reserve again before the next writes */
+    if ((st = live_reserve(p, 0)) != ML_OK) return st;
+    /* and out of the page cache, as ckpt_write does with its file before the rename */
+    void *h = NULL;
+    if (H5Fget_vfd_handle(p->file, H5P_DEFAULT, &h) < 0 || !h) {
+        H5Eclear2(H5E_DEFAULT);
+        return live_failed(p, ml_fail(ML_ERR_IO, "%s: cannot get the file descriptor to fsync", p->path));
+    }
+    if (fsync(*(const int *)h) != 0 && errno != EINVAL && errno != EROFS)
+        return live_failed(p, ml_fail(ML_ERR_IO, "%s: fsync failed: %s", p->path, strerror(errno)));
+    return ML_OK;
+}
+
 long session_steps_written(const SessionWriter *w) {
     if (!w || !w->p) return 0;
     return (long)w->p->n_steps + w->p->nbuf;
@@ -742,7 +768,11 @@ static ml_status rows_upto(struct SessionLive *p, int i, hsize_t n, hid_t mem_ty
     return st;
 }
 
-static ml_status open_append(struct SessionLive *p, long resume_step) {
+/* Reads and checks everything a resume needs, without writing: format version, /run, every
+ * dataset and its shape, the common column lengths and the rows to keep (step <= resume_step).
+ * Works on a read-only (SWMR-read) handle as well as on the writer's. */
+static ml_status append_plan(struct SessionLive *p, long resume_step, hsize_t *keep_s, hsize_t *keep_e,
+                             hsize_t *keep_v) {
     const char *f = p->path;
     int64_t v = 0, E = 0, K = 0;
     ml_status st = h5u_read_attr_i64(p->file, "format_version", &v, f);
@@ -813,6 +843,15 @@ static ml_status open_append(struct SessionLive *p, long resume_step) {
         H5Tclose(evstep);
         if (st != ML_OK) return st;
     }
+    *keep_s = ks;
+    *keep_e = ke;
+    *keep_v = kv;
+    return ML_OK;
+}
+
+/* The writes of a resume: cut every column to the rows kept, status "running". */
+static ml_status append_apply(struct SessionLive *p, hsize_t ks, hsize_t ke, hsize_t kv) {
+    ml_status st;
     if ((st = set_rows(p, DS_STEP0, DS_SVEC0 + SV_N, ks)) != ML_OK) return st;
     if ((st = set_rows(p, DS_EVAL0, DS_EVENTS, ke)) != ML_OK) return st;
     if ((st = set_rows(p, DS_EVENTS, DS_EVENTS + 1, kv)) != ML_OK) return st;
@@ -820,6 +859,96 @@ static ml_status open_append(struct SessionLive *p, long resume_step) {
     p->n_evals = ke;
     p->n_events = kv;
     return live_write_status(p, "running");
+}
+
+/* Closes the datasets and the file of p (not the types), ignoring errors. */
+static herr_t live_close_file(struct SessionLive *p) {
+    for (int i = 0; i < DS_N; i++) {
+        h5u_close(p->ds[i]);
+        p->ds[i] = -1;
+    }
+    herr_t r = 0;
+    if (p->file >= 0) r = H5Fclose(p->file);
+    p->file = -1;
+    p->fd = -1;
+    H5Eclear2(H5E_DEFAULT);
+    return r;
+}
+
+/* Clears the superblock's "open for writing / SWMR writing" flags a writer left, as
+ * `h5clear -s` does (the "clear_status_flags" file-access property), and, as
+ * `h5clear --increment=0` does, raises the stored end-of-allocation to the end of the file: a
+ * SWMR writer flushes datasets without rewriting the superblock, so after a crash the stored EOA
+ * can be smaller than the data it wrote. Writes only the superblock. 0 on success. */
+static int clear_status_flags(const char *path) {
+    hid_t fapl = h5u_fapl_latest();
+    hid_t fapl2 = fapl >= 0 ? H5Pcopy(fapl) : -1;
+    hbool_t yes = 1;
+    hid_t f2 = -1;
+    if (fapl2 >= 0 && H5Pset(fapl2, "clear_status_flags", &yes) >= 0) f2 = H5Fopen(path, H5F_ACC_RDWR, fapl2);
+    int ok = 0;
+    if (f2 >= 0) {
+        const herr_t inc = H5Fincrement_filesize(f2, 0);
+        ok = H5Fclose(f2) >= 0 && inc >= 0;
+    }
+    h5u_close(fapl2);
+    h5u_close(fapl);
+    H5Eclear2(H5E_DEFAULT);
+    return ok ? 0 : -1;
+}
+
+/* Opens path read-only for the checks: SWMR-read, so that a file a crashed SWMR writer left
+ * flagged opens as it is (nothing written); a file flagged by a writer that was not in SWMR mode
+ * (killed between its open and its SWMR start) cannot be opened that way and has its flags
+ * cleared first (that write only makes the file openable again). */
+static hid_t open_for_checks(const char *path) {
+    hid_t fapl = h5u_fapl_latest();
+    if (fapl < 0) return -1;
+    H5Pset_fclose_degree(fapl, H5F_CLOSE_STRONG);
+    H5Pset_metadata_read_attempts(fapl, SESS_READ_ATTEMPTS);
+    hid_t f = H5Fopen(path, H5F_ACC_RDONLY | H5F_ACC_SWMR_READ, fapl);
+    if (f < 0) {
+        H5Eclear2(H5E_DEFAULT);
+        if (clear_status_flags(path) == 0) f = H5Fopen(path, H5F_ACC_RDONLY | H5F_ACC_SWMR_READ, fapl);
+    }
+    H5Pclose(fapl);
+    return f;
+}
+
+/* Room for the writes of a resume (the space guard's first reservation, ~3 MiB past the file's
+ * end), checked without writing: free space of the file system and RLIMIT_FSIZE. */
+static ml_status check_room(const char *path, const char *dir, off_t size) {
+    const unsigned long long need = 3ULL << 20;
+    struct rlimit rl;
+    if (getrlimit(RLIMIT_FSIZE, &rl) == 0 && rl.rlim_cur != RLIM_INFINITY &&
+        (unsigned long long)size + need > (unsigned long long)rl.rlim_cur)
+        return ml_fail(ML_ERR_IO, "%s: cannot reserve space for the next writes (%llu bytes): %s (file size limit); "
+                       "the file is unchanged", path, (unsigned long long)size + need, strerror(EFBIG));
+    struct statvfs vs;
+    if (statvfs(dir, &vs) == 0) {
+        const unsigned long long blocks = geteuid() == 0 ? vs.f_bfree : vs.f_bavail;
+        const unsigned long long avail = blocks * (unsigned long long)(vs.f_frsize ? vs.f_frsize : vs.f_bsize);
+        if (avail < need)
+            return ml_fail(ML_ERR_IO, "%s: cannot reserve space for the next writes (%llu bytes, %llu free): %s; "
+                           "the file is unchanged", path, need, avail, strerror(ENOSPC));
+    }
+    return ML_OK;
+}
+
+/* Gives up a resume after live.h5 was opened for writing: the file is closed on every path, so
+ * the superblock's "open for writing" flag is cleared. wrote != 0: the failure came after the
+ * resume started writing (an HDF5 I/O error): what HDF5 would still write is discarded
+ * (live_detach, as session_close does after a broken write) and the flags are then cleared by a
+ * separate superblock-only open. Keeps the caller's message. */
+static ml_status append_abort(struct SessionLive *p, ml_status st, int wrote) {
+    char msg[1024], path[H5U_PATH_MAX];
+    snprintf(msg, sizeof msg, "%s", ml_last_error());
+    snprintf(path, sizeof path, "%s", p->path);
+    if (wrote) live_detach(p);
+    const herr_t closed = live_close_file(p);
+    live_release(p, 0);
+    if (wrote || closed < 0) clear_status_flags(path);
+    return ml_fail(st, "%s", msg);
 }
 
 ml_status session_open_append(SessionWriter *w, const char *dir, long resume_step) {
@@ -831,8 +960,13 @@ ml_status session_open_append(SessionWriter *w, const char *dir, long resume_ste
     ml_status st = h5u_path(p->path, sizeof p->path, dir, "live.h5");
     if (st != ML_OK) { live_release(p, 0); return st; }
     struct stat sb;
-    if (stat(p->path, &sb) != 0) {
+    if (lstat(p->path, &sb) != 0) {
         st = ml_fail(ML_ERR_IO, "%s: %s", p->path, strerror(errno));
+        live_release(p, 0);
+        return st;
+    }
+    if (!S_ISREG(sb.st_mode)) { /* a FIFO would block the opens below */
+        st = ml_fail(ML_ERR_IO, "%s: not a regular file", p->path);
         live_release(p, 0);
         return st;
     }
@@ -842,45 +976,49 @@ ml_status session_open_append(SessionWriter *w, const char *dir, long resume_ste
         return ml_fail(ML_ERR_FORMAT, "%s is not an HDF5 file", dir);
     }
     if ((st = live_types(p)) != ML_OK) { live_release(p, 0); return st; }
+
+    /* 1. every check on a read-only handle: a refused resume writes nothing */
+    hsize_t ks = 0, ke = 0, kv = 0;
+    p->file = open_for_checks(p->path);
+    if (p->file < 0) st = h5u_fail(ML_ERR_FORMAT, p->path, "", "cannot open (damaged or truncated?)");
+    else st = append_plan(p, resume_step, &ks, &ke, &kv);
+    live_close_file(p);
+    if (st == ML_OK && stat(p->path, &sb) == 0) st = check_room(p->path, dir, sb.st_size);
+    if (st != ML_OK) {
+        char msg[1024];
+        snprintf(msg, sizeof msg, "%s", ml_last_error());
+        live_release(p, 0);
+        return ml_fail(st, "%s", msg);
+    }
+
+    /* 2. open for writing; a crashed SWMR writer's flags are cleared first (see clear_status_flags) */
     hid_t fapl = h5u_fapl_latest();
     if (fapl < 0) { live_release(p, 0); return h5u_fail(ML_ERR_IO, p->path, "", "cannot make file access list"); }
     p->file = H5Fopen(p->path, H5F_ACC_RDWR, fapl);
     if (p->file < 0) {
-        /* A writer that died with the file open left the superblock status flags set: clear them
-         * as `h5clear -s` does (the "clear_status_flags" file-access property), and, as
-         * `h5clear --increment=0` does, raise the superblock's end-of-allocation to the end of
-         * the file: a SWMR writer flushes datasets without rewriting the superblock, so after a
-         * crash the stored EOA can be smaller than the data it wrote. */
         H5Eclear2(H5E_DEFAULT);
-        hid_t fapl2 = H5Pcopy(fapl);
-        hbool_t yes = 1;
-        hid_t f2 = -1;
-        if (fapl2 >= 0 && H5Pset(fapl2, "clear_status_flags", &yes) >= 0)
-            f2 = H5Fopen(p->path, H5F_ACC_RDWR, fapl2);
-        h5u_close(fapl2);
-        if (f2 >= 0) {
-            const herr_t inc = H5Fincrement_filesize(f2, 0);
-            if (H5Fclose(f2) >= 0 && inc >= 0) p->file = H5Fopen(p->path, H5F_ACC_RDWR, fapl);
-        }
+        if (clear_status_flags(p->path) == 0) p->file = H5Fopen(p->path, H5F_ACC_RDWR, fapl);
     }
+    H5Pclose(fapl);
     if (p->file < 0) {
         st = h5u_fail(access(p->path, W_OK) == 0 ? ML_ERR_FORMAT : ML_ERR_IO, p->path, "",
                       "cannot open for appending");
-        H5Pclose(fapl);
         live_release(p, 0);
         return st;
     }
-    H5Pclose(fapl);
-    live_get_fd(p);
-    st = live_reserve(p, (hsize_t)1 << 20);
-    if (st == ML_OK) st = open_append(p, resume_step);
+    /* the checks again on the writer's handle (cheap; the file may have changed in between) */
+    st = append_plan(p, resume_step, &ks, &ke, &kv);
+    if (st == ML_OK) {
+        live_get_fd(p);
+        st = live_reserve(p, (hsize_t)1 << 20);
+    }
+    if (st != ML_OK) return append_abort(p, st, 0);
+    /* 3. the writes */
+    st = append_apply(p, ks, ke, kv);
     if (st == ML_OK) st = live_flush(p);
     if (st == ML_OK && H5Fstart_swmr_write(p->file) < 0)
         st = h5u_fail(ML_ERR_IO, p->path, "", "cannot start SWMR writing");
-    if (st != ML_OK) {
-        live_release(p, 1);
-        return st;
-    }
+    if (st != ML_OK) return append_abort(p, st, 1);
     w->p = p;
     return ML_OK;
 }

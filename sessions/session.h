@@ -101,7 +101,12 @@ ml_status session_create(SessionWriter *w, const char *dir, const SessionInfo *i
  * during a block write may leave them ragged), drops the rows of /steps, /evals and /events whose
  * step is > resume_step (resume_step < 0: keep everything) so that the appended history has no
  * duplicates from the part of the run lost with the crash, sets /status to "running" and starts
- * SWMR writing. */
+ * SWMR writing. Every check (format, datasets, shapes, room for the first space reservation:
+ * free space and RLIMIT_FSIZE) runs on a read-only handle first, so a refused resume writes
+ * nothing; a failure after the file was opened for writing still closes it (the "open for
+ * writing" flags are cleared on every path), so readers and h5dump open it afterwards. Call it
+ * only while holding session_lock(dir): clearing a writer's flags is right for a dead writer and
+ * ruinous for a live one. */
 ml_status session_open_append(SessionWriter *w, const char *dir, long resume_step);
 
 /* Appends one step record (buffered: written every SESSION_STEP_BLOCK records or on flush).
@@ -214,5 +219,39 @@ ml_status ckpt_restore_latest(const char *dir, StateView *v, const char *session
                               char *report, size_t rn);
 /* A string attribute of a checkpoint's root ("config_json", "moelab_version", "created"). */
 ml_status ckpt_read_attr(const char *path, const char *name, char *buf, size_t n);
+
+/* ------------------------------------------------------------------ session lock (sessions/lock.c) */
+
+/* One writer per session folder. The lock is an exclusive flock(2) on DIR/.lock (a regular
+ * file, created if missing, never removed), held as long as SessionLock's descriptor is open;
+ * the holder's PID is written into the file for the refusal message. The kernel drops a flock
+ * when its holder dies (SIGKILL included), so a lock file left by a dead process is simply
+ * taken over. Take it before touching anything in DIR (before ckpt_find_latest and
+ * session_open_append / session_create), keep it until after session_close and the last
+ * ckpt_write, then session_unlock. The descriptor is O_CLOEXEC: an exec'd child does not inherit
+ * the lock, but a fork()ed child that does not exec shares it until it exits. Two SessionLocks
+ * on one DIR conflict even inside one process. A zeroed SessionLock is "not held". */
+#define SESSION_LOCK_FILE ".lock"
+typedef struct {
+    int fd;   /* the open DIR/.lock while held */
+    int held; /* 1 while held */
+} SessionLock;
+/* Locks the existing folder DIR (never creates it: ML_ERR_IO if it is missing). Another holder:
+ * ML_ERR_STATE, "session DIR is in use by PID N", nothing changed. */
+ml_status session_lock(const char *dir, SessionLock *l);
+/* session_lock after mkdir -p DIR: for a new session, before session_create. */
+ml_status session_lock_create(const char *dir, SessionLock *l);
+/* Releases the lock (no-op if not held). */
+void session_unlock(SessionLock *l);
+
+/* ------------------------------------------------------------------ crash-consistent history (sessions/live.c) */
+
+/* session_flush, then H5Fflush and fsync of live.h5: every step, eval and event appended so far
+ * is on disk (power loss included) when it returns ML_OK. Call it right before ckpt_write, so
+ * that a checkpoint renamed into place never refers to steps that live.h5 lacks; resume
+ * (session_open_append at the checkpoint's step) then drops exactly the rows after the
+ * checkpoint, and the history has every row once. Costs an fsync: once per checkpoint, not
+ * every few seconds (session_flush is the cheap periodic one). */
+ml_status session_sync(SessionWriter *w);
 
 #endif

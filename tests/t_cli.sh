@@ -48,6 +48,14 @@ expect 0 "head.router  *2048 *4096" -- "$BIN" train --dry-run --dataset syntheti
 expect 0 "rho         0.000" -- "$BIN" train --dry-run --dataset synthetic --head dense
 expect 0 "28x28x1" -- "$BIN" train --dry-run --dataset synthetic:28x28x1:10:256
 
+# odd --hidden (issue 13 item 10): every head trains (was "internal error: core/model.c:207")
+for head in dense moe softmoe-batch softmoe-sample; do
+  for hid in 3 15; do
+    expect 0 "test loss" -- "$BIN" train --headless --dataset synthetic:16x16x3:4:128 --width 0.25 --batch 32 --epochs 1 \
+      --head $head --experts 4 --hidden $hid --threads 2 --no-session
+  done
+done
+
 # bad datasets: one line naming the file, non-zero exit
 expect 1 "$T/nowhere" -- "$BIN" train --headless --dataset "$T/nowhere"
 mkdir -p "$T/idx"
@@ -62,6 +70,12 @@ open(d + '/t10k-images-idx3-ubyte', 'wb').write(images(16))
 open(d + '/t10k-labels-idx1-ubyte', 'wb').write(labels(16))
 PY
 expect 0 "8x8x1" -- "$BIN" train --dry-run --dataset "$T/idx" --batch 16
+# one corrupted label byte (issue 13 item 11) is refused, naming the file, offset and value
+mkdir -p "$T/idx200" && cp "$T"/idx/* "$T/idx200/"
+printf '\xc8' | dd of="$T/idx200/train-labels-idx1-ubyte" bs=1 seek=20 conv=notrunc 2> /dev/null
+expect 1 "train-labels-idx1-ubyte: label 200 at offset 20: class 3 has no training sample" -- "$BIN" train --dry-run --dataset "$T/idx200" --batch 16
+mkdir -p "$T/fashion-mnist" && cp "$T"/idx200/* "$T/fashion-mnist/"
+expect 1 "label 200 at offset 20 is out of range 0..9: fashion-mnist has 10 classes" -- "$BIN" train --dry-run --dataset "$T/fashion-mnist" --batch 16
 head -c 1000 "$T/idx/train-images-idx3-ubyte" > "$T/trunc" && cp "$T/trunc" "$T/idx/train-images-idx3-ubyte"
 expect 1 "train-images-idx3-ubyte: truncated" -- "$BIN" train --headless --dataset "$T/idx"
 printf '\x00\x00\x08\x01\x00\x00\x00\x40' > "$T/idx/train-images-idx3-ubyte"

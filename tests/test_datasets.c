@@ -291,6 +291,83 @@ static void test_idx_read(void)
     dataset_free(&ds);
 }
 
+/* Issue 13 item 11: one corrupted IDX label byte silently added classes (classes = max + 1).
+ * Now fashion-mnist / mnist (known by name: 10 classes) refuse a label >= 10, other names
+ * refuse a label above a class that has no training sample; the message names the file, the
+ * offset and the value. */
+static void set_label_byte(const char *dir, const char *file, int i, uint8_t v)
+{
+    char p[1024];
+    snprintf(p, sizeof p, "%s/%s", dir, file);
+    Bytes b = read_raw(p);
+    if (b.buf && 8 + (size_t)i < b.len)
+        b.buf[8 + i] = v;
+    write_raw(p, b.buf, b.len);
+    free(b.buf);
+}
+
+static void test_idx_labels_range(void)
+{
+    Dataset ds;
+    /* a known dataset: 10 classes even when the files use fewer; a label of 37 is refused */
+    const char *d = make_dir("fm-ok");
+    char dir[1024];
+    snprintf(dir, sizeof dir, "%s", d);
+    write_set(dir, 0);
+    ml_status st = idx_load_dir(&ds, dir, "fashion-mnist");
+    check(st == ML_OK && ds.classes == 10 && strcmp(ds.class_names[9], "Ankle boot") == 0,
+          "fashion-mnist has its 10 classes whatever labels the files use (%d)", st == ML_OK ? ds.classes : -1);
+    if (st == ML_OK)
+        dataset_free(&ds);
+    set_label_byte(dir, "train-labels-idx1-ubyte", 4, 37);
+    memset(&ds, 0xab, sizeof ds);
+    st = idx_load_dir(&ds, dir, "fashion-mnist");
+    check(st == ML_ERR_FORMAT && error_has("train-labels-idx1-ubyte: label 37 at offset 12", "0..9", "10 classes") &&
+              is_empty(&ds),
+          "fashion-mnist with a label byte 37: \"%s\"", ml_last_error());
+    d = make_dir("mnist-10");
+    snprintf(dir, sizeof dir, "%s", d);
+    write_set(dir, 0x8);
+    char gz[1100];
+    snprintf(gz, sizeof gz, "%s/t10k-labels-idx1-ubyte.gz", dir);
+    unlink(gz);
+    Bytes lt = idx_labels(1, TE_N, NCLS);
+    lt.buf[8 + 3] = 10;
+    write_file(dir, "t10k-labels-idx1-ubyte", &lt, 1);
+    free(lt.buf);
+    st = idx_load_dir(&ds, dir, "mnist");
+    check(st == ML_ERR_FORMAT && error_has("t10k-labels-idx1-ubyte.gz: label 10 at offset 11", "mnist has 10", NULL),
+          "mnist with a test label 10 (gzipped file): \"%s\"", ml_last_error());
+
+    /* an unknown dataset: labels 0..2 and one byte 200 (classes 3..199 never occur) */
+    d = make_dir("x-200");
+    snprintf(dir, sizeof dir, "%s", d);
+    write_set(dir, 0);
+    set_label_byte(dir, "train-labels-idx1-ubyte", 5, 200);
+    memset(&ds, 0xab, sizeof ds);
+    st = idx_load_dir(&ds, dir, "x");
+    check(st == ML_ERR_FORMAT && error_has("train-labels-idx1-ubyte: label 200 at offset 13", "class 3 has no training sample", NULL) &&
+              is_empty(&ds),
+          "unknown IDX set with a label byte 200: \"%s\"", ml_last_error());
+    /* a test label beyond every training class */
+    d = make_dir("x-test9");
+    snprintf(dir, sizeof dir, "%s", d);
+    write_set(dir, 0);
+    set_label_byte(dir, "t10k-labels-idx1-ubyte", 2, 9);
+    st = idx_load_dir(&ds, dir, "x");
+    check(st == ML_ERR_FORMAT && error_has("t10k-labels-idx1-ubyte: label 9 at offset 10", "class 3", NULL),
+          "unknown IDX set with a test label 9 no training sample has: \"%s\"", ml_last_error());
+    /* a next class that does occur in training is a real class */
+    d = make_dir("x-4");
+    snprintf(dir, sizeof dir, "%s", d);
+    write_set(dir, 0);
+    set_label_byte(dir, "train-labels-idx1-ubyte", 5, 3);
+    st = idx_load_dir(&ds, dir, "x");
+    check(st == ML_OK && ds.classes == 4, "unknown IDX set: a label 3 in training makes 4 classes");
+    if (st == ML_OK)
+        dataset_free(&ds);
+}
+
 /* Builds a valid set in a fresh directory, lets `mutate` damage it, loads and expects failure
  * with an error naming `file` and containing `word`. */
 static void expect_reject(const char *name, const char *file, const char *word,
@@ -986,6 +1063,7 @@ int main(void)
     test_common();
     test_log();
     test_idx_read();
+    test_idx_labels_range();
     test_idx_reject();
     test_idx_parse_prefixes();
     test_file_read();

@@ -8,6 +8,9 @@
 
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
 static Rng rng;
 static float *randv(long n, float scale) {
@@ -285,6 +288,43 @@ static void test_model(BackboneKind bk, int in_c, int H) {
     model_free(&m);
 }
 
+/* Issue 13 item 11: the out-of-memory message of model_init said "0.0 MiB" (the size was read
+ * after model_free cleared the model). A model whose activations cannot be allocated (1024x1024x4
+ * inputs, batch 65536: over 1 TiB for the input alone) must fail with ML_ERR_NOMEM and the real
+ * size. Run in a child with an address-space limit so that no allocation can succeed by
+ * overcommit and then be touched. */
+#ifdef __SANITIZE_ADDRESS__
+/* ASan reports a too-large allocation instead of returning NULL unless told otherwise */
+const char *__asan_default_options(void);
+const char *__asan_default_options(void) { return "allocator_may_return_null=1"; }
+#endif
+static void test_model_oom(void) {
+    fflush(stdout);
+    pid_t pid = fork();
+    if (pid == 0) {
+#ifndef __SANITIZE_ADDRESS__
+        struct rlimit rl = {.rlim_cur = 8UL << 30, .rlim_max = 8UL << 30};
+        setrlimit(RLIMIT_AS, &rl);
+#endif
+        ModelConfig cfg;
+        model_config_defaults(&cfg);
+        cfg.in_c = 4; cfg.in_h = 1024; cfg.in_w = 1024; cfg.batch = 65536;
+        Model m;
+        ml_status st = model_init(&m, &cfg);
+        const char *msg = ml_last_error();
+        const char *p = strstr(msg, "model (");
+        double mib = p ? strtod(p + 7, NULL) : 0.0;
+        int ok = st == ML_ERR_NOMEM && mib > 1048576.0 && strstr(msg, "MiB") != NULL;
+        printf("%s  model_init of a 1024x1024x4 batch-65536 model: ML_ERR_NOMEM with its size: \"%s\"\n",
+               ok ? "PASS" : "FAIL", msg);
+        fflush(stdout);
+        _exit(ok ? 0 : 1);
+    }
+    int status = 0;
+    waitpid(pid, &status, 0);
+    CHECK(pid > 0 && WIFEXITED(status) && WEXITSTATUS(status) == 0, "out-of-memory child exited cleanly (status %d)", status);
+}
+
 int main(void) {
     rng_seed(&rng, 12345);
     test_conv3x3(1, 6, 6);
@@ -305,6 +345,7 @@ int main(void) {
     test_xent();
     test_model(BACKBONE_DW, 1, 5);
     test_model(BACKBONE_STD, 3, 6);
+    test_model_oom();
     printf("%d failure(s)\n", g_failures);
     return g_failures ? 1 : 0;
 }

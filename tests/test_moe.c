@@ -264,6 +264,31 @@ static void test_gradients(void)
     c.bias_mode = BIAS_NONE;
     fd_check("softmoe-batch", &c, 10, 0.9f, NULL, 15);
 
+    // odd hidden width (issue 13 item 10): E*h = 12 floats, not a multiple of the 16-float
+    // tensor alignment, so b1, w2 and b2 sit after padding in the flat parameter buffer
+    MoeConfig odd = c;
+    odd.h = 3;
+    odd.cf = 0.5f;
+    odd.kind = HEAD_MOE;
+    odd.bias_mode = BIAS_LOGITS;
+    odd.priority = PRIORITY_GATE;
+    fd_check("moe h=3", &odd, 12, 0.7f, bias, 21);
+    odd.kind = HEAD_SOFTMOE_SAMPLE;
+    fd_check("softmoe-sample h=3", &odd, 10, 0.8f, bias, 22);
+    odd.kind = HEAD_SOFTMOE_BATCH;
+    odd.bias_mode = BIAS_NONE;
+    fd_check("softmoe-batch h=3", &odd, 10, 0.9f, NULL, 23);
+    odd.E = 3; // router 3 x 8 = 24 floats: w1 starts after padding too
+    odd.k = 2;
+    odd.h = 15;
+    odd.cf = 1.0f;
+    odd.kind = HEAD_MOE;
+    dir_check("moe E=3 h=15", &odd, 24, 1.0f, 24);
+    odd.kind = HEAD_SOFTMOE_SAMPLE;
+    dir_check("softmoe-sample E=3 h=15", &odd, 24, 1.0f, 25);
+    odd.kind = HEAD_SOFTMOE_BATCH;
+    dir_check("softmoe-batch E=3 h=15", &odd, 24, 1.0f, 26);
+
     MoeConfig big = c;
     big.d = 128;
     big.h = 512;
@@ -716,6 +741,22 @@ static void test_config_and_stats(void)
     c.kind = HEAD_SOFTMOE_BATCH;
     check(moe_slots(&c, 128) == 32 && moe_param_count(&c, 128) == (size_t)256 * 256 + 2 * (size_t)8 * 1024 * 256 + 8 * 1024 + 8 * 256,
           "softmoe-batch: P = ceil(k B / E) = 32 slot embeddings per expert");
+    // tensors start on 16-float boundaries: h = 3, E = 3, d = 8 pads router 24 -> 32, w1 72 -> 80,
+    // b1 9 -> 16, w2 72 -> 80, b2 24 -> 32
+    {
+        MoeConfig o;
+        moe_config_defaults(&o);
+        o.d = 8;
+        o.E = 3;
+        o.h = 3;
+        MoeParams pp;
+        float base[1];
+        moe_params_point(&pp, base, &o, 8);
+        check(moe_param_count(&o, 8) == 32 + 80 + 16 + 80 + 32 && pp.w1 - pp.router == 32 && pp.b1 - pp.w1 == 80 &&
+                  pp.w2 - pp.b1 == 16 && pp.b2 - pp.w2 == 80,
+              "h = 3, E = 3, d = 8: every MoE tensor starts on a 16-float boundary (count %zu)",
+              moe_param_count(&o, 8));
+    }
     HeadKind hk;
     check(moe_parse_head("softmoe-sample", &hk) == ML_OK && hk == HEAD_SOFTMOE_SAMPLE &&
               moe_parse_head("bogus", &hk) == ML_ERR_ARG,

@@ -14,6 +14,7 @@
 #include "datasets/dataset.h"
 #include "sessions/session.h"
 
+#include <dlfcn.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <hdf5.h>
@@ -760,6 +761,473 @@ static void test_crash_and_append(void) {
     dataset_free(&ds);
 }
 
+/* ------------------------------------------------------------------ a failed resume leaves live.h5 as it was */
+
+/* Fault injection for the failure paths after live.h5 is open for writing: this executable's
+ * definitions take the place of libc's posix_fallocate (the writer's space guard) and HDF5's
+ * H5Fstart_swmr_write for the sessions library linked into it; armed, the next call fails. */
+static int g_fail_fallocate = 0, g_fail_swmr_start = 0;
+int posix_fallocate(int fd, off_t offset, off_t len) {
+    static int (*real)(int, off_t, off_t) = NULL;
+    if (g_fail_fallocate) { g_fail_fallocate = 0; return ENOSPC; }
+    if (!real) *(void **)&real = dlsym(RTLD_NEXT, "posix_fallocate");
+    return real ? real(fd, offset, len) : ENOSYS;
+}
+herr_t H5Fstart_swmr_write(hid_t file_id) {
+    static herr_t (*real)(hid_t) = NULL;
+    if (g_fail_swmr_start) { g_fail_swmr_start = 0; return -1; }
+    if (!real) *(void **)&real = dlsym(RTLD_NEXT, "H5Fstart_swmr_write");
+    return real ? real(file_id) : -1;
+}
+
+/* The bytes of a file (malloc'd, *n bytes), or NULL. */
+static unsigned char *file_bytes(const char *path, size_t *n) {
+    *n = 0;
+    FILE *f = fopen(path, "rb");
+    if (!f) return NULL;
+    fseek(f, 0, SEEK_END);
+    const long sz = ftell(f);
+    fseek(f, 0, SEEK_SET);
+    unsigned char *b = malloc(sz > 0 ? (size_t)sz : 1);
+    if (b && fread(b, 1, (size_t)sz, f) != (size_t)sz) { free(b); b = NULL; }
+    fclose(f);
+    if (b) *n = (size_t)sz;
+    return b;
+}
+
+static int file_put(const char *path, const unsigned char *b, size_t n) {
+    FILE *f = fopen(path, "wb");
+    if (!f) return -1;
+    const int ok = fwrite(b, 1, n, f) == n;
+    return fclose(f) == 0 && ok ? 0 : -1;
+}
+
+/* 1 if FILE still equals (b, n) byte for byte. */
+static int file_same(const char *path, const unsigned char *b, size_t n) {
+    size_t m;
+    unsigned char *c = file_bytes(path, &m);
+    const int same = c && m == n && !memcmp(b, c, n);
+    free(c);
+    return same;
+}
+
+static int h5dump_ok(const char *file) {
+    char cmd[800];
+    snprintf(cmd, sizeof cmd, "h5dump -H '%s' > /dev/null 2>&1", file);
+    return system(cmd) == 0;
+}
+
+/* A session of 70 steps, one eval and two events, closed "interrupted", in DIR. */
+static int write_small_session(const Dataset *ds, const char *dir) {
+    TrainConfig cfg;
+    small_config(&cfg);
+    Trainer t;
+    if (trainer_init_ds(&t, &cfg, ds) != ML_OK) return -1;
+    SessionInfo info;
+    memset(&info, 0, sizeof info);
+    info.run = test_run(&t);
+    info.command_line = "failed-append";
+    SessionWriter w;
+    int bad = session_create(&w, dir, &info) != ML_OK;
+    for (int i = 0; !bad && i < 70; i++) bad = session_append_step(&w, &g_rec[i]) != ML_OK;
+    if (!bad) bad = session_append_event(&w, 12, 0, "an event") != ML_OK;
+    EvalRecord er = g_ev[0].r;
+    er.step = 32;
+    if (!bad) bad = session_append_eval(&w, &er) != ML_OK;
+    if (!bad) bad = session_append_event(&w, 60, 0, "a later event") != ML_OK;
+    if (!bad) bad = session_close(&w, "interrupted") != ML_OK;
+    trainer_free(&t);
+    return bad ? -1 : 0;
+}
+
+/* After a refused or failed session_open_append: the file is byte-identical, h5dump (which
+ * refuses a file whose superblock says "open for writing") and session_read_info read it. */
+static void check_untouched(const char *label, const char *dir, const char *file, const unsigned char *b, size_t n) {
+    SessionInfo in;
+    const ml_status st = session_read_info(dir, &in);
+    CHECK(file_same(file, b, n) && h5dump_ok(file) && st == ML_OK && in.steps_logged == 70 && in.events == 2 &&
+              !strcmp(in.status, "interrupted"),
+          "%s: live.h5 byte-identical, h5dump and session_read_info open it (%ld steps, status %s%s%s)", label,
+          in.steps_logged, st == ML_OK ? in.status : "?", st == ML_OK ? "" : ": ", st == ML_OK ? "" : ml_last_error());
+}
+
+static void test_failed_append(const Dataset *ds) {
+    char dir[512], file[600];
+    path_in(dir, sizeof dir, "failapp/good");
+    snprintf(file, sizeof file, "%s/live.h5", dir);
+    if (write_small_session(ds, dir) != 0) { CHECK(0, "write the small session: %s", ml_last_error()); return; }
+    size_t n_good;
+    unsigned char *good = file_bytes(file, &n_good);
+    if (!good) { CHECK(0, "read %s", file); return; }
+
+    /* 1. a required dataset is missing: the check fails after the file was opened for writing,
+     *    which left "file is already open for write" in the superblock */
+    char d1[512], f1[600];
+    path_in(d1, sizeof d1, "failapp/missing");
+    mkdir(d1, 0777);
+    snprintf(f1, sizeof f1, "%s/live.h5", d1);
+    file_put(f1, good, n_good);
+    hid_t h = H5Fopen(f1, H5F_ACC_RDWR, H5P_DEFAULT);
+    const int deleted = h >= 0 && H5Ldelete(h, "/events", H5P_DEFAULT) >= 0;
+    if (h >= 0) H5Fclose(h);
+    size_t n1;
+    unsigned char *b1 = file_bytes(f1, &n1);
+    SessionWriter w;
+    SessionInfo in;
+    CHECK(deleted && b1 && h5dump_ok(f1), "fixture: /events deleted, h5dump reads the file");
+    ml_status st = session_open_append(&w, d1, 40);
+    CHECK(st == ML_ERR_FORMAT && strstr(ml_last_error(), "/events") && w.p == NULL,
+          "open_append without /events: ML_ERR_FORMAT \"%s\"", ml_last_error());
+    h = H5Fopen(f1, H5F_ACC_RDONLY, H5P_DEFAULT);
+    CHECK(b1 && file_same(f1, b1, n1) && h5dump_ok(f1) && h >= 0,
+          "missing /events: the file is byte-identical and still opens (h5dump, a plain HDF5 open)");
+    if (h >= 0) H5Fclose(h);
+    free(b1);
+
+    /* 2. a per-expert column of the wrong width (T, E + 1) */
+    char d2[512], f2[600];
+    path_in(d2, sizeof d2, "failapp/shape");
+    mkdir(d2, 0777);
+    snprintf(f2, sizeof f2, "%s/live.h5", d2);
+    file_put(f2, good, n_good);
+    h = H5Fopen(f2, H5F_ACC_RDWR, H5P_DEFAULT);
+    int remade = h >= 0 && H5Ldelete(h, "/steps/kept", H5P_DEFAULT) >= 0;
+    if (remade) {
+        hsize_t dims[2] = {70, 5};
+        hid_t sp = H5Screate_simple(2, dims, NULL);
+        hid_t d = H5Dcreate2(h, "/steps/kept", H5T_STD_I32LE, sp, H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT);
+        remade = sp >= 0 && d >= 0;
+        if (d >= 0) H5Dclose(d);
+        if (sp >= 0) H5Sclose(sp);
+    }
+    if (h >= 0) H5Fclose(h);
+    size_t n2;
+    unsigned char *b2 = file_bytes(f2, &n2);
+    st = session_open_append(&w, d2, 40);
+    CHECK(remade && st == ML_ERR_FORMAT && strstr(ml_last_error(), "/steps/kept"),
+          "open_append with a (70, 5) /steps/kept: ML_ERR_FORMAT \"%s\"", ml_last_error());
+    CHECK(b2 && file_same(f2, b2, n2) && h5dump_ok(f2) && session_read_info(d2, &in) == ML_OK,
+          "wrong shape: the file is byte-identical and still opens");
+    free(b2);
+
+    /* 3. no room to write (a file size limit stands in for a full disk; t_sessions.sh does a
+     *    full tmpfs): refused before HDF5 writes anything */
+    char d3[512], f3[600];
+    path_in(d3, sizeof d3, "failapp/nospace");
+    mkdir(d3, 0777);
+    snprintf(f3, sizeof f3, "%s/live.h5", d3);
+    file_put(f3, good, n_good);
+    void (*oldh)(int) = signal(SIGXFSZ, SIG_IGN);
+    struct rlimit old, lim;
+    getrlimit(RLIMIT_FSIZE, &old);
+    lim = old;
+    lim.rlim_cur = (rlim_t)n_good + 4096;
+    setrlimit(RLIMIT_FSIZE, &lim);
+    st = session_open_append(&w, d3, 40);
+    char msg[1024];
+    snprintf(msg, sizeof msg, "%s", ml_last_error());
+    ml_status closed = w.p ? session_close(&w, NULL) : ML_OK;
+    setrlimit(RLIMIT_FSIZE, &old);
+    signal(SIGXFSZ, oldh);
+    const long open_files = (long)H5Fget_obj_count(H5F_OBJ_ALL, H5F_OBJ_FILE);
+    CHECK(st == ML_ERR_IO && strstr(msg, "reserve") && closed == ML_OK && open_files == 0,
+          "open_append at the file size limit: ML_ERR_IO \"%s\", %ld HDF5 files left open", msg, open_files);
+    check_untouched("no space", d3, f3, good, n_good);
+    /* and once there is room again the same file resumes */
+    st = session_open_append(&w, d3, 40);
+    ml_status cl = st == ML_OK ? session_close(&w, "interrupted") : st;
+    CHECK(st == ML_OK && cl == ML_OK && session_read_info(d3, &in) == ML_OK && in.steps_logged == 40,
+          "with room again the resume works (%ld steps kept)", in.steps_logged);
+
+    /* 4. the space guard's reservation fails after the file was opened for writing (the checks
+     *    before it passed): closed normally, nothing written */
+    char d5[512], f5[600];
+    path_in(d5, sizeof d5, "failapp/reserve");
+    mkdir(d5, 0777);
+    snprintf(f5, sizeof f5, "%s/live.h5", d5);
+    file_put(f5, good, n_good);
+    g_fail_fallocate = 1;
+    st = session_open_append(&w, d5, 40);
+    snprintf(msg, sizeof msg, "%s", ml_last_error());
+    g_fail_fallocate = 0;
+    CHECK(st == ML_ERR_IO && strstr(msg, "cannot reserve") && w.p == NULL && H5Fget_obj_count(H5F_OBJ_ALL, H5F_OBJ_FILE) == 0,
+          "open_append whose first reservation fails: ML_ERR_IO \"%s\", the file is closed", msg);
+    check_untouched("reservation failed", d5, f5, good, n_good);
+
+    /* 5. an HDF5 error after the resume started writing (SWMR start fails): the rest is
+     *    discarded, the status flags are cleared: the file opens everywhere */
+    char d6[512], f6[600];
+    path_in(d6, sizeof d6, "failapp/swmr");
+    mkdir(d6, 0777);
+    snprintf(f6, sizeof f6, "%s/live.h5", d6);
+    file_put(f6, good, n_good);
+    g_fail_swmr_start = 1;
+    st = session_open_append(&w, d6, 40);
+    snprintf(msg, sizeof msg, "%s", ml_last_error());
+    g_fail_swmr_start = 0;
+    st = st == ML_ERR_IO && strstr(msg, "cannot start SWMR writing") && w.p == NULL ? ML_OK : ML_ERR_STATE;
+    ml_status ri = session_read_info(d6, &in);
+    h = H5Fopen(f6, H5F_ACC_RDONLY, H5P_DEFAULT);
+    CHECK(st == ML_OK && ri == ML_OK && h5dump_ok(f6) && h >= 0 && H5Fget_obj_count(H5F_OBJ_ALL, H5F_OBJ_FILE) == 1,
+          "open_append whose SWMR start fails (\"%s\"): flags cleared, h5dump, a plain open and session_read_info "
+          "read it (%ld steps)", msg, ri == ML_OK ? in.steps_logged : -1L);
+    if (h >= 0) H5Fclose(h);
+    st = session_open_append(&w, d6, 40);
+    cl = st == ML_OK ? session_close(&w, "interrupted") : st;
+    CHECK(st == ML_OK && cl == ML_OK && session_read_info(d6, &in) == ML_OK && in.steps_logged == 40,
+          "the same file resumes afterwards (%ld steps kept)", in.steps_logged);
+
+    /* 6. a live.h5 that is not a regular file: refused without opening it */
+    char d4[512], f4[600];
+    path_in(d4, sizeof d4, "failapp/fifo");
+    mkdir(d4, 0777);
+    snprintf(f4, sizeof f4, "%s/live.h5", d4);
+    const int fifo_ok = mkfifo(f4, 0666) == 0;
+    alarm(20);
+    st = session_open_append(&w, d4, 40);
+    alarm(0);
+    CHECK(fifo_ok && st == ML_ERR_IO && strstr(ml_last_error(), "not a regular file"),
+          "live.h5 as a FIFO: refused without blocking: \"%s\"", ml_last_error());
+    free(good);
+}
+
+/* ------------------------------------------------------------------ export of a damaged /steps */
+
+/* Issue 13 item 11: `moelab export` exited 0 with a header-only steps.csv when /steps was
+ * damaged (its columns were looked up with H5Lexists, whose error was taken for "absent", and
+ * absent columns were skipped). Each damage must fail with a message naming /steps. */
+typedef struct {
+    char dir[512], out[600];
+} ExportJob;
+
+static ml_status export_job(void *arg) {
+    const ExportJob *j = arg;
+    return session_export_csv(j->dir, j->out);
+}
+
+static void test_export_damaged(const Dataset *ds) {
+    char dir[512], file[600], out[600], csv[700];
+    path_in(dir, sizeof dir, "exportdmg/good");
+    snprintf(file, sizeof file, "%s/live.h5", dir);
+    if (write_small_session(ds, dir) != 0) { CHECK(0, "write the small session: %s", ml_last_error()); return; }
+    snprintf(out, sizeof out, "%s/csv", dir);
+    ml_status st = session_export_csv(dir, out);
+    snprintf(csv, sizeof csv, "%s/steps.csv", out);
+    CHECK(st == ML_OK && file_lines(csv) == 71, "the undamaged copy exports 70 step rows (%ld lines)", file_lines(csv));
+    size_t n;
+    unsigned char *good = file_bytes(file, &n);
+    if (!good) return;
+    for (int kind = 0; kind < 3; kind++) {
+        char d[512], f[600], sub[48];
+        static const char *what[3] = {"the /steps group's object header corrupted", "/steps deleted",
+                                      "/steps/loss deleted"};
+        snprintf(sub, sizeof sub, "exportdmg/kind%d", kind);
+        path_in(d, sizeof d, sub);
+        mkdir(d, 0777);
+        snprintf(f, sizeof f, "%s/live.h5", d);
+        file_put(f, good, n);
+        int made = 0;
+        hid_t h = H5Fopen(f, H5F_ACC_RDWR, H5P_DEFAULT);
+        if (kind == 0 && h >= 0) {
+            H5O_info_t oi;
+            const haddr_t addr = H5Oget_info_by_name2(h, "/steps", &oi, H5O_INFO_BASIC, H5P_DEFAULT) >= 0 ? oi.addr
+                                                                                                        : HADDR_UNDEF;
+            H5Fclose(h);
+            h = -1;
+            FILE *fp = fopen(f, "r+b");
+            if (fp && addr != HADDR_UNDEF && fseek(fp, (long)addr + 12, SEEK_SET) == 0) {
+                unsigned char junk[8] = {0xde, 0xad, 0xbe, 0xef, 0x01, 0x02, 0x03, 0x04};
+                made = fwrite(junk, 1, sizeof junk, fp) == sizeof junk;
+            }
+            if (fp) fclose(fp);
+        } else if (h >= 0) {
+            made = H5Ldelete(h, kind == 1 ? "/steps" : "/steps/loss", H5P_DEFAULT) >= 0;
+        }
+        if (h >= 0) H5Fclose(h);
+        /* in a child (ml_run_isolated): libhdf5 1.10 leaks a metadata block when it meets the
+         * corrupted object header, which LeakSanitizer would report at this process's exit */
+        ExportJob job;
+        snprintf(job.dir, sizeof job.dir, "%s", d);
+        snprintf(job.out, sizeof job.out, "%s/csv", d);
+        MlIsolated res;
+        ml_run_isolated(export_job, &job, 60000, &res);
+        CHECK(made && res.outcome == ML_ISOLATED_FAILED && res.status == ML_ERR_FORMAT && strstr(res.msg, "/steps"),
+              "export with %s: ML_ERR_FORMAT \"%s\"", what[kind], res.msg);
+    }
+    free(good);
+}
+
+/* ------------------------------------------------------------------ history after a resume: every row once */
+
+static const long g_hist_events[] = {5, 40, 41, 60, 90};
+
+/* The run of steps [from, to]: a step record each, an event at the g_hist_events steps, an
+ * evaluation at steps 32, 48, 64 and 96. session_flush after step flush_at (the periodic flush),
+ * session_sync after step sync_at (the trainer's flush before a checkpoint). Errors counted. */
+static int hist_feed(SessionWriter *w, int from, int to, int flush_at, int sync_at) {
+    int errors = 0;
+    for (int s = from; s <= to; s++) {
+        errors += session_append_step(w, &g_rec[s - 1]) != ML_OK;
+        for (size_t k = 0; k < sizeof g_hist_events / sizeof *g_hist_events; k++)
+            if (g_hist_events[k] == s) {
+                char text[64];
+                snprintf(text, sizeof text, "event at step %d", s);
+                errors += session_append_event(w, s, 1e9 + s, text) != ML_OK;
+            }
+        if (s == 32 || s == 48 || s == 64 || s == 96) {
+            EvalRecord er = g_ev[s == 48 ? 0 : s / 32 - 1].r; /* 48: an `eval` command mid-epoch */
+            er.step = s;
+            er.epoch = (s + 31) / 32;
+            errors += session_append_eval(w, &er) != ML_OK;
+        }
+        if (s == flush_at) errors += session_flush(w) != ML_OK;
+        if (s == sync_at) errors += session_sync(w) != ML_OK;
+    }
+    return errors;
+}
+
+/* Compares every dataset of group `grp` (read as doubles) between two files, except wall_time:
+ * the number of datasets that differ (shape or values; NaN equals NaN), names in `which`. */
+static int hist_diff(hid_t a, hid_t b, const char *grp, char *which, size_t wn) {
+    hid_t g = H5Gopen2(a, grp, H5P_DEFAULT);
+    if (g < 0) return 1000;
+    hsize_t n = 0;
+    H5Gget_num_objs(g, &n);
+    int bad = 0;
+    for (hsize_t i = 0; i < n; i++) {
+        char name[64], path[160];
+        if (H5Gget_objname_by_idx(g, i, name, sizeof name) < 0 || H5Gget_objtype_by_idx(g, i) != H5G_DATASET) continue;
+        if (!strcmp(name, "wall_time")) continue;
+        snprintf(path, sizeof path, "%s/%s", grp, name);
+        hid_t da = H5Dopen2(a, path, H5P_DEFAULT), db = H5Dopen2(b, path, H5P_DEFAULT);
+        hid_t sa = da >= 0 ? H5Dget_space(da) : -1, sb = db >= 0 ? H5Dget_space(db) : -1;
+        hid_t ta = da >= 0 ? H5Dget_type(da) : -1;
+        const hssize_t na = sa >= 0 ? H5Sget_simple_extent_npoints(sa) : -1;
+        const hssize_t nb = sb >= 0 ? H5Sget_simple_extent_npoints(sb) : -2;
+        int same = na == nb && na >= 0;
+        if (same && ta >= 0 && H5Tget_class(ta) != H5T_STRING && H5Tget_class(ta) != H5T_COMPOUND && na > 0) {
+            double *va = malloc(sizeof(double) * (size_t)na), *vb = malloc(sizeof(double) * (size_t)na);
+            same = va && vb && H5Dread(da, H5T_NATIVE_DOUBLE, H5S_ALL, H5S_ALL, H5P_DEFAULT, va) >= 0 &&
+                   H5Dread(db, H5T_NATIVE_DOUBLE, H5S_ALL, H5S_ALL, H5P_DEFAULT, vb) >= 0;
+            for (hssize_t k = 0; same && k < na; k++) same = va[k] == vb[k] || (isnan(va[k]) && isnan(vb[k]));
+            free(va);
+            free(vb);
+        }
+        if (!same) {
+            bad++;
+            const size_t used = strlen(which);
+            if (used + 2 < wn) snprintf(which + used, wn - used, " %s", path);
+        }
+        if (ta >= 0) H5Tclose(ta);
+        if (sa >= 0) H5Sclose(sa);
+        if (sb >= 0) H5Sclose(sb);
+        if (da >= 0) H5Dclose(da);
+        if (db >= 0) H5Dclose(db);
+    }
+    H5Gclose(g);
+    H5Eclear2(H5E_DEFAULT);
+    return bad;
+}
+
+/* Issue 13 item 1 (the sessions part): a writer that syncs live.h5 at the checkpoint step S
+ * and is SIGKILLed later (with rows after S flushed, and rows after S only buffered), then
+ * resumed with session_open_append(S) and fed the rest of the run, ends with exactly the
+ * /steps, /evals and /events of an uninterrupted run (wall times aside): no gap, no duplicate. */
+static void test_history_exactly_once(const Dataset *ds) {
+    TrainConfig cfg;
+    small_config(&cfg);
+    cfg.epochs = 3;
+    Trainer t;
+    if (trainer_init_ds(&t, &cfg, ds) != ML_OK) { CHECK(0, "trainer_init: %s", ml_last_error()); return; }
+    int steps_ok = g_nrec >= 96;
+    for (int i = 0; steps_ok && i < 96; i++) steps_ok = g_rec[i].step == i + 1;
+    if (!steps_ok || g_nev < 3) { CHECK(0, "history fixture: need the 96 step records of test_live"); trainer_free(&t); return; }
+    SessionInfo info;
+    memset(&info, 0, sizeof info);
+    info.run = test_run(&t);
+    info.command_line = "history";
+    char du[512], fu[600];
+    path_in(du, sizeof du, "hist/uninterrupted");
+    snprintf(fu, sizeof fu, "%s/live.h5", du);
+    SessionWriter w;
+    int errors = session_create(&w, du, &info) != ML_OK;
+    errors += hist_feed(&w, 1, 96, -1, -1);
+    errors += session_close(&w, "finished") != ML_OK;
+    CHECK(errors == 0, "uninterrupted reference run written");
+
+    /* (kill at, periodic flush at, checkpoint S): rows after S flushed and lost; S before the
+     * first block write (only the sync writes rows 1..S); S after an eval (48) */
+    const int cases[4][4] = {{55, 50, 40, 1}, {45, -1, 40, 1}, {70, 66, 64, 1}, {45, -1, 40, 0}};
+    for (int c = 0; c < 4; c++) {
+        const int kill_at = cases[c][0], flush_at = cases[c][1], S = cases[c][2], sync = cases[c][3];
+        char dk[512], fk[600], sub[32];
+        snprintf(sub, sizeof sub, "hist/killed%d", c);
+        path_in(dk, sizeof dk, sub);
+        snprintf(fk, sizeof fk, "%s/live.h5", dk);
+        fflush(stdout);
+        const pid_t pid = fork();
+        if (pid == 0) {
+            SessionWriter cw;
+            if (session_create(&cw, dk, &info) != ML_OK) _exit(3);
+            if (hist_feed(&cw, 1, kill_at, flush_at, sync ? S : -1) != 0) _exit(4);
+            kill(getpid(), SIGKILL);
+            _exit(5);
+        }
+        int status = 0;
+        waitpid(pid, &status, 0);
+        ml_status st = session_open_append(&w, dk, S);
+        int e2 = st != ML_OK;
+        const long kept = st == ML_OK ? session_steps_written(&w) : -1;
+        if (st == ML_OK) {
+            e2 += hist_feed(&w, S + 1, 96, -1, -1);
+            e2 += session_close(&w, "finished") != ML_OK;
+        }
+        if (!sync) {
+            /* control: the checkpoint at S without session_sync before it: rows 33..S were still
+             * in the writer's buffer when it died, the resumed history has a hole (and the
+             * comparison sees it) */
+            hid_t a = H5Fopen(fu, H5F_ACC_RDONLY, H5P_DEFAULT), b = H5Fopen(fk, H5F_ACC_RDONLY, H5P_DEFAULT);
+            char which[512] = "";
+            const int d = a >= 0 && b >= 0 ? hist_diff(a, b, "/steps", which, sizeof which) : 0;
+            const long rows = b >= 0 ? h5_rows(b, "/steps/step", NULL, NULL) : -1;
+            if (a >= 0) H5Fclose(a);
+            if (b >= 0) H5Fclose(b);
+            CHECK(st == ML_OK && kept == 32 && rows == 96 - (S - 32) && d > 0,
+                  "control: no session_sync before the checkpoint at %d: %ld rows survive (the eval at 32 flushed "
+                  "them), %ld after resume, the comparison reports%s", S, kept, rows, which);
+            continue;
+        }
+        CHECK(WIFSIGNALED(status) && WTERMSIG(status) == SIGKILL && e2 == 0 && kept == S,
+              "killed at step %d (flushed to %d, synced at S = %d), resumed at S: %ld rows kept, rest appended",
+              kill_at, flush_at > S ? flush_at : S, S, kept);
+        hid_t a = H5Fopen(fu, H5F_ACC_RDONLY, H5P_DEFAULT), b = H5Fopen(fk, H5F_ACC_RDONLY, H5P_DEFAULT);
+        char which[512] = "";
+        int d = a >= 0 && b >= 0 ? hist_diff(a, b, "/steps", which, sizeof which) + hist_diff(a, b, "/evals", which, sizeof which)
+                                 : 1000;
+        int64_t steps[96];
+        int once = b >= 0 && h5_rows(b, "/steps/step", NULL, NULL) == 96 && h5_read(b, "/steps/step", H5T_NATIVE_INT64, steps) == 0;
+        for (int i = 0; once && i < 96; i++) once = steps[i] == i + 1;
+        int64_t esteps[8];
+        const long ne = b >= 0 ? h5_rows(b, "/evals/step", NULL, NULL) : -1;
+        const int evals_ok = ne == 4 && h5_read(b, "/evals/step", H5T_NATIVE_INT64, esteps) == 0 && esteps[0] == 32 &&
+                             esteps[1] == 48 && esteps[2] == 64 && esteps[3] == 96;
+        if (a >= 0) H5Fclose(a);
+        if (b >= 0) H5Fclose(b);
+        SessionEventRow *eu = NULL, *ek = NULL;
+        long nu = 0, nk = 0;
+        int ev_ok = session_read_events(du, &eu, &nu) == ML_OK && session_read_events(dk, &ek, &nk) == ML_OK &&
+                    nu == 5 && nk == nu;
+        for (long i = 0; ev_ok && i < nu; i++)
+            ev_ok = eu[i].step == ek[i].step && !strcmp(eu[i].text, ek[i].text) && eu[i].wall_time == ek[i].wall_time;
+        free(eu);
+        free(ek);
+        CHECK(d == 0 && once && evals_ok && ev_ok,
+              "case %d: /steps/step is 1..96 once each, /evals steps 32 48 64 96, the 5 events once each in order, "
+              "every /steps and /evals column equals the uninterrupted run's (differ:%s)", c, which[0] ? which : " none");
+    }
+    trainer_free(&t);
+}
+
 /* ------------------------------------------------------------------ damaged live files */
 
 static void test_damaged_live(void) {
@@ -1111,6 +1579,49 @@ static void test_keep_damage_mismatch(const Dataset *ds) {
     st = ckpt_find_latest(dir, path, sizeof path, rep, sizeof rep);
     CHECK(st == ML_OK && strstr(path, "ckpt-5.h5") && strstr(rep, "ckpt-6.h5"),
           "ckpt_find_latest skips the damaged newest: -> %s; report \"%s\"", path, rep);
+    /* non-regular files named like checkpoints (issue 13 item 7): a FIFO hung the search forever
+     * (H5Fis_hdf5 opens it for reading and waits for a writer); a directory, a symbolic link (to
+     * the FIFO) and a socket are skipped too. The search runs in a child under alarm(20) so a
+     * regression fails instead of hanging the test. */
+    {
+        char fifo[600], sub[600], lnk[600], sock[600];
+        snprintf(fifo, sizeof fifo, "%s/ckpt-99999.h5", dir);
+        snprintf(sub, sizeof sub, "%s/ckpt-99998.h5", dir);
+        snprintf(lnk, sizeof lnk, "%s/ckpt-99997.h5", dir);
+        snprintf(sock, sizeof sock, "%s/ckpt-99996.h5", dir);
+        const int made = mkfifo(fifo, 0666) == 0 && mkdir(sub, 0777) == 0 && symlink("ckpt-99999.h5", lnk) == 0 &&
+                         mknod(sock, S_IFSOCK | 0666, 0) == 0;
+        fflush(stdout);
+        int pfd[2];
+        if (pipe(pfd) != 0) pfd[0] = pfd[1] = -1;
+        const pid_t pid = fork();
+        if (pid == 0) {
+            alarm(20);
+            char cpath[1024], crep[1024];
+            ml_status cst = ckpt_find_latest(dir, cpath, sizeof cpath, crep, sizeof crep);
+            char line[2200];
+            int w = snprintf(line, sizeof line, "%d|%s|%s", (int)cst, cst == ML_OK ? cpath : "", crep);
+            if (w > 0 && write(pfd[1], line, (size_t)w) < 0) _exit(3);
+            _exit(0);
+        }
+        close(pfd[1]);
+        char got[2200] = "";
+        size_t gl = 0;
+        ssize_t r;
+        while (pfd[0] >= 0 && gl + 1 < sizeof got && (r = read(pfd[0], got + gl, sizeof got - 1 - gl)) > 0) gl += (size_t)r;
+        got[gl] = 0;
+        close(pfd[0]);
+        int status = 0;
+        waitpid(pid, &status, 0);
+        CHECK(made && WIFEXITED(status) && WEXITSTATUS(status) == 0 && !strncmp(got, "0|", 2) &&
+                  strstr(got, "ckpt-5.h5|") && strstr(got, "ckpt-99999.h5 is not a regular file (a FIFO) and was skipped") &&
+                  strstr(got, "ckpt-99998.h5 is not a regular file (a directory)") &&
+                  strstr(got, "ckpt-99997.h5 is not a regular file (a symbolic link)") &&
+                  strstr(got, "ckpt-99996.h5 is not a regular file (a socket)") && strstr(got, "ckpt-6.h5 is damaged"),
+              "FIFO, directory, symlink and socket named ckpt-*.h5 are skipped without blocking (child %s): \"%s\"",
+              WIFSIGNALED(status) ? "killed by a signal: hung" : "exited", got);
+        unlink(fifo); rmdir(sub); unlink(lnk); unlink(sock);
+    }
     Trainer u;
     trainer_init_ds(&u, &cfg, ds);
     float *before = malloc(sizeof(float) * u.model.n_param);
@@ -1335,6 +1846,9 @@ int main(int argc, char **argv) {
     TIMED(test_live(&ds));
     TIMED(test_crash_and_append());
     TIMED(test_damaged_live());
+    TIMED(test_failed_append(&ds));
+    TIMED(test_history_exactly_once(&ds));
+    TIMED(test_export_damaged(&ds));
     TIMED(test_ckpt_roundtrip(&ds));
     TIMED(test_exact_resume(&ds));
     TIMED(test_keep_damage_mismatch(&ds));

@@ -5,6 +5,7 @@
 #include "datasets/dataset.h"
 #include "gradcheck.h"
 
+#include <math.h>
 #include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
@@ -96,6 +97,53 @@ static void test_diverging_run(const Dataset *ds) {
     const RunEnd end = trainer_run(&t, NULL);
     CHECK(end == RUN_FAILED && strstr(ml_last_error(), "loss is"), "trainer_run fails on the same run with the numeric error: \"%s\"", ml_last_error());
     trainer_free(&t);
+}
+
+/* Issue 13 item 10: hidden widths (and router sizes) whose tensors are not a multiple of 16 floats
+ * (--hidden 3: E*h = 12) aborted every MoE head in model_init (the MoE parameter layout did not
+ * pad its tensors as the model's tensor table does). Every head trains a few steps with h = 3,
+ * and with d = 8, E = 3 (router 24 floats). */
+static void test_odd_hidden(const Dataset *ds) {
+    const HeadKind heads[4] = {HEAD_DENSE, HEAD_MOE, HEAD_SOFTMOE_BATCH, HEAD_SOFTMOE_SAMPLE};
+    const struct { float width; int E, h; } shapes[3] = {{0.25f, 4, 3}, {0.25f, 4, 15}, {1.0f / 32, 3, 3}};
+    for (int s = 0; s < 3; s++)
+        for (int i = 0; i < 4; i++) {
+            TrainConfig cfg;
+            small_config(&cfg, heads[i]);
+            cfg.model.width = shapes[s].width;
+            cfg.model.head.E = shapes[s].E;
+            cfg.model.head.h = shapes[s].h;
+            Trainer t;
+            ml_status st = trainer_init_ds(&t, &cfg, ds);
+            CHECK(st == ML_OK, "%s --hidden %d --experts %d (d %d): trainer_init OK%s%s", moe_head_name(heads[i]),
+                  shapes[s].h, shapes[s].E, 8 * (int)(32 * shapes[s].width), st == ML_OK ? "" : ": ",
+                  st == ML_OK ? "" : ml_last_error());
+            if (st != ML_OK) continue;
+            float *before = malloc(sizeof(float) * t.model.n_param);
+            memcpy(before, t.model.param, sizeof(float) * t.model.n_param);
+            for (int k = 0; k < 5 && st == ML_OK; k++) st = trainer_step(&t, NULL);
+            int finite = 1, moved = 0;
+            for (long j = 0; j < t.model.n_param; j++) {
+                finite &= isfinite(t.model.param[j]) != 0;
+                moved += t.model.param[j] != before[j];
+            }
+            /* every head tensor (the MoE ones sit where moe_params_point carves them) is updated */
+            int tensors_moved = 1;
+            for (int j = 0; j < t.model.nparams; j++) {
+                const TensorInfo *ti = &t.model.params[j];
+                if (strncmp(ti->name, "head.", 5) != 0) continue;
+                int any = 0;
+                for (long q = 0; q < ti->n && !any; q++) any = t.model.param[ti->off + q] != before[ti->off + q];
+                tensors_moved &= any;
+            }
+            double loss, acc;
+            trainer_evaluate(&t, &loss, &acc);
+            CHECK(st == ML_OK && finite && moved > 0 && tensors_moved && isfinite(loss),
+                  "%s --hidden %d --experts %d: 5 steps train (every head tensor updated, eval loss %.4f)",
+                  moe_head_name(heads[i]), shapes[s].h, shapes[s].E, loss);
+            free(before);
+            trainer_free(&t);
+        }
 }
 
 static void test_optimisers(void) {
@@ -239,6 +287,7 @@ int main(void) {
     if (synthetic_generate(&ds, &so) != ML_OK) { printf("synthetic: %s\n", ml_last_error()); return 1; }
     test_optimisers();
     test_lr_schedules();
+    test_odd_hidden(&ds);
     test_reproducible_and_learns(&ds, HEAD_DENSE, 0.7);
     test_reproducible_and_learns(&ds, HEAD_MOE, 0.7);
     if (!getenv("MOELAB_QUICK")) /* the sanitizer build in CI skips the third head */
