@@ -118,6 +118,9 @@ int runsession_open(RunSession *rs, const AppOptions *o, Trainer *t, const char 
         for (int i = 2; stat(rs->dir, &sb) == 0 && i < 1000; i++)
             snprintf(rs->dir, sizeof rs->dir, "sessions/%s-%s-%s-%d", t->src.name, moe_head_name(t->cfg.model.head.kind), ts, i);
     }
+    /* the session lock before anything in the folder is read or written: a second writer (two
+     * resumes, a resume of a running session) is refused with the holder's PID, nothing touched */
+    if ((resume ? session_lock(rs->dir, &rs->lock) : session_lock_create(rs->dir, &rs->lock)) != ML_OK) return -1;
     if (resume) {
         char path[APP_PATH_MAX + 128], rep[4096] = "";
         if (session_read_run_attr(rs->dir, "session_id", rs->session_id, sizeof rs->session_id) != ML_OK)
@@ -173,7 +176,7 @@ static ml_status on_checkpoint(Trainer *t, const char *why, void *user) {
     if (rs->failed) return ML_OK;
     /* live.h5 first: a checkpoint renamed into place never refers to steps the history lacks, so a
      * resume from it (which drops the rows after its step) leaves every row exactly once */
-    if (rs->active && session_flush(&rs->w) != ML_OK) {
+    if (rs->active && session_sync(&rs->w) != ML_OK) {
         report(rs, "flushing live.h5 before a checkpoint");
         return ML_ERR_IO;
     }
@@ -215,8 +218,8 @@ void runsession_event(RunSession *rs, long step, const char *text) {
 }
 
 void runsession_finish(RunSession *rs, const char *status) {
-    if (!rs->active) return;
-    if (session_close(&rs->w, status) != ML_OK && !rs->failed)
+    if (rs->active && session_close(&rs->w, status) != ML_OK && !rs->failed)
         ml_log(1, "session %s: closing live.h5: %s", rs->dir, ml_last_error());
     rs->active = 0;
+    session_unlock(&rs->lock); /* after the last write (the final checkpoint came before) */
 }

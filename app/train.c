@@ -218,6 +218,7 @@ static int run_training(AppOptions *o, const char *cmdline, int resume, Schedule
     free(ctext);
     if (opened != 0) {
         fprintf(stderr, "moelab: %s\n", ml_last_error());
+        runsession_finish(&rs, NULL); /* releases the lock */
         if (cmds != extra) free(cmds);
         trainer_free(&t);
         dataset_free(&ds);

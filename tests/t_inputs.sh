@@ -75,7 +75,22 @@ check "--resume with --epochs is refused (rc $rc)" [ $rc = 2 ] && check "  ... s
 "$BIN" train --resume '' > r2.log 2>&1; rc=$?
 check "--resume '' is refused (rc $rc), no new run started" [ $rc = 2 -a ! -d sessions ]
 
-# 8. a full disk: the run ends "with write errors", exit 1 (needs root to mount a tmpfs)
+# 8. one writer per session: a resume while the run trains, and two resumes at once, are refused
+"$BIN" "${RUN[@]}" --epochs 400 --session W > W.log 2>&1 &
+pid=$!
+for i in $(seq 200); do [ -f W/live.h5 ] && break; sleep 0.05; done
+"$BIN" train --resume W > W2.log 2>&1; rc=$?
+check "resume while the run trains: refused, exit 1 (rc $rc)" [ $rc = 1 ] && check "  ... naming the holder: $(head -1 W2.log)" grep -q "in use by PID $pid" W2.log
+kill -TERM $pid; wait $pid
+"$BIN" train --resume W > W3.log 2>&1 &
+pid=$!
+for i in $(seq 100); do grep -q 'resumed at step' W3.log 2>/dev/null && break; sleep 0.05; done
+"$BIN" train --resume W > W4.log 2>&1; rc=$?
+check "a second resume while the first runs: refused (rc $rc)" [ $rc = 1 ] && grep -q 'in use by PID' W4.log
+kill -TERM $pid; wait $pid
+check "live.h5 is intact after both (h5dump reads it, status interrupted)" bash -c "h5dump -H W/live.h5 > /dev/null && [ \"\$(h5dump -d /status W/live.h5 | grep -o '\"[a-z]*\"' | tail -1)\" = '\"interrupted\"' ]"
+
+# 9. a full disk: the run ends "with write errors", exit 1 (needs root to mount a tmpfs)
 mkdir full
 if mount -t tmpfs -o size=4m tmpfs full 2>/dev/null; then
   "$BIN" "${RUN[@]}" --epochs 10 --ckpt-steps 2 --keep 0 --session full/S > F.log 2>&1; rc=$?
