@@ -45,10 +45,10 @@ const SessCol sess_step_cols[SC_N] = {
 };
 
 const SessCol sess_step_vecs[SV_N] = {
-    [SV_DEMAND] = {"demand", 1, "(T, E) selected pairs per expert before capacity"},
-    [SV_KEPT] = {"kept", 1, "(T, E) pairs per expert that got a slot"},
-    [SV_MEAN_GATE] = {"mean_gate", 0, "(T, E) mean gate probability per expert"},
-    [SV_BIAS] = {"bias", 0, "(T, E) utility bias used by the step"},
+    [SV_DEMAND] = {.name = "demand", .is_int = 1, .desc = "(T, E) selected pairs per expert before capacity"},
+    [SV_KEPT] = {.name = "kept", .is_int = 1, .desc = "(T, E) pairs per expert that got a slot"},
+    [SV_MEAN_GATE] = {.name = "mean_gate", .is_int = 0, .desc = "(T, E) mean gate probability per expert"},
+    [SV_BIAS] = {.name = "bias", .is_int = 0, .desc = "(T, E) utility bias used by the step"},
 };
 
 const SessCol sess_eval_cols[EC_N] = {
