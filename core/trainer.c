@@ -276,26 +276,17 @@ ml_status trainer_apply(Trainer *t, const TrainerCmd *c) {
         return ml_fail(ML_ERR_STATE, "set: the %s head has no routing parameters", moe_head_name(t->cfg.model.head.kind));
     const ml_status range = cmd_param_check(c->param, v); /* the bounds of params.h */
     if (range != ML_OK) return range;
-    switch (c->param) {
-    case PARAM_TAU: return trainer_tau_apply(&t->tau, c, t->step, t->total_steps);
-    case PARAM_LR:
+    if (c->param == PARAM_TAU) return trainer_tau_apply(&t->tau, c, t->step, t->total_steps);
+    if (c->param == PARAM_LR) {
         t->lr_override = (float)v;
         return ML_OK;
-    case PARAM_CF:
-        h->cf = (float)v;
+    }
+    /* the routing knobs: stored once, in the head's live MoeConfig */
+    float *const knob[PARAM_COUNT] = {[PARAM_CF] = &h->cf, [PARAM_ALPHA] = &h->alpha, [PARAM_BETA] = &h->beta,
+                                      [PARAM_NOISE] = &h->noise, [PARAM_BIAS_RATE] = &h->bias_rate};
+    if ((int)c->param >= 0 && c->param < PARAM_COUNT && knob[c->param]) {
+        *knob[c->param] = (float)v;
         return ML_OK;
-    case PARAM_ALPHA:
-    case PARAM_BETA:
-        if (c->param == PARAM_ALPHA) h->alpha = (float)v;
-        else h->beta = (float)v;
-        return ML_OK;
-    case PARAM_NOISE:
-        h->noise = (float)v;
-        return ML_OK;
-    case PARAM_BIAS_RATE:
-        h->bias_rate = (float)v;
-        return ML_OK;
-    case PARAM_COUNT: break;
     }
     return ml_fail(ML_ERR_ARG, "set: unknown parameter");
 }
