@@ -22,9 +22,18 @@ static double median(double *v, int n) {
 
 /* Best-of-reps SGEMM rate for an n x n x n product (GFLOP/s). */
 static double sgemm_rate(int n, int reps) {
-    float *a = ml_alloc(sizeof(float) * n * n), *b = ml_alloc(sizeof(float) * n * n), *c = ml_alloc(sizeof(float) * n * n);
-    if (!a || !b || !c) { ml_free(a); ml_free(b); ml_free(c); return 0; }
-    for (long i = 0; i < (long)n * n; i++) { a[i] = (float)(i % 7) * 0.1f; b[i] = (float)(i % 5) * 0.1f; }
+    float *a = ml_alloc(sizeof(float) * n * n), *b = ml_alloc(sizeof(float) * n * n),
+          *c = ml_alloc(sizeof(float) * n * n);
+    if (!a || !b || !c) {
+        ml_free(a);
+        ml_free(b);
+        ml_free(c);
+        return 0;
+    }
+    for (long i = 0; i < (long)n * n; i++) {
+        a[i] = (float)(i % 7) * 0.1f;
+        b[i] = (float)(i % 5) * 0.1f;
+    }
     double best = 1e30;
     for (int r = 0; r < reps + 1; r++) {
         double t = ml_now();
@@ -32,7 +41,9 @@ static double sgemm_rate(int n, int reps) {
         t = ml_now() - t;
         if (r > 0 && t < best) best = t;
     }
-    ml_free(a); ml_free(b); ml_free(c);
+    ml_free(a);
+    ml_free(b);
+    ml_free(c);
     return 2.0 * n * n * n / best / 1e9;
 }
 
@@ -62,8 +73,8 @@ int cmd_bench(int argc, char **argv) {
     const int B = tc->model.batch;
     printf("moelab bench: reference model (%s backbone, w=%g, %dx%dx%d, %d classes), batch %d, %d threads,\n"
            "              %d timed steps x %d repeats per head after 3 warm-up steps; medians\n",
-           backbone_name(tc->model.backbone), tc->model.width, tc->model.in_h, tc->model.in_w,
-           tc->model.in_c, tc->model.classes, B, tc->threads, o.steps, o.repeat);
+           backbone_name(tc->model.backbone), tc->model.width, tc->model.in_h, tc->model.in_w, tc->model.in_c,
+           tc->model.classes, B, tc->threads, o.steps, o.repeat);
     double sg[16];
     int nsg = o.repeat < 16 ? o.repeat : 16;
     for (int i = 0; i < nsg; i++) sg[i] = sgemm_rate(1024, 10);
@@ -108,15 +119,18 @@ int cmd_bench(int argc, char **argv) {
             for (int i = 0; i < m.nunits + 3; i++) tot += m.prof_fwd[i] + m.prof_bwd[i];
             printf("  profile (ms per step, forward / backward):\n");
             for (int i = 0; i < m.nunits + 3; i++) {
-                const char *nm = i < m.nunits ? m.units[i].label : i == m.nunits ? "pool" : i == m.nunits + 1 ? "head" : "classifier+loss";
+                const char *nm = i < m.nunits        ? m.units[i].label
+                                 : i == m.nunits     ? "pool"
+                                 : i == m.nunits + 1 ? "head"
+                                                     : "classifier+loss";
                 const double k = 1e3 / (double)m.prof_steps;
                 printf("    %-18s %7.2f %7.2f\n", nm, m.prof_fwd[i] * k, m.prof_bwd[i] * k);
             }
             printf("    %-18s %7.2f (update, zero_grad and the rest: %.2f)\n", "model total", tot * 1e3 / m.prof_steps,
                    1e3 * B / img_s - tot * 1e3 / m.prof_steps);
         }
-        printf("bench head=%s img_per_s=%.1f gflops=%.2f sgemm_gflops=%.2f sgemm_fraction=%.4f\n", name, img_s,
-               gflops, sgemm, gflops / sgemm);
+        printf("bench head=%s img_per_s=%.1f gflops=%.2f sgemm_gflops=%.2f sgemm_fraction=%.4f\n", name, img_s, gflops,
+               sgemm, gflops / sgemm);
         fflush(stdout);
         ml_free(labels);
         optim_free(&opt);

@@ -10,19 +10,19 @@
 #include "sessions/history.h"
 #include "sessions/session.h"
 
-#define BROWSE_STALE_SEC 600.0  /* "running" with no write for this long: shown as stale */
+#define BROWSE_STALE_SEC 600.0 /* "running" with no write for this long: shown as stale */
 #define BROWSE_JSON_MAX 16384
 
 typedef struct {
-    char name[512];      /* shown: the folder relative to the browsed root */
-    char path[1100];     /* session folder (or .h5 file) */
-    int ok;              /* info was read */
+    char name[512];  /* shown: the folder relative to the browsed root */
+    char path[1100]; /* session folder (or .h5 file) */
+    int ok;          /* info was read */
     SessionInfo info;
-    char status[16];     /* running finished interrupted failed stale damaged unsupported missing */
-    char sched[24];      /* temperature schedule kind, from the stored configuration */
-    char err[512];       /* why it is damaged / stale ("" otherwise) */
-    double mtime;        /* live.h5 modification time (Unix s) */
-    int marked;          /* compare mark */
+    char status[16]; /* running finished interrupted failed stale damaged unsupported missing */
+    char sched[24];  /* temperature schedule kind, from the stored configuration */
+    char err[512];   /* why it is damaged / stale ("" otherwise) */
+    double mtime;    /* live.h5 modification time (Unix s) */
+    int marked;      /* compare mark */
 } BrowseEntry;
 
 typedef struct {
@@ -30,8 +30,19 @@ typedef struct {
     int n, cap;
 } BrowseList;
 
-enum { BCOL_NAME, BCOL_DATASET, BCOL_HEAD, BCOL_EXPERTS, BCOL_SCHED, BCOL_BEST, BCOL_LAST, BCOL_EPOCHS, BCOL_STATUS,
-       BCOL_CREATED, BCOL_COUNT };
+enum {
+    BCOL_NAME,
+    BCOL_DATASET,
+    BCOL_HEAD,
+    BCOL_EXPERTS,
+    BCOL_SCHED,
+    BCOL_BEST,
+    BCOL_LAST,
+    BCOL_EPOCHS,
+    BCOL_STATUS,
+    BCOL_CREATED,
+    BCOL_COUNT
+};
 
 /* Fills the list with the sessions under `root` (folders holding live.h5, 4 levels deep at most),
  * or with the runs of a sweep summary when root is a sweep.h5, and reads each one's summary
@@ -58,7 +69,7 @@ int browse_entry_match(const BrowseEntry *e, const char *filter);
 /* The list's cells of an entry, as shown and printed. */
 void browse_entry_cells(const BrowseEntry *e, char cells[BCOL_COUNT][64]);
 const char *browse_col_name(int c);
-int browse_col_parse(const char *s);   /* -1 if unknown */
+int browse_col_parse(const char *s); /* -1 if unknown */
 
 /* The launch temperature schedule stored in a session's config_json (tau.kind and any of the
  * other tau{} fields; absent ones keep tau_schedule_defaults). 0, or -1 if the text is not JSON,

@@ -48,9 +48,10 @@ int browse_tau_schedule(const char *config_json, TauSchedule *s) {
     if (r == 0) ml_fail(ML_ERR_FORMAT, "config_json: no tau.kind");
     int bad = r != 1 || tau_parse_kind(kind, &s->kind) != ML_OK;
     bad = bad || tau_float(cfg, "tau.tau0", &s->tau0) || tau_float(cfg, "tau.tau1", &s->tau1) ||
-          tau_float(cfg, "tau.tau_min", &s->tau_min) || tau_float(cfg, "tau.s", &s->s) || tau_float(cfg, "tau.c", &s->c) ||
-          tau_long(cfg, "tau.step_every", INT_MIN, INT_MAX, &step_every) ||
-          tau_float(cfg, "tau.step_gamma", &s->step_gamma) || tau_long(cfg, "tau.start", LONG_MIN, LONG_MAX, &s->start) ||
+          tau_float(cfg, "tau.tau_min", &s->tau_min) || tau_float(cfg, "tau.s", &s->s) ||
+          tau_float(cfg, "tau.c", &s->c) || tau_long(cfg, "tau.step_every", INT_MIN, INT_MAX, &step_every) ||
+          tau_float(cfg, "tau.step_gamma", &s->step_gamma) ||
+          tau_long(cfg, "tau.start", LONG_MIN, LONG_MAX, &s->start) ||
           tau_long(cfg, "tau.total", LONG_MIN, LONG_MAX, &s->total);
     json_decref(cfg);
     s->step_every = (int)step_every;
@@ -96,7 +97,10 @@ static int file_exists(const char *path) {
 static void scan(BrowseList *l, const char *dir, const char *rel, int depth) {
     char p[2048];
     snprintf(p, sizeof p, "%s/live.h5", dir);
-    if (file_exists(p)) { entry_add(l, rel[0] ? rel : ".", dir); return; }
+    if (file_exists(p)) {
+        entry_add(l, rel[0] ? rel : ".", dir);
+        return;
+    }
     if (depth <= 0) return;
     DIR *d = opendir(dir);
     if (!d) return;
@@ -150,7 +154,8 @@ static void isolated_reason(const MlIsolated *r, const char *path, char *buf, si
     switch (r->outcome) {
     case ML_ISOLATED_FAILED: snprintf(buf, n, "%s", r->msg); break;
     case ML_ISOLATED_SIGNALED:
-        snprintf(buf, n, "%.400s: reading it crashed the HDF5 library (signal %d): the file is damaged", path, r->signal);
+        snprintf(buf, n, "%.400s: reading it crashed the HDF5 library (signal %d): the file is damaged", path,
+                 r->signal);
         break;
     case ML_ISOLATED_EXITED:
         snprintf(buf, n, "%.400s: reading it crashed the HDF5 library (exit status %d): the file is damaged", path,
@@ -164,7 +169,7 @@ static void isolated_reason(const MlIsolated *r, const char *path, char *buf, si
 }
 
 typedef struct {
-    BrowseEntry *e;   /* in a shared mapping: the child's result reaches the parent */
+    BrowseEntry *e; /* in a shared mapping: the child's result reaches the parent */
     double now;
 } EntryArg;
 
@@ -179,7 +184,10 @@ static ml_status entry_work(void *arg) {
 
 void browse_entry_read(BrowseEntry *e, double now) {
     BrowseEntry *shared = mmap(NULL, sizeof *shared, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
-    if (shared == MAP_FAILED) { entry_read_here(e, now); return; }
+    if (shared == MAP_FAILED) {
+        entry_read_here(e, now);
+        return;
+    }
     *shared = *e;
     EntryArg a = {shared, now};
     MlIsolated r;
@@ -228,14 +236,19 @@ static void entry_read_here(BrowseEntry *e, double now) {
     e->ok = st == ML_OK;
     if (!e->ok) {
         snprintf(e->err, sizeof e->err, "%s", ml_last_error());
-        snprintf(e->status, sizeof e->status, "%s", st == ML_ERR_IO ? "missing" : strstr(e->err, "this moelab reads") ? "unsupported" : "damaged");
+        snprintf(e->status, sizeof e->status, "%s",
+                 st == ML_ERR_IO                       ? "missing"
+                 : strstr(e->err, "this moelab reads") ? "unsupported"
+                                                       : "damaged");
         return;
     }
     snprintf(e->status, sizeof e->status, "%s", e->info.status);
     if (!strcmp(e->info.status, "running") && now - e->mtime > BROWSE_STALE_SEC) {
         snprintf(e->status, sizeof e->status, "stale");
-        snprintf(e->err, sizeof e->err, "status says running but nothing was written for %.0f min: the writer was probably "
-                 "killed (moelab train --resume %.300s continues it)", (now - e->mtime) / 60.0, e->path);
+        snprintf(e->err, sizeof e->err,
+                 "status says running but nothing was written for %.0f min: the writer was probably "
+                 "killed (moelab train --resume %.300s continues it)",
+                 (now - e->mtime) / 60.0, e->path);
     }
     char *json = malloc(BROWSE_JSON_MAX);
     if (json && session_read_run_attr(e->path, "config_json", json, BROWSE_JSON_MAX) == ML_OK) {
@@ -283,8 +296,8 @@ void browse_list_free(BrowseList *l) {
     memset(l, 0, sizeof *l);
 }
 
-static const char *const col_names[BCOL_COUNT] = {"name", "dataset", "head", "experts", "schedule", "best", "last",
-                                                 "epochs", "status", "created"};
+static const char *const col_names[BCOL_COUNT] = {"name", "dataset", "head",   "experts", "schedule",
+                                                  "best", "last",    "epochs", "status",  "created"};
 
 const char *browse_col_name(int c) { return c >= 0 && c < BCOL_COUNT ? col_names[c] : "?"; }
 
@@ -372,5 +385,6 @@ void browse_entry_cells(const BrowseEntry *e, char cells[BCOL_COUNT][64]) {
     else snprintf(cells[BCOL_LAST], 64, "-");
     snprintf(cells[BCOL_EPOCHS], 64, "%d/%d", i->last_epoch, i->epochs);
     snprintf(cells[BCOL_CREATED], 64, "%.16s", i->created);
-    for (char *p = cells[BCOL_CREATED]; *p; p++) if (*p == 'T') *p = ' ';
+    for (char *p = cells[BCOL_CREATED]; *p; p++)
+        if (*p == 'T') *p = ' ';
 }

@@ -13,7 +13,8 @@
 
 #include "core/vocab.h"
 
-const char *const command_words[] = {"pause", "resume", "step", "set", "anneal", "snapshot", "eval", "quit", "help", NULL};
+const char *const command_words[] = {"pause",    "resume", "step", "set",  "anneal",
+                                     "snapshot", "eval",   "quit", "help", NULL};
 
 #define MAXTOK 12
 
@@ -36,20 +37,35 @@ static int parse_num(const char *s, double *v) {
 int command_parse(const char *line, TrainerCmd *cmd, char *err, size_t errn) {
     memset(cmd, 0, sizeof *cmd);
     char buf[512];
-    if (strlen(line) >= sizeof buf) { snprintf(err, errn, "command too long"); return -1; }
+    if (strlen(line) >= sizeof buf) {
+        snprintf(err, errn, "command too long");
+        return -1;
+    }
     snprintf(buf, sizeof buf, "%s", line);
     char *tok[MAXTOK];
     int n = tokenize(buf, tok);
-    if (n < 0) { snprintf(err, errn, "too many words"); return -1; }
-    if (n == 0) { snprintf(err, errn, "empty command"); return -1; }
+    if (n < 0) {
+        snprintf(err, errn, "too many words");
+        return -1;
+    }
+    if (n == 0) {
+        snprintf(err, errn, "empty command");
+        return -1;
+    }
     for (char *p = tok[0]; *p; p++) *p = (char)tolower((unsigned char)*p);
     const char *w = tok[0];
     if (!strcmp(w, "pause") || !strcmp(w, "resume") || !strcmp(w, "quit") || !strcmp(w, "help") ||
         !strcmp(w, "snapshot") || !strcmp(w, "eval") || !strcmp(w, "exit")) {
-        if (n > 1) { snprintf(err, errn, "%s takes no arguments", w); return -1; }
-        cmd->kind = !strcmp(w, "pause") ? CMD_PAUSE : !strcmp(w, "resume") ? CMD_RESUME
-                  : (!strcmp(w, "quit") || !strcmp(w, "exit")) ? CMD_QUIT : !strcmp(w, "help") ? CMD_HELP
-                  : !strcmp(w, "snapshot") ? CMD_SNAPSHOT : CMD_EVAL;
+        if (n > 1) {
+            snprintf(err, errn, "%s takes no arguments", w);
+            return -1;
+        }
+        cmd->kind = !strcmp(w, "pause")                          ? CMD_PAUSE
+                    : !strcmp(w, "resume")                       ? CMD_RESUME
+                    : (!strcmp(w, "quit") || !strcmp(w, "exit")) ? CMD_QUIT
+                    : !strcmp(w, "help")                         ? CMD_HELP
+                    : !strcmp(w, "snapshot")                     ? CMD_SNAPSHOT
+                                                                 : CMD_EVAL;
         snprintf(cmd->text, sizeof cmd->text, "%s", !strcmp(w, "exit") ? "quit" : w);
         return 0;
     }
@@ -66,16 +82,26 @@ int command_parse(const char *line, TrainerCmd *cmd, char *err, size_t errn) {
     }
     if (!strcmp(w, "set")) {
         char words[256], why[64];
-        if (n != 3) { snprintf(err, errn, "usage: set %s VALUE", vocab_join(words, sizeof words, cmd_param_words, "|", NULL)); return -1; }
+        if (n != 3) {
+            snprintf(err, errn, "usage: set %s VALUE", vocab_join(words, sizeof words, cmd_param_words, "|", NULL));
+            return -1;
+        }
         CmdParam p;
         if (cmd_param_parse(tok[1], &p)) {
-            snprintf(err, errn, "set: unknown parameter '%s' (%s)", tok[1], vocab_join(words, sizeof words, cmd_param_words, " ", NULL));
+            snprintf(err, errn, "set: unknown parameter '%s' (%s)", tok[1],
+                     vocab_join(words, sizeof words, cmd_param_words, " ", NULL));
             return -1;
         }
         double v;
-        if (parse_num(tok[2], &v)) { snprintf(err, errn, "set %s: '%s' is not a number", tok[1], tok[2]); return -1; }
+        if (parse_num(tok[2], &v)) {
+            snprintf(err, errn, "set %s: '%s' is not a number", tok[1], tok[2]);
+            return -1;
+        }
         /* the lower end here, the whole range when the trainer applies it (core/params.h) */
-        if (!cmd_param_lower_ok(p, v, why, sizeof why)) { snprintf(err, errn, "set %s: %s", tok[1], why); return -1; }
+        if (!cmd_param_lower_ok(p, v, why, sizeof why)) {
+            snprintf(err, errn, "set %s: %s", tok[1], why);
+            return -1;
+        }
         cmd->kind = CMD_SET;
         cmd->param = p;
         cmd->value = v;
@@ -84,15 +110,19 @@ int command_parse(const char *line, TrainerCmd *cmd, char *err, size_t errn) {
     }
     if (!strcmp(w, "anneal")) {
         char words[256];
-        if (n < 2) { snprintf(err, errn, "usage: anneal KIND [TAU0|now [TAU1]] %s", tau_key_usage(words, sizeof words)); return -1; }
+        if (n < 2) {
+            snprintf(err, errn, "usage: anneal KIND [TAU0|now [TAU1]] %s", tau_key_usage(words, sizeof words));
+            return -1;
+        }
         TauSchedule *s = &cmd->sched;
         tau_schedule_defaults(s);
         if (tau_parse_kind(tok[1], &s->kind) != ML_OK) {
-            snprintf(err, errn, "anneal: unknown schedule '%s' (%s)", tok[1], vocab_join(words, sizeof words, tau_kind_names, " ", NULL));
+            snprintf(err, errn, "anneal: unknown schedule '%s' (%s)", tok[1],
+                     vocab_join(words, sizeof words, tau_kind_names, " ", NULL));
             return -1;
         }
-        s->tau0 = 0.0f;     /* continue from the current value */
-        s->tau_min = 0.0f;  /* keep the run's floor */
+        s->tau0 = 0.0f;    /* continue from the current value */
+        s->tau_min = 0.0f; /* keep the run's floor */
         int pos = 0;
         char norm[256];
         int len = snprintf(norm, sizeof norm, "anneal %s", tau_kind_name(s->kind));
@@ -100,19 +130,27 @@ int command_parse(const char *line, TrainerCmd *cmd, char *err, size_t errn) {
             char *eq = strchr(tok[i], '=');
             double v;
             if (!eq) {
-                if (pos == 0 && !strcmp(tok[i], "now")) { pos++; len += snprintf(norm + len, sizeof norm - len, " now"); continue; }
+                if (pos == 0 && !strcmp(tok[i], "now")) {
+                    pos++;
+                    len += snprintf(norm + len, sizeof norm - len, " now");
+                    continue;
+                }
                 if (parse_num(tok[i], &v) || !(v > 0) || pos > 1) {
                     snprintf(err, errn, "anneal: '%s' is not a temperature > 0 (or too many values)", tok[i]);
                     return -1;
                 }
-                if (pos == 0) s->tau0 = (float)v; else s->tau1 = (float)v;
+                if (pos == 0) s->tau0 = (float)v;
+                else s->tau1 = (float)v;
                 pos++;
                 len += snprintf(norm + len, sizeof norm - len, " %.9g", v);
                 continue;
             }
             *eq = '\0';
             const char *key = tok[i], *val = eq + 1;
-            if (parse_num(val, &v)) { snprintf(err, errn, "anneal: %s='%s' is not a number", key, val); return -1; }
+            if (parse_num(val, &v)) {
+                snprintf(err, errn, "anneal: %s='%s' is not a number", key, val);
+                return -1;
+            }
             const int k = tau_key_find(key);
             if (k >= 0 && tau_key_ok((TauKey)k, v)) tau_key_set(s, (TauKey)k, v);
             else {
@@ -147,8 +185,15 @@ static int cmp_key(const void *a, const void *b) {
 static int sort_sched(ScheduledCmd *v, int n) {
     SchedKey *k = malloc(sizeof *k * (size_t)(n > 0 ? n : 1));
     ScheduledCmd *tmp = malloc(sizeof *tmp * (size_t)(n > 0 ? n : 1));
-    if (!k || !tmp) { free(k); free(tmp); return -1; }
-    for (int i = 0; i < n; i++) { k[i].step = v[i].step; k[i].idx = i; }
+    if (!k || !tmp) {
+        free(k);
+        free(tmp);
+        return -1;
+    }
+    for (int i = 0; i < n; i++) {
+        k[i].step = v[i].step;
+        k[i].idx = i;
+    }
     qsort(k, (size_t)n, sizeof *k, cmp_key);
     for (int i = 0; i < n; i++) tmp[i] = v[k[i].idx];
     memcpy(v, tmp, sizeof *v * (size_t)n);
@@ -203,17 +248,30 @@ int command_text_parse(const char *text, const char *name, ScheduledCmd **out, i
             return -1;
         }
         if (*n == cap) {
-            if (cap > (1 << 24)) { snprintf(err, errn, "%s: more than 16M commands", name); free(v); return -1; }
+            if (cap > (1 << 24)) {
+                snprintf(err, errn, "%s: more than 16M commands", name);
+                free(v);
+                return -1;
+            }
             cap = cap ? 2 * cap : 16;
             ScheduledCmd *nv = realloc(v, sizeof *v * cap);
-            if (!nv) { snprintf(err, errn, "out of memory"); free(v); return -1; }
+            if (!nv) {
+                snprintf(err, errn, "out of memory");
+                free(v);
+                return -1;
+            }
             v = nv;
         }
         v[*n].step = step;
         v[*n].cmd = c;
         (*n)++;
     }
-    if (sort_sched(v, *n)) { snprintf(err, errn, "out of memory"); free(v); *n = 0; return -1; }
+    if (sort_sched(v, *n)) {
+        snprintf(err, errn, "out of memory");
+        free(v);
+        *n = 0;
+        return -1;
+    }
     *out = v;
     return 0;
 }
@@ -221,7 +279,10 @@ int command_text_parse(const char *text, const char *name, ScheduledCmd **out, i
 int command_file_load(const char *path, char **text, char *err, size_t errn) {
     *text = NULL;
     const int fd = open(path, O_RDONLY | O_NONBLOCK | O_CLOEXEC);
-    if (fd < 0) { snprintf(err, errn, "%s: cannot open: %s", path, strerror(errno)); return -1; }
+    if (fd < 0) {
+        snprintf(err, errn, "%s: cannot open: %s", path, strerror(errno));
+        return -1;
+    }
     struct stat sb;
     if (fstat(fd, &sb) != 0 || !S_ISREG(sb.st_mode)) {
         snprintf(err, errn, "%s: not a regular file (a command file holds 'at STEP COMMAND' lines)", path);
@@ -242,7 +303,10 @@ int command_file_load(const char *path, char **text, char *err, size_t errn) {
         got += (size_t)r;
     }
     close(fd);
-    if (!buf) { snprintf(err, errn, "out of memory"); return -1; }
+    if (!buf) {
+        snprintf(err, errn, "out of memory");
+        return -1;
+    }
     buf[got] = 0;
     if (strlen(buf) != got) {
         snprintf(err, errn, "%s: contains a NUL byte (not a text file)", path);

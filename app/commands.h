@@ -16,7 +16,7 @@
 
 #include "core/records.h"
 
-extern const char *const command_words[];   /* NULL-terminated */
+extern const char *const command_words[]; /* NULL-terminated */
 
 /* Parses one command. Returns 0, or -1 with a one-line message in err. */
 int command_parse(const char *line, TrainerCmd *cmd, char *err, size_t errn);

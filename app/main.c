@@ -7,22 +7,24 @@
 #include <string.h>
 
 static void usage(FILE *f) {
-    fprintf(f,
-"moelab %s — a workbench for sparse Mixture-of-Experts routing in image classification\n\n"
-"usage: moelab [COMMAND] [options]\n\n"
-"commands:\n"
-"  train      train a model (moelab train --help lists every option)\n"
-"  bench      training speed of the reference model vs the OpenBLAS SGEMM rate\n"
-"  data       dataset info and import (moelab data --help)\n"
-"  replay     re-run a session with its recorded commands and compare the results\n"
-"  export     write a session's history as CSV (moelab export DIR --csv OUTDIR)\n"
-"  browse     saved sessions: list, scrub epochs, compare two runs, t-SNE (moelab browse --help)\n"
-"  sweep      multi-seed experiments, the paper's presets, MoE-vs-dense effect sizes (moelab sweep --help)\n"
-"  help       this text\n"
-"  version    print the version\n\n"
-"With no command, moelab opens the live screen training the reference MoE model on\n"
-"the default dataset (Fashion-MNIST when installed, else synthetic data); without a\n"
-"terminal it trains headless with one line per epoch.\n", MOELAB_VERSION);
+    fprintf(
+        f,
+        "moelab %s — a workbench for sparse Mixture-of-Experts routing in image classification\n\n"
+        "usage: moelab [COMMAND] [options]\n\n"
+        "commands:\n"
+        "  train      train a model (moelab train --help lists every option)\n"
+        "  bench      training speed of the reference model vs the OpenBLAS SGEMM rate\n"
+        "  data       dataset info and import (moelab data --help)\n"
+        "  replay     re-run a session with its recorded commands and compare the results\n"
+        "  export     write a session's history as CSV (moelab export DIR --csv OUTDIR)\n"
+        "  browse     saved sessions: list, scrub epochs, compare two runs, t-SNE (moelab browse --help)\n"
+        "  sweep      multi-seed experiments, the paper's presets, MoE-vs-dense effect sizes (moelab sweep --help)\n"
+        "  help       this text\n"
+        "  version    print the version\n\n"
+        "With no command, moelab opens the live screen training the reference MoE model on\n"
+        "the default dataset (Fashion-MNIST when installed, else synthetic data); without a\n"
+        "terminal it trains headless with one line per epoch.\n",
+        MOELAB_VERSION);
 }
 
 int main(int argc, char **argv) {
@@ -36,8 +38,14 @@ int main(int argc, char **argv) {
     if (strcmp(c, "export") == 0) return cmd_export(argc - 1, argv + 1);
     if (strcmp(c, "browse") == 0) return cmd_browse(argc - 1, argv + 1);
     if (strcmp(c, "sweep") == 0) return cmd_sweep(argc - 1, argv + 1);
-    if (strcmp(c, "help") == 0 || strcmp(c, "--help") == 0 || strcmp(c, "-h") == 0) { usage(stdout); return 0; }
-    if (strcmp(c, "version") == 0 || strcmp(c, "--version") == 0) { printf("moelab %s\n", MOELAB_VERSION); return 0; }
+    if (strcmp(c, "help") == 0 || strcmp(c, "--help") == 0 || strcmp(c, "-h") == 0) {
+        usage(stdout);
+        return 0;
+    }
+    if (strcmp(c, "version") == 0 || strcmp(c, "--version") == 0) {
+        printf("moelab %s\n", MOELAB_VERSION);
+        return 0;
+    }
     if (c[0] == '-') return cmd_train(argc, argv);
     fprintf(stderr, "moelab: unknown command '%s'\n", c);
     usage(stderr);

@@ -13,17 +13,17 @@ typedef struct {
     int headless;
     int dry_run;
     int quiet;
-    int steps;      /* bench: timed steps */
-    int repeat;     /* bench: repetitions (median reported) */
-    char heads[64]; /* bench: comma list of heads */
+    int steps;                   /* bench: timed steps */
+    int repeat;                  /* bench: repetitions (median reported) */
+    char heads[64];              /* bench: comma list of heads */
     char commands[APP_PATH_MAX]; /* --commands FILE */
-    int coarse;         /* --labels coarse */
+    int coarse;                  /* --labels coarse */
     char session[APP_PATH_MAX];  /* --session DIR ("" = sessions/<dataset>-<head>-<time>) */
-    int no_session;     /* --no-session */
+    int no_session;              /* --no-session */
     char resume[APP_PATH_MAX];   /* --resume DIR */
-    int ckpt_every;     /* --ckpt-every N epochs (default 1; 0 = only at the end) */
-    long ckpt_steps;    /* --ckpt-steps N (default 0 = off) */
-    int keep;           /* --keep N checkpoints (default 3) */
+    int ckpt_every;              /* --ckpt-every N epochs (default 1; 0 = only at the end) */
+    long ckpt_steps;             /* --ckpt-steps N (default 0 = off) */
+    int keep;                    /* --keep N checkpoints (default 3) */
 } AppOptions;
 
 void app_options_defaults(AppOptions *o);

@@ -18,11 +18,15 @@ void command_line_join(char *buf, size_t n, int argc, char **argv) {
         const char *a = argv[i];
         int plain = *a != 0;
         for (const char *p = a; *p; p++)
-            if (!((*p >= 'a' && *p <= 'z') || (*p >= 'A' && *p <= 'Z') || (*p >= '0' && *p <= '9') || strchr("-_./=:,+@%", *p)))
+            if (!((*p >= 'a' && *p <= 'z') || (*p >= 'A' && *p <= 'Z') || (*p >= '0' && *p <= '9') ||
+                  strchr("-_./=:,+@%", *p)))
                 plain = 0;
         if (i) len += snprintf(buf + len, n - len, " ");
         if (len + 1 >= n) break;
-        if (plain) { len += snprintf(buf + len, n - len, "%s", a); continue; }
+        if (plain) {
+            len += snprintf(buf + len, n - len, "%s", a);
+            continue;
+        }
         len += snprintf(buf + len, n - len, "'");
         for (const char *p = a; *p && len + 5 < n; p++) {
             if (*p == '\'') len += snprintf(buf + len, n - len, "'\\''");
@@ -45,7 +49,11 @@ int command_line_split(const char *line, char ***argv_out) {
     char **argv = malloc(sizeof *argv * cap);
     size_t L = strlen(line);
     char *cur = malloc(L + 1);
-    if (!argv || !cur) { free(argv); free(cur); return -1; }
+    if (!argv || !cur) {
+        free(argv);
+        free(cur);
+        return -1;
+    }
     const char *p = line;
     while (*p) {
         while (*p == ' ' || *p == '\t') p++;
@@ -55,16 +63,26 @@ int command_line_split(const char *line, char ***argv_out) {
             if (*p == '\'') {
                 p++;
                 while (*p && *p != '\'') cur[k++] = *p++;
-                if (*p != '\'') { free(cur); argv_free(argc, argv); return -1; }
+                if (*p != '\'') {
+                    free(cur);
+                    argv_free(argc, argv);
+                    return -1;
+                }
                 p++;
-            } else if (*p == '\\' && p[1]) { cur[k++] = p[1]; p += 2; }
-            else cur[k++] = *p++;
+            } else if (*p == '\\' && p[1]) {
+                cur[k++] = p[1];
+                p += 2;
+            } else cur[k++] = *p++;
         }
         cur[k] = 0;
         if (argc + 1 >= cap) {
             cap *= 2;
             char **nv = realloc(argv, sizeof *argv * cap);
-            if (!nv) { free(cur); argv_free(argc, argv); return -1; }
+            if (!nv) {
+                free(cur);
+                argv_free(argc, argv);
+                return -1;
+            }
             argv = nv;
         }
         argv[argc++] = strdup(cur);
@@ -96,7 +114,8 @@ static void new_session_id(char *buf, size_t n) {
 static void report(RunSession *rs, const char *what) {
     if (rs->failed) return;
     rs->failed = 1;
-    ml_log(1, "session %s: %s failed: %s (training continues; later records are not saved)", rs->dir, what, ml_last_error());
+    ml_log(1, "session %s: %s failed: %s (training continues; later records are not saved)", rs->dir, what,
+           ml_last_error());
 }
 
 int runsession_open(RunSession *rs, const AppOptions *o, Trainer *t, const char *cmdline, const char *commands_text,
@@ -116,7 +135,8 @@ int runsession_open(RunSession *rs, const AppOptions *o, Trainer *t, const char 
         snprintf(rs->dir, sizeof rs->dir, "sessions/%s-%s-%s", t->src.name, moe_head_name(t->cfg.model.head.kind), ts);
         struct stat sb;
         for (int i = 2; stat(rs->dir, &sb) == 0 && i < 1000; i++)
-            snprintf(rs->dir, sizeof rs->dir, "sessions/%s-%s-%s-%d", t->src.name, moe_head_name(t->cfg.model.head.kind), ts, i);
+            snprintf(rs->dir, sizeof rs->dir, "sessions/%s-%s-%s-%d", t->src.name,
+                     moe_head_name(t->cfg.model.head.kind), ts, i);
     }
     /* the session lock before anything in the folder is read or written: a second writer (two
      * resumes, a resume of a running session) is refused with the holder's PID, nothing touched */
@@ -162,7 +182,10 @@ int runsession_open(RunSession *rs, const AppOptions *o, Trainer *t, const char 
 static void on_step(const StepRecord *r, void *user) {
     RunSession *rs = user;
     if (!rs->active || rs->failed) return;
-    if (session_append_step(&rs->w, r) != ML_OK) { report(rs, "writing a step record"); return; }
+    if (session_append_step(&rs->w, r) != ML_OK) {
+        report(rs, "writing a step record");
+        return;
+    }
     const double now = ml_now();
     if (now - rs->last_flush > 2.0) {
         rs->last_flush = now;
@@ -194,7 +217,10 @@ static ml_status on_checkpoint(Trainer *t, const char *why, void *user) {
 static void on_eval(const EvalRecord *r, void *user) {
     RunSession *rs = user;
     if (!rs->active || rs->failed) return;
-    if (session_append_eval(&rs->w, r) != ML_OK) { report(rs, "writing an evaluation record"); return; }
+    if (session_append_eval(&rs->w, r) != ML_OK) {
+        report(rs, "writing an evaluation record");
+        return;
+    }
     rs->last_flush = ml_now();
 }
 

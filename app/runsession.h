@@ -11,16 +11,17 @@
 #include "sessions/session.h"
 
 typedef struct {
-    int active;              /* a session is open */
+    int active; /* a session is open */
     SessionWriter w;
     char dir[APP_PATH_MAX + 64];
     char session_id[40];
-    SessionLock lock;        /* one writer per session folder, held from open to finish */     /* /run@session_id, written into every checkpoint ("" for old sessions) */
-    int ckpt_every;          /* epochs between checkpoints (0: only at the end) */
-    long ckpt_steps;         /* steps between checkpoints (0: off) */
-    int keep;                /* checkpoints kept */
+    SessionLock lock;
+        /* one writer per session folder, held from open to finish */ /* /run@session_id, written into every checkpoint ("" for old sessions) */
+    int ckpt_every;  /* epochs between checkpoints (0: only at the end) */
+    long ckpt_steps; /* steps between checkpoints (0: off) */
+    int keep;        /* checkpoints kept */
     double last_flush;
-    int failed;              /* a write failed (reported once) */
+    int failed; /* a write failed (reported once) */
 } RunSession;
 
 /* Joins argv into one shell-quoted command line. */

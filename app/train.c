@@ -22,10 +22,10 @@ static long tensor_params(const Model *m, int idx) { return idx >= 0 ? m->params
 static void print_dry_run(const Model *m, const Dataset *ds, const TrainConfig *t) {
     const ModelConfig *c = &m->cfg;
     const MoeConfig *h = &c->head;
-    printf("dataset   %s: %d train / %d test images, %dx%dx%d, %d classes\n", ds->name, ds->train.n,
-           ds->test.n, ds->h, ds->w, ds->c, ds->classes);
-    printf("model     backbone %s, width %g (c0 = %d, d = %d), head %s", backbone_name(c->backbone),
-           c->width, m->c0, m->d, moe_head_name(h->kind));
+    printf("dataset   %s: %d train / %d test images, %dx%dx%d, %d classes\n", ds->name, ds->train.n, ds->test.n, ds->h,
+           ds->w, ds->c, ds->classes);
+    printf("model     backbone %s, width %g (c0 = %d, d = %d), head %s", backbone_name(c->backbone), c->width, m->c0,
+           m->d, moe_head_name(h->kind));
     if (h->kind == HEAD_DENSE) printf(" (hidden k*h = %d)\n", h->k * h->h);
     else printf(" (E = %d, k = %d, h = %d, cf = %g)\n", h->E, h->k, h->h, h->cf);
     printf("\n%-22s %-16s %12s %16s\n", "layer", "output (C,H,W)", "params", "FLOPs/sample");
@@ -42,7 +42,8 @@ static void print_dry_run(const Model *m, const Dataset *ds, const TrainConfig *
     snprintf(shape, sizeof shape, "%d", m->d);
     printf("%-22s %-16s %12d %16d\n", "pool", shape, 0, 0);
     if (h->kind == HEAD_DENSE) {
-        long np = tensor_params(m, m->fc1_w) + tensor_params(m, m->fc1_b) + tensor_params(m, m->fc2_w) + tensor_params(m, m->fc2_b);
+        long np = tensor_params(m, m->fc1_w) + tensor_params(m, m->fc1_b) + tensor_params(m, m->fc2_w) +
+                  tensor_params(m, m->fc2_b);
         printf("%-22s %-16s %12ld %16.0f\n", "head.mlp", shape, np, m->flops_expert);
         total_params += np;
     } else {
@@ -51,8 +52,8 @@ static void print_dry_run(const Model *m, const Dataset *ds, const TrainConfig *
         printf("%-22s %-16s %12ld %16.0f\n", "head.router", "", nr, m->flops_router);
         char lab[48];
         snprintf(lab, sizeof lab, "head.experts (%d)", h->E);
-        printf("%-22s %-16s %12ld %16.0f  (one expert %.0f, %.3g active per sample)\n", lab, shape, ne,
-               m->flops_routed, m->flops_expert, m->flops_routed / m->flops_expert);
+        printf("%-22s %-16s %12ld %16.0f  (one expert %.0f, %.3g active per sample)\n", lab, shape, ne, m->flops_routed,
+               m->flops_expert, m->flops_routed / m->flops_expert);
         total_params += nr + ne;
     }
     long nc = m->params[m->cls_w].n + m->params[m->cls_b].n;
@@ -60,13 +61,13 @@ static void print_dry_run(const Model *m, const Dataset *ds, const TrainConfig *
     printf("%-22s %-16s %12ld %16.0f\n", "classifier", shape, nc, m->flops_classifier);
     total_params += nc;
     printf("\nparameters  %ld (%.2f MiB)\n", total_params, total_params * 4.0 / 1048576.0);
-    printf("FLOPs       forward %.0f per sample (backbone %.0f, head %.0f, classifier %.0f)\n",
-           model_flops(m), m->flops_backbone, m->flops_head_active, m->flops_classifier);
+    printf("FLOPs       forward %.0f per sample (backbone %.0f, head %.0f, classifier %.0f)\n", model_flops(m),
+           m->flops_backbone, m->flops_head_active, m->flops_classifier);
     printf("            training step ~%.1f MFLOP per sample (3x forward)\n", 3.0 * model_flops(m) / 1e6);
-    printf("rho         %.3f nominal (routed %.0f / total %.0f FLOPs)\n", model_rho_nominal(m),
-           m->flops_routed, model_flops(m));
-    printf("schedule    %d epochs x %d steps, batch %d, %s lr %g (%s)\n", t->epochs,
-           ds->train.n / c->batch, c->batch, optim_kind_name(t->opt.kind), t->lr.base, lr_kind_name(t->lr.kind));
+    printf("rho         %.3f nominal (routed %.0f / total %.0f FLOPs)\n", model_rho_nominal(m), m->flops_routed,
+           model_flops(m));
+    printf("schedule    %d epochs x %d steps, batch %d, %s lr %g (%s)\n", t->epochs, ds->train.n / c->batch, c->batch,
+           optim_kind_name(t->opt.kind), t->lr.base, lr_kind_name(t->lr.kind));
 }
 
 /* ---- the headless runner: commands from a --commands file (or a replayed event log), progress
@@ -78,7 +79,7 @@ typedef struct {
     char routing[512];  /* the routing line of the last evaluation (MoE heads), "" if none */
     ScheduledCmd *cmds; /* sorted by step */
     int ncmds, next;
-    TrainHooks sink;    /* the session's hooks */
+    TrainHooks sink; /* the session's hooks */
 } Headless;
 
 static volatile sig_atomic_t g_stop_signal = 0;
@@ -139,9 +140,15 @@ static int run_headless(Trainer *t, RunSession *rs, ScheduledCmd *cmds, int ncmd
     Headless p = {.epochs = t->cfg.epochs, .cmds = cmds, .ncmds = ncmds, .next = next};
     runsession_hooks(rs, &p.sink);
     TrainHooks h = {
-        .next_cmd = h_next_cmd, .should_stop = h_should_stop, .on_step = h_on_step, .on_eval = h_on_eval,
-        .on_event = h_on_event, .checkpoint = p.sink.checkpoint ? h_checkpoint : NULL,
-        .ckpt_every = p.sink.ckpt_every, .ckpt_steps = p.sink.ckpt_steps, .user = &p,
+        .next_cmd = h_next_cmd,
+        .should_stop = h_should_stop,
+        .on_step = h_on_step,
+        .on_eval = h_on_eval,
+        .on_event = h_on_event,
+        .checkpoint = p.sink.checkpoint ? h_checkpoint : NULL,
+        .ckpt_every = p.sink.ckpt_every,
+        .ckpt_steps = p.sink.ckpt_steps,
+        .user = &p,
     };
     signal(SIGXFSZ, SIG_IGN);
     struct sigaction sa;
@@ -153,11 +160,12 @@ static int run_headless(Trainer *t, RunSession *rs, ScheduledCmd *cmds, int ncmd
     if (end == RUN_INTERRUPTED && g_stop_signal)
         printf("[step %ld] %s: stopping cleanly\n", t->step, g_stop_signal == SIGINT ? "interrupt" : "terminated");
     runsession_finish(rs, run_end_name(end));
-    if (rs->dir[0] && rs->failed == 0)
-        printf("session   %s: %s at step %ld\n", rs->dir, run_end_name(end), t->step);
+    if (rs->dir[0] && rs->failed == 0) printf("session   %s: %s at step %ld\n", rs->dir, run_end_name(end), t->step);
     else if (rs->dir[0]) /* the session stopped writing (full disk, I/O error): say so, fail */
-        fprintf(stderr, "moelab: session %s: %s with write errors at step %ld: the session is incomplete after the "
-                "first error (see the warning above)\n", rs->dir, run_end_name(end), t->step);
+        fprintf(stderr,
+                "moelab: session %s: %s with write errors at step %ld: the session is incomplete after the "
+                "first error (see the warning above)\n",
+                rs->dir, run_end_name(end), t->step);
     signal(SIGINT, SIG_DFL);
     signal(SIGTERM, SIG_DFL);
     return end == RUN_FAILED || rs->failed ? 1 : 0;
@@ -193,7 +201,8 @@ static int run_training(AppOptions *o, const char *cmdline, int resume, Schedule
     int ncmds = 0;
     char *ctext = NULL, err[1200];
     const char *cname = o->commands[0] ? o->commands : "the session's stored commands";
-    if (resume && session_read_run_attr_alloc(o->session, "commands", &ctext) == ML_OK) cname = "the session's stored commands";
+    if (resume && session_read_run_attr_alloc(o->session, "commands", &ctext) == ML_OK)
+        cname = "the session's stored commands";
     else if (o->commands[0] && command_file_load(o->commands, &ctext, err, sizeof err)) ctext = NULL, cname = NULL;
     if ((o->commands[0] && !cname) || (ctext && command_text_parse(ctext, cname, &cmds, &ncmds, err, sizeof err))) {
         fprintf(stderr, "moelab: %s\n", err);
@@ -237,16 +246,18 @@ static int run_training(AppOptions *o, const char *cmdline, int resume, Schedule
         rc = tui_run(o, &ds, &t, &hooks);
         if (rs.dir[0] && rs.failed == 0 && !o->no_session) printf("session   %s\n", rs.dir);
         else if (rs.dir[0] && !o->no_session) {
-            fprintf(stderr, "moelab: session %s: ended with write errors: the session is incomplete after the first\n", rs.dir);
+            fprintf(stderr, "moelab: session %s: ended with write errors: the session is incomplete after the first\n",
+                    rs.dir);
             if (!rc) rc = 1;
         }
     } else {
         const ModelConfig *mc = &t.cfg.model;
         printf("moelab %s: %s (%d/%d images, %dx%dx%d), backbone %s w=%g, head %s, %d epochs x %ld steps, "
-               "batch %d, %s lr %g %s, augment %s, seed %llu, %d threads\n", MOELAB_VERSION, ds.name, ds.train.n, ds.test.n,
-               ds.h, ds.w, ds.c, backbone_name(mc->backbone), mc->width, moe_head_name(mc->head.kind),
-               t.cfg.epochs, t.steps_per_epoch, mc->batch, optim_kind_name(t.cfg.opt.kind), t.cfg.lr.base,
-               lr_kind_name(t.cfg.lr.kind), t.cfg.augment ? "on" : "off", (unsigned long long)t.cfg.seed, t.cfg.threads);
+               "batch %d, %s lr %g %s, augment %s, seed %llu, %d threads\n",
+               MOELAB_VERSION, ds.name, ds.train.n, ds.test.n, ds.h, ds.w, ds.c, backbone_name(mc->backbone), mc->width,
+               moe_head_name(mc->head.kind), t.cfg.epochs, t.steps_per_epoch, mc->batch,
+               optim_kind_name(t.cfg.opt.kind), t.cfg.lr.base, lr_kind_name(t.cfg.lr.kind),
+               t.cfg.augment ? "on" : "off", (unsigned long long)t.cfg.seed, t.cfg.threads);
         if (rs.active && resume) printf("session   %s (resumed at step %ld, epoch %d)\n", rs.dir, t.step, t.epoch);
         else if (rs.active) printf("session   %s\n", rs.dir);
         fflush(stdout);
@@ -267,11 +278,16 @@ static int check_resume_args(int argc, char **argv) {
         else if (!strncmp(a, "--resume=", 9)) dir = a + 9;
         else if (!strcmp(a, "--headless")) continue;
         else {
-            fprintf(stderr, "moelab: --resume continues a session with the configuration it was started with; '%s' "
-                    "cannot be combined with it (only --headless can)\n", a);
+            fprintf(stderr,
+                    "moelab: --resume continues a session with the configuration it was started with; '%s' "
+                    "cannot be combined with it (only --headless can)\n",
+                    a);
             return 2;
         }
-        if (!dir[0]) { fprintf(stderr, "moelab: --resume needs a session folder\n"); return 2; }
+        if (!dir[0]) {
+            fprintf(stderr, "moelab: --resume needs a session folder\n");
+            return 2;
+        }
     }
     return 0;
 }
@@ -317,7 +333,10 @@ int cmd_train(int argc, char **argv) {
     av0[ac++] = "train";
     for (int i = 1; i < argc; i++) av0[ac++] = argv[i];
     char *line = command_line_join_alloc(ac, av0);
-    if (!line) { fprintf(stderr, "moelab: out of memory\n"); return 1; }
+    if (!line) {
+        fprintf(stderr, "moelab: out of memory\n");
+        return 1;
+    }
     const int rc = run_training(&o, line, 0, NULL, 0, NULL, 0);
     free(line);
     return rc;
@@ -326,19 +345,25 @@ int cmd_train(int argc, char **argv) {
 /* moelab replay DIR [--session NEWDIR]: re-runs a session from its command line and event log. */
 int cmd_replay(int argc, char **argv) {
     if (argc < 2 || !strcmp(argv[1], "--help")) {
-        printf("usage: moelab replay DIR [--session NEWDIR]\n\nRe-runs the session in DIR from its configuration and event log,\n"
-               "applying every recorded command at its recorded step, into a new session, and\n"
-               "reports whether the final metrics match.\n");
+        printf(
+            "usage: moelab replay DIR [--session NEWDIR]\n\nRe-runs the session in DIR from its configuration and event log,\n"
+            "applying every recorded command at its recorded step, into a new session, and\n"
+            "reports whether the final metrics match.\n");
         return argc < 2 ? 2 : 0;
     }
     const char *dir = argv[1];
     char newdir[APP_PATH_MAX] = "";
     for (int i = 2; i < argc; i++) {
         if (!strcmp(argv[i], "--session") && i + 1 < argc) {
-            if (strlen(argv[++i]) >= sizeof newdir) { fprintf(stderr, "moelab replay: --session: path too long\n"); return 2; }
+            if (strlen(argv[++i]) >= sizeof newdir) {
+                fprintf(stderr, "moelab replay: --session: path too long\n");
+                return 2;
+            }
             snprintf(newdir, sizeof newdir, "%s", argv[i]);
+        } else {
+            fprintf(stderr, "moelab replay: unexpected argument '%s'\n", argv[i]);
+            return 2;
         }
-        else { fprintf(stderr, "moelab replay: unexpected argument '%s'\n", argv[i]); return 2; }
     }
     SessionInfo orig;
     char *line = NULL;
@@ -395,10 +420,14 @@ int cmd_replay(int argc, char **argv) {
     free(line);
     if (rc) return rc;
     SessionInfo rep;
-    if (session_read_info(outdir, &rep) != ML_OK) { fprintf(stderr, "moelab replay: %s\n", ml_last_error()); return 1; }
-    const int same = rep.last_step == orig.last_step && rep.evals == orig.evals &&
-                     ((isnan(rep.last_test_acc) && isnan(orig.last_test_acc)) || rep.last_test_acc == orig.last_test_acc) &&
-                     ((isnan(rep.best_test_acc) && isnan(orig.best_test_acc)) || rep.best_test_acc == orig.best_test_acc);
+    if (session_read_info(outdir, &rep) != ML_OK) {
+        fprintf(stderr, "moelab replay: %s\n", ml_last_error());
+        return 1;
+    }
+    const int same =
+        rep.last_step == orig.last_step && rep.evals == orig.evals &&
+        ((isnan(rep.last_test_acc) && isnan(orig.last_test_acc)) || rep.last_test_acc == orig.last_test_acc) &&
+        ((isnan(rep.best_test_acc) && isnan(orig.best_test_acc)) || rep.best_test_acc == orig.best_test_acc);
     printf("replay    original: step %ld, %d evals, last test acc %.4f%%, best %.4f%%\n", orig.last_step, orig.evals,
            100 * orig.last_test_acc, 100 * orig.best_test_acc);
     printf("replay    replayed: step %ld, %d evals, last test acc %.4f%%, best %.4f%%\n", rep.last_step, rep.evals,
@@ -410,7 +439,8 @@ int cmd_replay(int argc, char **argv) {
 /* moelab export DIR --csv OUTDIR */
 int cmd_export(int argc, char **argv) {
     if (argc == 2 && !strcmp(argv[1], "--help")) {
-        printf("usage: moelab export DIR --csv OUTDIR\n\nWrites steps.csv, expert_load.csv, evals.csv, class_expert.csv and events.csv.\n");
+        printf(
+            "usage: moelab export DIR --csv OUTDIR\n\nWrites steps.csv, expert_load.csv, evals.csv, class_expert.csv and events.csv.\n");
         return 0;
     }
     if (argc != 4 || strcmp(argv[2], "--csv")) {

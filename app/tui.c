@@ -31,9 +31,9 @@
 #include "views/draw.h"
 #include "views/view.h"
 
-#define FRAME_SEC 0.1        /* at most ~10 redraws a second */
-#define IDLE_FRAME_SEC 0.5   /* clock refresh when nothing happens */
-#define RATE_WINDOW 3.0      /* seconds of history for images/s */
+#define FRAME_SEC 0.1      /* at most ~10 redraws a second */
+#define IDLE_FRAME_SEC 0.5 /* clock refresh when nothing happens */
+#define RATE_WINDOW 3.0    /* seconds of history for images/s */
 #define RATE_N 64
 
 typedef struct {
@@ -43,11 +43,11 @@ typedef struct {
     TuiHooks *hooks;
     TuiWorker w;
     WorkerDrain d;
-    int wake[2];                  /* non-blocking pipe: trainer and signal handlers -> UI */
+    int wake[2]; /* non-blocking pipe: trainer and signal handlers -> UI */
     SCREEN *screen;
     Theme theme;
     ViewCtx ctx;
-    View views[PANEL_COUNT];      /* by PanelId; PANEL_CMD has none */
+    View views[PANEL_COUNT]; /* by PanelId; PANEL_CMD has none */
     int have_view[PANEL_COUNT];
     View help;
     WINDOW *win[PANEL_COUNT];
@@ -58,12 +58,12 @@ typedef struct {
     int focus, zoom, help_on, confirm_quit, swallow;
     int dirty, data_pending, force_clear;
     double next_frame, last_frame, t_open;
-    WorkerState st;               /* as of the last drain */
-    int pause_target;             /* -1, or the pause state we asked for and have not seen yet */
-    int leaving;                  /* quit asked: exit once the worker is done */
+    WorkerState st;   /* as of the last drain */
+    int pause_target; /* -1, or the pause state we asked for and have not seen yet */
+    int leaving;      /* quit asked: exit once the worker is done */
     int done_seen, terminal_lost;
-    int ran;                      /* the trainer thread was started */
-    int nsched;                   /* scheduled commands handed to the worker */
+    int ran;                                     /* the trainer thread was started */
+    int nsched;                                  /* scheduled commands handed to the worker */
     struct sigaction old_int, old_term, old_hup; /* handlers to restore at exit */
     int exit_code;
     double rate_t[RATE_N], rate_busy[RATE_N];
@@ -219,7 +219,10 @@ static void on_line(char *line, void *user) {
     while (*p == ' ' || *p == '\t') p++;
     size_t len = strlen(p);
     while (len > 0 && (p[len - 1] == ' ' || p[len - 1] == '\t')) p[--len] = '\0';
-    if (!*p) { free(line); return; }
+    if (!*p) {
+        free(line);
+        return;
+    }
     cmdline_history_add(p);
     TrainerCmd c;
     char err[256];
@@ -276,9 +279,11 @@ static void drain(Tui *ui) {
         case WEV_EPOCH: ui_log(ui, VIEW_LOG_EPOCH, "%s", ev->text); break;
         case WEV_NUMERIC: {
             ui_log(ui, VIEW_LOG_ERROR, "[step %ld] %s", ev->step, ev->text);
-            ui_log(ui, VIEW_LOG_WARN, "training PAUSED: lower the LR (set lr 0.01) or change tau, then resume; or q to quit");
+            ui_log(ui, VIEW_LOG_WARN,
+                   "training PAUSED: lower the LR (set lr 0.01) or change tau, then resume; or q to quit");
             char note[512];
-            snprintf(note, sizeof note, "NaN/inf loss at step %ld: training paused. Try `set lr 0.01` then `resume` (or q to quit)",
+            snprintf(note, sizeof note,
+                     "NaN/inf loss at step %ld: training paused. Try `set lr 0.01` then `resume` (or q to quit)",
                      ev->step + 1);
             view_banner_set_note(&ui->views[PANEL_BANNER], note);
             break;
@@ -295,8 +300,7 @@ static void drain(Tui *ui) {
         ui->done_seen = 1;
         if (!strcmp(ui->st.status, "finished"))
             ui_log(ui, VIEW_LOG_EPOCH, "training finished after %ld steps: press q to exit", ui->st.run.step);
-        else
-            ui_log(ui, VIEW_LOG_WARN, "training %s at step %ld", ui->st.status, ui->st.run.step);
+        else ui_log(ui, VIEW_LOG_WARN, "training %s at step %ld", ui->st.status, ui->st.run.step);
         if (!strcmp(ui->st.status, "failed") && ui->exit_code == 0) ui->exit_code = 1;
     }
 }
@@ -330,7 +334,8 @@ static void fill_status(Tui *ui, RunStatus *rs, char *note, size_t noten) {
     } else if (ui->leaving) {
         rs->state = "STOPPING";
         rs->state_role = TH_PAUSED;
-        snprintf(note, noten, "finishing the step%s", ui->hooks && ui->hooks->sink.checkpoint ? " and the final checkpoint" : "");
+        snprintf(note, noten, "finishing the step%s",
+                 ui->hooks && ui->hooks->sink.checkpoint ? " and the final checkpoint" : "");
     } else if (s->run.numeric) {
         rs->state = "PAUSED (NaN)";
         rs->state_role = TH_BANNER;
@@ -421,27 +426,38 @@ static void render(Tui *ui) {
         ui->force_clear = 0;
     }
     if (ui->lay.too_small) {
-        for (int p = 0; p < PANEL_COUNT; p++) if (p != PANEL_CMD) drop_window(ui, p);
-        if (ui->overlay) { delwin(ui->overlay); ui->overlay = NULL; }
+        for (int p = 0; p < PANEL_COUNT; p++)
+            if (p != PANEL_CMD) drop_window(ui, p);
+        if (ui->overlay) {
+            delwin(ui->overlay);
+            ui->overlay = NULL;
+        }
         werase(stdscr);
         char msg[96];
         snprintf(msg, sizeof msg, "terminal too small (need %dx%d, have %dx%d)", LAYOUT_MIN_W, LAYOUT_MIN_H, W, H);
         const int y = H > 2 ? H / 2 - 1 : 0;
-        draw_text(stdscr, y, W > (int)strlen(msg) ? (W - (int)strlen(msg)) / 2 : 0, W, ui->theme.role[TH_WARN] | A_BOLD, msg);
+        draw_text(stdscr, y, W > (int)strlen(msg) ? (W - (int)strlen(msg)) / 2 : 0, W, ui->theme.role[TH_WARN] | A_BOLD,
+                  msg);
         char st[96];
         snprintf(st, sizeof st, "%s  step %ld/%ld", rs.state, rs.step, ui->ctx.total_steps);
         if (H > 3) draw_text(stdscr, y + 1, W > (int)strlen(st) ? (W - (int)strlen(st)) / 2 : 0, W, A_NORMAL, st);
         wnoutrefresh(stdscr);
         if (H >= 2) {
             WINDOW *cw = panel_window(ui, PANEL_CMD, (Rect){0, H - 1, W, 1});
-            if (cw) { draw_cmdline(ui, cw); wnoutrefresh(cw); }
+            if (cw) {
+                draw_cmdline(ui, cw);
+                wnoutrefresh(cw);
+            }
         }
         doupdate();
         return;
     }
     for (int p = 0; p < PANEL_COUNT; p++) {
         if (p == PANEL_CMD) continue;
-        if (!layout_visible(&ui->lay, p) || !ui->have_view[p]) { drop_window(ui, p); continue; }
+        if (!layout_visible(&ui->lay, p) || !ui->have_view[p]) {
+            drop_window(ui, p);
+            continue;
+        }
         const Rect r = ui->lay.r[p];
         WINDOW *w = panel_window(ui, p, r);
         if (!w) continue;
@@ -476,7 +492,10 @@ static void render(Tui *ui) {
         ui->overlay = NULL;
     }
     WINDOW *cw = panel_window(ui, PANEL_CMD, ui->lay.r[PANEL_CMD]);
-    if (cw) { draw_cmdline(ui, cw); wnoutrefresh(cw); }
+    if (cw) {
+        draw_cmdline(ui, cw);
+        wnoutrefresh(cw);
+    }
     doupdate();
 }
 
@@ -496,8 +515,14 @@ static void handle_key(Tui *ui, int c) {
         return;
     }
     if (ui->swallow) { /* the rest of an escape sequence whose ESC closed the help */
-        if (ui->swallow == 1 && (c == '[' || c == 'O')) { ui->swallow = 2; return; }
-        if (ui->swallow == 2) { if (c >= 0x40 && c <= 0x7e) ui->swallow = 0; return; }
+        if (ui->swallow == 1 && (c == '[' || c == 'O')) {
+            ui->swallow = 2;
+            return;
+        }
+        if (ui->swallow == 2) {
+            if (c >= 0x40 && c <= 0x7e) ui->swallow = 0;
+            return;
+        }
         ui->swallow = 0;
     }
     if (c == 12) { /* Ctrl-L */
@@ -509,7 +534,10 @@ static void handle_key(Tui *ui, int c) {
     if (ui->confirm_quit) {
         ui->confirm_quit = 0;
         ui->dirty = 1;
-        if (c == 'y' || c == 'Y') { request_quit(ui); return; }
+        if (c == 'y' || c == 'Y') {
+            request_quit(ui);
+            return;
+        }
         if (c == 'n' || c == 'N' || c == 27 || c == 'q' || c == 7) return;
         cmdline_feed('q'); /* the user was typing a command that starts with q ("quit") */
         cmdline_feed(c);
@@ -525,7 +553,10 @@ static void handle_key(Tui *ui, int c) {
     }
     if (cmdline_idle()) {
         switch (c) {
-        case ' ': toggle_pause(ui); ui->dirty = 1; return;
+        case ' ':
+            toggle_pause(ui);
+            ui->dirty = 1;
+            return;
         case '\t': {
             Layout plain;
             const LayoutOptions lo = {.has_moe = ui->ctx.has_moe, .banner = 0, .zoom = -1};
@@ -535,15 +566,24 @@ static void handle_key(Tui *ui, int c) {
             ui->dirty = 1;
             return;
         }
-        case 'z': ui->zoom = !ui->zoom; ui->dirty = 1; return;
-        case '?': ui->help_on = 1; ui->dirty = 1; return;
+        case 'z':
+            ui->zoom = !ui->zoom;
+            ui->dirty = 1;
+            return;
+        case '?':
+            ui->help_on = 1;
+            ui->dirty = 1;
+            return;
         case 'q':
             if (ui->st.done) request_quit(ui);
             else ui->confirm_quit = 1;
             ui->dirty = 1;
             return;
         default:
-            if (focused_view_key(ui, c)) { ui->dirty = 1; return; }
+            if (focused_view_key(ui, c)) {
+                ui->dirty = 1;
+                return;
+            }
         }
     }
     cmdline_feed(c);
@@ -572,7 +612,9 @@ static void handle_signal(Tui *ui) {
         _exit(128 + sig);
     }
     ui_log(ui, VIEW_LOG_WARN, "%s: stopping after the current step%s",
-           sig == SIGINT ? "interrupted (Ctrl-C)" : sig == SIGTERM ? "SIGTERM" : "SIGHUP",
+           sig == SIGINT    ? "interrupted (Ctrl-C)"
+           : sig == SIGTERM ? "SIGTERM"
+                            : "SIGHUP",
            sig == SIGINT ? " (Ctrl-C twice more forces an exit)" : "");
     if (!ui->leaving) ui->exit_code = 128 + sig;
     ui->leaving = 1;
@@ -601,9 +643,9 @@ static void fill_ctx(Tui *ui) {
     c->k = mc->head.k;
     c->h = mc->head.h;
     if (c->has_moe)
-        snprintf(c->head, sizeof c->head, "%s E=%d k=%d h=%d cf=%g", moe_head_name(mc->head.kind), c->E, c->k, c->h, mc->head.cf);
-    else
-        snprintf(c->head, sizeof c->head, "dense k*h=%d", mc->head.k * mc->head.h);
+        snprintf(c->head, sizeof c->head, "%s E=%d k=%d h=%d cf=%g", moe_head_name(mc->head.kind), c->E, c->k, c->h,
+                 mc->head.cf);
+    else snprintf(c->head, sizeof c->head, "dense k*h=%d", mc->head.k * mc->head.h);
     c->batch = mc->batch;
     if (mc->head.cf > 0) {
         int cap = (int)ceil(mc->head.cf * mc->head.k * (double)mc->batch / (mc->head.E > 0 ? mc->head.E : 1) - 1e-6);
@@ -650,17 +692,19 @@ static void print_summary(const Tui *ui) {
     const WorkerState *s = &ui->st;
     char el[32];
     fmt_duration(el, sizeof el, ml_now() - ui->t_open);
-    printf("moelab: training %s at step %ld/%ld (epoch %d/%d) after %s\n", s->status[0] ? s->status : "stopped", s->run.step,
-           ui->ctx.total_steps, s->run.epoch, ui->ctx.epochs, el);
+    printf("moelab: training %s at step %ld/%ld (epoch %d/%d) after %s\n", s->status[0] ? s->status : "stopped",
+           s->run.step, ui->ctx.total_steps, s->run.epoch, ui->ctx.epochs, el);
     if (ui->have_eval) {
         const EvalRecord *e = &ui->last_eval;
-        printf("  last evaluation (epoch %d, step %ld): train loss %.4f acc %.2f%%  test loss %.4f acc %.2f%%", e->epoch,
-               e->step, e->train_loss, 100 * e->train_acc, e->test_loss, 100 * e->test_acc);
-        if (e->has_moe) printf("  I(class;expert) %.3f nats  dead %d/%d%s", e->mutual_info, e->dead_experts, e->experts,
-                               e->collapsed ? "  COLLAPSE" : "");
+        printf("  last evaluation (epoch %d, step %ld): train loss %.4f acc %.2f%%  test loss %.4f acc %.2f%%",
+               e->epoch, e->step, e->train_loss, 100 * e->train_acc, e->test_loss, 100 * e->test_acc);
+        if (e->has_moe)
+            printf("  I(class;expert) %.3f nats  dead %d/%d%s", e->mutual_info, e->dead_experts, e->experts,
+                   e->collapsed ? "  COLLAPSE" : "");
         printf("\n");
     }
-    if (s->steps_dropped) printf("  (the screen skipped %ld step records; the hooks got every one)\n", s->steps_dropped);
+    if (s->steps_dropped)
+        printf("  (the screen skipped %ld step records; the hooks got every one)\n", s->steps_dropped);
     fflush(stdout);
 }
 
@@ -674,7 +718,10 @@ static int tui_prepare(Tui *ui) {
     if (hooks->cmds) {
         if (hooks->ncmds > 0) {
             sched = malloc(sizeof *sched * hooks->ncmds);
-            if (!sched) { fprintf(stderr, "moelab: out of memory\n"); return 1; }
+            if (!sched) {
+                fprintf(stderr, "moelab: out of memory\n");
+                return 1;
+            }
             memcpy(sched, hooks->cmds, sizeof *sched * hooks->ncmds);
             nsched = hooks->ncmds;
         }
@@ -685,15 +732,22 @@ static int tui_prepare(Tui *ui) {
             return 2;
         }
     }
-    if (pipe_nonblock(ui->wake)) { fprintf(stderr, "moelab: pipe: %s\n", strerror(errno)); free(sched); return 1; }
+    if (pipe_nonblock(ui->wake)) {
+        fprintf(stderr, "moelab: pipe: %s\n", strerror(errno));
+        free(sched);
+        return 1;
+    }
     if (worker_init(&ui->w, ui->t, ui->hooks, ui->wake[1], sched, nsched)) {
         fprintf(stderr, "moelab: out of memory\n");
-        close(ui->wake[0]); close(ui->wake[1]);
+        close(ui->wake[0]);
+        close(ui->wake[1]);
         return 1;
     }
     if (worker_drain_init(&ui->d, &ui->w)) {
         fprintf(stderr, "moelab: out of memory\n");
-        worker_free(&ui->w); close(ui->wake[0]); close(ui->wake[1]);
+        worker_free(&ui->w);
+        close(ui->wake[0]);
+        close(ui->wake[1]);
         return 1;
     }
     ui->nsched = nsched;
@@ -709,11 +763,15 @@ static int tui_open_screen(Tui *ui, int *utf8) {
     setlocale(LC_ALL, "");
     *utf8 = !strcmp(nl_langinfo(CODESET), "UTF-8");
     stderr_capture();
-    if (!atexit_done) { atexit(tui_atexit); atexit_done = 1; }
+    if (!atexit_done) {
+        atexit(tui_atexit);
+        atexit_done = 1;
+    }
     ui->screen = newterm(NULL, stdout, stdin);
     if (!ui->screen) {
         stderr_release();
-        fprintf(stderr, "moelab: cannot open the terminal '%s' (use --headless)\n", getenv("TERM") ? getenv("TERM") : "");
+        fprintf(stderr, "moelab: cannot open the terminal '%s' (use --headless)\n",
+                getenv("TERM") ? getenv("TERM") : "");
         return -2;
     }
     g_curses_on = 1;
@@ -735,8 +793,7 @@ static int tui_open_screen(Tui *ui, int *utf8) {
     char err[1200];
     if (cmdline_history_path(ui->hist_path, sizeof ui->hist_path))
         ui_log(ui, VIEW_LOG_WARN, "history: neither XDG_STATE_HOME nor HOME is set; history is not saved");
-    else if (cmdline_history_open(ui->hist_path, err, sizeof err))
-        ui_log(ui, VIEW_LOG_WARN, "%s", err);
+    else if (cmdline_history_open(ui->hist_path, err, sizeof err)) ui_log(ui, VIEW_LOG_WARN, "%s", err);
     return 0;
 }
 
@@ -745,8 +802,9 @@ static void tui_start(Tui *ui, int utf8) {
     ui_log(ui, VIEW_LOG_INFO, "moelab %s: %s, %s, %s; %d epochs x %ld steps, batch %d (%s%s)", MOELAB_VERSION,
            ui->ctx.dataset, ui->ctx.model, ui->ctx.head, ui->ctx.epochs, ui->ctx.steps_per_epoch, ui->ctx.batch,
            theme_describe(&ui->theme), utf8 ? "" : ", ASCII");
-    if (ui->nsched) ui_log(ui, VIEW_LOG_INFO, "%d scheduled commands will be applied at their steps%s%s", ui->nsched,
-                           ui->hooks->cmds ? "" : " from ", ui->hooks->cmds ? "" : ui->o->commands);
+    if (ui->nsched)
+        ui_log(ui, VIEW_LOG_INFO, "%d scheduled commands will be applied at their steps%s%s", ui->nsched,
+               ui->hooks->cmds ? "" : " from ", ui->hooks->cmds ? "" : ui->o->commands);
     ui_log(ui, VIEW_LOG_INFO, "? for help; space pauses; type commands below (set tau 0.3, anneal exp now 0.05, ...)");
     struct sigaction sa;
     g_wake_wr = ui->wake[1];
@@ -848,7 +906,10 @@ int tui_run(const AppOptions *o, const Dataset *ds, Trainer *t, TuiHooks *hooks)
     TuiHooks no_hooks;
     memset(&no_hooks, 0, sizeof no_hooks);
     Tui *ui = calloc(1, sizeof *ui);
-    if (!ui) { fprintf(stderr, "moelab: out of memory\n"); return 1; }
+    if (!ui) {
+        fprintf(stderr, "moelab: out of memory\n");
+        return 1;
+    }
     ui->o = o;
     ui->ds = ds;
     ui->t = t;
@@ -858,11 +919,18 @@ int tui_run(const AppOptions *o, const Dataset *ds, Trainer *t, TuiHooks *hooks)
     ui->wake[0] = ui->wake[1] = -1;
     ui->step0 = t->step;
     int rc = tui_prepare(ui);
-    if (rc) { free(ui); return rc; }
+    if (rc) {
+        free(ui);
+        return rc;
+    }
     int utf8 = 0;
     const int so = tui_open_screen(ui, &utf8);
     if (so == -2) {
-        worker_drain_free(&ui->d); worker_free(&ui->w); close(ui->wake[0]); close(ui->wake[1]); free(ui);
+        worker_drain_free(&ui->d);
+        worker_free(&ui->w);
+        close(ui->wake[0]);
+        close(ui->wake[1]);
+        free(ui);
         return 1;
     }
     rc = 1;

@@ -21,7 +21,7 @@ typedef struct TuiHooks {
      * on_event, checkpoint and the checkpoint periods, called ON THE TRAINER THREAD; the worker
      * supplies the command source, the stop flag and the state (tui_worker.c). */
     TrainHooks sink;
-    RunSession *rs;      /* closed with the run's status when it ends (NULL: no session) */
+    RunSession *rs; /* closed with the run's status when it ends (NULL: no session) */
     /* session folder shown in the status bar ("" or NULL: none); read by the UI thread */
     const char *session;
     /* commands to apply at their steps (sorted by step; copied by tui_run; ncmds may be 0).

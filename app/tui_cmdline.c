@@ -21,8 +21,8 @@
 
 static struct {
     int installed;
-    int byte;                 /* the byte readline reads next */
-    int avail;                /* 1 while `byte` is unread */
+    int byte;  /* the byte readline reads next */
+    int avail; /* 1 while `byte` is unread */
     cmdline_line_fn on_line;
     cmdline_msg_fn on_msg;
     void *user;
@@ -33,7 +33,7 @@ static struct {
     char hist_path[1024];
     int hist_ok;
     int hist_warned;
-    const char *const *comp_words;  /* candidates of the completion in progress */
+    const char *const *comp_words; /* candidates of the completion in progress */
 } cl;
 
 /* Completions after `anneal KIND`: "now" right after the kind, then min= and the keys the kind
@@ -79,7 +79,10 @@ static void cl_line(char *line) {
 static char *cl_generator(const char *text, int state) {
     static int i;
     static size_t len;
-    if (!state) { i = 0; len = strlen(text); }
+    if (!state) {
+        i = 0;
+        len = strlen(text);
+    }
     while (cl.comp_words && cl.comp_words[i]) {
         const char *w = cl.comp_words[i++];
         if (!strncmp(w, text, len)) return strdup(w);
@@ -98,7 +101,8 @@ static char **cl_complete(const char *text, int start, int end) {
     before[n] = '\0';
     char *words[4] = {0};
     int nw = 0;
-    for (char *save = NULL, *p = strtok_r(before, " \t", &save); p && nw < 4; p = strtok_r(NULL, " \t", &save)) words[nw++] = p;
+    for (char *save = NULL, *p = strtok_r(before, " \t", &save); p && nw < 4; p = strtok_r(NULL, " \t", &save))
+        words[nw++] = p;
     cl.comp_words = NULL;
     if (nw == 0) cl.comp_words = command_words;
     else if (!strcmp(words[0], "set") && nw == 1) cl.comp_words = cmd_param_words;
@@ -186,8 +190,8 @@ void cmdline_feed(int byte) {
 
 int cmdline_idle(void) {
     const unsigned long busy = RL_STATE_MULTIKEY | RL_STATE_METANEXT | RL_STATE_NUMERICARG | RL_STATE_ISEARCH |
-                               RL_STATE_NSEARCH | RL_STATE_SEARCH | RL_STATE_CHARSEARCH |
-                               RL_STATE_COMPLETING | RL_STATE_VIMOTION | RL_STATE_MOREINPUT;
+                               RL_STATE_NSEARCH | RL_STATE_SEARCH | RL_STATE_CHARSEARCH | RL_STATE_COMPLETING |
+                               RL_STATE_VIMOTION | RL_STATE_MOREINPUT;
     return rl_end == 0 && !(rl_readline_state & busy);
 }
 
@@ -242,9 +246,15 @@ void cmdline_draw(const char *hint) {
 
 int cmdline_history_path(char *buf, size_t n) {
     const char *xdg = getenv("XDG_STATE_HOME");
-    if (xdg && xdg[0] == '/') { snprintf(buf, n, "%s/moelab/history", xdg); return 0; }
+    if (xdg && xdg[0] == '/') {
+        snprintf(buf, n, "%s/moelab/history", xdg);
+        return 0;
+    }
     const char *home = getenv("HOME");
-    if (home && *home) { snprintf(buf, n, "%s/.local/state/moelab/history", home); return 0; }
+    if (home && *home) {
+        snprintf(buf, n, "%s/.local/state/moelab/history", home);
+        return 0;
+    }
     return -1;
 }
 

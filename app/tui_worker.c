@@ -24,7 +24,8 @@ static double wall_now(void) {
 static void worker_wake(TuiWorker *w) {
     if (w->wake_fd < 0 || atomic_exchange(&w->wake_pending, 1)) return;
     ssize_t r;
-    do r = write(w->wake_fd, "w", 1); while (r < 0 && errno == EINTR);
+    do r = write(w->wake_fd, "w", 1);
+    while (r < 0 && errno == EINTR);
 }
 
 int worker_init(TuiWorker *w, Trainer *t, const TuiHooks *hooks, int wake_fd, ScheduledCmd *sched, int nsched) {
@@ -40,7 +41,10 @@ int worker_init(TuiWorker *w, Trainer *t, const TuiHooks *hooks, int wake_fd, Sc
     w->sq = calloc(WORKER_STEPQ, sizeof *w->sq);
     w->evq = calloc(WORKER_EVQ, sizeof *w->evq);
     w->eq_counts = calloc((size_t)WORKER_EVALQ * w->ce_size, sizeof *w->eq_counts);
-    if (!w->sq || !w->evq || !w->eq_counts) { worker_free(w); return -1; }
+    if (!w->sq || !w->evq || !w->eq_counts) {
+        worker_free(w);
+        return -1;
+    }
     pthread_mutex_init(&w->mu, NULL);
     pthread_cond_init(&w->cv, NULL);
     w->st.run.step = t->step;
@@ -97,7 +101,10 @@ static void publish_step(TuiWorker *w, const StepRecord *r) {
     const int slot = (w->sq_head + w->sq_n) % WORKER_STEPQ;
     w->sq[slot] = *r;
     if (w->sq_n < WORKER_STEPQ) w->sq_n++;
-    else { w->sq_head = (w->sq_head + 1) % WORKER_STEPQ; w->st.steps_dropped++; }
+    else {
+        w->sq_head = (w->sq_head + 1) % WORKER_STEPQ;
+        w->st.steps_dropped++;
+    }
     pthread_mutex_unlock(&w->mu);
     worker_wake(w);
 }
@@ -190,8 +197,9 @@ static void w_on_event(const TrainerEvent *e, void *user) {
     if (sink->on_event) sink->on_event(e, sink->user);
     if (e->kind == TEV_CHECKPOINT && !e->logged) return; /* scheduled checkpoints: not worth a log line */
     static const WorkerEventKind kinds[] = {
-        [TEV_APPLIED] = WEV_APPLIED, [TEV_FAILED] = WEV_FAILED, [TEV_NOTE] = WEV_WARN, [TEV_NUMERIC] = WEV_NUMERIC,
-        [TEV_ERROR] = WEV_ERROR, [TEV_EPOCH] = WEV_EPOCH, [TEV_CHECKPOINT] = WEV_INFO,
+        [TEV_APPLIED] = WEV_APPLIED, [TEV_FAILED] = WEV_FAILED, [TEV_NOTE] = WEV_WARN,
+        [TEV_NUMERIC] = WEV_NUMERIC, [TEV_ERROR] = WEV_ERROR,   [TEV_EPOCH] = WEV_EPOCH,
+        [TEV_CHECKPOINT] = WEV_INFO,
     };
     WorkerEvent ev;
     memset(&ev, 0, sizeof ev);
@@ -216,9 +224,17 @@ static void *worker_main(void *arg) {
     omp_set_num_threads(t->cfg.threads); /* the ICV is per thread: trainer_init set the caller's */
     const TrainHooks *sink = w->hooks ? &w->hooks->sink : NULL;
     TrainHooks h = {
-        .next_cmd = w_next_cmd, .should_stop = w_should_stop, .on_step = w_on_step, .on_eval = w_on_eval,
-        .on_event = w_on_event, .on_state = w_on_state, .checkpoint = sink && sink->checkpoint ? w_checkpoint : NULL,
-        .ckpt_every = sink ? sink->ckpt_every : 0, .ckpt_steps = sink ? sink->ckpt_steps : 0, .interactive = 1, .user = w,
+        .next_cmd = w_next_cmd,
+        .should_stop = w_should_stop,
+        .on_step = w_on_step,
+        .on_eval = w_on_eval,
+        .on_event = w_on_event,
+        .on_state = w_on_state,
+        .checkpoint = sink && sink->checkpoint ? w_checkpoint : NULL,
+        .ckpt_every = sink ? sink->ckpt_every : 0,
+        .ckpt_steps = sink ? sink->ckpt_steps : 0,
+        .interactive = 1,
+        .user = w,
     };
     const char *status = run_end_name(trainer_run(t, &h));
     if (w->hooks && w->hooks->rs) runsession_finish(w->hooks->rs, status);
@@ -245,7 +261,10 @@ int worker_start(TuiWorker *w) {
 
 int worker_send(TuiWorker *w, const TrainerCmd *c) {
     pthread_mutex_lock(&w->mu);
-    if (w->cq_n == WORKER_CMDQ) { pthread_mutex_unlock(&w->mu); return -1; }
+    if (w->cq_n == WORKER_CMDQ) {
+        pthread_mutex_unlock(&w->mu);
+        return -1;
+    }
     w->cmdq[(w->cq_head + w->cq_n) % WORKER_CMDQ] = *c;
     w->cq_n++;
     pthread_cond_signal(&w->cv);
@@ -273,7 +292,10 @@ int worker_drain_init(WorkerDrain *d, const TuiWorker *w) {
     d->steps = malloc(sizeof *d->steps * WORKER_STEPQ);
     d->events = malloc(sizeof *d->events * WORKER_EVQ);
     d->eval_counts = malloc(sizeof *d->eval_counts * WORKER_EVALQ * w->ce_size);
-    if (!d->steps || !d->events || !d->eval_counts) { worker_drain_free(d); return -1; }
+    if (!d->steps || !d->events || !d->eval_counts) {
+        worker_drain_free(d);
+        return -1;
+    }
     return 0;
 }
 

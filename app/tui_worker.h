@@ -17,38 +17,38 @@
 #include "commands.h"
 #include "tui.h"
 
-#define WORKER_STEPQ 4096   /* StepRecords buffered for the UI */
-#define WORKER_EVALQ 8      /* EvalRecords buffered for the UI */
-#define WORKER_EVQ 256      /* events buffered for the UI */
-#define WORKER_CMDQ 64      /* commands waiting for a step boundary */
+#define WORKER_STEPQ 4096 /* StepRecords buffered for the UI */
+#define WORKER_EVALQ 8    /* EvalRecords buffered for the UI */
+#define WORKER_EVQ 256    /* events buffered for the UI */
+#define WORKER_CMDQ 64    /* commands waiting for a step boundary */
 
 typedef enum {
-    WEV_APPLIED,   /* a command took effect (text = its normalised form) */
-    WEV_FAILED,    /* a command was rejected by the trainer (text = message) */
-    WEV_INFO,      /* log lines (core ml_log, notes) */
+    WEV_APPLIED, /* a command took effect (text = its normalised form) */
+    WEV_FAILED,  /* a command was rejected by the trainer (text = message) */
+    WEV_INFO,    /* log lines (core ml_log, notes) */
     WEV_WARN,
     WEV_ERROR,
-    WEV_NUMERIC,   /* a NaN/inf loss paused the run (text = message) */
-    WEV_EPOCH,     /* an evaluation finished (text = the epoch line) */
+    WEV_NUMERIC, /* a NaN/inf loss paused the run (text = message) */
+    WEV_EPOCH,   /* an evaluation finished (text = the epoch line) */
 } WorkerEventKind;
 
 typedef struct {
     WorkerEventKind kind;
-    long step;              /* steps completed when it happened */
-    double wall;            /* seconds since the Unix epoch */
-    CmdKind cmd;            /* WEV_APPLIED / WEV_FAILED */
+    long step;   /* steps completed when it happened */
+    double wall; /* seconds since the Unix epoch */
+    CmdKind cmd; /* WEV_APPLIED / WEV_FAILED */
     char text[384];
-    int has_plan;           /* set/anneal: the temperature plan after the command */
+    int has_plan; /* set/anneal: the temperature plan after the command */
     TauPlan plan;
 } WorkerEvent;
 
 typedef struct {
-    TrainerState run;       /* the loop's state (step, epoch, paused, steps left, NaN pause, times) */
+    TrainerState run; /* the loop's state (step, epoch, paused, steps left, NaN pause, times) */
     int stop_requested;
-    int waiting;            /* blocked on the condvar right now */
-    int done;               /* the thread has finished (the session is closed) */
-    char status[32];        /* "finished", "interrupted", "failed" once done */
-    long steps_dropped;     /* StepRecords dropped because the UI fell behind */
+    int waiting;        /* blocked on the condvar right now */
+    int done;           /* the thread has finished (the session is closed) */
+    char status[32];    /* "finished", "interrupted", "failed" once done */
+    long steps_dropped; /* StepRecords dropped because the UI fell behind */
 } WorkerState;
 
 typedef struct {
@@ -58,21 +58,21 @@ typedef struct {
     int started;
     pthread_mutex_t mu;
     pthread_cond_t cv;
-    int wake_fd;                    /* write end of the UI's non-blocking wake pipe */
+    int wake_fd; /* write end of the UI's non-blocking wake pipe */
     atomic_int wake_pending;
     /* UI -> trainer */
     TrainerCmd cmdq[WORKER_CMDQ];
     int cq_head, cq_n;
-    ScheduledCmd *sched;            /* --commands FILE (owned), sorted by step */
+    ScheduledCmd *sched; /* --commands FILE (owned), sorted by step */
     int nsched, next_sched;
     /* trainer -> UI */
-    StepRecord *sq;                 /* (WORKER_STEPQ) */
+    StepRecord *sq; /* (WORKER_STEPQ) */
     int sq_head, sq_n;
     EvalRecord eq[WORKER_EVALQ];
-    int *eq_counts;                 /* (WORKER_EVALQ, ce_size) deep copies of class_expert */
-    int ce_size;                    /* classes * experts */
+    int *eq_counts; /* (WORKER_EVALQ, ce_size) deep copies of class_expert */
+    int ce_size;    /* classes * experts */
     int eq_head, eq_n;
-    WorkerEvent *evq;               /* (WORKER_EVQ) */
+    WorkerEvent *evq; /* (WORKER_EVQ) */
     int ev_head, ev_n;
     WorkerState st;
 } TuiWorker;
@@ -82,7 +82,7 @@ typedef struct {
     StepRecord *steps;
     int nsteps;
     EvalRecord evals[WORKER_EVALQ];
-    int *eval_counts;               /* (WORKER_EVALQ, ce_size) */
+    int *eval_counts; /* (WORKER_EVALQ, ce_size) */
     int nevals;
     WorkerEvent *events;
     int nevents;

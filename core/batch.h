@@ -16,8 +16,8 @@
 typedef enum { SPLIT_TRAIN, SPLIT_TEST } SplitId;
 
 typedef struct {
-    const char *name;               /* dataset name ("fashion-mnist", "synthetic", ...) */
-    const char *source;             /* where it was read from ("" if generated) */
+    const char *name;   /* dataset name ("fashion-mnist", "synthetic", ...) */
+    const char *source; /* where it was read from ("" if generated) */
     int c, h, w, classes;
     int n_train, n_test;            /* samples in each split */
     const char *const *class_names; /* (classes) names, or NULL */

@@ -28,8 +28,7 @@
 
 static _Thread_local char ml_err_buf[ML_MSG_MAX];
 
-ml_status ml_fail(ml_status st, const char *fmt, ...)
-{
+ml_status ml_fail(ml_status st, const char *fmt, ...) {
     /* Format into a scratch buffer first: the arguments may include ml_last_error() itself
      * (e.g. to prefix a lower-level message), and vsnprintf must not write over its input. */
     char tmp[ML_MSG_MAX];
@@ -37,25 +36,19 @@ ml_status ml_fail(ml_status st, const char *fmt, ...)
     va_start(ap, fmt);
     int n = vsnprintf(tmp, sizeof tmp, fmt, ap);
     va_end(ap);
-    if (n < 0)
-        snprintf(tmp, sizeof tmp, "(unformattable error message)");
+    if (n < 0) snprintf(tmp, sizeof tmp, "(unformattable error message)");
     /* Keep the message on one line. */
     for (char *p = tmp; *p; p++)
-        if (*p == '\n' || *p == '\r')
-            *p = ' ';
+        if (*p == '\n' || *p == '\r') *p = ' ';
     memcpy(ml_err_buf, tmp, sizeof ml_err_buf);
     return st;
 }
 
-const char *ml_last_error(void)
-{
-    return ml_err_buf;
-}
+const char *ml_last_error(void) { return ml_err_buf; }
 
 /* ---- logging */
 
-static void ml_log_default(int level, const char *msg, void *user)
-{
+static void ml_log_default(int level, const char *msg, void *user) {
     (void)user;
     const char *tag = level >= 2 ? "error" : level == 1 ? "warning" : "info";
     fprintf(stderr, "moelab: %s: %s\n", tag, msg);
@@ -66,23 +59,20 @@ static pthread_mutex_t ml_log_mutex = PTHREAD_MUTEX_INITIALIZER;
 static ml_log_fn ml_log_sink = ml_log_default;
 static void *ml_log_user = NULL;
 
-void ml_log_set(ml_log_fn fn, void *user)
-{
+void ml_log_set(ml_log_fn fn, void *user) {
     pthread_mutex_lock(&ml_log_mutex);
     ml_log_sink = fn ? fn : ml_log_default;
     ml_log_user = fn ? user : NULL;
     pthread_mutex_unlock(&ml_log_mutex);
 }
 
-void ml_log(int level, const char *fmt, ...)
-{
+void ml_log(int level, const char *fmt, ...) {
     char msg[ML_MSG_MAX];
     va_list ap;
     va_start(ap, fmt);
     int n = vsnprintf(msg, sizeof msg, fmt, ap);
     va_end(ap);
-    if (n < 0)
-        snprintf(msg, sizeof msg, "(unformattable log message)");
+    if (n < 0) snprintf(msg, sizeof msg, "(unformattable log message)");
     pthread_mutex_lock(&ml_log_mutex);
     ml_log_sink(level, msg, ml_log_user);
     pthread_mutex_unlock(&ml_log_mutex);
@@ -92,19 +82,14 @@ void ml_log(int level, const char *fmt, ...)
 
 static _Atomic(ml_abort_fn) ml_abort_hook; /* zero-initialised: no hook */
 
-void ml_abort_set(ml_abort_fn fn)
-{
-    atomic_store(&ml_abort_hook, fn);
-}
+void ml_abort_set(ml_abort_fn fn) { atomic_store(&ml_abort_hook, fn); }
 
-void ml_abort(const char *file, int line, const char *expr)
-{
+void ml_abort(const char *file, int line, const char *expr) {
     ml_abort_fn fn = atomic_load(&ml_abort_hook);
     if (fn) {
         fn(file, line, expr);
     } else {
-        fprintf(stderr, "moelab: internal error: %s:%d: %s\n", file ? file : "?", line,
-                expr ? expr : "?");
+        fprintf(stderr, "moelab: internal error: %s:%d: %s\n", file ? file : "?", line, expr ? expr : "?");
         fflush(stderr);
     }
     abort();
@@ -112,29 +97,22 @@ void ml_abort(const char *file, int line, const char *expr)
 
 /* ---- memory */
 
-void *ml_alloc(size_t bytes)
-{
+void *ml_alloc(size_t bytes) {
     /* Round up to whole cache lines (and give size 0 a valid, unique allocation) so vector
      * loops may touch the tail of the last line without leaving the allocation. */
-    if (bytes > SIZE_MAX - ML_ALIGN)
-        return NULL;
+    if (bytes > SIZE_MAX - ML_ALIGN) return NULL;
     size_t size = bytes == 0 ? ML_ALIGN : (bytes + ML_ALIGN - 1) / ML_ALIGN * ML_ALIGN;
     void *p = NULL;
-    if (posix_memalign(&p, ML_ALIGN, size) != 0)
-        return NULL;
+    if (posix_memalign(&p, ML_ALIGN, size) != 0) return NULL;
     memset(p, 0, size);
     return p;
 }
 
-void ml_free(void *p)
-{
-    free(p);
-}
+void ml_free(void *p) { free(p); }
 
 /* ---- clock */
 
-double ml_now(void)
-{
+double ml_now(void) {
     struct timespec ts;
     clock_gettime(CLOCK_MONOTONIC, &ts);
     return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
@@ -152,53 +130,42 @@ typedef struct {
 
 static void (*_Atomic isolated_child_hook)(void);
 
-void ml_isolated_set_child_hook(void (*hook)(void))
-{
-    atomic_store(&isolated_child_hook, hook);
-}
+void ml_isolated_set_child_hook(void (*hook)(void)) { atomic_store(&isolated_child_hook, hook); }
 
-static int write_all(int fd, const void *buf, size_t n)
-{
+static int write_all(int fd, const void *buf, size_t n) {
     const char *p = buf;
     while (n > 0) {
         ssize_t w = write(fd, p, n);
-        if (w < 0 && errno == EINTR)
-            continue;
-        if (w <= 0)
-            return -1;
+        if (w < 0 && errno == EINTR) continue;
+        if (w <= 0) return -1;
         p += w;
         n -= (size_t)w;
     }
     return 0;
 }
 
-static void __attribute__((noreturn)) isolated_child(int wfd, ml_status (*fn)(void *), void *arg)
-{
+static void __attribute__((noreturn)) isolated_child(int wfd, ml_status (*fn)(void *), void *arg) {
     /* Nothing from the child may reach the terminal (a TUI's screen, a fuzzer's log). */
     int devnull = open("/dev/null", O_RDWR);
     if (devnull >= 0) {
         dup2(devnull, STDOUT_FILENO);
         dup2(devnull, STDERR_FILENO);
-        if (devnull > STDERR_FILENO)
-            close(devnull);
+        if (devnull > STDERR_FILENO) close(devnull);
     }
     /* A crash here is the parent's to report: the handlers the parent installed (a TUI's terminal
      * restorer, libFuzzer's crash-file writer, which would save the parent's current input as a
      * crash of its own) must not run in the child. The kernel's default action kills the child
      * with the signal, which is what the parent reads. */
     const int crash_signals[] = {SIGSEGV, SIGBUS, SIGILL, SIGFPE, SIGABRT, SIGTRAP, SIGSYS};
-    for (size_t i = 0; i < sizeof crash_signals / sizeof crash_signals[0]; i++)
-        signal(crash_signals[i], SIG_DFL);
+    for (size_t i = 0; i < sizeof crash_signals / sizeof crash_signals[0]; i++) signal(crash_signals[i], SIG_DFL);
     signal(SIGPIPE, SIG_DFL);
-    if (__sanitizer_set_death_callback)
-        __sanitizer_set_death_callback(NULL);
+    if (__sanitizer_set_death_callback) __sanitizer_set_death_callback(NULL);
     IsolatedReport rep;
     memset(&rep, 0, sizeof rep);
     ml_err_buf[0] = 0;
     ml_status st = fn(arg);
     void (*hook)(void) = atomic_load(&isolated_child_hook);
-    if (hook)
-        hook();
+    if (hook) hook();
     rep.status = st;
     if (st != ML_OK) {
         size_t l = strnlen(ml_err_buf, sizeof rep.msg - 1);
@@ -208,9 +175,7 @@ static void __attribute__((noreturn)) isolated_child(int wfd, ml_status (*fn)(vo
     _exit(write_all(wfd, &rep, sizeof rep) == 0 ? (st == ML_OK ? 0 : 1) : 2);
 }
 
-ml_isolated_outcome ml_run_isolated(ml_status (*fn)(void *arg), void *arg, int timeout_ms,
-                                    MlIsolated *res)
-{
+ml_isolated_outcome ml_run_isolated(ml_status (*fn)(void *arg), void *arg, int timeout_ms, MlIsolated *res) {
     memset(res, 0, sizeof *res);
     res->exit_code = -1;
     int fd[2];
@@ -250,27 +215,20 @@ ml_isolated_outcome ml_run_isolated(ml_status (*fn)(void *arg), void *arg, int t
         }
         struct pollfd pf = {.fd = fd[0], .events = POLLIN};
         int pr = poll(&pf, 1, wait_ms);
-        if (pr < 0 && errno == EINTR)
-            continue;
-        if (pr < 0)
-            break;
-        if (pr == 0)
-            continue; /* the deadline is checked at the top */
+        if (pr < 0 && errno == EINTR) continue;
+        if (pr < 0) break;
+        if (pr == 0) continue; /* the deadline is checked at the top */
         ssize_t r = read(fd[0], (char *)&rep + got, sizeof rep - got);
-        if (r < 0 && errno == EINTR)
-            continue;
+        if (r < 0 && errno == EINTR) continue;
         if (r <= 0 || (got += (size_t)r) >= sizeof rep)
             break; /* EOF (the child ended), an error, or the whole report */
     }
     close(fd[0]);
-    if (timed_out)
-        kill(pid, SIGKILL);
+    if (timed_out) kill(pid, SIGKILL);
     int wst = 0;
     pid_t w;
-    while ((w = waitpid(pid, &wst, 0)) < 0 && errno == EINTR) {
-    }
-    if (timed_out)
-        return res->outcome = ML_ISOLATED_TIMEOUT;
+    while ((w = waitpid(pid, &wst, 0)) < 0 && errno == EINTR) {}
+    if (timed_out) return res->outcome = ML_ISOLATED_TIMEOUT;
     if (w == pid && WIFSIGNALED(wst)) {
         res->signal = WTERMSIG(wst);
         return res->outcome = ML_ISOLATED_SIGNALED;

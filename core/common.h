@@ -35,7 +35,10 @@ void ml_log(int level, const char *fmt, ...) __attribute__((format(printf, 2, 3)
 typedef void (*ml_abort_fn)(const char *file, int line, const char *expr);
 void ml_abort_set(ml_abort_fn fn);
 void ml_abort(const char *file, int line, const char *expr) __attribute__((noreturn));
-#define ML_ASSERT(x) do { if (!(x)) ml_abort(__FILE__, __LINE__, #x); } while (0)
+#define ML_ASSERT(x)                                \
+    do {                                            \
+        if (!(x)) ml_abort(__FILE__, __LINE__, #x); \
+    } while (0)
 
 /* 64-byte aligned, zeroed allocation (NULL on failure) and its matching free. */
 void *ml_alloc(size_t bytes);
@@ -55,12 +58,12 @@ double ml_now(void);
  * by fork) and must not use OpenMP. fork and pipe failures are reported, not worked around:
  * the caller decides whether to do the work in-process. */
 typedef enum {
-    ML_ISOLATED_OK = 0,     /* fn returned ML_OK */
-    ML_ISOLATED_FAILED,     /* fn returned an error: res.status and res.msg are fn's */
-    ML_ISOLATED_SIGNALED,   /* the child died of a signal (res.signal): a crash or an abort */
-    ML_ISOLATED_EXITED,     /* the child exited without reporting (res.exit_code), e.g. ASan's exit 1 */
-    ML_ISOLATED_TIMEOUT,    /* no report within timeout_ms: the child was killed */
-    ML_ISOLATED_NO_CHILD,   /* pipe() or fork() failed (res.msg says which): fn did not run */
+    ML_ISOLATED_OK = 0,   /* fn returned ML_OK */
+    ML_ISOLATED_FAILED,   /* fn returned an error: res.status and res.msg are fn's */
+    ML_ISOLATED_SIGNALED, /* the child died of a signal (res.signal): a crash or an abort */
+    ML_ISOLATED_EXITED,   /* the child exited without reporting (res.exit_code), e.g. ASan's exit 1 */
+    ML_ISOLATED_TIMEOUT,  /* no report within timeout_ms: the child was killed */
+    ML_ISOLATED_NO_CHILD, /* pipe() or fork() failed (res.msg says which): fn did not run */
 } ml_isolated_outcome;
 
 typedef struct {
@@ -79,7 +82,6 @@ void ml_isolated_set_child_hook(void (*hook)(void));
 /* Runs fn(arg) in a child process and waits at most timeout_ms (<= 0: no limit) for it;
  * returns res->outcome. The calling thread waits; the child is reaped in every case (killed
  * first on a timeout). Not async-signal-safe. */
-ml_isolated_outcome ml_run_isolated(ml_status (*fn)(void *arg), void *arg, int timeout_ms,
-                                    MlIsolated *res);
+ml_isolated_outcome ml_run_isolated(ml_status (*fn)(void *arg), void *arg, int timeout_ms, MlIsolated *res);
 
 #endif

@@ -13,19 +13,19 @@
 #include "tau.h"
 
 typedef struct {
-    ModelConfig model;   /* in_c/h/w and classes are taken from the batch source */
+    ModelConfig model; /* in_c/h/w and classes are taken from the batch source */
     OptConfig opt;
-    LrSchedule lr;       /* total/warmup in steps are filled by trainer_init from the epochs */
-    float warmup_epochs; /* linear LR warm-up length in epochs (default 0) */
-    TauSchedule tau;     /* total filled by trainer_init */
-    float tau_epochs;    /* schedule length in epochs (0: the whole run); tau1 holds after it */
-    int epochs;          /* default 10 */
-    uint64_t seed;       /* default 1 */
-    int threads;         /* OpenMP + OpenBLAS threads (default: all cores) */
-    int log_every;       /* StepRecord period in steps (default 10) */
-    RouteWinConfig route;/* dead-expert window and collapse thresholds */
-    int tsne_samples;    /* test samples whose features are kept per evaluation (default 512) */
-    int augment;         /* -1: on for RGB datasets (default), 0: off, 1: on (crop + flip) */
+    LrSchedule lr;        /* total/warmup in steps are filled by trainer_init from the epochs */
+    float warmup_epochs;  /* linear LR warm-up length in epochs (default 0) */
+    TauSchedule tau;      /* total filled by trainer_init */
+    float tau_epochs;     /* schedule length in epochs (0: the whole run); tau1 holds after it */
+    int epochs;           /* default 10 */
+    uint64_t seed;        /* default 1 */
+    int threads;          /* OpenMP + OpenBLAS threads (default: all cores) */
+    int log_every;        /* StepRecord period in steps (default 10) */
+    RouteWinConfig route; /* dead-expert window and collapse thresholds */
+    int tsne_samples;     /* test samples whose features are kept per evaluation (default 512) */
+    int augment;          /* -1: on for RGB datasets (default), 0: off, 1: on (crop + flip) */
 } TrainConfig;
 
 void train_config_defaults(TrainConfig *c);

@@ -22,7 +22,7 @@ static inline void valid_range(int kx, int W, int Wo, int s, int *lo, int *hi) {
 void im2col3x3(float *col, const float *inp, int B, int C, int H, int W, int stride) {
     const int Ho = conv_out_size(H, stride), Wo = conv_out_size(W, stride);
     const long N = (long)B * Ho * Wo;
-    #pragma omp parallel for collapse(2) schedule(static)
+#pragma omp parallel for collapse(2) schedule(static)
     for (int r = 0; r < C * 9; r++) {
         for (int b = 0; b < B; b++) {
             const int c = r / 9, ky = (r % 9) / 3, kx = r % 3;
@@ -32,11 +32,15 @@ void im2col3x3(float *col, const float *inp, int B, int C, int H, int W, int str
             float *dst = col + r * N + (long)b * Ho * Wo;
             for (int oy = 0; oy < Ho; oy++, dst += Wo) {
                 const int iy = oy * stride - 1 + ky;
-                if (iy < 0 || iy >= H) { memset(dst, 0, sizeof(float) * Wo); continue; }
+                if (iy < 0 || iy >= H) {
+                    memset(dst, 0, sizeof(float) * Wo);
+                    continue;
+                }
                 const float *src = plane + (long)iy * W - 1 + kx;
                 for (int ox = 0; ox < lo; ox++) dst[ox] = 0.0f;
                 if (stride == 1) memcpy(dst + lo, src + lo, sizeof(float) * (hi - lo));
-                else for (int ox = lo; ox < hi; ox++) dst[ox] = src[ox * stride];
+                else
+                    for (int ox = lo; ox < hi; ox++) dst[ox] = src[ox * stride];
                 for (int ox = hi; ox < Wo; ox++) dst[ox] = 0.0f;
             }
         }
@@ -46,7 +50,7 @@ void im2col3x3(float *col, const float *inp, int B, int C, int H, int W, int str
 void col2im3x3(float *dinp, const float *dcol, int B, int C, int H, int W, int stride) {
     const int Ho = conv_out_size(H, stride), Wo = conv_out_size(W, stride);
     const long N = (long)B * Ho * Wo;
-    #pragma omp parallel for collapse(2) schedule(static)
+#pragma omp parallel for collapse(2) schedule(static)
     for (int c = 0; c < C; c++) {
         for (int b = 0; b < B; b++) {
             float *plane = dinp + ((long)c * B + b) * H * W;
@@ -69,23 +73,20 @@ void col2im3x3(float *dinp, const float *dcol, int B, int C, int H, int W, int s
 
 /* ---------------------------------------------------------------- full 3x3 convolution */
 
-void conv3x3_forward(float *out, float *col, const float *inp, const float *w,
-                     int B, int C, int H, int W, int OC, int stride) {
+void conv3x3_forward(float *out, float *col, const float *inp, const float *w, int B, int C, int H, int W, int OC,
+                     int stride) {
     const int N = B * conv_out_size(H, stride) * conv_out_size(W, stride);
     im2col3x3(col, inp, B, C, H, W, stride);
-    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, OC, N, C * 9,
-                1.0f, w, C * 9, col, N, 0.0f, out, N);
+    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, OC, N, C * 9, 1.0f, w, C * 9, col, N, 0.0f, out, N);
 }
 
-void conv3x3_backward(float *dinp, float *dw, float *dcol, const float *dout, const float *col,
-                      const float *w, int B, int C, int H, int W, int OC, int stride) {
+void conv3x3_backward(float *dinp, float *dw, float *dcol, const float *dout, const float *col, const float *w, int B,
+                      int C, int H, int W, int OC, int stride) {
     const int N = B * conv_out_size(H, stride) * conv_out_size(W, stride);
     const int K = C * 9;
-    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, OC, K, N,
-                1.0f, dout, N, col, N, 1.0f, dw, K);
+    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, OC, K, N, 1.0f, dout, N, col, N, 1.0f, dw, K);
     if (!dinp) return;
-    cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, K, N, OC,
-                1.0f, w, K, dout, N, 0.0f, dcol, N);
+    cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, K, N, OC, 1.0f, w, K, dout, N, 0.0f, dcol, N);
     col2im3x3(dinp, dcol, B, C, H, W, stride);
 }
 
@@ -95,9 +96,9 @@ void conv3x3_backward(float *dinp, float *dw, float *dcol, const float *dout, co
  * (and vectorises) the stride-1 and stride-2 cases. */
 #define DW_MAX_W 1024
 
-static inline __attribute__((always_inline)) void
-dw_plane_forward(float *o, const float *plane, const float *wc, int H, int W, int Ho, int Wo,
-                 const int *lo, const int *hi, const int s) {
+static inline __attribute__((always_inline)) void dw_plane_forward(float *o, const float *plane, const float *wc, int H,
+                                                                   int W, int Ho, int Wo, const int *lo, const int *hi,
+                                                                   const int s) {
     for (int oy = 0; oy < Ho; oy++) {
         float *orow = o + (long)oy * Wo;
         for (int ox = 0; ox < Wo; ox++) orow[ox] = 0.0f;
@@ -115,9 +116,10 @@ dw_plane_forward(float *o, const float *plane, const float *wc, int H, int W, in
 }
 
 /* acc (9, Wo): per-tap, per-column partial sums of dout * input (reduced by the caller) */
-static inline __attribute__((always_inline)) void
-dw_plane_backward(float *di, float *acc, const float *plane, const float *d, const float *wc,
-                  int H, int W, int Ho, int Wo, const int *lo, const int *hi, const int s) {
+static inline __attribute__((always_inline)) void dw_plane_backward(float *di, float *acc, const float *plane,
+                                                                    const float *d, const float *wc, int H, int W,
+                                                                    int Ho, int Wo, const int *lo, const int *hi,
+                                                                    const int s) {
     if (di) memset(di, 0, sizeof(float) * H * W);
     for (int oy = 0; oy < Ho; oy++) {
         const float *drow = d + (long)oy * Wo;
@@ -139,12 +141,10 @@ dw_plane_backward(float *di, float *acc, const float *plane, const float *d, con
     }
 }
 
-
 /* Stride 2: each input row is split into its even and odd columns, padded so that output column
  * ox reads O[ox] (kx = 0, input column 2ox - 1), E[ox] (kx = 1, 2ox) and O[ox + 1] (kx = 2, 2ox + 1)
  * with unit stride: no bounds tests and no strided access in the inner loops. */
-static inline void deinterleave_row(float *restrict E, float *restrict O, const float *restrict row,
-                                    int W, int Wo) {
+static inline void deinterleave_row(float *restrict E, float *restrict O, const float *restrict row, int W, int Wo) {
     /* 2j <= W - 1 for every j < Wo, whatever the parity of W; odd columns exist for j < W/2 */
     const int half = W / 2;
     O[0] = 0.0f;
@@ -171,19 +171,32 @@ dw2_plane_forward(float *o, const float *plane, const float *wc, const int H, co
 
 /* Visits every input row once: its (output row, ky) pairs accumulate the weight gradient into
  * acc (9, Wo) and the input gradient of the row, which is then written whole (no memset). */
-static inline __attribute__((always_inline)) void
-dw2_plane_backward(float *di, float *acc, const float *plane, const float *d, const float *wc,
-                   const int H, const int W, const int Ho, const int Wo) {
+static inline __attribute__((always_inline)) void dw2_plane_backward(float *di, float *acc, const float *plane,
+                                                                     const float *d, const float *wc, const int H,
+                                                                     const int W, const int Ho, const int Wo) {
     float E[DW_MAX_W + 1], O[DW_MAX_W + 2], dE[DW_MAX_W + 1], dO[DW_MAX_W + 2];
     for (int iy = 0; iy < H; iy++) {
         int oys[2], kys[2], np = 0;
-        if (iy % 2 == 0) { if (iy / 2 < Ho) { oys[np] = iy / 2; kys[np++] = 1; } }
-        else {
-            if ((iy + 1) / 2 < Ho) { oys[np] = (iy + 1) / 2; kys[np++] = 0; }
-            if ((iy - 1) / 2 < Ho) { oys[np] = (iy - 1) / 2; kys[np++] = 2; }
+        if (iy % 2 == 0) {
+            if (iy / 2 < Ho) {
+                oys[np] = iy / 2;
+                kys[np++] = 1;
+            }
+        } else {
+            if ((iy + 1) / 2 < Ho) {
+                oys[np] = (iy + 1) / 2;
+                kys[np++] = 0;
+            }
+            if ((iy - 1) / 2 < Ho) {
+                oys[np] = (iy - 1) / 2;
+                kys[np++] = 2;
+            }
         }
         deinterleave_row(E, O, plane + (long)iy * W, W, Wo);
-        if (di) { memset(dE, 0, sizeof(float) * Wo); memset(dO, 0, sizeof(float) * (Wo + 1)); }
+        if (di) {
+            memset(dE, 0, sizeof(float) * Wo);
+            memset(dO, 0, sizeof(float) * (Wo + 1));
+        }
         for (int p = 0; p < np; p++) {
             const float *drow = d + (long)oys[p] * Wo;
             const int ky = kys[p];
@@ -195,7 +208,10 @@ dw2_plane_backward(float *di, float *acc, const float *plane, const float *d, co
             }
             if (di) {
                 const float w0 = wc[ky * 3], w1 = wc[ky * 3 + 1], w2 = wc[ky * 3 + 2];
-                for (int ox = 0; ox < Wo; ox++) { dO[ox] += w0 * drow[ox]; dE[ox] += w1 * drow[ox]; }
+                for (int ox = 0; ox < Wo; ox++) {
+                    dO[ox] += w0 * drow[ox];
+                    dE[ox] += w1 * drow[ox];
+                }
                 for (int ox = 0; ox < Wo; ox++) dO[ox + 1] += w2 * drow[ox];
             }
         }
@@ -212,26 +228,33 @@ dw2_plane_backward(float *di, float *acc, const float *plane, const float *d, co
  * loop overhead. Other sizes take the generic instance. */
 #define DW2_SIZES(X) X(32) X(16) X(8) X(28) X(14) X(7)
 static void dw2_forward_any(float *o, const float *plane, const float *wc, int H, int W, int Ho, int Wo) {
-#define DW2F(n) if (H == n && W == n) { dw2_plane_forward(o, plane, wc, n, n, (n + 1) / 2, (n + 1) / 2); return; }
+#define DW2F(n)                                                          \
+    if (H == n && W == n) {                                              \
+        dw2_plane_forward(o, plane, wc, n, n, (n + 1) / 2, (n + 1) / 2); \
+        return;                                                          \
+    }
     DW2_SIZES(DW2F)
 #undef DW2F
     dw2_plane_forward(o, plane, wc, H, W, Ho, Wo);
 }
-static void dw2_backward_any(float *di, float *acc, const float *plane, const float *d, const float *wc,
-                             int H, int W, int Ho, int Wo) {
-#define DW2B(n) if (H == n && W == n) { dw2_plane_backward(di, acc, plane, d, wc, n, n, (n + 1) / 2, (n + 1) / 2); return; }
+static void dw2_backward_any(float *di, float *acc, const float *plane, const float *d, const float *wc, int H, int W,
+                             int Ho, int Wo) {
+#define DW2B(n)                                                                    \
+    if (H == n && W == n) {                                                        \
+        dw2_plane_backward(di, acc, plane, d, wc, n, n, (n + 1) / 2, (n + 1) / 2); \
+        return;                                                                    \
+    }
     DW2_SIZES(DW2B)
 #undef DW2B
     dw2_plane_backward(di, acc, plane, d, wc, H, W, Ho, Wo);
 }
 
-void dwconv3x3_forward(float *out, const float *inp, const float *w,
-                       int B, int C, int H, int W, int stride) {
+void dwconv3x3_forward(float *out, const float *inp, const float *w, int B, int C, int H, int W, int stride) {
     const int Ho = conv_out_size(H, stride), Wo = conv_out_size(W, stride);
     ML_ASSERT(Wo <= DW_MAX_W);
     int lo[3], hi[3];
     for (int kx = 0; kx < 3; kx++) valid_range(kx, W, Wo, stride, &lo[kx], &hi[kx]);
-    #pragma omp parallel for collapse(2) schedule(static)
+#pragma omp parallel for collapse(2) schedule(static)
     for (int c = 0; c < C; c++) {
         for (int b = 0; b < B; b++) {
             const float *plane = inp + ((long)c * B + b) * H * W;
@@ -243,13 +266,13 @@ void dwconv3x3_forward(float *out, const float *inp, const float *w,
     }
 }
 
-void dwconv3x3_backward(float *dinp, float *dw, const float *dout, const float *inp,
-                        const float *w, int B, int C, int H, int W, int stride) {
+void dwconv3x3_backward(float *dinp, float *dw, const float *dout, const float *inp, const float *w, int B, int C,
+                        int H, int W, int stride) {
     const int Ho = conv_out_size(H, stride), Wo = conv_out_size(W, stride);
     ML_ASSERT(Wo <= DW_MAX_W);
     int lo[3], hi[3];
     for (int kx = 0; kx < 3; kx++) valid_range(kx, W, Wo, stride, &lo[kx], &hi[kx]);
-    #pragma omp parallel for schedule(static)
+#pragma omp parallel for schedule(static)
     for (int c = 0; c < C; c++) {
         float acc[9 * DW_MAX_W];
         double tot[9] = {0};
@@ -275,15 +298,11 @@ void dwconv3x3_backward(float *dinp, float *dw, const float *dout, const float *
 /* ---------------------------------------------------------------- pointwise 1x1 */
 
 void pwconv_forward(float *out, const float *inp, const float *w, int N, int C, int OC) {
-    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, OC, N, C,
-                1.0f, w, C, inp, N, 0.0f, out, N);
+    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, OC, N, C, 1.0f, w, C, inp, N, 0.0f, out, N);
 }
 
-void pwconv_backward(float *dinp, float *dw, const float *dout, const float *inp,
-                     const float *w, int N, int C, int OC) {
-    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, OC, C, N,
-                1.0f, dout, N, inp, N, 1.0f, dw, C);
-    if (dinp)
-        cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, C, N, OC,
-                    1.0f, w, C, dout, N, 0.0f, dinp, N);
+void pwconv_backward(float *dinp, float *dw, const float *dout, const float *inp, const float *w, int N, int C,
+                     int OC) {
+    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, OC, C, N, 1.0f, dout, N, inp, N, 1.0f, dw, C);
+    if (dinp) cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, C, N, OC, 1.0f, w, C, dout, N, 0.0f, dinp, N);
 }

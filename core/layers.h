@@ -24,40 +24,36 @@ void im2col3x3(float *col, const float *inp, int B, int C, int H, int W, int str
 void col2im3x3(float *dinp, const float *dcol, int B, int C, int H, int W, int stride);
 /* out (OC, B, Ho, Wo) = w (OC, C, 3, 3) * col; col (C*9, B*Ho*Wo) is filled here and kept for
  * the backward pass. */
-void conv3x3_forward(float *out, float *col, const float *inp, const float *w,
-                     int B, int C, int H, int W, int OC, int stride);
+void conv3x3_forward(float *out, float *col, const float *inp, const float *w, int B, int C, int H, int W, int OC,
+                     int stride);
 /* dw (OC, C, 3, 3) += dout * col^T; if dinp: dinp (C, B, H, W) = col2im(w^T dout), dcol
  * (C*9, B*Ho*Wo) is scratch. */
-void conv3x3_backward(float *dinp, float *dw, float *dcol, const float *dout, const float *col,
-                      const float *w, int B, int C, int H, int W, int OC, int stride);
+void conv3x3_backward(float *dinp, float *dw, float *dcol, const float *dout, const float *col, const float *w, int B,
+                      int C, int H, int W, int OC, int stride);
 
 /* ---- depthwise convolution 3x3 (groups = C), pad 1, any stride */
 /* out (C, B, Ho, Wo), inp (C, B, H, W), w (C, 1, 3, 3) */
-void dwconv3x3_forward(float *out, const float *inp, const float *w,
-                       int B, int C, int H, int W, int stride);
+void dwconv3x3_forward(float *out, const float *inp, const float *w, int B, int C, int H, int W, int stride);
 /* dw (C, 1, 3, 3) +=; dinp (C, B, H, W) overwritten if non-NULL */
-void dwconv3x3_backward(float *dinp, float *dw, const float *dout, const float *inp,
-                        const float *w, int B, int C, int H, int W, int stride);
+void dwconv3x3_backward(float *dinp, float *dw, const float *dout, const float *inp, const float *w, int B, int C,
+                        int H, int W, int stride);
 
 /* ---- pointwise convolution 1x1: out (OC, N) = w (OC, C) * inp (C, N), N = B*H*W */
 void pwconv_forward(float *out, const float *inp, const float *w, int N, int C, int OC);
-void pwconv_backward(float *dinp, float *dw, const float *dout, const float *inp,
-                     const float *w, int N, int C, int OC);
+void pwconv_backward(float *dinp, float *dw, const float *dout, const float *inp, const float *w, int N, int C, int OC);
 
 /* ---- batch norm over (C, N) with optional fused ReLU.
  * Training: batch statistics; saves mean (C) and rstd (C) for the backward and updates the
  * running statistics (momentum m, unbiased variance, as PyTorch). Evaluation: running stats. */
 #define BN_EPS 1e-5f
-void bn_forward_train(float *out, float *mean, float *rstd, const float *inp, const float *gamma,
-                      const float *beta, float *run_mean, float *run_var, float momentum,
-                      int C, int N, int relu);
-void bn_forward_eval(float *out, const float *inp, const float *gamma, const float *beta,
-                     const float *run_mean, const float *run_var, int C, int N, int relu);
+void bn_forward_train(float *out, float *mean, float *rstd, const float *inp, const float *gamma, const float *beta,
+                      float *run_mean, float *run_var, float momentum, int C, int N, int relu);
+void bn_forward_eval(float *out, const float *inp, const float *gamma, const float *beta, const float *run_mean,
+                     const float *run_var, int C, int N, int relu);
 /* dinp (C, N) overwritten (may alias dout); dgamma, dbeta (C) +=. `out` is the forward output
  * (used for the ReLU mask when relu = 1). */
-void bn_backward(float *dinp, float *dgamma, float *dbeta, const float *dout, const float *out,
-                 const float *inp, const float *mean, const float *rstd, const float *gamma,
-                 int C, int N, int relu);
+void bn_backward(float *dinp, float *dgamma, float *dbeta, const float *dout, const float *out, const float *inp,
+                 const float *mean, const float *rstd, const float *gamma, int C, int N, int relu);
 
 /* ---- ReLU, element-wise over n values (in place allowed) */
 void relu_forward(float *out, const float *inp, long n);
@@ -69,18 +65,15 @@ void gap_forward(float *out, const float *inp, int B, int C, int HW);
 void gap_backward(float *dinp, const float *dout, int B, int C, int HW);
 
 /* ---- linear: out (B, OC) = inp (B, IC) w^T + bias; w (OC, IC); bias (OC) may be NULL */
-void linear_forward(float *out, const float *inp, const float *w, const float *bias,
-                    int B, int IC, int OC);
+void linear_forward(float *out, const float *inp, const float *w, const float *bias, int B, int IC, int OC);
 /* dw (OC, IC) +=, dbias (OC) += (if non-NULL), dinp (B, IC) overwritten if non-NULL */
-void linear_backward(float *dinp, float *dw, float *dbias, const float *dout, const float *inp,
-                     const float *w, int B, int IC, int OC);
+void linear_backward(float *dinp, float *dw, float *dbias, const float *dout, const float *inp, const float *w, int B,
+                     int IC, int OC);
 
 /* ---- softmax cross-entropy. probs (B, K) <- softmax(logits); returns the mean loss over B and
  * counts correct argmax predictions into *correct (if non-NULL). Labels in [0, K). */
-double xent_forward(float *probs, const float *logits, const int32_t *labels, int B, int K,
-                    int *correct);
+double xent_forward(float *probs, const float *logits, const int32_t *labels, int B, int K, int *correct);
 /* dlogits (B, K) = (probs - onehot(labels)) * scale (scale = 1/B for the mean loss) */
-void xent_backward(float *dlogits, const float *probs, const int32_t *labels, int B, int K,
-                   float scale);
+void xent_backward(float *dlogits, const float *probs, const int32_t *labels, int B, int K, float scale);
 
 #endif

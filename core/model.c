@@ -9,7 +9,10 @@
 
 void model_config_defaults(ModelConfig *c) {
     memset(c, 0, sizeof *c);
-    c->in_c = 3; c->in_h = 32; c->in_w = 32; c->classes = 10;
+    c->in_c = 3;
+    c->in_h = 32;
+    c->in_w = 32;
+    c->classes = 10;
     c->backbone = BACKBONE_DW;
     c->width = 1.0f;
     moe_config_defaults(&c->head);
@@ -21,13 +24,12 @@ const char *backbone_name(BackboneKind k) { return k == BACKBONE_DW ? "dw" : "st
 
 /* ---------------------------------------------------------------- tensor registration */
 
-static int add_tensor(TensorInfo *tab, int *count, long *total, int decay, int ndim,
-                      int s0, int s1, int s2, int s3, const char *fmt, ...)
-    __attribute__((format(printf, 10, 11)));
+static int add_tensor(TensorInfo *tab, int *count, long *total, int decay, int ndim, int s0, int s1, int s2, int s3,
+                      const char *fmt, ...) __attribute__((format(printf, 10, 11)));
 
 #include <stdarg.h>
-static int add_tensor(TensorInfo *tab, int *count, long *total, int decay, int ndim,
-                      int s0, int s1, int s2, int s3, const char *fmt, ...) {
+static int add_tensor(TensorInfo *tab, int *count, long *total, int decay, int ndim, int s0, int s1, int s2, int s3,
+                      const char *fmt, ...) {
     ML_ASSERT(*count < MODEL_MAX_TENSORS);
     TensorInfo *t = &tab[*count];
     memset(t, 0, sizeof *t);
@@ -38,22 +40,32 @@ static int add_tensor(TensorInfo *tab, int *count, long *total, int decay, int n
     int s[4] = {s0, s1, s2, s3};
     t->ndim = ndim;
     t->n = 1;
-    for (int i = 0; i < ndim; i++) { t->shape[i] = s[i]; t->n *= s[i]; }
+    for (int i = 0; i < ndim; i++) {
+        t->shape[i] = s[i];
+        t->n *= s[i];
+    }
     t->off = *total;
     t->decay = decay;
     *total += (t->n + 15) & ~15L; /* keep every tensor 64-byte aligned */
     return (*count)++;
 }
 
-#define PARAM(decay, nd, a, b, c, d, ...) add_tensor(m->params, &m->nparams, &m->n_param, decay, nd, a, b, c, d, __VA_ARGS__)
+#define PARAM(decay, nd, a, b, c, d, ...) \
+    add_tensor(m->params, &m->nparams, &m->n_param, decay, nd, a, b, c, d, __VA_ARGS__)
 #define BUF(nd, a, ...) add_tensor(m->bufs, &m->nbufs, &m->n_buf, 0, nd, a, 0, 0, 0, __VA_ARGS__)
 
-static void add_unit(Model *m, UnitKind kind, int C, int OC, int H, int W, int stride,
-                     const char *conv_name, const char *bn_name, const char *label) {
+static void add_unit(Model *m, UnitKind kind, int C, int OC, int H, int W, int stride, const char *conv_name,
+                     const char *bn_name, const char *label) {
     ML_ASSERT(m->nunits < MODEL_MAX_UNITS);
     Unit *u = &m->units[m->nunits++];
-    u->kind = kind; u->C = C; u->OC = OC; u->H = H; u->W = W; u->stride = stride;
-    u->Ho = conv_out_size(H, stride); u->Wo = conv_out_size(W, stride);
+    u->kind = kind;
+    u->C = C;
+    u->OC = OC;
+    u->H = H;
+    u->W = W;
+    u->stride = stride;
+    u->Ho = conv_out_size(H, stride);
+    u->Wo = conv_out_size(W, stride);
     snprintf(u->label, sizeof u->label, "%s", label);
     switch (kind) {
     case UNIT_FULL3X3:
@@ -75,18 +87,24 @@ static void add_unit(Model *m, UnitKind kind, int C, int OC, int H, int W, int s
     u->run_var = BUF(1, OC, "backbone.%s.running_var", bn_name);
 }
 
-static long carve(long *total, long n) { long o = *total; *total += (n + 15) & ~15L; return o; }
+static long carve(long *total, long n) {
+    long o = *total;
+    *total += (n + 15) & ~15L;
+    return o;
+}
 
 ml_status model_init(Model *m, const ModelConfig *cfg) {
     memset(m, 0, sizeof *m);
     m->cfg = *cfg;
     MoeConfig *hc = &m->cfg.head;
     if (cfg->in_c < 1 || cfg->in_c > 4 || cfg->in_h < 4 || cfg->in_w < 4 || cfg->in_h > 1024 || cfg->in_w > 1024)
-        return ml_fail(ML_ERR_ARG, "input shape %dx%dx%d not supported (need 4..1024 pixels, 1..4 channels)",
-                       cfg->in_h, cfg->in_w, cfg->in_c);
+        return ml_fail(ML_ERR_ARG, "input shape %dx%dx%d not supported (need 4..1024 pixels, 1..4 channels)", cfg->in_h,
+                       cfg->in_w, cfg->in_c);
     if (cfg->classes < 2) return ml_fail(ML_ERR_ARG, "need at least 2 classes, got %d", cfg->classes);
-    if (!(cfg->width > 0.0f) || cfg->width > 16.0f) return ml_fail(ML_ERR_ARG, "--width must be in (0, 16], got %g", cfg->width);
-    if (cfg->batch < 2 || cfg->batch > 65536) return ml_fail(ML_ERR_ARG, "--batch must be in [2, 65536], got %d", cfg->batch);
+    if (!(cfg->width > 0.0f) || cfg->width > 16.0f)
+        return ml_fail(ML_ERR_ARG, "--width must be in (0, 16], got %g", cfg->width);
+    if (cfg->batch < 2 || cfg->batch > 65536)
+        return ml_fail(ML_ERR_ARG, "--batch must be in [2, 65536], got %d", cfg->batch);
     if (hc->k < 1 || hc->h < 1) return ml_fail(ML_ERR_ARG, "--k and --hidden must be positive");
     m->c0 = (int)lroundf(32.0f * cfg->width);
     if (m->c0 < 1) m->c0 = 1;
@@ -100,18 +118,23 @@ ml_status model_init(Model *m, const ModelConfig *cfg) {
     for (int i = 1; i <= 3; i++) {
         char cn[32], bn[32], lb[32], cn2[32], bn2[32], lb2[32];
         if (cfg->backbone == BACKBONE_DW) {
-            snprintf(cn, sizeof cn, "block%d.dw", i); snprintf(bn, sizeof bn, "block%d.bn1", i);
+            snprintf(cn, sizeof cn, "block%d.dw", i);
+            snprintf(bn, sizeof bn, "block%d.bn1", i);
             snprintf(lb, sizeof lb, "block%d.dw", i);
             add_unit(m, UNIT_DW3X3, c, c, H, W, 2, cn, bn, lb);
-            H = conv_out_size(H, 2); W = conv_out_size(W, 2);
-            snprintf(cn2, sizeof cn2, "block%d.pw", i); snprintf(bn2, sizeof bn2, "block%d.bn2", i);
+            H = conv_out_size(H, 2);
+            W = conv_out_size(W, 2);
+            snprintf(cn2, sizeof cn2, "block%d.pw", i);
+            snprintf(bn2, sizeof bn2, "block%d.bn2", i);
             snprintf(lb2, sizeof lb2, "block%d.pw", i);
             add_unit(m, UNIT_PW1X1, c, 2 * c, H, W, 1, cn2, bn2, lb2);
         } else {
-            snprintf(cn, sizeof cn, "block%d.conv", i); snprintf(bn, sizeof bn, "block%d.bn", i);
+            snprintf(cn, sizeof cn, "block%d.conv", i);
+            snprintf(bn, sizeof bn, "block%d.bn", i);
             snprintf(lb, sizeof lb, "block%d.conv", i);
             add_unit(m, UNIT_FULL3X3, c, 2 * c, H, W, 2, cn, bn, lb);
-            H = conv_out_size(H, 2); W = conv_out_size(W, 2);
+            H = conv_out_size(H, 2);
+            W = conv_out_size(W, 2);
         }
         c *= 2;
     }
@@ -135,10 +158,8 @@ ml_status model_init(Model *m, const ModelConfig *cfg) {
         ml_status st = moe_init(&m->moe, hc, Bmax);
         if (st != ML_OK) return st;
         const int E = hc->E, h = hc->h, P = m->moe.P;
-        if (hc->kind == HEAD_SOFTMOE_BATCH)
-            m->moe_first = PARAM(0, 2, E * P, d, 0, 0, "head.router.weight");
-        else
-            m->moe_first = PARAM(0, 2, E, d, 0, 0, "head.router.weight");
+        if (hc->kind == HEAD_SOFTMOE_BATCH) m->moe_first = PARAM(0, 2, E * P, d, 0, 0, "head.router.weight");
+        else m->moe_first = PARAM(0, 2, E, d, 0, 0, "head.router.weight");
         PARAM(1, 3, E, h, d, 0, "head.experts.fc1.weight");
         PARAM(0, 2, E, h, 0, 0, "head.experts.fc1.bias");
         PARAM(1, 3, E, d, h, 0, "head.experts.fc2.weight");
@@ -198,8 +219,12 @@ ml_status model_init(Model *m, const ModelConfig *cfg) {
         return ml_fail(ML_ERR_NOMEM, "out of memory allocating the model (%.1f MiB, %.1f MiB of it activations)",
                        mib_all, mib_act);
     }
-    m->g0 = m->scratch + o_g0; m->g1 = m->scratch + o_g1; m->dcol = m->scratch + o_dcol;
-    m->dfeat = m->scratch + o_dfeat; m->dy = m->scratch + o_dy; m->dh1 = m->scratch + o_dh1;
+    m->g0 = m->scratch + o_g0;
+    m->g1 = m->scratch + o_g1;
+    m->dcol = m->scratch + o_dcol;
+    m->dfeat = m->scratch + o_dfeat;
+    m->dy = m->scratch + o_dy;
+    m->dh1 = m->scratch + o_dh1;
     m->dlogits = m->scratch + o_dl;
     if (m->moe_first >= 0) {
         moe_params_point(&m->moe_p, m->param + m->params[m->moe_first].off, hc, Bmax);
@@ -216,7 +241,11 @@ ml_status model_init(Model *m, const ModelConfig *cfg) {
 
 void model_free(Model *m) {
     if (m->moe_first >= 0 && m->cfg.head.kind != HEAD_DENSE) moe_free(&m->moe);
-    ml_free(m->param); ml_free(m->grad); ml_free(m->buf); ml_free(m->act); ml_free(m->scratch);
+    ml_free(m->param);
+    ml_free(m->grad);
+    ml_free(m->buf);
+    ml_free(m->act);
+    ml_free(m->scratch);
     memset(m, 0, sizeof *m);
 }
 
@@ -239,7 +268,10 @@ void model_init_params(Model *m, Rng *rng) {
         float *g = m->param + m->params[u->gamma].off;
         for (int c = 0; c < u->OC; c++) g[c] = 1.0f;
         float *rv = m->buf + m->bufs[u->run_var].off, *rm = m->buf + m->bufs[u->run_mean].off;
-        for (int c = 0; c < u->OC; c++) { rv[c] = 1.0f; rm[c] = 0.0f; }
+        for (int c = 0; c < u->OC; c++) {
+            rv[c] = 1.0f;
+            rm[c] = 0.0f;
+        }
     }
     const int d = m->d;
     if (m->cfg.head.kind == HEAD_DENSE) {
@@ -267,7 +299,14 @@ void model_init_params(Model *m, Rng *rng) {
 
 /* stage timing for --profile: PROF(slot) closes the stage that began at the previous mark */
 #define PROF_BEGIN double prof_t = m->profile ? ml_now() : 0.0
-#define PROF(arr, slot) do { if (m->profile) { double t_ = ml_now(); m->arr[slot] += t_ - prof_t; prof_t = t_; } } while (0)
+#define PROF(arr, slot)                  \
+    do {                                 \
+        if (m->profile) {                \
+            double t_ = ml_now();        \
+            m->arr[slot] += t_ - prof_t; \
+            prof_t = t_;                 \
+        }                                \
+    } while (0)
 
 const float *model_forward(Model *m, int B, int training, float tau, Rng *rng) {
     ML_ASSERT(B >= 1 && B <= m->cfg.batch);
@@ -282,19 +321,15 @@ const float *model_forward(Model *m, int B, int training, float tau, Rng *rng) {
         case UNIT_FULL3X3:
             conv3x3_forward(A(u->z), A(u->col), in, P(u->w), B, u->C, u->H, u->W, u->OC, u->stride);
             break;
-        case UNIT_DW3X3:
-            dwconv3x3_forward(A(u->z), in, P(u->w), B, u->C, u->H, u->W, u->stride);
-            break;
-        case UNIT_PW1X1:
-            pwconv_forward(A(u->z), in, P(u->w), N, u->C, u->OC);
-            break;
+        case UNIT_DW3X3: dwconv3x3_forward(A(u->z), in, P(u->w), B, u->C, u->H, u->W, u->stride); break;
+        case UNIT_PW1X1: pwconv_forward(A(u->z), in, P(u->w), N, u->C, u->OC); break;
         }
         if (training)
-            bn_forward_train(A(u->out), A(u->mean), A(u->rstd), A(u->z), P(u->gamma), P(u->beta),
-                             BUFP(u->run_mean), BUFP(u->run_var), m->cfg.bn_momentum, u->OC, N, 1);
+            bn_forward_train(A(u->out), A(u->mean), A(u->rstd), A(u->z), P(u->gamma), P(u->beta), BUFP(u->run_mean),
+                             BUFP(u->run_var), m->cfg.bn_momentum, u->OC, N, 1);
         else
-            bn_forward_eval(A(u->out), A(u->z), P(u->gamma), P(u->beta), BUFP(u->run_mean),
-                            BUFP(u->run_var), u->OC, N, 1);
+            bn_forward_eval(A(u->out), A(u->z), P(u->gamma), P(u->beta), BUFP(u->run_mean), BUFP(u->run_var), u->OC, N,
+                            1);
         in = A(u->out);
         PROF(prof_fwd, i);
     }
@@ -354,27 +389,23 @@ void model_backward(Model *m, const int32_t *labels, int B) {
         const int N = B * u->Ho * u->Wo;
         const float *in = i == 0 ? A(m->a_x) : A(m->units[i - 1].out);
         float *din = i == 0 ? NULL : dnext;
-        bn_backward(dcur, G(u->gamma), G(u->beta), dcur, A(u->out), A(u->z), A(u->mean), A(u->rstd),
-                    P(u->gamma), u->OC, N, 1);
+        bn_backward(dcur, G(u->gamma), G(u->beta), dcur, A(u->out), A(u->z), A(u->mean), A(u->rstd), P(u->gamma), u->OC,
+                    N, 1);
         switch (u->kind) {
         case UNIT_FULL3X3:
             conv3x3_backward(din, G(u->w), m->dcol, dcur, A(u->col), P(u->w), B, u->C, u->H, u->W, u->OC, u->stride);
             break;
-        case UNIT_DW3X3:
-            dwconv3x3_backward(din, G(u->w), dcur, in, P(u->w), B, u->C, u->H, u->W, u->stride);
-            break;
-        case UNIT_PW1X1:
-            pwconv_backward(din, G(u->w), dcur, in, P(u->w), B * u->H * u->W, u->C, u->OC);
-            break;
+        case UNIT_DW3X3: dwconv3x3_backward(din, G(u->w), dcur, in, P(u->w), B, u->C, u->H, u->W, u->stride); break;
+        case UNIT_PW1X1: pwconv_backward(din, G(u->w), dcur, in, P(u->w), B * u->H * u->W, u->C, u->OC); break;
         }
-        float *t = dcur; dcur = dnext; dnext = t;
+        float *t = dcur;
+        dcur = dnext;
+        dnext = t;
         PROF(prof_bwd, i);
     }
 }
 
-double model_flops(const Model *m) {
-    return m->flops_backbone + m->flops_head_active + m->flops_classifier;
-}
+double model_flops(const Model *m) { return m->flops_backbone + m->flops_head_active + m->flops_classifier; }
 
 double model_rho_nominal(const Model *m) {
     double total = model_flops(m);

@@ -21,26 +21,27 @@
 typedef enum { BACKBONE_DW, BACKBONE_STD } BackboneKind;
 
 typedef struct {
-    int in_c, in_h, in_w;   /* input image shape */
+    int in_c, in_h, in_w; /* input image shape */
     int classes;
     BackboneKind backbone;
-    float width;            /* width multiplier w: c0 = round(32 w) */
-    MoeConfig head;         /* head kind and MoE knobs; head.d is set by model_init */
-    int batch;              /* largest batch the model will see */
-    float bn_momentum;      /* running-statistics momentum (PyTorch convention, 0.1) */
+    float width;       /* width multiplier w: c0 = round(32 w) */
+    MoeConfig head;    /* head kind and MoE knobs; head.d is set by model_init */
+    int batch;         /* largest batch the model will see */
+    float bn_momentum; /* running-statistics momentum (PyTorch convention, 0.1) */
 } ModelConfig;
 
-void model_config_defaults(ModelConfig *c); /* the reference model: dw, w=1, 32x32x3, 10, moe E=8 k=2 h=1024 cf=1.25, B=128 */
+void model_config_defaults(
+    ModelConfig *c); /* the reference model: dw, w=1, 32x32x3, 10, moe E=8 k=2 h=1024 cf=1.25, B=128 */
 
 #define MODEL_MAX_TENSORS 64
 #define MODEL_MAX_UNITS 8
 
 typedef struct {
-    char name[80];   /* PyTorch state_dict key, e.g. "backbone.block1.dw.weight" */
+    char name[80]; /* PyTorch state_dict key, e.g. "backbone.block1.dw.weight" */
     int ndim;
-    int shape[4];    /* PyTorch order */
-    long off, n;     /* offset into the flat buffer, number of floats */
-    int decay;       /* weight decay applies (conv and linear weights) */
+    int shape[4]; /* PyTorch order */
+    long off, n;  /* offset into the flat buffer, number of floats */
+    int decay;    /* weight decay applies (conv and linear weights) */
 } TensorInfo;
 
 typedef enum { UNIT_FULL3X3, UNIT_DW3X3, UNIT_PW1X1 } UnitKind;
@@ -49,55 +50,55 @@ typedef enum { UNIT_FULL3X3, UNIT_DW3X3, UNIT_PW1X1 } UnitKind;
 typedef struct {
     UnitKind kind;
     int C, OC, H, W, Ho, Wo, stride;
-    int w, gamma, beta;      /* parameter indices */
-    int run_mean, run_var;   /* buffer indices */
-    long col;                /* (C*9, B*Ho*Wo) im2col, FULL3X3 only, else -1 */
-    long z;                  /* (OC, B, Ho, Wo) conv output, pre-BN */
-    long out;                /* (OC, B, Ho, Wo) after BN + ReLU */
-    long mean, rstd;         /* (OC) batch statistics saved for the backward */
-    double flops;            /* forward FLOPs per sample (2 per multiply-add) */
-    char label[48];          /* "stem", "block1.dw", ... */
+    int w, gamma, beta;    /* parameter indices */
+    int run_mean, run_var; /* buffer indices */
+    long col;              /* (C*9, B*Ho*Wo) im2col, FULL3X3 only, else -1 */
+    long z;                /* (OC, B, Ho, Wo) conv output, pre-BN */
+    long out;              /* (OC, B, Ho, Wo) after BN + ReLU */
+    long mean, rstd;       /* (OC) batch statistics saved for the backward */
+    double flops;          /* forward FLOPs per sample (2 per multiply-add) */
+    char label[48];        /* "stem", "block1.dw", ... */
 } Unit;
 
 typedef struct {
     ModelConfig cfg;
-    int c0, d;                       /* stem width, feature width */
+    int c0, d; /* stem width, feature width */
     int nparams, nbufs;
     TensorInfo params[MODEL_MAX_TENSORS];
     TensorInfo bufs[MODEL_MAX_TENSORS];
     long n_param, n_buf;
-    float *param, *grad;             /* (n_param) each */
-    float *buf;                      /* (n_buf) batch-norm running statistics */
+    float *param, *grad; /* (n_param) each */
+    float *buf;          /* (n_buf) batch-norm running statistics */
     int nunits;
     Unit units[MODEL_MAX_UNITS];
     /* head and classifier parameter indices (-1 when absent) */
-    int fc1_w, fc1_b, fc2_w, fc2_b;  /* dense head */
-    int moe_first;                   /* first of the 5 MoE tensors (router, w1, b1, w2, b2) */
+    int fc1_w, fc1_b, fc2_w, fc2_b; /* dense head */
+    int moe_first;                  /* first of the 5 MoE tensors (router, w1, b1, w2, b2) */
     int cls_w, cls_b;
-    MoeParams moe_p, moe_g;          /* views into param / grad */
+    MoeParams moe_p, moe_g; /* views into param / grad */
     MoeHead moe;
     /* activations: one flat buffer, offsets in floats */
     float *act;
     long n_act;
-    long a_x;                        /* (C_in, B, H, W) input batch */
-    long a_feat;                     /* (B, d) pooled features */
-    long a_h1;                       /* (B, k*h) dense head hidden, after ReLU */
-    long a_y;                        /* (B, d) head output */
-    long a_logits, a_probs;          /* (B, classes) */
+    long a_x;               /* (C_in, B, H, W) input batch */
+    long a_feat;            /* (B, d) pooled features */
+    long a_h1;              /* (B, k*h) dense head hidden, after ReLU */
+    long a_y;               /* (B, d) head output */
+    long a_logits, a_probs; /* (B, classes) */
     /* gradient scratch */
     float *scratch;
     long n_scratch;
-    float *g0, *g1;                  /* ping-pong (max activation) */
-    float *dcol;                     /* (max C*9 x N) */
+    float *g0, *g1; /* ping-pong (max activation) */
+    float *dcol;    /* (max C*9 x N) */
     float *dfeat, *dy, *dh1, *dlogits;
     /* FLOPs per sample, forward */
     double flops_backbone, flops_head_active, flops_routed, flops_classifier, flops_router;
-    double flops_expert;             /* one expert (or the dense MLP for `dense`) */
+    double flops_expert; /* one expert (or the dense MLP for `dense`) */
     /* optional timing of every stage (seconds, accumulated) when profile = 1 */
     int profile;
-    long prof_steps;                 /* steps counted by the caller */
+    long prof_steps;                                                     /* steps counted by the caller */
     double prof_fwd[MODEL_MAX_UNITS + 3], prof_bwd[MODEL_MAX_UNITS + 3]; /* units, pool, head, classifier+loss */
-    int last_B;                      /* batch size of the last forward */
+    int last_B;                                                          /* batch size of the last forward */
     int last_training;
 } Model;
 

@@ -16,8 +16,7 @@
 
 // ---------------------------------------------------------------- config and parameter layout
 
-void moe_config_defaults(MoeConfig *c)
-{
+void moe_config_defaults(MoeConfig *c) {
     c->kind = HEAD_MOE;
     c->d = 256;
     c->E = 8;
@@ -35,42 +34,31 @@ void moe_config_defaults(MoeConfig *c)
     c->slots = 0;
 }
 
-int moe_slots(const MoeConfig *c, int Bmax)
-{
-    if (c->kind != HEAD_SOFTMOE_BATCH)
-        return 0;
-    if (c->slots > 0)
-        return c->slots;
-    if (c->E < 1 || Bmax < 1)
-        return 1;
+int moe_slots(const MoeConfig *c, int Bmax) {
+    if (c->kind != HEAD_SOFTMOE_BATCH) return 0;
+    if (c->slots > 0) return c->slots;
+    if (c->E < 1 || Bmax < 1) return 1;
     int P = (int)(((long)c->k * Bmax + c->E - 1) / c->E);
     return P < 1 ? 1 : P;
 }
 
-static size_t moe_router_rows_(const MoeConfig *c, int Bmax)
-{
+static size_t moe_router_rows_(const MoeConfig *c, int Bmax) {
     return c->kind == HEAD_SOFTMOE_BATCH ? (size_t)c->E * (size_t)moe_slots(c, Bmax) : (size_t)c->E;
 }
 
 // Every tensor starts on a 16-float (64-byte) boundary, as in the model's tensor table
 // (core/model.c add_tensor): with E*h or S*d not a multiple of 16 (odd h, say) a packed layout
 // would put w2/b2 elsewhere than the model's tensors.
-static size_t moe_pad_(size_t n)
-{
-    return (n + 15) & ~(size_t)15;
-}
+static size_t moe_pad_(size_t n) { return (n + 15) & ~(size_t)15; }
 
-size_t moe_param_count(const MoeConfig *c, int Bmax)
-{
-    if (c->kind == HEAD_DENSE)
-        return 0;
+size_t moe_param_count(const MoeConfig *c, int Bmax) {
+    if (c->kind == HEAD_DENSE) return 0;
     size_t d = (size_t)c->d, h = (size_t)c->h, E = (size_t)c->E;
-    return moe_pad_(moe_router_rows_(c, Bmax) * d) + moe_pad_(E * h * d) + moe_pad_(E * h) +
-           moe_pad_(E * d * h) + moe_pad_(E * d);
+    return moe_pad_(moe_router_rows_(c, Bmax) * d) + moe_pad_(E * h * d) + moe_pad_(E * h) + moe_pad_(E * d * h) +
+           moe_pad_(E * d);
 }
 
-void moe_params_point(MoeParams *p, float *base, const MoeConfig *c, int Bmax)
-{
+void moe_params_point(MoeParams *p, float *base, const MoeConfig *c, int Bmax) {
     if (c->kind == HEAD_DENSE) {
         p->router = p->w1 = p->b1 = p->w2 = p->b2 = NULL;
         return;
@@ -85,44 +73,34 @@ void moe_params_point(MoeParams *p, float *base, const MoeConfig *c, int Bmax)
 
 // ---------------------------------------------------------------- init / free
 
-void moe_free(MoeHead *m)
-{
-    void *bufs[] = {m->first_choice, m->z, m->p, m->disp, m->lse, m->sel, m->gate, m->row,
-                    m->row_src, m->row_rank, m->xg, m->hid, m->yo, m->dyo, m->dhid, m->dxg,
-                    m->dp, m->dd, m->dz, m->dgate, m->colbuf, m->key, m->order, m->order_tmp};
-    for (size_t i = 0; i < sizeof bufs / sizeof bufs[0]; i++)
-        ml_free(bufs[i]);
+void moe_free(MoeHead *m) {
+    void *bufs[] = {m->first_choice, m->z,        m->p,  m->disp,  m->lse,    m->sel, m->gate,  m->row,
+                    m->row_src,      m->row_rank, m->xg, m->hid,   m->yo,     m->dyo, m->dhid,  m->dxg,
+                    m->dp,           m->dd,       m->dz, m->dgate, m->colbuf, m->key, m->order, m->order_tmp};
+    for (size_t i = 0; i < sizeof bufs / sizeof bufs[0]; i++) ml_free(bufs[i]);
     memset(m, 0, sizeof *m);
 }
 
-static int moe_finite_(float v)
-{
-    return isfinite(v) != 0;
-}
+static int moe_finite_(float v) { return isfinite(v) != 0; }
 
-ml_status moe_init(MoeHead *m, const MoeConfig *c, int Bmax)
-{
+ml_status moe_init(MoeHead *m, const MoeConfig *c, int Bmax) {
     memset(m, 0, sizeof *m);
     if (c->kind != HEAD_MOE && c->kind != HEAD_SOFTMOE_BATCH && c->kind != HEAD_SOFTMOE_SAMPLE)
-        return ml_fail(ML_ERR_ARG, "moe: head kind %d is not moe, softmoe-batch or softmoe-sample",
-                       (int)c->kind);
+        return ml_fail(ML_ERR_ARG, "moe: head kind %d is not moe, softmoe-batch or softmoe-sample", (int)c->kind);
     if (c->E < 1 || c->E > MOE_MAX_EXPERTS)
         return ml_fail(ML_ERR_ARG, "moe: E = %d experts, must be 1..%d", c->E, MOE_MAX_EXPERTS);
-    if (c->k < 1 || c->k > c->E)
-        return ml_fail(ML_ERR_ARG, "moe: k = %d, must be 1..E (E = %d)", c->k, c->E);
+    if (c->k < 1 || c->k > c->E) return ml_fail(ML_ERR_ARG, "moe: k = %d, must be 1..E (E = %d)", c->k, c->E);
     if (c->d < 1 || c->h < 1 || Bmax < 1)
         return ml_fail(ML_ERR_ARG, "moe: d = %d, h = %d, Bmax = %d must all be >= 1", c->d, c->h, Bmax);
     if ((unsigned)c->priority > PRIORITY_GATE || (unsigned)c->bias_mode > BIAS_LOGITS)
-        return ml_fail(ML_ERR_ARG, "moe: invalid priority (%d) or bias mode (%d)", (int)c->priority,
-                       (int)c->bias_mode);
-    if (!moe_finite_(c->cf) || !moe_finite_(c->eval_cf) || !moe_finite_(c->bias_rate) ||
-        !moe_finite_(c->noise) || !moe_finite_(c->alpha) || !moe_finite_(c->beta))
+        return ml_fail(ML_ERR_ARG, "moe: invalid priority (%d) or bias mode (%d)", (int)c->priority, (int)c->bias_mode);
+    if (!moe_finite_(c->cf) || !moe_finite_(c->eval_cf) || !moe_finite_(c->bias_rate) || !moe_finite_(c->noise) ||
+        !moe_finite_(c->alpha) || !moe_finite_(c->beta))
         return ml_fail(ML_ERR_ARG, "moe: cf, eval_cf, bias_rate, noise, alpha and beta must be finite");
     if (c->noise < 0.0f || c->bias_rate < 0.0f)
         return ml_fail(ML_ERR_ARG, "moe: noise (%g) and bias_rate (%g) must be >= 0", (double)c->noise,
                        (double)c->bias_rate);
-    if (c->slots < 0)
-        return ml_fail(ML_ERR_ARG, "moe: slots = %d must be >= 0", c->slots);
+    if (c->slots < 0) return ml_fail(ML_ERR_ARG, "moe: slots = %d must be >= 0", c->slots);
 
     m->cfg = *c;
     m->Bmax = Bmax;
@@ -146,8 +124,7 @@ ml_status moe_init(MoeHead *m, const MoeConfig *c, int Bmax)
     MOE_ALLOC_(row, B * k);
     MOE_ALLOC_(row_src, R);
     MOE_ALLOC_(row_rank, R);
-    if (c->kind != HEAD_SOFTMOE_SAMPLE)
-        MOE_ALLOC_(xg, R * d);
+    if (c->kind != HEAD_SOFTMOE_SAMPLE) MOE_ALLOC_(xg, R * d);
     if (c->kind == HEAD_SOFTMOE_BATCH) {
         MOE_ALLOC_(disp, B * S);
         MOE_ALLOC_(dd, B * S);
@@ -167,8 +144,7 @@ ml_status moe_init(MoeHead *m, const MoeConfig *c, int Bmax)
 #undef MOE_ALLOC_
     if (!ok) {
         moe_free(m);
-        return ml_fail(ML_ERR_NOMEM, "moe: out of memory for the workspace (Bmax %d, rows %zu, h %zu)",
-                       Bmax, R, h);
+        return ml_fail(ML_ERR_NOMEM, "moe: out of memory for the workspace (Bmax %d, rows %zu, h %zu)", Bmax, R, h);
     }
     return ML_OK;
 }
@@ -176,14 +152,12 @@ ml_status moe_init(MoeHead *m, const MoeConfig *c, int Bmax)
 // ---------------------------------------------------------------- shared helpers
 
 // out (n) = softmax((z + bias)/tau) (bias may be NULL); returns nothing. Sums in double.
-static void moe_softmax_(float *out, const float *z, const float *bias, float tau, int n)
-{
+static void moe_softmax_(float *out, const float *z, const float *bias, float tau, int n) {
     float mx = -INFINITY;
     for (int i = 0; i < n; i++) {
         float u = (z[i] + (bias ? bias[i] : 0.0f)) / tau;
         out[i] = u;
-        if (u > mx)
-            mx = u;
+        if (u > mx) mx = u;
     }
     double s = 0.0;
     for (int i = 0; i < n; i++) {
@@ -191,34 +165,28 @@ static void moe_softmax_(float *out, const float *z, const float *bias, float ta
         s += out[i];
     }
     float inv = (float)(1.0 / s);
-    for (int i = 0; i < n; i++)
-        out[i] *= inv;
+    for (int i = 0; i < n; i++) out[i] *= inv;
 }
 
 // logsumexp of z (n) in double.
-static double moe_lse_(const float *z, int n)
-{
+static double moe_lse_(const float *z, int n) {
     double mx = -INFINITY;
     for (int i = 0; i < n; i++)
-        if (z[i] > mx)
-            mx = z[i];
+        if (z[i] > mx) mx = z[i];
     double s = 0.0;
-    for (int i = 0; i < n; i++)
-        s += exp((double)z[i] - mx);
+    for (int i = 0; i < n; i++) s += exp((double)z[i] - mx);
     return mx + log(s);
 }
 
 // Top-k of score (E) into idx (k), descending, ties to the lower index (strict > while scanning
 // upward). Deterministic for any input, NaN included.
-static void moe_topk_(int *idx, const float *score, int E, int k)
-{
+static void moe_topk_(int *idx, const float *score, int E, int k) {
     uint64_t taken = 0;
     for (int r = 0; r < k; r++) {
         int best = -1;
         float bv = 0.0f;
         for (int e = 0; e < E; e++) {
-            if (taken >> e & 1u)
-                continue;
+            if (taken >> e & 1u) continue;
             if (best < 0 || score[e] > bv) {
                 best = e;
                 bv = score[e];
@@ -230,27 +198,22 @@ static void moe_topk_(int *idx, const float *score, int E, int k)
 }
 
 // Stable merge sort of order[0..n) by descending key[order[i]] (ties keep the input order).
-static void moe_sort_desc_(int *order, int *tmp, const float *key, int n)
-{
+static void moe_sort_desc_(int *order, int *tmp, const float *key, int n) {
     for (int width = 1; width < n; width *= 2) {
         for (int lo = 0; lo < n; lo += 2 * width) {
             int mid = lo + width < n ? lo + width : n;
             int hi = lo + 2 * width < n ? lo + 2 * width : n;
             int i = lo, j = mid, o = lo;
-            while (i < mid && j < hi)
-                tmp[o++] = key[order[j]] > key[order[i]] ? order[j++] : order[i++];
-            while (i < mid)
-                tmp[o++] = order[i++];
-            while (j < hi)
-                tmp[o++] = order[j++];
+            while (i < mid && j < hi) tmp[o++] = key[order[j]] > key[order[i]] ? order[j++] : order[i++];
+            while (i < mid) tmp[o++] = order[i++];
+            while (j < hi) tmp[o++] = order[j++];
         }
         memcpy(order, tmp, (size_t)n * sizeof *order);
     }
 }
 
 // Capacity for a batch of B in this mode (B when dropless).
-static int moe_capacity_(const MoeConfig *c, int B, int training, int *dropless)
-{
+static int moe_capacity_(const MoeConfig *c, int B, int training, int *dropless) {
     float cf = training ? c->cf : c->eval_cf;
     if (!(cf > 0.0f)) {
         *dropless = 1;
@@ -259,20 +222,16 @@ static int moe_capacity_(const MoeConfig *c, int B, int training, int *dropless)
     double v = (double)cf * c->k * B / c->E;
     long C = (long)ceil(v * (1.0 - 1e-6));
     *dropless = 0;
-    if (C < 1)
-        C = 1;
-    if (C > B)
-        C = B;
+    if (C < 1) C = 1;
+    if (C > B) C = B;
     return (int)C;
 }
 
 // Expert e on n contiguous rows: hid (n, h) = relu(xin (n, d) W1_e^T + b1_e),
 // yo (n, d) = hid W2_e^T + b2_e.
-static void moe_expert_fwd_(const MoeConfig *c, const MoeParams *p, int e, const float *xin, int n,
-                            float *hid, float *yo)
-{
-    if (n <= 0)
-        return;
+static void moe_expert_fwd_(const MoeConfig *c, const MoeParams *p, int e, const float *xin, int n, float *hid,
+                            float *yo) {
+    if (n <= 0) return;
     int d = c->d, h = c->h;
     const float *w1 = p->w1 + (size_t)e * h * d, *b1 = p->b1 + (size_t)e * h;
     const float *w2 = p->w2 + (size_t)e * d * h, *b2 = p->b2 + (size_t)e * d;
@@ -289,30 +248,24 @@ static void moe_expert_fwd_(const MoeConfig *c, const MoeParams *p, int e, const
 #pragma omp parallel for if ((long)n * d > MOE_PAR_MIN)
     for (int i = 0; i < n; i++) {
         float *r = yo + (size_t)i * d;
-        for (int j = 0; j < d; j++)
-            r[j] += b2[j];
+        for (int j = 0; j < d; j++) r[j] += b2[j];
     }
 }
 
 // colsum (m) += sum over rows of a (n, m), rows in order (deterministic).
-static void moe_colsum_acc_(float *colsum, const float *a, int n, int mcols)
-{
+static void moe_colsum_acc_(float *colsum, const float *a, int n, int mcols) {
     for (int i = 0; i < n; i++) {
         const float *r = a + (size_t)i * mcols;
-        for (int j = 0; j < mcols; j++)
-            colsum[j] += r[j];
+        for (int j = 0; j < mcols; j++) colsum[j] += r[j];
     }
 }
 
 // Backward of moe_expert_fwd_ for expert e on n rows, given dyo (n, d) = dL/dyo.
 // Accumulates gW1, gb1, gW2, gb2 of expert e; dhid (n, h) is scratch;
 // dxin (n, d) = dhid W1_e + beta_dx * dxin.
-static void moe_expert_bwd_(const MoeConfig *c, const MoeParams *p, MoeParams *g, int e,
-                            const float *xin, int n, const float *hid, const float *dyo, float *dhid,
-                            float *dxin, float beta_dx)
-{
-    if (n <= 0)
-        return;
+static void moe_expert_bwd_(const MoeConfig *c, const MoeParams *p, MoeParams *g, int e, const float *xin, int n,
+                            const float *hid, const float *dyo, float *dhid, float *dxin, float beta_dx) {
+    if (n <= 0) return;
     int d = c->d, h = c->h;
     const float *w1 = p->w1 + (size_t)e * h * d, *w2 = p->w2 + (size_t)e * d * h;
     float *gw1 = g->w1 + (size_t)e * h * d, *gb1 = g->b1 + (size_t)e * h;
@@ -326,8 +279,7 @@ static void moe_expert_bwd_(const MoeConfig *c, const MoeParams *p, MoeParams *g
     for (int i = 0; i < n; i++) {
         float *r = dhid + (size_t)i * h;
         const float *a = hid + (size_t)i * h;
-        for (int j = 0; j < h; j++)
-            r[j] = a[j] > 0.0f ? r[j] : 0.0f;
+        for (int j = 0; j < h; j++) r[j] = a[j] > 0.0f ? r[j] : 0.0f;
     }
     // dW1_e (h, d) += dhid^T xin; db1_e += colsum(dhid)
     cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, h, d, n, 1.0f, dhid, h, xin, d, 1.0f, gw1, d);
@@ -337,15 +289,11 @@ static void moe_expert_bwd_(const MoeConfig *c, const MoeParams *p, MoeParams *g
 }
 
 // Normalised entropy H(v / sum v) / log n of a non-negative vector (1 when n == 1, 0 if sum 0).
-static double moe_norm_entropy_(const double *v, int n)
-{
-    if (n <= 1)
-        return 1.0;
+static double moe_norm_entropy_(const double *v, int n) {
+    if (n <= 1) return 1.0;
     double s = 0.0, hsum = 0.0;
-    for (int i = 0; i < n; i++)
-        s += v[i];
-    if (!(s > 0.0))
-        return 0.0;
+    for (int i = 0; i < n; i++) s += v[i];
+    if (!(s > 0.0)) return 0.0;
     for (int i = 0; i < n; i++)
         if (v[i] > 0.0) {
             double q = v[i] / s;
@@ -355,14 +303,12 @@ static double moe_norm_entropy_(const double *v, int n)
 }
 
 // Fills the count-based statistics from kept[] (already in st): load entropy, MaxVio.
-static void moe_stats_load_(MoeStepStats *st, int E)
-{
+static void moe_stats_load_(MoeStepStats *st, int E) {
     double v[MOE_MAX_EXPERTS], tot = 0.0, mx = 0.0;
     for (int e = 0; e < E; e++) {
         v[e] = st->kept[e];
         tot += v[e];
-        if (v[e] > mx)
-            mx = v[e];
+        if (v[e] > mx) mx = v[e];
     }
     st->load_entropy = moe_norm_entropy_(v, E);
     st->maxvio = tot > 0.0 ? mx / (tot / E) - 1.0 : 0.0;
@@ -371,13 +317,11 @@ static void moe_stats_load_(MoeStepStats *st, int E)
 // Router backward shared by moe and softmoe-sample: given dp (B, E) = dL/dp (gates), adds the
 // alpha*L_aux term, backs through the softmax at temperature tau and the beta*L_z term, and
 // writes dz (B, E) = dL/dz.
-static void moe_router_bwd_(MoeHead *m, int B, const float *fsel /* (E) */)
-{
+static void moe_router_bwd_(MoeHead *m, int B, const float *fsel /* (E) */) {
     const MoeConfig *c = &m->cfg;
     int E = c->E;
     float aux[MOE_MAX_EXPERTS];
-    for (int e = 0; e < E; e++)
-        aux[e] = c->alpha * (float)E * fsel[e] / (float)B;
+    for (int e = 0; e < E; e++) aux[e] = c->alpha * (float)E * fsel[e] / (float)B;
     float zc = 2.0f * c->beta / (float)B;
     float inv_tau = 1.0f / m->tau;
 #pragma omp parallel for if ((long)B * E > MOE_PAR_MIN)
@@ -390,12 +334,10 @@ static void moe_router_bwd_(MoeHead *m, int B, const float *fsel /* (E) */)
             sdot += (double)pb[e] * dpb[e];
         }
         float sd = (float)sdot;
-        for (int e = 0; e < E; e++)
-            dzb[e] = pb[e] * (dpb[e] - sd) * inv_tau;
+        for (int e = 0; e < E; e++) dzb[e] = pb[e] * (dpb[e] - sd) * inv_tau;
         if (c->beta != 0.0f) {
             float l = (float)m->lse[b];
-            for (int e = 0; e < E; e++)
-                dzb[e] += zc * l * (float)exp((double)zb[e] - m->lse[b]);
+            for (int e = 0; e < E; e++) dzb[e] += zc * l * (float)exp((double)zb[e] - m->lse[b]);
         }
     }
 }
@@ -403,8 +345,7 @@ static void moe_router_bwd_(MoeHead *m, int B, const float *fsel /* (E) */)
 // ---------------------------------------------------------------- moe (sparse top-k)
 
 // Selection, gates and capacity for the moe head: fills sel, row, row_src, row_rank, off, nrows.
-static void moe_route_(MoeHead *m, int B, float tau, int training, Rng *rng, int C)
-{
+static void moe_route_(MoeHead *m, int B, float tau, int training, Rng *rng, int C) {
     const MoeConfig *c = &m->cfg;
     int E = c->E, k = c->k;
     int use_noise = training && c->noise > 0.0f;
@@ -415,17 +356,14 @@ static void moe_route_(MoeHead *m, int B, float tau, int training, Rng *rng, int
         for (int e = 0; e < E; e++) {
             float sb = c->bias_mode != BIAS_NONE ? m->bias[e] : 0.0f;
             score[e] = (zb[e] + sb) / tau;
-            if (use_noise)
-                score[e] += c->noise * rng_gumbel(rng);
+            if (use_noise) score[e] += c->noise * rng_gumbel(rng);
         }
         moe_topk_(m->sel + (size_t)b * k, score, E, k);
     }
     // priority order inside one rank
-    for (int b = 0; b < B; b++)
-        m->order[b] = b;
+    for (int b = 0; b < B; b++) m->order[b] = b;
     if (c->priority == PRIORITY_GATE) {
-        for (int b = 0; b < B; b++)
-            m->key[b] = m->p[(size_t)b * E + m->sel[(size_t)b * k]];
+        for (int b = 0; b < B; b++) m->key[b] = m->p[(size_t)b * E + m->sel[(size_t)b * k]];
         moe_sort_desc_(m->order, m->order_tmp, m->key, B);
     }
     // k-major slot assignment
@@ -438,31 +376,27 @@ static void moe_route_(MoeHead *m, int B, float tau, int training, Rng *rng, int
         }
     // rows grouped by expert, in slot order: row = off[e] + slot
     m->off[0] = 0;
-    for (int e = 0; e < E; e++)
-        m->off[e + 1] = m->off[e] + count[e];
+    for (int e = 0; e < E; e++) m->off[e + 1] = m->off[e] + count[e];
     m->nrows = m->off[E];
     for (int b = 0; b < B; b++)
         for (int r = 0; r < k; r++) {
             int *rw = &m->row[(size_t)b * k + r];
-            if (*rw < 0)
-                continue;
+            if (*rw < 0) continue;
             *rw += m->off[m->sel[(size_t)b * k + r]];
             m->row_src[*rw] = b;
             m->row_rank[*rw] = r;
         }
 }
 
-static void moe_forward_sparse_(MoeHead *m, float *y, const float *x, const MoeParams *p, int B,
-                                float tau, int training, Rng *rng)
-{
+static void moe_forward_sparse_(MoeHead *m, float *y, const float *x, const MoeParams *p, int B, float tau,
+                                int training, Rng *rng) {
     const MoeConfig *c = &m->cfg;
     int E = c->E, k = c->k, d = c->d, h = c->h;
     int dropless;
     int C = moe_capacity_(c, B, training, &dropless);
     int frozen = m->freeze_selection && m->B == B; // m->B == 0 before the first forward
     const float *bg = c->bias_mode == BIAS_LOGITS ? m->bias : NULL;
-    for (int b = 0; b < B; b++)
-        moe_softmax_(m->p + (size_t)b * E, m->z + (size_t)b * E, bg, tau, E);
+    for (int b = 0; b < B; b++) moe_softmax_(m->p + (size_t)b * E, m->z + (size_t)b * E, bg, tau, E);
     if (!frozen) {
         moe_route_(m, B, tau, training, rng, C);
     } else { // selection, keep mask and capacity of the previous forward
@@ -475,15 +409,12 @@ static void moe_forward_sparse_(MoeHead *m, float *y, const float *x, const MoeP
         const int *sb = m->sel + (size_t)b * k;
         float *gb = m->gate + (size_t)b * k;
         double s = 0.0;
-        for (int r = 0; r < k; r++)
-            s += pb[sb[r]];
+        for (int r = 0; r < k; r++) s += pb[sb[r]];
         if (c->renorm && !(s >= FLT_MIN)) {
-            for (int r = 0; r < k; r++)
-                gb[r] = 1.0f / (float)k;
+            for (int r = 0; r < k; r++) gb[r] = 1.0f / (float)k;
         } else {
             float inv = c->renorm ? (float)(1.0 / s) : 1.0f;
-            for (int r = 0; r < k; r++)
-                gb[r] = pb[sb[r]] * inv;
+            for (int r = 0; r < k; r++) gb[r] = pb[sb[r]] * inv;
         }
         m->first_choice[b] = sb[0];
     }
@@ -502,12 +433,10 @@ static void moe_forward_sparse_(MoeHead *m, float *y, const float *x, const MoeP
         memcpy(yb, x + (size_t)b * d, (size_t)d * sizeof(float));
         for (int r = 0; r < k; r++) {
             int j = m->row[(size_t)b * k + r];
-            if (j < 0)
-                continue;
+            if (j < 0) continue;
             float gv = m->gate[(size_t)b * k + r];
             const float *yj = m->yo + (size_t)j * d;
-            for (int i = 0; i < d; i++)
-                yb[i] += gv * yj[i];
+            for (int i = 0; i < d; i++) yb[i] += gv * yj[i];
         }
     }
     // statistics and losses
@@ -541,8 +470,7 @@ static void moe_forward_sparse_(MoeHead *m, float *y, const float *x, const MoeP
     double laux = 0.0;
     for (int e = 0; e < E; e++) {
         double pe = 0.0;
-        for (int b = 0; b < B; b++)
-            pe += m->p[(size_t)b * E + e];
+        for (int b = 0; b < B; b++) pe += m->p[(size_t)b * E + e];
         pe /= B;
         st->mean_gate[e] = (float)pe;
         laux += ((double)st->demand[e] / B) * pe;
@@ -550,9 +478,8 @@ static void moe_forward_sparse_(MoeHead *m, float *y, const float *x, const MoeP
     st->l_aux = E * laux;
 }
 
-static void moe_backward_sparse_(MoeHead *m, float *dx, MoeParams *g, const float *dy,
-                                 const float *x, const MoeParams *p, int B)
-{
+static void moe_backward_sparse_(MoeHead *m, float *dx, MoeParams *g, const float *dy, const float *x,
+                                 const MoeParams *p, int B) {
     const MoeConfig *c = &m->cfg;
     int E = c->E, k = c->k, d = c->d, h = c->h;
     int nrows = m->nrows;
@@ -573,8 +500,8 @@ static void moe_backward_sparse_(MoeHead *m, float *dx, MoeParams *g, const floa
     }
     for (int e = 0; e < E; e++) {
         int o = m->off[e], n = m->off[e + 1] - o;
-        moe_expert_bwd_(c, p, g, e, m->xg + (size_t)o * d, n, m->hid + (size_t)o * h,
-                        m->dyo + (size_t)o * d, m->dhid + (size_t)o * h, m->dxg + (size_t)o * d, 0.0f);
+        moe_expert_bwd_(c, p, g, e, m->xg + (size_t)o * d, n, m->hid + (size_t)o * h, m->dyo + (size_t)o * d,
+                        m->dhid + (size_t)o * h, m->dxg + (size_t)o * d, 0.0f);
     }
     // dx = dy (residual) + scattered expert input gradients, ranks in order
 #pragma omp parallel for if ((long)B * d * k > MOE_PAR_MIN)
@@ -583,11 +510,9 @@ static void moe_backward_sparse_(MoeHead *m, float *dx, MoeParams *g, const floa
         memcpy(dxb, dy + (size_t)b * d, (size_t)d * sizeof(float));
         for (int r = 0; r < k; r++) {
             int j = m->row[(size_t)b * k + r];
-            if (j < 0)
-                continue;
+            if (j < 0) continue;
             const float *gj = m->dxg + (size_t)j * d;
-            for (int i = 0; i < d; i++)
-                dxb[i] += gj[i];
+            for (int i = 0; i < d; i++) dxb[i] += gj[i];
         }
     }
     // gates -> softmax probabilities p (through the renormalisation)
@@ -598,8 +523,7 @@ static void moe_backward_sparse_(MoeHead *m, float *dx, MoeParams *g, const floa
         const int *sb = m->sel + (size_t)b * k;
         float *dpb = m->dp + (size_t)b * E;
         if (!c->renorm) {
-            for (int r = 0; r < k; r++)
-                dpb[sb[r]] += dgb[r];
+            for (int r = 0; r < k; r++) dpb[sb[r]] += dgb[r];
             continue;
         }
         double s = 0.0, cd = 0.0;
@@ -607,14 +531,11 @@ static void moe_backward_sparse_(MoeHead *m, float *dx, MoeParams *g, const floa
             s += pb[sb[r]];
             cd += (double)dgb[r] * gb[r];
         }
-        if (!(s >= FLT_MIN))
-            continue; // gates were set to 1/k: constant
-        for (int r = 0; r < k; r++)
-            dpb[sb[r]] += (float)((dgb[r] - cd) / s);
+        if (!(s >= FLT_MIN)) continue; // gates were set to 1/k: constant
+        for (int r = 0; r < k; r++) dpb[sb[r]] += (float)((dgb[r] - cd) / s);
     }
     float fsel[MOE_MAX_EXPERTS];
-    for (int e = 0; e < E; e++)
-        fsel[e] = (float)m->stats.demand[e] / (float)B;
+    for (int e = 0; e < E; e++) fsel[e] = (float)m->stats.demand[e] / (float)B;
     moe_router_bwd_(m, B, fsel);
     cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, E, d, B, 1.0f, m->dz, E, x, d, 1.0f, g->router, d);
     cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, B, d, E, 1.0f, m->dz, E, p->router, d, 1.0f, dx, d);
@@ -622,16 +543,12 @@ static void moe_backward_sparse_(MoeHead *m, float *dx, MoeParams *g, const floa
 
 // ---------------------------------------------------------------- softmoe-sample (dense over experts)
 
-static void moe_forward_sample_(MoeHead *m, float *y, const float *x, const MoeParams *p, int B,
-                                float tau)
-{
+static void moe_forward_sample_(MoeHead *m, float *y, const float *x, const MoeParams *p, int B, float tau) {
     const MoeConfig *c = &m->cfg;
     int E = c->E, d = c->d, h = c->h;
     const float *bg = c->bias_mode == BIAS_LOGITS ? m->bias : NULL;
-    for (int b = 0; b < B; b++)
-        moe_softmax_(m->p + (size_t)b * E, m->z + (size_t)b * E, bg, tau, E);
-    for (int e = 0; e < E; e++)
-        moe_expert_fwd_(c, p, e, x, B, m->hid + (size_t)e * B * h, m->yo + (size_t)e * B * d);
+    for (int b = 0; b < B; b++) moe_softmax_(m->p + (size_t)b * E, m->z + (size_t)b * E, bg, tau, E);
+    for (int e = 0; e < E; e++) moe_expert_fwd_(c, p, e, x, B, m->hid + (size_t)e * B * h, m->yo + (size_t)e * B * d);
 #pragma omp parallel for if ((long)B * d * E > MOE_PAR_MIN)
     for (int b = 0; b < B; b++) {
         float *yb = y + (size_t)b * d;
@@ -639,8 +556,7 @@ static void moe_forward_sample_(MoeHead *m, float *y, const float *x, const MoeP
         for (int e = 0; e < E; e++) {
             float w = m->p[(size_t)b * E + e];
             const float *ye = m->yo + ((size_t)e * B + b) * d;
-            for (int i = 0; i < d; i++)
-                yb[i] += w * ye[i];
+            for (int i = 0; i < d; i++) yb[i] += w * ye[i];
         }
     }
     // statistics: argmax counts, L_aux with f = argmax fraction (frozen: previous argmax)
@@ -651,8 +567,7 @@ static void moe_forward_sample_(MoeHead *m, float *y, const float *x, const MoeP
     double conf = 0.0, laux = 0.0;
     for (int b = 0; b < B; b++) {
         int a = m->first_choice[b];
-        if (!frozen)
-            moe_topk_(&a, m->p + (size_t)b * E, E, 1);
+        if (!frozen) moe_topk_(&a, m->p + (size_t)b * E, E, 1);
         m->first_choice[b] = a;
         st->demand[a]++;
         st->kept[a]++;
@@ -660,8 +575,7 @@ static void moe_forward_sample_(MoeHead *m, float *y, const float *x, const MoeP
     }
     for (int e = 0; e < E; e++) {
         double pe = 0.0;
-        for (int b = 0; b < B; b++)
-            pe += m->p[(size_t)b * E + e];
+        for (int b = 0; b < B; b++) pe += m->p[(size_t)b * E + e];
         pe /= B;
         st->mean_gate[e] = (float)pe;
         laux += ((double)st->demand[e] / B) * pe;
@@ -675,9 +589,8 @@ static void moe_forward_sample_(MoeHead *m, float *y, const float *x, const MoeP
     st->pairs_per_sample = E;
 }
 
-static void moe_backward_sample_(MoeHead *m, float *dx, MoeParams *g, const float *dy,
-                                 const float *x, const MoeParams *p, int B)
-{
+static void moe_backward_sample_(MoeHead *m, float *dx, MoeParams *g, const float *dy, const float *x,
+                                 const MoeParams *p, int B) {
     const MoeConfig *c = &m->cfg;
     int E = c->E, d = c->d, h = c->h;
     memcpy(dx, dy, (size_t)B * d * sizeof(float));
@@ -697,11 +610,9 @@ static void moe_backward_sample_(MoeHead *m, float *dx, MoeParams *g, const floa
         }
     }
     for (int e = 0; e < E; e++)
-        moe_expert_bwd_(c, p, g, e, x, B, m->hid + (size_t)e * B * h, m->dyo + (size_t)e * B * d,
-                        m->dhid, dx, 1.0f);
+        moe_expert_bwd_(c, p, g, e, x, B, m->hid + (size_t)e * B * h, m->dyo + (size_t)e * B * d, m->dhid, dx, 1.0f);
     float fsel[MOE_MAX_EXPERTS];
-    for (int e = 0; e < E; e++)
-        fsel[e] = (float)m->stats.demand[e] / (float)B;
+    for (int e = 0; e < E; e++) fsel[e] = (float)m->stats.demand[e] / (float)B;
     moe_router_bwd_(m, B, fsel);
     cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, E, d, B, 1.0f, m->dz, E, x, d, 1.0f, g->router, d);
     cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, B, d, E, 1.0f, m->dz, E, p->router, d, 1.0f, dx, d);
@@ -709,15 +620,12 @@ static void moe_backward_sample_(MoeHead *m, float *dx, MoeParams *g, const floa
 
 // ---------------------------------------------------------------- softmoe-batch (Puigcerver et al.)
 
-static void moe_forward_batch_(MoeHead *m, float *y, const float *x, const MoeParams *p, int B,
-                               float tau)
-{
+static void moe_forward_batch_(MoeHead *m, float *y, const float *x, const MoeParams *p, int B, float tau) {
     const MoeConfig *c = &m->cfg;
     int E = c->E, d = c->d, h = c->h, S = m->S, P = m->P;
     // combine Cw: softmax over the S slots of each sample
 #pragma omp parallel for if ((long)B * S > MOE_PAR_MIN)
-    for (int b = 0; b < B; b++)
-        moe_softmax_(m->p + (size_t)b * S, m->z + (size_t)b * S, NULL, tau, S);
+    for (int b = 0; b < B; b++) moe_softmax_(m->p + (size_t)b * S, m->z + (size_t)b * S, NULL, tau, S);
     // dispatch D: softmax over the batch of each slot column
     float *cmax = m->colbuf, *csum = m->colbuf + S;
     for (int s = 0; s < S; s++) {
@@ -728,8 +636,7 @@ static void moe_forward_batch_(MoeHead *m, float *y, const float *x, const MoePa
         const float *zb = m->z + (size_t)b * S;
         for (int s = 0; s < S; s++) {
             float u = zb[s] / tau;
-            if (u > cmax[s])
-                cmax[s] = u;
+            if (u > cmax[s]) cmax[s] = u;
         }
     }
     for (int b = 0; b < B; b++) {
@@ -740,18 +647,15 @@ static void moe_forward_batch_(MoeHead *m, float *y, const float *x, const MoePa
             csum[s] += db[s];
         }
     }
-    for (int s = 0; s < S; s++)
-        csum[s] = 1.0f / csum[s];
+    for (int s = 0; s < S; s++) csum[s] = 1.0f / csum[s];
     for (int b = 0; b < B; b++) {
         float *db = m->disp + (size_t)b * S;
-        for (int s = 0; s < S; s++)
-            db[s] *= csum[s];
+        for (int s = 0; s < S; s++) db[s] *= csum[s];
     }
     // slot inputs X~ (S, d) = D^T x; experts on their P slots; y = x + Cw Y~
     cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, S, d, B, 1.0f, m->disp, S, x, d, 0.0f, m->xg, d);
     for (int e = 0; e < E; e++)
-        moe_expert_fwd_(c, p, e, m->xg + (size_t)e * P * d, P, m->hid + (size_t)e * P * h,
-                        m->yo + (size_t)e * P * d);
+        moe_expert_fwd_(c, p, e, m->xg + (size_t)e * P * d, P, m->hid + (size_t)e * P * h, m->yo + (size_t)e * P * d);
     memcpy(y, x, (size_t)B * d * sizeof(float));
     cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, B, d, S, 1.0f, m->p, S, m->yo, d, 1.0f, y, d);
     // statistics on per-expert weights W_be = sum of the combine weights of e's slots
@@ -765,8 +669,7 @@ static void moe_forward_batch_(MoeHead *m, float *y, const float *x, const MoePa
         const float *cb = m->p + (size_t)b * S;
         for (int e = 0; e < E; e++) {
             double s = 0.0;
-            for (int q = 0; q < P; q++)
-                s += cb[e * P + q];
+            for (int q = 0; q < P; q++) s += cb[e * P + q];
             w[e] = (float)s;
             wd[e] = s;
             mg[e] += s;
@@ -779,8 +682,7 @@ static void moe_forward_batch_(MoeHead *m, float *y, const float *x, const MoePa
         conf += wd[a];
         hsum += moe_norm_entropy_(wd, E);
     }
-    for (int e = 0; e < E; e++)
-        st->mean_gate[e] = (float)(mg[e] / B);
+    for (int e = 0; e < E; e++) st->mean_gate[e] = (float)(mg[e] / B);
     st->gate_entropy = hsum / B;
     st->l_aux = 0.0;
     st->capacity = P;
@@ -791,9 +693,8 @@ static void moe_forward_batch_(MoeHead *m, float *y, const float *x, const MoePa
     st->pairs_per_sample = (double)S / B;
 }
 
-static void moe_backward_batch_(MoeHead *m, float *dx, MoeParams *g, const float *dy,
-                                const float *x, const MoeParams *p, int B)
-{
+static void moe_backward_batch_(MoeHead *m, float *dx, MoeParams *g, const float *dy, const float *x,
+                                const MoeParams *p, int B) {
     const MoeConfig *c = &m->cfg;
     int E = c->E, d = c->d, h = c->h, S = m->S, P = m->P;
     // dCw (B, S) = dy Y~^T; dY~ (S, d) = Cw^T dy
@@ -801,20 +702,17 @@ static void moe_backward_batch_(MoeHead *m, float *dx, MoeParams *g, const float
     cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, S, d, B, 1.0f, m->p, S, dy, d, 0.0f, m->dyo, d);
     for (int e = 0; e < E; e++)
         moe_expert_bwd_(c, p, g, e, m->xg + (size_t)e * P * d, P, m->hid + (size_t)e * P * h,
-                        m->dyo + (size_t)e * P * d, m->dhid + (size_t)e * P * h,
-                        m->dxg + (size_t)e * P * d, 0.0f);
+                        m->dyo + (size_t)e * P * d, m->dhid + (size_t)e * P * h, m->dxg + (size_t)e * P * d, 0.0f);
     // dD (B, S) = x dX~^T; dx = dy + D dX~
     cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, B, S, d, 1.0f, x, d, m->dxg, d, 0.0f, m->dd, S);
     memcpy(dx, dy, (size_t)B * d * sizeof(float));
     cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, B, d, S, 1.0f, m->disp, S, m->dxg, d, 1.0f, dx, d);
     // logits: row-softmax backward (combine) + column-softmax backward (dispatch), then / tau
     float *cdot = m->colbuf;
-    for (int s = 0; s < S; s++)
-        cdot[s] = 0.0f;
+    for (int s = 0; s < S; s++) cdot[s] = 0.0f;
     for (int b = 0; b < B; b++) {
         const float *db = m->disp + (size_t)b * S, *ddb = m->dd + (size_t)b * S;
-        for (int s = 0; s < S; s++)
-            cdot[s] += db[s] * ddb[s];
+        for (int s = 0; s < S; s++) cdot[s] += db[s] * ddb[s];
     }
     float inv_tau = 1.0f / m->tau, zc = 2.0f * c->beta / (float)B;
 #pragma omp parallel for if ((long)B * S > MOE_PAR_MIN)
@@ -824,15 +722,12 @@ static void moe_backward_batch_(MoeHead *m, float *dx, MoeParams *g, const float
         const float *zb = m->z + (size_t)b * S;
         float *dzb = m->dz + (size_t)b * S;
         double rs = 0.0;
-        for (int s = 0; s < S; s++)
-            rs += (double)cb[s] * dcb[s];
+        for (int s = 0; s < S; s++) rs += (double)cb[s] * dcb[s];
         float r = (float)rs;
-        for (int s = 0; s < S; s++)
-            dzb[s] = (cb[s] * (dcb[s] - r) + db[s] * (ddb[s] - cdot[s])) * inv_tau;
+        for (int s = 0; s < S; s++) dzb[s] = (cb[s] * (dcb[s] - r) + db[s] * (ddb[s] - cdot[s])) * inv_tau;
         if (c->beta != 0.0f) {
             float l = (float)m->lse[b];
-            for (int s = 0; s < S; s++)
-                dzb[s] += zc * l * (float)exp((double)zb[s] - m->lse[b]);
+            for (int s = 0; s < S; s++) dzb[s] += zc * l * (float)exp((double)zb[s] - m->lse[b]);
         }
     }
     cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, S, d, B, 1.0f, m->dz, S, x, d, 1.0f, g->router, d);
@@ -841,9 +736,7 @@ static void moe_backward_batch_(MoeHead *m, float *dx, MoeParams *g, const float
 
 // ---------------------------------------------------------------- public forward / backward
 
-void moe_forward(MoeHead *m, float *y, const float *x, const MoeParams *p, int B, float tau,
-                 int training, Rng *rng)
-{
+void moe_forward(MoeHead *m, float *y, const float *x, const MoeParams *p, int B, float tau, int training, Rng *rng) {
     const MoeConfig *c = &m->cfg;
     ML_ASSERT(B >= 1 && B <= m->Bmax);
     ML_ASSERT(tau > 0.0f && isfinite(tau));
@@ -865,8 +758,7 @@ void moe_forward(MoeHead *m, float *y, const float *x, const MoeParams *p, int B
     if (c->kind != HEAD_SOFTMOE_BATCH) {
         double hsum = 0.0, v[MOE_MAX_EXPERTS];
         for (int b = 0; b < B; b++) {
-            for (int e = 0; e < E; e++)
-                v[e] = m->p[(size_t)b * E + e];
+            for (int e = 0; e < E; e++) v[e] = m->p[(size_t)b * E + e];
             hsum += moe_norm_entropy_(v, E);
         }
         st->gate_entropy = hsum / B;
@@ -885,7 +777,8 @@ void moe_forward(MoeHead *m, float *y, const float *x, const MoeParams *p, int B
             const float *zb = m->z + (size_t)b * E;
             int best = 0;
             for (int e = 1; e < E; e++) {
-                const float bb = c->bias_mode != BIAS_NONE ? m->bias[best] : 0.0f, be = c->bias_mode != BIAS_NONE ? m->bias[e] : 0.0f;
+                const float bb = c->bias_mode != BIAS_NONE ? m->bias[best] : 0.0f,
+                            be = c->bias_mode != BIAS_NONE ? m->bias[e] : 0.0f;
                 if (zb[e] + be > zb[best] + bb) best = e;
             }
             cc[best]++;
@@ -900,8 +793,7 @@ void moe_forward(MoeHead *m, float *y, const float *x, const MoeParams *p, int B
     st->training = training != 0;
     st->tau = tau;
     st->l_z = lz / B;
-    for (int e = 0; e < E; e++)
-        st->bias[e] = m->bias[e];
+    for (int e = 0; e < E; e++) st->bias[e] = m->bias[e];
     if (training) {
         memcpy(m->demand_train, st->demand, sizeof m->demand_train);
         m->has_train_counts = 1;
@@ -911,9 +803,7 @@ void moe_forward(MoeHead *m, float *y, const float *x, const MoeParams *p, int B
     m->training = training != 0;
 }
 
-void moe_backward(MoeHead *m, float *dx, MoeParams *g, const float *dy, const float *x,
-                  const MoeParams *p, int B)
-{
+void moe_backward(MoeHead *m, float *dx, MoeParams *g, const float *dy, const float *x, const MoeParams *p, int B) {
     ML_ASSERT(B == m->B && B >= 1);
     switch (m->cfg.kind) {
     case HEAD_MOE: moe_backward_sparse_(m, dx, g, dy, x, p, B); break;
@@ -925,35 +815,25 @@ void moe_backward(MoeHead *m, float *dx, MoeParams *g, const float *dy, const fl
 
 // ---------------------------------------------------------------- bias update
 
-void moe_update_bias(MoeHead *m)
-{
+void moe_update_bias(MoeHead *m) {
     const MoeConfig *c = &m->cfg;
-    if (c->bias_mode == BIAS_NONE || !(c->bias_rate > 0.0f) || !m->has_train_counts)
-        return;
-    if (c->kind == HEAD_SOFTMOE_BATCH || (c->kind == HEAD_SOFTMOE_SAMPLE && c->bias_mode != BIAS_LOGITS))
-        return;
+    if (c->bias_mode == BIAS_NONE || !(c->bias_rate > 0.0f) || !m->has_train_counts) return;
+    if (c->kind == HEAD_SOFTMOE_BATCH || (c->kind == HEAD_SOFTMOE_SAMPLE && c->bias_mode != BIAS_LOGITS)) return;
     double mean = 0.0;
-    for (int e = 0; e < c->E; e++)
-        mean += m->demand_train[e];
+    for (int e = 0; e < c->E; e++) mean += m->demand_train[e];
     mean /= c->E;
     for (int e = 0; e < c->E; e++) {
         double diff = mean - m->demand_train[e];
-        if (diff > 0.0)
-            m->bias[e] += c->bias_rate;
-        else if (diff < 0.0)
-            m->bias[e] -= c->bias_rate;
+        if (diff > 0.0) m->bias[e] += c->bias_rate;
+        else if (diff < 0.0) m->bias[e] -= c->bias_rate;
     }
 }
 
 // ---------------------------------------------------------------- FLOP accounting
 
-double moe_expert_flops(const MoeConfig *c)
-{
-    return c->kind == HEAD_DENSE ? 0.0 : 4.0 * c->d * c->h;
-}
+double moe_expert_flops(const MoeConfig *c) { return c->kind == HEAD_DENSE ? 0.0 : 4.0 * c->d * c->h; }
 
-double moe_router_flops(const MoeConfig *c, int B)
-{
+double moe_router_flops(const MoeConfig *c, int B) {
     switch (c->kind) {
     case HEAD_MOE:
     case HEAD_SOFTMOE_SAMPLE: return 2.0 * c->d * c->E;
@@ -962,8 +842,7 @@ double moe_router_flops(const MoeConfig *c, int B)
     }
 }
 
-double moe_nominal_pairs(const MoeConfig *c, int B)
-{
+double moe_nominal_pairs(const MoeConfig *c, int B) {
     switch (c->kind) {
     case HEAD_MOE: return c->k;
     case HEAD_SOFTMOE_SAMPLE: return c->E;
@@ -973,15 +852,13 @@ double moe_nominal_pairs(const MoeConfig *c, int B)
 }
 
 double moe_rho_realized(const MoeConfig *c, double backbone_flops, double classifier_flops, int B,
-                        double pairs_per_sample)
-{
+                        double pairs_per_sample) {
     double routed = pairs_per_sample * moe_expert_flops(c);
     double total = backbone_flops + moe_router_flops(c, B) + routed + classifier_flops;
     return total > 0.0 ? routed / total : 0.0;
 }
 
-double moe_rho_nominal(const MoeConfig *c, double backbone_flops, double classifier_flops, int B)
-{
+double moe_rho_nominal(const MoeConfig *c, double backbone_flops, double classifier_flops, int B) {
     return moe_rho_realized(c, backbone_flops, classifier_flops, B, moe_nominal_pairs(c, B));
 }
 
@@ -991,53 +868,36 @@ static const char *const moe_head_names[] = {"dense", "moe", "softmoe-batch", "s
 static const char *const moe_bias_names[] = {"none", "select", "logits"};
 static const char *const moe_prio_names[] = {"batch", "gate"};
 
-static int moe_lookup_(const char *const *names, int n, const char *s)
-{
+static int moe_lookup_(const char *const *names, int n, const char *s) {
     for (int i = 0; s && i < n; i++)
-        if (strcasecmp(s, names[i]) == 0)
-            return i;
+        if (strcasecmp(s, names[i]) == 0) return i;
     return -1;
 }
 
-const char *moe_head_name(HeadKind k)
-{
-    return (unsigned)k < 4 ? moe_head_names[k] : "?";
-}
+const char *moe_head_name(HeadKind k) { return (unsigned)k < 4 ? moe_head_names[k] : "?"; }
 
-ml_status moe_parse_head(const char *s, HeadKind *k)
-{
+ml_status moe_parse_head(const char *s, HeadKind *k) {
     int i = moe_lookup_(moe_head_names, 4, s);
     if (i < 0)
-        return ml_fail(ML_ERR_ARG, "unknown head '%s' (dense, moe, softmoe-batch, softmoe-sample)",
-                       s ? s : "(null)");
+        return ml_fail(ML_ERR_ARG, "unknown head '%s' (dense, moe, softmoe-batch, softmoe-sample)", s ? s : "(null)");
     *k = (HeadKind)i;
     return ML_OK;
 }
 
-const char *moe_bias_name(BiasMode b)
-{
-    return (unsigned)b < 3 ? moe_bias_names[b] : "?";
-}
+const char *moe_bias_name(BiasMode b) { return (unsigned)b < 3 ? moe_bias_names[b] : "?"; }
 
-ml_status moe_parse_bias(const char *s, BiasMode *b)
-{
+ml_status moe_parse_bias(const char *s, BiasMode *b) {
     int i = moe_lookup_(moe_bias_names, 3, s);
-    if (i < 0)
-        return ml_fail(ML_ERR_ARG, "unknown bias mode '%s' (none, select, logits)", s ? s : "(null)");
+    if (i < 0) return ml_fail(ML_ERR_ARG, "unknown bias mode '%s' (none, select, logits)", s ? s : "(null)");
     *b = (BiasMode)i;
     return ML_OK;
 }
 
-const char *moe_priority_name(Priority p)
-{
-    return (unsigned)p < 2 ? moe_prio_names[p] : "?";
-}
+const char *moe_priority_name(Priority p) { return (unsigned)p < 2 ? moe_prio_names[p] : "?"; }
 
-ml_status moe_parse_priority(const char *s, Priority *p)
-{
+ml_status moe_parse_priority(const char *s, Priority *p) {
     int i = moe_lookup_(moe_prio_names, 2, s);
-    if (i < 0)
-        return ml_fail(ML_ERR_ARG, "unknown priority '%s' (batch, gate)", s ? s : "(null)");
+    if (i < 0) return ml_fail(ML_ERR_ARG, "unknown priority '%s' (batch, gate)", s ? s : "(null)");
     *p = (Priority)i;
     return ML_OK;
 }

@@ -60,16 +60,16 @@ typedef enum { PRIORITY_BATCH, PRIORITY_GATE } Priority;
 
 typedef struct {
     HeadKind kind;
-    int d, E, k, h;      // feature width, experts, top-k, expert hidden width
-    float cf;            // train capacity factor; C = ceil(cf*k*B/E); cf <= 0: dropless
-    float eval_cf;       // evaluation capacity factor; <= 0 (default): dropless
-    int renorm;          // 1: renormalise the k selected gates to sum 1 (default 1)
-    Priority priority;   // order inside one rank when filling capacity
-    BiasMode bias_mode;  // utility bias: none, selection only (DeepSeek), or selection + gates
-    float bias_rate;     // u in b_e += u * sign(mean_count - count_e)
-    float noise;         // Gumbel selection noise scale in training (default 1; 0 = deterministic)
-    float alpha, beta;   // L_aux and L_z weights (defaults 0.01, 0)
-    int slots;           // softmoe-batch slots per expert P; 0 = ceil(k*Bmax/E)
+    int d, E, k, h;     // feature width, experts, top-k, expert hidden width
+    float cf;           // train capacity factor; C = ceil(cf*k*B/E); cf <= 0: dropless
+    float eval_cf;      // evaluation capacity factor; <= 0 (default): dropless
+    int renorm;         // 1: renormalise the k selected gates to sum 1 (default 1)
+    Priority priority;  // order inside one rank when filling capacity
+    BiasMode bias_mode; // utility bias: none, selection only (DeepSeek), or selection + gates
+    float bias_rate;    // u in b_e += u * sign(mean_count - count_e)
+    float noise;        // Gumbel selection noise scale in training (default 1; 0 = deterministic)
+    float alpha, beta;  // L_aux and L_z weights (defaults 0.01, 0)
+    int slots;          // softmoe-batch slots per expert P; 0 = ceil(k*Bmax/E)
 } MoeConfig;
 
 // Reference: HEAD_MOE, d = 256, E = 8, k = 2, h = 1024, cf = 1.25, eval_cf = 0 (dropless),
@@ -102,58 +102,58 @@ void moe_params_point(MoeParams *p, float *base, const MoeConfig *c, int Bmax);
 // no-expert fractions are 0, capacity = B (sample) or P (batch), pairs_per_sample = E (sample)
 // or E*P/B (batch: expert rows processed per sample).
 typedef struct {
-    int B, E, k;                       // batch size, experts, top-k of this forward
-    int training;                      // 1 for a training forward
-    int demand[MOE_MAX_EXPERTS];       // (E) selected pairs per expert, before capacity
-    int kept[MOE_MAX_EXPERTS];         // (E) pairs that got a slot
-    float mean_gate[MOE_MAX_EXPERTS];  // (E) mean over samples of p[b, e]
-    float bias[MOE_MAX_EXPERTS];       // (E) utility bias b_e used by this forward
-    int capacity;                      // C used (B when dropless)
-    int dropless;                      // 1 if no capacity limit applied
-    double drop_frac;                  // dropped pairs / (B k)
-    double no_expert_frac;             // samples with every pair dropped / B
-    double gate_entropy;               // mean_b H(p_b) / log E (1 when E = 1)
-    double load_entropy;               // H(kept / sum kept) / log E (1 when E = 1, 0 if nothing kept)
-    double maxvio;                     // max_e kept_e / mean_e kept_e - 1 (0 if nothing kept)
-    double confidence;                 // mean combine weight of the kept pairs
-    double l_aux, l_z;                 // unweighted losses of this batch
-    double tau;                        // temperature used
-    double pairs_per_sample;           // kept pairs / B (realized routed expert calls per sample)
-    double first_share;                // max_e (samples whose first choice is e) / B
-    double clean_first_share;          // first_share of the router without selection noise: first
-                                       // choice argmax_e z[b,e] (+ b_e with bias_mode select/logits)
+    int B, E, k;                      // batch size, experts, top-k of this forward
+    int training;                     // 1 for a training forward
+    int demand[MOE_MAX_EXPERTS];      // (E) selected pairs per expert, before capacity
+    int kept[MOE_MAX_EXPERTS];        // (E) pairs that got a slot
+    float mean_gate[MOE_MAX_EXPERTS]; // (E) mean over samples of p[b, e]
+    float bias[MOE_MAX_EXPERTS];      // (E) utility bias b_e used by this forward
+    int capacity;                     // C used (B when dropless)
+    int dropless;                     // 1 if no capacity limit applied
+    double drop_frac;                 // dropped pairs / (B k)
+    double no_expert_frac;            // samples with every pair dropped / B
+    double gate_entropy;              // mean_b H(p_b) / log E (1 when E = 1)
+    double load_entropy;              // H(kept / sum kept) / log E (1 when E = 1, 0 if nothing kept)
+    double maxvio;                    // max_e kept_e / mean_e kept_e - 1 (0 if nothing kept)
+    double confidence;                // mean combine weight of the kept pairs
+    double l_aux, l_z;                // unweighted losses of this batch
+    double tau;                       // temperature used
+    double pairs_per_sample;          // kept pairs / B (realized routed expert calls per sample)
+    double first_share;               // max_e (samples whose first choice is e) / B
+    double clean_first_share;         // first_share of the router without selection noise: first
+                                      // choice argmax_e z[b,e] (+ b_e with bias_mode select/logits)
 } MoeStepStats;
 
 typedef struct {
     MoeConfig cfg;
-    int Bmax;                          // largest batch the workspace holds
-    int P;                             // softmoe-batch slots per expert (0 otherwise)
-    int S;                             // router rows: E, or E*P for softmoe-batch
-    int rows_max;                      // rows of the expert blocks: k*Bmax, E*Bmax or E*P
-    float bias[MOE_MAX_EXPERTS];       // (E) utility bias b: state, saved in checkpoints
-    int freeze_selection;              // 1: reuse the previous forward's selection and keep mask
-                                       // (softmoe-sample: its argmax behind f_e); for FD checks
-    MoeStepStats stats;                // statistics of the last forward
-    int *first_choice;                 // (Bmax) first selected expert per sample (soft: argmax)
+    int Bmax;                    // largest batch the workspace holds
+    int P;                       // softmoe-batch slots per expert (0 otherwise)
+    int S;                       // router rows: E, or E*P for softmoe-batch
+    int rows_max;                // rows of the expert blocks: k*Bmax, E*Bmax or E*P
+    float bias[MOE_MAX_EXPERTS]; // (E) utility bias b: state, saved in checkpoints
+    int freeze_selection;        // 1: reuse the previous forward's selection and keep mask
+                                 // (softmoe-sample: its argmax behind f_e); for FD checks
+    MoeStepStats stats;          // statistics of the last forward
+    int *first_choice;           // (Bmax) first selected expert per sample (soft: argmax)
 
     // ---- saved by the forward for the backward
-    int B;                             // batch size of the last forward (0 before any)
-    float tau;                         // temperature of the last forward
-    int training;                      // mode of the last forward
-    int nrows;                         // gathered rows in use
-    int off[MOE_MAX_EXPERTS + 1];      // expert e owns rows [off[e], off[e+1]) of xg/hid/yo
-    float *z;                          // (Bmax, S) raw router logits
-    float *p;                          // (Bmax, S) gates softmax((z + b_g)/tau); softmoe-batch: combine Cw
-    float *disp;                       // (Bmax, S) softmoe-batch dispatch D (column softmax)
-    double *lse;                       // (Bmax) logsumexp of the raw logits z_b
-    int *sel;                          // (Bmax, k) moe: selected experts, rank order
-    float *gate;                       // (Bmax, k) moe: combine weight of each selected pair
-    int *row;                          // (Bmax, k) moe: gathered row of the pair, -1 if dropped
-    int *row_src;                      // (rows_max) moe: sample of each gathered row
-    int *row_rank;                     // (rows_max) moe: rank of each gathered row
-    float *xg;                         // (rows_max, d) expert inputs (moe: gathered x; batch: X~)
-    float *hid;                        // (rows_max, h) expert hidden activations after ReLU
-    float *yo;                         // (rows_max, d) expert outputs (before the gate)
+    int B;                        // batch size of the last forward (0 before any)
+    float tau;                    // temperature of the last forward
+    int training;                 // mode of the last forward
+    int nrows;                    // gathered rows in use
+    int off[MOE_MAX_EXPERTS + 1]; // expert e owns rows [off[e], off[e+1]) of xg/hid/yo
+    float *z;                     // (Bmax, S) raw router logits
+    float *p;                     // (Bmax, S) gates softmax((z + b_g)/tau); softmoe-batch: combine Cw
+    float *disp;                  // (Bmax, S) softmoe-batch dispatch D (column softmax)
+    double *lse;                  // (Bmax) logsumexp of the raw logits z_b
+    int *sel;                     // (Bmax, k) moe: selected experts, rank order
+    float *gate;                  // (Bmax, k) moe: combine weight of each selected pair
+    int *row;                     // (Bmax, k) moe: gathered row of the pair, -1 if dropped
+    int *row_src;                 // (rows_max) moe: sample of each gathered row
+    int *row_rank;                // (rows_max) moe: rank of each gathered row
+    float *xg;                    // (rows_max, d) expert inputs (moe: gathered x; batch: X~)
+    float *hid;                   // (rows_max, h) expert hidden activations after ReLU
+    float *yo;                    // (rows_max, d) expert outputs (before the gate)
 
     // ---- workspace
     float *dyo;                        // (rows_max, d)
@@ -185,12 +185,10 @@ void moe_free(MoeHead *m);
 // update. With freeze_selection set and a previous forward of the same B, a moe head reuses the
 // previous selection and keep mask (no noise drawn; capacity as before) and recomputes everything
 // else; softmoe-sample reuses its previous argmax (first_choice, f_e of L_aux).
-void moe_forward(MoeHead *m, float *y, const float *x, const MoeParams *p, int B, float tau,
-                 int training, Rng *rng);
+void moe_forward(MoeHead *m, float *y, const float *x, const MoeParams *p, int B, float tau, int training, Rng *rng);
 // dx (B, d) is overwritten; gradients are accumulated (+=) into g. Includes the gradients of
 // alpha*L_aux + beta*L_z. x and p must be those of the last forward, B its batch size.
-void moe_backward(MoeHead *m, float *dx, MoeParams *g, const float *dy, const float *x,
-                  const MoeParams *p, int B);
+void moe_backward(MoeHead *m, float *dx, MoeParams *g, const float *dy, const float *x, const MoeParams *p, int B);
 // b_e += bias_rate * sign(mean_e demand - demand_e), using the DEMAND counts (selections before
 // capacity) of the last training forward: kept counts saturate at C and hide how overloaded an
 // expert is. No-op unless bias_mode != BIAS_NONE, bias_rate > 0, a training forward has run, and

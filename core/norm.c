@@ -20,11 +20,23 @@ static void shifted_moments(const float *x, int n, float k, double *sum, double 
         float a[LANES] = {0}, b[LANES] = {0};
         int i = i0;
         for (; i + LANES <= i1; i += LANES)
-            for (int j = 0; j < LANES; j++) { float d = x[i + j] - k; a[j] += d; b[j] += d * d; }
+            for (int j = 0; j < LANES; j++) {
+                float d = x[i + j] - k;
+                a[j] += d;
+                b[j] += d * d;
+            }
         float ta = 0.0f, tb = 0.0f;
-        for (; i < i1; i++) { float d = x[i] - k; ta += d; tb += d * d; }
-        for (int j = 0; j < LANES; j++) { ta += a[j]; tb += b[j]; }
-        s += ta; q += tb;
+        for (; i < i1; i++) {
+            float d = x[i] - k;
+            ta += d;
+            tb += d * d;
+        }
+        for (int j = 0; j < LANES; j++) {
+            ta += a[j];
+            tb += b[j];
+        }
+        s += ta;
+        q += tb;
     }
     *sum = s;
     *sumsq = q;
@@ -55,9 +67,15 @@ static __attribute__((unused)) double sq_dev(const float *x, int n, float m) {
         float acc[LANES] = {0};
         int i = i0;
         for (; i + LANES <= i1; i += LANES)
-            for (int j = 0; j < LANES; j++) { float d = x[i + j] - m; acc[j] += d * d; }
+            for (int j = 0; j < LANES; j++) {
+                float d = x[i + j] - m;
+                acc[j] += d * d;
+            }
         float t = 0.0f;
-        for (; i < i1; i++) { float d = x[i] - m; t += d * d; }
+        for (; i < i1; i++) {
+            float d = x[i] - m;
+            t += d * d;
+        }
         for (int j = 0; j < LANES; j++) t += acc[j];
         s += t;
     }
@@ -65,8 +83,8 @@ static __attribute__((unused)) double sq_dev(const float *x, int n, float m) {
 }
 
 /* sum g and sum g * (x - m) * rs, with g = dy masked by y > 0 when relu */
-static void bwd_sums(const float *dy, const float *x, const float *y, int n, float m, float rs,
-                     int relu, double *sdy, double *sdyx) {
+static void bwd_sums(const float *dy, const float *x, const float *y, int n, float m, float rs, int relu, double *sdy,
+                     double *sdyx) {
     double s1 = 0.0, s2 = 0.0;
     for (int i0 = 0; i0 < n; i0 += BLOCK) {
         const int i1 = i0 + BLOCK < n ? i0 + BLOCK : n;
@@ -76,46 +94,58 @@ static void bwd_sums(const float *dy, const float *x, const float *y, int n, flo
             for (; i + LANES <= i1; i += LANES)
                 for (int j = 0; j < LANES; j++) {
                     float g = y[i + j] > 0.0f ? dy[i + j] : 0.0f;
-                    a1[j] += g; a2[j] += g * ((x[i + j] - m) * rs);
+                    a1[j] += g;
+                    a2[j] += g * ((x[i + j] - m) * rs);
                 }
         } else {
             for (; i + LANES <= i1; i += LANES)
                 for (int j = 0; j < LANES; j++) {
                     float g = dy[i + j];
-                    a1[j] += g; a2[j] += g * ((x[i + j] - m) * rs);
+                    a1[j] += g;
+                    a2[j] += g * ((x[i + j] - m) * rs);
                 }
         }
         float t1 = 0.0f, t2 = 0.0f;
         for (; i < i1; i++) {
             float g = (!relu || y[i] > 0.0f) ? dy[i] : 0.0f;
-            t1 += g; t2 += g * ((x[i] - m) * rs);
+            t1 += g;
+            t2 += g * ((x[i] - m) * rs);
         }
-        for (int j = 0; j < LANES; j++) { t1 += a1[j]; t2 += a2[j]; }
-        s1 += t1; s2 += t2;
+        for (int j = 0; j < LANES; j++) {
+            t1 += a1[j];
+            t2 += a2[j];
+        }
+        s1 += t1;
+        s2 += t2;
     }
-    *sdy = s1; *sdyx = s2;
+    *sdy = s1;
+    *sdyx = s2;
 }
 
-void bn_forward_train(float *out, float *mean, float *rstd, const float *inp, const float *gamma,
-                      const float *beta, float *run_mean, float *run_var, float momentum,
-                      int C, int N, int relu) {
-    #pragma omp parallel for schedule(static)
+void bn_forward_train(float *out, float *mean, float *rstd, const float *inp, const float *gamma, const float *beta,
+                      float *run_mean, float *run_var, float momentum, int C, int N, int relu) {
+#pragma omp parallel for schedule(static)
     for (int c = 0; c < C; c++) {
         const float *x = inp + (long)c * N;
         float *y = out + (long)c * N;
         double s, ss;
-        shifted_moments(x, N, x[0], &s, &ss);   /* one pass: sums of (x - x0) and (x - x0)^2 */
+        shifted_moments(x, N, x[0], &s, &ss); /* one pass: sums of (x - x0) and (x - x0)^2 */
         const double ms = s / N;
         const double m = x[0] + ms;
-        double v = ss - s * ms;                  /* sum (x - m)^2 */
+        double v = ss - s * ms; /* sum (x - m)^2 */
         if (v < 0.0) v = 0.0;
         const double var = v / N;
         const float rs = (float)(1.0 / sqrt(var + BN_EPS));
         mean[c] = (float)m;
         rstd[c] = rs;
         const float a = gamma[c] * rs, bb = beta[c] - (float)m * a;
-        if (relu) for (int i = 0; i < N; i++) { float t = x[i] * a + bb; y[i] = t > 0.0f ? t : 0.0f; }
-        else      for (int i = 0; i < N; i++) y[i] = x[i] * a + bb;
+        if (relu)
+            for (int i = 0; i < N; i++) {
+                float t = x[i] * a + bb;
+                y[i] = t > 0.0f ? t : 0.0f;
+            }
+        else
+            for (int i = 0; i < N; i++) y[i] = x[i] * a + bb;
         if (run_mean) {
             const double unbiased = N > 1 ? v / (N - 1) : var;
             run_mean[c] = (1.0f - momentum) * run_mean[c] + momentum * (float)m;
@@ -124,22 +154,26 @@ void bn_forward_train(float *out, float *mean, float *rstd, const float *inp, co
     }
 }
 
-void bn_forward_eval(float *out, const float *inp, const float *gamma, const float *beta,
-                     const float *run_mean, const float *run_var, int C, int N, int relu) {
-    #pragma omp parallel for schedule(static)
+void bn_forward_eval(float *out, const float *inp, const float *gamma, const float *beta, const float *run_mean,
+                     const float *run_var, int C, int N, int relu) {
+#pragma omp parallel for schedule(static)
     for (int c = 0; c < C; c++) {
         const float *x = inp + (long)c * N;
         float *y = out + (long)c * N;
         const float a = gamma[c] / sqrtf(run_var[c] + BN_EPS), bb = beta[c] - run_mean[c] * a;
-        if (relu) for (int i = 0; i < N; i++) { float t = x[i] * a + bb; y[i] = t > 0.0f ? t : 0.0f; }
-        else      for (int i = 0; i < N; i++) y[i] = x[i] * a + bb;
+        if (relu)
+            for (int i = 0; i < N; i++) {
+                float t = x[i] * a + bb;
+                y[i] = t > 0.0f ? t : 0.0f;
+            }
+        else
+            for (int i = 0; i < N; i++) y[i] = x[i] * a + bb;
     }
 }
 
-void bn_backward(float *dinp, float *dgamma, float *dbeta, const float *dout, const float *out,
-                 const float *inp, const float *mean, const float *rstd, const float *gamma,
-                 int C, int N, int relu) {
-    #pragma omp parallel for schedule(static)
+void bn_backward(float *dinp, float *dgamma, float *dbeta, const float *dout, const float *out, const float *inp,
+                 const float *mean, const float *rstd, const float *gamma, int C, int N, int relu) {
+#pragma omp parallel for schedule(static)
     for (int c = 0; c < C; c++) {
         const float *dy = dout + (long)c * N, *x = inp + (long)c * N, *y = out + (long)c * N;
         float *dx = dinp + (long)c * N;
@@ -162,11 +196,11 @@ void bn_backward(float *dinp, float *dgamma, float *dbeta, const float *dout, co
 }
 
 void relu_forward(float *out, const float *inp, long n) {
-    #pragma omp parallel for schedule(static) if (n > 65536)
+#pragma omp parallel for schedule(static) if (n > 65536)
     for (long i = 0; i < n; i++) out[i] = inp[i] > 0.0f ? inp[i] : 0.0f;
 }
 
 void relu_backward(float *dinp, const float *dout, const float *out, long n) {
-    #pragma omp parallel for schedule(static) if (n > 65536)
+#pragma omp parallel for schedule(static) if (n > 65536)
     for (long i = 0; i < n; i++) dinp[i] = out[i] > 0.0f ? dout[i] : 0.0f;
 }

@@ -20,7 +20,9 @@ void optim_config_defaults(OptConfig *c, OptKind kind) {
     memset(c, 0, sizeof *c);
     c->kind = kind;
     c->momentum = 0.9f;
-    c->beta1 = 0.9f; c->beta2 = 0.999f; c->eps = 1e-8f;
+    c->beta1 = 0.9f;
+    c->beta2 = 0.999f;
+    c->eps = 1e-8f;
     c->wd = optim_default_wd(kind);
 }
 
@@ -57,14 +59,14 @@ void optim_step(Optimizer *o, Model *m, float lr) {
         if (c->kind == OPT_SGD) {
             const float mu = c->momentum;
             if (c->nesterov) {
-                #pragma omp parallel for schedule(static) if (n > 32768)
+#pragma omp parallel for schedule(static) if (n > 32768)
                 for (long i = 0; i < n; i++) {
                     mm[i] = mu * mm[i] + g[i];
                     w[i] = w[i] * decay - lr * (g[i] + mu * mm[i]);
                     g[i] = 0.0f;
                 }
             } else {
-                #pragma omp parallel for schedule(static) if (n > 32768)
+#pragma omp parallel for schedule(static) if (n > 32768)
                 for (long i = 0; i < n; i++) {
                     mm[i] = mu * mm[i] + g[i];
                     w[i] = w[i] * decay - lr * mm[i];
@@ -74,7 +76,7 @@ void optim_step(Optimizer *o, Model *m, float lr) {
         } else {
             float *vv = o->v + t->off;
             const float b1 = c->beta1, b2 = c->beta2, eps = c->eps;
-            #pragma omp parallel for schedule(static) if (n > 32768)
+#pragma omp parallel for schedule(static) if (n > 32768)
             for (long i = 0; i < n; i++) {
                 mm[i] = b1 * mm[i] + (1.0f - b1) * g[i];
                 vv[i] = b2 * vv[i] + (1.0f - b2) * g[i] * g[i];
@@ -96,8 +98,7 @@ const char *optim_kind_name(OptKind k) { return optim_kind_names[k == OPT_SGD ? 
 
 float lr_value(const LrSchedule *s, long step) {
     if (step < 0) step = 0;
-    if (s->warmup > 0 && step < s->warmup)
-        return s->base * (float)(step + 1) / (float)s->warmup;
+    if (s->warmup > 0 && step < s->warmup) return s->base * (float)(step + 1) / (float)s->warmup;
     const long span = s->total - s->warmup;
     double t = span > 0 ? (double)(step - s->warmup) / span : 1.0;
     if (t > 1.0) t = 1.0;
@@ -106,7 +107,8 @@ float lr_value(const LrSchedule *s, long step) {
     case LR_COSINE: return (float)(s->base * 0.5 * (1.0 + cos(M_PI * t)));
     case LR_STEP: {
         float lr = s->base;
-        for (int i = 0; i < 2; i++) if (s->milestones[i] > 0 && t >= s->milestones[i]) lr *= s->gamma;
+        for (int i = 0; i < 2; i++)
+            if (s->milestones[i] > 0 && t >= s->milestones[i]) lr *= s->gamma;
         return lr;
     }
     }

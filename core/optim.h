@@ -11,11 +11,11 @@
 /* The optimisers and the learning-rate schedules, one row each (enum order = the value stored in
  * checkpoints: append, never reorder): X(ENUM, name, description). `--optimizer`, `--lr-schedule`,
  * their help and error messages come from these. */
-#define OPT_KINDS(X)                                            \
+#define OPT_KINDS(X)                                             \
     X(OPT_SGD, "sgd", "SGD with momentum (optionally Nesterov)") \
     X(OPT_ADAMW, "adamw", "AdamW")
-#define LR_KINDS(X)                                                  \
-    X(LR_CONST, "const", "the peak rate throughout")                  \
+#define LR_KINDS(X)                                                       \
+    X(LR_CONST, "const", "the peak rate throughout")                      \
     X(LR_STEP, "step", "x gamma at each milestone (x0.1 at 50% and 75%)") \
     X(LR_COSINE, "cosine", "half cosine from the peak rate to 0")
 
@@ -30,10 +30,10 @@ extern const char *const lr_kind_names[];
 
 typedef struct {
     OptKind kind;
-    float momentum;      /* SGD (default 0.9) */
-    int nesterov;        /* SGD (default 0) */
+    float momentum;          /* SGD (default 0.9) */
+    int nesterov;            /* SGD (default 0) */
     float beta1, beta2, eps; /* AdamW (0.9, 0.999, 1e-8) */
-    float wd;            /* decoupled weight decay (default optim_default_wd(kind)) */
+    float wd;                /* decoupled weight decay (default optim_default_wd(kind)) */
 } OptConfig;
 
 typedef struct {
@@ -47,9 +47,9 @@ typedef struct {
 
 typedef struct {
     OptConfig cfg;
-    long n;              /* floats */
-    float *m, *v;        /* (n) momentum / first moment, second moment (AdamW only) */
-    long t;              /* steps taken */
+    long n;       /* floats */
+    float *m, *v; /* (n) momentum / first moment, second moment (AdamW only) */
+    long t;       /* steps taken */
 } Optimizer;
 
 /* The default weight decay of an optimiser: SGD 5e-3 (decoupled; about PyTorch's coupled 5e-4 at

@@ -8,19 +8,21 @@
 
 void eval_record_line(const EvalRecord *r, int epochs, int epoch_end, char *buf, size_t n) {
     if (epoch_end)
-        snprintf(buf, n, "epoch %3d/%d  step %6ld  train loss %.4f acc %6.2f%%  test loss %.4f acc %6.2f%%  %6.0f img/s  %6.1f s",
-                 r->epoch, epochs, r->step, r->train_loss, 100 * r->train_acc, r->test_loss, 100 * r->test_acc,
-                 r->img_per_s, r->elapsed);
-    else
-        snprintf(buf, n, "eval at step %ld  test loss %.4f acc %.2f%%", r->step, r->test_loss, 100 * r->test_acc);
+        snprintf(
+            buf, n,
+            "epoch %3d/%d  step %6ld  train loss %.4f acc %6.2f%%  test loss %.4f acc %6.2f%%  %6.0f img/s  %6.1f s",
+            r->epoch, epochs, r->step, r->train_loss, 100 * r->train_acc, r->test_loss, 100 * r->test_acc, r->img_per_s,
+            r->elapsed);
+    else snprintf(buf, n, "eval at step %ld  test loss %.4f acc %.2f%%", r->step, r->test_loss, 100 * r->test_acc);
 }
 
 void eval_routing_line(const EvalRecord *r, const StepRecord *last, char *buf, size_t n) {
     const double tau = last ? last->tau : 0.0, aux = last ? last->moe.l_aux : 0.0;
-    snprintf(buf, n,
-             "  routing  load entropy %.3f  top1 share %.2f  drop %.1f%%  dead %d/%d  MaxVio %.2f  rho %.3f (nominal %.3f)  "
-             "I(class;expert) %.3f nats  tau %.3g  aux %.4f  collapse %s%s%s",
-             r->window_load_entropy, r->window_first_share, 100 * r->train_drop_frac, r->dead_experts, r->experts,
-             r->train_maxvio, r->train_rho_realized, r->rho_nominal, r->mutual_info, tau, aux, r->collapsed ? "YES" : "no",
-             r->collapsed ? " " : "", r->collapsed ? routewin_reason_text(r->collapse_reason) : "");
+    snprintf(
+        buf, n,
+        "  routing  load entropy %.3f  top1 share %.2f  drop %.1f%%  dead %d/%d  MaxVio %.2f  rho %.3f (nominal %.3f)  "
+        "I(class;expert) %.3f nats  tau %.3g  aux %.4f  collapse %s%s%s",
+        r->window_load_entropy, r->window_first_share, 100 * r->train_drop_frac, r->dead_experts, r->experts,
+        r->train_maxvio, r->train_rho_realized, r->rho_nominal, r->mutual_info, tau, aux, r->collapsed ? "YES" : "no",
+        r->collapsed ? " " : "", r->collapsed ? routewin_reason_text(r->collapse_reason) : "");
 }

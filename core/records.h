@@ -14,10 +14,10 @@
 
 /* The run's description, fixed after trainer_init (trainer_describe fills it). */
 typedef struct {
-    TrainConfig cfg;                /* the launch configuration with its step totals filled in */
-    const char *dataset;            /* dataset name */
-    const char *dataset_source;     /* where it was read from */
-    const float *mean, *std;        /* (c) normalisation */
+    TrainConfig cfg;            /* the launch configuration with its step totals filled in */
+    const char *dataset;        /* dataset name */
+    const char *dataset_source; /* where it was read from */
+    const float *mean, *std;    /* (c) normalisation */
     int c, h, w, classes;
     int n_train, n_test;
     const char *const *class_names; /* (classes) or NULL */
@@ -25,24 +25,24 @@ typedef struct {
     long n_params;
     double rho_nominal, flops_per_sample;
     long steps_per_epoch, total_steps;
-    int tsne_n;                     /* test samples in the t-SNE sample (0 for dense heads) */
+    int tsne_n; /* test samples in the t-SNE sample (0 for dense heads) */
 } RunRecord;
 
 typedef struct {
-    long step;            /* steps completed, this one included */
-    int epoch;            /* 1-based epoch this step belongs to */
-    double epoch_progress;/* fraction of the epoch done */
-    double loss;          /* cross-entropy of this batch */
-    double loss_total;    /* cross-entropy + alpha L_aux + beta L_z */
-    double acc;           /* batch accuracy */
+    long step;             /* steps completed, this one included */
+    int epoch;             /* 1-based epoch this step belongs to */
+    double epoch_progress; /* fraction of the epoch done */
+    double loss;           /* cross-entropy of this batch */
+    double loss_total;     /* cross-entropy + alpha L_aux + beta L_z */
+    double acc;            /* batch accuracy */
     float lr, tau;
-    double img_per_s;     /* over the steps since the last record */
+    double img_per_s; /* over the steps since the last record */
     int has_moe;
-    MoeStepStats moe;     /* routing statistics of this batch (MoE heads) */
-    double rho_realized;  /* routed FLOPs actually spent (kept pairs only) / total */
-    int dead_experts;     /* experts with no kept pair over the window */
-    int collapsed;        /* collapse flag over the window (routestats.h) */
-    int collapse_reason;  /* COLLAPSE_* bits */
+    MoeStepStats moe;    /* routing statistics of this batch (MoE heads) */
+    double rho_realized; /* routed FLOPs actually spent (kept pairs only) / total */
+    int dead_experts;    /* experts with no kept pair over the window */
+    int collapsed;       /* collapse flag over the window (routestats.h) */
+    int collapse_reason; /* COLLAPSE_* bits */
     double window_load_entropy;
 } StepRecord;
 
@@ -51,23 +51,23 @@ typedef struct {
     long step;
     double train_loss, train_acc; /* means over the epoch's training batches */
     double test_loss, test_acc;
-    double img_per_s;             /* training throughput over the epoch */
+    double img_per_s; /* training throughput over the epoch */
     double epoch_seconds, elapsed;
     /* MoE heads only (has_moe): routing over the epoch's training steps and on the test set */
     int has_moe;
     double rho_nominal;
     double train_drop_frac, train_maxvio, train_rho_realized; /* epoch means */
-    double window_load_entropy;   /* over the dead-expert window at the end of the epoch */
-    double window_first_share;    /* mean largest first-choice share over the window */
+    double window_load_entropy;                               /* over the dead-expert window at the end of the epoch */
+    double window_first_share;                                /* mean largest first-choice share over the window */
     int dead_experts, collapsed, collapse_reason;
     int classes, experts;
-    const int *class_expert;      /* (classes, experts) first-choice counts on the test set */
-    double mutual_info;           /* I(class; expert) in nats */
-    double test_load_entropy;     /* H(first-choice load) / log E on the test set */
+    const int *class_expert;  /* (classes, experts) first-choice counts on the test set */
+    double mutual_info;       /* I(class; expert) in nats */
+    double test_load_entropy; /* H(first-choice load) / log E on the test set */
     int tsne_n, feat_dim;
-    const float *tsne_feat;       /* (tsne_n, feat_dim) pooled features of fixed test samples */
-    const int *tsne_expert;       /* (tsne_n) first-choice expert */
-    const int32_t *tsne_label;    /* (tsne_n) class */
+    const float *tsne_feat;    /* (tsne_n, feat_dim) pooled features of fixed test samples */
+    const int *tsne_expert;    /* (tsne_n) first-choice expert */
+    const int32_t *tsne_label; /* (tsne_n) class */
 } EvalRecord;
 
 /* The epoch line of headless runs and of the live screen's log (one place for its format):
@@ -81,16 +81,24 @@ void eval_routing_line(const EvalRecord *r, const StepRecord *last, char *buf, s
 /* ---- commands: the command language (parsed in app/commands.c) acts on the trainer through
  * these typed records, always between two steps. */
 typedef enum {
-    CMD_PAUSE, CMD_RESUME, CMD_STEP, CMD_SET, CMD_ANNEAL, CMD_SNAPSHOT, CMD_EVAL, CMD_QUIT, CMD_HELP,
+    CMD_PAUSE,
+    CMD_RESUME,
+    CMD_STEP,
+    CMD_SET,
+    CMD_ANNEAL,
+    CMD_SNAPSHOT,
+    CMD_EVAL,
+    CMD_QUIT,
+    CMD_HELP,
 } CmdKind;
 #include "params.h" /* CmdParam: the table of `set` parameters */
 typedef struct {
     CmdKind kind;
-    CmdParam param;      /* CMD_SET */
-    double value;        /* CMD_SET */
-    long n;              /* CMD_STEP: steps to run while paused */
-    TauSchedule sched;   /* CMD_ANNEAL: the new schedule (start/total filled by the trainer) */
-    char text[256];      /* the command as typed, normalised; goes to the event log */
+    CmdParam param;    /* CMD_SET */
+    double value;      /* CMD_SET */
+    long n;            /* CMD_STEP: steps to run while paused */
+    TauSchedule sched; /* CMD_ANNEAL: the new schedule (start/total filled by the trainer) */
+    char text[256];    /* the command as typed, normalised; goes to the event log */
 } TrainerCmd;
 
 /* The temperature part of a command, on a plan alone: `set tau` overrides from `step`, `anneal`
@@ -103,34 +111,34 @@ int trainer_tau_command(const TrainerCmd *c);
 
 /* ---- events: everything else the loop reports at a step boundary */
 typedef enum {
-    TEV_APPLIED,   /* a command took effect (text = its normalised form) */
-    TEV_FAILED,    /* a command was rejected (text = "command: message") */
-    TEV_NOTE,      /* a remark on a command (e.g. no effect in this run) */
-    TEV_NUMERIC,   /* a NaN/inf loss stopped the step (text = message); the run pauses or fails */
-    TEV_ERROR,     /* training or evaluation failed (text = message) */
-    TEV_EPOCH,     /* an evaluation finished (text = the epoch line) */
-    TEV_CHECKPOINT,/* a checkpoint was written (text = "checkpoint ckpt-N.h5 (why)") */
+    TEV_APPLIED,    /* a command took effect (text = its normalised form) */
+    TEV_FAILED,     /* a command was rejected (text = "command: message") */
+    TEV_NOTE,       /* a remark on a command (e.g. no effect in this run) */
+    TEV_NUMERIC,    /* a NaN/inf loss stopped the step (text = message); the run pauses or fails */
+    TEV_ERROR,      /* training or evaluation failed (text = message) */
+    TEV_EPOCH,      /* an evaluation finished (text = the epoch line) */
+    TEV_CHECKPOINT, /* a checkpoint was written (text = "checkpoint ckpt-N.h5 (why)") */
 } TrainerEventKind;
 
 typedef struct {
     TrainerEventKind kind;
-    long step;            /* steps completed when it happened */
-    CmdKind cmd;          /* TEV_APPLIED / TEV_FAILED / TEV_NOTE */
-    int logged;           /* 1 if it belongs in the session's event log (replay needs it) */
+    long step;   /* steps completed when it happened */
+    CmdKind cmd; /* TEV_APPLIED / TEV_FAILED / TEV_NOTE */
+    int logged;  /* 1 if it belongs in the session's event log (replay needs it) */
     char text[384];
-    int has_plan;         /* set/anneal: the temperature plan after the command */
+    int has_plan; /* set/anneal: the temperature plan after the command */
     TauPlan plan;
 } TrainerEvent;
 
 /* The loop's state as the UI shows it (published after every step and state change). */
 typedef struct {
-    long step;            /* steps completed */
-    int epoch;            /* epochs completed */
-    int paused;           /* waiting at a step boundary */
-    long steps_left;      /* `step N` steps still to run while paused */
-    int numeric;          /* paused by a NaN/inf loss */
-    double busy;          /* seconds spent training (steps; evaluations excluded) */
-    double eval_seconds;  /* seconds spent in evaluations */
+    long step;           /* steps completed */
+    int epoch;           /* epochs completed */
+    int paused;          /* waiting at a step boundary */
+    long steps_left;     /* `step N` steps still to run while paused */
+    int numeric;         /* paused by a NaN/inf loss */
+    double busy;         /* seconds spent training (steps; evaluations excluded) */
+    double eval_seconds; /* seconds spent in evaluations */
     int evals;
 } TrainerState;
 

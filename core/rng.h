@@ -18,8 +18,7 @@ typedef struct {
 } Rng;
 
 // splitmix64 step: advances *x and returns the next output (used for seeding).
-static inline uint64_t rng_splitmix64(uint64_t *x)
-{
+static inline uint64_t rng_splitmix64(uint64_t *x) {
     uint64_t z = (*x += 0x9e3779b97f4a7c15ULL);
     z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
     z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
@@ -27,13 +26,10 @@ static inline uint64_t rng_splitmix64(uint64_t *x)
 }
 
 // Fills the state from `seed` with splitmix64 (any seed, including 0, is valid).
-static inline void rng_seed(Rng *r, uint64_t seed)
-{
+static inline void rng_seed(Rng *r, uint64_t seed) {
     uint64_t x = seed;
-    for (int i = 0; i < 4; i++)
-        r->s[i] = rng_splitmix64(&x);
-    if ((r->s[0] | r->s[1] | r->s[2] | r->s[3]) == 0)
-        r->s[0] = 1; // cannot happen with splitmix64, kept as a guard
+    for (int i = 0; i < 4; i++) r->s[i] = rng_splitmix64(&x);
+    if ((r->s[0] | r->s[1] | r->s[2] | r->s[3]) == 0) r->s[0] = 1; // cannot happen with splitmix64, kept as a guard
 }
 
 // Fills the state with an independent stream keyed by (seed, a, b): seed, then a and b, are mixed
@@ -42,27 +38,20 @@ static inline void rng_seed(Rng *r, uint64_t seed)
 // datasets/synthetic.c) so that the numbers do not depend on the order or the thread that draws
 // them. The derivation is fixed: the synthetic datasets, and the checksums recorded from them in
 // tests/bitident.txt, depend on it.
-static inline void rng_seed_stream(Rng *r, uint64_t seed, uint64_t a, uint64_t b)
-{
+static inline void rng_seed_stream(Rng *r, uint64_t seed, uint64_t a, uint64_t b) {
     uint64_t x = seed;
     uint64_t h = rng_splitmix64(&x);
     x = h ^ (a * 0xd1b54a32d192ed03ULL);
     h = rng_splitmix64(&x);
     x = h ^ (b * 0xaef17502108ef2d9ULL);
-    for (int i = 0; i < 4; i++)
-        r->s[i] = rng_splitmix64(&x);
-    if ((r->s[0] | r->s[1] | r->s[2] | r->s[3]) == 0)
-        r->s[0] = 1; // as in rng_seed
+    for (int i = 0; i < 4; i++) r->s[i] = rng_splitmix64(&x);
+    if ((r->s[0] | r->s[1] | r->s[2] | r->s[3]) == 0) r->s[0] = 1; // as in rng_seed
 }
 
-static inline uint64_t rng_rotl_(uint64_t x, int k)
-{
-    return (x << k) | (x >> (64 - k));
-}
+static inline uint64_t rng_rotl_(uint64_t x, int k) { return (x << k) | (x >> (64 - k)); }
 
 // Next 64 uniformly distributed bits.
-static inline uint64_t rng_u64(Rng *r)
-{
+static inline uint64_t rng_u64(Rng *r) {
     uint64_t *s = r->s;
     uint64_t result = rng_rotl_(s[1] * 5, 7) * 9;
     uint64_t t = s[1] << 17;
@@ -76,38 +65,28 @@ static inline uint64_t rng_u64(Rng *r)
 }
 
 // Uniform double in the open interval (0, 1): 53 random bits, centred in their cell.
-static inline double rng_uniform_double(Rng *r)
-{
+static inline double rng_uniform_double(Rng *r) {
     return ((double)(rng_u64(r) >> 11) + 0.5) * (1.0 / 9007199254740992.0);
 }
 
 // Uniform float in the open interval (0, 1): 23 random bits, so the largest value is 1 - 2^-24
 // (exactly representable) and the smallest 2^-24; never 0 or 1.
-static inline float rng_uniform(Rng *r)
-{
-    return ((float)(rng_u64(r) >> 41) + 0.5f) * (1.0f / 8388608.0f);
-}
+static inline float rng_uniform(Rng *r) { return ((float)(rng_u64(r) >> 41) + 0.5f) * (1.0f / 8388608.0f); }
 
 // Standard normal N(0, 1) (Box-Muller in double; one value per call, the sine branch is
 // discarded so that the state stays the four words of Rng).
-static inline float rng_normal(Rng *r)
-{
+static inline float rng_normal(Rng *r) {
     double u1 = rng_uniform_double(r);
     double u2 = rng_uniform_double(r);
     return (float)(sqrt(-2.0 * log(u1)) * cos(6.283185307179586 * u2));
 }
 
 // Standard Gumbel sample -log(-log(u)), u uniform in (0, 1) (computed in double; always finite).
-static inline float rng_gumbel(Rng *r)
-{
-    return (float)(-log(-log(rng_uniform_double(r))));
-}
+static inline float rng_gumbel(Rng *r) { return (float)(-log(-log(rng_uniform_double(r)))); }
 
 // Unbiased uniform integer in [0, n) (Lemire's multiply-and-reject). Returns 0 when n == 0.
-static inline uint32_t rng_below(Rng *r, uint32_t n)
-{
-    if (n == 0)
-        return 0;
+static inline uint32_t rng_below(Rng *r, uint32_t n) {
+    if (n == 0) return 0;
     uint64_t m = (rng_u64(r) >> 32) * (uint64_t)n;
     uint32_t low = (uint32_t)m;
     if (low < n) {

@@ -28,28 +28,28 @@
 #include "core/moe.h"
 
 typedef struct {
-    int window;          // W: steps in the window (default 100)
-    int min_steps;       // steps needed before collapse is judged (default 10)
-    double entropy_min;  // collapse if the window load entropy < this (default 0.5)
-    double max_share;    // collapse if one expert's share of kept pairs > this (default 0.5)
-    double dead_frac;    // collapse if dead experts >= this fraction of E (default 0.5)
+    int window;         // W: steps in the window (default 100)
+    int min_steps;      // steps needed before collapse is judged (default 10)
+    double entropy_min; // collapse if the window load entropy < this (default 0.5)
+    double max_share;   // collapse if one expert's share of kept pairs > this (default 0.5)
+    double dead_frac;   // collapse if dead experts >= this fraction of E (default 0.5)
 } RouteWinConfig;
 
 enum { COLLAPSE_ENTROPY = 1, COLLAPSE_SHARE = 2, COLLAPSE_DEAD = 4 };
 
 typedef struct {
     RouteWinConfig cfg;
-    int E;               // experts
-    int n;               // steps held (<= window)
-    int head;            // ring slot the next push writes
-    long pushed;         // steps pushed since init/reset
-    int *ring;           // (window, E) kept counts per step
-    long sum[MOE_MAX_EXPERTS]; // (E) kept counts summed over the held steps
+    int E;                          // experts
+    int n;                          // steps held (<= window)
+    int head;                       // ring slot the next push writes
+    long pushed;                    // steps pushed since init/reset
+    int *ring;                      // (window, E) kept counts per step
+    long sum[MOE_MAX_EXPERTS];      // (E) kept counts summed over the held steps
     long zero_run[MOE_MAX_EXPERTS]; // (E) consecutive most recent steps with kept_e == 0
-    double *ent_ring;    // (window) per-step load entropy H(kept/sum kept)/log E
-    double ent_sum;      // sum of ent_ring over the held steps
-    double *share_ring;  // (window) per-step first-choice share max_e first_e / B
-    double share_sum;    // sum of share_ring over the held steps
+    double *ent_ring;               // (window) per-step load entropy H(kept/sum kept)/log E
+    double ent_sum;                 // sum of ent_ring over the held steps
+    double *share_ring;             // (window) per-step first-choice share max_e first_e / B
+    double share_sum;               // sum of share_ring over the held steps
 } RouteWin;
 
 void routewin_defaults(RouteWinConfig *c);

@@ -14,26 +14,30 @@
 #include "model.h"
 
 typedef enum {
-    SV_I32, SV_I64, SV_U64, SV_F32, SV_F64,
-    SV_TAU,              /* one TauSchedule (an HDF5 compound) */
-    SV_LR,               /* one LrSchedule (an HDF5 compound) */
+    SV_I32,
+    SV_I64,
+    SV_U64,
+    SV_F32,
+    SV_F64,
+    SV_TAU, /* one TauSchedule (an HDF5 compound) */
+    SV_LR,  /* one LrSchedule (an HDF5 compound) */
 } StateType;
 
 #define STATE_MAX_VARS 64
 
 typedef struct {
-    const char *path;    /* HDF5 path in the checkpoint, e.g. "/trainer/step" */
-    void *ptr;           /* the live value(s) */
+    const char *path; /* HDF5 path in the checkpoint, e.g. "/trainer/step" */
+    void *ptr;        /* the live value(s) */
     StateType type;
-    int rank;            /* 0 (scalar), 1 or 2 */
+    int rank; /* 0 (scalar), 1 or 2 */
     long dims[2];
-    const char *hint;    /* appended to a shape mismatch message (NULL: the model hint) */
+    const char *hint; /* appended to a shape mismatch message (NULL: the model hint) */
 } StateVar;
 
 typedef struct {
-    Model *model;        /* weights and buffers (its tensor tables) */
-    float *opt_m, *opt_v;/* (n_param) optimiser moments; opt_v NULL without a second moment */
-    const char *opt_kind;/* "sgd", "adamw" */
+    Model *model;           /* weights and buffers (its tensor tables) */
+    float *opt_m, *opt_v;   /* (n_param) optimiser moments; opt_v NULL without a second moment */
+    const char *opt_kind;   /* "sgd", "adamw" */
     const TrainConfig *cfg; /* stored as the checkpoint's config_json */
     const char *dataset;
     const char *session_id; /* the session writing it (set by the writer; NULL: none) */

@@ -44,11 +44,11 @@ double stats_t_quantile(double p, double df);
 /* Everything about the difference of two groups of values. */
 typedef struct {
     int n1, n2;
-    double m1, s1, m2, s2;  /* means and sample sds (sd NaN for n < 2) */
-    double diff;            /* m1 - m2 */
-    double d, g;            /* Cohen's d, Hedges' g (NaN when undefined) */
-    double se, df;          /* Welch standard error and degrees of freedom */
-    double lo, hi;          /* confidence interval of diff at `level` (NaN when undefined;
+    double m1, s1, m2, s2; /* means and sample sds (sd NaN for n < 2) */
+    double diff;           /* m1 - m2 */
+    double d, g;           /* Cohen's d, Hedges' g (NaN when undefined) */
+    double se, df;         /* Welch standard error and degrees of freedom */
+    double lo, hi;         /* confidence interval of diff at `level` (NaN when undefined;
                              * [diff, diff] when both groups have zero spread) */
 } StatsGap;
 

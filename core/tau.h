@@ -58,45 +58,45 @@
 #define TAU_LOWEST 1e-6f
 #define TAU_HIGHEST 1e6f
 
-#define TAU_KEYS(X)                                                                                     \
+#define TAU_KEYS(X)                                                                                      \
     X(S, "s", s, float, "S", -INFINITY, 0, INFINITY, "sigmoid-s", -1e4, 1e4, "sigmoid steepness")        \
-    X(C, "c", c, float, "C", -INFINITY, 0, INFINITY, "sigmoid-c", -10, 10,                              \
-      "sigmoid centre, in progress units (0 start, 1 end)")                                           \
-    X(MIN, "min", tau_min, float, "T", 0, 1, INFINITY, "tau-min", 1e-6, 1e6, "floor of every schedule") \
-    X(EVERY, "every", step_every, int, "N", 1, 0, INT_MAX, "tau-every", 0, 1e9,                         \
+    X(C, "c", c, float, "C", -INFINITY, 0, INFINITY, "sigmoid-c", -10, 10,                               \
+      "sigmoid centre, in progress units (0 start, 1 end)")                                              \
+    X(MIN, "min", tau_min, float, "T", 0, 1, INFINITY, "tau-min", 1e-6, 1e6, "floor of every schedule")  \
+    X(EVERY, "every", step_every, int, "N", 1, 0, INT_MAX, "tau-every", 0, 1e9,                          \
       "step: level length, cosine-restart: first cycle length, in steps (0: a quarter of the schedule)") \
-    X(GAMMA, "gamma", step_gamma, float, "G", 0, 1, INFINITY, "tau-gamma", 0, 1e6,                      \
-      "step: factor per level (0: log-spaced levels ending at tau1); cosine-restart: each cycle G "    \
+    X(GAMMA, "gamma", step_gamma, float, "G", 0, 1, INFINITY, "tau-gamma", 0, 1e6,                       \
+      "step: factor per level (0: log-spaced levels ending at tau1); cosine-restart: each cycle G "      \
       "times longer than the one before (0: 1)")
 
 typedef enum {
 #define TAU_KEY_ENUM_(ID, ...) TAU_KEY_##ID,
     TAU_KEYS(TAU_KEY_ENUM_)
 #undef TAU_KEY_ENUM_
-    TAU_KEY_COUNT
+        TAU_KEY_COUNT
 } TauKey;
 #define TAU_KEY_BIT(ID) (1u << TAU_KEY_##ID)
 
 /* TAU_KINDS: one row per kind, in enum order (the value stored in checkpoints: append, never
  * reorder): X(ENUM, name, keys, description). keys: the TAU_KEY_BITs of the fields the kind
  * reads besides tau0, tau1 and min (the formulas are in the file comment). */
-#define TAU_KINDS(X)                                                                               \
-    X(TAU_CONST, "const", 0u, "tau0 throughout")                                                   \
-    X(TAU_LINEAR, "linear", 0u, "straight line from tau0 to tau1")                                 \
-    X(TAU_COSINE, "cosine", 0u, "half cosine from tau0 to tau1")                                   \
-    X(TAU_EXP, "exp", 0u, "geometric from tau0 to tau1: tau0 (tau1/tau0)^t")                       \
-    X(TAU_SIGMOID, "sigmoid", TAU_KEY_BIT(S) | TAU_KEY_BIT(C),                                     \
-      "logistic from tau0 to tau1, (tau0+tau1)/2 at progress c, steepness s")                      \
-    X(TAU_STEP, "step", TAU_KEY_BIT(EVERY) | TAU_KEY_BIT(GAMMA),                                   \
+#define TAU_KINDS(X)                                                                                 \
+    X(TAU_CONST, "const", 0u, "tau0 throughout")                                                     \
+    X(TAU_LINEAR, "linear", 0u, "straight line from tau0 to tau1")                                   \
+    X(TAU_COSINE, "cosine", 0u, "half cosine from tau0 to tau1")                                     \
+    X(TAU_EXP, "exp", 0u, "geometric from tau0 to tau1: tau0 (tau1/tau0)^t")                         \
+    X(TAU_SIGMOID, "sigmoid", TAU_KEY_BIT(S) | TAU_KEY_BIT(C),                                       \
+      "logistic from tau0 to tau1, (tau0+tau1)/2 at progress c, steepness s")                        \
+    X(TAU_STEP, "step", TAU_KEY_BIT(EVERY) | TAU_KEY_BIT(GAMMA),                                     \
       "staircase from tau0, a level every N steps, x gamma per level (default: log-spaced to tau1)") \
-    X(TAU_COSINE_RESTART, "cosine-restart", TAU_KEY_BIT(EVERY) | TAU_KEY_BIT(GAMMA),               \
+    X(TAU_COSINE_RESTART, "cosine-restart", TAU_KEY_BIT(EVERY) | TAU_KEY_BIT(GAMMA),                 \
       "SGDR: half cosines from tau0 to tau1, restarting every N steps (cycles x gamma longer)")
 
 typedef enum {
 #define TAU_KIND_ENUM_(e, ...) e,
     TAU_KINDS(TAU_KIND_ENUM_)
 #undef TAU_KIND_ENUM_
-    TAU_KIND_COUNT
+        TAU_KIND_COUNT
 } TauKind;
 
 typedef struct {
@@ -112,26 +112,26 @@ typedef struct {
 } TauSchedule;
 
 typedef struct {
-    TauSchedule base;      // the schedule given at launch
-    int has_override;      // 1 after tau_plan_set, until the next anneal
-    float override_tau;    // the value set by tau_plan_set
-    long override_step;    // the step at which it was set
-    int has_replacement;   // 1 after tau_plan_anneal
-    TauSchedule repl;      // the schedule in effect from repl.start on
+    TauSchedule base;    // the schedule given at launch
+    int has_override;    // 1 after tau_plan_set, until the next anneal
+    float override_tau;  // the value set by tau_plan_set
+    long override_step;  // the step at which it was set
+    int has_replacement; // 1 after tau_plan_anneal
+    TauSchedule repl;    // the schedule in effect from repl.start on
 } TauPlan;
 
 typedef struct {
-    const char *name;     /* as typed (`--schedule NAME`, `anneal NAME`) */
-    unsigned keys;        /* TAU_KEY_BITs of the keys it reads */
-    const char *desc;     /* one line */
+    const char *name; /* as typed (`--schedule NAME`, `anneal NAME`) */
+    unsigned keys;    /* TAU_KEY_BITs of the keys it reads */
+    const char *desc; /* one line */
 } TauKindInfo;
 
 typedef struct {
-    const char *key;      /* without the '=' */
-    const char *metavar;  /* in usage lines: key=METAVAR */
-    double lo, hi;        /* `anneal` range (see TAU_KEYS) */
+    const char *key;     /* without the '=' */
+    const char *metavar; /* in usage lines: key=METAVAR */
+    double lo, hi;       /* `anneal` range (see TAU_KEYS) */
     int lo_open, is_int;
-    const char *option;   /* the `moelab train` option without "--" */
+    const char *option; /* the `moelab train` option without "--" */
     double opt_lo, opt_hi;
     const char *help;
 } TauKeyInfo;

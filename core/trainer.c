@@ -31,7 +31,9 @@ void train_config_defaults(TrainConfig *c) {
 static void shuffle(int32_t *p, int n, Rng *r) {
     for (int i = n - 1; i > 0; i--) {
         int j = (int)rng_below(r, (uint32_t)(i + 1));
-        int32_t t = p[i]; p[i] = p[j]; p[j] = t;
+        int32_t t = p[i];
+        p[i] = p[j];
+        p[j] = t;
     }
 }
 
@@ -46,12 +48,14 @@ ml_status trainer_init(Trainer *t, const TrainConfig *cfg, const BatchSource *sr
     if (c->threads < 1) c->threads = 1;
     omp_set_num_threads(c->threads);
     openblas_set_num_threads(c->threads);
-    c->model.in_c = ds->c; c->model.in_h = ds->h; c->model.in_w = ds->w;
+    c->model.in_c = ds->c;
+    c->model.in_h = ds->h;
+    c->model.in_w = ds->w;
     c->model.classes = ds->classes;
     const int B = c->model.batch;
     if (ds->n_train < B)
-        return ml_fail(ML_ERR_ARG, "dataset %s has %d training images, fewer than one batch of %d",
-                       ds->name, ds->n_train, B);
+        return ml_fail(ML_ERR_ARG, "dataset %s has %d training images, fewer than one batch of %d", ds->name,
+                       ds->n_train, B);
     if (ds->n_test < 1) return ml_fail(ML_ERR_ARG, "dataset %s has no test images", ds->name);
     t->steps_per_epoch = ds->n_train / B;
     t->total_steps = t->steps_per_epoch * c->epochs;
@@ -63,7 +67,10 @@ ml_status trainer_init(Trainer *t, const TrainConfig *cfg, const BatchSource *sr
     if (st != ML_OK) return st;
     tau_plan_init(&t->tau, &c->tau);
     if ((st = model_init(&t->model, &c->model)) != ML_OK) return st;
-    if ((st = optim_init(&t->opt, &c->opt, t->model.n_param)) != ML_OK) { model_free(&t->model); return st; }
+    if ((st = optim_init(&t->opt, &c->opt, t->model.n_param)) != ML_OK) {
+        model_free(&t->model);
+        return st;
+    }
     rng_seed(&t->rng_init, c->seed);
     rng_seed(&t->rng_data, c->seed ^ 0x5851f42d4c957f2dULL);
     rng_seed(&t->rng_noise, c->seed ^ 0x14057b7ef767814fULL);
@@ -73,11 +80,17 @@ ml_status trainer_init(Trainer *t, const TrainConfig *cfg, const BatchSource *sr
     t->perm = ml_alloc(sizeof(int32_t) * ds->n_train);
     t->labels = ml_alloc(sizeof(int32_t) * B);
     t->eval_idx = ml_alloc(sizeof(int32_t) * B);
-    if (!t->perm || !t->labels || !t->eval_idx) { trainer_free(t); return ml_fail(ML_ERR_NOMEM, "out of memory"); }
+    if (!t->perm || !t->labels || !t->eval_idx) {
+        trainer_free(t);
+        return ml_fail(ML_ERR_NOMEM, "out of memory");
+    }
     for (int i = 0; i < ds->n_train; i++) t->perm[i] = i;
     if (c->model.head.kind != HEAD_DENSE) {
         const int E = c->model.head.E, d = t->model.d;
-        if ((st = routewin_init(&t->win, &c->route, E)) != ML_OK) { trainer_free(t); return st; }
+        if ((st = routewin_init(&t->win, &c->route, E)) != ML_OK) {
+            trainer_free(t);
+            return st;
+        }
         t->tsne_n = c->tsne_samples < ds->n_test ? c->tsne_samples : ds->n_test;
         if (t->tsne_n < 0) t->tsne_n = 0;
         t->class_expert = ml_alloc(sizeof(int) * ds->classes * E);
@@ -128,17 +141,18 @@ ml_status trainer_step(Trainer *t, StepRecord *rec) {
     const int is_moe = t->cfg.model.head.kind != HEAD_DENSE;
     if (is_moe) total += m->moe.cfg.alpha * m->moe.stats.l_aux + m->moe.cfg.beta * m->moe.stats.l_z;
     if (!isfinite(total))
-        return ml_fail(ML_ERR_NUMERIC, "loss is %s at step %ld (epoch %d): training stopped before the update; "
-                       "try a lower --lr or a higher --tau-min", isnan(total) ? "NaN" : "infinite",
-                       t->step + 1, t->epoch + 1);
+        return ml_fail(ML_ERR_NUMERIC,
+                       "loss is %s at step %ld (epoch %d): training stopped before the update; "
+                       "try a lower --lr or a higher --tau-min",
+                       isnan(total) ? "NaN" : "infinite", t->step + 1, t->epoch + 1);
     model_backward(m, t->labels, B); /* gradients are zero here: optim_step consumes them */
     optim_step(&t->opt, m, lr);
     double rho_real = 0.0;
     if (is_moe) {
         moe_update_bias(&m->moe);
         routewin_push(&t->win, &m->moe.stats);
-        rho_real = moe_rho_realized(&m->cfg.head, m->flops_backbone, m->flops_classifier,
-                                    t->cfg.model.batch, m->moe.stats.pairs_per_sample);
+        rho_real = moe_rho_realized(&m->cfg.head, m->flops_backbone, m->flops_classifier, t->cfg.model.batch,
+                                    m->moe.stats.pairs_per_sample);
         t->ep_drop += m->moe.stats.drop_frac;
         t->ep_maxvio += m->moe.stats.maxvio;
         t->ep_rho += rho_real;
@@ -171,7 +185,10 @@ ml_status trainer_step(Trainer *t, StepRecord *rec) {
             rec->window_load_entropy = routewin_load_entropy(&t->win);
         }
     }
-    if (t->pos >= t->steps_per_epoch) { t->pos = 0; t->epoch++; }
+    if (t->pos >= t->steps_per_epoch) {
+        t->pos = 0;
+        t->epoch++;
+    }
     return ML_OK;
 }
 
@@ -208,8 +225,7 @@ ml_status trainer_evaluate(Trainer *t, double *loss_out, double *acc_out) {
     }
     *loss_out = loss / n_test;
     *acc_out = (double)correct / n_test;
-    if (!isfinite(*loss_out))
-        return ml_fail(ML_ERR_NUMERIC, "test loss is not finite after epoch %d", t->epoch);
+    if (!isfinite(*loss_out)) return ml_fail(ML_ERR_NUMERIC, "test loss is not finite after epoch %d", t->epoch);
     return ML_OK;
 }
 
@@ -234,9 +250,16 @@ static void fill_eval_routing(const Trainer *t, EvalRecord *er) {
     er->mutual_info = classexp_mutual_info(t->class_expert, K, E);
     long load[MOE_MAX_EXPERTS] = {0}, tot = 0;
     for (int c = 0; c < K; c++)
-        for (int e = 0; e < E; e++) { load[e] += t->class_expert[c * E + e]; tot += t->class_expert[c * E + e]; }
+        for (int e = 0; e < E; e++) {
+            load[e] += t->class_expert[c * E + e];
+            tot += t->class_expert[c * E + e];
+        }
     double h = 0.0;
-    for (int e = 0; e < E; e++) if (load[e] > 0) { double p = (double)load[e] / tot; h -= p * log(p); }
+    for (int e = 0; e < E; e++)
+        if (load[e] > 0) {
+            double p = (double)load[e] / tot;
+            h -= p * log(p);
+        }
     er->test_load_entropy = E > 1 ? h / log(E) : 1.0;
     er->tsne_n = t->tsne_n;
     er->feat_dim = m->d;
@@ -266,14 +289,17 @@ ml_status trainer_apply(Trainer *t, const TrainerCmd *c) {
     MoeConfig *h = &t->model.moe.cfg;
     const int moe = t->cfg.model.head.kind != HEAD_DENSE;
     if (c->kind == CMD_ANNEAL) {
-        if (!moe) return ml_fail(ML_ERR_STATE, "anneal: the %s head has no router temperature", moe_head_name(t->cfg.model.head.kind));
+        if (!moe)
+            return ml_fail(ML_ERR_STATE, "anneal: the %s head has no router temperature",
+                           moe_head_name(t->cfg.model.head.kind));
         return trainer_tau_apply(&t->tau, c, t->step, t->total_steps);
     }
     if (c->kind != CMD_SET) return ml_fail(ML_ERR_ARG, "not a parameter command");
     const double v = c->value;
     if (!isfinite(v)) return ml_fail(ML_ERR_ARG, "set: value must be finite");
     if (c->param != PARAM_LR && !moe)
-        return ml_fail(ML_ERR_STATE, "set: the %s head has no routing parameters", moe_head_name(t->cfg.model.head.kind));
+        return ml_fail(ML_ERR_STATE, "set: the %s head has no routing parameters",
+                       moe_head_name(t->cfg.model.head.kind));
     const ml_status range = cmd_param_check(c->param, v); /* the bounds of params.h */
     if (range != ML_OK) return range;
     if (c->param == PARAM_TAU) return trainer_tau_apply(&t->tau, c, t->step, t->total_steps);
@@ -282,8 +308,11 @@ ml_status trainer_apply(Trainer *t, const TrainerCmd *c) {
         return ML_OK;
     }
     /* the routing knobs: stored once, in the head's live MoeConfig */
-    float *const knob[PARAM_COUNT] = {[PARAM_CF] = &h->cf, [PARAM_ALPHA] = &h->alpha, [PARAM_BETA] = &h->beta,
-                                      [PARAM_NOISE] = &h->noise, [PARAM_BIAS_RATE] = &h->bias_rate};
+    float *const knob[PARAM_COUNT] = {[PARAM_CF] = &h->cf,
+                                      [PARAM_ALPHA] = &h->alpha,
+                                      [PARAM_BETA] = &h->beta,
+                                      [PARAM_NOISE] = &h->noise,
+                                      [PARAM_BIAS_RATE] = &h->bias_rate};
     if ((int)c->param >= 0 && c->param < PARAM_COUNT && knob[c->param]) {
         *knob[c->param] = (float)v;
         return ML_OK;
@@ -368,7 +397,8 @@ static ml_status state_check(const void *owner, void *const *staged) {
         return ml_fail(ML_ERR_FORMAT, "%lld steps per epoch, this trainer has %ld (different --batch or dataset)",
                        (long long)spe, t->steps_per_epoch);
     if (epoch < 0 || pos < 0 || pos >= t->steps_per_epoch || step != (int64_t)epoch * t->steps_per_epoch + pos)
-        return ml_fail(ML_ERR_FORMAT, "inconsistent position (step %lld, epoch %d, pos %d)", (long long)step, epoch, pos);
+        return ml_fail(ML_ERR_FORMAT, "inconsistent position (step %lld, epoch %d, pos %d)", (long long)step, epoch,
+                       pos);
     if (total != t->total_steps || step > total)
         return ml_fail(ML_ERR_FORMAT, "a run of %lld steps at step %lld; this trainer runs %ld (different --epochs)",
                        (long long)total, (long long)step, t->total_steps);
@@ -379,7 +409,8 @@ static ml_status state_check(const void *owner, void *const *staged) {
     memset(seen, 0, (size_t)(n > 0 ? n : 1));
     ml_status st = ML_OK;
     for (int i = 0; i < n && st == ML_OK; i++) {
-        if (perm[i] < 0 || perm[i] >= n || seen[perm[i]]) st = ml_fail(ML_ERR_FORMAT, "/trainer/perm is not a permutation");
+        if (perm[i] < 0 || perm[i] >= n || seen[perm[i]])
+            st = ml_fail(ML_ERR_FORMAT, "/trainer/perm is not a permutation");
         else seen[perm[i]] = 1;
     }
     ml_free(seen);
@@ -468,15 +499,20 @@ void trainer_state(Trainer *t, StateView *v) {
 
 size_t state_type_size(StateType t) {
     switch (t) {
-    case SV_I32: case SV_F32: return 4;
-    case SV_I64: case SV_U64: case SV_F64: return 8;
+    case SV_I32:
+    case SV_F32: return 4;
+    case SV_I64:
+    case SV_U64:
+    case SV_F64: return 8;
     case SV_TAU: return sizeof(TauSchedule);
     case SV_LR: return sizeof(LrSchedule);
     }
     return 0;
 }
 
-long state_var_count(const StateVar *v) { return v->rank == 0 ? 1 : v->rank == 1 ? v->dims[0] : v->dims[0] * v->dims[1]; }
+long state_var_count(const StateVar *v) {
+    return v->rank == 0 ? 1 : v->rank == 1 ? v->dims[0] : v->dims[0] * v->dims[1];
+}
 
 int state_find(const StateView *v, const char *path) {
     for (int i = 0; i < v->nvars; i++)
@@ -487,13 +523,15 @@ int state_find(const StateView *v, const char *path) {
 // ---------------------------------------------------------------------------------------------
 // the loop
 
-const char *run_end_name(RunEnd e) { return e == RUN_FINISHED ? "finished" : e == RUN_INTERRUPTED ? "interrupted" : "failed"; }
+const char *run_end_name(RunEnd e) {
+    return e == RUN_FINISHED ? "finished" : e == RUN_INTERRUPTED ? "interrupted" : "failed";
+}
 
 typedef struct {
     Trainer *t;
     const TrainHooks *h;
-    double ep_train, ep_t0;  /* training seconds and start of the current epoch */
-    int stop, snapshot;      /* quit seen; a snapshot is due at this boundary */
+    double ep_train, ep_t0; /* training seconds and start of the current epoch */
+    int stop, snapshot;     /* quit seen; a snapshot is due at this boundary */
 } Loop;
 
 static void emit(Loop *L, TrainerEventKind kind, const TrainerCmd *c, int logged, const char *fmt, ...)
@@ -564,11 +602,17 @@ static void loop_apply(Loop *L, const TrainerCmd *c) {
     switch (c->kind) {
     case CMD_SET:
     case CMD_ANNEAL:
-        if (trainer_apply(t, c) != ML_OK) { emit(L, TEV_FAILED, c, 0, "%s: %s", c->text, ml_last_error()); return; }
+        if (trainer_apply(t, c) != ML_OK) {
+            emit(L, TEV_FAILED, c, 0, "%s: %s", c->text, ml_last_error());
+            return;
+        }
         break;
     case CMD_PAUSE:
     case CMD_STEP:
-        if (!can_wait) { emit(L, TEV_NOTE, c, 0, "'%s' has no effect in a headless run", c->text); return; }
+        if (!can_wait) {
+            emit(L, TEV_NOTE, c, 0, "'%s' has no effect in a headless run", c->text);
+            return;
+        }
         s->paused = 1;
         s->steps_left = c->kind == CMD_STEP ? c->n : 0;
         break;
@@ -584,14 +628,14 @@ static void loop_apply(Loop *L, const TrainerCmd *c) {
         publish_state(L);
         return;
     case CMD_SNAPSHOT:
-        if (!L->h->checkpoint) { emit(L, TEV_NOTE, c, 0, "snapshot: no session is being written, nothing saved"); return; }
+        if (!L->h->checkpoint) {
+            emit(L, TEV_NOTE, c, 0, "snapshot: no session is being written, nothing saved");
+            return;
+        }
         L->snapshot = 1; /* written after every command of this boundary */
         break;
-    case CMD_QUIT:
-        L->stop = 1;
-        break;
-    case CMD_HELP:
-        return; /* the live screen's business */
+    case CMD_QUIT: L->stop = 1; break;
+    case CMD_HELP: return; /* the live screen's business */
     }
     emit(L, TEV_APPLIED, c, 1, "%s", c->text);
     publish_state(L);
@@ -603,7 +647,10 @@ static void loop_boundary(Loop *L, int epoch_end) {
     const TrainHooks *h = L->h;
     TrainerCmd c;
     for (;;) {
-        if (h->should_stop && h->should_stop(h->user)) { L->stop = 1; break; }
+        if (h->should_stop && h->should_stop(h->user)) {
+            L->stop = 1;
+            break;
+        }
         const int wait = t->state.paused && t->state.steps_left == 0 && !L->stop;
         if (!h->next_cmd || !h->next_cmd(h->user, t->step, wait, &c)) {
             if (wait && h->next_cmd && h->interactive) continue; /* woken without a command */
@@ -628,13 +675,22 @@ RunEnd trainer_run(Trainer *t, const TrainHooks *hooks) {
     publish_state(&L);
     for (;;) {
         if (epoch_end && loop_eval(&L, 1)) {
-            if (!h->interactive) { end = RUN_FAILED; break; }
+            if (!h->interactive) {
+                end = RUN_FAILED;
+                break;
+            }
             t->state.paused = 1; /* let the user decide (quit, or resume without this epoch's eval) */
         }
-        if (epoch_end) { L.ep_train = 0.0; L.ep_t0 = ml_now(); }
+        if (epoch_end) {
+            L.ep_train = 0.0;
+            L.ep_t0 = ml_now();
+        }
         if (t->epoch >= t->cfg.epochs) break;
         loop_boundary(&L, epoch_end);
-        if (L.stop) { end = RUN_INTERRUPTED; break; }
+        if (L.stop) {
+            end = RUN_INTERRUPTED;
+            break;
+        }
         StepRecord rec;
         const int want = (t->step + 1) % t->cfg.log_every == 0;
         const double s0 = ml_now();

@@ -28,16 +28,16 @@ typedef struct {
     int (*next_cmd)(void *user, long step, int wait, TrainerCmd *c);
     /* Asked at every step boundary: non-zero stops the run cleanly ("interrupted"). */
     int (*should_stop)(void *user);
-    void (*on_step)(const StepRecord *r, void *user);  /* every cfg.log_every steps */
-    void (*on_eval)(const EvalRecord *r, void *user);  /* after each evaluation */
+    void (*on_step)(const StepRecord *r, void *user); /* every cfg.log_every steps */
+    void (*on_eval)(const EvalRecord *r, void *user); /* after each evaluation */
     void (*on_event)(const TrainerEvent *e, void *user);
     void (*on_state)(const TrainerState *s, void *user);
     /* Writes a checkpoint of the trainer now; why = NULL for a scheduled one, "snapshot" for the
      * command, "final" at the end of the run. ML_OK, or an error (message set). */
     ml_status (*checkpoint)(Trainer *t, const char *why, void *user);
-    int ckpt_every;       /* checkpoint after every N epochs (0: only at the end) */
-    long ckpt_steps;      /* also every N steps (0: off) */
-    int interactive;      /* 1: someone can resume a pause (live screen): `pause` and `step N` work
+    int ckpt_every;  /* checkpoint after every N epochs (0: only at the end) */
+    long ckpt_steps; /* also every N steps (0: off) */
+    int interactive; /* 1: someone can resume a pause (live screen): `pause` and `step N` work
                            * and a NaN/inf loss pauses the run; 0: they are noted, a NaN fails it */
     void *user;
 } TrainHooks;
@@ -46,32 +46,34 @@ typedef enum { RUN_FINISHED, RUN_INTERRUPTED, RUN_FAILED } RunEnd;
 const char *run_end_name(RunEnd e); /* "finished", "interrupted", "failed" */
 
 struct Trainer {
-    TrainConfig cfg;      /* the launch configuration (never changed after trainer_init) */
+    TrainConfig cfg; /* the launch configuration (never changed after trainer_init) */
     BatchSource src;
-    Model model;          /* its MoeConfig holds the live routing knobs (`set cf|alpha|...`) */
+    Model model; /* its MoeConfig holds the live routing knobs (`set cf|alpha|...`) */
     Optimizer opt;
     TauPlan tau;
     Rng rng_init, rng_data, rng_noise, rng_aug;
-    int32_t *perm;        /* (n_train) order of this epoch */
-    int32_t *labels;      /* (batch) */
-    int32_t *eval_idx;    /* (batch) test indices of one evaluation batch */
-    long step;            /* steps completed */
-    int epoch;            /* epochs completed */
+    int32_t *perm;     /* (n_train) order of this epoch */
+    int32_t *labels;   /* (batch) */
+    int32_t *eval_idx; /* (batch) test indices of one evaluation batch */
+    long step;         /* steps completed */
+    int epoch;         /* epochs completed */
     long steps_per_epoch;
     long total_steps;
-    int pos;              /* batch index inside the current epoch */
-    double ep_loss, ep_acc; long ep_batches; /* running sums of the current epoch */
-    double ep_drop, ep_maxvio, ep_rho;        /* routing sums of the current epoch */
-    RouteWin win;         /* MoE: dead experts and collapse over recent steps */
-    int *class_expert;    /* (classes, E) counts of the last evaluation */
+    int pos; /* batch index inside the current epoch */
+    double ep_loss, ep_acc;
+    long ep_batches;                   /* running sums of the current epoch */
+    double ep_drop, ep_maxvio, ep_rho; /* routing sums of the current epoch */
+    RouteWin win;                      /* MoE: dead experts and collapse over recent steps */
+    int *class_expert;                 /* (classes, E) counts of the last evaluation */
     int tsne_n;
-    float *tsne_feat;     /* (tsne_n, d) */
-    int *tsne_expert;     /* (tsne_n) */
-    int32_t *tsne_label;  /* (tsne_n) */
-    double t_start, t_epoch, t_rec; long rec_step;
-    float lr_override;    /* > 0 after `set lr`: replaces the schedule */
-    long ckpt_step;       /* step of the last checkpoint written or restored (-1: none) */
-    TrainerState state;   /* what on_state publishes */
+    float *tsne_feat;    /* (tsne_n, d) */
+    int *tsne_expert;    /* (tsne_n) */
+    int32_t *tsne_label; /* (tsne_n) */
+    double t_start, t_epoch, t_rec;
+    long rec_step;
+    float lr_override;  /* > 0 after `set lr`: replaces the schedule */
+    long ckpt_step;     /* step of the last checkpoint written or restored (-1: none) */
+    TrainerState state; /* what on_state publishes */
 };
 
 /* src is copied (its ctx must outlive the trainer). */

@@ -81,8 +81,7 @@ void tsne_default_config(TsneConfig *c);
  * ML_ERR_NUMERIC for a non-finite input value, ML_ERR_NOMEM. Y is untouched on these errors.
  * Memory: O(n k) for P plus O(n) for the map and the tree (the exact gradient allocates nothing
  * quadratic); the input copy is O(n d). */
-ml_status tsne_run(const float *X, int n, int d, const TsneConfig *cfg, float *Y,
-                   volatile int *cancel);
+ml_status tsne_run(const float *X, int n, int d, const TsneConfig *cfg, float *Y, volatile int *cancel);
 
 /* Fraction of points whose nearest other point in the map Y (n, 2) has the same label (ties go to
  * the lowest index). A simple quality figure for labelled data; NaN if n < 2. O(n^2). */
@@ -106,8 +105,7 @@ typedef struct {
 } TsneInput;
 
 /* Steps 1-2 of tsne_run (same validation and errors). Free with tsne_input_free. */
-ml_status tsne_input_similarities(const float *X, int n, int d, const TsneConfig *cfg,
-                                  TsneInput *out);
+ml_status tsne_input_similarities(const float *X, int n, int d, const TsneConfig *cfg, TsneInput *out);
 void tsne_input_free(TsneInput *in);
 
 /* The gradient used by tsne_run at the map Y (n, 2, double): grad (n, 2) receives
@@ -115,7 +113,7 @@ void tsne_input_free(TsneInput *in);
  * Z = sum_{k != l} q_kl, i.e. dKL/dy / 4 at exaggeration 1; the repulsive part by Barnes-Hut with
  * `theta`, or exactly when theta == 0. If kl is not NULL it receives KL(P || Q) (Z estimated the
  * same way). P must be symmetric with a zero diagonal (as TsneInput.joint). */
-ml_status tsne_gradient(const TsneSparse *P, const double *Y, double theta, double exaggeration,
-                        double *grad, double *kl);
+ml_status tsne_gradient(const TsneSparse *P, const double *Y, double theta, double exaggeration, double *grad,
+                        double *kl);
 
 #endif

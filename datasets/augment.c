@@ -13,22 +13,16 @@
 
 #include <string.h>
 
-int dataset_augment_default(const Dataset *ds)
-{
-    return ds && ds->c == 3;
-}
+int dataset_augment_default(const Dataset *ds) { return ds && ds->c == 3; }
 
 /* One channel of one sample. */
-static void augment_plane(float *dst, const uint8_t *src, const float *lut, int h, int w, int oy,
-                          int ox, int flip)
-{
+static void augment_plane(float *dst, const uint8_t *src, const float *lut, int h, int w, int oy, int ox, int flip) {
     const float zero = lut[0];
     for (int y = 0; y < h; y++) {
         float *d = dst + (size_t)y * w;
         int sy = y + oy;
         if (sy < 0 || sy >= h) {
-            for (int x = 0; x < w; x++)
-                d[x] = zero;
+            for (int x = 0; x < w; x++) d[x] = zero;
             continue;
         }
         const uint8_t *s = src + (size_t)sy * w;
@@ -41,42 +35,33 @@ static void augment_plane(float *dst, const uint8_t *src, const float *lut, int 
             lo = ox > 0 ? ox : 0;
             hi = ox < 0 ? w + ox : w;
         }
-        for (int x = 0; x < lo; x++)
-            d[x] = zero;
+        for (int x = 0; x < lo; x++) d[x] = zero;
         if (!flip) {
             const uint8_t *s0 = s + ox;
-            for (int x = lo; x < hi; x++)
-                d[x] = lut[s0[x]];
+            for (int x = lo; x < hi; x++) d[x] = lut[s0[x]];
         } else {
             const uint8_t *s0 = s + (w - 1) + ox;
-            for (int x = lo; x < hi; x++)
-                d[x] = lut[*(s0 - x)];
+            for (int x = lo; x < hi; x++) d[x] = lut[*(s0 - x)];
         }
-        for (int x = hi > lo ? hi : lo; x < w; x++)
-            d[x] = zero;
+        for (int x = hi > lo ? hi : lo; x < w; x++) d[x] = zero;
     }
 }
 
-void batch_fill_augment_ex(float *x, int32_t *y, const Dataset *ds, const DatasetSplit *split,
-                           const int32_t *idx, int B, Rng *rng, int pad, int flip)
-{
+void batch_fill_augment_ex(float *x, int32_t *y, const Dataset *ds, const DatasetSplit *split, const int32_t *idx,
+                           int B, Rng *rng, int pad, int flip) {
     if (!rng || (pad <= 0 && !flip)) {
         batch_fill(x, y, ds, split, idx, B);
         return;
     }
     int C = ds->c, H = ds->h, W = ds->w;
     ML_ASSERT(C >= 1 && C <= DATASET_MAX_CHANNELS);
-    if (pad < 0)
-        pad = 0;
-    if (pad > H / 2)
-        pad = H / 2;
-    if (pad > W / 2)
-        pad = W / 2;
+    if (pad < 0) pad = 0;
+    if (pad > H / 2) pad = H / 2;
+    if (pad > W / 2) pad = W / 2;
     size_t hw = (size_t)H * W;
     float lut[DATASET_MAX_CHANNELS][256];
     for (int ch = 0; ch < C; ch++)
-        for (int v = 0; v < 256; v++)
-            lut[ch][v] = ((float)v / 255.0f - ds->mean[ch]) / ds->std[ch];
+        for (int v = 0; v < 256; v++) lut[ch][v] = ((float)v / 255.0f - ds->mean[ch]) / ds->std[ch];
     /* the draws: sequential, one per sample */
     enum { MAX_STACK = 1024 };
     int16_t stack_oy[MAX_STACK], stack_ox[MAX_STACK];
@@ -95,8 +80,7 @@ void batch_fill_augment_ex(float *x, int32_t *y, const Dataset *ds, const Datase
     uint32_t nflip = flip ? 2u : 1u;
     for (int b = 0; b < B; b++) {
         ML_ASSERT(idx[b] >= 0 && idx[b] < split->n);
-        if (y)
-            y[b] = split->labels[idx[b]];
+        if (y) y[b] = split->labels[idx[b]];
         uint32_t v = rng_below(rng, span * span * nflip);
         oy[b] = (int16_t)((int)(v % span) - pad);
         ox[b] = (int16_t)((int)((v / span) % span) - pad);
@@ -112,9 +96,8 @@ void batch_fill_augment_ex(float *x, int32_t *y, const Dataset *ds, const Datase
     ml_free(heap);
 }
 
-void batch_fill_augment(float *x, int32_t *y, const Dataset *ds, const DatasetSplit *split,
-                        const int32_t *idx, int B, Rng *rng)
-{
+void batch_fill_augment(float *x, int32_t *y, const Dataset *ds, const DatasetSplit *split, const int32_t *idx, int B,
+                        Rng *rng) {
     batch_fill_augment_ex(x, y, ds, split, idx, B, rng, DATASET_AUGMENT_PAD, 1);
 }
 

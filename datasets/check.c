@@ -14,8 +14,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-void dataset_notes_add(DatasetNotes *n, const char *fmt, ...)
-{
+void dataset_notes_add(DatasetNotes *n, const char *fmt, ...) {
     if (n->count >= DATASET_MAX_NOTES) {
         n->dropped++;
         return;
@@ -25,23 +24,18 @@ void dataset_notes_add(DatasetNotes *n, const char *fmt, ...)
     vsnprintf(n->text[n->count], sizeof n->text[0], fmt, ap);
     va_end(ap);
     for (char *p = n->text[n->count]; *p; p++)
-        if (*p == '\n' || *p == '\r')
-            *p = ' ';
+        if (*p == '\n' || *p == '\r') *p = ' ';
     n->count++;
 }
 
-void dataset_class_counts(const DatasetSplit *s, int classes, long *counts)
-{
-    for (int k = 0; k < classes; k++)
-        counts[k] = 0;
+void dataset_class_counts(const DatasetSplit *s, int classes, long *counts) {
+    for (int k = 0; k < classes; k++) counts[k] = 0;
     for (int i = 0; i < s->n; i++)
-        if (s->labels[i] >= 0 && s->labels[i] < classes)
-            counts[s->labels[i]]++;
+        if (s->labels[i] >= 0 && s->labels[i] < classes) counts[s->labels[i]]++;
 }
 
 /* A fast 64-bit hash of n bytes (8-byte words, multiply-xorshift mixing). */
-static uint64_t hash_bytes(const uint8_t *p, size_t n)
-{
+static uint64_t hash_bytes(const uint8_t *p, size_t n) {
     uint64_t h = 0x9e3779b97f4a7c15ull ^ (n * 0xff51afd7ed558ccdull);
     size_t i = 0;
     for (; i + 8 <= n; i += 8) {
@@ -50,8 +44,7 @@ static uint64_t hash_bytes(const uint8_t *p, size_t n)
         h ^= v * 0xc4ceb9fe1a85ec53ull;
         h = (h << 29 | h >> 35) * 0x9e3779b97f4a7c15ull;
     }
-    for (; i < n; i++)
-        h = (h ^ p[i]) * 0x100000001b3ull;
+    for (; i < n; i++) h = (h ^ p[i]) * 0x100000001b3ull;
     h ^= h >> 33;
     h *= 0xff51afd7ed558ccdull;
     h ^= h >> 33;
@@ -63,25 +56,18 @@ typedef struct {
     int32_t i;
 } HashIdx;
 
-static int cmp_hash(const void *a, const void *b)
-{
+static int cmp_hash(const void *a, const void *b) {
     const HashIdx *x = a, *y = b;
-    if (x->h != y->h)
-        return x->h < y->h ? -1 : 1;
+    if (x->h != y->h) return x->h < y->h ? -1 : 1;
     return x->i < y->i ? -1 : x->i > y->i;
 }
 
-static const char *cname(const Dataset *ds, int k)
-{
-    return ds->class_names && k >= 0 && k < ds->classes && ds->class_names[k]
-               ? ds->class_names[k]
-               : "?";
+static const char *cname(const Dataset *ds, int k) {
+    return ds->class_names && k >= 0 && k < ds->classes && ds->class_names[k] ? ds->class_names[k] : "?";
 }
 
-static void check_balance(const Dataset *ds, DatasetNotes *notes)
-{
-    if (ds->classes < 1 || ds->train.n < 1)
-        return;
+static void check_balance(const Dataset *ds, DatasetNotes *notes) {
+    if (ds->classes < 1 || ds->train.n < 1) return;
     long *cnt = calloc((size_t)ds->classes, sizeof(long));
     long *tcnt = calloc((size_t)ds->classes, sizeof(long));
     if (!cnt || !tcnt) {
@@ -93,18 +79,14 @@ static void check_balance(const Dataset *ds, DatasetNotes *notes)
     dataset_class_counts(&ds->test, ds->classes, tcnt);
     int kmin = 0, kmax = 0, empty = 0, first_empty = -1, tempty = 0;
     for (int k = 0; k < ds->classes; k++) {
-        if (cnt[k] < cnt[kmin])
-            kmin = k;
-        if (cnt[k] > cnt[kmax])
-            kmax = k;
-        if (cnt[k] == 0 && empty++ == 0)
-            first_empty = k;
-        if (tcnt[k] == 0)
-            tempty++;
+        if (cnt[k] < cnt[kmin]) kmin = k;
+        if (cnt[k] > cnt[kmax]) kmax = k;
+        if (cnt[k] == 0 && empty++ == 0) first_empty = k;
+        if (tcnt[k] == 0) tempty++;
     }
     if (empty)
-        dataset_notes_add(notes, "%d of %d classes have no training image (first: %d '%s')",
-                          empty, ds->classes, first_empty, cname(ds, first_empty));
+        dataset_notes_add(notes, "%d of %d classes have no training image (first: %d '%s')", empty, ds->classes,
+                          first_empty, cname(ds, first_empty));
     else if (cnt[kmax] > 1.5 * cnt[kmin])
         dataset_notes_add(notes,
                           "class imbalance: class %d '%s' has %ld training images, class %d "
@@ -117,11 +99,9 @@ static void check_balance(const Dataset *ds, DatasetNotes *notes)
     free(tcnt);
 }
 
-static HashIdx *hash_split(const Dataset *ds, const DatasetSplit *s, size_t isize)
-{
+static HashIdx *hash_split(const Dataset *ds, const DatasetSplit *s, size_t isize) {
     HashIdx *h = malloc((size_t)(s->n > 0 ? s->n : 1) * sizeof *h);
-    if (!h)
-        return NULL;
+    if (!h) return NULL;
     long n = s->n;
 #pragma omp parallel for schedule(static)
     for (long i = 0; i < n; i++) {
@@ -132,14 +112,11 @@ static HashIdx *hash_split(const Dataset *ds, const DatasetSplit *s, size_t isiz
     return h;
 }
 
-static void check_duplicates(const Dataset *ds, DatasetNotes *notes)
-{
+static void check_duplicates(const Dataset *ds, DatasetNotes *notes) {
     size_t isize = (size_t)ds->c * ds->h * ds->w;
-    if (ds->train.n < 1 || isize == 0)
-        return;
+    if (ds->train.n < 1 || isize == 0) return;
     HashIdx *tr = hash_split(ds, &ds->train, isize);
-    if (!tr)
-        return;
+    if (!tr) return;
     const uint8_t *im = ds->train.images;
     long dup = 0, conflict = 0, constant = 0;
     int d0 = -1, d1 = -1, c0 = -1, c1 = -1, k0 = -1;
@@ -152,8 +129,7 @@ static void check_duplicates(const Dataset *ds, DatasetNotes *notes)
         /* compared with the first of its run only: a colliding non-equal first hides nothing
          * in practice (64-bit hash) */
         int a = tr[r].i, b = tr[j].i;
-        if (memcmp(im + (size_t)a * isize, im + (size_t)b * isize, isize) != 0)
-            continue;
+        if (memcmp(im + (size_t)a * isize, im + (size_t)b * isize, isize) != 0) continue;
         if (dup++ == 0) {
             d0 = a;
             d1 = b;
@@ -166,10 +142,8 @@ static void check_duplicates(const Dataset *ds, DatasetNotes *notes)
     for (int i = 0; i < ds->train.n; i++) {
         const uint8_t *p = im + (size_t)i * isize;
         size_t j = 1;
-        while (j < isize && p[j] == p[0])
-            j++;
-        if (j == isize && constant++ == 0)
-            k0 = i;
+        while (j < isize && p[j] == p[0]) j++;
+        if (j == isize && constant++ == 0) k0 = i;
     }
     if (dup)
         dataset_notes_add(notes,
@@ -180,11 +154,9 @@ static void check_duplicates(const Dataset *ds, DatasetNotes *notes)
         dataset_notes_add(notes,
                           "%ld duplicate training images carry different labels (first: train "
                           "#%d '%s' = train #%d '%s')",
-                          conflict, c1, cname(ds, ds->train.labels[c1]), c0,
-                          cname(ds, ds->train.labels[c0]));
+                          conflict, c1, cname(ds, ds->train.labels[c1]), c0, cname(ds, ds->train.labels[c0]));
     if (constant)
-        dataset_notes_add(notes, "%ld training images are a single flat value (first: train #%d)",
-                          constant, k0);
+        dataset_notes_add(notes, "%ld training images are a single flat value (first: train #%d)", constant, k0);
     /* test images found in train */
     long leak = 0;
     int l0 = -1, l1 = -1;
@@ -194,10 +166,8 @@ static void check_duplicates(const Dataset *ds, DatasetNotes *notes)
         size_t lo = 0, hi = (size_t)ds->train.n;
         while (lo < hi) {
             size_t mid = (lo + hi) / 2;
-            if (tr[mid].h < h)
-                lo = mid + 1;
-            else
-                hi = mid;
+            if (tr[mid].h < h) lo = mid + 1;
+            else hi = mid;
         }
         for (size_t j = lo; j < (size_t)ds->train.n && tr[j].h == h; j++)
             if (memcmp(p, im + (size_t)tr[j].i * isize, isize) == 0) {
@@ -216,8 +186,7 @@ static void check_duplicates(const Dataset *ds, DatasetNotes *notes)
     free(tr);
 }
 
-void dataset_check(const Dataset *ds, DatasetNotes *notes)
-{
+void dataset_check(const Dataset *ds, DatasetNotes *notes) {
     check_balance(ds, notes);
     check_duplicates(ds, notes);
     int bad = 0;

@@ -20,61 +20,50 @@
 
 #define DATASET_ROOT_DEFAULT "/usr/share/datasets"
 
-static const char *data_root(void)
-{
+static const char *data_root(void) {
     const char *r = getenv("MOELAB_DATA");
     return r && *r ? r : DATASET_ROOT_DEFAULT;
 }
 
-static int is_dir(const char *path)
-{
+static int is_dir(const char *path) {
     struct stat st;
     return stat(path, &st) == 0 && S_ISDIR(st.st_mode);
 }
 
 /* Opens the named IDX dataset `name` under the data root. */
-static ml_status open_named(Dataset *ds, const char *name)
-{
+static ml_status open_named(Dataset *ds, const char *name) {
     char dir[4096];
     int k = snprintf(dir, sizeof dir, "%s/%s", data_root(), name);
-    if (k < 0 || (size_t)k >= sizeof dir)
-        return ml_fail(ML_ERR_ARG, "%s: data directory path too long", name);
+    if (k < 0 || (size_t)k >= sizeof dir) return ml_fail(ML_ERR_ARG, "%s: data directory path too long", name);
     if (!is_dir(dir))
         return ml_fail(ML_ERR_IO,
                        "%s: dataset directory %s not found (set MOELAB_DATA to a directory "
                        "holding %s/%s)",
                        name, dir, name,
-                       strcmp(name, "fashion-mnist") == 0
-                           ? ", or install the Debian package dataset-fashion-mnist"
-                           : "");
+                       strcmp(name, "fashion-mnist") == 0 ? ", or install the Debian package dataset-fashion-mnist"
+                                                          : "");
     return idx_load_dir(ds, dir, name);
 }
 
 /* Parses a decimal integer in [lo, hi] from s[0..len). */
-static int parse_int(const char *s, size_t len, long lo, long hi, int *out)
-{
-    if (len == 0 || len > 10)
-        return 0;
+static int parse_int(const char *s, size_t len, long lo, long hi, int *out) {
+    if (len == 0 || len > 10) return 0;
     long v = 0;
     for (size_t i = 0; i < len; i++) {
-        if (s[i] < '0' || s[i] > '9')
-            return 0;
+        if (s[i] < '0' || s[i] > '9') return 0;
         v = v * 10 + (s[i] - '0');
     }
-    if (v < lo || v > hi)
-        return 0;
+    if (v < lo || v > hi) return 0;
     *out = (int)v;
     return 1;
 }
 
 /* "synthetic[:HxWxC[:K[:N]]]": N is the train size, the test size is N/5 (at least 1). */
-static ml_status open_synthetic(Dataset *ds, const char *spec)
-{
+static ml_status open_synthetic(Dataset *ds, const char *spec) {
     SyntheticOptions o;
     synthetic_defaults(&o);
     const char *p = spec + strlen("synthetic");
-    if (*p == 0)
-        return synthetic_generate(ds, &o);
+    if (*p == 0) return synthetic_generate(ds, &o);
     p++; /* ':' */
     const char *fields[3] = {NULL, NULL, NULL};
     size_t lens[3] = {0, 0, 0};
@@ -90,8 +79,7 @@ static ml_status open_synthetic(Dataset *ds, const char *spec)
         fields[nf] = p;
         lens[nf] = len;
         nf++;
-        if (!e)
-            break;
+        if (!e) break;
         p = e + 1;
     }
     /* shape */
@@ -99,11 +87,9 @@ static ml_status open_synthetic(Dataset *ds, const char *spec)
     const char *q = fields[0], *end = fields[0] + lens[0];
     for (int d = 0; d < 3; d++) {
         const char *x = q;
-        while (x < end && *x != 'x' && *x != 'X')
-            x++;
+        while (x < end && *x != 'x' && *x != 'X') x++;
         if ((d < 2 && x == end) || (d == 2 && x != end) ||
-            !parse_int(q, (size_t)(x - q), d == 2 ? 1 : 4, d == 2 ? DATASET_MAX_CHANNELS : 4096,
-                       &dims[d]))
+            !parse_int(q, (size_t)(x - q), d == 2 ? 1 : 4, d == 2 ? DATASET_MAX_CHANNELS : 4096, &dims[d]))
             return ml_fail(ML_ERR_ARG,
                            "dataset spec '%s': bad shape '%.*s': expected HxWxC with H, W in "
                            "4..4096 and C in 1..%d (e.g. 32x32x3)",
@@ -130,17 +116,13 @@ static ml_status open_synthetic(Dataset *ds, const char *spec)
 }
 
 /* The last component of `path`, without trailing slashes. */
-static void path_basename(const char *path, char *out, size_t cap)
-{
+static void path_basename(const char *path, char *out, size_t cap) {
     size_t end = strlen(path);
-    while (end > 1 && path[end - 1] == '/')
-        end--;
+    while (end > 1 && path[end - 1] == '/') end--;
     size_t start = end;
-    while (start > 0 && path[start - 1] != '/')
-        start--;
+    while (start > 0 && path[start - 1] != '/') start--;
     size_t len = end - start;
-    if (len >= cap)
-        len = cap - 1;
+    if (len >= cap) len = cap - 1;
     memcpy(out, path + start, len);
     out[len] = 0;
 }
@@ -149,13 +131,9 @@ static void path_basename(const char *path, char *out, size_t cap)
 
 static dataset_h5_loader_fn h5_loader;
 
-void dataset_set_h5_loader(dataset_h5_loader_fn fn)
-{
-    h5_loader = fn;
-}
+void dataset_set_h5_loader(dataset_h5_loader_fn fn) { h5_loader = fn; }
 
-const char *dataset_format_name(DatasetFormat f)
-{
+const char *dataset_format_name(DatasetFormat f) {
     switch (f) {
     case DATASET_FORMAT_IDX: return "IDX (MNIST-style)";
     case DATASET_FORMAT_CIFAR10: return "CIFAR-10 binary";
@@ -169,50 +147,41 @@ const char *dataset_format_name(DatasetFormat f)
 }
 
 /* dir/name exists (as a regular file when want_dir is 0, as a directory otherwise). */
-static int has_entry(const char *dir, const char *name, int want_dir)
-{
+static int has_entry(const char *dir, const char *name, int want_dir) {
     char p[4096];
     int k = snprintf(p, sizeof p, "%s/%s", dir, name);
-    if (k < 0 || (size_t)k >= sizeof p)
-        return 0;
+    if (k < 0 || (size_t)k >= sizeof p) return 0;
     struct stat st;
-    if (stat(p, &st) != 0)
-        return 0;
+    if (stat(p, &st) != 0) return 0;
     return want_dir ? S_ISDIR(st.st_mode) : S_ISREG(st.st_mode);
 }
 
-static int has_idx_file(const char *dir)
-{
+static int has_idx_file(const char *dir) {
     static const char *const names[] = {"train-images-idx3-ubyte", "train-images-idx3-ubyte.gz",
                                         "train-images.idx3-ubyte", "train-images.idx3-ubyte.gz",
-                                        "t10k-images-idx3-ubyte", "t10k-images-idx3-ubyte.gz"};
+                                        "t10k-images-idx3-ubyte",  "t10k-images-idx3-ubyte.gz"};
     for (size_t i = 0; i < sizeof names / sizeof names[0]; i++)
-        if (has_entry(dir, names[i], 0))
-            return 1;
+        if (has_entry(dir, names[i], 0)) return 1;
     return 0;
 }
 
 /* HDF5 signature at offset 0 (or at 512, 1024, 2048 after a user block). */
-static int is_hdf5_file(const char *path)
-{
+static int is_hdf5_file(const char *path) {
     static const uint8_t sig[8] = {0x89, 'H', 'D', 'F', '\r', '\n', 0x1a, '\n'};
     FILE *f = fopen(path, "rb");
-    if (!f)
-        return 0;
+    if (!f) return 0;
     int found = 0;
     static const long offs[4] = {0, 512, 1024, 2048};
     for (int i = 0; i < 4 && !found; i++) {
         uint8_t b[8];
-        if (fseek(f, offs[i], SEEK_SET) != 0 || fread(b, 1, 8, f) != 8)
-            break;
+        if (fseek(f, offs[i], SEEK_SET) != 0 || fread(b, 1, 8, f) != 8) break;
         found = memcmp(b, sig, 8) == 0;
     }
     fclose(f);
     return found;
 }
 
-static DatasetFormat detect_dir(const char *dir)
-{
+static DatasetFormat detect_dir(const char *dir) {
     if (has_entry(dir, "data_batch_1.bin", 0) || has_entry(dir, "test_batch.bin", 0) ||
         has_entry(dir, "batches.meta.txt", 0))
         return DATASET_FORMAT_CIFAR10;
@@ -220,43 +189,30 @@ static DatasetFormat detect_dir(const char *dir)
         (has_entry(dir, "fine_label_names.txt", 0) || has_entry(dir, "coarse_label_names.txt", 0) ||
          !has_entry(dir, "batches.meta.txt", 0)))
         return DATASET_FORMAT_CIFAR100;
-    if (has_idx_file(dir))
-        return DATASET_FORMAT_IDX;
-    if (has_entry(dir, "wnids.txt", 0))
-        return DATASET_FORMAT_TINY_IMAGENET;
-    if (has_entry(dir, "train", 1))
-        return DATASET_FORMAT_IMAGE_FOLDER;
+    if (has_idx_file(dir)) return DATASET_FORMAT_IDX;
+    if (has_entry(dir, "wnids.txt", 0)) return DATASET_FORMAT_TINY_IMAGENET;
+    if (has_entry(dir, "train", 1)) return DATASET_FORMAT_IMAGE_FOLDER;
     return DATASET_FORMAT_UNKNOWN;
 }
 
-DatasetFormat dataset_detect(const char *path, char *resolved, size_t cap)
-{
-    if (resolved && cap)
-        snprintf(resolved, cap, "%s", path);
+DatasetFormat dataset_detect(const char *path, char *resolved, size_t cap) {
+    if (resolved && cap) snprintf(resolved, cap, "%s", path);
     struct stat st;
-    if (!path || stat(path, &st) != 0)
-        return DATASET_FORMAT_UNKNOWN;
-    if (S_ISREG(st.st_mode))
-        return is_hdf5_file(path) ? DATASET_FORMAT_H5 : DATASET_FORMAT_UNKNOWN;
-    if (!S_ISDIR(st.st_mode))
-        return DATASET_FORMAT_UNKNOWN;
+    if (!path || stat(path, &st) != 0) return DATASET_FORMAT_UNKNOWN;
+    if (S_ISREG(st.st_mode)) return is_hdf5_file(path) ? DATASET_FORMAT_H5 : DATASET_FORMAT_UNKNOWN;
+    if (!S_ISDIR(st.st_mode)) return DATASET_FORMAT_UNKNOWN;
     DatasetFormat f = detect_dir(path);
-    if (f != DATASET_FORMAT_UNKNOWN)
-        return f;
+    if (f != DATASET_FORMAT_UNKNOWN) return f;
     /* a parent of the extracted archive */
-    static const char *const subs[] = {"cifar-10-batches-bin", "cifar-100-binary",
-                                       "tiny-imagenet-200"};
+    static const char *const subs[] = {"cifar-10-batches-bin", "cifar-100-binary", "tiny-imagenet-200"};
     for (size_t i = 0; i < sizeof subs / sizeof subs[0]; i++) {
-        if (!has_entry(path, subs[i], 1))
-            continue;
+        if (!has_entry(path, subs[i], 1)) continue;
         char sub[4096];
         int k = snprintf(sub, sizeof sub, "%s/%s", path, subs[i]);
-        if (k < 0 || (size_t)k >= sizeof sub)
-            continue;
+        if (k < 0 || (size_t)k >= sizeof sub) continue;
         f = detect_dir(sub);
         if (f != DATASET_FORMAT_UNKNOWN) {
-            if (resolved && cap)
-                snprintf(resolved, cap, "%s", sub);
+            if (resolved && cap) snprintf(resolved, cap, "%s", sub);
             return f;
         }
     }
@@ -266,39 +222,28 @@ DatasetFormat dataset_detect(const char *path, char *resolved, size_t cap)
 /* ---- spec options */
 
 /* Applies one ":"-suffix option word; returns 0 when it is not an option. */
-static int apply_option(const char *w, size_t len, DatasetOpenOptions *o)
-{
+static int apply_option(const char *w, size_t len, DatasetOpenOptions *o) {
 #define IS(s) (len == strlen(s) && memcmp(w, s, len) == 0)
-    if (IS("fine"))
-        o->coarse = 0;
-    else if (IS("coarse"))
-        o->coarse = 1;
-    else if (IS("stats=known"))
-        o->stats = DATASET_STATS_KNOWN;
-    else if (IS("stats=computed"))
-        o->stats = DATASET_STATS_COMPUTED;
-    else if (IS("stats=kuangliu"))
-        o->stats = DATASET_STATS_KUANGLIU;
-    else
-        return 0;
+    if (IS("fine")) o->coarse = 0;
+    else if (IS("coarse")) o->coarse = 1;
+    else if (IS("stats=known")) o->stats = DATASET_STATS_KNOWN;
+    else if (IS("stats=computed")) o->stats = DATASET_STATS_COMPUTED;
+    else if (IS("stats=kuangliu")) o->stats = DATASET_STATS_KUANGLIU;
+    else return 0;
     return 1;
 #undef IS
 }
 
-static int is_named(const char *s)
-{
-    return strcmp(s, "fashion-mnist") == 0 || strcmp(s, "mnist") == 0 ||
-           strcmp(s, "cifar-10") == 0 || strcmp(s, "cifar10") == 0 ||
-           strcmp(s, "cifar-100") == 0 || strcmp(s, "cifar100") == 0;
+static int is_named(const char *s) {
+    return strcmp(s, "fashion-mnist") == 0 || strcmp(s, "mnist") == 0 || strcmp(s, "cifar-10") == 0 ||
+           strcmp(s, "cifar10") == 0 || strcmp(s, "cifar-100") == 0 || strcmp(s, "cifar100") == 0;
 }
 
 /* Splits trailing option words off `spec` into `base` while `spec` itself is neither an
  * existing path nor a named dataset. */
-static ml_status split_options(const char *spec, char *base, size_t cap, DatasetOpenOptions *o)
-{
+static ml_status split_options(const char *spec, char *base, size_t cap, DatasetOpenOptions *o) {
     int k = snprintf(base, cap, "%s", spec);
-    if (k < 0 || (size_t)k >= cap)
-        return ml_fail(ML_ERR_ARG, "dataset spec too long (%zu bytes)", strlen(spec));
+    if (k < 0 || (size_t)k >= cap) return ml_fail(ML_ERR_ARG, "dataset spec too long (%zu bytes)", strlen(spec));
     struct stat st;
     DatasetOpenOptions tmp = *o;
     const char *words[8];
@@ -306,27 +251,23 @@ static ml_status split_options(const char *spec, char *base, size_t cap, Dataset
     int nw = 0;
     while (stat(base, &st) != 0 && !is_named(base)) {
         char *colon = strrchr(base, ':');
-        if (!colon || nw == 8)
-            break;
+        if (!colon || nw == 8) break;
         size_t len = strlen(colon + 1);
         DatasetOpenOptions probe = tmp;
-        if (!apply_option(colon + 1, len, &probe))
-            break;
+        if (!apply_option(colon + 1, len, &probe)) break;
         words[nw] = spec + (colon + 1 - base);
         lens[nw] = len;
         nw++;
         *colon = 0;
     }
     /* apply in written order (a later word wins) */
-    for (int i = nw - 1; i >= 0; i--)
-        apply_option(words[i], lens[i], &tmp);
+    for (int i = nw - 1; i >= 0; i--) apply_option(words[i], lens[i], &tmp);
     *o = tmp;
     return ML_OK;
 }
 
 /* Opens a path (directory or file) by its detected format. */
-static ml_status open_path(Dataset *ds, const char *path, const DatasetOpenOptions *o)
-{
+static ml_status open_path(Dataset *ds, const char *path, const DatasetOpenOptions *o) {
     struct stat st;
     if (stat(path, &st) != 0) {
         if (errno == ENOENT)
@@ -353,37 +294,30 @@ static ml_status open_path(Dataset *ds, const char *path, const DatasetOpenOptio
                            path);
         memset(ds, 0, sizeof *ds);
         ml_status st5 = h5_loader(ds, path);
-        if (st5 == ML_OK && o->stats == DATASET_STATS_COMPUTED)
-            dataset_compute_stats(ds);
+        if (st5 == ML_OK && o->stats == DATASET_STATS_COMPUTED) dataset_compute_stats(ds);
         return st5;
     }
     char name[64];
     switch (f) {
-    case DATASET_FORMAT_CIFAR10:
-        return cifar_load_dir(ds, dir, 10, o);
-    case DATASET_FORMAT_CIFAR100:
-        return cifar_load_dir(ds, dir, 100, o);
+    case DATASET_FORMAT_CIFAR10: return cifar_load_dir(ds, dir, 10, o);
+    case DATASET_FORMAT_CIFAR100: return cifar_load_dir(ds, dir, 100, o);
     case DATASET_FORMAT_TINY_IMAGENET:
     case DATASET_FORMAT_IMAGE_FOLDER:
         return ml_fail(ML_ERR_ARG,
                        "%s: %s: decode it once with `moelab data import %s OUT.h5 [--size 64]` "
                        "and train on OUT.h5",
                        path, dataset_format_name(f), path);
-    default:
-        path_basename(path, name, sizeof name);
-        return idx_load_dir(ds, path, name);
+    default: path_basename(path, name, sizeof name); return idx_load_dir(ds, path, name);
     }
 }
 
 /* A named CIFAR set under the data root. */
-static ml_status open_named_cifar(Dataset *ds, const char *spec, const DatasetOpenOptions *o)
-{
+static ml_status open_named_cifar(Dataset *ds, const char *spec, const DatasetOpenOptions *o) {
     int v = strstr(spec, "100") ? 100 : 10;
     const char *sub = v == 10 ? "cifar-10-batches-bin" : "cifar-100-binary";
     char dir[4096];
     int k = snprintf(dir, sizeof dir, "%s/%s", data_root(), sub);
-    if (k < 0 || (size_t)k >= sizeof dir)
-        return ml_fail(ML_ERR_ARG, "%s: data directory path too long", spec);
+    if (k < 0 || (size_t)k >= sizeof dir) return ml_fail(ML_ERR_ARG, "%s: data directory path too long", spec);
     if (!is_dir(dir))
         return ml_fail(ML_ERR_IO,
                        "%s: dataset directory %s not found (set MOELAB_DATA to a directory "
@@ -392,46 +326,32 @@ static ml_status open_named_cifar(Dataset *ds, const char *spec, const DatasetOp
     return cifar_load_dir(ds, dir, v, o);
 }
 
-ml_status dataset_open(Dataset *ds, const char *spec)
-{
-    return dataset_open_with(ds, spec, NULL);
-}
+ml_status dataset_open(Dataset *ds, const char *spec) { return dataset_open_with(ds, spec, NULL); }
 
-ml_status dataset_open_with(Dataset *ds, const char *spec, const DatasetOpenOptions *opt)
-{
+ml_status dataset_open_with(Dataset *ds, const char *spec, const DatasetOpenOptions *opt) {
     memset(ds, 0, sizeof *ds);
     DatasetOpenOptions o = {0, DATASET_STATS_KNOWN};
-    if (opt)
-        o = *opt;
-    if (!spec || !*spec)
-        spec = "default";
+    if (opt) o = *opt;
+    if (!spec || !*spec) spec = "default";
     if (strcmp(spec, "default") == 0) {
         char dir[4096];
         int k = snprintf(dir, sizeof dir, "%s/fashion-mnist", data_root());
-        if (k > 0 && (size_t)k < sizeof dir && is_dir(dir))
-            return idx_load_dir(ds, dir, "fashion-mnist");
+        if (k > 0 && (size_t)k < sizeof dir && is_dir(dir)) return idx_load_dir(ds, dir, "fashion-mnist");
         return open_synthetic(ds, "synthetic");
     }
-    if (strncmp(spec, "synthetic", 9) == 0 && (spec[9] == 0 || spec[9] == ':'))
-        return open_synthetic(ds, spec);
+    if (strncmp(spec, "synthetic", 9) == 0 && (spec[9] == 0 || spec[9] == ':')) return open_synthetic(ds, spec);
     char base[4096];
     ml_status st = split_options(spec, base, sizeof base, &o);
-    if (st != ML_OK)
-        return st;
-    if (strcmp(base, "fashion-mnist") == 0 || strcmp(base, "mnist") == 0)
-        return open_named(ds, base);
-    if (strncmp(base, "cifar", 5) == 0 && is_named(base))
-        return open_named_cifar(ds, base, &o);
+    if (st != ML_OK) return st;
+    if (strcmp(base, "fashion-mnist") == 0 || strcmp(base, "mnist") == 0) return open_named(ds, base);
+    if (strncmp(base, "cifar", 5) == 0 && is_named(base)) return open_named_cifar(ds, base, &o);
     return open_path(ds, base, &o);
 }
 
-void dataset_free(Dataset *ds)
-{
-    if (!ds)
-        return;
+void dataset_free(Dataset *ds) {
+    if (!ds) return;
     if (ds->class_names) {
-        for (int k = 0; k < ds->classes; k++)
-            free(ds->class_names[k]);
+        for (int k = 0; k < ds->classes; k++) free(ds->class_names[k]);
         free(ds->class_names);
     }
     ml_free(ds->train.images);
@@ -441,15 +361,13 @@ void dataset_free(Dataset *ds)
     memset(ds, 0, sizeof *ds);
 }
 
-void dataset_compute_stats(Dataset *ds)
-{
+void dataset_compute_stats(Dataset *ds) {
     for (int ch = 0; ch < DATASET_MAX_CHANNELS; ch++) {
         ds->mean[ch] = 0.0f;
         ds->std[ch] = 1.0f;
     }
     const DatasetSplit *s = &ds->train;
-    if (s->n <= 0 || !s->images || ds->c < 1 || ds->c > DATASET_MAX_CHANNELS)
-        return;
+    if (s->n <= 0 || !s->images || ds->c < 1 || ds->c > DATASET_MAX_CHANNELS) return;
     size_t hw = (size_t)ds->h * ds->w;
     size_t isize = (size_t)ds->c * hw;
     for (int ch = 0; ch < ds->c; ch++) {
@@ -478,21 +396,17 @@ void dataset_compute_stats(Dataset *ds)
     snprintf(ds->stats_source, sizeof ds->stats_source, "computed: train split");
 }
 
-void batch_fill(float *x, int32_t *y, const Dataset *ds, const DatasetSplit *split,
-                const int32_t *idx, int B)
-{
+void batch_fill(float *x, int32_t *y, const Dataset *ds, const DatasetSplit *split, const int32_t *idx, int B) {
     int C = ds->c;
     ML_ASSERT(C >= 1 && C <= DATASET_MAX_CHANNELS);
     size_t hw = (size_t)ds->h * ds->w;
     /* One table per channel: every pixel value maps through the same expression. */
     float lut[DATASET_MAX_CHANNELS][256];
     for (int ch = 0; ch < C; ch++)
-        for (int v = 0; v < 256; v++)
-            lut[ch][v] = ((float)v / 255.0f - ds->mean[ch]) / ds->std[ch];
+        for (int v = 0; v < 256; v++) lut[ch][v] = ((float)v / 255.0f - ds->mean[ch]) / ds->std[ch];
     for (int b = 0; b < B; b++) {
         ML_ASSERT(idx[b] >= 0 && idx[b] < split->n);
-        if (y)
-            y[b] = split->labels[idx[b]];
+        if (y) y[b] = split->labels[idx[b]];
     }
     long total = (long)C * B;
 #pragma omp parallel for schedule(static) if (total * (long)hw > 65536)
@@ -501,7 +415,6 @@ void batch_fill(float *x, int32_t *y, const Dataset *ds, const DatasetSplit *spl
         const uint8_t *src = split->images + ((size_t)idx[b] * C + ch) * hw;
         float *dst = x + (size_t)cb * hw;
         const float *t = lut[ch];
-        for (size_t i = 0; i < hw; i++)
-            dst[i] = t[src[i]];
+        for (size_t i = 0; i < hw; i++) dst[i] = t[src[i]];
     }
 }

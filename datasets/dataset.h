@@ -41,9 +41,9 @@
 #define DATASET_MAX_CHANNELS 4
 
 typedef struct {
-    int n;             /* number of images */
-    uint8_t *images;   /* (n, c, h, w) row-major, owned */
-    int32_t *labels;   /* (n), each in [0, classes), owned */
+    int n;           /* number of images */
+    uint8_t *images; /* (n, c, h, w) row-major, owned */
+    int32_t *labels; /* (n), each in [0, classes), owned */
 } DatasetSplit;
 
 typedef enum {
@@ -70,11 +70,11 @@ typedef struct {
 } DatasetOpenOptions;
 
 typedef struct {
-    char name[64];       /* "fashion-mnist", "synthetic", "cifar-10", ... */
-    char source[512];    /* where it was read from ("" for synthetic) */
-    int c, h, w;         /* image shape */
+    char name[64];    /* "fashion-mnist", "synthetic", "cifar-10", ... */
+    char source[512]; /* where it was read from ("" for synthetic) */
+    int c, h, w;      /* image shape */
     int classes;
-    char **class_names;  /* (classes) owned strings */
+    char **class_names;               /* (classes) owned strings */
     float mean[DATASET_MAX_CHANNELS]; /* per channel, pixel/255 units */
     float std[DATASET_MAX_CHANNELS];
     DatasetSplit train, test;
@@ -83,11 +83,11 @@ typedef struct {
 } Dataset;
 
 typedef struct {
-    int h, w, c;        /* image shape (default 32, 32, 3) */
-    int classes;        /* default 10 */
-    int n_train;        /* default 5000 */
-    int n_test;         /* default 1000 */
-    uint64_t seed;      /* default 1 */
+    int h, w, c;   /* image shape (default 32, 32, 3) */
+    int classes;   /* default 10 */
+    int n_train;   /* default 5000 */
+    int n_test;    /* default 1000 */
+    uint64_t seed; /* default 1 */
 } SyntheticOptions;
 
 /* Opens the dataset described by `spec` (see above). On failure `ds` is left empty and
@@ -116,15 +116,14 @@ ml_status cifar_load_dir(Dataset *ds, const char *dir, int variant, const Datase
  * pixels R, G, B planes of 32x32) or 3074 bytes (variant 100: coarse, fine, pixels). Sets *n to
  * the record count; when images/labels are not NULL they receive n*3072 bytes (N, 3, 32, 32) and
  * n labels (fine or coarse for CIFAR-100). Errors name `what` and the offset. */
-ml_status cifar_parse_batch(const uint8_t *buf, size_t len, const char *what, int variant,
-                            int coarse, uint8_t *images, int32_t *labels, int *n);
+ml_status cifar_parse_batch(const uint8_t *buf, size_t len, const char *what, int variant, int coarse, uint8_t *images,
+                            int32_t *labels, int *n);
 
 /* Parses a class-names text file (one name per line, blank lines and surrounding spaces
  * ignored, CRLF accepted, control bytes replaced by '?'); exactly `expected` names are
  * required (any count >= 1 when expected is 0: *count gets it). *names is an array of malloc'd
  * strings, freed with dataset_names_free. */
-ml_status dataset_parse_names(const char *text, size_t len, const char *what, int expected,
-                              char ***names, int *count);
+ml_status dataset_parse_names(const char *text, size_t len, const char *what, int expected, char ***names, int *count);
 void dataset_names_free(char **names, int count);
 
 /* Reads the four IDX files from `dir` (train-images-idx3-ubyte, train-labels-idx1-ubyte,
@@ -139,8 +138,8 @@ ml_status idx_load_dir(Dataset *ds, const char *dir, const char *name);
  * For an images file (magic 2051): *n, *rows, *cols set, *data points into buf (not copied).
  * For a labels file (magic 2049): *n set, *rows = *cols = 0. Returns ML_ERR_FORMAT on any
  * inconsistency (magic, dims, truncation, trailing garbage). */
-ml_status idx_parse(const uint8_t *buf, size_t len, const char *what, int *magic, int *n,
-                    int *rows, int *cols, const uint8_t **data);
+ml_status idx_parse(const uint8_t *buf, size_t len, const char *what, int *magic, int *n, int *rows, int *cols,
+                    const uint8_t **data);
 
 /* Reads a whole file into memory, gunzipping it when it is gzip (by magic bytes). *out is
  * malloc'd (release with free() or ml_free()) and has a NUL byte after its *len bytes. */
@@ -156,8 +155,7 @@ void dataset_compute_stats(Dataset *ds);
 
 /* Fills one normalised batch: x (C, B, H, W) floats, y (B) labels, from the images
  * split->images[idx[b]] for b in [0, B). */
-void batch_fill(float *x, int32_t *y, const Dataset *ds, const DatasetSplit *split,
-                const int32_t *idx, int B);
+void batch_fill(float *x, int32_t *y, const Dataset *ds, const DatasetSplit *split, const int32_t *idx, int B);
 
 /* ---- augmentation (augment.c) */
 
@@ -169,11 +167,11 @@ void batch_fill(float *x, int32_t *y, const Dataset *ds, const DatasetSplit *spl
  * torchvision RandomCrop(padding=4) + RandomHorizontalFlip order). The draws (one rng_below per
  * sample, in batch order) are taken before the parallel copy, so the result depends only on the
  * Rng state, not on the thread count. rng == NULL is batch_fill. */
-void batch_fill_augment(float *x, int32_t *y, const Dataset *ds, const DatasetSplit *split,
-                        const int32_t *idx, int B, Rng *rng);
+void batch_fill_augment(float *x, int32_t *y, const Dataset *ds, const DatasetSplit *split, const int32_t *idx, int B,
+                        Rng *rng);
 /* The same with an explicit padding (0..h/2) and flip switch. */
-void batch_fill_augment_ex(float *x, int32_t *y, const Dataset *ds, const DatasetSplit *split,
-                           const int32_t *idx, int B, Rng *rng, int pad, int flip);
+void batch_fill_augment_ex(float *x, int32_t *y, const Dataset *ds, const DatasetSplit *split, const int32_t *idx,
+                           int B, Rng *rng, int pad, int flip);
 /* Whether augmentation is on by default for this dataset (RGB: c == 3). */
 int dataset_augment_default(const Dataset *ds);
 /* The trainer's view of ds (core/batch.h): fill is batch_fill_augment on the split. ds must
@@ -205,24 +203,24 @@ void dataset_check(const Dataset *ds, DatasetNotes *notes);
  * non-image files and skipped). */
 
 typedef struct {
-    char *path;    /* full path */
+    char *path; /* full path */
     int32_t label;
-    int64_t size;  /* file size in bytes */
+    int64_t size; /* file size in bytes */
 } ImgEntry;
 
 typedef struct {
-    DatasetFormat format;  /* TINY_IMAGENET or IMAGE_FOLDER */
+    DatasetFormat format; /* TINY_IMAGENET or IMAGE_FOLDER */
     char root[4096];
-    char name[64];         /* basename of root */
+    char name[64]; /* basename of root */
     int classes;
-    char **class_ids;      /* folder names / wnids (classes) */
-    char **class_names;    /* human-readable names (words.txt, else the folder name) */
+    char **class_ids;   /* folder names / wnids (classes) */
+    char **class_names; /* human-readable names (words.txt, else the folder name) */
     ImgEntry *train, *test;
     long n_train, n_test;
     /* problems found while scanning (the import reports them too) */
-    long non_image;        /* files that are not JPEG/PNG (by extension), skipped */
-    long empty_classes;    /* class folders without any JPEG/PNG */
-    long missing;          /* files listed in val_annotations.txt but absent */
+    long non_image;     /* files that are not JPEG/PNG (by extension), skipped */
+    long empty_classes; /* class folders without any JPEG/PNG */
+    long missing;       /* files listed in val_annotations.txt but absent */
     char first_non_image[512], first_empty_class[512], first_missing[512];
 } ImgScan;
 
@@ -234,34 +232,30 @@ void imgfolder_scan_free(ImgScan *scan);
 
 /* Exact duplicate files among the scanned ones (same size, same bytes): *groups duplicate
  * groups, *extra files beyond the first of each group; `first` gets one example pair. */
-ml_status imgfolder_find_duplicates(const ImgScan *scan, long *groups, long *extra, char *first,
-                                    size_t cap);
+ml_status imgfolder_find_duplicates(const ImgScan *scan, long *groups, long *extra, char *first, size_t cap);
 
 /* Decodes a JPEG held in memory to RGB (grayscale and CMYK expanded/converted) and resizes the
  * whole image to size x size (area average when shrinking, bilinear when enlarging; libjpeg DCT
  * scaling first for large images). out: size*size*3 bytes, HWC. Thread-safe. On failure writes
  * a reason to err and returns non-zero. */
-int jpeg_decode_resized(const uint8_t *buf, size_t len, int size, uint8_t *out, char *err,
-                        size_t errcap);
+int jpeg_decode_resized(const uint8_t *buf, size_t len, int size, uint8_t *out, char *err, size_t errcap);
 
 /* Decodes a PNG held in memory to RGB and resizes it like jpeg_decode_resized (same contract):
  * palette -> RGB, grayscale (+alpha) -> three equal channels, 16-bit -> 8-bit (rounded scaling),
  * alpha (RGBA, gray+alpha, tRNS) composited on black (c * a / 255, no gamma), interlaced images
  * de-interlaced; at most 65535 pixels a side and 100 M pixels. Thread-safe (png.c). */
-int png_decode_resized(const uint8_t *buf, size_t len, int size, uint8_t *out, char *err,
-                       size_t errcap);
+int png_decode_resized(const uint8_t *buf, size_t len, int size, uint8_t *out, char *err, size_t errcap);
 
 /* Picks jpeg_decode_resized or png_decode_resized from the first bytes (not the file name);
  * anything else fails with "neither a JPEG nor a PNG file". */
-int image_decode_resized(const uint8_t *buf, size_t len, int size, uint8_t *out, char *err,
-                         size_t errcap);
+int image_decode_resized(const uint8_t *buf, size_t len, int size, uint8_t *out, char *err, size_t errcap);
 
 /* Resizes an 8-bit HWC image (area average down, bilinear up, copy when equal). */
 void image_resize_u8(const uint8_t *src, int sh, int sw, int c, uint8_t *dst, int dh, int dw);
 
 typedef struct {
     const char *name, *source;
-    int c, h, w;               /* image shape of every appended image */
+    int c, h, w; /* image shape of every appended image */
     int classes;
     char *const *class_names;
     long n_train_max, n_test_max; /* upper bounds (files listed) */
@@ -271,23 +265,22 @@ typedef struct {
 typedef struct {
     void *user;
     ml_status (*begin)(void *user, const ImportHeader *h);
-    ml_status (*append)(void *user, int split /* 0 train, 1 test */, const uint8_t *nhwc,
-                        const int32_t *labels, int n);
+    ml_status (*append)(void *user, int split /* 0 train, 1 test */, const uint8_t *nhwc, const int32_t *labels, int n);
     ml_status (*finish)(void *user, const float *mean, const float *std, const char *stats_source);
 } ImportSink;
 
 typedef struct {
-    int size;      /* output side in pixels (default 64) */
-    int strict;    /* an unreadable image is fatal (default: skipped and counted) */
-    int block;     /* images decoded per streaming block (default 1024) */
-    int threads;   /* decoding threads (0: OpenMP default) */
+    int size;    /* output side in pixels (default 64) */
+    int strict;  /* an unreadable image is fatal (default: skipped and counted) */
+    int block;   /* images decoded per streaming block (default 1024) */
+    int threads; /* decoding threads (0: OpenMP default) */
     void (*progress)(void *user, long done, long total); /* after each block, may be NULL */
     void *progress_user;
 } ImportOptions;
 
 typedef struct {
-    long n_train, n_test;  /* images written */
-    long unreadable;       /* JPEG/PNG files that failed to decode, skipped */
+    long n_train, n_test; /* images written */
+    long unreadable;      /* JPEG/PNG files that failed to decode, skipped */
     char first_unreadable[768];
     float mean[3], std[3];
     double seconds;
@@ -298,8 +291,7 @@ void import_options_defaults(ImportOptions *o);
 /* Decodes every image of a scanned folder in blocks of opt->block (OpenMP over files) and
  * streams them to the sink: train first, then test. Holds at most one block of decoded images.
  * Mean/std are computed over the train images written. */
-ml_status imgfolder_import(const ImgScan *scan, const ImportOptions *opt, const ImportSink *sink,
-                           ImportReport *rep);
+ml_status imgfolder_import(const ImgScan *scan, const ImportOptions *opt, const ImportSink *sink, ImportReport *rep);
 
 /* Streams an in-memory dataset (any format dataset_open reads) to the sink, NCHW -> NHWC. */
 ml_status dataset_export(const Dataset *ds, const ImportSink *sink, int block);

@@ -24,14 +24,12 @@
 /* Decompressed files larger than this are refused (a gzip bomb or not an image dataset). */
 #define GUNZIP_MAX ((size_t)2 << 30)
 
-static uint32_t be32(const uint8_t *p)
-{
+static uint32_t be32(const uint8_t *p) {
     return (uint32_t)p[0] << 24 | (uint32_t)p[1] << 16 | (uint32_t)p[2] << 8 | (uint32_t)p[3];
 }
 
-ml_status idx_parse(const uint8_t *buf, size_t len, const char *what, int *magic, int *n,
-                    int *rows, int *cols, const uint8_t **data)
-{
+ml_status idx_parse(const uint8_t *buf, size_t len, const char *what, int *magic, int *n, int *rows, int *cols,
+                    const uint8_t **data) {
     *magic = 0;
     *n = *rows = *cols = 0;
     *data = NULL;
@@ -65,20 +63,16 @@ ml_status idx_parse(const uint8_t *buf, size_t len, const char *what, int *magic
 
     uint32_t count = be32(buf + 4);
     if (count == 0 || count > IDX_MAX_COUNT)
-        return ml_fail(ML_ERR_FORMAT,
-                       "%s: bad item count %u at offset 4: expected 1..%u", what, count,
-                       IDX_MAX_COUNT);
+        return ml_fail(ML_ERR_FORMAT, "%s: bad item count %u at offset 4: expected 1..%u", what, count, IDX_MAX_COUNT);
     uint64_t item = 1;
     uint32_t r = 0, c = 0;
     if (ndim == 3) {
         r = be32(buf + 8);
         c = be32(buf + 12);
         if (r == 0 || r > IDX_MAX_SIDE)
-            return ml_fail(ML_ERR_FORMAT, "%s: bad row count %u at offset 8: expected 1..%u",
-                           what, r, IDX_MAX_SIDE);
+            return ml_fail(ML_ERR_FORMAT, "%s: bad row count %u at offset 8: expected 1..%u", what, r, IDX_MAX_SIDE);
         if (c == 0 || c > IDX_MAX_SIDE)
-            return ml_fail(ML_ERR_FORMAT,
-                           "%s: bad column count %u at offset 12: expected 1..%u", what, c,
+            return ml_fail(ML_ERR_FORMAT, "%s: bad column count %u at offset 12: expected 1..%u", what, c,
                            IDX_MAX_SIDE);
         item = (uint64_t)r * c;
     }
@@ -87,15 +81,13 @@ ml_status idx_parse(const uint8_t *buf, size_t len, const char *what, int *magic
     uint64_t have = (uint64_t)(len - header);
     const char *kind = ndim == 3 ? "pixel" : "label";
     if (have < want)
-        return ml_fail(ML_ERR_FORMAT,
-                       "%s: truncated: expected %llu bytes of %s data at offset %zu, found %llu",
-                       what, (unsigned long long)want, kind, header, (unsigned long long)have);
+        return ml_fail(ML_ERR_FORMAT, "%s: truncated: expected %llu bytes of %s data at offset %zu, found %llu", what,
+                       (unsigned long long)want, kind, header, (unsigned long long)have);
     if (have > want)
         return ml_fail(ML_ERR_FORMAT,
                        "%s: unexpected trailing data: %llu extra bytes at offset %llu after "
                        "the %s data (expected file size %llu)",
-                       what, (unsigned long long)(have - want),
-                       (unsigned long long)(header + want), kind,
+                       what, (unsigned long long)(have - want), (unsigned long long)(header + want), kind,
                        (unsigned long long)(header + want));
 
     *magic = ndim == 3 ? IDX_MAGIC_IMAGES : IDX_MAGIC_LABELS;
@@ -107,16 +99,13 @@ ml_status idx_parse(const uint8_t *buf, size_t len, const char *what, int *magic
 }
 
 /* Reads all of `f` into a malloc'd buffer with one spare NUL byte after the data. */
-static ml_status read_stream(FILE *f, const char *path, uint8_t **out, size_t *len)
-{
+static ml_status read_stream(FILE *f, const char *path, uint8_t **out, size_t *len) {
     size_t cap = 1 << 16, n = 0;
     struct stat st;
-    if (fstat(fileno(f), &st) == 0 && S_ISREG(st.st_mode) && st.st_size > 0 &&
-        (uint64_t)st.st_size < SIZE_MAX / 2)
+    if (fstat(fileno(f), &st) == 0 && S_ISREG(st.st_mode) && st.st_size > 0 && (uint64_t)st.st_size < SIZE_MAX / 2)
         cap = (size_t)st.st_size + 1;
     uint8_t *buf = malloc(cap);
-    if (!buf)
-        return ml_fail(ML_ERR_NOMEM, "%s: out of memory reading %zu bytes", path, cap);
+    if (!buf) return ml_fail(ML_ERR_NOMEM, "%s: out of memory reading %zu bytes", path, cap);
     for (;;) {
         if (n + 1 >= cap) {
             if (cap > SIZE_MAX / 4) {
@@ -126,8 +115,7 @@ static ml_status read_stream(FILE *f, const char *path, uint8_t **out, size_t *l
             uint8_t *nb = realloc(buf, cap * 2);
             if (!nb) {
                 free(buf);
-                return ml_fail(ML_ERR_NOMEM, "%s: out of memory reading %zu bytes", path,
-                               cap * 2);
+                return ml_fail(ML_ERR_NOMEM, "%s: out of memory reading %zu bytes", path, cap * 2);
             }
             buf = nb;
             cap *= 2;
@@ -138,8 +126,7 @@ static ml_status read_stream(FILE *f, const char *path, uint8_t **out, size_t *l
             if (ferror(f)) {
                 int e = errno;
                 free(buf);
-                return ml_fail(ML_ERR_IO, "%s: read error at offset %zu: %s", path, n,
-                               strerror(e));
+                return ml_fail(ML_ERR_IO, "%s: read error at offset %zu: %s", path, n, strerror(e));
             }
             break;
         }
@@ -151,30 +138,23 @@ static ml_status read_stream(FILE *f, const char *path, uint8_t **out, size_t *l
 }
 
 /* Gunzips `in` (one or more concatenated gzip members) into a malloc'd buffer. */
-static ml_status gunzip(const uint8_t *in, size_t in_len, const char *path, uint8_t **out,
-                        size_t *out_len)
-{
+static ml_status gunzip(const uint8_t *in, size_t in_len, const char *path, uint8_t **out, size_t *out_len) {
     /* The trailer's ISIZE (size mod 2^32 of the last member) is a good first guess. */
     size_t cap = 0;
     if (in_len >= 18) {
         const uint8_t *t = in + in_len - 4; /* little-endian */
         cap = (size_t)t[0] | (size_t)t[1] << 8 | (size_t)t[2] << 16 | (size_t)t[3] << 24;
     }
-    if (cap < in_len)
-        cap = in_len * 4 < GUNZIP_MAX ? in_len * 4 : GUNZIP_MAX;
+    if (cap < in_len) cap = in_len * 4 < GUNZIP_MAX ? in_len * 4 : GUNZIP_MAX;
     /* ISIZE is not to be trusted: deflate expands at most ~1032:1, so a larger claim is a lie
      * (or a corrupt trailer) and must not make a tiny file allocate gigabytes up front */
-    if (in_len < GUNZIP_MAX / 1032 && cap > in_len * 1032)
-        cap = in_len * 1032;
-    if (cap < 4096)
-        cap = 4096;
-    if (cap > GUNZIP_MAX)
-        cap = GUNZIP_MAX;
+    if (in_len < GUNZIP_MAX / 1032 && cap > in_len * 1032) cap = in_len * 1032;
+    if (cap < 4096) cap = 4096;
+    if (cap > GUNZIP_MAX) cap = GUNZIP_MAX;
     cap += 1; /* room for the terminating NUL and to detect "larger than the limit" */
 
     uint8_t *buf = malloc(cap);
-    if (!buf)
-        return ml_fail(ML_ERR_NOMEM, "%s: out of memory decompressing (%zu bytes)", path, cap);
+    if (!buf) return ml_fail(ML_ERR_NOMEM, "%s: out of memory decompressing (%zu bytes)", path, cap);
 
     z_stream zs;
     memset(&zs, 0, sizeof zs);
@@ -196,8 +176,7 @@ static ml_status gunzip(const uint8_t *in, size_t in_len, const char *path, uint
             size_t ncap = cap > GUNZIP_MAX / 2 ? GUNZIP_MAX + 1 : cap * 2;
             uint8_t *nb = realloc(buf, ncap);
             if (!nb) {
-                st = ml_fail(ML_ERR_NOMEM, "%s: out of memory decompressing (%zu bytes)", path,
-                             ncap);
+                st = ml_fail(ML_ERR_NOMEM, "%s: out of memory decompressing (%zu bytes)", path, ncap);
                 break;
             }
             buf = nb;
@@ -213,36 +192,31 @@ static ml_status gunzip(const uint8_t *in, size_t in_len, const char *path, uint
         in_pos += in_chunk - zs.avail_in;
         n += out_chunk - zs.avail_out;
         if (rc == Z_STREAM_END) {
-            if (in_pos == in_len)
-                break;
+            if (in_pos == in_len) break;
             if (in_len - in_pos >= 2 && in[in_pos] == 0x1f && in[in_pos + 1] == 0x8b) {
                 inflateReset(&zs); /* another gzip member follows */
                 continue;
             }
             size_t k = in_pos;
-            while (k < in_len && in[k] == 0)
-                k++;
-            if (k == in_len)
-                break; /* trailing zero padding, as gzip(1) tolerates */
+            while (k < in_len && in[k] == 0) k++;
+            if (k == in_len) break; /* trailing zero padding, as gzip(1) tolerates */
             st = ml_fail(ML_ERR_FORMAT,
                          "%s: unexpected trailing data at compressed offset %zu after the end "
                          "of the gzip stream",
                          path, in_pos);
             break;
         }
-        if (rc == Z_OK)
-            continue;
+        if (rc == Z_OK) continue;
         if (rc == Z_BUF_ERROR) {
-            if (zs.avail_out == 0)
-                continue; /* output full: grow */
+            if (zs.avail_out == 0) continue; /* output full: grow */
             st = ml_fail(ML_ERR_FORMAT,
                          "%s: truncated gzip stream: input ends at compressed offset %zu "
                          "before the end of the data (%zu bytes decompressed)",
                          path, in_pos, n);
             break;
         }
-        st = ml_fail(ML_ERR_FORMAT, "%s: corrupt gzip stream at compressed offset %zu: %s", path,
-                     in_pos, zs.msg ? zs.msg : "inflate error");
+        st = ml_fail(ML_ERR_FORMAT, "%s: corrupt gzip stream at compressed offset %zu: %s", path, in_pos,
+                     zs.msg ? zs.msg : "inflate error");
         break;
     }
     inflateEnd(&zs);
@@ -256,26 +230,22 @@ static ml_status gunzip(const uint8_t *in, size_t in_len, const char *path, uint
     return ML_OK;
 }
 
-ml_status file_read_all(const char *path, uint8_t **out, size_t *len)
-{
+ml_status file_read_all(const char *path, uint8_t **out, size_t *len) {
     *out = NULL;
     *len = 0;
     FILE *f = fopen(path, "rb");
-    if (!f)
-        return ml_fail(ML_ERR_IO, "%s: cannot open: %s", path, strerror(errno));
+    if (!f) return ml_fail(ML_ERR_IO, "%s: cannot open: %s", path, strerror(errno));
     uint8_t *raw = NULL;
     size_t raw_len = 0;
     ml_status st = read_stream(f, path, &raw, &raw_len);
     fclose(f);
-    if (st != ML_OK)
-        return st;
+    if (st != ML_OK) return st;
     if (raw_len >= 2 && raw[0] == 0x1f && raw[1] == 0x8b) {
         uint8_t *plain = NULL;
         size_t plain_len = 0;
         st = gunzip(raw, raw_len, path, &plain, &plain_len);
         free(raw);
-        if (st != ML_OK)
-            return st;
+        if (st != ML_OK) return st;
         raw = plain;
         raw_len = plain_len;
     }
@@ -287,33 +257,27 @@ ml_status file_read_all(const char *path, uint8_t **out, size_t *len)
 /* ---- idx_load_dir */
 
 static const char *const fashion_names[10] = {
-    "T-shirt/top", "Trouser", "Pullover", "Dress", "Coat",
-    "Sandal",      "Shirt",   "Sneaker",  "Bag",   "Ankle boot",
+    "T-shirt/top", "Trouser", "Pullover", "Dress", "Coat", "Sandal", "Shirt", "Sneaker", "Bag", "Ankle boot",
 };
 
-static int is_regular_file(const char *path)
-{
+static int is_regular_file(const char *path) {
     struct stat st;
     return stat(path, &st) == 0 && S_ISREG(st.st_mode);
 }
 
 /* Finds `dir/base` or `dir/base.gz` (also the `train-images.idx3-ubyte` spelling). */
-static ml_status idx_find(const char *dir, const char *base, char *path, size_t cap)
-{
+static ml_status idx_find(const char *dir, const char *base, char *path, size_t cap) {
     char alt[64];
     snprintf(alt, sizeof alt, "%s", base);
     char *dash = strstr(alt, "-idx");
-    if (dash)
-        *dash = '.';
+    if (dash) *dash = '.';
     const char *names[2] = {base, alt};
     const char *suffix[2] = {"", ".gz"};
     for (int i = 0; i < 2; i++) {
         for (int j = 0; j < 2; j++) {
             int k = snprintf(path, cap, "%s/%s%s", dir, names[i], suffix[j]);
-            if (k < 0 || (size_t)k >= cap)
-                return ml_fail(ML_ERR_ARG, "%s: directory path too long", dir);
-            if (is_regular_file(path))
-                return ML_OK;
+            if (k < 0 || (size_t)k >= cap) return ml_fail(ML_ERR_ARG, "%s: directory path too long", dir);
+            if (is_regular_file(path)) return ML_OK;
         }
     }
     snprintf(path, cap, "%s/%s", dir, base);
@@ -328,64 +292,50 @@ typedef struct {
     const uint8_t *data;
 } IdxFile;
 
-static ml_status idx_read(const char *dir, const char *base, int want_magic, IdxFile *f)
-{
+static ml_status idx_read(const char *dir, const char *base, int want_magic, IdxFile *f) {
     ml_status st = idx_find(dir, base, f->path, sizeof f->path);
-    if (st != ML_OK)
-        return st;
+    if (st != ML_OK) return st;
     st = file_read_all(f->path, &f->buf, &f->len);
-    if (st != ML_OK)
-        return st;
+    if (st != ML_OK) return st;
     int magic = 0;
     st = idx_parse(f->buf, f->len, f->path, &magic, &f->n, &f->rows, &f->cols, &f->data);
-    if (st != ML_OK)
-        return st;
+    if (st != ML_OK) return st;
     if (magic != want_magic)
         return ml_fail(ML_ERR_FORMAT,
                        "%s: wrong IDX kind at offset 0: expected magic 0x%08x (%s), found "
                        "0x%08x (%s)",
-                       f->path, want_magic, want_magic == IDX_MAGIC_IMAGES ? "images" : "labels",
-                       magic, magic == IDX_MAGIC_IMAGES ? "images" : "labels");
+                       f->path, want_magic, want_magic == IDX_MAGIC_IMAGES ? "images" : "labels", magic,
+                       magic == IDX_MAGIC_IMAGES ? "images" : "labels");
     return ML_OK;
 }
 
-static ml_status idx_split(DatasetSplit *s, const IdxFile *img, const IdxFile *lab)
-{
+static ml_status idx_split(DatasetSplit *s, const IdxFile *img, const IdxFile *lab) {
     if (lab->n != img->n)
-        return ml_fail(ML_ERR_FORMAT,
-                       "%s: label count %d at offset 4 does not match the image count %d of %s",
+        return ml_fail(ML_ERR_FORMAT, "%s: label count %d at offset 4 does not match the image count %d of %s",
                        lab->path, lab->n, img->n, img->path);
     size_t pix = (size_t)img->n * img->rows * img->cols;
     s->images = ml_alloc(pix);
     s->labels = ml_alloc((size_t)img->n * sizeof(int32_t));
-    if (!s->images || !s->labels)
-        return ml_fail(ML_ERR_NOMEM, "%s: out of memory for %d images", img->path, img->n);
+    if (!s->images || !s->labels) return ml_fail(ML_ERR_NOMEM, "%s: out of memory for %d images", img->path, img->n);
     memcpy(s->images, img->data, pix);
-    for (int i = 0; i < lab->n; i++)
-        s->labels[i] = lab->data[i];
+    for (int i = 0; i < lab->n; i++) s->labels[i] = lab->data[i];
     s->n = img->n;
     return ML_OK;
 }
 
 /* The class count of a dataset known by name (0: unknown, inferred from the labels). */
-static int idx_known_classes(const char *name)
-{
+static int idx_known_classes(const char *name) {
     return strcmp(name, "mnist") == 0 || strcmp(name, "fashion-mnist") == 0 ? 10 : 0;
 }
 
 /* Offset of label i in its (decompressed) IDX file. */
-static size_t label_offset(const IdxFile *lab, int i)
-{
-    return (size_t)(lab->data - lab->buf) + (size_t)i;
-}
+static size_t label_offset(const IdxFile *lab, int i) { return (size_t)(lab->data - lab->buf) + (size_t)i; }
 
 /* IDX files carry no class count, so one corrupted label byte would silently add classes (a
  * 200 among 0..9 makes 201). A dataset known by name must keep its labels in 0..known-1; for
  * another, every class 0..max must have a training sample, and the first label above the
  * first missing class is refused. Errors name the file, the offset and the value. */
-static ml_status idx_check_labels(const IdxFile *train, const IdxFile *test, const char *name,
-                                  int *classes)
-{
+static ml_status idx_check_labels(const IdxFile *train, const IdxFile *test, const char *name, int *classes) {
     const int known = idx_known_classes(name);
     const IdxFile *lab[2] = {train, test};
     if (known > 0) {
@@ -395,23 +345,19 @@ static ml_status idx_check_labels(const IdxFile *train, const IdxFile *test, con
                     return ml_fail(ML_ERR_FORMAT,
                                    "%s: label %d at offset %zu is out of range 0..%d: %s has %d "
                                    "classes (a corrupted label byte?)",
-                                   lab[f]->path, lab[f]->data[i], label_offset(lab[f], i),
-                                   known - 1, name, known);
+                                   lab[f]->path, lab[f]->data[i], label_offset(lab[f], i), known - 1, name, known);
         *classes = known;
         return ML_OK;
     }
     int count[256] = {0}, max_label = 0;
     for (int f = 0; f < 2; f++)
         for (int i = 0; i < lab[f]->n; i++) {
-            if (f == 0)
-                count[lab[f]->data[i]]++;
-            if (lab[f]->data[i] > max_label)
-                max_label = lab[f]->data[i];
+            if (f == 0) count[lab[f]->data[i]]++;
+            if (lab[f]->data[i] > max_label) max_label = lab[f]->data[i];
         }
     int missing = -1;
     for (int k = 0; k <= max_label && missing < 0; k++)
-        if (count[k] == 0)
-            missing = k;
+        if (count[k] == 0) missing = k;
     if (missing >= 0)
         for (int f = 0; f < 2; f++)
             for (int i = 0; i < lab[f]->n; i++)
@@ -420,14 +366,12 @@ static ml_status idx_check_labels(const IdxFile *train, const IdxFile *test, con
                                    "%s: label %d at offset %zu: class %d has no training sample, so "
                                    "the labels above it look corrupted (IDX labels must be 0..K-1 "
                                    "with every class present in %s)",
-                                   lab[f]->path, lab[f]->data[i], label_offset(lab[f], i), missing,
-                                   train->path);
+                                   lab[f]->path, lab[f]->data[i], label_offset(lab[f], i), missing, train->path);
     *classes = max_label + 1 < 2 ? 2 : max_label + 1;
     return ML_OK;
 }
 
-ml_status idx_load_dir(Dataset *ds, const char *dir, const char *name)
-{
+ml_status idx_load_dir(Dataset *ds, const char *dir, const char *name) {
     memset(ds, 0, sizeof *ds);
     static const char *const bases[4] = {
         "train-images-idx3-ubyte",
@@ -435,26 +379,20 @@ ml_status idx_load_dir(Dataset *ds, const char *dir, const char *name)
         "t10k-images-idx3-ubyte",
         "t10k-labels-idx1-ubyte",
     };
-    static const int magics[4] = {IDX_MAGIC_IMAGES, IDX_MAGIC_LABELS, IDX_MAGIC_IMAGES,
-                                  IDX_MAGIC_LABELS};
+    static const int magics[4] = {IDX_MAGIC_IMAGES, IDX_MAGIC_LABELS, IDX_MAGIC_IMAGES, IDX_MAGIC_LABELS};
     IdxFile *f = calloc(4, sizeof *f);
-    if (!f)
-        return ml_fail(ML_ERR_NOMEM, "%s: out of memory", dir);
+    if (!f) return ml_fail(ML_ERR_NOMEM, "%s: out of memory", dir);
     ml_status st = ML_OK;
     int classes = 0;
-    for (int i = 0; i < 4 && st == ML_OK; i++)
-        st = idx_read(dir, bases[i], magics[i], &f[i]);
+    for (int i = 0; i < 4 && st == ML_OK; i++) st = idx_read(dir, bases[i], magics[i], &f[i]);
     if (st == ML_OK && (f[0].rows != f[2].rows || f[0].cols != f[2].cols))
         st = ml_fail(ML_ERR_FORMAT,
                      "%s: image shape %dx%d at offset 8 does not match the train images' "
                      "%dx%d in %s",
                      f[2].path, f[2].rows, f[2].cols, f[0].rows, f[0].cols, f[0].path);
-    if (st == ML_OK)
-        st = idx_split(&ds->train, &f[0], &f[1]);
-    if (st == ML_OK)
-        st = idx_split(&ds->test, &f[2], &f[3]);
-    if (st == ML_OK)
-        st = idx_check_labels(&f[1], &f[3], name && *name ? name : "idx", &classes);
+    if (st == ML_OK) st = idx_split(&ds->train, &f[0], &f[1]);
+    if (st == ML_OK) st = idx_split(&ds->test, &f[2], &f[3]);
+    if (st == ML_OK) st = idx_check_labels(&f[1], &f[3], name && *name ? name : "idx", &classes);
     if (st == ML_OK) {
         snprintf(ds->name, sizeof ds->name, "%s", name && *name ? name : "idx");
         snprintf(ds->source, sizeof ds->source, "%s", dir);
@@ -464,22 +402,17 @@ ml_status idx_load_dir(Dataset *ds, const char *dir, const char *name)
         ds->w = f[0].cols;
         ds->classes = classes;
         ds->class_names = calloc((size_t)ds->classes, sizeof(char *));
-        if (!ds->class_names)
-            st = ml_fail(ML_ERR_NOMEM, "%s: out of memory", dir);
+        if (!ds->class_names) st = ml_fail(ML_ERR_NOMEM, "%s: out of memory", dir);
         int fashion = strcmp(ds->name, "fashion-mnist") == 0;
         for (int k = 0; st == ML_OK && k < ds->classes; k++) {
             char tmp[32];
-            if (fashion && k < 10)
-                snprintf(tmp, sizeof tmp, "%s", fashion_names[k]);
-            else
-                snprintf(tmp, sizeof tmp, "%d", k);
+            if (fashion && k < 10) snprintf(tmp, sizeof tmp, "%s", fashion_names[k]);
+            else snprintf(tmp, sizeof tmp, "%d", k);
             ds->class_names[k] = strdup(tmp);
-            if (!ds->class_names[k])
-                st = ml_fail(ML_ERR_NOMEM, "%s: out of memory", dir);
+            if (!ds->class_names[k]) st = ml_fail(ML_ERR_NOMEM, "%s: out of memory", dir);
         }
     }
-    for (int i = 0; i < 4; i++)
-        free(f[i].buf);
+    for (int i = 0; i < 4; i++) free(f[i].buf);
     free(f);
     if (st != ML_OK) {
         dataset_free(ds);

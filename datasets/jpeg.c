@@ -33,14 +33,12 @@ typedef struct {
     int maxt;
 } Taps;
 
-static int taps_init(Taps *t, int in, int out)
-{
+static int taps_init(Taps *t, int in, int out) {
     t->maxt = out < in ? (int)ceil((double)in / out) + 2 : 2;
     t->start = malloc((size_t)out * sizeof(int));
     t->count = malloc((size_t)out * sizeof(int));
     t->w = malloc((size_t)out * t->maxt * sizeof(float));
-    if (!t->start || !t->count || !t->w)
-        return 0;
+    if (!t->start || !t->count || !t->w) return 0;
     for (int i = 0; i < out; i++) {
         float *w = t->w + (size_t)i * t->maxt;
         if (in == out) {
@@ -50,10 +48,8 @@ static int taps_init(Taps *t, int in, int out)
         } else if (out < in) {
             double scale = (double)in / out, lo = i * scale, hi = (i + 1) * scale;
             int j0 = (int)floor(lo), j1 = (int)ceil(hi);
-            if (j1 > in)
-                j1 = in;
-            if (j1 - j0 > t->maxt)
-                j1 = j0 + t->maxt;
+            if (j1 > in) j1 = in;
+            if (j1 - j0 > t->maxt) j1 = j0 + t->maxt;
             t->start[i] = j0;
             t->count[i] = j1 - j0;
             for (int j = j0; j < j1; j++) {
@@ -62,8 +58,7 @@ static int taps_init(Taps *t, int in, int out)
             }
         } else {
             double c = (i + 0.5) * in / out - 0.5;
-            if (c < 0)
-                c = 0;
+            if (c < 0) c = 0;
             int j0 = (int)floor(c);
             double f = c - j0;
             if (j0 >= in - 1) {
@@ -79,15 +74,13 @@ static int taps_init(Taps *t, int in, int out)
     return 1;
 }
 
-static void taps_free(Taps *t)
-{
+static void taps_free(Taps *t) {
     free(t->start);
     free(t->count);
     free(t->w);
 }
 
-void image_resize_u8(const uint8_t *src, int sh, int sw, int c, uint8_t *dst, int dh, int dw)
-{
+void image_resize_u8(const uint8_t *src, int sh, int sw, int c, uint8_t *dst, int dh, int dw) {
     if (sh == dh && sw == dw) {
         memcpy(dst, src, (size_t)sh * sw * c);
         return;
@@ -98,8 +91,8 @@ void image_resize_u8(const uint8_t *src, int sh, int sw, int c, uint8_t *dst, in
         /* out of memory: nearest neighbour needs nothing */
         for (int y = 0; y < dh; y++)
             for (int x = 0; x < dw; x++)
-                memcpy(dst + ((size_t)y * dw + x) * c,
-                       src + ((size_t)(y * sh / dh) * sw + (size_t)x * sw / dw) * c, (size_t)c);
+                memcpy(dst + ((size_t)y * dw + x) * c, src + ((size_t)(y * sh / dh) * sw + (size_t)x * sw / dw) * c,
+                       (size_t)c);
         free(tmp);
         taps_free(&tx);
         taps_free(&ty);
@@ -112,8 +105,7 @@ void image_resize_u8(const uint8_t *src, int sh, int sw, int c, uint8_t *dst, in
             const float *w = tx.w + (size_t)x * tx.maxt;
             for (int ch = 0; ch < c; ch++) {
                 float acc = 0;
-                for (int k = 0; k < tx.count[x]; k++)
-                    acc += w[k] * row[(size_t)(tx.start[x] + k) * c + ch];
+                for (int k = 0; k < tx.count[x]; k++) acc += w[k] * row[(size_t)(tx.start[x] + k) * c + ch];
                 o[(size_t)x * c + ch] = acc;
             }
         }
@@ -123,8 +115,7 @@ void image_resize_u8(const uint8_t *src, int sh, int sw, int c, uint8_t *dst, in
         uint8_t *o = dst + (size_t)y * dw * c;
         for (int i = 0; i < dw * c; i++) {
             float acc = 0;
-            for (int k = 0; k < ty.count[y]; k++)
-                acc += w[k] * tmp[(size_t)(ty.start[y] + k) * dw * c + i];
+            for (int k = 0; k < ty.count[y]; k++) acc += w[k] * tmp[(size_t)(ty.start[y] + k) * dw * c + i];
             int v = (int)lrintf(acc);
             o[i] = (uint8_t)(v < 0 ? 0 : v > 255 ? 255 : v);
         }
@@ -143,15 +134,13 @@ typedef struct {
     int eof;
 } JpegErr;
 
-static void on_error_exit(j_common_ptr ci)
-{
+static void on_error_exit(j_common_ptr ci) {
     JpegErr *e = (JpegErr *)ci->err;
     (*ci->err->format_message)(ci, e->msg);
     longjmp(e->jb, 1);
 }
 
-static void on_emit(j_common_ptr ci, int level)
-{
+static void on_emit(j_common_ptr ci, int level) {
     JpegErr *e = (JpegErr *)ci->err;
     if (level < 0) {
         if (ci->err->msg_code == JWRN_JPEG_EOF && !e->eof) {
@@ -162,29 +151,21 @@ static void on_emit(j_common_ptr ci, int level)
     }
 }
 
-static void on_output(j_common_ptr ci)
-{
-    (void)ci;
+static void on_output(j_common_ptr ci) { (void)ci; }
+
+static void set_err(char *err, size_t cap, const char *what) {
+    if (err && cap) snprintf(err, cap, "%s", what);
 }
 
-static void set_err(char *err, size_t cap, const char *what)
-{
-    if (err && cap)
-        snprintf(err, cap, "%s", what);
-}
-
-int jpeg_decode_resized(const uint8_t *buf, size_t len, int size, uint8_t *out, char *err,
-                        size_t errcap)
-{
+int jpeg_decode_resized(const uint8_t *buf, size_t len, int size, uint8_t *out, char *err, size_t errcap) {
     if (!buf || len < 4 || buf[0] != 0xFF || buf[1] != 0xD8) {
         char m[128];
         if (len >= 8 && buf[0] == 0x89 && buf[1] == 'P' && buf[2] == 'N' && buf[3] == 'G')
             snprintf(m, sizeof m, "a PNG file, not a JPEG (image_decode_resized decodes both)");
-        else if (len == 0)
-            snprintf(m, sizeof m, "empty file");
+        else if (len == 0) snprintf(m, sizeof m, "empty file");
         else
-            snprintf(m, sizeof m, "not a JPEG file (starts with 0x%02x 0x%02x, expected 0xff 0xd8)",
-                     buf[0], len > 1 ? buf[1] : 0);
+            snprintf(m, sizeof m, "not a JPEG file (starts with 0x%02x 0x%02x, expected 0xff 0xd8)", buf[0],
+                     len > 1 ? buf[1] : 0);
         set_err(err, errcap, m);
         return 1;
     }
@@ -210,8 +191,7 @@ int jpeg_decode_resized(const uint8_t *buf, size_t len, int size, uint8_t *out, 
     jpeg_mem_src(&ci, (unsigned char *)buf, (unsigned long)len);
     jpeg_read_header(&ci, TRUE);
     if ((long)ci.image_width * (long)ci.image_height > JPEG_MAX_PIXELS) {
-        snprintf(je.msg, sizeof je.msg, "image too large: %ux%u pixels", ci.image_width,
-                 ci.image_height);
+        snprintf(je.msg, sizeof je.msg, "image too large: %ux%u pixels", ci.image_width, ci.image_height);
         jpeg_destroy_decompress(&ci);
         set_err(err, errcap, je.msg);
         return 1;
@@ -241,8 +221,7 @@ int jpeg_decode_resized(const uint8_t *buf, size_t len, int size, uint8_t *out, 
     }
     while (ci.output_scanline < ci.output_height) {
         JSAMPROW row = img + (size_t)ci.output_scanline * ow * oc;
-        if (jpeg_read_scanlines(&ci, &row, 1) != 1 || je.eof)
-            break;
+        if (jpeg_read_scanlines(&ci, &row, 1) != 1 || je.eof) break;
     }
     if (je.eof) {
         snprintf(je.msg, sizeof je.msg, "truncated JPEG data (premature end of file)");

@@ -42,40 +42,31 @@ typedef struct {
     char warn[96]; /* the last warning: libpng often warns with the reason, then errors */
 } PngState;
 
-static void set_err(char *err, size_t cap, const char *what)
-{
-    if (err && cap)
-        snprintf(err, cap, "%s", what);
+static void set_err(char *err, size_t cap, const char *what) {
+    if (err && cap) snprintf(err, cap, "%s", what);
 }
 
 /* libpng error callback: keeps the first reason, then unwinds to the setjmp in
  * png_decode_resized (png_longjmp never returns). */
-static void on_png_error(png_structp png, png_const_charp msg)
-{
+static void on_png_error(png_structp png, png_const_charp msg) {
     PngState *s = png_get_error_ptr(png);
     if (s && !s->msg[0]) {
-        if (s->warn[0])
-            snprintf(s->msg, sizeof s->msg, "bad PNG: %s (%s)", msg ? msg : "decoding failed",
-                     s->warn);
-        else
-            snprintf(s->msg, sizeof s->msg, "bad PNG: %s", msg ? msg : "decoding failed");
+        if (s->warn[0]) snprintf(s->msg, sizeof s->msg, "bad PNG: %s (%s)", msg ? msg : "decoding failed", s->warn);
+        else snprintf(s->msg, sizeof s->msg, "bad PNG: %s", msg ? msg : "decoding failed");
     }
     png_longjmp(png, 1);
 }
 
-static void on_png_warning(png_structp png, png_const_charp msg)
-{
+static void on_png_warning(png_structp png, png_const_charp msg) {
     PngState *s = png_get_error_ptr(png);
     if (s && msg) {
         snprintf(s->warn, sizeof s->warn, "%s", msg);
         for (char *c = s->warn; *c; c++)
-            if ((unsigned char)*c < 0x20)
-                *c = ' ';
+            if ((unsigned char)*c < 0x20) *c = ' ';
     }
 }
 
-static void on_png_read(png_structp png, png_bytep data, size_t n)
-{
+static void on_png_read(png_structp png, png_bytep data, size_t n) {
     PngState *s = png_get_io_ptr(png);
     if (n > s->len - s->pos) {
         snprintf(s->msg, sizeof s->msg, "truncated PNG data (premature end of file)");
@@ -85,17 +76,15 @@ static void on_png_read(png_structp png, png_bytep data, size_t n)
     s->pos += n;
 }
 
-int png_decode_resized(const uint8_t *buf, size_t len, int size, uint8_t *out, char *err,
-                       size_t errcap)
-{
+int png_decode_resized(const uint8_t *buf, size_t len, int size, uint8_t *out, char *err, size_t errcap) {
     if (!buf || len == 0) {
         set_err(err, errcap, "empty file");
         return 1;
     }
     if (len < 8 || memcmp(buf, png_signature, 8) != 0) {
-        set_err(err, errcap, len < 8 && memcmp(buf, png_signature, len) == 0
-                                 ? "truncated PNG data (premature end of file)"
-                                 : "not a PNG file (bad signature)");
+        set_err(err, errcap,
+                len < 8 && memcmp(buf, png_signature, len) == 0 ? "truncated PNG data (premature end of file)"
+                                                                : "not a PNG file (bad signature)");
         return 1;
     }
     if (size < 1 || size > 4096) {
@@ -130,8 +119,7 @@ int png_decode_resized(const uint8_t *buf, size_t len, int size, uint8_t *out, c
     png_uint_32 w = 0, h = 0;
     int depth = 0, ctype = 0, interlace = 0;
     png_get_IHDR(png, info, &w, &h, &depth, &ctype, &interlace, NULL, NULL);
-    if (w < 1 || h < 1 || w > PNG_MAX_SIDE || h > PNG_MAX_SIDE ||
-        (long)w * (long)h > PNG_MAX_PIXELS) {
+    if (w < 1 || h < 1 || w > PNG_MAX_SIDE || h > PNG_MAX_SIDE || (long)w * (long)h > PNG_MAX_PIXELS) {
         snprintf(s.msg, sizeof s.msg, "image too large: %ux%u pixels", (unsigned)w, (unsigned)h);
         png_longjmp(png, 1);
     }
@@ -139,14 +127,13 @@ int png_decode_resized(const uint8_t *buf, size_t len, int size, uint8_t *out, c
     png_set_expand(png); /* palette -> RGB, gray 1/2/4 -> 8 bits, tRNS -> alpha */
     png_set_scale_16(png);
     png_set_gray_to_rgb(png);
-    if (!alpha)
-        png_set_filler(png, 0xFF, PNG_FILLER_AFTER);
+    if (!alpha) png_set_filler(png, 0xFF, PNG_FILLER_AFTER);
     png_set_interlace_handling(png);
     png_read_update_info(png, info);
     if (png_get_channels(png, info) != 4 || png_get_bit_depth(png, info) != 8 ||
         png_get_rowbytes(png, info) != (size_t)w * 4) {
-        snprintf(s.msg, sizeof s.msg, "unsupported PNG: %ux%u, colour type %d, %d bits",
-                 (unsigned)w, (unsigned)h, ctype, depth);
+        snprintf(s.msg, sizeof s.msg, "unsupported PNG: %ux%u, colour type %d, %d bits", (unsigned)w, (unsigned)h,
+                 ctype, depth);
         png_longjmp(png, 1);
     }
     img = malloc((size_t)w * h * 4);
@@ -155,8 +142,7 @@ int png_decode_resized(const uint8_t *buf, size_t len, int size, uint8_t *out, c
         snprintf(s.msg, sizeof s.msg, "out of memory for a %ux%u image", (unsigned)w, (unsigned)h);
         png_longjmp(png, 1);
     }
-    for (png_uint_32 y = 0; y < h; y++)
-        rows[y] = img + (size_t)y * w * 4;
+    for (png_uint_32 y = 0; y < h; y++) rows[y] = img + (size_t)y * w * 4;
     png_read_image(png, rows);
     png_read_end(png, NULL); /* checks the CRCs of the chunks after the image data, up to IEND */
     png_destroy_read_struct(&png, &info, NULL);
@@ -164,17 +150,14 @@ int png_decode_resized(const uint8_t *buf, size_t len, int size, uint8_t *out, c
     uint8_t *im = img;
     for (size_t i = 0, n = (size_t)w * h; i < n; i++) {
         unsigned a = im[4 * i + 3];
-        for (int c = 0; c < 3; c++)
-            im[3 * i + c] = (uint8_t)((im[4 * i + c] * a + 127) / 255);
+        for (int c = 0; c < 3; c++) im[3 * i + c] = (uint8_t)((im[4 * i + c] * a + 127) / 255);
     }
     image_resize_u8(im, (int)h, (int)w, 3, out, size, size);
     free(im);
     return 0;
 }
 
-int image_decode_resized(const uint8_t *buf, size_t len, int size, uint8_t *out, char *err,
-                         size_t errcap)
-{
+int image_decode_resized(const uint8_t *buf, size_t len, int size, uint8_t *out, char *err, size_t errcap) {
     if (buf && len >= 4 && memcmp(buf, png_signature, 4) == 0)
         return png_decode_resized(buf, len, size, out, err, errcap);
     if (buf && len >= 2 && buf[0] == 0xFF && buf[1] == 0xD8)

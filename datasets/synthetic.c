@@ -31,29 +31,21 @@
  * Irwin-Hall noise from one 64-bit output. New code should use rng.h's conversions. */
 
 /* Uniform in [0, 1). */
-static double syn_uniform(Rng *r)
-{
-    return (double)(rng_u64(r) >> 11) * 0x1.0p-53;
-}
+static double syn_uniform(Rng *r) { return (double)(rng_u64(r) >> 11) * 0x1.0p-53; }
 
-static double syn_range(Rng *r, double lo, double hi)
-{
-    return lo + (hi - lo) * syn_uniform(r);
-}
+static double syn_range(Rng *r, double lo, double hi) { return lo + (hi - lo) * syn_uniform(r); }
 
 /* Uniform integer in [0, n). */
-static int syn_int(Rng *r, int n)
-{
+static int syn_int(Rng *r, int n) {
     int k = (int)(syn_uniform(r) * n);
     return k < n ? k : n - 1;
 }
 
 /* Approximately standard normal: the sum of four 16-bit uniforms (Irwin-Hall), rescaled. */
-static float syn_noise(Rng *r)
-{
+static float syn_noise(Rng *r) {
     uint64_t v = rng_u64(r);
-    uint32_t s = (uint32_t)(v & 0xffff) + (uint32_t)((v >> 16) & 0xffff) +
-                 (uint32_t)((v >> 32) & 0xffff) + (uint32_t)(v >> 48);
+    uint32_t s =
+        (uint32_t)(v & 0xffff) + (uint32_t)((v >> 16) & 0xffff) + (uint32_t)((v >> 32) & 0xffff) + (uint32_t)(v >> 48);
     /* mean 2, variance 4/12 in units of 65536 */
     return ((float)s * (1.0f / 65536.0f) - 2.0f) * 1.7320508f;
 }
@@ -77,8 +69,7 @@ typedef struct {
     SynBlob blob[SYN_BLOBS];
 } SynPattern;
 
-static void pattern_random(SynPattern *p, Rng *r, int h, int w)
-{
+static void pattern_random(SynPattern *p, Rng *r, int h, int w) {
     double side = h < w ? h : w;
     double lmin = side / 4 > 3 ? side / 4 : 3;
     double lmax = side * 1.2 > lmin ? side * 1.2 : lmin + 1;
@@ -99,8 +90,7 @@ static void pattern_random(SynPattern *p, Rng *r, int h, int w)
     }
 }
 
-static double pattern_eval(const SynPattern *p, double x, double y)
-{
+static double pattern_eval(const SynPattern *p, double x, double y) {
     double v = 0;
     for (int i = 0; i < SYN_SINES; i++)
         v += p->wave[i].amp * sin(p->wave[i].fx * x + p->wave[i].fy * y + p->wave[i].phase);
@@ -113,8 +103,7 @@ static double pattern_eval(const SynPattern *p, double x, double y)
 
 /* Renders class k's prototype: c channels of (hp, wp) floats in [0, 255]-ish pixel units,
  * where canvas pixel (P + y, P + x) is image pixel (y, x). */
-static void prototype_render(float *proto, uint64_t seed, int k, int c, int h, int w, int pad)
-{
+static void prototype_render(float *proto, uint64_t seed, int k, int c, int h, int w, int pad) {
     Rng r;
     rng_seed_stream(&r, seed, 1, (uint64_t)k);
     int hp = h + 2 * pad, wp = w + 2 * pad;
@@ -127,8 +116,7 @@ static void prototype_render(float *proto, uint64_t seed, int k, int c, int h, i
         for (int y = 0; y < hp; y++)
             for (int x = 0; x < wp; x++) {
                 double px = x - pad, py = y - pad;
-                pc[y * wp + x] =
-                    (float)(0.7 * pattern_eval(&shared, px, py) + 0.5 * pattern_eval(&own, px, py));
+                pc[y * wp + x] = (float)(0.7 * pattern_eval(&shared, px, py) + 0.5 * pattern_eval(&own, px, py));
             }
         /* normalise over the visible region to zero mean, unit std */
         double s = 0, sq = 0;
@@ -141,21 +129,18 @@ static void prototype_render(float *proto, uint64_t seed, int k, int c, int h, i
         double n = (double)h * w;
         double mean = s / n, var = sq / n - mean * mean;
         double scale = var > 1e-12 ? 40.0 / sqrt(var) : 0.0;
-        for (int i = 0; i < hp * wp; i++)
-            pc[i] = (float)(base + (pc[i] - mean) * scale);
+        for (int i = 0; i < hp * wp; i++) pc[i] = (float)(base + (pc[i] - mean) * scale);
     }
 }
 
-static void sample_render(uint8_t *img, const float *protos, uint64_t seed, int split, int i,
-                          int k, int classes, int c, int h, int w, int pad)
-{
+static void sample_render(uint8_t *img, const float *protos, uint64_t seed, int split, int i, int k, int classes, int c,
+                          int h, int w, int pad) {
     Rng r;
     rng_seed_stream(&r, seed, 2 + (uint64_t)split, (uint64_t)i);
     int hp = h + 2 * pad, wp = w + 2 * pad;
     size_t psize = (size_t)c * hp * wp;
     int j = syn_int(&r, classes - 1);
-    if (j >= k)
-        j++;
+    if (j >= k) j++;
     float mix = (float)syn_range(&r, 0.0, 0.4);
     int dx = syn_int(&r, 2 * pad + 1) - pad;
     int dy = syn_int(&r, 2 * pad + 1) - pad;
@@ -179,8 +164,7 @@ static void sample_render(uint8_t *img, const float *protos, uint64_t seed, int 
     }
 }
 
-void synthetic_defaults(SyntheticOptions *opt)
-{
+void synthetic_defaults(SyntheticOptions *opt) {
     opt->h = 32;
     opt->w = 32;
     opt->c = 3;
@@ -190,21 +174,18 @@ void synthetic_defaults(SyntheticOptions *opt)
     opt->seed = 1;
 }
 
-static ml_status split_generate(DatasetSplit *s, int split, int n, const float *protos,
-                                const SyntheticOptions *o, int pad)
-{
+static ml_status split_generate(DatasetSplit *s, int split, int n, const float *protos, const SyntheticOptions *o,
+                                int pad) {
     size_t isize = (size_t)o->c * o->h * o->w;
     s->images = ml_alloc((size_t)n * isize);
     s->labels = ml_alloc((size_t)n * sizeof(int32_t));
     if (!s->images || !s->labels)
-        return ml_fail(ML_ERR_NOMEM, "synthetic: out of memory for %d images of %zu bytes", n,
-                       isize);
+        return ml_fail(ML_ERR_NOMEM, "synthetic: out of memory for %d images of %zu bytes", n, isize);
     s->n = n;
     /* balanced labels in a seeded random order */
     Rng r;
     rng_seed_stream(&r, o->seed, 100 + (uint64_t)split, 0);
-    for (int i = 0; i < n; i++)
-        s->labels[i] = i % o->classes;
+    for (int i = 0; i < n; i++) s->labels[i] = i % o->classes;
     for (int i = n - 1; i > 0; i--) {
         int j = syn_int(&r, i + 1);
         int32_t t = s->labels[i];
@@ -213,28 +194,22 @@ static ml_status split_generate(DatasetSplit *s, int split, int n, const float *
     }
 #pragma omp parallel for schedule(static)
     for (int i = 0; i < n; i++)
-        sample_render(s->images + (size_t)i * isize, protos, o->seed, split, i, s->labels[i],
-                      o->classes, o->c, o->h, o->w, pad);
+        sample_render(s->images + (size_t)i * isize, protos, o->seed, split, i, s->labels[i], o->classes, o->c, o->h,
+                      o->w, pad);
     return ML_OK;
 }
 
-ml_status synthetic_generate(Dataset *ds, const SyntheticOptions *opt)
-{
+ml_status synthetic_generate(Dataset *ds, const SyntheticOptions *opt) {
     memset(ds, 0, sizeof *ds);
     SyntheticOptions o;
-    if (opt)
-        o = *opt;
-    else
-        synthetic_defaults(&o);
+    if (opt) o = *opt;
+    else synthetic_defaults(&o);
     if (o.h < 4 || o.h > 4096 || o.w < 4 || o.w > 4096)
-        return ml_fail(ML_ERR_ARG, "synthetic: image size %dx%d out of range: expected 4..4096",
-                       o.h, o.w);
+        return ml_fail(ML_ERR_ARG, "synthetic: image size %dx%d out of range: expected 4..4096", o.h, o.w);
     if (o.c < 1 || o.c > DATASET_MAX_CHANNELS)
-        return ml_fail(ML_ERR_ARG, "synthetic: %d channels out of range: expected 1..%d", o.c,
-                       DATASET_MAX_CHANNELS);
+        return ml_fail(ML_ERR_ARG, "synthetic: %d channels out of range: expected 1..%d", o.c, DATASET_MAX_CHANNELS);
     if (o.classes < 2 || o.classes > 1000)
-        return ml_fail(ML_ERR_ARG, "synthetic: %d classes out of range: expected 2..1000",
-                       o.classes);
+        return ml_fail(ML_ERR_ARG, "synthetic: %d classes out of range: expected 2..1000", o.classes);
     if (o.n_train < 1 || o.n_train > 100000000 || o.n_test < 1 || o.n_test > 100000000)
         return ml_fail(ML_ERR_ARG,
                        "synthetic: image counts %d (train) / %d (test) out of range: expected "
@@ -243,25 +218,20 @@ ml_status synthetic_generate(Dataset *ds, const SyntheticOptions *opt)
     size_t isize = (size_t)o.c * o.h * o.w;
     size_t limit = (size_t)4 << 30;
     if ((size_t)o.n_train > limit / isize || (size_t)o.n_test > limit / isize)
-        return ml_fail(ML_ERR_ARG,
-                       "synthetic: %d/%d images of %dx%dx%d exceed the 4 GiB per split limit",
-                       o.n_train, o.n_test, o.h, o.w, o.c);
+        return ml_fail(ML_ERR_ARG, "synthetic: %d/%d images of %dx%dx%d exceed the 4 GiB per split limit", o.n_train,
+                       o.n_test, o.h, o.w, o.c);
 
     int side = o.h < o.w ? o.h : o.w;
     int pad = side / 8; /* maximum shift: 4 px at 32x32, 3 at 28x28 */
     pad = pad < 1 ? 1 : pad > 4 ? 4 : pad;
     size_t psize = (size_t)o.c * (o.h + 2 * pad) * (o.w + 2 * pad);
     float *protos = ml_alloc((size_t)o.classes * psize * sizeof(float));
-    if (!protos)
-        return ml_fail(ML_ERR_NOMEM, "synthetic: out of memory for %d class prototypes",
-                       o.classes);
+    if (!protos) return ml_fail(ML_ERR_NOMEM, "synthetic: out of memory for %d class prototypes", o.classes);
 #pragma omp parallel for schedule(static)
-    for (int k = 0; k < o.classes; k++)
-        prototype_render(protos + (size_t)k * psize, o.seed, k, o.c, o.h, o.w, pad);
+    for (int k = 0; k < o.classes; k++) prototype_render(protos + (size_t)k * psize, o.seed, k, o.c, o.h, o.w, pad);
 
     ml_status st = split_generate(&ds->train, 0, o.n_train, protos, &o, pad);
-    if (st == ML_OK)
-        st = split_generate(&ds->test, 1, o.n_test, protos, &o, pad);
+    if (st == ML_OK) st = split_generate(&ds->test, 1, o.n_test, protos, &o, pad);
     ml_free(protos);
     if (st == ML_OK) {
         snprintf(ds->name, sizeof ds->name, "synthetic");
@@ -272,14 +242,12 @@ ml_status synthetic_generate(Dataset *ds, const SyntheticOptions *opt)
         ds->w = o.w;
         ds->classes = o.classes;
         ds->class_names = calloc((size_t)o.classes, sizeof(char *));
-        if (!ds->class_names)
-            st = ml_fail(ML_ERR_NOMEM, "synthetic: out of memory");
+        if (!ds->class_names) st = ml_fail(ML_ERR_NOMEM, "synthetic: out of memory");
         for (int k = 0; st == ML_OK && k < o.classes; k++) {
             char tmp[32];
             snprintf(tmp, sizeof tmp, "class%d", k);
             ds->class_names[k] = strdup(tmp);
-            if (!ds->class_names[k])
-                st = ml_fail(ML_ERR_NOMEM, "synthetic: out of memory");
+            if (!ds->class_names[k]) st = ml_fail(ML_ERR_NOMEM, "synthetic: out of memory");
         }
     }
     if (st != ML_OK) {

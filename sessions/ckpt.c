@@ -20,15 +20,15 @@
 #include <unistd.h>
 #include <zlib.h>
 
-
-#define SHAPE_HINT "(the checkpoint is for a different model or dataset: compare --width, --backbone, " \
-                   "--head, --experts, --k, --hidden, --batch and the dataset)"
+#define SHAPE_HINT                                                                       \
+    "(the checkpoint is for a different model or dataset: compare --width, --backbone, " \
+    "--head, --experts, --k, --hidden, --batch and the dataset)"
 
 /* ------------------------------------------------------------------ tensor entries */
 
 typedef struct {
-    char name[112];  /* state_dict key */
-    long off, n;     /* floats in the model's flat buffer */
+    char name[112]; /* state_dict key */
+    long off, n;    /* floats in the model's flat buffer */
     int ndim;
     hsize_t dims[4];
 } Entry;
@@ -151,14 +151,17 @@ static ml_status set_crc(hid_t file, const char *path, const void *data, size_t 
 
 /* ML_OK if the dataset has no @crc32 or it matches data. */
 static ml_status check_crc(hid_t obj, const char *path, const void *data, size_t nbytes, const char *f) {
-    if (H5Aexists(obj, "crc32") <= 0) { H5Eclear2(H5E_DEFAULT); return ML_OK; }
+    if (H5Aexists(obj, "crc32") <= 0) {
+        H5Eclear2(H5E_DEFAULT);
+        return ML_OK;
+    }
     int64_t want = 0;
     ml_status st = h5u_read_attr_i64(obj, "crc32", &want, f);
     if (st != ML_OK) return st;
     const uint32_t got = crc_of(data, nbytes);
     if ((int64_t)got != want)
-        return ml_fail(ML_ERR_FORMAT, "%s: %s fails its checksum (crc32 %08x, stored %08llx): the file is damaged", f, path,
-                       got, (unsigned long long)want);
+        return ml_fail(ML_ERR_FORMAT, "%s: %s fails its checksum (crc32 %08x, stored %08llx): the file is damaged", f,
+                       path, got, (unsigned long long)want);
     return ML_OK;
 }
 
@@ -193,11 +196,26 @@ static ml_status write_entries(hid_t file, const char *group, const Entry *en, i
 static ml_status var_types(StateType ty, hid_t *file_t, hid_t *mem_t, int *owned) {
     *owned = 0;
     switch (ty) {
-    case SV_I32: *file_t = H5T_STD_I32LE; *mem_t = H5T_NATIVE_INT32; return ML_OK;
-    case SV_I64: *file_t = H5T_STD_I64LE; *mem_t = H5T_NATIVE_INT64; return ML_OK;
-    case SV_U64: *file_t = H5T_STD_U64LE; *mem_t = H5T_NATIVE_UINT64; return ML_OK;
-    case SV_F32: *file_t = H5T_IEEE_F32LE; *mem_t = H5T_NATIVE_FLOAT; return ML_OK;
-    case SV_F64: *file_t = H5T_IEEE_F64LE; *mem_t = H5T_NATIVE_DOUBLE; return ML_OK;
+    case SV_I32:
+        *file_t = H5T_STD_I32LE;
+        *mem_t = H5T_NATIVE_INT32;
+        return ML_OK;
+    case SV_I64:
+        *file_t = H5T_STD_I64LE;
+        *mem_t = H5T_NATIVE_INT64;
+        return ML_OK;
+    case SV_U64:
+        *file_t = H5T_STD_U64LE;
+        *mem_t = H5T_NATIVE_UINT64;
+        return ML_OK;
+    case SV_F32:
+        *file_t = H5T_IEEE_F32LE;
+        *mem_t = H5T_NATIVE_FLOAT;
+        return ML_OK;
+    case SV_F64:
+        *file_t = H5T_IEEE_F64LE;
+        *mem_t = H5T_NATIVE_DOUBLE;
+        return ML_OK;
     case SV_TAU: *file_t = *mem_t = tau_type(); break;
     case SV_LR: *file_t = *mem_t = lr_type(); break;
     }
@@ -253,7 +271,8 @@ static ml_status write_all(hid_t file, const StateView *v, const char *f) {
         if ((st = var_types(r->type, &ft, &mt, &owned)) != ML_OK) break;
         st = h5u_write(file, r->path, ft, mt, r->rank, d, r->ptr, f);
         if (owned) h5u_close(mt);
-        else if (st == ML_OK) st = set_crc(file, r->path, r->ptr, state_type_size(r->type) * (size_t)state_var_count(r), f);
+        else if (st == ML_OK)
+            st = set_crc(file, r->path, r->ptr, state_type_size(r->type) * (size_t)state_var_count(r), f);
     }
     if (st == ML_OK) {
         hid_t g = H5Gopen2(file, "/optimizer", H5P_DEFAULT);
@@ -300,9 +319,12 @@ static void report_skip(char *report, size_t rn, const char *name, const char *w
 }
 
 static const char *file_kind(mode_t m) {
-    return S_ISDIR(m) ? "is not a regular file (a directory)" : S_ISLNK(m) ? "is not a regular file (a symbolic link)"
-         : S_ISFIFO(m) ? "is not a regular file (a FIFO)" : S_ISSOCK(m) ? "is not a regular file (a socket)"
-         : S_ISCHR(m) || S_ISBLK(m) ? "is not a regular file (a device)" : "is not a regular file";
+    return S_ISDIR(m)                 ? "is not a regular file (a directory)"
+           : S_ISLNK(m)               ? "is not a regular file (a symbolic link)"
+           : S_ISFIFO(m)              ? "is not a regular file (a FIFO)"
+           : S_ISSOCK(m)              ? "is not a regular file (a socket)"
+           : S_ISCHR(m) || S_ISBLK(m) ? "is not a regular file (a device)"
+                                      : "is not a regular file";
 }
 
 /* Checkpoints of dir, newest first, into *out (ml_alloc'd). Only regular files count: a FIFO,
@@ -346,9 +368,7 @@ static ml_status list_ckpts_report(const char *dir, CkptName **out, int *n, char
     return ML_OK;
 }
 
-static ml_status list_ckpts(const char *dir, CkptName **out, int *n) {
-    return list_ckpts_report(dir, out, n, NULL, 0);
-}
+static ml_status list_ckpts(const char *dir, CkptName **out, int *n) { return list_ckpts_report(dir, out, n, NULL, 0); }
 
 /* Removes checkpoints beyond the newest `keep` (never `just_written`) and stale .tmp files. */
 static void prune(const char *dir, int keep, const char *just_written) {
@@ -504,7 +524,8 @@ static ml_status read_all(hid_t file, const StateView *v, Stage *s, const char *
     ml_status st = h5u_read_attr_i64(file, "format_version", &fv, f);
     if (st != ML_OK) return st;
     if (fv != SESSION_FORMAT_VERSION)
-        return ml_fail(ML_ERR_FORMAT, "%s: format_version %lld, this moelab reads %d", f, (long long)fv, SESSION_FORMAT_VERSION);
+        return ml_fail(ML_ERR_FORMAT, "%s: format_version %lld, this moelab reads %d", f, (long long)fv,
+                       SESSION_FORMAT_VERSION);
     Entry *en = ml_alloc(sizeof(Entry) * MAX_ENTRIES);
     if (!en) return ml_fail(ML_ERR_NOMEM, "out of memory");
     const int np = param_entries(m, en);
@@ -527,7 +548,8 @@ static ml_status read_all(hid_t file, const StateView *v, Stage *s, const char *
         if (r->rank > 0) st = h5u_check_shape(file, r->path, r->rank, d, f, r->hint ? r->hint : SHAPE_HINT);
     }
     if (st == ML_OK && !moe && H5Lexists(file, "/moe", H5P_DEFAULT) > 0)
-        st = ml_fail(ML_ERR_FORMAT, "%s: /moe exists: the checkpoint is for a MoE head, this model has a dense head", f);
+        st =
+            ml_fail(ML_ERR_FORMAT, "%s: /moe exists: the checkpoint is for a MoE head, this model has a dense head", f);
     H5Eclear2(H5E_DEFAULT);
     const int adam = v->opt_v != NULL;
     if (st == ML_OK) {
@@ -545,7 +567,8 @@ static ml_status read_all(hid_t file, const StateView *v, Stage *s, const char *
         s->v = adam ? ml_alloc(sizeof(float) * m->n_param) : NULL;
         int ok = s->param && s->buf && s->m && (!adam || s->v);
         for (int i = 0; i < v->nvars && ok; i++)
-            ok = (s->var[i] = ml_alloc(state_type_size(v->vars[i].type) * (size_t)state_var_count(&v->vars[i]))) != NULL;
+            ok =
+                (s->var[i] = ml_alloc(state_type_size(v->vars[i].type) * (size_t)state_var_count(&v->vars[i]))) != NULL;
         if (!ok) st = ml_fail(ML_ERR_NOMEM, "out of memory reading %s", f);
     }
     if (st == ML_OK) st = read_entries(file, "weights", en, np, s->param, f);
@@ -638,7 +661,10 @@ static herr_t visit_cb(hid_t g, const char *name, const H5L_info_t *info, void *
         v->st = h5u_fail(ML_ERR_FORMAT, v->path, name, "cannot open object");
         return -1;
     }
-    if (H5Iget_type(o) != H5I_DATASET) { H5Oclose(o); return 0; }
+    if (H5Iget_type(o) != H5I_DATASET) {
+        H5Oclose(o);
+        return 0;
+    }
     hid_t ft = H5Dget_type(o), sp = H5Dget_space(o), mt = -1;
     herr_t ret = 0;
     const hssize_t np = sp >= 0 ? H5Sget_simple_extent_npoints(sp) : -1;
@@ -658,7 +684,8 @@ static herr_t visit_cb(hid_t g, const char *name, const H5L_info_t *info, void *
         } else if (need > 0 && H5Dread(o, mt, H5S_ALL, H5S_ALL, H5P_DEFAULT, v->scratch) < 0) {
             v->st = h5u_fail(ML_ERR_FORMAT, v->path, name, "cannot read dataset");
             ret = -1;
-        } else if (H5Tget_class(ft) != H5T_COMPOUND && (v->st = check_crc(o, name, v->scratch, need, v->path)) != ML_OK) {
+        } else if (H5Tget_class(ft) != H5T_COMPOUND &&
+                   (v->st = check_crc(o, name, v->scratch, need, v->path)) != ML_OK) {
             ret = -1;
         }
     }
@@ -677,11 +704,13 @@ ml_status ckpt_validate(const char *path, long *step) {
     int64_t fv = 0, s = 0;
     st = h5u_read_attr_i64(file, "format_version", &fv, path);
     if (st == ML_OK && fv != SESSION_FORMAT_VERSION)
-        st = ml_fail(ML_ERR_FORMAT, "%s: format_version %lld, this moelab reads %d", path, (long long)fv, SESSION_FORMAT_VERSION);
+        st = ml_fail(ML_ERR_FORMAT, "%s: format_version %lld, this moelab reads %d", path, (long long)fv,
+                     SESSION_FORMAT_VERSION);
     if (st == ML_OK) st = h5u_read_attr_i64(file, "step", &s, path);
-    static const char *required[] = {"/weights", "/buffers", "/optimizer/m", "/optimizer/t", "/rng/init", "/rng/data",
-                                      "/rng/noise", "/rng/aug", "/schedule/lr", "/schedule/lr_override", "/schedule/tau_base", "/trainer/step",
-                                      "/trainer/perm", "/trainer/pos"};
+    static const char *required[] = {
+        "/weights",           "/buffers",      "/optimizer/m",  "/optimizer/t", "/rng/init",
+        "/rng/data",          "/rng/noise",    "/rng/aug",      "/schedule/lr", "/schedule/lr_override",
+        "/schedule/tau_base", "/trainer/step", "/trainer/perm", "/trainer/pos"};
     for (size_t i = 0; st == ML_OK && i < sizeof required / sizeof *required; i++)
         if (H5Lexists(file, required[i], H5P_DEFAULT) <= 0)
             st = ml_fail(ML_ERR_FORMAT, "%s: %s is missing", path, required[i]);
@@ -791,8 +820,8 @@ static const char *not_ours(const char *p, const StateView *v, const char *sessi
     return NULL;
 }
 
-ml_status ckpt_restore_latest(const char *dir, StateView *v, const char *session_id, char *path, size_t n,
-                              char *report, size_t rn) {
+ml_status ckpt_restore_latest(const char *dir, StateView *v, const char *session_id, char *path, size_t n, char *report,
+                              size_t rn) {
     h5u_quiet();
     if (report && rn) report[0] = 0;
     if (n) path[0] = 0;
@@ -803,11 +832,23 @@ ml_status ckpt_restore_latest(const char *dir, StateView *v, const char *session
     for (int i = 0; i < cnt; i++) {
         char p[H5U_PATH_MAX], why[256];
         if (h5u_path(p, sizeof p, dir, c[i].name) != ML_OK) continue;
-        if (!still_regular(p)) { add_report(report, rn, "%s is not a regular file and was skipped", c[i].name); continue; }
-        if (ckpt_validate(p, NULL) != ML_OK) { add_report(report, rn, "%s is damaged and was skipped: %s", c[i].name, ml_last_error()); continue; }
+        if (!still_regular(p)) {
+            add_report(report, rn, "%s is not a regular file and was skipped", c[i].name);
+            continue;
+        }
+        if (ckpt_validate(p, NULL) != ML_OK) {
+            add_report(report, rn, "%s is damaged and was skipped: %s", c[i].name, ml_last_error());
+            continue;
+        }
         const char *bad = not_ours(p, v, session_id, why, sizeof why);
-        if (bad) { add_report(report, rn, "%s %s and was skipped", c[i].name, bad); continue; }
-        if (ckpt_read(p, v) != ML_OK) { add_report(report, rn, "%s cannot be restored and was skipped: %s", c[i].name, ml_last_error()); continue; }
+        if (bad) {
+            add_report(report, rn, "%s %s and was skipped", c[i].name, bad);
+            continue;
+        }
+        if (ckpt_read(p, v) != ML_OK) {
+            add_report(report, rn, "%s cannot be restored and was skipped: %s", c[i].name, ml_last_error());
+            continue;
+        }
         ml_free(c);
         if (snprintf(path, n, "%s", p) >= (int)n) return ml_fail(ML_ERR_ARG, "%s: path too long", p);
         return ML_OK;

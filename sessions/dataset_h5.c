@@ -39,36 +39,28 @@ typedef struct {
     void *data;
 } QuietH5;
 
-static void quiet_begin(QuietH5 *q)
-{
+static void quiet_begin(QuietH5 *q) {
     H5Eget_auto2(H5E_DEFAULT, &q->fn, &q->data);
     H5Eset_auto2(H5E_DEFAULT, NULL, NULL);
 }
 
-static void quiet_end(QuietH5 *q)
-{
-    H5Eset_auto2(H5E_DEFAULT, q->fn, q->data);
-}
+static void quiet_end(QuietH5 *q) { H5Eset_auto2(H5E_DEFAULT, q->fn, q->data); }
 
-static herr_t walk_first(unsigned n, const H5E_error2_t *e, void *user)
-{
+static herr_t walk_first(unsigned n, const H5E_error2_t *e, void *user) {
     char *out = user;
-    if (n == 0 && e && e->desc)
-        snprintf(out, 160, "%s", e->desc);
+    if (n == 0 && e && e->desc) snprintf(out, 160, "%s", e->desc);
     return 0;
 }
 
 /* The innermost message on the HDF5 error stack ("" if none). */
-static const char *h5_reason(char buf[160])
-{
+static const char *h5_reason(char buf[160]) {
     buf[0] = 0;
     H5Ewalk2(H5E_DEFAULT, H5E_WALK_UPWARD, walk_first, buf);
     H5Eclear2(H5E_DEFAULT);
     return buf;
 }
 
-static ml_status h5_fail(ml_status st, const char *what, const char *action)
-{
+static ml_status h5_fail(ml_status st, const char *what, const char *action) {
     char r[160];
     h5_reason(r);
     return ml_fail(st, "%s: %s%s%s", what, action, r[0] ? ": " : "", r);
@@ -85,8 +77,7 @@ typedef struct {
     int begun;
 } H5Writer;
 
-static ml_status attr_str(hid_t loc, const char *name, const char *value)
-{
+static ml_status attr_str(hid_t loc, const char *name, const char *value) {
     const char *v = value && *value ? value : " ";
     hid_t t = H5Tcopy(H5T_C_S1);
     H5Tset_size(t, strlen(v));
@@ -95,47 +86,39 @@ static ml_status attr_str(hid_t loc, const char *name, const char *value)
     hid_t sp = H5Screate(H5S_SCALAR);
     hid_t a = H5Acreate2(loc, name, t, sp, H5P_DEFAULT, H5P_DEFAULT);
     herr_t r = a < 0 ? -1 : H5Awrite(a, t, v);
-    if (a >= 0)
-        H5Aclose(a);
+    if (a >= 0) H5Aclose(a);
     H5Sclose(sp);
     H5Tclose(t);
     return r < 0 ? ML_ERR_IO : ML_OK;
 }
 
-static ml_status attr_i64(hid_t loc, const char *name, long long v)
-{
+static ml_status attr_i64(hid_t loc, const char *name, long long v) {
     hid_t sp = H5Screate(H5S_SCALAR);
     hid_t a = H5Acreate2(loc, name, H5T_STD_I64LE, sp, H5P_DEFAULT, H5P_DEFAULT);
     herr_t r = a < 0 ? -1 : H5Awrite(a, H5T_NATIVE_LLONG, &v);
-    if (a >= 0)
-        H5Aclose(a);
+    if (a >= 0) H5Aclose(a);
     H5Sclose(sp);
     return r < 0 ? ML_ERR_IO : ML_OK;
 }
 
-static ml_status attr_f32v(hid_t loc, const char *name, const float *v, int n)
-{
+static ml_status attr_f32v(hid_t loc, const char *name, const float *v, int n) {
     hsize_t d = (hsize_t)n;
     hid_t sp = H5Screate_simple(1, &d, NULL);
     hid_t a = H5Acreate2(loc, name, H5T_IEEE_F32LE, sp, H5P_DEFAULT, H5P_DEFAULT);
     herr_t r = a < 0 ? -1 : H5Awrite(a, H5T_NATIVE_FLOAT, v);
-    if (a >= 0)
-        H5Aclose(a);
+    if (a >= 0) H5Aclose(a);
     H5Sclose(sp);
     return r < 0 ? ML_ERR_IO : ML_OK;
 }
 
-static ml_status create_split(H5Writer *w, int split, long n_max)
-{
+static ml_status create_split(H5Writer *w, int split, long n_max) {
     const char *g = split == 0 ? "/train" : "/test";
     hid_t grp = H5Gcreate2(w->file, g, H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT);
-    if (grp < 0)
-        return h5_fail(ML_ERR_IO, w->part, "cannot create group");
+    if (grp < 0) return h5_fail(ML_ERR_IO, w->part, "cannot create group");
     size_t isize = (size_t)w->c * w->h * w->w;
     hsize_t cn = (hsize_t)((1u << 20) / isize);
     cn = cn < 1 ? 1 : cn > 1024 ? 1024 : cn;
-    if (n_max > 0 && (hsize_t)n_max < cn)
-        cn = (hsize_t)n_max; /* small sets: no mostly-empty chunk */
+    if (n_max > 0 && (hsize_t)n_max < cn) cn = (hsize_t)n_max; /* small sets: no mostly-empty chunk */
     hsize_t dims[4] = {0, (hsize_t)w->h, (hsize_t)w->w, (hsize_t)w->c};
     hsize_t maxd[4] = {H5S_UNLIMITED, dims[1], dims[2], dims[3]};
     hsize_t chunk[4] = {cn, dims[1], dims[2], dims[3]};
@@ -156,39 +139,28 @@ static ml_status create_split(H5Writer *w, int split, long n_max)
     H5Sclose(sp);
     H5Pclose(dcpl);
     H5Gclose(grp);
-    if (w->img[split] < 0 || w->lab[split] < 0)
-        return h5_fail(ML_ERR_IO, w->part, "cannot create the image datasets");
+    if (w->img[split] < 0 || w->lab[split] < 0) return h5_fail(ML_ERR_IO, w->part, "cannot create the image datasets");
     return ML_OK;
 }
 
-static ml_status sink_begin(void *user, const ImportHeader *h)
-{
+static ml_status sink_begin(void *user, const ImportHeader *h) {
     H5Writer *w = user;
-    if (h->c < 1 || h->c > DATASET_MAX_CHANNELS || h->h < 1 || h->w < 1 ||
-        h->h > H5DS_MAX_SIDE || h->w > H5DS_MAX_SIDE || h->classes < 1 ||
-        h->classes > H5DS_MAX_CLASSES)
-        return ml_fail(ML_ERR_ARG, "%s: bad dataset shape %dx%dx%d, %d classes", w->path, h->h,
-                       h->w, h->c, h->classes);
+    if (h->c < 1 || h->c > DATASET_MAX_CHANNELS || h->h < 1 || h->w < 1 || h->h > H5DS_MAX_SIDE ||
+        h->w > H5DS_MAX_SIDE || h->classes < 1 || h->classes > H5DS_MAX_CLASSES)
+        return ml_fail(ML_ERR_ARG, "%s: bad dataset shape %dx%dx%d, %d classes", w->path, h->h, h->w, h->c, h->classes);
     w->c = h->c;
     w->h = h->h;
     w->w = h->w;
     w->file = H5Fcreate(w->part, H5F_ACC_TRUNC, H5P_DEFAULT, H5P_DEFAULT);
-    if (w->file < 0)
-        return h5_fail(ML_ERR_IO, w->part, "cannot create");
+    if (w->file < 0) return h5_fail(ML_ERR_IO, w->part, "cannot create");
     w->begun = 1;
     ml_status st = attr_str(w->file, "format", "moelab-dataset");
-    if (st == ML_OK)
-        st = attr_i64(w->file, "format_version", DATASET_H5_FORMAT_VERSION);
-    if (st == ML_OK)
-        st = attr_str(w->file, "layout", "NHWC");
-    if (st == ML_OK)
-        st = attr_str(w->file, "name", h->name);
-    if (st == ML_OK)
-        st = attr_str(w->file, "source", h->source);
-    if (st == ML_OK)
-        st = attr_i64(w->file, "classes", h->classes);
-    if (st != ML_OK)
-        return h5_fail(ML_ERR_IO, w->part, "cannot write attributes");
+    if (st == ML_OK) st = attr_i64(w->file, "format_version", DATASET_H5_FORMAT_VERSION);
+    if (st == ML_OK) st = attr_str(w->file, "layout", "NHWC");
+    if (st == ML_OK) st = attr_str(w->file, "name", h->name);
+    if (st == ML_OK) st = attr_str(w->file, "source", h->source);
+    if (st == ML_OK) st = attr_i64(w->file, "classes", h->classes);
+    if (st != ML_OK) return h5_fail(ML_ERR_IO, w->part, "cannot write attributes");
     /* class names: fixed-length strings (no global heap to trust when reading) */
     size_t width = 1;
     for (int k = 0; k < h->classes; k++) {
@@ -207,30 +179,22 @@ static ml_status sink_begin(void *user, const ImportHeader *h)
     if (d >= 0 && names) {
         for (int k = 0; k < h->classes; k++)
             if (h->class_names && h->class_names[k])
-                memcpy(names + (size_t)k * width, h->class_names[k],
-                       strlen(h->class_names[k]));
+                memcpy(names + (size_t)k * width, h->class_names[k], strlen(h->class_names[k]));
         r = H5Dwrite(d, t, H5S_ALL, H5S_ALL, H5P_DEFAULT, names);
     }
     free(names);
-    if (d >= 0)
-        H5Dclose(d);
+    if (d >= 0) H5Dclose(d);
     H5Sclose(sp);
     H5Tclose(t);
-    if (r < 0)
-        return h5_fail(ML_ERR_IO, w->part, "cannot write class_names");
-    if ((st = create_split(w, 0, h->n_train_max)) != ML_OK)
-        return st;
+    if (r < 0) return h5_fail(ML_ERR_IO, w->part, "cannot write class_names");
+    if ((st = create_split(w, 0, h->n_train_max)) != ML_OK) return st;
     return create_split(w, 1, h->n_test_max);
 }
 
-static ml_status sink_append(void *user, int split, const uint8_t *nhwc, const int32_t *labels,
-                             int n)
-{
+static ml_status sink_append(void *user, int split, const uint8_t *nhwc, const int32_t *labels, int n) {
     H5Writer *w = user;
-    if (!w->begun || split < 0 || split > 1 || n < 0)
-        return ml_fail(ML_ERR_STATE, "%s: append before begin", w->part);
-    if (n == 0)
-        return ML_OK;
+    if (!w->begun || split < 0 || split > 1 || n < 0) return ml_fail(ML_ERR_STATE, "%s: append before begin", w->part);
+    if (n == 0) return ML_OK;
     hsize_t at = w->n[split], nn = at + (hsize_t)n;
     hsize_t dims[4] = {nn, (hsize_t)w->h, (hsize_t)w->w, (hsize_t)w->c};
     if (H5Dset_extent(w->img[split], dims) < 0 || H5Dset_extent(w->lab[split], &nn) < 0)
@@ -251,28 +215,21 @@ static ml_status sink_append(void *user, int split, const uint8_t *nhwc, const i
         H5Sclose(ms);
         H5Sclose(fs);
     }
-    if (r < 0)
-        return h5_fail(ML_ERR_IO, w->part, "cannot write images (disk full?)");
+    if (r < 0) return h5_fail(ML_ERR_IO, w->part, "cannot write images (disk full?)");
     w->n[split] = nn;
     return ML_OK;
 }
 
-static ml_status sink_finish(void *user, const float *mean, const float *std,
-                             const char *stats_source)
-{
+static ml_status sink_finish(void *user, const float *mean, const float *std, const char *stats_source) {
     H5Writer *w = user;
     ml_status st = attr_f32v(w->file, "mean", mean, w->c);
-    if (st == ML_OK)
-        st = attr_f32v(w->file, "std", std, w->c);
-    if (st == ML_OK)
-        st = attr_str(w->file, "stats_source", stats_source);
-    if (st != ML_OK)
-        return h5_fail(ML_ERR_IO, w->part, "cannot write mean/std");
+    if (st == ML_OK) st = attr_f32v(w->file, "std", std, w->c);
+    if (st == ML_OK) st = attr_str(w->file, "stats_source", stats_source);
+    if (st != ML_OK) return h5_fail(ML_ERR_IO, w->part, "cannot write mean/std");
     return ML_OK;
 }
 
-static void writer_init(H5Writer *w, ImportSink *sink)
-{
+static void writer_init(H5Writer *w, ImportSink *sink) {
     memset(w, 0, sizeof *w);
     w->file = -1;
     w->img[0] = w->img[1] = w->lab[0] = w->lab[1] = -1;
@@ -282,62 +239,50 @@ static void writer_init(H5Writer *w, ImportSink *sink)
     sink->finish = sink_finish;
 }
 
-static ml_status writer_paths(H5Writer *w, const char *path)
-{
+static ml_status writer_paths(H5Writer *w, const char *path) {
     int k1 = snprintf(w->path, sizeof w->path, "%s", path);
     int k2 = snprintf(w->part, sizeof w->part, "%s.part", path);
-    if (k1 < 0 || k2 < 0 || (size_t)k2 >= sizeof w->part)
-        return ml_fail(ML_ERR_ARG, "%s: path too long", path);
+    if (k1 < 0 || k2 < 0 || (size_t)k2 >= sizeof w->part) return ml_fail(ML_ERR_ARG, "%s: path too long", path);
     return ML_OK;
 }
 
 /* Closes everything; on success renames OUT.part to OUT, else removes OUT.part. */
-static ml_status writer_close(H5Writer *w, ml_status st)
-{
+static ml_status writer_close(H5Writer *w, ml_status st) {
     for (int s = 0; s < 2; s++) {
-        if (w->img[s] >= 0)
-            H5Dclose(w->img[s]);
-        if (w->lab[s] >= 0)
-            H5Dclose(w->lab[s]);
+        if (w->img[s] >= 0) H5Dclose(w->img[s]);
+        if (w->lab[s] >= 0) H5Dclose(w->lab[s]);
     }
     if (w->file >= 0 && H5Fclose(w->file) < 0 && st == ML_OK)
         st = h5_fail(ML_ERR_IO, w->part, "cannot close (disk full?)");
     if (w->begun) {
         if (st == ML_OK && rename(w->part, w->path) != 0)
-            st = ml_fail(ML_ERR_IO, "%s: cannot rename %s into place: %s", w->path, w->part,
-                         strerror(errno));
-        if (st != ML_OK)
-            unlink(w->part);
+            st = ml_fail(ML_ERR_IO, "%s: cannot rename %s into place: %s", w->path, w->part, strerror(errno));
+        if (st != ML_OK) unlink(w->part);
     }
     return st;
 }
 
-ml_status dataset_h5_save(const Dataset *ds, const char *path)
-{
+ml_status dataset_h5_save(const Dataset *ds, const char *path) {
     QuietH5 q;
     quiet_begin(&q);
     H5Writer w;
     ImportSink sink;
     writer_init(&w, &sink);
     ml_status st = writer_paths(&w, path);
-    if (st == ML_OK)
-        st = dataset_export(ds, &sink, 1024);
+    if (st == ML_OK) st = dataset_export(ds, &sink, 1024);
     st = writer_close(&w, st);
     quiet_end(&q);
     return st;
 }
 
-ml_status dataset_h5_import_folder(const ImgScan *scan, const char *path, const ImportOptions *opt,
-                                   ImportReport *rep)
-{
+ml_status dataset_h5_import_folder(const ImgScan *scan, const char *path, const ImportOptions *opt, ImportReport *rep) {
     QuietH5 q;
     quiet_begin(&q);
     H5Writer w;
     ImportSink sink;
     writer_init(&w, &sink);
     ml_status st = writer_paths(&w, path);
-    if (st == ML_OK)
-        st = imgfolder_import(scan, opt, &sink, rep);
+    if (st == ML_OK) st = imgfolder_import(scan, opt, &sink, rep);
     if (st == ML_OK) {
         int size = opt ? opt->size : 64;
         if (attr_i64(w.file, "image_size", size) != ML_OK ||
@@ -355,18 +300,14 @@ ml_status dataset_h5_import_folder(const ImgScan *scan, const char *path, const 
 /* ---- reader */
 
 /* Reads a scalar string attribute (vlen or fixed) into out; 0 when absent or not a string. */
-static int read_attr_str(hid_t loc, const char *name, char *out, size_t cap)
-{
+static int read_attr_str(hid_t loc, const char *name, char *out, size_t cap) {
     out[0] = 0;
-    if (H5Aexists(loc, name) <= 0)
-        return 0;
+    if (H5Aexists(loc, name) <= 0) return 0;
     hid_t a = H5Aopen(loc, name, H5P_DEFAULT);
-    if (a < 0)
-        return 0;
+    if (a < 0) return 0;
     hid_t t = H5Aget_type(a), sp = H5Aget_space(a);
     int ok = 0;
-    if (t >= 0 && sp >= 0 && H5Tget_class(t) == H5T_STRING &&
-        H5Sget_simple_extent_npoints(sp) == 1) {
+    if (t >= 0 && sp >= 0 && H5Tget_class(t) == H5T_STRING && H5Sget_simple_extent_npoints(sp) == 1) {
         hid_t mt = H5Tcopy(H5T_C_S1);
         H5Tset_cset(mt, H5Tget_cset(t)); /* no conversion between character sets */
         /* variable-length strings live in the global heap, which libhdf5 does not validate
@@ -384,51 +325,38 @@ static int read_attr_str(hid_t loc, const char *name, char *out, size_t cap)
         }
         H5Tclose(mt);
     }
-    if (t >= 0)
-        H5Tclose(t);
-    if (sp >= 0)
-        H5Sclose(sp);
+    if (t >= 0) H5Tclose(t);
+    if (sp >= 0) H5Sclose(sp);
     H5Aclose(a);
     for (char *p = out; *p; p++)
-        if ((unsigned char)*p < 0x20)
-            *p = '?';
+        if ((unsigned char)*p < 0x20) *p = '?';
     return ok;
 }
 
 /* Reads an integer scalar attribute; 0 when absent or not an integer scalar. */
-static int read_attr_int(hid_t loc, const char *name, long long *v)
-{
-    if (H5Aexists(loc, name) <= 0)
-        return 0;
+static int read_attr_int(hid_t loc, const char *name, long long *v) {
+    if (H5Aexists(loc, name) <= 0) return 0;
     hid_t a = H5Aopen(loc, name, H5P_DEFAULT);
-    if (a < 0)
-        return 0;
+    if (a < 0) return 0;
     hid_t t = H5Aget_type(a), sp = H5Aget_space(a);
-    int ok = t >= 0 && sp >= 0 && H5Tget_class(t) == H5T_INTEGER &&
-             H5Sget_simple_extent_npoints(sp) == 1 && H5Aread(a, H5T_NATIVE_LLONG, v) >= 0;
-    if (t >= 0)
-        H5Tclose(t);
-    if (sp >= 0)
-        H5Sclose(sp);
+    int ok = t >= 0 && sp >= 0 && H5Tget_class(t) == H5T_INTEGER && H5Sget_simple_extent_npoints(sp) == 1 &&
+             H5Aread(a, H5T_NATIVE_LLONG, v) >= 0;
+    if (t >= 0) H5Tclose(t);
+    if (sp >= 0) H5Sclose(sp);
     H5Aclose(a);
     return ok;
 }
 
 /* Reads a float attribute of exactly n elements; 0 otherwise. */
-static int read_attr_f32v(hid_t loc, const char *name, float *v, int n)
-{
-    if (H5Aexists(loc, name) <= 0)
-        return 0;
+static int read_attr_f32v(hid_t loc, const char *name, float *v, int n) {
+    if (H5Aexists(loc, name) <= 0) return 0;
     hid_t a = H5Aopen(loc, name, H5P_DEFAULT);
-    if (a < 0)
-        return 0;
+    if (a < 0) return 0;
     hid_t t = H5Aget_type(a), sp = H5Aget_space(a);
-    int ok = t >= 0 && sp >= 0 && H5Tget_class(t) == H5T_FLOAT &&
-             H5Sget_simple_extent_npoints(sp) == n && H5Aread(a, H5T_NATIVE_FLOAT, v) >= 0;
-    if (t >= 0)
-        H5Tclose(t);
-    if (sp >= 0)
-        H5Sclose(sp);
+    int ok = t >= 0 && sp >= 0 && H5Tget_class(t) == H5T_FLOAT && H5Sget_simple_extent_npoints(sp) == n &&
+             H5Aread(a, H5T_NATIVE_FLOAT, v) >= 0;
+    if (t >= 0) H5Tclose(t);
+    if (sp >= 0) H5Sclose(sp);
     H5Aclose(a);
     return ok;
 }
@@ -438,62 +366,46 @@ typedef struct {
     hsize_t dims[4]; /* N, H, W, C */
 } SplitH5;
 
-static void split_close(SplitH5 *s)
-{
-    if (s->img >= 0)
-        H5Dclose(s->img);
-    if (s->lab >= 0)
-        H5Dclose(s->lab);
+static void split_close(SplitH5 *s) {
+    if (s->img >= 0) H5Dclose(s->img);
+    if (s->lab >= 0) H5Dclose(s->lab);
     s->img = s->lab = -1;
 }
 
 /* Whether dataset d really stores `want` bytes (allowing for compression). */
-static int storage_covers(hid_t d, double want)
-{
-    if (want <= 0)
-        return 1;
+static int storage_covers(hid_t d, double want) {
+    if (want <= 0) return 1;
     double have = (double)H5Dget_storage_size(d);
     hid_t dcpl = H5Dget_create_plist(d);
     int nf = dcpl >= 0 ? H5Pget_nfilters(dcpl) : 0;
-    if (dcpl >= 0)
-        H5Pclose(dcpl);
+    if (dcpl >= 0) H5Pclose(dcpl);
     return nf > 0 ? want <= have * H5DS_MAX_RATIO : want <= have;
 }
 
-static ml_status split_open(hid_t f, const char *what, const char *g, SplitH5 *s)
-{
+static ml_status split_open(hid_t f, const char *what, const char *g, SplitH5 *s) {
     s->img = s->lab = -1;
     char name[64];
     snprintf(name, sizeof name, "%s/images", g);
     if (H5Lexists(f, g, H5P_DEFAULT) <= 0 || H5Lexists(f, name, H5P_DEFAULT) <= 0)
-        return ml_fail(ML_ERR_FORMAT, "%s: missing dataset %s: not a moelab dataset file", what,
-                       name);
+        return ml_fail(ML_ERR_FORMAT, "%s: missing dataset %s: not a moelab dataset file", what, name);
     s->img = H5Dopen2(f, name, H5P_DEFAULT);
-    if (s->img < 0)
-        return h5_fail(ML_ERR_FORMAT, what, "cannot open the images dataset");
+    if (s->img < 0) return h5_fail(ML_ERR_FORMAT, what, "cannot open the images dataset");
     hid_t t = H5Dget_type(s->img), sp = H5Dget_space(s->img);
     int rank = sp >= 0 ? H5Sget_simple_extent_ndims(sp) : -1;
     int type_ok = t >= 0 && H5Tget_class(t) == H5T_INTEGER && H5Tget_size(t) == 1;
-    if (rank == 4)
-        H5Sget_simple_extent_dims(sp, s->dims, NULL);
-    if (t >= 0)
-        H5Tclose(t);
-    if (sp >= 0)
-        H5Sclose(sp);
-    if (rank != 4)
-        return ml_fail(ML_ERR_FORMAT, "%s: %s has rank %d: expected 4 (N, H, W, C)", what, name,
-                       rank);
-    if (!type_ok)
-        return ml_fail(ML_ERR_FORMAT, "%s: %s is not 8-bit integer data", what, name);
-    if (s->dims[0] > (hsize_t)H5DS_MAX_N || s->dims[1] < 1 || s->dims[1] > H5DS_MAX_SIDE ||
-        s->dims[2] < 1 || s->dims[2] > H5DS_MAX_SIDE || s->dims[3] < 1 ||
-        s->dims[3] > DATASET_MAX_CHANNELS)
+    if (rank == 4) H5Sget_simple_extent_dims(sp, s->dims, NULL);
+    if (t >= 0) H5Tclose(t);
+    if (sp >= 0) H5Sclose(sp);
+    if (rank != 4) return ml_fail(ML_ERR_FORMAT, "%s: %s has rank %d: expected 4 (N, H, W, C)", what, name, rank);
+    if (!type_ok) return ml_fail(ML_ERR_FORMAT, "%s: %s is not 8-bit integer data", what, name);
+    if (s->dims[0] > (hsize_t)H5DS_MAX_N || s->dims[1] < 1 || s->dims[1] > H5DS_MAX_SIDE || s->dims[2] < 1 ||
+        s->dims[2] > H5DS_MAX_SIDE || s->dims[3] < 1 || s->dims[3] > DATASET_MAX_CHANNELS)
         return ml_fail(ML_ERR_FORMAT,
                        "%s: %s has shape (%llu, %llu, %llu, %llu): expected N <= %lld, H and W "
                        "in 1..%d, C in 1..%d",
                        what, name, (unsigned long long)s->dims[0], (unsigned long long)s->dims[1],
-                       (unsigned long long)s->dims[2], (unsigned long long)s->dims[3], H5DS_MAX_N,
-                       H5DS_MAX_SIDE, DATASET_MAX_CHANNELS);
+                       (unsigned long long)s->dims[2], (unsigned long long)s->dims[3], H5DS_MAX_N, H5DS_MAX_SIDE,
+                       DATASET_MAX_CHANNELS);
     double bytes = (double)s->dims[0] * s->dims[1] * s->dims[2] * s->dims[3];
     if (!storage_covers(s->img, bytes))
         return ml_fail(ML_ERR_FORMAT,
@@ -501,37 +413,30 @@ static ml_status split_open(hid_t f, const char *what, const char *g, SplitH5 *s
                        "(truncated or unwritten)",
                        what, name, bytes, (unsigned long long)H5Dget_storage_size(s->img));
     snprintf(name, sizeof name, "%s/labels", g);
-    if (H5Lexists(f, name, H5P_DEFAULT) <= 0)
-        return ml_fail(ML_ERR_FORMAT, "%s: missing dataset %s", what, name);
+    if (H5Lexists(f, name, H5P_DEFAULT) <= 0) return ml_fail(ML_ERR_FORMAT, "%s: missing dataset %s", what, name);
     s->lab = H5Dopen2(f, name, H5P_DEFAULT);
-    if (s->lab < 0)
-        return h5_fail(ML_ERR_FORMAT, what, "cannot open the labels dataset");
+    if (s->lab < 0) return h5_fail(ML_ERR_FORMAT, what, "cannot open the labels dataset");
     t = H5Dget_type(s->lab);
     sp = H5Dget_space(s->lab);
     rank = sp >= 0 ? H5Sget_simple_extent_ndims(sp) : -1;
     hsize_t ln = 0;
-    if (rank == 1)
-        H5Sget_simple_extent_dims(sp, &ln, NULL);
+    if (rank == 1) H5Sget_simple_extent_dims(sp, &ln, NULL);
     type_ok = t >= 0 && H5Tget_class(t) == H5T_INTEGER && H5Tget_size(t) <= 8;
     size_t lsize = t >= 0 ? H5Tget_size(t) : 0;
-    if (t >= 0)
-        H5Tclose(t);
-    if (sp >= 0)
-        H5Sclose(sp);
-    if (rank != 1 || !type_ok)
-        return ml_fail(ML_ERR_FORMAT, "%s: %s: expected a 1-D integer dataset", what, name);
+    if (t >= 0) H5Tclose(t);
+    if (sp >= 0) H5Sclose(sp);
+    if (rank != 1 || !type_ok) return ml_fail(ML_ERR_FORMAT, "%s: %s: expected a 1-D integer dataset", what, name);
     if (ln != s->dims[0])
-        return ml_fail(ML_ERR_FORMAT, "%s: %s has %llu entries but there are %llu images", what,
-                       name, (unsigned long long)ln, (unsigned long long)s->dims[0]);
+        return ml_fail(ML_ERR_FORMAT, "%s: %s has %llu entries but there are %llu images", what, name,
+                       (unsigned long long)ln, (unsigned long long)s->dims[0]);
     if (!storage_covers(s->lab, (double)ln * lsize))
         return ml_fail(ML_ERR_FORMAT, "%s: %s is truncated or unwritten", what, name);
     return ML_OK;
 }
 
 /* Reads images [at, at + m) of a split (NHWC) into blk. */
-static ml_status read_rows(const SplitH5 *s, hid_t fs, const char *what, const char *g, hsize_t at,
-                           hsize_t m, uint8_t *blk)
-{
+static ml_status read_rows(const SplitH5 *s, hid_t fs, const char *what, const char *g, hsize_t at, hsize_t m,
+                           uint8_t *blk) {
     hsize_t start[4] = {at, 0, 0, 0}, count[4] = {m, s->dims[1], s->dims[2], s->dims[3]};
     H5Sselect_hyperslab(fs, H5S_SELECT_SET, start, NULL, count, NULL);
     hid_t ms = H5Screate_simple(4, count, NULL);
@@ -539,17 +444,14 @@ static ml_status read_rows(const SplitH5 *s, hid_t fs, const char *what, const c
     H5Sclose(ms);
     if (r < 0) {
         char why[64];
-        snprintf(why, sizeof why, "cannot read %s/images at image %llu", g,
-                 (unsigned long long)at);
+        snprintf(why, sizeof why, "cannot read %s/images at image %llu", g, (unsigned long long)at);
         return h5_fail(ML_ERR_FORMAT, what, why);
     }
     return ML_OK;
 }
 
 /* Reads all labels of a split into labels[N] and checks their range. */
-static ml_status read_labels(const SplitH5 *s, const char *what, const char *g, int classes,
-                             int32_t *labels)
-{
+static ml_status read_labels(const SplitH5 *s, const char *what, const char *g, int classes, int32_t *labels) {
     const hsize_t N = s->dims[0];
     if (N > 0 && H5Dread(s->lab, H5T_NATIVE_INT32, H5S_ALL, H5S_ALL, H5P_DEFAULT, labels) < 0) {
         char why[64];
@@ -558,15 +460,13 @@ static ml_status read_labels(const SplitH5 *s, const char *what, const char *g, 
     }
     for (hsize_t i = 0; i < N; i++)
         if (labels[i] < 0 || labels[i] >= classes)
-            return ml_fail(ML_ERR_FORMAT, "%s: %s/labels[%llu] = %d out of range: expected 0..%d",
-                           what, g, (unsigned long long)i, labels[i], classes - 1);
+            return ml_fail(ML_ERR_FORMAT, "%s: %s/labels[%llu] = %d out of range: expected 0..%d", what, g,
+                           (unsigned long long)i, labels[i], classes - 1);
     return ML_OK;
 }
 
 /* Reads one split into (N, C, H, W), block by block. */
-static ml_status split_read(const SplitH5 *s, const char *what, const char *g, int classes,
-                            DatasetSplit *out)
-{
+static ml_status split_read(const SplitH5 *s, const char *what, const char *g, int classes, DatasetSplit *out) {
     const hsize_t N = s->dims[0], H = s->dims[1], W = s->dims[2], C = s->dims[3];
     const size_t hw = (size_t)H * W, isize = hw * C;
     out->images = ml_alloc((size_t)N * isize);
@@ -574,30 +474,25 @@ static ml_status split_read(const SplitH5 *s, const char *what, const char *g, i
     uint8_t *blk = ml_alloc((size_t)H5DS_READ_BLOCK * isize);
     ml_status st = ML_OK;
     if (!out->images || !out->labels || !blk)
-        st = ml_fail(ML_ERR_NOMEM, "%s: out of memory for %llu images of %llux%llux%llu", what,
-                     (unsigned long long)N, (unsigned long long)H, (unsigned long long)W,
-                     (unsigned long long)C);
+        st = ml_fail(ML_ERR_NOMEM, "%s: out of memory for %llu images of %llux%llux%llu", what, (unsigned long long)N,
+                     (unsigned long long)H, (unsigned long long)W, (unsigned long long)C);
     out->n = (int)N;
     hid_t fs = s->img >= 0 ? H5Dget_space(s->img) : -1;
     for (hsize_t at = 0; st == ML_OK && at < N; at += H5DS_READ_BLOCK) {
         hsize_t m = N - at < H5DS_READ_BLOCK ? N - at : H5DS_READ_BLOCK;
-        if ((st = read_rows(s, fs, what, g, at, m, blk)) != ML_OK)
-            break;
+        if ((st = read_rows(s, fs, what, g, at, m, blk)) != ML_OK) break;
         long mm = (long)m;
 #pragma omp parallel for schedule(static)
         for (long i = 0; i < mm; i++) {
             const uint8_t *src = blk + (size_t)i * isize;
             uint8_t *dst = out->images + (size_t)(at + (hsize_t)i) * isize;
             for (size_t p = 0; p < hw; p++)
-                for (size_t ch = 0; ch < C; ch++)
-                    dst[ch * hw + p] = src[p * C + ch];
+                for (size_t ch = 0; ch < C; ch++) dst[ch * hw + p] = src[p * C + ch];
         }
     }
-    if (fs >= 0)
-        H5Sclose(fs);
+    if (fs >= 0) H5Sclose(fs);
     ml_free(blk);
-    if (st == ML_OK)
-        st = read_labels(s, what, g, classes, out->labels);
+    if (st == ML_OK) st = read_labels(s, what, g, classes, out->labels);
     return st;
 }
 
@@ -619,13 +514,10 @@ static ml_status split_read(const SplitH5 *s, const char *what, const char *g, i
  * is set when a filter other than deflate, shuffle and fletcher32 is used. A lookup costs a few
  * microseconds (an ImageNet-64 import has ~16 000 chunks); a file of many millions of chunks
  * would run into the probe's timeout. */
-static ml_status chunks_check(const SplitH5 *s, const char *what, const char *g,
-                              int *untrusted_filter)
-{
+static ml_status chunks_check(const SplitH5 *s, const char *what, const char *g, int *untrusted_filter) {
     *untrusted_filter = 0;
     hid_t dcpl = H5Dget_create_plist(s->img);
-    if (dcpl < 0)
-        return h5_fail(ML_ERR_FORMAT, what, "cannot read the images' storage properties");
+    if (dcpl < 0) return h5_fail(ML_ERR_FORMAT, what, "cannot read the images' storage properties");
     hsize_t cd[4] = {0, 0, 0, 0};
     int chunked = H5Pget_layout(dcpl) == H5D_CHUNKED;
     int rank = chunked ? H5Pget_chunk(dcpl, 4, cd) : 0;
@@ -634,20 +526,16 @@ static ml_status chunks_check(const SplitH5 *s, const char *what, const char *g,
         unsigned flags = 0, cfg = 0;
         size_t ncd = 0;
         char fname[64];
-        H5Z_filter_t id = H5Pget_filter2(dcpl, (unsigned)i, &flags, &ncd, NULL, sizeof fname,
-                                         fname, &cfg);
-        if (id != H5Z_FILTER_DEFLATE && id != H5Z_FILTER_SHUFFLE && id != H5Z_FILTER_FLETCHER32)
-            *untrusted_filter = 1;
+        H5Z_filter_t id = H5Pget_filter2(dcpl, (unsigned)i, &flags, &ncd, NULL, sizeof fname, fname, &cfg);
+        if (id != H5Z_FILTER_DEFLATE && id != H5Z_FILTER_SHUFFLE && id != H5Z_FILTER_FLETCHER32) *untrusted_filter = 1;
     }
     H5Pclose(dcpl);
-    if (!chunked)
-        return ML_OK;
+    if (!chunked) return ML_OK;
     if (rank != 4 || !cd[0] || !cd[1] || !cd[2] || !cd[3])
         return ml_fail(ML_ERR_FORMAT, "%s: %s/images: bad chunk shape", what, g);
     const double raw = (double)cd[0] * cd[1] * cd[2] * cd[3];
     hsize_t n[4], off[4];
-    for (int k = 0; k < 4; k++)
-        n[k] = (s->dims[k] + cd[k] - 1) / cd[k];
+    for (int k = 0; k < 4; k++) n[k] = (s->dims[k] + cd[k] - 1) / cd[k];
     for (hsize_t a = 0; a < n[0]; a++)
         for (hsize_t b = 0; b < n[1]; b++)
             for (hsize_t c = 0; c < n[2]; c++)
@@ -659,8 +547,7 @@ static ml_status chunks_check(const SplitH5 *s, const char *what, const char *g,
                     hsize_t sz = 0;
                     if (H5Dget_chunk_storage_size(s->img, off, &sz) < 0) {
                         char why[96];
-                        snprintf(why, sizeof why,
-                                 "damaged chunk index: cannot look up %s/images at image %llu", g,
+                        snprintf(why, sizeof why, "damaged chunk index: cannot look up %s/images at image %llu", g,
                                  (unsigned long long)off[0]);
                         return h5_fail(ML_ERR_FORMAT, what, why);
                     }
@@ -668,71 +555,58 @@ static ml_status chunks_check(const SplitH5 *s, const char *what, const char *g,
                         return ml_fail(ML_ERR_FORMAT,
                                        "%s: %s/images: the chunk at image %llu claims %llu bytes "
                                        "for %.0f bytes of images (damaged chunk index)",
-                                       what, g, (unsigned long long)off[0],
-                                       (unsigned long long)sz, raw);
+                                       what, g, (unsigned long long)off[0], (unsigned long long)sz, raw);
                 }
     return ML_OK;
 }
 
 /* The child's stand-in for split_read: the chunk index, the first and the last image (every
  * image under an untrusted filter), all labels. No OpenMP here (not fork-safe). */
-static ml_status split_probe(const SplitH5 *s, const char *what, const char *g, int classes)
-{
+static ml_status split_probe(const SplitH5 *s, const char *what, const char *g, int classes) {
     const hsize_t N = s->dims[0];
     const size_t isize = (size_t)s->dims[1] * s->dims[2] * s->dims[3];
     int full = 0;
     ml_status st = chunks_check(s, what, g, &full);
-    if (st != ML_OK || N == 0)
-        return st;
+    if (st != ML_OK || N == 0) return st;
     const hsize_t rows = full ? (N < H5DS_READ_BLOCK ? N : H5DS_READ_BLOCK) : 1;
     uint8_t *blk = ml_alloc((size_t)rows * isize);
     int32_t *labels = ml_alloc((size_t)N * sizeof(int32_t));
-    if (!blk || !labels)
-        st = ml_fail(ML_ERR_NOMEM, "%s: out of memory for %llu labels", what,
-                     (unsigned long long)N);
+    if (!blk || !labels) st = ml_fail(ML_ERR_NOMEM, "%s: out of memory for %llu labels", what, (unsigned long long)N);
     hid_t fs = H5Dget_space(s->img);
     if (full) {
         for (hsize_t at = 0; st == ML_OK && at < N; at += rows)
             st = read_rows(s, fs, what, g, at, N - at < rows ? N - at : rows, blk);
     } else {
-        if (st == ML_OK)
-            st = read_rows(s, fs, what, g, 0, 1, blk);
-        if (st == ML_OK && N > 1)
-            st = read_rows(s, fs, what, g, N - 1, 1, blk);
+        if (st == ML_OK) st = read_rows(s, fs, what, g, 0, 1, blk);
+        if (st == ML_OK && N > 1) st = read_rows(s, fs, what, g, N - 1, 1, blk);
     }
-    if (fs >= 0)
-        H5Sclose(fs);
-    if (st == ML_OK)
-        st = read_labels(s, what, g, classes, labels);
+    if (fs >= 0) H5Sclose(fs);
+    if (st == ML_OK) st = read_labels(s, what, g, classes, labels);
     ml_free(blk);
     ml_free(labels);
     return st;
 }
 
 /* Reads /class_names (vlen or fixed-length strings). */
-static ml_status read_names(hid_t f, const char *what, Dataset *ds)
-{
+static ml_status read_names(hid_t f, const char *what, Dataset *ds) {
     if (H5Lexists(f, "class_names", H5P_DEFAULT) <= 0)
         return ml_fail(ML_ERR_FORMAT, "%s: missing dataset /class_names", what);
     hid_t d = H5Dopen2(f, "class_names", H5P_DEFAULT);
-    if (d < 0)
-        return h5_fail(ML_ERR_FORMAT, what, "cannot open /class_names");
+    if (d < 0) return h5_fail(ML_ERR_FORMAT, what, "cannot open /class_names");
     hid_t t = H5Dget_type(d), sp = H5Dget_space(d);
     ml_status st = ML_OK;
     hsize_t n = 0;
     int rank = sp >= 0 ? H5Sget_simple_extent_ndims(sp) : -1;
-    if (rank == 1)
-        H5Sget_simple_extent_dims(sp, &n, NULL);
+    if (rank == 1) H5Sget_simple_extent_dims(sp, &n, NULL);
     if (rank != 1 || t < 0 || H5Tget_class(t) != H5T_STRING)
         st = ml_fail(ML_ERR_FORMAT, "%s: /class_names: expected a 1-D string dataset", what);
     else if (n < 1 || n > H5DS_MAX_CLASSES)
-        st = ml_fail(ML_ERR_FORMAT, "%s: /class_names has %llu entries: expected 1..%d", what,
-                     (unsigned long long)n, H5DS_MAX_CLASSES);
+        st = ml_fail(ML_ERR_FORMAT, "%s: /class_names has %llu entries: expected 1..%d", what, (unsigned long long)n,
+                     H5DS_MAX_CLASSES);
     char **names = NULL;
     if (st == ML_OK) {
         names = calloc((size_t)n, sizeof *names);
-        if (!names)
-            st = ml_fail(ML_ERR_NOMEM, "%s: out of memory", what);
+        if (!names) st = ml_fail(ML_ERR_NOMEM, "%s: out of memory", what);
     }
     if (st == ML_OK) {
         hid_t mt = H5Tcopy(H5T_C_S1);
@@ -747,16 +621,14 @@ static ml_status read_names(hid_t f, const char *what, Dataset *ds)
             char *raw = sz > 0 && sz <= 4096 ? calloc((size_t)n, sz) : NULL;
             H5Tset_size(mt, sz > 0 ? sz : 1);
             H5Tset_strpad(mt, H5Tget_strpad(t));
-            if (!raw)
-                st = ml_fail(ML_ERR_FORMAT, "%s: /class_names: bad string size %zu", what, sz);
+            if (!raw) st = ml_fail(ML_ERR_FORMAT, "%s: /class_names: bad string size %zu", what, sz);
             else if (H5Dread(d, mt, H5S_ALL, H5S_ALL, H5P_DEFAULT, raw) < 0)
                 st = h5_fail(ML_ERR_FORMAT, what, "cannot read /class_names");
             for (hsize_t i = 0; st == ML_OK && i < n; i++) {
                 const char *v = raw + i * sz;
                 size_t l = strnlen(v, sz < 255 ? sz : 255);
                 names[i] = malloc(l + 1);
-                if (!names[i])
-                    st = ml_fail(ML_ERR_NOMEM, "%s: out of memory", what);
+                if (!names[i]) st = ml_fail(ML_ERR_NOMEM, "%s: out of memory", what);
                 else {
                     memcpy(names[i], v, l);
                     names[i][l] = 0;
@@ -768,12 +640,9 @@ static ml_status read_names(hid_t f, const char *what, Dataset *ds)
     }
     for (hsize_t i = 0; st == ML_OK && i < n; i++)
         for (char *p = names[i]; *p; p++)
-            if ((unsigned char)*p < 0x20)
-                *p = '?';
-    if (t >= 0)
-        H5Tclose(t);
-    if (sp >= 0)
-        H5Sclose(sp);
+            if ((unsigned char)*p < 0x20) *p = '?';
+    if (t >= 0) H5Tclose(t);
+    if (sp >= 0) H5Sclose(sp);
     H5Dclose(d);
     ds->class_names = names;
     ds->classes = (int)n;
@@ -782,8 +651,7 @@ static ml_status read_names(hid_t f, const char *what, Dataset *ds)
 
 /* Reads the opened file into ds; with `probe`, makes the same metadata accesses without reading
  * the images (see split_probe): ds then gets the class names, shape, name and statistics only. */
-static ml_status load_file(Dataset *ds, hid_t f, const char *what, const char *path, int probe)
-{
+static ml_status load_file(Dataset *ds, hid_t f, const char *what, const char *path, int probe) {
     long long ver = 0;
     char s[512];
     if (!read_attr_int(f, "format_version", &ver))
@@ -792,32 +660,27 @@ static ml_status load_file(Dataset *ds, hid_t f, const char *what, const char *p
                        "data import`",
                        what);
     if (ver < 1 || ver > DATASET_H5_FORMAT_VERSION)
-        return ml_fail(ML_ERR_FORMAT, "%s: format_version %lld: this moelab reads version %d",
-                       what, ver, DATASET_H5_FORMAT_VERSION);
+        return ml_fail(ML_ERR_FORMAT, "%s: format_version %lld: this moelab reads version %d", what, ver,
+                       DATASET_H5_FORMAT_VERSION);
     if (read_attr_str(f, "layout", s, sizeof s) && strcmp(s, "NHWC") != 0)
         return ml_fail(ML_ERR_FORMAT, "%s: layout '%s': expected NHWC", what, s);
     ml_status st = read_names(f, what, ds);
-    if (st != ML_OK)
-        return st;
+    if (st != ML_OK) return st;
     long long k = 0;
     if (read_attr_int(f, "classes", &k) && k != ds->classes)
-        return ml_fail(ML_ERR_FORMAT, "%s: classes attribute %lld but /class_names has %d", what,
-                       k, ds->classes);
+        return ml_fail(ML_ERR_FORMAT, "%s: classes attribute %lld but /class_names has %d", what, k, ds->classes);
     SplitH5 tr, te;
     st = split_open(f, what, "/train", &tr);
-    if (st == ML_OK)
-        st = split_open(f, what, "/test", &te);
-    else
-        te.img = te.lab = -1;
-    if (st == ML_OK && (tr.dims[1] != te.dims[1] || tr.dims[2] != te.dims[2] ||
-                        tr.dims[3] != te.dims[3]))
-        st = ml_fail(ML_ERR_FORMAT, "%s: /test/images shape %llux%llux%llu differs from "
+    if (st == ML_OK) st = split_open(f, what, "/test", &te);
+    else te.img = te.lab = -1;
+    if (st == ML_OK && (tr.dims[1] != te.dims[1] || tr.dims[2] != te.dims[2] || tr.dims[3] != te.dims[3]))
+        st = ml_fail(ML_ERR_FORMAT,
+                     "%s: /test/images shape %llux%llux%llu differs from "
                      "/train/images %llux%llux%llu",
                      what, (unsigned long long)te.dims[1], (unsigned long long)te.dims[2],
-                     (unsigned long long)te.dims[3], (unsigned long long)tr.dims[1],
-                     (unsigned long long)tr.dims[2], (unsigned long long)tr.dims[3]);
-    if (st == ML_OK && tr.dims[0] < 1)
-        st = ml_fail(ML_ERR_FORMAT, "%s: /train/images is empty", what);
+                     (unsigned long long)te.dims[3], (unsigned long long)tr.dims[1], (unsigned long long)tr.dims[2],
+                     (unsigned long long)tr.dims[3]);
+    if (st == ML_OK && tr.dims[0] < 1) st = ml_fail(ML_ERR_FORMAT, "%s: /train/images is empty", what);
     if (st == ML_OK) {
         ds->c = (int)tr.dims[3];
         ds->h = (int)tr.dims[1];
@@ -830,8 +693,7 @@ static ml_status load_file(Dataset *ds, hid_t f, const char *what, const char *p
                    : split_read(&te, what, "/test", ds->classes, &ds->test);
     split_close(&tr);
     split_close(&te);
-    if (st != ML_OK)
-        return st;
+    if (st != ML_OK) return st;
     if (!read_attr_str(f, "name", ds->name, sizeof ds->name) || !ds->name[0]) {
         const char *b = strrchr(path, '/');
         snprintf(ds->name, sizeof ds->name, "%s", b ? b + 1 : path);
@@ -841,59 +703,49 @@ static ml_status load_file(Dataset *ds, hid_t f, const char *what, const char *p
     float mean[DATASET_MAX_CHANNELS], sd[DATASET_MAX_CHANNELS];
     int ok = read_attr_f32v(f, "mean", mean, ds->c) && read_attr_f32v(f, "std", sd, ds->c);
     for (int c = 0; ok && c < ds->c; c++)
-        ok = isfinite(mean[c]) && isfinite(sd[c]) && mean[c] >= 0 && mean[c] <= 1 && sd[c] > 0 &&
-             sd[c] <= 1;
+        ok = isfinite(mean[c]) && isfinite(sd[c]) && mean[c] >= 0 && mean[c] <= 1 && sd[c] > 0 && sd[c] <= 1;
     if (ok) {
         for (int c = 0; c < DATASET_MAX_CHANNELS; c++) {
             ds->mean[c] = c < ds->c ? mean[c] : 0.0f;
             ds->std[c] = c < ds->c ? sd[c] : 1.0f;
         }
         char src[128];
-        if (!read_attr_str(f, "stats_source", src, sizeof src))
-            snprintf(src, sizeof src, "file attributes");
+        if (!read_attr_str(f, "stats_source", src, sizeof src)) snprintf(src, sizeof src, "file attributes");
         snprintf(ds->stats_source, sizeof ds->stats_source, "%.63s", src);
     } else if (!probe) {
         dataset_compute_stats(ds);
-        snprintf(ds->stats_source, sizeof ds->stats_source,
-                 "computed: train split (file mean/std missing or invalid)");
+        snprintf(ds->stats_source, sizeof ds->stats_source, "computed: train split (file mean/std missing or invalid)");
     }
     return ML_OK;
 }
 
-static ml_status load_from(Dataset *ds, hid_t fapl, const char *path, const char *what,
-                           int probe)
-{
+static ml_status load_from(Dataset *ds, hid_t fapl, const char *path, const char *what, int probe) {
     memset(ds, 0, sizeof *ds);
     QuietH5 q;
     quiet_begin(&q);
     hid_t f = H5Fopen(path, H5F_ACC_RDONLY, fapl);
     ml_status st;
-    if (f < 0)
-        st = h5_fail(ML_ERR_FORMAT, what, "cannot open as HDF5");
+    if (f < 0) st = h5_fail(ML_ERR_FORMAT, what, "cannot open as HDF5");
     else {
         st = load_file(ds, f, what, path, probe);
         H5Fclose(f);
     }
     H5Eclear2(H5E_DEFAULT);
     quiet_end(&q);
-    if (st != ML_OK)
-        dataset_free(ds);
+    if (st != ML_OK) dataset_free(ds);
     return st;
 }
 
 /* Creates a file-access property list for a file image in memory (core driver). */
-static ml_status image_fapl(const void *buf, size_t len, const char *what, hid_t *fapl)
-{
+static ml_status image_fapl(const void *buf, size_t len, const char *what, hid_t *fapl) {
     QuietH5 q;
     quiet_begin(&q);
     *fapl = H5Pcreate(H5P_FILE_ACCESS);
     herr_t r = *fapl < 0 ? -1 : H5Pset_fapl_core(*fapl, 1 << 16, 0);
-    if (r >= 0)
-        r = H5Pset_file_image(*fapl, (void *)buf, len);
+    if (r >= 0) r = H5Pset_file_image(*fapl, (void *)buf, len);
     ml_status st = r < 0 ? h5_fail(ML_ERR_NOMEM, what, "cannot set the file image") : ML_OK;
     quiet_end(&q);
-    if (st != ML_OK && *fapl >= 0)
-        H5Pclose(*fapl);
+    if (st != ML_OK && *fapl >= 0) H5Pclose(*fapl);
     return st;
 }
 
@@ -909,59 +761,47 @@ typedef struct {
  * libhdf5 does on some corrupted files; "abort" makes it abort(); "hang" makes it sleep past
  * the timeout (MOELAB_DATASET_H5_TIMEOUT_MS shortens the timeout, default 30000). The parent is
  * never affected. */
-static ml_status probe_child(void *arg)
-{
+static ml_status probe_child(void *arg) {
     const ProbeArg *a = arg;
     const char *fault = getenv("MOELAB_FAULT_DATASET_H5_CRASH");
     if (fault && *fault) {
-        if (strcmp(fault, "abort") == 0)
-            abort();
+        if (strcmp(fault, "abort") == 0) abort();
         if (strcmp(fault, "hang") == 0)
-            for (;;)
-                pause();
+            for (;;) pause();
         raise(SIGSEGV);
     }
     Dataset ds;
     memset(&ds, 0, sizeof ds);
     hid_t fapl = H5P_DEFAULT;
     ml_status st = a->path ? ML_OK : image_fapl(a->buf, a->len, a->what, &fapl);
-    if (st == ML_OK)
-        st = load_from(&ds, fapl, a->path ? a->path : "memory-image.h5", a->what, 1);
-    if (fapl != H5P_DEFAULT)
-        H5Pclose(fapl);
+    if (st == ML_OK) st = load_from(&ds, fapl, a->path ? a->path : "memory-image.h5", a->what, 1);
+    if (fapl != H5P_DEFAULT) H5Pclose(fapl);
     dataset_free(&ds);
     return st;
 }
 
 /* Validates the file in a child process; ML_OK when the in-process load may go ahead (also
  * when no child could be started: then the load runs unprotected, as before). */
-static ml_status probe(const ProbeArg *a)
-{
+static ml_status probe(const ProbeArg *a) {
     int timeout_ms = H5DS_PROBE_TIMEOUT_MS;
     const char *t = getenv("MOELAB_DATASET_H5_TIMEOUT_MS");
-    if (t && atoi(t) > 0)
-        timeout_ms = atoi(t);
+    if (t && atoi(t) > 0) timeout_ms = atoi(t);
     MlIsolated r;
     switch (ml_run_isolated(probe_child, (void *)a, timeout_ms, &r)) {
-    case ML_ISOLATED_OK:
-        return ML_OK;
+    case ML_ISOLATED_OK: return ML_OK;
     case ML_ISOLATED_NO_CHILD:
-        ml_log(1, "%s: cannot check the file in a child process (%s): loading it unprotected",
-               a->what, r.msg);
+        ml_log(1, "%s: cannot check the file in a child process (%s): loading it unprotected", a->what, r.msg);
         return ML_OK;
-    case ML_ISOLATED_FAILED:
-        return ml_fail(r.status, "%s", r.msg);
+    case ML_ISOLATED_FAILED: return ml_fail(r.status, "%s", r.msg);
     case ML_ISOLATED_SIGNALED:
-        return ml_fail(ML_ERR_FORMAT,
-                       "%s: reading it crashed the HDF5 library (signal %d): the file is damaged",
+        return ml_fail(ML_ERR_FORMAT, "%s: reading it crashed the HDF5 library (signal %d): the file is damaged",
                        a->what, r.signal);
     case ML_ISOLATED_EXITED:
         return ml_fail(ML_ERR_FORMAT,
                        "%s: reading it crashed the HDF5 library (exit status %d): the file is "
                        "damaged",
                        a->what, r.exit_code);
-    case ML_ISOLATED_TIMEOUT:
-        break;
+    case ML_ISOLATED_TIMEOUT: break;
     }
     return ml_fail(ML_ERR_FORMAT,
                    "%s: reading its metadata did not finish in %.1f s: the file is damaged (or "
@@ -969,28 +809,22 @@ static ml_status probe(const ProbeArg *a)
                    a->what, timeout_ms / 1000.0);
 }
 
-ml_status dataset_h5_load(Dataset *ds, const char *path)
-{
+ml_status dataset_h5_load(Dataset *ds, const char *path) {
     memset(ds, 0, sizeof *ds);
-    if (access(path, R_OK) != 0)
-        return ml_fail(ML_ERR_IO, "%s: cannot open: %s", path, strerror(errno));
+    if (access(path, R_OK) != 0) return ml_fail(ML_ERR_IO, "%s: cannot open: %s", path, strerror(errno));
     ProbeArg a = {path, NULL, 0, path};
     ml_status st = probe(&a);
-    if (st != ML_OK)
-        return st;
+    if (st != ML_OK) return st;
     return load_from(ds, H5P_DEFAULT, path, path, 0);
 }
 
-ml_status dataset_h5_load_image(Dataset *ds, const void *buf, size_t len, const char *what)
-{
+ml_status dataset_h5_load_image(Dataset *ds, const void *buf, size_t len, const char *what) {
     memset(ds, 0, sizeof *ds);
-    if (!buf || len < 8)
-        return ml_fail(ML_ERR_FORMAT, "%s: %zu bytes: too short for an HDF5 file", what, len);
+    if (!buf || len < 8) return ml_fail(ML_ERR_FORMAT, "%s: %zu bytes: too short for an HDF5 file", what, len);
     ProbeArg a = {NULL, buf, len, what};
     hid_t fapl = -1;
     ml_status st = probe(&a);
-    if (st == ML_OK)
-        st = image_fapl(buf, len, what, &fapl);
+    if (st == ML_OK) st = image_fapl(buf, len, what, &fapl);
     if (st == ML_OK) {
         st = load_from(ds, fapl, "memory-image.h5", what, 0);
         H5Pclose(fapl);

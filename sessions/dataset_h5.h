@@ -45,7 +45,6 @@ ml_status dataset_h5_save(const Dataset *ds, const char *path);
 
 /* Decodes a scanned image folder into `path` (streaming, see imgfolder_import) and records the
  * scan's problem counts as attributes. */
-ml_status dataset_h5_import_folder(const ImgScan *scan, const char *path, const ImportOptions *opt,
-                                   ImportReport *rep);
+ml_status dataset_h5_import_folder(const ImgScan *scan, const char *path, const ImportOptions *opt, ImportReport *rep);
 
 #endif

@@ -43,7 +43,10 @@ static ml_status csv_close(Csv *c) {
 static void csv_text(Csv *c, const char *s) {
     const size_t n = strlen(s);
     const int quote = strpbrk(s, ",\"\r\n") != NULL || (n > 0 && (s[0] == ' ' || s[n - 1] == ' '));
-    if (!quote) { fputs(s, c->f); return; }
+    if (!quote) {
+        fputs(s, c->f);
+        return;
+    }
     fputc('"', c->f);
     for (const char *p = s; *p; p++) {
         if (*p == '"') fputc('"', c->f);
@@ -72,8 +75,8 @@ static void csv_eol(Csv *c) {
  * their common length and their values. A missing group or column, or one that cannot be looked
  * up (H5Lexists < 0: damaged metadata), is ML_ERR_FORMAT naming it: a damaged /steps must not
  * export as an empty table. On error the columns read so far are in vals (the caller frees). */
-static ml_status read_table(hid_t f, const char *path, const char *group, const SessCol *cols, int ncols,
-                            double **vals, long *rows) {
+static ml_status read_table(hid_t f, const char *path, const char *group, const SessCol *cols, int ncols, double **vals,
+                            long *rows) {
     long n = -1;
     char name[96];
     for (int c = 0; c < ncols; c++) vals[c] = NULL;
@@ -102,8 +105,8 @@ static ml_status read_table(hid_t f, const char *path, const char *group, const 
     return ML_OK;
 }
 
-static ml_status write_table(const char *outdir, const char *file, const SessCol *cols, int ncols,
-                             double **vals, long rows) {
+static ml_status write_table(const char *outdir, const char *file, const SessCol *cols, int ncols, double **vals,
+                             long rows) {
     Csv c;
     ml_status st = csv_open(&c, outdir, file);
     if (st != ML_OK) return st;
@@ -128,8 +131,8 @@ static ml_status write_table(const char *outdir, const char *file, const SessCol
     return csv_close(&c);
 }
 
-static ml_status export_scalars(hid_t f, const char *path, const char *outdir, const char *group,
-                                const SessCol *cols, int ncols, const char *file, long *rows_out) {
+static ml_status export_scalars(hid_t f, const char *path, const char *outdir, const char *group, const SessCol *cols,
+                                int ncols, const char *file, long *rows_out) {
     double *vals[64];
     long rows = 0;
     ml_status st = read_table(f, path, group, cols, ncols, vals, &rows);
@@ -193,8 +196,10 @@ static ml_status export_class_expert(hid_t f, const char *path, const char *outd
                 st = ml_fail(ML_ERR_FORMAT, "%s: /evals/class_expert is not (N, %d, %d)", path, K, E);
             else if ((long)dims[0] < rows) rows = (long)dims[0];
         }
-        if (st == ML_OK) st = sess_read_rows(f, "/evals/epoch", (hsize_t)rows, H5T_NATIVE_DOUBLE, (void **)&epoch, path);
-        if (st == ML_OK) st = sess_read_rows(f, "/evals/class_expert", (hsize_t)rows, H5T_NATIVE_INT32, (void **)&ce, path);
+        if (st == ML_OK)
+            st = sess_read_rows(f, "/evals/epoch", (hsize_t)rows, H5T_NATIVE_DOUBLE, (void **)&epoch, path);
+        if (st == ML_OK)
+            st = sess_read_rows(f, "/evals/class_expert", (hsize_t)rows, H5T_NATIVE_INT32, (void **)&ce, path);
         for (long i = 0; st == ML_OK && i < rows; i++) {
             for (int k = 0; k < K; k++) {
                 fprintf(c.f, "%ld,", i);
@@ -252,7 +257,8 @@ ml_status session_export_csv(const char *dir, const char *outdir) {
     if (run < 0) st = h5u_fail(ML_ERR_FORMAT, path, "/run", "cannot open group");
     else st = h5u_read_attr_i64(run, "experts", &E, path);
     h5u_close(run);
-    if (st == ML_OK && (E < 0 || E > MOE_MAX_EXPERTS)) st = ml_fail(ML_ERR_FORMAT, "%s: /run@experts = %lld", path, (long long)E);
+    if (st == ML_OK && (E < 0 || E > MOE_MAX_EXPERTS))
+        st = ml_fail(ML_ERR_FORMAT, "%s: /run@experts = %lld", path, (long long)E);
     if (st == ML_OK) st = h5u_mkdirs(outdir);
     long nsteps = 0, nevals = 0;
     if (st == ML_OK) st = export_scalars(f, path, outdir, "/steps", sess_step_cols, SC_N, "steps.csv", &nsteps);

@@ -13,13 +13,11 @@
 #include <time.h>
 #include <unistd.h>
 
-void h5u_quiet(void) {
-    H5Eset_auto2(H5E_DEFAULT, NULL, NULL);
-}
+void h5u_quiet(void) { H5Eset_auto2(H5E_DEFAULT, NULL, NULL); }
 
 typedef struct {
-    char first[256];   /* most specific description */
-    char sys[256];     /* a description that quotes errno, if any */
+    char first[256]; /* most specific description */
+    char sys[256];   /* a description that quotes errno, if any */
 } ErrWalk;
 
 /* "file write failed: time = ..., errno = 27, error message = 'File too large', buf = ..."
@@ -28,7 +26,10 @@ static void short_sys(char *out, size_t n, const char *desc) {
     const char *m = strstr(desc, "error message = '");
     const char *en = strstr(desc, "errno = ");
     const char *colon = strchr(desc, ':');
-    if (!m) { snprintf(out, n, "%s", desc); return; }
+    if (!m) {
+        snprintf(out, n, "%s", desc);
+        return;
+    }
     m += strlen("error message = '");
     const char *q = strchr(m, '\'');
     const int head = colon ? (int)(colon - desc) : 0;
@@ -53,8 +54,7 @@ ml_status h5u_fail(ml_status st, const char *file, const char *obj, const char *
     H5Ewalk2(H5E_DEFAULT, H5E_WALK_UPWARD, err_walk_cb, &w);
     H5Eclear2(H5E_DEFAULT);
     const char *why = w.sys[0] ? w.sys : w.first[0] ? w.first : "HDF5 gave no reason";
-    if (obj && obj[0])
-        return ml_fail(st, "%s: %s: %s: %s", file ? file : "?", obj, what, why);
+    if (obj && obj[0]) return ml_fail(st, "%s: %s: %s: %s", file ? file : "?", obj, what, why);
     return ml_fail(st, "%s: %s: %s", file ? file : "?", what, why);
 }
 
@@ -95,8 +95,7 @@ hid_t h5u_str_type(size_t len) {
 
 /* ------------------------------------------------------------------ attributes */
 
-static ml_status attr_write(hid_t loc, const char *name, hid_t type, hid_t space, const void *buf,
-                            const char *file) {
+static ml_status attr_write(hid_t loc, const char *name, hid_t type, hid_t space, const void *buf, const char *file) {
     if (H5Aexists(loc, name) > 0 && H5Adelete(loc, name) < 0)
         return h5u_fail(ML_ERR_IO, file, name, "cannot replace attribute");
     hid_t a = H5Acreate2(loc, name, type, space, H5P_DEFAULT, H5P_DEFAULT);
@@ -139,8 +138,7 @@ ml_status h5u_attr_u64(hid_t loc, const char *name, uint64_t val, const char *fi
         st = h5u_fail(ML_ERR_IO, file, name, "cannot replace attribute");
     else if ((a = H5Acreate2(loc, name, H5T_STD_U64LE, s, H5P_DEFAULT, H5P_DEFAULT)) < 0)
         st = h5u_fail(ML_ERR_IO, file, name, "cannot create attribute");
-    else if (H5Awrite(a, H5T_NATIVE_UINT64, &val) < 0)
-        st = h5u_fail(ML_ERR_IO, file, name, "cannot write attribute");
+    else if (H5Awrite(a, H5T_NATIVE_UINT64, &val) < 0) st = h5u_fail(ML_ERR_IO, file, name, "cannot write attribute");
     h5u_close(a);
     H5Sclose(s);
     return st;
@@ -263,8 +261,8 @@ ml_status h5u_read_attr_f64(hid_t loc, const char *name, double *val, const char
 
 /* ------------------------------------------------------------------ whole datasets */
 
-ml_status h5u_write(hid_t loc, const char *path, hid_t file_type, hid_t mem_type, int ndim,
-                    const hsize_t *dims, const void *data, const char *file) {
+ml_status h5u_write(hid_t loc, const char *path, hid_t file_type, hid_t mem_type, int ndim, const hsize_t *dims,
+                    const void *data, const char *file) {
     hid_t s = ndim > 0 ? H5Screate_simple(ndim, dims, NULL) : H5Screate(H5S_SCALAR);
     hid_t lcpl = H5Pcreate(H5P_LINK_CREATE);
     ml_status st = ML_OK;
@@ -290,8 +288,8 @@ static void shape_text(char *buf, size_t n, int ndim, const hsize_t *dims) {
     if (o < n) snprintf(buf + o, n - o, ndim == 1 ? ",)" : ")");
 }
 
-static ml_status open_checked(hid_t loc, const char *path, int ndim, const hsize_t *dims,
-                              const char *file, const char *hint, hid_t *out) {
+static ml_status open_checked(hid_t loc, const char *path, int ndim, const hsize_t *dims, const char *file,
+                              const char *hint, hid_t *out) {
     *out = -1;
     if (H5Lexists(loc, path, H5P_DEFAULT) <= 0) {
         H5Eclear2(H5E_DEFAULT);
@@ -317,16 +315,16 @@ static ml_status open_checked(hid_t loc, const char *path, int ndim, const hsize
     return ML_OK;
 }
 
-ml_status h5u_check_shape(hid_t loc, const char *path, int ndim, const hsize_t *dims,
-                          const char *file, const char *hint) {
+ml_status h5u_check_shape(hid_t loc, const char *path, int ndim, const hsize_t *dims, const char *file,
+                          const char *hint) {
     hid_t d;
     ml_status st = open_checked(loc, path, ndim, dims, file, hint, &d);
     if (st == ML_OK) H5Dclose(d);
     return st;
 }
 
-ml_status h5u_read(hid_t loc, const char *path, hid_t mem_type, int ndim, const hsize_t *dims,
-                   void *data, const char *file, const char *hint) {
+ml_status h5u_read(hid_t loc, const char *path, hid_t mem_type, int ndim, const hsize_t *dims, void *data,
+                   const char *file, const char *hint) {
     hid_t d;
     ml_status st = open_checked(loc, path, ndim, dims, file, hint, &d);
     if (st != ML_OK) return st;
@@ -353,7 +351,7 @@ ml_status h5u_mkdirs(const char *dir) {
     char p[H5U_PATH_MAX];
     if (!dir || !dir[0]) return ml_fail(ML_ERR_ARG, "empty session directory name");
     if (snprintf(p, sizeof p, "%s", dir) >= (int)sizeof p) return ml_fail(ML_ERR_ARG, "%s: path too long", dir);
-    for (char *s = p + 1; ; s++) {
+    for (char *s = p + 1;; s++) {
         const char c = *s;
         if (c == '/' || c == 0) {
             *s = 0;
@@ -364,8 +362,7 @@ ml_status h5u_mkdirs(const char *dir) {
         if (c == 0) break;
     }
     struct stat sb;
-    if (stat(dir, &sb) != 0 || !S_ISDIR(sb.st_mode))
-        return ml_fail(ML_ERR_IO, "%s: not a directory", dir);
+    if (stat(dir, &sb) != 0 || !S_ISDIR(sb.st_mode)) return ml_fail(ML_ERR_IO, "%s: not a directory", dir);
     return ML_OK;
 }
 
@@ -390,8 +387,7 @@ ml_status h5u_path(char *buf, size_t n, const char *dir, const char *name) {
 void h5u_iso_time(char *buf, size_t n) {
     time_t now = time(NULL);
     struct tm tmv;
-    if (!localtime_r(&now, &tmv) || strftime(buf, n, "%Y-%m-%dT%H:%M:%S%z", &tmv) == 0)
-        snprintf(buf, n, "unknown");
+    if (!localtime_r(&now, &tmv) || strftime(buf, n, "%Y-%m-%dT%H:%M:%S%z", &tmv) == 0) snprintf(buf, n, "unknown");
 }
 
 double h5u_unix_time(void) {

@@ -41,15 +41,15 @@ ml_status h5u_read_attr_f64(hid_t loc, const char *name, double *val, const char
 
 /* ---- whole datasets */
 /* Creates `path` (contiguous, ndim <= 4; ndim 0 = scalar) under loc and writes data. */
-ml_status h5u_write(hid_t loc, const char *path, hid_t file_type, hid_t mem_type, int ndim,
-                    const hsize_t *dims, const void *data, const char *file);
+ml_status h5u_write(hid_t loc, const char *path, hid_t file_type, hid_t mem_type, int ndim, const hsize_t *dims,
+                    const void *data, const char *file);
 /* Opens `path`, checks its shape equals dims (ML_ERR_FORMAT naming the dataset and both shapes
  * otherwise) and reads it into data. hint (may be NULL) is appended to a mismatch message. */
-ml_status h5u_read(hid_t loc, const char *path, hid_t mem_type, int ndim, const hsize_t *dims,
-                   void *data, const char *file, const char *hint);
+ml_status h5u_read(hid_t loc, const char *path, hid_t mem_type, int ndim, const hsize_t *dims, void *data,
+                   const char *file, const char *hint);
 /* Only the shape check of h5u_read. */
-ml_status h5u_check_shape(hid_t loc, const char *path, int ndim, const hsize_t *dims,
-                          const char *file, const char *hint);
+ml_status h5u_check_shape(hid_t loc, const char *path, int ndim, const hsize_t *dims, const char *file,
+                          const char *hint);
 /* Current dims of a dataset (refreshing it first when refresh != 0, for SWMR readers). Returns
  * the rank or -1. */
 int h5u_dims(hid_t dset, hsize_t *dims, int maxdims, int refresh);

@@ -51,7 +51,7 @@
 typedef struct {
     hid_t f;
     const char *path;
-    double fsize;     /* bytes of the file when opened */
+    double fsize; /* bytes of the file when opened */
 } Ld;
 
 /* More than the file could hold (see the top comment)? */
@@ -59,9 +59,7 @@ static int too_big(const Ld *L, double elems, double elem_bytes) {
     return elems * elem_bytes > 1032.0 * L->fsize + (double)(1 << 20);
 }
 
-static int clamp_int(int64_t v) {
-    return v > INT_MAX ? INT_MAX : v < INT_MIN ? INT_MIN : (int)v;
-}
+static int clamp_int(int64_t v) { return v > INT_MAX ? INT_MAX : v < INT_MIN ? INT_MIN : (int)v; }
 
 /* Opens `name`, checks rank and the dims after the first (inner[k] < 0: any), and gives its rows.
  * Missing datasets: ML_ERR_FORMAT naming them. */
@@ -100,10 +98,13 @@ static ml_status read_run(const Ld *L, SessionHistory *h, char *json, size_t jso
     const char *path = L->path;
     hid_t run = H5Gopen2(L->f, "run", H5P_DEFAULT);
     if (run < 0) return h5u_fail(ML_ERR_FORMAT, path, "/run", "cannot open group");
-    struct { const char *name; int64_t v; } iv[] = {
-        {"classes", 0}, {"experts", 0}, {"k", 0}, {"batch", 0}, {"d", 0}, {"steps_per_epoch", 0},
-        {"total_steps", 0}, {"tsne_samples", 0}, {"image_c", 0}, {"image_h", 0}, {"image_w", 0},
-        {"n_train", 0}, {"n_test", 0},
+    struct {
+        const char *name;
+        int64_t v;
+    } iv[] = {
+        {"classes", 0},     {"experts", 0},      {"k", 0},       {"batch", 0},   {"d", 0},       {"steps_per_epoch", 0},
+        {"total_steps", 0}, {"tsne_samples", 0}, {"image_c", 0}, {"image_h", 0}, {"image_w", 0}, {"n_train", 0},
+        {"n_test", 0},
     };
     ml_status st = ML_OK;
     for (size_t i = 0; i < sizeof iv / sizeof *iv && st == ML_OK; i++)
@@ -123,8 +124,8 @@ static ml_status read_run(const Ld *L, SessionHistory *h, char *json, size_t jso
     if (st != ML_OK) return st;
     const int64_t K = iv[0].v, E = iv[1].v, k = iv[2].v, B = iv[3].v;
     if (K < 1 || K > 1000000 || E < 0 || E > MOE_MAX_EXPERTS || B < 1 || B > INT_MAX || (E > 0 && (k < 1 || k > E)))
-        return ml_fail(ML_ERR_FORMAT, "%s: /run has classes %lld, experts %lld, k %lld, batch %lld", path,
-                       (long long)K, (long long)E, (long long)k, (long long)B);
+        return ml_fail(ML_ERR_FORMAT, "%s: /run has classes %lld, experts %lld, k %lld, batch %lld", path, (long long)K,
+                       (long long)E, (long long)k, (long long)B);
     h->K = (int)K;
     h->E = (int)E;
     h->batch = (int)B;
@@ -144,7 +145,8 @@ static ml_status read_run(const Ld *L, SessionHistory *h, char *json, size_t jso
     int n = 0;
     st = sess_read_strings(L->f, "/run/class_names", &h->class_names, &n, path);
     if (st != ML_OK) return st;
-    if (n != h->K) return ml_fail(ML_ERR_FORMAT, "%s: /run/class_names has %d names, /run@classes is %d", path, n, h->K);
+    if (n != h->K)
+        return ml_fail(ML_ERR_FORMAT, "%s: /run/class_names has %d names, /run@classes is %d", path, n, h->K);
     return ML_OK;
 }
 
@@ -154,7 +156,8 @@ static ml_status read_events(const Ld *L, SessionHistory *h) {
     long n = 0;
     ml_status st = ds_shape(L, "/events", 1, NULL, &n, NULL);
     if (st != ML_OK) return st;
-    if (too_big(L, (double)n, 16.0)) return ml_fail(ML_ERR_FORMAT, "%s: /events claims %ld rows (damaged?)", L->path, n);
+    if (too_big(L, (double)n, 16.0))
+        return ml_fail(ML_ERR_FORMAT, "%s: /events claims %ld rows (damaged?)", L->path, n);
     if (n == 0) return ML_OK;
     hid_t t = sess_event_type();
     if (t < 0) return h5u_fail(ML_ERR_FORMAT, L->path, "/events", "cannot make the event type");
@@ -201,7 +204,10 @@ static ml_status read_columns(const Ld *L, const char *group, const SessCol *col
     for (int c = 0; c < ncols; c++) {
         const SessCol *col = &cols[c];
         snprintf(name, sizeof name, "%s/%s", group, col->name);
-        if (col->optional && H5Lexists(L->f, name, H5P_DEFAULT) <= 0) { H5Eclear2(H5E_DEFAULT); continue; }
+        if (col->optional && H5Lexists(L->f, name, H5P_DEFAULT) <= 0) {
+            H5Eclear2(H5E_DEFAULT);
+            continue;
+        }
         double *dv = NULL;
         const ml_status st = sess_read_rows(L->f, name, (hsize_t)n, H5T_NATIVE_DOUBLE, (void **)&dv, L->path);
         if (st != ML_OK) return st;
@@ -220,7 +226,10 @@ static ml_status read_steps(const Ld *L, SessionHistory *h, const json_t *cfg) {
     ml_status st = ML_OK;
     for (int c = 0; c < SC_N; c++) {
         snprintf(name, sizeof name, "/steps/%s", sess_step_cols[c].name);
-        if (sess_step_cols[c].optional && H5Lexists(L->f, name, H5P_DEFAULT) <= 0) { H5Eclear2(H5E_DEFAULT); continue; }
+        if (sess_step_cols[c].optional && H5Lexists(L->f, name, H5P_DEFAULT) <= 0) {
+            H5Eclear2(H5E_DEFAULT);
+            continue;
+        }
         if ((st = ds_shape(L, name, 1, NULL, &r, NULL)) != ML_OK) return st;
         if (ns < 0 || r < ns) ns = r;
     }
@@ -454,8 +463,7 @@ long session_history_step_at(const SessionHistory *h, long step) {
     return lo - 1;
 }
 
-void session_history_events_around(const SessionHistory *h, long step, int before, int after, long *first,
-                                   long *last) {
+void session_history_events_around(const SessionHistory *h, long step, int before, int after, long *first, long *last) {
     long a = 0, b = 0;
     if (h && h->nevents > 0) {
         long lo = 0, hi = h->nevents;
@@ -497,7 +505,8 @@ static ml_status read_one_row(hid_t f, const char *path, const char *name, int e
     if (!ok) {
         H5Dclose(d);
         H5Eclear2(H5E_DEFAULT);
-        return ml_fail(ML_ERR_FORMAT, "%s: %s has no row %d of the loaded shape (changed since loading?)", path, name, ev);
+        return ml_fail(ML_ERR_FORMAT, "%s: %s has no row %d of the loaded shape (changed since loading?)", path, name,
+                       ev);
     }
     void *buf = ml_alloc(H5Tget_size(mem_type) * elems);
     hid_t fs = H5Dget_space(d), ms = -1;
@@ -525,12 +534,14 @@ ml_status session_history_tsne(const SessionHistory *h, int ev, float **feat, in
     if (label) *label = NULL;
     if (n) *n = 0;
     if (d) *d = 0;
-    if (!h || !feat || !expert || !label || !n || !d) return ml_fail(ML_ERR_ARG, "session_history_tsne: missing argument");
+    if (!h || !feat || !expert || !label || !n || !d)
+        return ml_fail(ML_ERR_ARG, "session_history_tsne: missing argument");
     if (h->E <= 0) return ml_fail(ML_ERR_ARG, "%s: a dense head has no t-SNE sample", h->path);
     if (ev < 0 || ev >= h->nevals)
         return ml_fail(ML_ERR_ARG, "%s: evaluation %d is out of range (%d loaded)", h->path, ev, h->nevals);
     const int tn = h->evals[ev].tsne_n, fd = h->evals[ev].feat_dim;
-    if (tn <= 0 || fd <= 0) return ml_fail(ML_ERR_ARG, "%s: the session has no t-SNE sample (--tsne-samples 0)", h->path);
+    if (tn <= 0 || fd <= 0)
+        return ml_fail(ML_ERR_ARG, "%s: the session has no t-SNE sample (--tsne-samples 0)", h->path);
     char path[H5U_PATH_MAX];
     hid_t f = -1;
     ml_status st = sess_open_read(h->path, &f, path, sizeof path);

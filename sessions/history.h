@@ -18,10 +18,10 @@
 #include "sessions/session.h"
 
 typedef struct {
-    char path[1024];          /* the .h5 file read */
-    SessionInfo info;         /* as session_read_info */
-    int K, E;                 /* classes; experts (0 for a dense head) */
-    char **class_names;       /* (K) ml_alloc'd block (one ml_free) */
+    char path[1024];    /* the .h5 file read */
+    SessionInfo info;   /* as session_read_info */
+    int K, E;           /* classes; experts (0 for a dense head) */
+    char **class_names; /* (K) ml_alloc'd block (one ml_free) */
     /* /run attributes */
     int batch, d, log_every, tsne_samples;
     long steps_per_epoch, total_steps;
@@ -32,17 +32,17 @@ typedef struct {
     /* /steps: one StepRecord per row, with has_moe and moe.{B,E,k,training,demand,kept,mean_gate,
      * bias,capacity,dropless,drop_frac,...} filled from the columns (dense heads: has_moe = 0) */
     long nsteps;
-    StepRecord *steps;        /* (nsteps) ml_alloc'd */
-    double *step_wall;        /* (nsteps) /steps/wall_time */
+    StepRecord *steps; /* (nsteps) ml_alloc'd */
+    double *step_wall; /* (nsteps) /steps/wall_time */
     /* /evals: one EvalRecord per row; class_expert points into ce (MoE heads; NULL for dense);
      * the t-SNE pointers are NULL (see session_history_tsne) but tsne_n / feat_dim are set */
     int nevals;
-    EvalRecord *evals;        /* (nevals) */
-    double *eval_wall;        /* (nevals) */
-    int *ce;                  /* (nevals, K, E) */
+    EvalRecord *evals; /* (nevals) */
+    double *eval_wall; /* (nevals) */
+    int *ce;           /* (nevals, K, E) */
     /* /events */
     long nevents;
-    SessionEventRow *events;  /* (nevents) malloc'd */
+    SessionEventRow *events; /* (nevents) malloc'd */
 } SessionHistory;
 
 /* Reads DIR/live.h5 (or a path to an .h5 file) into h (zeroed first). On error h is left empty
@@ -62,8 +62,7 @@ int session_history_eval_at_epoch(const SessionHistory *h, int epoch);
 long session_history_step_at(const SessionHistory *h, long step);
 /* Events [*first, *last) within `before` events before and `after` events after the position of
  * `step` in the event log (the first event with a step > `step`). */
-void session_history_events_around(const SessionHistory *h, long step, int before, int after, long *first,
-                                   long *last);
+void session_history_events_around(const SessionHistory *h, long step, int before, int after, long *first, long *last);
 
 /* The t-SNE sample of evaluation `ev` (0-based row of /evals): features (n, d) and the
  * first-choice expert and class of each sample, read from the file into new ml_alloc'd arrays

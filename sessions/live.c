@@ -32,28 +32,28 @@ enum {
     DS_N
 };
 
-#define STEP_CHUNK 512     /* rows per chunk of the /steps scalars (4 KiB) */
-#define SVEC_CHUNK 256     /* rows per chunk of the /steps [T, E] datasets */
+#define STEP_CHUNK 512 /* rows per chunk of the /steps scalars (4 KiB) */
+#define SVEC_CHUNK 256 /* rows per chunk of the /steps [T, E] datasets */
 #define EVAL_CHUNK 64
 #define EVENT_CHUNK 64
 
 struct SessionLive {
     char path[H5U_PATH_MAX];
     hid_t file;
-    hid_t ds[DS_N];                 /* -1 when absent (dense head, no t-SNE sample) */
-    char dirty[DS_N];               /* written since the last flush */
-    char dspath[DS_N][48];          /* for messages */
+    hid_t ds[DS_N];        /* -1 when absent (dense head, no t-SNE sample) */
+    char dirty[DS_N];      /* written since the last flush */
+    char dspath[DS_N][48]; /* for messages */
     hid_t event_type, status_type;
     int E, K, tsne_n, feat_dim;
     hsize_t n_steps, n_evals, n_events; /* rows in the file */
-    int nbuf;                       /* buffered step records */
+    int nbuf;                           /* buffered step records */
     double sbuf[SC_N][SESSION_STEP_BLOCK];
     int32_t vbuf_i[2][SESSION_STEP_BLOCK * MOE_MAX_EXPERTS]; /* demand, kept */
     float vbuf_f[2][SESSION_STEP_BLOCK * MOE_MAX_EXPERTS];   /* mean_gate, bias */
-    int fd;                         /* the file's descriptor for the space guard (-1: none) */
-    hsize_t reserved;               /* bytes reserved with posix_fallocate */
-    int failed;                     /* sticky: the first write error disables the writer */
-    int hdf5_broken;                /* the error happened inside HDF5 (not the space guard) */
+    int fd;                                                  /* the file's descriptor for the space guard (-1: none) */
+    hsize_t reserved;                                        /* bytes reserved with posix_fallocate */
+    int failed;                                              /* sticky: the first write error disables the writer */
+    int hdf5_broken;                                         /* the error happened inside HDF5 (not the space guard) */
     ml_status fail_st;
     char fail_msg[1024];
 };
@@ -92,7 +92,8 @@ static ml_status live_failed(struct SessionLive *p, ml_status st);
 static ml_status live_reserve(struct SessionLive *p, hsize_t extra) {
     if (p->fd < 0) return ML_OK;
     haddr_t eoa = 0;
-    if (H5Fget_eoa(p->file, &eoa) < 0) return live_failed(p, h5u_fail(ML_ERR_IO, p->path, "", "cannot get the end of allocation"));
+    if (H5Fget_eoa(p->file, &eoa) < 0)
+        return live_failed(p, h5u_fail(ML_ERR_IO, p->path, "", "cannot get the end of allocation"));
     const hsize_t need = (hsize_t)eoa + extra + LIVE_MARGIN;
     /* HDF5 truncates the file to its end of allocation whenever it flushes the whole file
      * (H5Fflush, H5Fstart_swmr_write), so the reserve is checked against the real size */
@@ -105,9 +106,10 @@ static ml_status live_reserve(struct SessionLive *p, hsize_t extra) {
         return ML_OK;
     }
     if (r != 0)
-        return live_failed(p, ml_fail(ML_ERR_IO, "%s: cannot reserve space for the next writes (%llu bytes): %s; "
-                                      "the session keeps what was written before", p->path,
-                                      (unsigned long long)target, strerror(r)));
+        return live_failed(p, ml_fail(ML_ERR_IO,
+                                      "%s: cannot reserve space for the next writes (%llu bytes): %s; "
+                                      "the session keeps what was written before",
+                                      p->path, (unsigned long long)target, strerror(r)));
     p->reserved = target;
     return ML_OK;
 }
@@ -125,11 +127,17 @@ static void live_detach(struct SessionLive *p) {
     const size_t bs = (size_t)1 << 16;
     char *buf = ml_alloc(bs);
     const int mfd = buf ? memfd_create("moelab-live-discard", MFD_CLOEXEC) : -1;
-    if (mfd < 0) { ml_free(buf); return; }
+    if (mfd < 0) {
+        ml_free(buf);
+        return;
+    }
     off_t off = 0;
     ssize_t r;
     while ((r = pread(fd, buf, bs, off)) > 0) {
-        if (pwrite(mfd, buf, (size_t)r, off) != r) { r = -1; break; }
+        if (pwrite(mfd, buf, (size_t)r, off) != r) {
+            r = -1;
+            break;
+        }
         off += r;
     }
     if (r == 0) dup2(mfd, fd);
@@ -164,15 +172,14 @@ static ml_status live_h5failed(struct SessionLive *p, ml_status st) {
 
 static ml_status live_check(const SessionWriter *w) {
     if (!w || !w->p) return ml_fail(ML_ERR_STATE, "session writer is not open");
-    if (w->p->failed)
-        return ml_fail(ML_ERR_IO, "%s (session writer disabled after this error)", w->p->fail_msg);
+    if (w->p->failed) return ml_fail(ML_ERR_IO, "%s (session writer disabled after this error)", w->p->fail_msg);
     return ML_OK;
 }
 
 /* Grows dataset i along dim 0 to n0 + cnt rows and writes rows [n0, n0 + cnt) from data.
  * inner/ninner: the other dims. */
-static ml_status live_append_rows(struct SessionLive *p, int i, hsize_t n0, hsize_t cnt,
-                                  const hsize_t *inner, int ninner, hid_t mem_type, const void *data) {
+static ml_status live_append_rows(struct SessionLive *p, int i, hsize_t n0, hsize_t cnt, const hsize_t *inner,
+                                  int ninner, hid_t mem_type, const void *data) {
     hsize_t dims[4], start[4] = {0, 0, 0, 0}, count[4];
     dims[0] = n0 + cnt;
     start[0] = n0;
@@ -267,8 +274,8 @@ static hid_t make_dcpl(int nd, const hsize_t *chunk, hid_t type, const void *fil
 }
 
 /* Creates dataset i: dims (0, inner...), unlimited first dim, the given chunk. */
-static ml_status create_ext(struct SessionLive *p, int i, hid_t type, int ninner, const hsize_t *inner,
-                            hsize_t chunk0, const void *fill, const char *desc) {
+static ml_status create_ext(struct SessionLive *p, int i, hid_t type, int ninner, const hsize_t *inner, hsize_t chunk0,
+                            const void *fill, const char *desc) {
     hsize_t dims[4] = {0}, maxd[4] = {H5S_UNLIMITED}, chunk[4] = {chunk0};
     for (int k = 0; k < ninner; k++) {
         dims[k + 1] = maxd[k + 1] = inner[k];
@@ -280,8 +287,7 @@ static ml_status create_ext(struct SessionLive *p, int i, hid_t type, int ninner
     if (s < 0 || dcpl < 0) st = h5u_fail(ML_ERR_IO, p->path, p->dspath[i], "cannot prepare dataset");
     else if ((p->ds[i] = H5Dcreate2(p->file, p->dspath[i], type, s, H5P_DEFAULT, dcpl, H5P_DEFAULT)) < 0)
         st = h5u_fail(ML_ERR_IO, p->path, p->dspath[i], "cannot create dataset");
-    else if (desc)
-        st = h5u_attr_str(p->ds[i], "description", desc, p->path);
+    else if (desc) st = h5u_attr_str(p->ds[i], "description", desc, p->path);
     h5u_close(s);
     h5u_close(dcpl);
     return st;
@@ -452,8 +458,7 @@ static ml_status create_schema(struct SessionLive *p, const SessionInfo *info, c
             st = create_ext(p, DS_TSNE_EXPERT, H5T_STD_I32LE, 1, &n1, 1, &ifill32,
                             "(N_eval, n) first-choice expert of each sample");
         if (st == ML_OK)
-            st = create_ext(p, DS_TSNE_LABEL, H5T_STD_I32LE, 1, &n1, 1, &ifill32,
-                            "(N_eval, n) class of each sample");
+            st = create_ext(p, DS_TSNE_LABEL, H5T_STD_I32LE, 1, &n1, 1, &ifill32, "(N_eval, n) class of each sample");
     }
     if (st != ML_OK) return st;
 
@@ -490,15 +495,17 @@ static ml_status live_types(struct SessionLive *p) {
 ml_status session_create(SessionWriter *w, const char *dir, const SessionInfo *info) {
     h5u_quiet();
     w->p = NULL;
-    if (!info || !info->run)
-        return ml_fail(ML_ERR_ARG, "session_create: no run description");
+    if (!info || !info->run) return ml_fail(ML_ERR_ARG, "session_create: no run description");
     const RunRecord *t = info->run;
     ml_status st = h5u_mkdirs(dir);
     if (st != ML_OK) return st;
     struct SessionLive *p = ml_alloc(sizeof *p);
     if (!p) return ml_fail(ML_ERR_NOMEM, "out of memory");
     live_init_table(p);
-    if ((st = h5u_path(p->path, sizeof p->path, dir, "live.h5")) != ML_OK) { live_release(p, 0); return st; }
+    if ((st = h5u_path(p->path, sizeof p->path, dir, "live.h5")) != ML_OK) {
+        live_release(p, 0);
+        return st;
+    }
     struct stat sb;
     if (stat(p->path, &sb) == 0) {
         st = ml_fail(ML_ERR_IO, "%s already exists (resume appends to it; choose a new session folder)", p->path);
@@ -510,9 +517,15 @@ ml_status session_create(SessionWriter *w, const char *dir, const SessionInfo *i
     p->K = t->classes;
     p->tsne_n = moe ? t->tsne_n : 0;
     p->feat_dim = t->d;
-    if ((st = live_types(p)) != ML_OK) { live_release(p, 0); return st; }
+    if ((st = live_types(p)) != ML_OK) {
+        live_release(p, 0);
+        return st;
+    }
     hid_t fapl = h5u_fapl_latest();
-    if (fapl < 0) { live_release(p, 0); return h5u_fail(ML_ERR_IO, p->path, "", "cannot make file access list"); }
+    if (fapl < 0) {
+        live_release(p, 0);
+        return h5u_fail(ML_ERR_IO, p->path, "", "cannot make file access list");
+    }
     p->file = H5Fcreate(p->path, H5F_ACC_EXCL, H5P_DEFAULT, fapl);
     if (p->file < 0) {
         st = h5u_fail(ML_ERR_IO, p->path, "", "cannot create file"); /* before any other H5 call */
@@ -572,15 +585,16 @@ ml_status session_append_eval(SessionWriter *w, const EvalRecord *r) {
     struct SessionLive *p = w->p;
     if (p->E > 0) {
         if (!r->has_moe || r->classes != p->K || r->experts != p->E || !r->class_expert)
-            return ml_fail(ML_ERR_ARG, "%s: eval record has a %dx%d class x expert matrix, the session %dx%d",
-                           p->path, r->classes, r->experts, p->K, p->E);
+            return ml_fail(ML_ERR_ARG, "%s: eval record has a %dx%d class x expert matrix, the session %dx%d", p->path,
+                           r->classes, r->experts, p->K, p->E);
         if (p->tsne_n > 0 && (r->tsne_n != p->tsne_n || r->feat_dim != p->feat_dim || !r->tsne_feat ||
                               !r->tsne_expert || !r->tsne_label))
-            return ml_fail(ML_ERR_ARG, "%s: eval record has a t-SNE sample of %d x %d, the session %d x %d",
-                           p->path, r->tsne_n, r->feat_dim, p->tsne_n, p->feat_dim);
+            return ml_fail(ML_ERR_ARG, "%s: eval record has a t-SNE sample of %d x %d, the session %d x %d", p->path,
+                           r->tsne_n, r->feat_dim, p->tsne_n, p->feat_dim);
     }
     if ((st = live_write_steps(p)) != ML_OK) return st;
-    const hsize_t bytes = 2 * ((hsize_t)p->tsne_n * (hsize_t)(p->feat_dim + 2) * 4 + (hsize_t)p->K * p->E * 4 + EC_N * 8);
+    const hsize_t bytes =
+        2 * ((hsize_t)p->tsne_n * (hsize_t)(p->feat_dim + 2) * 4 + (hsize_t)p->K * p->E * 4 + EC_N * 8);
     if ((st = live_reserve(p, bytes)) != ML_OK) return st;
     double row[EC_N];
     sess_eval_row(r, h5u_unix_time(), row);
@@ -813,7 +827,10 @@ static ml_status append_plan(struct SessionLive *p, long resume_step, hsize_t *k
         hsize_t d[4];
         if (h5u_dims(p->ds[DS_TSNE_FEAT], d, 4, 0) != 3 || p->ds[DS_TSNE_EXPERT] < 0 || p->ds[DS_TSNE_LABEL] < 0)
             st = ml_fail(ML_ERR_FORMAT, "%s: /evals/tsne_* datasets are incomplete", f);
-        else { p->tsne_n = (int)d[1]; p->feat_dim = (int)d[2]; }
+        else {
+            p->tsne_n = (int)d[1];
+            p->feat_dim = (int)d[2];
+        }
     }
     if (st != ML_OK) return st;
 
@@ -922,15 +939,19 @@ static ml_status check_room(const char *path, const char *dir, off_t size) {
     struct rlimit rl;
     if (getrlimit(RLIMIT_FSIZE, &rl) == 0 && rl.rlim_cur != RLIM_INFINITY &&
         (unsigned long long)size + need > (unsigned long long)rl.rlim_cur)
-        return ml_fail(ML_ERR_IO, "%s: cannot reserve space for the next writes (%llu bytes): %s (file size limit); "
-                       "the file is unchanged", path, (unsigned long long)size + need, strerror(EFBIG));
+        return ml_fail(ML_ERR_IO,
+                       "%s: cannot reserve space for the next writes (%llu bytes): %s (file size limit); "
+                       "the file is unchanged",
+                       path, (unsigned long long)size + need, strerror(EFBIG));
     struct statvfs vs;
     if (statvfs(dir, &vs) == 0) {
         const unsigned long long blocks = geteuid() == 0 ? vs.f_bfree : vs.f_bavail;
         const unsigned long long avail = blocks * (unsigned long long)(vs.f_frsize ? vs.f_frsize : vs.f_bsize);
         if (avail < need)
-            return ml_fail(ML_ERR_IO, "%s: cannot reserve space for the next writes (%llu bytes, %llu free): %s; "
-                           "the file is unchanged", path, need, avail, strerror(ENOSPC));
+            return ml_fail(ML_ERR_IO,
+                           "%s: cannot reserve space for the next writes (%llu bytes, %llu free): %s; "
+                           "the file is unchanged",
+                           path, need, avail, strerror(ENOSPC));
     }
     return ML_OK;
 }
@@ -958,7 +979,10 @@ ml_status session_open_append(SessionWriter *w, const char *dir, long resume_ste
     if (!p) return ml_fail(ML_ERR_NOMEM, "out of memory");
     live_init_table(p);
     ml_status st = h5u_path(p->path, sizeof p->path, dir, "live.h5");
-    if (st != ML_OK) { live_release(p, 0); return st; }
+    if (st != ML_OK) {
+        live_release(p, 0);
+        return st;
+    }
     struct stat sb;
     if (lstat(p->path, &sb) != 0) {
         st = ml_fail(ML_ERR_IO, "%s: %s", p->path, strerror(errno));
@@ -975,7 +999,10 @@ ml_status session_open_append(SessionWriter *w, const char *dir, long resume_ste
         live_release(p, 0);
         return ml_fail(ML_ERR_FORMAT, "%s is not an HDF5 file", dir);
     }
-    if ((st = live_types(p)) != ML_OK) { live_release(p, 0); return st; }
+    if ((st = live_types(p)) != ML_OK) {
+        live_release(p, 0);
+        return st;
+    }
 
     /* 1. every check on a read-only handle: a refused resume writes nothing */
     hsize_t ks = 0, ke = 0, kv = 0;
@@ -993,7 +1020,10 @@ ml_status session_open_append(SessionWriter *w, const char *dir, long resume_ste
 
     /* 2. open for writing; a crashed SWMR writer's flags are cleared first (see clear_status_flags) */
     hid_t fapl = h5u_fapl_latest();
-    if (fapl < 0) { live_release(p, 0); return h5u_fail(ML_ERR_IO, p->path, "", "cannot make file access list"); }
+    if (fapl < 0) {
+        live_release(p, 0);
+        return h5u_fail(ML_ERR_IO, p->path, "", "cannot make file access list");
+    }
     p->file = H5Fopen(p->path, H5F_ACC_RDWR, fapl);
     if (p->file < 0) {
         H5Eclear2(H5E_DEFAULT);
@@ -1001,8 +1031,7 @@ ml_status session_open_append(SessionWriter *w, const char *dir, long resume_ste
     }
     H5Pclose(fapl);
     if (p->file < 0) {
-        st = h5u_fail(access(p->path, W_OK) == 0 ? ML_ERR_FORMAT : ML_ERR_IO, p->path, "",
-                      "cannot open for appending");
+        st = h5u_fail(access(p->path, W_OK) == 0 ? ML_ERR_FORMAT : ML_ERR_IO, p->path, "", "cannot open for appending");
         live_release(p, 0);
         return st;
     }

@@ -58,7 +58,8 @@ ml_status session_lock(const char *dir, SessionLock *l) {
         return ml_fail(ML_ERR_IO, "%s: the session lock file is not a regular file", path);
     }
     int r;
-    do r = flock(fd, LOCK_EX | LOCK_NB); while (r != 0 && errno == EINTR);
+    do r = flock(fd, LOCK_EX | LOCK_NB);
+    while (r != 0 && errno == EINTR);
     if (r != 0) {
         const int e = errno;
         if (e == EWOULDBLOCK) {
@@ -93,7 +94,8 @@ ml_status session_lock_create(const char *dir, SessionLock *l) {
 void session_unlock(SessionLock *l) {
     if (!l || !l->held) return;
     /* empty the PID while still holding the lock, then release it with the descriptor */
-    if (ftruncate(l->fd, 0) != 0) { /* nothing to do: the PID text is only informative */ }
+    if (ftruncate(l->fd, 0) != 0) { /* nothing to do: the PID text is only informative */
+    }
     close(l->fd);
     l->fd = -1;
     l->held = 0;

@@ -66,17 +66,22 @@ long sess_rows(hid_t dset) {
 
 /* Rows of dataset `name`, or -1 if missing/unreadable (errors cleared). */
 static long rows_of(hid_t file, const char *name) {
-    if (H5Lexists(file, name, H5P_DEFAULT) <= 0) { H5Eclear2(H5E_DEFAULT); return -1; }
+    if (H5Lexists(file, name, H5P_DEFAULT) <= 0) {
+        H5Eclear2(H5E_DEFAULT);
+        return -1;
+    }
     hid_t d = H5Dopen2(file, name, H5P_DEFAULT);
-    if (d < 0) { H5Eclear2(H5E_DEFAULT); return -1; }
+    if (d < 0) {
+        H5Eclear2(H5E_DEFAULT);
+        return -1;
+    }
     const long r = sess_rows(d);
     H5Dclose(d);
     H5Eclear2(H5E_DEFAULT);
     return r;
 }
 
-ml_status sess_read_rows(hid_t file, const char *name, hsize_t rows, hid_t mem_type, void **out,
-                         const char *path) {
+ml_status sess_read_rows(hid_t file, const char *name, hsize_t rows, hid_t mem_type, void **out, const char *path) {
     *out = NULL;
     if (H5Lexists(file, name, H5P_DEFAULT) <= 0) {
         H5Eclear2(H5E_DEFAULT);
@@ -109,7 +114,10 @@ ml_status sess_read_rows(hid_t file, const char *name, hsize_t rows, hid_t mem_t
         h5u_close(ms);
     }
     H5Dclose(d);
-    if (st != ML_OK) { ml_free(buf); return st; }
+    if (st != ML_OK) {
+        ml_free(buf);
+        return st;
+    }
     *out = buf;
     return ML_OK;
 }
@@ -153,7 +161,10 @@ ml_status sess_read_strings(hid_t file, const char *name, char ***out, int *n, c
         }
         h5u_close(mt);
         ml_free(raw);
-        if (st != ML_OK) { ml_free(v); v = NULL; }
+        if (st != ML_OK) {
+            ml_free(v);
+            v = NULL;
+        }
     }
     h5u_close(ft);
     H5Dclose(d);
@@ -180,7 +191,8 @@ static ml_status read_info(hid_t f, const char *path, SessionInfo *info) {
     st = attr_str_trunc(run, "moelab_version", info->moelab_version, sizeof info->moelab_version, path);
     if (st == ML_OK) st = attr_str_trunc(run, "created", info->created, sizeof info->created, path);
     if (st == ML_OK) st = attr_str_trunc(run, "dataset", info->dataset, sizeof info->dataset, path);
-    if (st == ML_OK) st = attr_str_trunc(run, "dataset_spec", info->dataset_spec_out, sizeof info->dataset_spec_out, path);
+    if (st == ML_OK)
+        st = attr_str_trunc(run, "dataset_spec", info->dataset_spec_out, sizeof info->dataset_spec_out, path);
     if (st == ML_OK) st = attr_str_trunc(run, "head", info->head, sizeof info->head, path);
     if (st == ML_OK) st = attr_str_trunc(run, "backbone", info->backbone, sizeof info->backbone, path);
     if (st == ML_OK) st = h5u_read_attr_f64(run, "width", &x, path);
@@ -218,7 +230,8 @@ static ml_status read_info(hid_t f, const char *path, SessionInfo *info) {
 
     /* steps: common length of step and wall_time */
     long ns = rows_of(f, "/steps/step"), nw = rows_of(f, "/steps/wall_time");
-    if (ns < 0 || nw < 0) return ml_fail(ML_ERR_FORMAT, "%s: /steps/step or /steps/wall_time is missing or unreadable", path);
+    if (ns < 0 || nw < 0)
+        return ml_fail(ML_ERR_FORMAT, "%s: /steps/step or /steps/wall_time is missing or unreadable", path);
     if (nw < ns) ns = nw;
     info->steps_logged = ns;
     if (ns > 0) {
@@ -236,7 +249,8 @@ static ml_status read_info(hid_t f, const char *path, SessionInfo *info) {
 
     /* evals */
     long ne = rows_of(f, "/evals/epoch"), na = rows_of(f, "/evals/test_acc");
-    if (ne < 0 || na < 0) return ml_fail(ML_ERR_FORMAT, "%s: /evals/epoch or /evals/test_acc is missing or unreadable", path);
+    if (ne < 0 || na < 0)
+        return ml_fail(ML_ERR_FORMAT, "%s: /evals/epoch or /evals/test_acc is missing or unreadable", path);
     if (na < ne) ne = na;
     info->evals = (int)ne;
     info->last_test_acc = info->best_test_acc = NAN;
@@ -330,7 +344,11 @@ ml_status session_read_events(const char *dir, SessionEventRow **out, long *n) {
         }
     }
     free(rows);
-    if (st != ML_OK) { free(*out); *out = NULL; *n = 0; }
+    if (st != ML_OK) {
+        free(*out);
+        *out = NULL;
+        *n = 0;
+    }
     h5u_close(t);
     h5u_close(d);
     H5Fclose(f);
@@ -344,7 +362,10 @@ ml_status session_read_run_attr_alloc(const char *dir, const char *name, char **
         char *buf = malloc(n);
         if (!buf) return ml_fail(ML_ERR_NOMEM, "out of memory reading /run@%s", name);
         const ml_status st = session_read_run_attr(dir, name, buf, n);
-        if (st == ML_OK) { *out = buf; return ML_OK; }
+        if (st == ML_OK) {
+            *out = buf;
+            return ML_OK;
+        }
         free(buf);
         if (st != ML_ERR_ARG) return st; /* ML_ERR_ARG: did not fit */
     }

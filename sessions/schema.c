@@ -17,31 +17,44 @@
 const SessCol sess_step_cols[SC_N] = {
     [SC_STEP] = {"step", 1, "steps completed, this one included", SF_I64, offsetof(StepRecord, step), 0},
     [SC_EPOCH] = {"epoch", 1, "1-based epoch of this step", SF_I32, offsetof(StepRecord, epoch), 0},
-    [SC_EPOCH_PROGRESS] = {"epoch_progress", 0, "fraction of the epoch done", SF_F64, offsetof(StepRecord, epoch_progress), 0},
+    [SC_EPOCH_PROGRESS] = {"epoch_progress", 0, "fraction of the epoch done", SF_F64,
+                           offsetof(StepRecord, epoch_progress), 0},
     [SC_LOSS] = {"loss", 0, "cross-entropy of the batch", SF_F64, offsetof(StepRecord, loss), 0},
-    [SC_LOSS_TOTAL] = {"loss_total", 0, "cross-entropy + alpha L_aux + beta L_z", SF_F64, offsetof(StepRecord, loss_total), 0},
+    [SC_LOSS_TOTAL] = {"loss_total", 0, "cross-entropy + alpha L_aux + beta L_z", SF_F64,
+                       offsetof(StepRecord, loss_total), 0},
     [SC_ACC] = {"acc", 0, "batch accuracy", SF_F64, offsetof(StepRecord, acc), 0},
     [SC_LR] = {"lr", 0, "learning rate used", SF_F32, offsetof(StepRecord, lr), 0},
     [SC_TAU] = {"tau", 0, "router temperature used", SF_F32, offsetof(StepRecord, tau), 0},
-    [SC_IMG_PER_S] = {"img_per_s", 0, "training throughput since the previous record", SF_F64, offsetof(StepRecord, img_per_s), 0},
+    [SC_IMG_PER_S] = {"img_per_s", 0, "training throughput since the previous record", SF_F64,
+                      offsetof(StepRecord, img_per_s), 0},
     [SC_DROP_FRAC] = {"drop_frac", 0, "dropped pairs / (B k)", SF_F64, offsetof(StepRecord, moe.drop_frac), 0},
-    [SC_NO_EXPERT_FRAC] = {"no_expert_frac", 0, "samples with every pair dropped / B", SF_F64, offsetof(StepRecord, moe.no_expert_frac), 0},
-    [SC_GATE_ENTROPY] = {"gate_entropy", 0, "mean gate entropy / log E", SF_F64, offsetof(StepRecord, moe.gate_entropy), 0},
-    [SC_LOAD_ENTROPY] = {"load_entropy", 0, "entropy of the kept load / log E", SF_F64, offsetof(StepRecord, moe.load_entropy), 0},
+    [SC_NO_EXPERT_FRAC] = {"no_expert_frac", 0, "samples with every pair dropped / B", SF_F64,
+                           offsetof(StepRecord, moe.no_expert_frac), 0},
+    [SC_GATE_ENTROPY] = {"gate_entropy", 0, "mean gate entropy / log E", SF_F64, offsetof(StepRecord, moe.gate_entropy),
+                         0},
+    [SC_LOAD_ENTROPY] = {"load_entropy", 0, "entropy of the kept load / log E", SF_F64,
+                         offsetof(StepRecord, moe.load_entropy), 0},
     [SC_MAXVIO] = {"maxvio", 0, "max kept / mean kept - 1", SF_F64, offsetof(StepRecord, moe.maxvio), 0},
-    [SC_CONFIDENCE] = {"confidence", 0, "mean combine weight of the kept pairs", SF_F64, offsetof(StepRecord, moe.confidence), 0},
+    [SC_CONFIDENCE] = {"confidence", 0, "mean combine weight of the kept pairs", SF_F64,
+                       offsetof(StepRecord, moe.confidence), 0},
     [SC_L_AUX] = {"l_aux", 0, "load-balancing loss (unweighted)", SF_F64, offsetof(StepRecord, moe.l_aux), 0},
     [SC_L_Z] = {"l_z", 0, "router z-loss (unweighted)", SF_F64, offsetof(StepRecord, moe.l_z), 0},
-    [SC_CAPACITY] = {"capacity", 1, "expert capacity C used (B when dropless)", SF_I32, offsetof(StepRecord, moe.capacity), 0},
-    [SC_PAIRS_PER_SAMPLE] = {"pairs_per_sample", 0, "kept pairs / B", SF_F64, offsetof(StepRecord, moe.pairs_per_sample), 0},
-    [SC_RHO_REALIZED] = {"rho_realized", 0, "routed FLOPs actually spent / total", SF_F64, offsetof(StepRecord, rho_realized), 0},
-    [SC_DEAD_EXPERTS] = {"dead_experts", 1, "experts with no kept pair over the window", SF_I32, offsetof(StepRecord, dead_experts), 0},
+    [SC_CAPACITY] = {"capacity", 1, "expert capacity C used (B when dropless)", SF_I32,
+                     offsetof(StepRecord, moe.capacity), 0},
+    [SC_PAIRS_PER_SAMPLE] = {"pairs_per_sample", 0, "kept pairs / B", SF_F64,
+                             offsetof(StepRecord, moe.pairs_per_sample), 0},
+    [SC_RHO_REALIZED] = {"rho_realized", 0, "routed FLOPs actually spent / total", SF_F64,
+                         offsetof(StepRecord, rho_realized), 0},
+    [SC_DEAD_EXPERTS] = {"dead_experts", 1, "experts with no kept pair over the window", SF_I32,
+                         offsetof(StepRecord, dead_experts), 0},
     [SC_COLLAPSED] = {"collapsed", 1, "collapse flag over the window", SF_I32, offsetof(StepRecord, collapsed), 0},
-    [SC_COLLAPSE_REASON] = {"collapse_reason", 1, "COLLAPSE_* bits: 1 entropy, 2 share, 4 dead", SF_I32, offsetof(StepRecord, collapse_reason), 0},
-    [SC_WINDOW_LOAD_ENTROPY] = {"window_load_entropy", 0, "load entropy / log E over the window", SF_F64, offsetof(StepRecord, window_load_entropy), 0},
+    [SC_COLLAPSE_REASON] = {"collapse_reason", 1, "COLLAPSE_* bits: 1 entropy, 2 share, 4 dead", SF_I32,
+                            offsetof(StepRecord, collapse_reason), 0},
+    [SC_WINDOW_LOAD_ENTROPY] = {"window_load_entropy", 0, "load entropy / log E over the window", SF_F64,
+                                offsetof(StepRecord, window_load_entropy), 0},
     [SC_WALL_TIME] = {"wall_time", 0, "Unix time when the record was appended (s)", SF_WALL, 0, 0},
-    [SC_CLEAN_FIRST_SHARE] = {"clean_first_share", 0, "largest share of first choices without selection noise",
-                              SF_F64, offsetof(StepRecord, moe.clean_first_share), 1},
+    [SC_CLEAN_FIRST_SHARE] = {"clean_first_share", 0, "largest share of first choices without selection noise", SF_F64,
+                              offsetof(StepRecord, moe.clean_first_share), 1},
 };
 
 const SessCol sess_step_vecs[SV_N] = {
@@ -54,23 +67,34 @@ const SessCol sess_step_vecs[SV_N] = {
 const SessCol sess_eval_cols[EC_N] = {
     [EC_EPOCH] = {"epoch", 1, "epochs completed", SF_I32, offsetof(EvalRecord, epoch), 0},
     [EC_STEP] = {"step", 1, "steps completed", SF_I64, offsetof(EvalRecord, step), 0},
-    [EC_TRAIN_LOSS] = {"train_loss", 0, "mean training cross-entropy over the epoch", SF_F64, offsetof(EvalRecord, train_loss), 0},
-    [EC_TRAIN_ACC] = {"train_acc", 0, "mean training accuracy over the epoch", SF_F64, offsetof(EvalRecord, train_acc), 0},
+    [EC_TRAIN_LOSS] = {"train_loss", 0, "mean training cross-entropy over the epoch", SF_F64,
+                       offsetof(EvalRecord, train_loss), 0},
+    [EC_TRAIN_ACC] = {"train_acc", 0, "mean training accuracy over the epoch", SF_F64, offsetof(EvalRecord, train_acc),
+                      0},
     [EC_TEST_LOSS] = {"test_loss", 0, "test cross-entropy", SF_F64, offsetof(EvalRecord, test_loss), 0},
     [EC_TEST_ACC] = {"test_acc", 0, "test accuracy", SF_F64, offsetof(EvalRecord, test_acc), 0},
     [EC_IMG_PER_S] = {"img_per_s", 0, "training throughput over the epoch", SF_F64, offsetof(EvalRecord, img_per_s), 0},
-    [EC_EPOCH_SECONDS] = {"epoch_seconds", 0, "seconds for the epoch and its evaluation", SF_F64, offsetof(EvalRecord, epoch_seconds), 0},
+    [EC_EPOCH_SECONDS] = {"epoch_seconds", 0, "seconds for the epoch and its evaluation", SF_F64,
+                          offsetof(EvalRecord, epoch_seconds), 0},
     [EC_ELAPSED] = {"elapsed", 0, "seconds since the trainer started", SF_F64, offsetof(EvalRecord, elapsed), 0},
     [EC_RHO_NOMINAL] = {"rho_nominal", 0, "nominal routed FLOP fraction", SF_F64, offsetof(EvalRecord, rho_nominal), 0},
-    [EC_TRAIN_DROP_FRAC] = {"train_drop_frac", 0, "epoch mean of drop_frac", SF_F64, offsetof(EvalRecord, train_drop_frac), 0},
+    [EC_TRAIN_DROP_FRAC] = {"train_drop_frac", 0, "epoch mean of drop_frac", SF_F64,
+                            offsetof(EvalRecord, train_drop_frac), 0},
     [EC_TRAIN_MAXVIO] = {"train_maxvio", 0, "epoch mean of maxvio", SF_F64, offsetof(EvalRecord, train_maxvio), 0},
-    [EC_TRAIN_RHO_REALIZED] = {"train_rho_realized", 0, "epoch mean of rho_realized", SF_F64, offsetof(EvalRecord, train_rho_realized), 0},
-    [EC_WINDOW_LOAD_ENTROPY] = {"window_load_entropy", 0, "load entropy / log E over the window", SF_F64, offsetof(EvalRecord, window_load_entropy), 0},
-    [EC_DEAD_EXPERTS] = {"dead_experts", 1, "dead experts at the end of the epoch", SF_I32, offsetof(EvalRecord, dead_experts), 0},
-    [EC_COLLAPSED] = {"collapsed", 1, "collapse flag at the end of the epoch", SF_I32, offsetof(EvalRecord, collapsed), 0},
-    [EC_COLLAPSE_REASON] = {"collapse_reason", 1, "COLLAPSE_* bits: 1 entropy, 2 share, 4 dead", SF_I32, offsetof(EvalRecord, collapse_reason), 0},
-    [EC_MUTUAL_INFO] = {"mutual_info", 0, "I(class; expert) on the test set, nats", SF_F64, offsetof(EvalRecord, mutual_info), 0},
-    [EC_TEST_LOAD_ENTROPY] = {"test_load_entropy", 0, "first-choice load entropy / log E on the test set", SF_F64, offsetof(EvalRecord, test_load_entropy), 0},
+    [EC_TRAIN_RHO_REALIZED] = {"train_rho_realized", 0, "epoch mean of rho_realized", SF_F64,
+                               offsetof(EvalRecord, train_rho_realized), 0},
+    [EC_WINDOW_LOAD_ENTROPY] = {"window_load_entropy", 0, "load entropy / log E over the window", SF_F64,
+                                offsetof(EvalRecord, window_load_entropy), 0},
+    [EC_DEAD_EXPERTS] = {"dead_experts", 1, "dead experts at the end of the epoch", SF_I32,
+                         offsetof(EvalRecord, dead_experts), 0},
+    [EC_COLLAPSED] = {"collapsed", 1, "collapse flag at the end of the epoch", SF_I32, offsetof(EvalRecord, collapsed),
+                      0},
+    [EC_COLLAPSE_REASON] = {"collapse_reason", 1, "COLLAPSE_* bits: 1 entropy, 2 share, 4 dead", SF_I32,
+                            offsetof(EvalRecord, collapse_reason), 0},
+    [EC_MUTUAL_INFO] = {"mutual_info", 0, "I(class; expert) on the test set, nats", SF_F64,
+                        offsetof(EvalRecord, mutual_info), 0},
+    [EC_TEST_LOAD_ENTROPY] = {"test_load_entropy", 0, "first-choice load entropy / log E on the test set", SF_F64,
+                              offsetof(EvalRecord, test_load_entropy), 0},
     [EC_WALL_TIME] = {"wall_time", 0, "Unix time when the record was appended (s)", SF_WALL, 0, 0},
 };
 
@@ -108,8 +132,7 @@ void sess_eval_row(const EvalRecord *r, double wall_time, double *v) {
 hid_t sess_event_type(void) {
     hid_t t = H5Tcreate(H5T_COMPOUND, sizeof(SessEvent));
     hid_t s = h5u_str_type(SESS_EVENT_TEXT);
-    if (t < 0 || s < 0 ||
-        H5Tinsert(t, "step", HOFFSET(SessEvent, step), H5T_NATIVE_INT64) < 0 ||
+    if (t < 0 || s < 0 || H5Tinsert(t, "step", HOFFSET(SessEvent, step), H5T_NATIVE_INT64) < 0 ||
         H5Tinsert(t, "wall_time", HOFFSET(SessEvent, wall_time), H5T_NATIVE_DOUBLE) < 0 ||
         H5Tinsert(t, "text", HOFFSET(SessEvent, text), s) < 0) {
         h5u_close(t);
@@ -174,7 +197,10 @@ static void jw_int(Jw *w, json_t *o, const char *k, long long v) { jw_set(w, o, 
 static size_t utf8_seq(const char *p, size_t left) {
     for (size_t len = 1; len <= 4 && len <= left; len++) {
         json_t *s = json_stringn(p, len); /* jansson's own UTF-8 check */
-        if (s) { json_decref(s); return len; }
+        if (s) {
+            json_decref(s);
+            return len;
+        }
     }
     return 0;
 }
@@ -325,8 +351,10 @@ static const char *json_kind(const json_t *v) {
     case JSON_OBJECT: return "an object";
     case JSON_ARRAY: return "an array";
     case JSON_STRING: return "a string";
-    case JSON_INTEGER: case JSON_REAL: return "a number";
-    case JSON_TRUE: case JSON_FALSE: return "a boolean";
+    case JSON_INTEGER:
+    case JSON_REAL: return "a number";
+    case JSON_TRUE:
+    case JSON_FALSE: return "a boolean";
     default: return "null";
     }
 }

@@ -13,12 +13,12 @@
 typedef enum { SF_WALL, SF_F64, SF_F32, SF_I32, SF_I64 } SessField;
 
 typedef struct {
-    const char *name;   /* dataset name under /steps or /evals */
-    int is_int;         /* stored as int64 (else float64) */
-    const char *desc;   /* `description` attribute */
-    SessField field;    /* the record member's type (SF_WALL: the row's wall_time, not in the record) */
-    size_t off;         /* offsetof the member in the record */
-    int optional;       /* added after format_version 1's first release: older sessions lack it
+    const char *name; /* dataset name under /steps or /evals */
+    int is_int;       /* stored as int64 (else float64) */
+    const char *desc; /* `description` attribute */
+    SessField field;  /* the record member's type (SF_WALL: the row's wall_time, not in the record) */
+    size_t off;       /* offsetof the member in the record */
+    int optional;     /* added after format_version 1's first release: older sessions lack it
                          * (readers leave the member 0, appends to such a session skip it) */
 } SessCol;
 /* The value of column c in record rec, and the reverse (ints clamped to their type). */
@@ -26,10 +26,31 @@ double sess_col_get(const SessCol *c, const void *rec, double wall_time);
 void sess_col_set(const SessCol *c, void *rec, double v);
 
 enum {
-    SC_STEP, SC_EPOCH, SC_EPOCH_PROGRESS, SC_LOSS, SC_LOSS_TOTAL, SC_ACC, SC_LR, SC_TAU,
-    SC_IMG_PER_S, SC_DROP_FRAC, SC_NO_EXPERT_FRAC, SC_GATE_ENTROPY, SC_LOAD_ENTROPY, SC_MAXVIO,
-    SC_CONFIDENCE, SC_L_AUX, SC_L_Z, SC_CAPACITY, SC_PAIRS_PER_SAMPLE, SC_RHO_REALIZED,
-    SC_DEAD_EXPERTS, SC_COLLAPSED, SC_COLLAPSE_REASON, SC_WINDOW_LOAD_ENTROPY, SC_WALL_TIME,
+    SC_STEP,
+    SC_EPOCH,
+    SC_EPOCH_PROGRESS,
+    SC_LOSS,
+    SC_LOSS_TOTAL,
+    SC_ACC,
+    SC_LR,
+    SC_TAU,
+    SC_IMG_PER_S,
+    SC_DROP_FRAC,
+    SC_NO_EXPERT_FRAC,
+    SC_GATE_ENTROPY,
+    SC_LOAD_ENTROPY,
+    SC_MAXVIO,
+    SC_CONFIDENCE,
+    SC_L_AUX,
+    SC_L_Z,
+    SC_CAPACITY,
+    SC_PAIRS_PER_SAMPLE,
+    SC_RHO_REALIZED,
+    SC_DEAD_EXPERTS,
+    SC_COLLAPSED,
+    SC_COLLAPSE_REASON,
+    SC_WINDOW_LOAD_ENTROPY,
+    SC_WALL_TIME,
     SC_CLEAN_FIRST_SHARE,
     SC_N
 };
@@ -42,10 +63,26 @@ enum { SV_DEMAND, SV_KEPT, SV_MEAN_GATE, SV_BIAS, SV_N };
 extern const SessCol sess_step_vecs[SV_N]; /* is_int: int32, else float32 */
 
 enum {
-    EC_EPOCH, EC_STEP, EC_TRAIN_LOSS, EC_TRAIN_ACC, EC_TEST_LOSS, EC_TEST_ACC, EC_IMG_PER_S,
-    EC_EPOCH_SECONDS, EC_ELAPSED, EC_RHO_NOMINAL, EC_TRAIN_DROP_FRAC, EC_TRAIN_MAXVIO,
-    EC_TRAIN_RHO_REALIZED, EC_WINDOW_LOAD_ENTROPY, EC_DEAD_EXPERTS, EC_COLLAPSED,
-    EC_COLLAPSE_REASON, EC_MUTUAL_INFO, EC_TEST_LOAD_ENTROPY, EC_WALL_TIME,
+    EC_EPOCH,
+    EC_STEP,
+    EC_TRAIN_LOSS,
+    EC_TRAIN_ACC,
+    EC_TEST_LOSS,
+    EC_TEST_ACC,
+    EC_IMG_PER_S,
+    EC_EPOCH_SECONDS,
+    EC_ELAPSED,
+    EC_RHO_NOMINAL,
+    EC_TRAIN_DROP_FRAC,
+    EC_TRAIN_MAXVIO,
+    EC_TRAIN_RHO_REALIZED,
+    EC_WINDOW_LOAD_ENTROPY,
+    EC_DEAD_EXPERTS,
+    EC_COLLAPSED,
+    EC_COLLAPSE_REASON,
+    EC_MUTUAL_INFO,
+    EC_TEST_LOAD_ENTROPY,
+    EC_WALL_TIME,
     EC_N
 };
 extern const SessCol sess_eval_cols[EC_N];
@@ -65,7 +102,7 @@ hid_t sess_event_step_type(void);
 #define SESS_STATUS_LEN 16
 
 /* ---- reading (reader.c) */
-#define SESS_READ_ATTEMPTS 8  /* metadata read attempts of SWMR readers (HDF5's default: 100) */
+#define SESS_READ_ATTEMPTS 8 /* metadata read attempts of SWMR readers (HDF5's default: 100) */
 /* Opens a session for reading: `dir` is a session folder (DIR/live.h5 is used) or a path to an
  * .h5 file. Read-only + SWMR-read, so a live writer and crashed-writer flags do not matter.
  * Checks the root format_version. ML_ERR_IO if missing, ML_ERR_FORMAT otherwise. `path` gets
@@ -75,8 +112,7 @@ ml_status sess_open_read(const char *dir, hid_t *file, char *path, size_t n);
 long sess_rows(hid_t dset);
 /* Reads the first `rows` rows of `name` (dims beyond the first: the dataset's own) as mem_type
  * into a new ml_alloc'd buffer *out. ML_ERR_FORMAT on failure. */
-ml_status sess_read_rows(hid_t file, const char *name, hsize_t rows, hid_t mem_type, void **out,
-                         const char *path);
+ml_status sess_read_rows(hid_t file, const char *name, hsize_t rows, hid_t mem_type, void **out, const char *path);
 /* The (n,) fixed-length strings of `name` into a new ml_alloc'd array of n pointers to
  * NUL-terminated strings (one block: release with ml_free(*out)). */
 ml_status sess_read_strings(hid_t file, const char *name, char ***out, int *n, const char *path);

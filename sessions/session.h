@@ -48,21 +48,21 @@
 #include "core/state.h"
 
 #define SESSION_FORMAT_VERSION 1
-#define SESSION_STEP_BLOCK 64     /* step records buffered in memory before a block write */
+#define SESSION_STEP_BLOCK 64 /* step records buffered in memory before a block write */
 
 /* ------------------------------------------------------------------ live.h5 */
 
 typedef struct {
     /* ---- inputs of session_create (ignored by session_read_info) */
-    const RunRecord *run;       /* the run's description (trainer_describe) */
-    const char *command_line;   /* the exact command line, stored verbatim (NULL: "") */
-    const char *dataset_spec;   /* as given to dataset_open (NULL: the dataset's name) */
-    const char *session_id;     /* a random id stored as /run@session_id and in every checkpoint */
-    const char *commands_text;  /* the --commands file's text, stored as /run@commands (NULL: "") */
+    const RunRecord *run;      /* the run's description (trainer_describe) */
+    const char *command_line;  /* the exact command line, stored verbatim (NULL: "") */
+    const char *dataset_spec;  /* as given to dataset_open (NULL: the dataset's name) */
+    const char *session_id;    /* a random id stored as /run@session_id and in every checkpoint */
+    const char *commands_text; /* the --commands file's text, stored as /run@commands (NULL: "") */
 
     /* ---- outputs of session_read_info */
     int format_version;
-    char status[16];            /* "running", "finished", "interrupted", "failed" */
+    char status[16]; /* "running", "finished", "interrupted", "failed" */
     char moelab_version[32];
     char created[40];           /* ISO 8601 local time with offset */
     char dataset[64];           /* dataset name ("fashion-mnist", "synthetic", ...) */
@@ -70,22 +70,22 @@ typedef struct {
     char head[24];              /* "dense", "moe", "softmoe-batch", "softmoe-sample" */
     char backbone[8];           /* "dw", "std" */
     float width;
-    int experts, k, hidden;     /* experts = 0 for a dense head */
-    int classes, epochs;        /* epochs = configured epochs */
+    int experts, k, hidden; /* experts = 0 for a dense head */
+    int classes, epochs;    /* epochs = configured epochs */
     uint64_t seed;
-    long steps_logged;          /* rows of /steps */
-    long last_step;             /* /steps/step of the last row (0 if none) */
-    double last_wall_time;      /* Unix time of the last step row (0 if none) */
-    int evals;                  /* rows of /evals */
-    int last_epoch;             /* /evals/epoch of the last row (0 if none) */
+    long steps_logged;                   /* rows of /steps */
+    long last_step;                      /* /steps/step of the last row (0 if none) */
+    double last_wall_time;               /* Unix time of the last step row (0 if none) */
+    int evals;                           /* rows of /evals */
+    int last_epoch;                      /* /evals/epoch of the last row (0 if none) */
     double last_test_acc, best_test_acc; /* NaN if no evaluation yet */
-    int best_epoch;             /* epoch of best_test_acc (0 if none) */
-    long events;                /* rows of /events */
+    int best_epoch;                      /* epoch of best_test_acc (0 if none) */
+    long events;                         /* rows of /events */
 } SessionInfo;
 
-struct SessionLive;             /* private (sessions/live.c) */
+struct SessionLive; /* private (sessions/live.c) */
 typedef struct {
-    struct SessionLive *p;      /* NULL when closed */
+    struct SessionLive *p; /* NULL when closed */
 } SessionWriter;
 
 /* Creates DIR (mkdir -p) and DIR/live.h5 (fails with ML_ERR_IO if live.h5 already exists: use
@@ -215,8 +215,8 @@ ml_status ckpt_find_latest(const char *dir, char *path, size_t n, char *report, 
  * equal session_id and v's seed) and passes v's checks (shapes, position, permutation, RNG). Each one
  * skipped on the way is named in `report` with the reason. path gets the one used. ML_ERR_IO if
  * none can be restored; v is untouched then. */
-ml_status ckpt_restore_latest(const char *dir, StateView *v, const char *session_id, char *path, size_t n,
-                              char *report, size_t rn);
+ml_status ckpt_restore_latest(const char *dir, StateView *v, const char *session_id, char *path, size_t n, char *report,
+                              size_t rn);
 /* A string attribute of a checkpoint's root ("config_json", "moelab_version", "created"). */
 ml_status ckpt_read_attr(const char *path, const char *name, char *buf, size_t n);
 

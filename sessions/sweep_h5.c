@@ -66,9 +66,15 @@ static const Col run_cols[] = {
 /* ------------------------------------------------------------------ per-run reader */
 
 static long rows_or_zero(hid_t f, const char *name) {
-    if (H5Lexists(f, name, H5P_DEFAULT) <= 0) { H5Eclear2(H5E_DEFAULT); return 0; }
+    if (H5Lexists(f, name, H5P_DEFAULT) <= 0) {
+        H5Eclear2(H5E_DEFAULT);
+        return 0;
+    }
     hid_t d = H5Dopen2(f, name, H5P_DEFAULT);
-    if (d < 0) { H5Eclear2(H5E_DEFAULT); return 0; }
+    if (d < 0) {
+        H5Eclear2(H5E_DEFAULT);
+        return 0;
+    }
     const long r = sess_rows(d);
     H5Dclose(d);
     return r < 0 ? 0 : r;
@@ -122,8 +128,8 @@ static ml_status describe(hid_t loc, const char *name, const char *desc, const c
 }
 
 /* A (n,) fixed-length string dataset from n pointers (length: the longest + 1). */
-static ml_status write_strings(hid_t loc, const char *name, const char *const *v, size_t stride_ptrs,
-                               int n, const char *desc, const char *file) {
+static ml_status write_strings(hid_t loc, const char *name, const char *const *v, size_t stride_ptrs, int n,
+                               const char *desc, const char *file) {
     size_t len = 1;
     for (int i = 0; i < n; i++) {
         const size_t l = strlen(v[(size_t)i * stride_ptrs]) + 1;
@@ -134,7 +140,8 @@ static ml_status write_strings(hid_t loc, const char *name, const char *const *v
     ml_status st = ML_OK;
     if (!buf || t < 0) st = ml_fail(ML_ERR_NOMEM, "%s: %s: out of memory", file, name);
     else {
-        for (int i = 0; i < n; i++) memcpy(buf + (size_t)i * len, v[(size_t)i * stride_ptrs], strlen(v[(size_t)i * stride_ptrs]));
+        for (int i = 0; i < n; i++)
+            memcpy(buf + (size_t)i * len, v[(size_t)i * stride_ptrs], strlen(v[(size_t)i * stride_ptrs]));
         const hsize_t dims[1] = {(hsize_t)n};
         st = h5u_write(loc, name, t, t, 1, dims, buf, file);
         if (st == ML_OK && desc) st = describe(loc, name, desc, file);
@@ -145,8 +152,8 @@ static ml_status write_strings(hid_t loc, const char *name, const char *const *v
 }
 
 /* The numeric columns of n records of `size` bytes at `base`. */
-static ml_status write_cols(hid_t loc, const char *group, const Col *cols, int ncols, const void *base,
-                            size_t size, int n, const char *file) {
+static ml_status write_cols(hid_t loc, const char *group, const Col *cols, int ncols, const void *base, size_t size,
+                            int n, const char *file) {
     double *dv = malloc(sizeof(double) * (n > 0 ? (size_t)n : 1));
     int64_t *iv = malloc(sizeof(int64_t) * (n > 0 ? (size_t)n : 1));
     ml_status st = (dv && iv) ? ML_OK : ml_fail(ML_ERR_NOMEM, "%s: out of memory", file);
@@ -157,9 +164,24 @@ static ml_status write_cols(hid_t loc, const char *group, const Col *cols, int n
         for (int i = 0; i < n; i++) {
             const char *p = (const char *)base + (size_t)i * size + cols[c].off;
             switch (cols[c].type) {
-            case COL_INT: { int x; memcpy(&x, p, sizeof x); iv[i] = x; break; }
-            case COL_LONG: { long x; memcpy(&x, p, sizeof x); iv[i] = x; break; }
-            case COL_U64: { uint64_t x; memcpy(&x, p, sizeof x); iv[i] = (int64_t)x; break; }
+            case COL_INT: {
+                int x;
+                memcpy(&x, p, sizeof x);
+                iv[i] = x;
+                break;
+            }
+            case COL_LONG: {
+                long x;
+                memcpy(&x, p, sizeof x);
+                iv[i] = x;
+                break;
+            }
+            case COL_U64: {
+                uint64_t x;
+                memcpy(&x, p, sizeof x);
+                iv[i] = (int64_t)x;
+                break;
+            }
             case COL_F64: memcpy(&dv[i], p, sizeof(double)); break;
             }
         }
@@ -183,7 +205,9 @@ static ml_status write_all(hid_t f, const SweepSummary *s, const char *file) {
     if (st == ML_OK) st = h5u_attr_i64(f, "seeds", s->seeds, file);
     if (st == ML_OK) st = h5u_attr_f64(f, "ci_level", s->ci_level, file);
     if (st == ML_OK) st = h5u_attr_str(f, "metric", "final test accuracy", file);
-    if (st == ML_OK) st = write_strings(f, "axes", (const char *const *)s->axes, 1, s->naxes, "swept option names, in --vary order", file);
+    if (st == ML_OK)
+        st = write_strings(f, "axes", (const char *const *)s->axes, 1, s->naxes, "swept option names, in --vary order",
+                           file);
     /* /configs */
     const char **lab = malloc(sizeof(char *) * (size_t)(s->nconfigs + 1) * 2);
     if (!lab) return ml_fail(ML_ERR_NOMEM, "%s: out of memory", file);
@@ -191,7 +215,8 @@ static ml_status write_all(hid_t f, const SweepSummary *s, const char *file) {
         lab[2 * i] = s->configs[i].label;
         lab[2 * i + 1] = s->configs[i].head;
     }
-    if (st == ML_OK) st = write_strings(f, "configs/label", lab, 2, s->nconfigs, "axis=value list of the configuration", file);
+    if (st == ML_OK)
+        st = write_strings(f, "configs/label", lab, 2, s->nconfigs, "axis=value list of the configuration", file);
     if (st == ML_OK) st = write_strings(f, "configs/head", lab + 1, 2, s->nconfigs, "head kind", file);
     free(lab);
     for (int a = 0; a < s->naxes && st == ML_OK; a++) {
@@ -200,7 +225,8 @@ static ml_status write_all(hid_t f, const SweepSummary *s, const char *file) {
         snprintf(desc, sizeof desc, "value of --%s", s->axes[a]);
         st = write_strings(f, name, (const char *const *)s->values + a, (size_t)s->naxes, s->nconfigs, desc, file);
     }
-    if (st == ML_OK) st = write_cols(f, "configs", config_cols, N_CONFIG_COLS, s->configs, sizeof(SweepConfig), s->nconfigs, file);
+    if (st == ML_OK)
+        st = write_cols(f, "configs", config_cols, N_CONFIG_COLS, s->configs, sizeof(SweepConfig), s->nconfigs, file);
     /* /runs */
     const char **rn = malloc(sizeof(char *) * (size_t)(s->nruns + 1) * 2);
     if (!rn) return ml_fail(ML_ERR_NOMEM, "%s: out of memory", file);
@@ -208,8 +234,11 @@ static ml_status write_all(hid_t f, const SweepSummary *s, const char *file) {
         rn[2 * i] = s->runs[i].name;
         rn[2 * i + 1] = s->runs[i].status;
     }
-    if (st == ML_OK) st = write_strings(f, "runs/name", rn, 2, s->nruns, "session folder, relative to the sweep folder", file);
-    if (st == ML_OK) st = write_strings(f, "runs/status", rn + 1, 2, s->nruns, "finished, interrupted, failed, running, missing or mismatch", file);
+    if (st == ML_OK)
+        st = write_strings(f, "runs/name", rn, 2, s->nruns, "session folder, relative to the sweep folder", file);
+    if (st == ML_OK)
+        st = write_strings(f, "runs/status", rn + 1, 2, s->nruns,
+                           "finished, interrupted, failed, running, missing or mismatch", file);
     free(rn);
     if (st == ML_OK) st = write_cols(f, "runs", run_cols, N_RUN_COLS, s->runs, sizeof(SweepRun), s->nruns, file);
     return st;
@@ -218,7 +247,8 @@ static ml_status write_all(hid_t f, const SweepSummary *s, const char *file) {
 ml_status sweep_h5_write(const char *path, const SweepSummary *s) {
     h5u_quiet();
     char tmp[H5U_PATH_MAX];
-    if (snprintf(tmp, sizeof tmp, "%s.tmp", path) >= (int)sizeof tmp) return ml_fail(ML_ERR_ARG, "%s: path too long", path);
+    if (snprintf(tmp, sizeof tmp, "%s.tmp", path) >= (int)sizeof tmp)
+        return ml_fail(ML_ERR_ARG, "%s: path too long", path);
     hid_t fapl = h5u_fapl_latest();
     hid_t f = fapl >= 0 ? H5Fcreate(tmp, H5F_ACC_TRUNC, H5P_DEFAULT, fapl) : -1;
     h5u_close(fapl);
@@ -227,7 +257,8 @@ ml_status sweep_h5_write(const char *path, const SweepSummary *s) {
     if (H5Fclose(f) < 0 && st == ML_OK) st = h5u_fail(ML_ERR_IO, tmp, "", "cannot close");
     H5Eclear2(H5E_DEFAULT);
     if (st == ML_OK) st = h5u_fsync_path(tmp, 0);
-    if (st == ML_OK && rename(tmp, path) != 0) st = ml_fail(ML_ERR_IO, "%s: cannot rename to %s: %s", tmp, path, strerror(errno));
+    if (st == ML_OK && rename(tmp, path) != 0)
+        st = ml_fail(ML_ERR_IO, "%s: cannot rename to %s: %s", tmp, path, strerror(errno));
     if (st != ML_OK) unlink(tmp);
     return st;
 }
@@ -292,14 +323,27 @@ static ml_status read_cols(hid_t f, const char *group, const Col *cols, int ncol
         const int isf = cols[c].type == COL_F64;
         if (rows_of(f, name, path, &st) != n && st == ML_OK)
             st = ml_fail(ML_ERR_FORMAT, "%s: %s does not have %ld rows", path, name, n);
-        if (st == ML_OK && n > 0) st = sess_read_rows(f, name, (hsize_t)n, isf ? H5T_NATIVE_DOUBLE : H5T_NATIVE_INT64, &buf, path);
+        if (st == ML_OK && n > 0)
+            st = sess_read_rows(f, name, (hsize_t)n, isf ? H5T_NATIVE_DOUBLE : H5T_NATIVE_INT64, &buf, path);
         for (long i = 0; st == ML_OK && i < n; i++) {
             char *p = (char *)base + (size_t)i * size + cols[c].off;
             const int64_t x = isf ? 0 : ((int64_t *)buf)[i];
             switch (cols[c].type) {
-            case COL_INT: { int y = (int)x; memcpy(p, &y, sizeof y); break; }
-            case COL_LONG: { long y = (long)x; memcpy(p, &y, sizeof y); break; }
-            case COL_U64: { uint64_t y = (uint64_t)x; memcpy(p, &y, sizeof y); break; }
+            case COL_INT: {
+                int y = (int)x;
+                memcpy(p, &y, sizeof y);
+                break;
+            }
+            case COL_LONG: {
+                long y = (long)x;
+                memcpy(p, &y, sizeof y);
+                break;
+            }
+            case COL_U64: {
+                uint64_t y = (uint64_t)x;
+                memcpy(p, &y, sizeof y);
+                break;
+            }
             case COL_F64: memcpy(p, (double *)buf + i, sizeof(double)); break;
             }
         }
@@ -324,7 +368,8 @@ ml_status sweep_h5_read(const char *path, SweepSummary *s) {
     if (st != ML_OK || strcmp(kind, SWEEP_KIND)) st = ml_fail(ML_ERR_FORMAT, "%s: not a moelab sweep summary", path);
     if (st == ML_OK) st = h5u_read_attr_i64(f, "format_version", &v, path);
     if (st == ML_OK && (v < 1 || v > SWEEP_FORMAT_VERSION))
-        st = ml_fail(ML_ERR_FORMAT, "%s: format_version %lld, this moelab reads 1..%d", path, (long long)v, SWEEP_FORMAT_VERSION);
+        st = ml_fail(ML_ERR_FORMAT, "%s: format_version %lld, this moelab reads 1..%d", path, (long long)v,
+                     SWEEP_FORMAT_VERSION);
     if (st == ML_OK) st = h5u_read_attr_str(f, "args", args, sizeof args, path);
     if (st == ML_OK) st = h5u_read_attr_i64(f, "seeds", &v, path);
     s->seeds = (int)v;
@@ -347,12 +392,18 @@ ml_status sweep_h5_read(const char *path, SweepSummary *s) {
         snprintf(name, sizeof name, "/configs/axis/%s", s->axes[a]);
         st = read_strings(f, name, nc, s->values + a, (size_t)na, NULL, 0, path);
     }
-    if (st == ML_OK) st = read_strings(f, "/configs/label", nc, NULL, sizeof(SweepConfig), s->configs->label, SWEEP_NAME_MAX, path);
-    if (st == ML_OK) st = read_strings(f, "/configs/head", nc, NULL, sizeof(SweepConfig), s->configs->head, sizeof s->configs->head, path);
-    if (st == ML_OK) st = read_cols(f, "configs", config_cols, N_CONFIG_COLS, s->configs, sizeof(SweepConfig), nc, path);
+    if (st == ML_OK)
+        st = read_strings(f, "/configs/label", nc, NULL, sizeof(SweepConfig), s->configs->label, SWEEP_NAME_MAX, path);
+    if (st == ML_OK)
+        st = read_strings(f, "/configs/head", nc, NULL, sizeof(SweepConfig), s->configs->head, sizeof s->configs->head,
+                          path);
+    if (st == ML_OK)
+        st = read_cols(f, "configs", config_cols, N_CONFIG_COLS, s->configs, sizeof(SweepConfig), nc, path);
     if (st == ML_OK) s->nruns = (int)nr;
-    if (st == ML_OK) st = read_strings(f, "/runs/name", nr, NULL, sizeof(SweepRun), s->runs->name, SWEEP_NAME_MAX, path);
-    if (st == ML_OK) st = read_strings(f, "/runs/status", nr, NULL, sizeof(SweepRun), s->runs->status, sizeof s->runs->status, path);
+    if (st == ML_OK)
+        st = read_strings(f, "/runs/name", nr, NULL, sizeof(SweepRun), s->runs->name, SWEEP_NAME_MAX, path);
+    if (st == ML_OK)
+        st = read_strings(f, "/runs/status", nr, NULL, sizeof(SweepRun), s->runs->status, sizeof s->runs->status, path);
     if (st == ML_OK) st = read_cols(f, "runs", run_cols, N_RUN_COLS, s->runs, sizeof(SweepRun), nr, path);
     H5Fclose(f);
     H5Eclear2(H5E_DEFAULT);

@@ -39,20 +39,20 @@ typedef struct {
     int n, n_expected;          /* finished runs; seeds */
     int baseline;               /* index of the dense configuration it is compared with, -1 */
     double final_mean, final_sd, best_mean, best_sd;
-    double rho_nominal, rho_realized;  /* rho_realized: mean over finished runs */
+    double rho_nominal, rho_realized;   /* rho_realized: mean over finished runs */
     double gap, gap_lo, gap_hi, gap_df; /* mean difference, 95% Welch CI and its df */
     double cohen_d, hedges_g;
-    double seconds;             /* mean training time of a finished run */
+    double seconds; /* mean training time of a finished run */
 } SweepConfig;
 
 typedef struct {
-    char *args;          /* the sweep's arguments as one shell-quoted line (DIR/sweep.args) */
+    char *args; /* the sweep's arguments as one shell-quoted line (DIR/sweep.args) */
     int seeds;
-    double ci_level;     /* 0.95 */
+    double ci_level; /* 0.95 */
     int naxes;
-    char **axes;         /* (naxes) axis keys, e.g. "head", "hidden" */
+    char **axes; /* (naxes) axis keys, e.g. "head", "hidden" */
     int nconfigs;
-    char **values;       /* (nconfigs * naxes): value of axis a in config c at [c * naxes + a] */
+    char **values; /* (nconfigs * naxes): value of axis a in config c at [c * naxes + a] */
     SweepConfig *configs;
     int nruns;
     SweepRun *runs;

@@ -9,8 +9,7 @@
 static int n_checks, n_failed;
 
 static int check(int ok, const char *fmt, ...) __attribute__((format(printf, 2, 3), unused));
-static int check(int ok, const char *fmt, ...)
-{
+static int check(int ok, const char *fmt, ...) {
     va_list ap;
     va_start(ap, fmt);
     printf("%s ", ok ? "ok  " : "FAIL");
@@ -18,8 +17,7 @@ static int check(int ok, const char *fmt, ...)
     va_end(ap);
     printf("\n");
     n_checks++;
-    if (!ok)
-        n_failed++;
+    if (!ok) n_failed++;
     return ok;
 }
 

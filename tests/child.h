@@ -24,7 +24,10 @@ static inline int child_start_mode(Child *c, const char *argv0, const char *flag
     if (c->pid == 0) {
         dup2(in[0], 0);
         dup2(out[1], 1);
-        close(in[0]); close(in[1]); close(out[0]); close(out[1]);
+        close(in[0]);
+        close(in[1]);
+        close(out[0]);
+        close(out[1]);
         execl("/proc/self/exe", argv0, flag, file, (char *)NULL);
         _exit(127);
     }

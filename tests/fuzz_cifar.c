@@ -13,10 +13,8 @@
 #include "fuzz_driver.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
-int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
-{
-    if (size < 1)
-        return 0;
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
+    if (size < 1) return 0;
     int variant = data[0] & 1 ? 100 : 10, coarse = (data[0] >> 1) & 1;
     const uint8_t *b = data + 1;
     size_t len = size - 1;
@@ -27,8 +25,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         int m = 0;
         if (img && lab && cifar_parse_batch(b, len, "fuzz", variant, coarse, img, lab, &m) == ML_OK)
             for (int i = 0; i < m; i++)
-                if (lab[i] < 0 || lab[i] >= (variant == 10 ? 10 : coarse ? 20 : 100))
-                    abort();
+                if (lab[i] < 0 || lab[i] >= (variant == 10 ? 10 : coarse ? 20 : 100)) abort();
         free(img);
         free(lab);
     }
@@ -37,27 +34,25 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     int expected = (data[0] >> 2) & 1 ? 0 : 10;
     if (dataset_parse_names((const char *)b, len, "fuzz", expected, &names, &cnt) == ML_OK) {
         for (int i = 0; i < cnt; i++)
-            if (!names[i] || strlen(names[i]) > 255)
-                abort();
+            if (!names[i] || strlen(names[i]) > 255) abort();
         dataset_names_free(names, cnt);
     }
     return 0;
 }
 
 #ifdef FUZZ_STANDALONE
-static void fuzz_seeds(void (*run)(const uint8_t *, size_t))
-{
+static void fuzz_seeds(void (*run)(const uint8_t *, size_t)) {
     size_t len = 1 + 2 * 3074;
     uint8_t *b = calloc(1, len);
     for (int v = 0; v < 4; v++) {
         b[0] = (uint8_t)v;
         b[1] = 9;
         b[2] = 99;
-        for (size_t k = 0; k <= len; k += 1 + k / 3)
-            run(b, k);
+        for (size_t k = 0; k <= len; k += 1 + k / 3) run(b, k);
         run(b, len);
     }
-    const char names[] = "\x04" "a\nb\r\n\n c \n";
+    const char names[] = "\x04"
+                         "a\nb\r\n\n c \n";
     run((const uint8_t *)names, sizeof names - 1);
     free(b);
 }

@@ -14,13 +14,10 @@
 #include "fuzz_driver.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
-int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
-{
-    if (size > (1 << 20))
-        return 0;
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
+    if (size > (1 << 20)) return 0;
     char *text = malloc(size + 1);
-    if (!text)
-        return 0;
+    if (!text) return 0;
     memcpy(text, data, size);
     text[size] = 0; /* a command file is text: the loader refuses a NUL byte */
     ScheduledCmd *v = NULL;
@@ -28,15 +25,13 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     char err[1200];
     if (command_text_parse(text, "fuzz", &v, &n, err, sizeof err) == 0) {
         for (int i = 1; i < n; i++)
-            if (v[i].step < v[i - 1].step)
-                abort(); /* must come back sorted */
+            if (v[i].step < v[i - 1].step) abort(); /* must come back sorted */
         free(v);
     }
     /* each line as typed on the command line */
     for (char *line = text, *next; line && *line; line = next) {
         next = strchr(line, '\n');
-        if (next)
-            *next++ = 0;
+        if (next) *next++ = 0;
         TrainerCmd c;
         command_parse(line, &c, err, sizeof err);
     }
@@ -45,8 +40,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 }
 
 #ifdef FUZZ_STANDALONE
-static void fuzz_seeds(void (*run)(const uint8_t *, size_t))
-{
+static void fuzz_seeds(void (*run)(const uint8_t *, size_t)) {
     static const char *seeds[] = {
         "at 0 set tau 0.5\nat 10 anneal sigmoid now 0.05 s=12 c=0.4\nat 20 eval\nat 30 snapshot\nat 40 quit\n",
         "pause\nresume\nstep 5\nhelp\nset lr 0.01\nset cf -1\nset alpha 0.02\nset beta 0\nset noise 0\nset bias-rate 0.1\n",
@@ -54,8 +48,7 @@ static void fuzz_seeds(void (*run)(const uint8_t *, size_t))
         "# comment\n\n   \nat 99999999999999999999 set tau 1\nat -1 quit\nat 1e3 eval\nset tau nan\nset tau 1e-40\nset lr inf\n",
         "anneal exp now 0.1 every=1e12\nanneal linear 0 0\nanneal bogus\nset\nset x 1\nstep -3\nstep 99999999999999999999\n",
     };
-    for (size_t i = 0; i < sizeof seeds / sizeof *seeds; i++)
-        run((const uint8_t *)seeds[i], strlen(seeds[i]));
+    for (size_t i = 0; i < sizeof seeds / sizeof *seeds; i++) run((const uint8_t *)seeds[i], strlen(seeds[i]));
     char big[2000];
     memset(big, 'x', sizeof big);
     big[0] = '#';

@@ -13,8 +13,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 static void fuzz_seeds(void (*run)(const uint8_t *, size_t));
 
 /* Runs one input; with FUZZ_SEED_DIR set, also saves it there (a libFuzzer seed corpus). */
-static void fuzz_run_one(const uint8_t *d, size_t n)
-{
+static void fuzz_run_one(const uint8_t *d, size_t n) {
     static int k;
     const char *dir = getenv("FUZZ_SEED_DIR");
     if (dir) {
@@ -22,16 +21,14 @@ static void fuzz_run_one(const uint8_t *d, size_t n)
         snprintf(p, sizeof p, "%s/seed-%04d", dir, k++);
         FILE *f = fopen(p, "wb");
         if (f) {
-            if (n)
-                fwrite(d, 1, n, f);
+            if (n) fwrite(d, 1, n, f);
             fclose(f);
         }
     }
     LLVMFuzzerTestOneInput(d, n);
 }
 
-int main(int argc, char **argv)
-{
+int main(int argc, char **argv) {
     if (argc < 2) {
         fuzz_seeds(fuzz_run_one);
         printf("seed inputs ran clean\n");

@@ -42,83 +42,61 @@ extern uint8_t __stop___sancov_cntrs[] __attribute__((weak));
 static uint8_t *child_cov;
 static size_t n_cov;
 
-NO_COV static void cov_to_parent(void)
-{
-    memcpy(child_cov, cov_start, n_cov);
-}
+NO_COV static void cov_to_parent(void) { memcpy(child_cov, cov_start, n_cov); }
 
-NO_COV static void cov_setup(void)
-{
+NO_COV static void cov_setup(void) {
     static int done;
-    if (done)
-        return;
+    if (done) return;
     done = 1;
-    if (!cov_start || cov_stop <= cov_start)
-        return;
+    if (!cov_start || cov_stop <= cov_start) return;
     n_cov = (size_t)(cov_stop - cov_start);
     void *m = mmap(NULL, n_cov, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
-    if (m == MAP_FAILED)
-        return;
+    if (m == MAP_FAILED) return;
     child_cov = m;
     ml_isolated_set_child_hook(cov_to_parent);
 }
 
-NO_COV static void cov_begin(void)
-{
+NO_COV static void cov_begin(void) {
     cov_setup();
-    if (child_cov)
-        memset(child_cov, 0, n_cov);
+    if (child_cov) memset(child_cov, 0, n_cov);
 }
 
-NO_COV static void cov_merge(void)
-{
+NO_COV static void cov_merge(void) {
     for (size_t i = 0; child_cov && i < n_cov; i++)
-        if (child_cov[i] > cov_start[i])
-            cov_start[i] = child_cov[i];
+        if (child_cov[i] > cov_start[i]) cov_start[i] = child_cov[i];
 }
 #else
 #define NO_COV
-static void cov_begin(void)
-{
-}
-static void cov_merge(void)
-{
-}
+static void cov_begin(void) {}
+static void cov_merge(void) {}
 #endif
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
-NO_COV int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
-{
-    if (size > (4u << 20))
-        return 0;
+NO_COV int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
+    if (size > (4u << 20)) return 0;
     Dataset ds;
     cov_begin();
     ml_status st = dataset_h5_load_image(&ds, data, size, "fuzz");
     cov_merge();
     if (st == ML_OK) {
-        if (ds.c < 1 || ds.h < 1 || ds.w < 1 || ds.classes < 1 || !ds.class_names)
-            abort();
+        if (ds.c < 1 || ds.h < 1 || ds.w < 1 || ds.classes < 1 || !ds.class_names) abort();
         for (int i = 0; i < ds.train.n; i++)
-            if (ds.train.labels[i] < 0 || ds.train.labels[i] >= ds.classes)
-                abort();
+            if (ds.train.labels[i] < 0 || ds.train.labels[i] >= ds.classes) abort();
         for (int i = 0; i < ds.test.n; i++)
-            if (ds.test.labels[i] < 0 || ds.test.labels[i] >= ds.classes)
-                abort();
+            if (ds.test.labels[i] < 0 || ds.test.labels[i] >= ds.classes) abort();
         dataset_free(&ds);
     } else {
         const char *e = ml_last_error();
-        if (strncmp(e, "fuzz", 4) != 0 || strchr(e, '\n') || ds.train.images || ds.test.images ||
-            ds.class_names || ds.train.n || ds.classes)
+        if (strncmp(e, "fuzz", 4) != 0 || strchr(e, '\n') || ds.train.images || ds.test.images || ds.class_names ||
+            ds.train.n || ds.classes)
             abort();
-        if (getenv("FUZZ_H5_SHOW_ERRORS"))
-            fprintf(stderr, "fuzz_h5: %s\n", e);
+        if (getenv("FUZZ_H5_SHOW_ERRORS")) fprintf(stderr, "fuzz_h5: %s\n", e);
     }
     return 0;
 }
 
 #ifdef FUZZ_STANDALONE
-static void fuzz_seeds(void (*run)(const uint8_t *, size_t))
-{
+static void fuzz_seeds(void (*run)(const uint8_t *, size_t)) {
     Dataset ds;
     SyntheticOptions o;
     synthetic_defaults(&o);
@@ -126,26 +104,22 @@ static void fuzz_seeds(void (*run)(const uint8_t *, size_t))
     o.classes = 3;
     o.n_train = 6;
     o.n_test = 2;
-    if (synthetic_generate(&ds, &o) != ML_OK)
-        abort();
+    if (synthetic_generate(&ds, &o) != ML_OK) abort();
     char path[] = "/tmp/moelab_fuzz_h5_XXXXXX";
     int fd = mkstemp(path);
     close(fd);
-    if (dataset_h5_save(&ds, path) != ML_OK)
-        abort();
+    if (dataset_h5_save(&ds, path) != ML_OK) abort();
     dataset_free(&ds);
     FILE *f = fopen(path, "rb");
     fseek(f, 0, SEEK_END);
     long n = ftell(f);
     fseek(f, 0, SEEK_SET);
     uint8_t *b = malloc((size_t)n);
-    if (fread(b, 1, (size_t)n, f) != (size_t)n)
-        abort();
+    if (fread(b, 1, (size_t)n, f) != (size_t)n) abort();
     fclose(f);
     unlink(path);
     run(b, (size_t)n);
-    for (long k = 0; k < n; k += n / 9)
-        run(b, (size_t)k);
+    for (long k = 0; k < n; k += n / 9) run(b, (size_t)k);
     for (long k = 0; k < n; k += 97) {
         b[k] ^= 0x20;
         run(b, (size_t)n);

@@ -20,14 +20,17 @@ static int g_failures = 0;
 
 static inline uint64_t fd_hash_mask(const float *v, long n) {
     uint64_t h = 1469598103934665603ULL;
-    for (long i = 0; i < n; i++) { h ^= (uint64_t)(v[i] > 0.0f); h *= 1099511628211ULL; }
+    for (long i = 0; i < n; i++) {
+        h ^= (uint64_t)(v[i] > 0.0f);
+        h *= 1099511628211ULL;
+    }
     return h;
 }
 
 /* Returns the relative error; prints a PASS/FAIL line against tol. Checks up to `maxn`
  * coordinates spread evenly over the tensor. */
 static __attribute__((unused)) double fd_check(const char *name, float *x, const float *analytic, long n, fd_loss_fn f,
-                       fd_sig_fn sig, void *ctx, float eps, int maxn, double tol) {
+                                               fd_sig_fn sig, void *ctx, float eps, int maxn, double tol) {
     double maxerr = 0.0, scale = 0.0;
     long stride = n > maxn ? n / maxn : 1, checked = 0, skipped = 0;
     uint64_t s0 = sig ? sig(ctx) : 0;
@@ -57,15 +60,24 @@ static __attribute__((unused)) double fd_check(const char *name, float *x, const
     if (sig) f(ctx); /* restore the forward state */
     double rel = maxerr / fmax(scale, 1e-6);
     int ok = rel < tol && checked > 0;
-    printf("%s  gradcheck %-40s rel err %.2e (%ld coords, %ld skipped at kinks, |g|max %.3g)\n",
-           ok ? "PASS" : "FAIL", name, rel, checked, skipped, scale);
+    printf("%s  gradcheck %-40s rel err %.2e (%ld coords, %ld skipped at kinks, |g|max %.3g)\n", ok ? "PASS" : "FAIL",
+           name, rel, checked, skipped, scale);
     if (!ok) g_failures++;
     return rel;
 }
 
-#define CHECK(cond, ...) do { \
-    if (cond) { printf("PASS  "); printf(__VA_ARGS__); printf("\n"); } \
-    else { printf("FAIL  "); printf(__VA_ARGS__); printf("  [%s:%d]\n", __FILE__, __LINE__); g_failures++; } \
-} while (0)
+#define CHECK(cond, ...)                               \
+    do {                                               \
+        if (cond) {                                    \
+            printf("PASS  ");                          \
+            printf(__VA_ARGS__);                       \
+            printf("\n");                              \
+        } else {                                       \
+            printf("FAIL  ");                          \
+            printf(__VA_ARGS__);                       \
+            printf("  [%s:%d]\n", __FILE__, __LINE__); \
+            g_failures++;                              \
+        }                                              \
+    } while (0)
 
 #endif

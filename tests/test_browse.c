@@ -55,101 +55,135 @@ static void test_json(void) {
     double v;
     long l;
     json_t *cfg = session_config_parse(CONFIG);
-    check(cfg != NULL, "the configuration (as moelab's hand-written writer stored it) parses: %s", cfg ? "" : ml_last_error());
+    check(cfg != NULL, "the configuration (as moelab's hand-written writer stored it) parses: %s",
+          cfg ? "" : ml_last_error());
 
     /* top-level values */
-    check(session_config_str(cfg, "dataset", buf, sizeof buf) == 1 && str_is(buf, "fashion-mnist"), "dataset = '%s'", buf);
-    check(session_config_num(cfg, "epochs", -ANY, ANY, &v) == 1 && v == 1.0, "epochs (after nested objects and an array) = %g", v);
+    check(session_config_str(cfg, "dataset", buf, sizeof buf) == 1 && str_is(buf, "fashion-mnist"), "dataset = '%s'",
+          buf);
+    check(session_config_num(cfg, "epochs", -ANY, ANY, &v) == 1 && v == 1.0,
+          "epochs (after nested objects and an array) = %g", v);
 
     /* nested lookups */
     check(json_is_object(json_object_get(cfg, "model")), "model is an object");
-    check(session_config_str(cfg, "model.head.kind", buf, sizeof buf) == 1 && str_is(buf, "moe"), "model.head.kind = '%s'", buf);
+    check(session_config_str(cfg, "model.head.kind", buf, sizeof buf) == 1 && str_is(buf, "moe"),
+          "model.head.kind = '%s'", buf);
     check(session_config_long(cfg, "model.head.E", 1, 64, &l) == 1 && l == 8, "model.head.E = %ld", l);
     check(session_config_num(cfg, "model.head.cf", -ANY, ANY, &v) == 1 && v == 1.25, "model.head.cf = %g", v);
     check(session_config_num(cfg, "model.in_c", -ANY, ANY, &v) == 1 && v == 1, "model.in_c = %g", v);
-    check(session_config_num(cfg, "model.E", -ANY, ANY, &v) == 0 && session_config_str(cfg, "model.kind", buf, sizeof buf) == 0,
+    check(session_config_num(cfg, "model.E", -ANY, ANY, &v) == 0 &&
+              session_config_str(cfg, "model.kind", buf, sizeof buf) == 0,
           "model.E / model.kind: only in model.head");
     check(session_config_str(cfg, "lr.kind", buf, sizeof buf) == 1 && str_is(buf, "cosine"), "lr.kind = '%s'", buf);
     check(session_config_num(cfg, "lr.base", -ANY, ANY, &v) == 1 && v == 0.05, "lr.base = %g", v);
-    check(session_config_str(cfg, "tau.kind", buf, sizeof buf) == 1 && str_is(buf, "exp"), "tau.kind = '%s' (not lr's or the head's)", buf);
+    check(session_config_str(cfg, "tau.kind", buf, sizeof buf) == 1 && str_is(buf, "exp"),
+          "tau.kind = '%s' (not lr's or the head's)", buf);
     check(session_config_long(cfg, "tau.total", 0, LONG_MAX, &l) == 1 && l == 468, "tau.total = %ld", l);
 
     /* keys only present nested are not found at the top level */
     check(session_config_str(cfg, "kind", buf, sizeof buf) == 0, "top-level 'kind' is absent (only nested)");
     check(session_config_num(cfg, "E", -ANY, ANY, &v) == 0 && session_config_num(cfg, "total", -ANY, ANY, &v) == 0 &&
-          session_config_num(cfg, "base", -ANY, ANY, &v) == 0, "top-level E / total / base are absent (only nested)");
+              session_config_num(cfg, "base", -ANY, ANY, &v) == 0,
+          "top-level E / total / base are absent (only nested)");
     check(session_config_num(cfg, "head.cf", -ANY, ANY, &v) == 0, "top-level 'head' is absent (model.head)");
 
     /* prefixes and extensions of keys */
-    check(session_config_num(cfg, "tau.tau", -ANY, ANY, &v) == 0, "'tau' inside tau{} (prefix of tau0, tau1, tau_min) is absent");
-    check(session_config_num(cfg, "tau.step", -ANY, ANY, &v) == 0, "'step' (prefix of step_every, step_gamma) is absent");
-    check(session_config_num(cfg, "tau.tau_", -ANY, ANY, &v) == 0 && session_config_num(cfg, "tau.tau00", -ANY, ANY, &v) == 0 &&
-          session_config_num(cfg, "tau.tota", -ANY, ANY, &v) == 0, "tau_ / tau00 / tota are absent");
+    check(session_config_num(cfg, "tau.tau", -ANY, ANY, &v) == 0,
+          "'tau' inside tau{} (prefix of tau0, tau1, tau_min) is absent");
+    check(session_config_num(cfg, "tau.step", -ANY, ANY, &v) == 0,
+          "'step' (prefix of step_every, step_gamma) is absent");
+    check(session_config_num(cfg, "tau.tau_", -ANY, ANY, &v) == 0 &&
+              session_config_num(cfg, "tau.tau00", -ANY, ANY, &v) == 0 &&
+              session_config_num(cfg, "tau.tota", -ANY, ANY, &v) == 0,
+          "tau_ / tau00 / tota are absent");
     check(session_config_num(cfg, "tau.tau0", -ANY, ANY, &v) == 1 && v == 1, "tau.tau0 = %g", v);
     check(session_config_num(cfg, "tau.tau1", -ANY, ANY, &v) == 1 && v == 0.100000001 && (float)v == 0.1f,
           "tau.tau1 = %.9g, the float 0.1 again", v);
     check(session_config_num(cfg, "tau.tau_min", -ANY, ANY, &v) == 1 && v == 0.00999999978 && (float)v == 0.01f,
           "tau.tau_min = %.9g, the float 0.01 again", v);
-    check(session_config_num(cfg, "tau.s", -ANY, ANY, &v) == 1 && v == 10, "tau.s = %g (not step_every / step_gamma / start)", v);
+    check(session_config_num(cfg, "tau.s", -ANY, ANY, &v) == 1 && v == 10,
+          "tau.s = %g (not step_every / step_gamma / start)", v);
     check(session_config_num(cfg, "tau.step_gamma", -ANY, ANY, &v) == 1 && v == 0, "tau.step_gamma = %g", v);
-    check(session_config_num(cfg, "epoch", -ANY, ANY, &v) == 0 && session_config_num(cfg, "epochs ", -ANY, ANY, &v) == 0,
+    check(session_config_num(cfg, "epoch", -ANY, ANY, &v) == 0 &&
+              session_config_num(cfg, "epochs ", -ANY, ANY, &v) == 0,
           "'epoch' / 'epochs ' are absent");
     check(session_config_num(cfg, "", -ANY, ANY, &v) == 0 && session_config_num(cfg, "tau.", -ANY, ANY, &v) == 0 &&
-          session_config_num(cfg, ".tau", -ANY, ANY, &v) == 0, "the empty key is absent");
+              session_config_num(cfg, ".tau", -ANY, ANY, &v) == 0,
+          "the empty key is absent");
 
     /* arrays */
     const json_t *ms = json_object_get(json_object_get(cfg, "lr"), "milestones");
     check(json_array_size(ms) == 2 && json_number_value(json_array_get(ms, 0)) == 0.5 &&
-          json_number_value(json_array_get(ms, 1)) == 0.75, "lr.milestones is the array [0.5, 0.75]");
+              json_number_value(json_array_get(ms, 1)) == 0.75,
+          "lr.milestones is the array [0.5, 0.75]");
     v = -7;
-    check(session_config_num(cfg, "lr.milestones", -ANY, ANY, &v) == -1 && v == -7 && error_is("lr.milestones is an array"),
+    check(session_config_num(cfg, "lr.milestones", -ANY, ANY, &v) == -1 && v == -7 &&
+              error_is("lr.milestones is an array"),
           "a number look-up on an array: -1, v untouched, \"%s\"", ml_last_error());
     check(session_config_str(cfg, "lr.milestones", buf, sizeof buf) == -1, "a string look-up on an array: -1");
-    check(session_config_num(cfg, "lr.milestones.0", -ANY, ANY, &v) == -1 && error_is("lr.milestones is an array, not an object"),
+    check(session_config_num(cfg, "lr.milestones.0", -ANY, ANY, &v) == -1 &&
+              error_is("lr.milestones is an array, not an object"),
           "a path through an array: -1, \"%s\"", ml_last_error());
-    json_t *arr = session_config_parse("{\"a\": [1, {\"b\": 2}, \"x]\", [[]], \"}\"], \"b\": 3, \"c\": {\"d\": [{\"b\": 4}]}, \"e\": [] }");
-    check(session_config_num(arr, "b", -ANY, ANY, &v) == 1 && v == 3, "key after an array holding objects, brackets in strings: b = %g", v);
+    json_t *arr = session_config_parse(
+        "{\"a\": [1, {\"b\": 2}, \"x]\", [[]], \"}\"], \"b\": 3, \"c\": {\"d\": [{\"b\": 4}]}, \"e\": [] }");
+    check(session_config_num(arr, "b", -ANY, ANY, &v) == 1 && v == 3,
+          "key after an array holding objects, brackets in strings: b = %g", v);
     check(session_config_num(arr, "d", -ANY, ANY, &v) == 0 && session_config_num(arr, "c.d", -ANY, ANY, &v) == -1,
           "'d' only inside c{}, and an array there");
-    check(json_is_array(json_object_get(arr, "e")) && json_array_size(json_object_get(arr, "e")) == 0, "an empty array value");
+    check(json_is_array(json_object_get(arr, "e")) && json_array_size(json_object_get(arr, "e")) == 0,
+          "an empty array value");
     json_decref(arr);
 
     /* strings with escaped quotes and backslashes */
     json_t *esc = session_config_parse("{\"note\": \"\\\"n\\\": 99, {\\\"b\\\": [\", \"cmd\": \"say \\\"hi\\\"\", "
                                        "\"path\": \"C:\\\\x\\\\\", \"n\": 5, \"q\\\"k\": 6}");
-    check(session_config_num(esc, "n", -ANY, ANY, &v) == 1 && v == 5, "n after strings holding escaped quotes and a key-like text = %g", v);
-    check(session_config_str(esc, "cmd", buf, sizeof buf) == 1 && str_is(buf, "say \"hi\""), "escaped quotes unescaped: '%s'", buf);
-    check(session_config_str(esc, "path", buf, sizeof buf) == 1 && str_is(buf, "C:\\x\\"), "escaped backslashes, one at the end: '%s'", buf);
-    check(session_config_str(esc, "note", buf, sizeof buf) == 1 && str_is(buf, "\"n\": 99, {\"b\": ["), "string with JSON-like text: '%s'", buf);
+    check(session_config_num(esc, "n", -ANY, ANY, &v) == 1 && v == 5,
+          "n after strings holding escaped quotes and a key-like text = %g", v);
+    check(session_config_str(esc, "cmd", buf, sizeof buf) == 1 && str_is(buf, "say \"hi\""),
+          "escaped quotes unescaped: '%s'", buf);
+    check(session_config_str(esc, "path", buf, sizeof buf) == 1 && str_is(buf, "C:\\x\\"),
+          "escaped backslashes, one at the end: '%s'", buf);
+    check(session_config_str(esc, "note", buf, sizeof buf) == 1 && str_is(buf, "\"n\": 99, {\"b\": ["),
+          "string with JSON-like text: '%s'", buf);
     check(session_config_num(esc, "q\"k", -ANY, ANY, &v) == 1 && v == 6, "a key holding a quote = %g", v);
     json_decref(esc);
 
     /* truncation of a string to the buffer */
     memset(buf, 'X', sizeof buf);
-    check(session_config_str(cfg, "dataset", buf, 4) == 1 && str_is(buf, "fas") && buf[4] == 'X', "a string is cut to n-1 and terminated");
+    check(session_config_str(cfg, "dataset", buf, 4) == 1 && str_is(buf, "fas") && buf[4] == 'X',
+          "a string is cut to n-1 and terminated");
     check(session_config_str(cfg, "dataset", buf, 0) == -1, "a string look-up with n = 0 fails");
 
     /* wrong types, missing keys, ranges: -1 with a message naming the path, 0 when absent */
     v = -7;
-    check(session_config_num(cfg, "dataset", -ANY, ANY, &v) == -1 && v == -7 && error_is("dataset is a string, not a number"),
+    check(session_config_num(cfg, "dataset", -ANY, ANY, &v) == -1 && v == -7 &&
+              error_is("dataset is a string, not a number"),
           "a number look-up on a string: \"%s\"", ml_last_error());
     check(session_config_str(cfg, "epochs", buf, sizeof buf) == -1 && error_is("epochs is a number, not a string"),
           "a string look-up on a number: \"%s\"", ml_last_error());
-    check(session_config_str(cfg, "model", buf, sizeof buf) == -1 && error_is("model is an object"), "a string look-up on an object: -1");
+    check(session_config_str(cfg, "model", buf, sizeof buf) == -1 && error_is("model is an object"),
+          "a string look-up on an object: -1");
     check(session_config_num(cfg, "dataset.x", -ANY, ANY, &v) == -1 && error_is("dataset is a string, not an object"),
           "a path through a string: \"%s\"", ml_last_error());
-    check(session_config_num(cfg, "nonexistent", -ANY, ANY, &v) == 0 && session_config_str(cfg, "nonexistent", buf, sizeof buf) == 0 &&
-          session_config_long(cfg, "nonexistent.x", 0, 1, &l) == 0, "missing key: 0");
-    check(session_config_num(NULL, "epochs", -ANY, ANY, &v) == 0 && session_config_str(NULL, "dataset", buf, sizeof buf) == 0,
+    check(session_config_num(cfg, "nonexistent", -ANY, ANY, &v) == 0 &&
+              session_config_str(cfg, "nonexistent", buf, sizeof buf) == 0 &&
+              session_config_long(cfg, "nonexistent.x", 0, 1, &l) == 0,
+          "missing key: 0");
+    check(session_config_num(NULL, "epochs", -ANY, ANY, &v) == 0 &&
+              session_config_str(NULL, "dataset", buf, sizeof buf) == 0,
           "no configuration (NULL, as session_config_parse gives for bad text): 0");
     json_t *lit = session_config_parse("{\"x\": null, \"y\": true, \"h\": 2.5, \"big\": 1e300, \"neg\": -3}");
-    check(session_config_num(lit, "x", -ANY, ANY, &v) == -1 && error_is("x is null") && session_config_num(lit, "y", -ANY, ANY, &v) == -1 &&
-          error_is("y is a boolean"), "null and true are not numbers");
+    check(session_config_num(lit, "x", -ANY, ANY, &v) == -1 && error_is("x is null") &&
+              session_config_num(lit, "y", -ANY, ANY, &v) == -1 && error_is("y is a boolean"),
+          "null and true are not numbers");
     l = -7;
-    check(session_config_long(lit, "h", 0, 10, &l) == -1 && l == -7 && error_is("not an integer"), "2.5 is not an integer: \"%s\"", ml_last_error());
-    check(session_config_long(lit, "big", LONG_MIN, LONG_MAX, &l) == -1 && session_config_num(lit, "big", -FLT_MAX, FLT_MAX, &v) == -1 &&
-          error_is("outside"), "1e300 is out of the long and float ranges: \"%s\"", ml_last_error());
-    check(session_config_long(lit, "neg", 0, 10, &l) == -1 && session_config_long(lit, "neg", -3, 10, &l) == 1 && l == -3,
+    check(session_config_long(lit, "h", 0, 10, &l) == -1 && l == -7 && error_is("not an integer"),
+          "2.5 is not an integer: \"%s\"", ml_last_error());
+    check(session_config_long(lit, "big", LONG_MIN, LONG_MAX, &l) == -1 &&
+              session_config_num(lit, "big", -FLT_MAX, FLT_MAX, &v) == -1 && error_is("outside"),
+          "1e300 is out of the long and float ranges: \"%s\"", ml_last_error());
+    check(session_config_long(lit, "neg", 0, 10, &l) == -1 && session_config_long(lit, "neg", -3, 10, &l) == 1 &&
+              l == -3,
           "the bounds are inclusive");
     json_decref(lit);
     json_t *ws = session_config_parse(" \n{ \"a\" :\t-2.5e-3 ,\"b\":1}");
@@ -160,23 +194,42 @@ static void test_json(void) {
     json_decref(dup);
     /* what older moelab versions wrote: a seed above INT64_MAX (jansson's integers stop at
      * INT64_MAX: every number is read as a double), null for a value that was not finite */
-    json_t *old = session_config_parse("{\"seed\": 18000000000000000001, \"tau\": {\"kind\": \"exp\", \"tau0\": null}, \"width\": 1}");
-    check(old && session_config_num(old, "seed", -ANY, ANY, &v) == 1 && v == 1.8e19 && session_config_num(old, "width", -ANY, ANY, &v) == 1 &&
-          v == 1 && session_config_num(old, "tau.tau0", -ANY, ANY, &v) == -1, "a seed above INT64_MAX parses, null is not a number");
+    json_t *old = session_config_parse(
+        "{\"seed\": 18000000000000000001, \"tau\": {\"kind\": \"exp\", \"tau0\": null}, \"width\": 1}");
+    check(old && session_config_num(old, "seed", -ANY, ANY, &v) == 1 && v == 1.8e19 &&
+              session_config_num(old, "width", -ANY, ANY, &v) == 1 && v == 1 &&
+              session_config_num(old, "tau.tau0", -ANY, ANY, &v) == -1,
+          "a seed above INT64_MAX parses, null is not a number");
     json_decref(old);
 
     /* not JSON or not an object: NULL with a message */
-    const char *bad[] = {"", "   ", "[{\"a\": 1}]", "\"a\"", "42", "a: 1", "{a: 1}", "{\"b\" 1, \"a\": 2}", "{\"a\": 1} x",
-                         "{\"a\": NaN}", "{\"a\": 1e999}", "{\"a\": \"\xff\"}", "{\"a\": 01}"};
+    const char *bad[] = {"",
+                         "   ",
+                         "[{\"a\": 1}]",
+                         "\"a\"",
+                         "42",
+                         "a: 1",
+                         "{a: 1}",
+                         "{\"b\" 1, \"a\": 2}",
+                         "{\"a\": 1} x",
+                         "{\"a\": NaN}",
+                         "{\"a\": 1e999}",
+                         "{\"a\": \"\xff\"}",
+                         "{\"a\": 01}"};
     int nbad = 0;
     for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
         json_t *j = session_config_parse(bad[i]);
-        if (j || !error_is("")) { printf("     parsed or no message: '%s'\n", bad[i]); nbad++; }
+        if (j || !error_is("")) {
+            printf("     parsed or no message: '%s'\n", bad[i]);
+            nbad++;
+        }
         json_decref(j);
     }
-    check(nbad == 0 && !session_config_parse(NULL), "empty, array, string, number, bare text, malformed, trailing text, NaN, "
+    check(nbad == 0 && !session_config_parse(NULL),
+          "empty, array, string, number, bare text, malformed, trailing text, NaN, "
           "overflow, bad UTF-8, leading zero: NULL with a message");
-    check(!session_config_parse("{\"a\": ") && error_is("line 1, column"), "the message gives the position: \"%s\"", ml_last_error());
+    check(!session_config_parse("{\"a\": ") && error_is("line 1, column"), "the message gives the position: \"%s\"",
+          ml_last_error());
     json_t *empty = session_config_parse("{ }");
     check(empty && session_config_num(empty, "a", -ANY, ANY, &v) == 0, "an empty object parses, nothing in it");
     json_decref(empty);
@@ -194,12 +247,25 @@ static void test_json(void) {
         if (n < len && (j || !error_is("not valid JSON") || sched != -1)) wrong++;
         if (n == len && (!j || sched != 0)) wrong++;
         json_decref(j);
-        if (wrong) { printf("     first wrong truncation at %zu chars: '%s'\n", n, cut); free(cut); break; }
+        if (wrong) {
+            printf("     first wrong truncation at %zu chars: '%s'\n", n, cut);
+            free(cut);
+            break;
+        }
         free(cut);
     }
-    check(wrong == 0, "every truncation of the configuration (%zu of them): NULL with a message, the whole text parses", len + 1);
-    const char *cuts[] = {"{", "{\"", "{\"a", "{\"a\"", "{\"a\":", "{\"a\": \"x\\", "{\"a\": \"x\\\"", "{\"a\": [1, {\"b\"",
-                          "{\"a\": {\"b\": \"", "{\"c\": 1, \"a\": \"\\"};
+    check(wrong == 0, "every truncation of the configuration (%zu of them): NULL with a message, the whole text parses",
+          len + 1);
+    const char *cuts[] = {"{",
+                          "{\"",
+                          "{\"a",
+                          "{\"a\"",
+                          "{\"a\":",
+                          "{\"a\": \"x\\",
+                          "{\"a\": \"x\\\"",
+                          "{\"a\": [1, {\"b\"",
+                          "{\"a\": {\"b\": \"",
+                          "{\"c\": 1, \"a\": \"\\"};
     int found = 0;
     for (size_t i = 0; i < sizeof cuts / sizeof cuts[0]; i++) {
         char *cut = strdup(cuts[i]);
@@ -225,20 +291,26 @@ static void test_tau_schedule(void) {
     TauSchedule s;
     check(browse_tau_schedule(CONFIG, &s) == 0, "browse_tau_schedule on the configuration");
     check(s.kind == TAU_EXP && s.tau0 == 1.0f && fabsf(s.tau1 - 0.1f) < 1e-7f && fabsf(s.tau_min - 0.01f) < 1e-8f &&
-              s.s == 10.0f && s.c == 0.5f && s.step_every == 0 && s.step_gamma == 0.0f && s.start == 0 && s.total == 468,
-          "kind exp, tau0 1, tau1 %.9g, tau_min %.9g, s 10, c 0.5, start 0, total %ld", (double)s.tau1, (double)s.tau_min, s.total);
+              s.s == 10.0f && s.c == 0.5f && s.step_every == 0 && s.step_gamma == 0.0f && s.start == 0 &&
+              s.total == 468,
+          "kind exp, tau0 1, tau1 %.9g, tau_min %.9g, s 10, c 0.5, start 0, total %ld", (double)s.tau1,
+          (double)s.tau_min, s.total);
     check(tau_value(&s, 468) == s.tau1 || near(tau_value(&s, 468), 0.1, 1e-6), "its value at the end is tau1");
 
-    check(browse_tau_schedule("{\"dataset\": \"x\", \"model\": {\"head\": {\"kind\": \"dense\"}}, \"epochs\": 1}", &s) == -1,
+    check(browse_tau_schedule("{\"dataset\": \"x\", \"model\": {\"head\": {\"kind\": \"dense\"}}, \"epochs\": 1}",
+                              &s) == -1,
           "no tau: -1");
     check(browse_tau_schedule("{\"sched\": {\"tau\": {\"kind\": \"exp\"}}}", &s) == -1, "tau only nested: -1");
-    check(browse_tau_schedule(replace(CONFIG, "\"kind\": \"exp\"", "\"kind\": \"wiggly\""), &s) == -1, "unknown kind: -1");
+    check(browse_tau_schedule(replace(CONFIG, "\"kind\": \"exp\"", "\"kind\": \"wiggly\""), &s) == -1,
+          "unknown kind: -1");
     check(browse_tau_schedule(replace(CONFIG, "\"kind\": \"exp\", ", ""), &s) == -1, "tau without kind: -1");
     check(browse_tau_schedule(replace(CONFIG, "\"kind\": \"exp\"", "\"kind\": 3"), &s) == -1, "numeric kind: -1");
-    check(browse_tau_schedule(replace(CONFIG, "\"tau0\": 1,", "\"tau0\": 0,"), &s) == -1, "tau0 = 0 does not validate: -1");
+    check(browse_tau_schedule(replace(CONFIG, "\"tau0\": 1,", "\"tau0\": 0,"), &s) == -1,
+          "tau0 = 0 does not validate: -1");
     check(browse_tau_schedule("{\"tau\": 0.5}", &s) == -1 && browse_tau_schedule("{\"tau\": \"exp\"}", &s) == -1,
           "tau not an object: -1");
-    check(browse_tau_schedule(NULL, &s) == -1 && browse_tau_schedule("", &s) == -1 && browse_tau_schedule("{\"ta", &s) == -1,
+    check(browse_tau_schedule(NULL, &s) == -1 && browse_tau_schedule("", &s) == -1 &&
+              browse_tau_schedule("{\"ta", &s) == -1,
           "NULL / empty / truncated: -1");
     check(browse_tau_schedule("{\"tau\": {\"kind\": \"LINEAR\", \"total\": 100}}", &s) == 0 && s.kind == TAU_LINEAR &&
               s.tau0 == 1.0f && fabsf(s.tau1 - 0.1f) < 1e-7f && s.total == 100 && s.start == 0,
@@ -247,10 +319,13 @@ static void test_tau_schedule(void) {
     int ok = 1;
     for (int k = 0; k < 6; k++) {
         char j[256];
-        snprintf(j, sizeof j, "{\"tau\": {\"kind\": \"%s\", \"tau0\": 2, \"tau1\": 0.25, \"tau_min\": 0.02, \"s\": 7, "
-                 "\"c\": 0.3, \"step_every\": 7, \"step_gamma\": 0.5, \"start\": 3, \"total\": 50}}", kinds[k]);
-        ok &= browse_tau_schedule(j, &s) == 0 && (int)s.kind == k && s.tau0 == 2.0f && s.tau1 == 0.25f && s.tau_min == 0.02f &&
-              s.s == 7.0f && s.c == 0.3f && s.step_every == 7 && s.step_gamma == 0.5f && s.start == 3 && s.total == 50;
+        snprintf(j, sizeof j,
+                 "{\"tau\": {\"kind\": \"%s\", \"tau0\": 2, \"tau1\": 0.25, \"tau_min\": 0.02, \"s\": 7, "
+                 "\"c\": 0.3, \"step_every\": 7, \"step_gamma\": 0.5, \"start\": 3, \"total\": 50}}",
+                 kinds[k]);
+        ok &= browse_tau_schedule(j, &s) == 0 && (int)s.kind == k && s.tau0 == 2.0f && s.tau1 == 0.25f &&
+              s.tau_min == 0.02f && s.s == 7.0f && s.c == 0.3f && s.step_every == 7 && s.step_gamma == 0.5f &&
+              s.start == 3 && s.total == 50;
     }
     check(ok, "every kind name parses, with every field (none left at its default)");
 }
@@ -264,22 +339,34 @@ static void test_cmp(void) {
     snprintf(b.name, sizeof b.name, "b");
     a.ok = b.ok = 1;
     a.info.experts = b.info.experts = 8;
-    a.info.k = 2; b.info.k = 1;
-    check(browse_entry_cmp(&a, &b, BCOL_EXPERTS) > 0 && browse_entry_cmp(&b, &a, BCOL_EXPERTS) < 0, "experts equal: k decides");
-    b.info.k = 2; a.info.hidden = 64; b.info.hidden = 128;
-    check(browse_entry_cmp(&a, &b, BCOL_EXPERTS) < 0 && browse_entry_cmp(&b, &a, BCOL_EXPERTS) > 0, "E and k equal: h decides");
+    a.info.k = 2;
+    b.info.k = 1;
+    check(browse_entry_cmp(&a, &b, BCOL_EXPERTS) > 0 && browse_entry_cmp(&b, &a, BCOL_EXPERTS) < 0,
+          "experts equal: k decides");
+    b.info.k = 2;
+    a.info.hidden = 64;
+    b.info.hidden = 128;
+    check(browse_entry_cmp(&a, &b, BCOL_EXPERTS) < 0 && browse_entry_cmp(&b, &a, BCOL_EXPERTS) > 0,
+          "E and k equal: h decides");
     b.info.hidden = 64;
-    check(browse_entry_cmp(&a, &b, BCOL_EXPERTS) < 0 && browse_entry_cmp(&b, &a, BCOL_EXPERTS) > 0 && browse_entry_cmp(&a, &a, BCOL_EXPERTS) == 0,
+    check(browse_entry_cmp(&a, &b, BCOL_EXPERTS) < 0 && browse_entry_cmp(&b, &a, BCOL_EXPERTS) > 0 &&
+              browse_entry_cmp(&a, &a, BCOL_EXPERTS) == 0,
           "all equal: the name decides");
-    a.info.best_test_acc = 0.9; b.info.best_test_acc = NAN;
-    check(browse_entry_cmp(&a, &b, BCOL_BEST) < 0 && browse_entry_cmp(&b, &a, BCOL_BEST) > 0, "best: NaN after a number");
-    b.info.best_test_acc = 0.95; b.ok = 0; /* unreadable: its (stale) numbers do not count */
-    check(browse_entry_cmp(&a, &b, BCOL_BEST) < 0 && browse_entry_cmp(&b, &a, BCOL_BEST) > 0, "best: an unreadable entry after a number");
+    a.info.best_test_acc = 0.9;
+    b.info.best_test_acc = NAN;
+    check(browse_entry_cmp(&a, &b, BCOL_BEST) < 0 && browse_entry_cmp(&b, &a, BCOL_BEST) > 0,
+          "best: NaN after a number");
+    b.info.best_test_acc = 0.95;
+    b.ok = 0; /* unreadable: its (stale) numbers do not count */
+    check(browse_entry_cmp(&a, &b, BCOL_BEST) < 0 && browse_entry_cmp(&b, &a, BCOL_BEST) > 0,
+          "best: an unreadable entry after a number");
     b.ok = 1;
     check(browse_entry_cmp(&a, &b, BCOL_BEST) < 0, "best: 0.9 before 0.95");
-    a.info.last_test_acc = 0.5; b.info.last_test_acc = 0.4;
+    a.info.last_test_acc = 0.5;
+    b.info.last_test_acc = 0.4;
     check(browse_entry_cmp(&a, &b, BCOL_LAST) > 0, "last: 0.5 after 0.4");
-    a.info.last_epoch = 3; b.info.last_epoch = 10;
+    a.info.last_epoch = 3;
+    b.info.last_epoch = 10;
     check(browse_entry_cmp(&a, &b, BCOL_EPOCHS) < 0, "epochs: numeric (3 before 10)");
 }
 
@@ -349,18 +436,19 @@ static void test_plan(void) {
     check(!p.has_override && !p.has_replacement, "cursor 10: no override, no replacement");
     int same = 1;
     for (long s = 0; s <= 468; s += 13) same &= tau_plan_value(&p, s) == tau_value(&base, s);
-    check(same && tau_plan_value(&p, 10) == tau_value(&base, 10), "cursor 10: the plan is the launch schedule (%g at 10)",
-          (double)tau_plan_value(&p, 10));
+    check(same && tau_plan_value(&p, 10) == tau_value(&base, 10),
+          "cursor 10: the plan is the launch schedule (%g at 10)", (double)tau_plan_value(&p, 10));
 
     browse_plan_at(&h, &base, 49, &p);
-    check(!p.has_override && tau_plan_value(&p, 49) == tau_value(&base, 49), "cursor 49: set tau at 50 not yet applied");
+    check(!p.has_override && tau_plan_value(&p, 49) == tau_value(&base, 49),
+          "cursor 49: set tau at 50 not yet applied");
     browse_plan_at(&h, &base, 50, &p);
     check(p.has_override && tau_plan_value(&p, 50) == 0.3f, "cursor 50: the set at step 50 is applied (%g)",
           (double)tau_plan_value(&p, 50));
     browse_plan_at(&h, &base, 60, &p);
     check(p.has_override && p.override_step == 50 && !p.has_replacement && tau_plan_value(&p, 60) == 0.3f &&
-              tau_plan_value(&p, 400) == 0.3f, "cursor 60: override 0.3 from step 50 on (%g at 60)",
-          (double)tau_plan_value(&p, 60));
+              tau_plan_value(&p, 400) == 0.3f,
+          "cursor 60: override 0.3 from step 50 on (%g at 60)", (double)tau_plan_value(&p, 60));
     reference_plan(&h, &base, 60, &ref);
     check(!plans_differ(&p, &ref, 468, &first), "cursor 60: equals the trainer's plan");
     browse_plan_at(&h, &base, 119, &p);
@@ -394,7 +482,8 @@ static void test_plan(void) {
     browse_plan_at(&h, &shortb, 200, &p);
     reference_plan(&h, &shortb, 200, &ref);
     n = plans_differ(&p, &ref, 468, &first);
-    check(n == 0 && p.repl.total == 468, "schedule 300 of a 468-step run: anneal at 120 runs to 468 (total %ld; %d steps differ, first %ld)",
+    check(n == 0 && p.repl.total == 468,
+          "schedule 300 of a 468-step run: anneal at 120 runs to 468 (total %ld; %d steps differ, first %ld)",
           p.repl.total, n, first);
     shortb.total = 100; /* the schedule ended before the anneal */
     browse_plan_at(&h, &shortb, 200, &p);
@@ -413,7 +502,8 @@ static void test_plan(void) {
     SessionHistory empty;
     memset(&empty, 0, sizeof empty);
     browse_plan_at(&empty, &base, 300, &p);
-    check(!p.has_override && !p.has_replacement && tau_plan_value(&p, 300) == tau_value(&base, 300), "no events: the launch schedule");
+    check(!p.has_override && !p.has_replacement && tau_plan_value(&p, 300) == tau_value(&base, 300),
+          "no events: the launch schedule");
 }
 
 /* ------------------------------------------------------------------ 4. real sessions */
@@ -428,7 +518,11 @@ static pid_t spawn(const char *const *args) {
     const pid_t pid = fork();
     if (pid == 0) {
         const int fd = open(g_log, O_WRONLY | O_CREAT | O_APPEND, 0644);
-        if (fd >= 0) { dup2(fd, 1); dup2(fd, 2); close(fd); }
+        if (fd >= 0) {
+            dup2(fd, 1);
+            dup2(fd, 2);
+            close(fd);
+        }
         execv(args[0], (char *const *)args);
         _exit(127);
     }
@@ -446,9 +540,10 @@ static int run(const char *const *args) {
 static int train(const char *name, const char *seed, const char *const *opts) {
     char dir[512];
     path_in(dir, sizeof dir, name);
-    const char *args[64] = {g_bin, "train", "--headless", "--dataset", "synthetic:8x8x1:3:256", "--width", "0.25",
-                            "--batch", "32", "--experts", "4", "--hidden", "8", "--threads", "1", "--seed", seed,
-                            "--session", dir};
+    const char *args[64] = {g_bin,     "train",    "--headless", "--dataset", "synthetic:8x8x1:3:256",
+                            "--width", "0.25",     "--batch",    "32",        "--experts",
+                            "4",       "--hidden", "8",          "--threads", "1",
+                            "--seed",  seed,       "--session",  dir};
     int n = 19;
     while (opts && *opts && n < 62) args[n++] = *opts++;
     args[n] = NULL;
@@ -476,7 +571,7 @@ static int copy_file(const char *from, const char *to, long keep) {
 static void mkdirs(const char *sub) {
     char p[512], q[600];
     snprintf(p, sizeof p, "%s", sub);
-    for (char *s = p; ; s++) {
+    for (char *s = p;; s++) {
         if (*s == '/' || !*s) {
             const char c = *s;
             *s = 0;
@@ -494,7 +589,8 @@ static void write_h5(const char *sub, long long version) {
     path_in(p, sizeof p, sub);
     hid_t f = H5Fcreate(p, H5F_ACC_TRUNC, H5P_DEFAULT, H5P_DEFAULT);
     hid_t s = H5Screate(H5S_SCALAR);
-    hid_t a = H5Acreate2(f, version < 0 ? "something_else" : "format_version", H5T_STD_I64LE, s, H5P_DEFAULT, H5P_DEFAULT);
+    hid_t a =
+        H5Acreate2(f, version < 0 ? "something_else" : "format_version", H5T_STD_I64LE, s, H5P_DEFAULT, H5P_DEFAULT);
     const int64_t v = version < 0 ? 7 : version;
     H5Awrite(a, H5T_NATIVE_INT64, &v);
     H5Aclose(a);
@@ -508,7 +604,10 @@ static BrowseEntry *find(BrowseList *l, const char *name) {
     BrowseEntry *r = NULL;
     int n = 0;
     for (int i = 0; i < l->n; i++)
-        if (!strcmp(l->e[i].name, name)) { r = &l->e[i]; n++; }
+        if (!strcmp(l->e[i].name, name)) {
+            r = &l->e[i];
+            n++;
+        }
     return n == 1 ? r : NULL;
 }
 
@@ -528,10 +627,12 @@ static int count_matches(const BrowseList *l, const char *filter, char *names, s
 static int make_killed(const char *name) {
     char dir[512];
     path_in(dir, sizeof dir, name);
-    const char *args[] = {g_bin, "train", "--headless", "--dataset", "synthetic:8x8x1:3:256", "--width", "0.25",
-                          "--batch", "32", "--experts", "4", "--hidden", "8", "--threads", "1", "--seed", "9",
-                          "--epochs", "100000", "--ckpt-every", "0", "--log-every", "1", "--schedule", "sigmoid",
-                          "--session", dir, NULL};
+    const char *args[] = {g_bin,       "train",       "--headless", "--dataset",  "synthetic:8x8x1:3:256",
+                          "--width",   "0.25",        "--batch",    "32",         "--experts",
+                          "4",         "--hidden",    "8",          "--threads",  "1",
+                          "--seed",    "9",           "--epochs",   "100000",     "--ckpt-every",
+                          "0",         "--log-every", "1",          "--schedule", "sigmoid",
+                          "--session", dir,           NULL};
     const pid_t pid = spawn(args);
     if (pid < 0) return -1;
     int ready = 0;
@@ -558,7 +659,8 @@ static void test_plan_real(const char *name) {
     if (!check(session_history_load(dir, &h) == ML_OK, "load %s: %s", name, ml_last_error())) return;
     TauSchedule base;
     check(browse_tau_schedule(h.config_json, &base) == 0 && base.kind == TAU_COSINE && base.total == 8 &&
-              h.total_steps == 32, "%s: launch schedule cosine over 8 steps of a 32-step run (total %ld)", name, base.total);
+              h.total_steps == 32,
+          "%s: launch schedule cosine over 8 steps of a 32-step run (total %ld)", name, base.total);
     int notes = 0;
     for (long i = 0; i < h.nevents; i++) notes += !strncmp(h.events[i].text, "checkpoint ckpt-", 16);
     check(h.nevents == 4 && notes == 1, "%s: 4 events logged, one of them a checkpoint note (%ld)", name, h.nevents);
@@ -571,13 +673,18 @@ static void test_plan_real(const char *name) {
         const float v = tau_plan_value(&p, s);
         checked++;
         if (!near(v, h.steps[r].tau, 1e-6)) {
-            if (!bad) { first = h.steps[r].step; got = v; want = h.steps[r].tau; }
+            if (!bad) {
+                first = h.steps[r].step;
+                got = v;
+                want = h.steps[r].tau;
+            }
             bad++;
         }
     }
-    check(checked == 32 && bad == 0,
-          "%s: the plan at each of the %ld logged steps gives the tau the trainer used (%ld differ; first at step %ld: %g, logged %g)",
-          name, checked, bad, first, (double)got, (double)want);
+    check(
+        checked == 32 && bad == 0,
+        "%s: the plan at each of the %ld logged steps gives the tau the trainer used (%ld differ; first at step %ld: %g, logged %g)",
+        name, checked, bad, first, (double)got, (double)want);
     session_history_free(&h);
 }
 
@@ -594,7 +701,8 @@ static void test_sessions(void) {
 
     /* the tree */
     const char *o_exp[] = {"--epochs", "2", "--schedule", "exp", NULL};
-    const char *o_cmd[] = {"--epochs", "4", "--schedule", "cosine", "--tau-epochs", "1", "--log-every", "1", "--commands", NULL, NULL};
+    const char *o_cmd[] = {"--epochs", "4",          "--schedule", "cosine", "--tau-epochs", "1", "--log-every",
+                           "1",        "--commands", NULL,         NULL};
     const char *o_dense[] = {"--epochs", "2", "--head", "dense", NULL};
     const char *o_lin[] = {"--epochs", "1", "--schedule", "linear", NULL};
     const char *o_quit[] = {"--epochs", "2", "--commands", NULL, NULL};
@@ -627,7 +735,10 @@ static void test_sessions(void) {
     path_in(q, sizeof q, "garbage/live.h5");
     f = fopen(q, "wb");
     unsigned x = 12345;
-    for (int i = 0; i < 5000; i++) { x = x * 1103515245u + 12345u; fputc((int)(x >> 16) & 255, f); }
+    for (int i = 0; i < 5000; i++) {
+        x = x * 1103515245u + 12345u;
+        fputc((int)(x >> 16) & 255, f);
+    }
     fclose(f);
     mkdirs("foreign");
     write_h5("foreign/live.h5", -1);
@@ -654,14 +765,18 @@ static void test_sessions(void) {
     BrowseList l;
     memset(&l, 0, sizeof l);
     check(browse_list_scan(&l, g_root) == 0, "browse_list_scan %s", g_root);
-    static const char *const want[] = {"moe-exp", "moe-cos", "dense", "a/b/run", "quit", "killed", "trunc", "garbage",
-                                       "foreign", "future", "deep/1/2/3"};
+    static const char *const want[] = {"moe-exp", "moe-cos", "dense",   "a/b/run", "quit",      "killed",
+                                       "trunc",   "garbage", "foreign", "future",  "deep/1/2/3"};
     const int nwant = (int)(sizeof want / sizeof want[0]);
     int all = 1;
     for (int i = 0; i < nwant; i++)
-        if (!find(&l, want[i])) { all = 0; printf("     missing: %s\n", want[i]); }
+        if (!find(&l, want[i])) {
+            all = 0;
+            printf("     missing: %s\n", want[i]);
+        }
     check(l.n == nwant && all, "%d entries (got %d), each once, names relative to the root", nwant, l.n);
-    for (int i = 0; i < l.n; i++) printf("     %-12s %-12s %-8s %s\n", l.e[i].name, l.e[i].status, l.e[i].sched, l.e[i].err);
+    for (int i = 0; i < l.n; i++)
+        printf("     %-12s %-12s %-8s %s\n", l.e[i].name, l.e[i].status, l.e[i].sched, l.e[i].err);
     check(!find(&l, "empty") && !find(&l, "empty/sub") && !find(&l, "deeper/1/2/3/4") && !find(&l, ".hidden"),
           "folders without live.h5, 5 levels down, hidden: not listed");
     int paths = 1;
@@ -672,23 +787,25 @@ static void test_sessions(void) {
     check(paths, "each entry's path is ROOT/name");
 
     /* statuses */
-    struct { const char *name, *status, *sched; } st[] = {
-        {"moe-exp", "finished", "exp"}, {"moe-cos", "finished", "cosine"}, {"a/b/run", "finished", "linear"},
-        {"quit", "interrupted", "const"}, {"killed", "running", "sigmoid"}, {"deep/1/2/3", "finished", "exp"},
-        {"dense", "finished", NULL}};
+    struct {
+        const char *name, *status, *sched;
+    } st[] = {{"moe-exp", "finished", "exp"},   {"moe-cos", "finished", "cosine"}, {"a/b/run", "finished", "linear"},
+              {"quit", "interrupted", "const"}, {"killed", "running", "sigmoid"},  {"deep/1/2/3", "finished", "exp"},
+              {"dense", "finished", NULL}};
     for (size_t i = 0; i < sizeof st / sizeof st[0]; i++) {
         BrowseEntry *e = find(&l, st[i].name);
-        check(e && e->ok && !strcmp(e->status, st[i].status) && !e->err[0] && (!st[i].sched || !strcmp(e->sched, st[i].sched)),
-              "%s: ok, status %s, schedule %s (got %s, %s, '%s')", st[i].name, st[i].status, st[i].sched ? st[i].sched : "-",
-              e ? e->status : "?", e ? e->sched : "?", e ? e->err : "");
+        check(e && e->ok && !strcmp(e->status, st[i].status) && !e->err[0] &&
+                  (!st[i].sched || !strcmp(e->sched, st[i].sched)),
+              "%s: ok, status %s, schedule %s (got %s, %s, '%s')", st[i].name, st[i].status,
+              st[i].sched ? st[i].sched : "-", e ? e->status : "?", e ? e->sched : "?", e ? e->err : "");
     }
     const char *dmg[] = {"trunc", "garbage", "foreign"};
     for (int i = 0; i < 3; i++) {
         BrowseEntry *e = find(&l, dmg[i]);
         char fn[64];
         snprintf(fn, sizeof fn, "%s/live.h5", dmg[i]);
-        check(e && !e->ok && !strcmp(e->status, "damaged") && strstr(e->err, fn), "%s: damaged, err names the file (%s: %s)",
-              dmg[i], e ? e->status : "?", e ? e->err : "");
+        check(e && !e->ok && !strcmp(e->status, "damaged") && strstr(e->err, fn),
+              "%s: damaged, err names the file (%s: %s)", dmg[i], e ? e->status : "?", e ? e->err : "");
     }
     BrowseEntry *e = find(&l, "future");
     check(e && !e->ok && !strcmp(e->status, "unsupported") && strstr(e->err, "future/live.h5") && strstr(e->err, "99"),
@@ -716,13 +833,16 @@ static void test_sessions(void) {
              * last in both directions; the others are strictly ordered */
             for (int i = 0; i + 1 < l.n; i++) {
                 const int ma = browse_missing(&l.e[i], col), mb = browse_missing(&l.e[i + 1], col);
-                if (ma != mb) { order &= ma < mb; continue; }
+                if (ma != mb) {
+                    order &= ma < mb;
+                    continue;
+                }
                 const int c = browse_entry_cmp(&l.e[i], &l.e[i + 1], col);
                 order &= (rev && !ma) ? c > 0 : c < 0;
             }
             for (int i = 0; i < nwant; i++) perm &= find(&l, want[i]) != NULL;
-            check(order && perm, "sort by %s%s: strictly ordered, same entries (first %s, last %s)", browse_col_name(col),
-                  rev ? " reversed" : "", l.e[0].name, l.e[l.n - 1].name);
+            check(order && perm, "sort by %s%s: strictly ordered, same entries (first %s, last %s)",
+                  browse_col_name(col), rev ? " reversed" : "", l.e[0].name, l.e[l.n - 1].name);
         }
     browse_list_sort(&l, BCOL_NAME, 0);
     check(!strcmp(l.e[0].name, "a/b/run") && !strcmp(l.e[l.n - 1].name, "trunc"), "by name: a/b/run first, trunc last");
@@ -742,15 +862,17 @@ static void test_sessions(void) {
         check(ok && nfin >= 6, "by best ascending: %d accuracies ascending, then damaged / no evaluation", nfin);
     }
     browse_list_sort(&l, BCOL_STATUS, 0);
-    check(!strcmp(l.e[0].status, "damaged") && !strcmp(l.e[l.n - 1].status, "unsupported"), "by status: damaged first, unsupported last");
+    check(!strcmp(l.e[0].status, "damaged") && !strcmp(l.e[l.n - 1].status, "unsupported"),
+          "by status: damaged first, unsupported last");
     browse_list_sort(&l, BCOL_EXPERTS, 1);
     check(l.e[0].info.experts == 4 && l.e[l.n - 1].info.experts == 0, "by experts reversed: E4 first");
 
     /* column names */
     int names_ok = 1;
     for (int c = 0; c < BCOL_COUNT; c++) names_ok &= browse_col_parse(browse_col_name(c)) == c;
-    check(names_ok && browse_col_parse("BEST") == BCOL_BEST && browse_col_parse("bestx") == -1 && browse_col_parse("") == -1 &&
-              !strcmp(browse_col_name(-1), "?") && !strcmp(browse_col_name(BCOL_COUNT), "?"),
+    check(names_ok && browse_col_parse("BEST") == BCOL_BEST && browse_col_parse("bestx") == -1 &&
+              browse_col_parse("") == -1 && !strcmp(browse_col_name(-1), "?") &&
+              !strcmp(browse_col_name(BCOL_COUNT), "?"),
           "column names round-trip, case-insensitive; unknown -1 / '?'");
 
     /* filtering */
@@ -791,27 +913,32 @@ static void test_sessions(void) {
         char best[64], last[64];
         snprintf(best, sizeof best, "%.2f", 100.0 * e->info.best_test_acc);
         snprintf(last, sizeof last, "%.2f", 100.0 * e->info.last_test_acc);
-        check(!strcmp(cells[BCOL_NAME], "moe-exp") && !strcmp(cells[BCOL_DATASET], "synthetic") && !strcmp(cells[BCOL_HEAD], "moe") &&
-                  !strcmp(cells[BCOL_EXPERTS], "4/2/8") && !strcmp(cells[BCOL_SCHED], "exp") && !strcmp(cells[BCOL_BEST], best) &&
-                  !strcmp(cells[BCOL_LAST], last) && !strcmp(cells[BCOL_EPOCHS], "2/2") && !strcmp(cells[BCOL_STATUS], "finished"),
-              "moe-exp cells: %s | %s | %s | %s | %s | %s | %s | %s | %s", cells[0], cells[1], cells[2], cells[3], cells[4],
-              cells[5], cells[6], cells[7], cells[8]);
-        check(strlen(cells[BCOL_CREATED]) == 16 && cells[BCOL_CREATED][10] == ' ' && !strchr(cells[BCOL_CREATED], 'T') &&
-                  !strncmp(cells[BCOL_CREATED], e->info.created, 10),
+        check(!strcmp(cells[BCOL_NAME], "moe-exp") && !strcmp(cells[BCOL_DATASET], "synthetic") &&
+                  !strcmp(cells[BCOL_HEAD], "moe") && !strcmp(cells[BCOL_EXPERTS], "4/2/8") &&
+                  !strcmp(cells[BCOL_SCHED], "exp") && !strcmp(cells[BCOL_BEST], best) &&
+                  !strcmp(cells[BCOL_LAST], last) && !strcmp(cells[BCOL_EPOCHS], "2/2") &&
+                  !strcmp(cells[BCOL_STATUS], "finished"),
+              "moe-exp cells: %s | %s | %s | %s | %s | %s | %s | %s | %s", cells[0], cells[1], cells[2], cells[3],
+              cells[4], cells[5], cells[6], cells[7], cells[8]);
+        check(strlen(cells[BCOL_CREATED]) == 16 && cells[BCOL_CREATED][10] == ' ' &&
+                  !strchr(cells[BCOL_CREATED], 'T') && !strncmp(cells[BCOL_CREATED], e->info.created, 10),
               "created cell 'YYYY-MM-DD HH:MM': '%s'", cells[BCOL_CREATED]);
-        check(strchr(best, '.') && strlen(strchr(best, '.')) == 3 && atof(best) > 0 && atof(best) <= 100, "best is a percentage, 2 decimals (%s)", best);
+        check(strchr(best, '.') && strlen(strchr(best, '.')) == 3 && atof(best) > 0 && atof(best) <= 100,
+              "best is a percentage, 2 decimals (%s)", best);
     }
     e = find(&l, "quit");
     if (e) {
         browse_entry_cells(e, cells);
         check(!strcmp(cells[BCOL_BEST], "-") && !strcmp(cells[BCOL_LAST], "-") && !strcmp(cells[BCOL_EPOCHS], "0/2") &&
                   !strcmp(cells[BCOL_STATUS], "interrupted"),
-              "no evaluation: best '-', last '-', epochs 0/2 (%s %s %s)", cells[BCOL_BEST], cells[BCOL_LAST], cells[BCOL_EPOCHS]);
+              "no evaluation: best '-', last '-', epochs 0/2 (%s %s %s)", cells[BCOL_BEST], cells[BCOL_LAST],
+              cells[BCOL_EPOCHS]);
     }
     e = find(&l, "dense");
     if (e) {
         browse_entry_cells(e, cells);
-        check(!strcmp(cells[BCOL_SCHED], "-") && !strncmp(cells[BCOL_EXPERTS], "-/", 2) && strcmp(cells[BCOL_BEST], "-"),
+        check(!strcmp(cells[BCOL_SCHED], "-") && !strncmp(cells[BCOL_EXPERTS], "-/", 2) &&
+                  strcmp(cells[BCOL_BEST], "-"),
               "dense cells: schedule '-', experts '%s', best %s", cells[BCOL_EXPERTS], cells[BCOL_BEST]);
     }
     e = find(&l, "garbage");
@@ -846,17 +973,20 @@ static void test_sessions(void) {
         check(!strcmp(k.status, "finished") && !k.err[0], "a finished session never becomes stale");
         path_in(k.path, sizeof k.path, "moe-exp/live.h5");
         browse_entry_read(&k, (double)time(NULL));
-        check(k.ok && !strcmp(k.status, "finished") && !strcmp(k.sched, "exp") && k.mtime > 0, "an entry whose path is the .h5 file itself");
+        check(k.ok && !strcmp(k.status, "finished") && !strcmp(k.sched, "exp") && k.mtime > 0,
+              "an entry whose path is the .h5 file itself");
         path_in(k.path, sizeof k.path, "no-such-session");
         browse_entry_read(&k, (double)time(NULL));
-        check(!k.ok && !strcmp(k.status, "missing") && k.err[0] && k.mtime == 0 && !k.sched[0], "a vanished session: missing (%s)", k.err);
+        check(!k.ok && !strcmp(k.status, "missing") && k.err[0] && k.mtime == 0 && !k.sched[0],
+              "a vanished session: missing (%s)", k.err);
     }
 
     /* a session folder as the root */
     BrowseList one;
     memset(&one, 0, sizeof one);
     path_in(p, sizeof p, "moe-cos");
-    check(browse_list_scan(&one, p) == 0 && one.n == 1 && !strcmp(one.e[0].name, ".") && !strcmp(one.e[0].status, "finished"),
+    check(browse_list_scan(&one, p) == 0 && one.n == 1 && !strcmp(one.e[0].name, ".") &&
+              !strcmp(one.e[0].status, "finished"),
           "a session folder as root: one entry '.'");
     browse_list_free(&one);
     check(one.e == NULL && one.n == 0, "browse_list_free empties the list");
@@ -866,11 +996,13 @@ static void test_sessions(void) {
     /* 5. unreadable roots */
     path_in(p, sizeof p, "no-such-folder");
     errno = 0;
-    check(browse_list_scan(&l, p) == -1 && strstr(ml_last_error(), "no-such-folder") && strstr(ml_last_error(), strerror(ENOENT)),
+    check(browse_list_scan(&l, p) == -1 && strstr(ml_last_error(), "no-such-folder") &&
+              strstr(ml_last_error(), strerror(ENOENT)),
           "missing folder: -1 (%s)", ml_last_error());
     check(l.n == 0, "the list is empty after a failed scan");
     errno = ENOTTY; /* left over from an earlier call (isatty on a pipe) */
-    check(browse_list_scan(&l, cmds) == -1 && strstr(ml_last_error(), "cmds.txt") && strstr(ml_last_error(), "not a folder"),
+    check(browse_list_scan(&l, cmds) == -1 && strstr(ml_last_error(), "cmds.txt") &&
+              strstr(ml_last_error(), "not a folder"),
           "a plain file: -1 (%s)", ml_last_error());
     browse_list_free(&l);
 

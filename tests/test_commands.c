@@ -12,7 +12,8 @@ static void ok_parse(const char *line, CmdKind kind, const char *norm) {
     TrainerCmd c;
     char err[256] = "";
     int r = command_parse(line, &c, err, sizeof err);
-    CHECK(r == 0 && c.kind == kind && strcmp(c.text, norm) == 0, "'%s' parses as '%s' (got '%s'%s%s)", line, norm, c.text, err[0] ? ", " : "", err);
+    CHECK(r == 0 && c.kind == kind && strcmp(c.text, norm) == 0, "'%s' parses as '%s' (got '%s'%s%s)", line, norm,
+          c.text, err[0] ? ", " : "", err);
 }
 
 static void bad_parse(const char *line, const char *msg) {
@@ -41,8 +42,9 @@ int main(void) {
     command_parse("set alpha 0.02", &c, err, sizeof err);
     CHECK(c.param == PARAM_ALPHA && c.value == 0.02, "set alpha 0.02 -> PARAM_ALPHA 0.02");
     command_parse("anneal sigmoid 1.0 0.1 s=12 c=0.3 min=0.05", &c, err, sizeof err);
-    CHECK(c.sched.kind == TAU_SIGMOID && c.sched.tau0 == 1.0f && fabsf(c.sched.tau1 - 0.1f) < 1e-7f && c.sched.s == 12.0f &&
-          fabsf(c.sched.c - 0.3f) < 1e-7f && fabsf(c.sched.tau_min - 0.05f) < 1e-7f, "anneal fills the schedule record");
+    CHECK(c.sched.kind == TAU_SIGMOID && c.sched.tau0 == 1.0f && fabsf(c.sched.tau1 - 0.1f) < 1e-7f &&
+              c.sched.s == 12.0f && fabsf(c.sched.c - 0.3f) < 1e-7f && fabsf(c.sched.tau_min - 0.05f) < 1e-7f,
+          "anneal fills the schedule record");
     bad_parse("", "empty command");
     bad_parse("frobnicate", "unknown command 'frobnicate'");
     bad_parse("set", "usage: set");
@@ -66,7 +68,7 @@ int main(void) {
         snprintf(want, sizeof want, "anneal %s 1 0.2", tau_kind_names[k]);
         int r = command_parse(line, &c, err, sizeof err);
         CHECK(r == 0 && c.kind == CMD_ANNEAL && (int)c.sched.kind == k && !strcmp(c.text, want) &&
-              tau_kind_info((TauKind)k) && !strcmp(tau_kind_name((TauKind)k), tau_kind_names[k]),
+                  tau_kind_info((TauKind)k) && !strcmp(tau_kind_name((TauKind)k), tau_kind_names[k]),
               "'%s' parses (kind %d, '%s')", line, k, c.text);
     }
     CHECK(tau_kind_names[TAU_KIND_COUNT] == NULL && tau_kind_info(TAU_KIND_COUNT) == NULL, "one name per kind");
@@ -95,27 +97,36 @@ int main(void) {
               "set %s: parameter %d", cmd_param_words[p], p);
         if (isfinite(pi->lo))
             CHECK((cmd_param_check((CmdParam)p, pi->lo) == ML_OK) == !pi->lo_open &&
-                  cmd_param_check((CmdParam)p, pi->lo - 1) == ML_ERR_ARG,
+                      cmd_param_check((CmdParam)p, pi->lo - 1) == ML_ERR_ARG,
                   "set %s: lower end %g %s", pi->word, pi->lo, pi->lo_open ? "excluded" : "included");
         if (isfinite(pi->hi))
             CHECK((cmd_param_check((CmdParam)p, pi->hi) == ML_OK) == !pi->hi_open &&
-                  cmd_param_check((CmdParam)p, pi->hi * 2 + 1) == ML_ERR_ARG,
+                      cmd_param_check((CmdParam)p, pi->hi * 2 + 1) == ML_ERR_ARG,
                   "set %s: upper end %g %s", pi->word, pi->hi, pi->hi_open ? "excluded" : "included");
         CHECK(cmd_param_check((CmdParam)p, NAN) == ML_ERR_ARG, "set %s: NaN rejected", pi->word);
     }
-    CHECK(cmd_param_words[PARAM_COUNT] == NULL && cmd_param_info(PARAM_COUNT) == NULL && cmd_param_parse("banana", &(CmdParam){0}) == -1,
+    CHECK(cmd_param_words[PARAM_COUNT] == NULL && cmd_param_info(PARAM_COUNT) == NULL &&
+              cmd_param_parse("banana", &(CmdParam){0}) == -1,
           "one word per parameter");
-    static const struct { CmdParam p; double v; const char *msg; } msgs[] = {
-        {PARAM_LR, 200, "set lr: 200 is outside (0, 100]"},          {PARAM_LR, 0, "set lr: 0 is outside (0, 100]"},
-        {PARAM_CF, 2000, "set cf: 2000 is too large"},               {PARAM_ALPHA, -1, "set alpha: -1 is outside [0, 10000]"},
-        {PARAM_BETA, 1e5, "set beta: 100000 is outside [0, 10000]"}, {PARAM_NOISE, 101, "set noise: 101 is outside [0, 100]"},
+    static const struct {
+        CmdParam p;
+        double v;
+        const char *msg;
+    } msgs[] = {
+        {PARAM_LR, 200, "set lr: 200 is outside (0, 100]"},
+        {PARAM_LR, 0, "set lr: 0 is outside (0, 100]"},
+        {PARAM_CF, 2000, "set cf: 2000 is too large"},
+        {PARAM_ALPHA, -1, "set alpha: -1 is outside [0, 10000]"},
+        {PARAM_BETA, 1e5, "set beta: 100000 is outside [0, 10000]"},
+        {PARAM_NOISE, 101, "set noise: 101 is outside [0, 100]"},
         {PARAM_BIAS_RATE, -0.5, "set bias-rate: -0.5 is outside [0, 100]"},
         {PARAM_TAU, -1, "set tau: -1 is not a positive finite number"},
     };
     for (size_t i = 0; i < sizeof msgs / sizeof msgs[0]; i++)
-        CHECK(cmd_param_check(msgs[i].p, msgs[i].v) == ML_ERR_ARG && !strcmp(ml_last_error(), msgs[i].msg), "\"%s\" (got \"%s\")",
-              msgs[i].msg, ml_last_error());
-    CHECK(cmd_param_check(PARAM_CF, -1) == ML_OK && cmd_param_check(PARAM_TAU, 1e30) == ML_OK, "cf may be negative, tau has no upper end");
+        CHECK(cmd_param_check(msgs[i].p, msgs[i].v) == ML_ERR_ARG && !strcmp(ml_last_error(), msgs[i].msg),
+              "\"%s\" (got \"%s\")", msgs[i].msg, ml_last_error());
+    CHECK(cmd_param_check(PARAM_CF, -1) == ML_OK && cmd_param_check(PARAM_TAU, 1e30) == ML_OK,
+          "cf may be negative, tau has no upper end");
 
     /* command files */
     char path[] = "/tmp/moelab_cmdXXXXXX";
@@ -126,8 +137,9 @@ int main(void) {
     ScheduledCmd *v;
     int n;
     int r = command_file_read(path, &v, &n, err, sizeof err);
-    CHECK(r == 0 && n == 4 && v[0].step == 5 && v[0].cmd.kind == CMD_SET && v[1].step == 5 && v[1].cmd.kind == CMD_EVAL &&
-          v[2].step == 20 && v[3].cmd.kind == CMD_QUIT, "command file sorted by step, stable for equal steps");
+    CHECK(r == 0 && n == 4 && v[0].step == 5 && v[0].cmd.kind == CMD_SET && v[1].step == 5 &&
+              v[1].cmd.kind == CMD_EVAL && v[2].step == 20 && v[3].cmd.kind == CMD_QUIT,
+          "command file sorted by step, stable for equal steps");
     free(v);
     FILE *f = fopen(path, "w");
     fputs("at 3 set tau 0.5\nat x quit\n", f);
@@ -142,12 +154,19 @@ int main(void) {
     Dataset ds;
     SyntheticOptions so;
     synthetic_defaults(&so);
-    so.h = so.w = 8; so.classes = 3; so.n_train = 64; so.n_test = 16;
+    so.h = so.w = 8;
+    so.classes = 3;
+    so.n_train = 64;
+    so.n_test = 16;
     synthetic_generate(&ds, &so);
     TrainConfig cfg;
     train_config_defaults(&cfg);
-    cfg.model.width = 0.125f; cfg.model.batch = 16; cfg.model.head.E = 4; cfg.model.head.h = 8;
-    cfg.epochs = 2; cfg.threads = 1;
+    cfg.model.width = 0.125f;
+    cfg.model.batch = 16;
+    cfg.model.head.E = 4;
+    cfg.model.head.h = 8;
+    cfg.epochs = 2;
+    cfg.threads = 1;
     Trainer t;
     CHECK(trainer_init_ds(&t, &cfg, &ds) == ML_OK, "trainer_init");
     for (int i = 0; i < 3; i++) trainer_step(&t, NULL);
@@ -155,7 +174,8 @@ int main(void) {
     CHECK(trainer_apply(&t, &c) == ML_OK && tau_plan_value(&t.tau, t.step) == 0.25f, "set tau overrides the schedule");
     command_parse("anneal linear 1 0.5", &c, err, sizeof err);
     CHECK(trainer_apply(&t, &c) == ML_OK && tau_plan_value(&t.tau, t.step) == 1.0f &&
-          fabsf(tau_plan_value(&t.tau, t.total_steps) - 0.5f) < 1e-6f, "anneal runs from now (1.0) to the end of training (0.5)");
+              fabsf(tau_plan_value(&t.tau, t.total_steps) - 0.5f) < 1e-6f,
+          "anneal runs from now (1.0) to the end of training (0.5)");
     command_parse("set cf 0.5", &c, err, sizeof err);
     trainer_apply(&t, &c);
     StepRecord rec;
@@ -168,7 +188,8 @@ int main(void) {
     command_parse("set alpha 0.5", &c, err, sizeof err);
     CHECK(trainer_apply(&t, &c) == ML_OK && t.model.moe.cfg.alpha == 0.5f, "set alpha reaches the head");
     command_parse("set lr 200", &c, err, sizeof err);
-    CHECK(trainer_apply(&t, &c) == ML_ERR_ARG && !strcmp(ml_last_error(), "set lr: 200 is outside (0, 100]") && t.lr_override == 0.125f,
+    CHECK(trainer_apply(&t, &c) == ML_ERR_ARG && !strcmp(ml_last_error(), "set lr: 200 is outside (0, 100]") &&
+              t.lr_override == 0.125f,
           "set lr 200 is refused by the trainer: %s", ml_last_error());
     command_parse("set beta 20000", &c, err, sizeof err);
     CHECK(trainer_apply(&t, &c) == ML_ERR_ARG && !strcmp(ml_last_error(), "set beta: 20000 is outside [0, 10000]"),
@@ -177,7 +198,8 @@ int main(void) {
     cfg.model.head.kind = HEAD_DENSE;
     trainer_init_ds(&t, &cfg, &ds);
     command_parse("set tau 0.5", &c, err, sizeof err);
-    CHECK(trainer_apply(&t, &c) == ML_ERR_STATE && strstr(ml_last_error(), "dense"), "set tau on a dense head: %s", ml_last_error());
+    CHECK(trainer_apply(&t, &c) == ML_ERR_STATE && strstr(ml_last_error(), "dense"), "set tau on a dense head: %s",
+          ml_last_error());
     trainer_free(&t);
     dataset_free(&ds);
     printf("%d failure(s)\n", g_failures);

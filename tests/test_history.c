@@ -69,8 +69,13 @@ static void small_config(TrainConfig *c, HeadKind head) {
 static int make_dataset(Dataset *ds) {
     SyntheticOptions o;
     synthetic_defaults(&o);
-    o.h = 16; o.w = 16; o.c = 3; o.classes = 4;
-    o.n_train = 256; o.n_test = 64; o.seed = 3;
+    o.h = 16;
+    o.w = 16;
+    o.c = 3;
+    o.classes = 4;
+    o.n_train = 256;
+    o.n_test = 64;
+    o.seed = 3;
     return synthetic_generate(ds, &o) == ML_OK ? 0 : -1;
 }
 
@@ -89,23 +94,75 @@ static int create_session(SessionWriter *w, const Trainer *t, const char *dir, c
 
 /* The first field where a and b differ (NULL: none). Per-expert vectors over the first E. */
 static const char *step_diff(const StepRecord *a, const StepRecord *b) {
-#define D(f) if (a->f != b->f) return #f
-    D(step); D(epoch); D(epoch_progress); D(loss); D(loss_total); D(acc); D(lr); D(tau); D(img_per_s);
-    D(has_moe); D(rho_realized); D(dead_experts); D(collapsed); D(collapse_reason); D(window_load_entropy);
-    D(moe.B); D(moe.E); D(moe.k); D(moe.training); D(moe.capacity); D(moe.dropless); D(moe.drop_frac);
-    D(moe.no_expert_frac); D(moe.gate_entropy); D(moe.load_entropy); D(moe.maxvio); D(moe.confidence);
-    D(moe.l_aux); D(moe.l_z); D(moe.tau); D(moe.pairs_per_sample); D(moe.first_share);
+#define D(f) \
+    if (a->f != b->f) return #f
+    D(step);
+    D(epoch);
+    D(epoch_progress);
+    D(loss);
+    D(loss_total);
+    D(acc);
+    D(lr);
+    D(tau);
+    D(img_per_s);
+    D(has_moe);
+    D(rho_realized);
+    D(dead_experts);
+    D(collapsed);
+    D(collapse_reason);
+    D(window_load_entropy);
+    D(moe.B);
+    D(moe.E);
+    D(moe.k);
+    D(moe.training);
+    D(moe.capacity);
+    D(moe.dropless);
+    D(moe.drop_frac);
+    D(moe.no_expert_frac);
+    D(moe.gate_entropy);
+    D(moe.load_entropy);
+    D(moe.maxvio);
+    D(moe.confidence);
+    D(moe.l_aux);
+    D(moe.l_z);
+    D(moe.tau);
+    D(moe.pairs_per_sample);
+    D(moe.first_share);
     for (int e = 0; e < a->moe.E && e < MOE_MAX_EXPERTS; e++) {
-        D(moe.demand[e]); D(moe.kept[e]); D(moe.mean_gate[e]); D(moe.bias[e]);
+        D(moe.demand[e]);
+        D(moe.kept[e]);
+        D(moe.mean_gate[e]);
+        D(moe.bias[e]);
     }
     return NULL;
 }
 
 static const char *eval_diff(const EvalRecord *a, const EvalRecord *b) {
-    D(epoch); D(step); D(train_loss); D(train_acc); D(test_loss); D(test_acc); D(img_per_s); D(epoch_seconds);
-    D(elapsed); D(has_moe); D(rho_nominal); D(train_drop_frac); D(train_maxvio); D(train_rho_realized);
-    D(window_load_entropy); D(window_first_share); D(dead_experts); D(collapsed); D(collapse_reason); D(classes);
-    D(experts); D(mutual_info); D(test_load_entropy); D(tsne_n); D(feat_dim);
+    D(epoch);
+    D(step);
+    D(train_loss);
+    D(train_acc);
+    D(test_loss);
+    D(test_acc);
+    D(img_per_s);
+    D(epoch_seconds);
+    D(elapsed);
+    D(has_moe);
+    D(rho_nominal);
+    D(train_drop_frac);
+    D(train_maxvio);
+    D(train_rho_realized);
+    D(window_load_entropy);
+    D(window_first_share);
+    D(dead_experts);
+    D(collapsed);
+    D(collapse_reason);
+    D(classes);
+    D(experts);
+    D(mutual_info);
+    D(test_load_entropy);
+    D(tsne_n);
+    D(feat_dim);
     if ((a->class_expert == NULL) != (b->class_expert == NULL)) return "class_expert (NULL vs not)";
     if (a->class_expert && memcmp(a->class_expert, b->class_expert, sizeof(int) * (size_t)a->classes * a->experts))
         return "class_expert";
@@ -159,22 +216,23 @@ static int history_empty(const SessionHistory *h) {
 
 /* ------------------------------------------------------------------ 1-3: hand-made session */
 
-#define NS 150          /* step rows: two full blocks of 64 and a partial one */
-#define NEV 4           /* evaluations */
-#define NEVT 7          /* events */
+#define NS 150 /* step rows: two full blocks of 64 and a partial one */
+#define NEV 4  /* evaluations */
+#define NEVT 7 /* events */
 #define LOG_EVERY 3
 #define BATCH 32
 
-static StepRecord g_st[NS];       /* as written (dropless = what the loader must reconstruct) */
+static StepRecord g_st[NS]; /* as written (dropless = what the loader must reconstruct) */
 static EvalRecord g_ev[NEV];
 static int *g_ce[NEV];
 static float *g_feat[NEV];
 static int *g_tex[NEV];
 static int32_t *g_tla[NEV];
-static int g_tn, g_fd;            /* t-SNE sample size of the hand-made session */
+static int g_tn, g_fd; /* t-SNE sample size of the hand-made session */
 static const long g_evt_step[NEVT] = {10, 150, 150, 200, 300, 301, 460};
-static const char *g_evt_text[NEVT] = {"set tau 0.3", "set cf 0", "note: two events at one step", "set cf 2000",
-                                       "set cf 3", NULL /* long */, "after the last row"};
+static const char *g_evt_text[NEVT] = {"set tau 0.3",       "set cf 0", "note: two events at one step",
+                                       "set cf 2000",       "set cf 3", NULL /* long */,
+                                       "after the last row"};
 #define LONG_EVT 5
 static char g_long[400];
 static const int g_ev_epoch[NEV] = {1, 2, 2, 4};
@@ -280,7 +338,10 @@ static int write_hand_session(const Dataset *ds, Trainer *t, double *t0, double 
     TrainConfig cfg;
     small_config(&cfg, HEAD_MOE);
     cfg.log_every = LOG_EVERY;
-    if (trainer_init_ds(t, &cfg, ds) != ML_OK) { check(0, "trainer_init: %s", ml_last_error()); return -1; }
+    if (trainer_init_ds(t, &cfg, ds) != ML_OK) {
+        check(0, "trainer_init: %s", ml_last_error());
+        return -1;
+    }
     g_tn = t->tsne_n;
     g_fd = t->model.d;
     memset(g_long, 'x', sizeof g_long - 1);
@@ -327,7 +388,7 @@ static void test_roundtrip(const SessionHistory *h, const Trainer *t, double t0,
           "batch %d, d %d, log_every %d (from config_json), tsne_samples %d", h->batch, h->d, h->log_every,
           h->tsne_samples);
     check(h->steps_per_epoch == t->steps_per_epoch && h->total_steps == t->total_steps &&
-          h->rho_nominal == model_rho_nominal(&t->model),
+              h->rho_nominal == model_rho_nominal(&t->model),
           "steps_per_epoch %ld, total_steps %ld, rho_nominal %.4f", h->steps_per_epoch, h->total_steps, h->rho_nominal);
     check(h->image_c == 3 && h->image_h == 16 && h->image_w == 16 && h->n_train == 256 && h->n_test == 64,
           "image %dx%dx%d, n_train %d, n_test %d", h->image_c, h->image_h, h->image_w, h->n_train, h->n_test);
@@ -335,8 +396,9 @@ static void test_roundtrip(const SessionHistory *h, const Trainer *t, double t0,
     check(!strcmp(h->config_json, g_hand_json), "config_json = session_config_json (%zu bytes)", strlen(g_hand_json));
     /* info */
     check(!strcmp(h->info.status, "finished") && !strcmp(h->info.head, "moe") && h->info.experts == 4 &&
-          h->info.k == 2 && h->info.steps_logged == NS && h->info.last_step == g_st[NS - 1].step &&
-          h->info.evals == NEV && h->info.best_test_acc == 0.91 && h->info.best_epoch == 2 && h->info.events == NEVT,
+              h->info.k == 2 && h->info.steps_logged == NS && h->info.last_step == g_st[NS - 1].step &&
+              h->info.evals == NEV && h->info.best_test_acc == 0.91 && h->info.best_epoch == 2 &&
+              h->info.events == NEVT,
           "info as session_read_info: %s, head %s, %ld steps, best %.2f at epoch %d", h->info.status, h->info.head,
           h->info.steps_logged, h->info.best_test_acc, h->info.best_epoch);
     /* steps */
@@ -345,8 +407,10 @@ static void test_roundtrip(const SessionHistory *h, const Trainer *t, double t0,
     const char *what = NULL;
     for (long i = 0; i < NS && bad < 0; i++)
         if ((what = step_diff(&h->steps[i], &g_st[i]))) bad = i;
-    check(bad < 0, "all %d StepRecords round-trip exactly (every column, demand/kept/mean_gate/bias, B/E/k/training/"
-                   "tau rebuilt)%s%s", NS, what ? ": differs in " : "", what ? what : "");
+    check(bad < 0,
+          "all %d StepRecords round-trip exactly (every column, demand/kept/mean_gate/bias, B/E/k/training/"
+          "tau rebuilt)%s%s",
+          NS, what ? ": differs in " : "", what ? what : "");
     if (bad >= 0) printf("INFO first difference at row %ld\n", bad);
     int dl[3] = {0, 0, 0};
     for (long i = 0; i < NS; i++) dl[g_st[i].step <= 150 ? 0 : g_st[i].step <= 300 ? 1 : 2] += h->steps[i].moe.dropless;
@@ -356,7 +420,8 @@ static void test_roundtrip(const SessionHistory *h, const Trainer *t, double t0,
           dl[0], dl[1], dl[2]);
     int wall_ok = 1;
     for (long i = 0; i < NS; i++)
-        wall_ok = wall_ok && h->step_wall[i] >= t0 && h->step_wall[i] <= t1 && (i == 0 || h->step_wall[i] >= h->step_wall[i - 1]);
+        wall_ok = wall_ok && h->step_wall[i] >= t0 && h->step_wall[i] <= t1 &&
+                  (i == 0 || h->step_wall[i] >= h->step_wall[i - 1]);
     check(wall_ok, "step_wall: Unix times of the appends, non-decreasing");
     /* evals */
     if (h->nevals != NEV) return;
@@ -365,8 +430,13 @@ static void test_roundtrip(const SessionHistory *h, const Trainer *t, double t0,
     for (int j = 0; j < NEV && ev_bad < 0; j++) {
         EvalRecord want = g_ev[j];
         if ((what = eval_diff(&h->evals[j], &want))) ev_bad = j;
-        else if (h->evals[j].tsne_feat || h->evals[j].tsne_expert || h->evals[j].tsne_label) { what = "tsne pointers"; ev_bad = j; }
-        else if (h->evals[j].class_expert != h->ce + (size_t)j * 16) { what = "class_expert pointer"; ev_bad = j; }
+        else if (h->evals[j].tsne_feat || h->evals[j].tsne_expert || h->evals[j].tsne_label) {
+            what = "tsne pointers";
+            ev_bad = j;
+        } else if (h->evals[j].class_expert != h->ce + (size_t)j * 16) {
+            what = "class_expert pointer";
+            ev_bad = j;
+        }
     }
     check(ev_bad < 0, "all %d EvalRecords round-trip (scalars, class x expert per eval, tsne_n %d, feat_dim %d)%s%s",
           NEV, h->evals[0].tsne_n, h->evals[0].feat_dim, what ? ": differs in " : "", what ? what : "");
@@ -395,7 +465,10 @@ static void test_scrubber(const SessionHistory *h) {
     int ok = 1;
     for (size_t i = 0; i < sizeof ep / sizeof *ep; i++) {
         const int got = session_history_eval_at_epoch(h, ep[i]);
-        if (got != want[i]) { ok = 0; printf("INFO eval_at_epoch(%d) = %d, want %d\n", ep[i], got, want[i]); }
+        if (got != want[i]) {
+            ok = 0;
+            printf("INFO eval_at_epoch(%d) = %d, want %d\n", ep[i], got, want[i]);
+        }
     }
     check(ok, "eval_at_epoch: none before the first (-1), exact (the first of two with epoch 2), between (3 -> the "
               "last before), after the last");
@@ -405,21 +478,24 @@ static void test_scrubber(const SessionHistory *h) {
     ok = 1;
     for (size_t i = 0; i < sizeof st / sizeof *st; i++) {
         const long got = session_history_step_at(h, st[i]);
-        if (got != sw[i]) { ok = 0; printf("INFO step_at(%ld) = %ld, want %ld\n", st[i], got, sw[i]); }
+        if (got != sw[i]) {
+            ok = 0;
+            printf("INFO step_at(%ld) = %ld, want %ld\n", st[i], got, sw[i]);
+        }
     }
     check(ok, "step_at: before the first row -1, exact rows, between rows, after the last");
     /* events at steps 10, 150, 150, 200, 300, 301, 460 */
-    struct { long step; int before, after; long first, last; } ea[] = {
-        {0, 2, 2, 0, 2},        /* start: position 0 */
-        {9, 5, 1, 0, 1},
-        {10, 1, 1, 0, 2},       /* position 1 (after the event at 10) */
-        {150, 2, 2, 1, 5},      /* position 3: both step-150 events are before it */
-        {200, 1, 3, 3, 7},      /* position 4 */
-        {301, 0, 0, 6, 6},
-        {460, 3, 3, 4, 7},      /* end: position 7 */
-        {100000, 2, 5, 5, 7},
-        {100000, 100, 100, 0, 7},
-        {150, -3, -3, 3, 3},    /* negative windows count as 0 */
+    struct {
+        long step;
+        int before, after;
+        long first, last;
+    } ea[] = {
+        {0, 2, 2, 0, 2},                         /* start: position 0 */
+        {9, 5, 1, 0, 1},      {10, 1, 1, 0, 2},  /* position 1 (after the event at 10) */
+        {150, 2, 2, 1, 5},                       /* position 3: both step-150 events are before it */
+        {200, 1, 3, 3, 7},                       /* position 4 */
+        {301, 0, 0, 6, 6},    {460, 3, 3, 4, 7}, /* end: position 7 */
+        {100000, 2, 5, 5, 7}, {100000, 100, 100, 0, 7}, {150, -3, -3, 3, 3}, /* negative windows count as 0 */
     };
     ok = 1;
     for (size_t i = 0; i < sizeof ea / sizeof *ea; i++) {
@@ -436,7 +512,8 @@ static void test_scrubber(const SessionHistory *h) {
     memset(&empty, 0, sizeof empty);
     long a = -9, b = -9;
     session_history_events_around(&empty, 5, 2, 2, &a, &b);
-    check(session_history_eval_at_epoch(&empty, 3) == -1 && session_history_step_at(&empty, 5) == -1 && a == 0 && b == 0,
+    check(session_history_eval_at_epoch(&empty, 3) == -1 && session_history_step_at(&empty, 5) == -1 && a == 0 &&
+              b == 0,
           "an empty history: -1, -1, [0, 0)");
 }
 
@@ -454,8 +531,10 @@ static void test_tsne(const SessionHistory *h) {
         ml_free(e);
         ml_free(l);
     }
-    check(ok && h->nevals == NEV, "session_history_tsne returns the %d x %d features, experts and labels of each of the "
-                                  "%d evaluations", g_tn, g_fd, h->nevals);
+    check(ok && h->nevals == NEV,
+          "session_history_tsne returns the %d x %d features, experts and labels of each of the "
+          "%d evaluations",
+          g_tn, g_fd, h->nevals);
     float *f = (float *)1;
     int *e = (int *)1, *l = (int *)1, n = 7, d = 7;
     ml_status st = session_history_tsne(h, -1, &f, &e, &l, &n, &d);
@@ -483,13 +562,20 @@ static void test_real_run(const Dataset *ds, const RealRun *rr) {
     cfg.model.head.cf = rr->cf;
     cfg.tsne_samples = rr->tsne;
     Trainer t;
-    if (trainer_init_ds(&t, &cfg, ds) != ML_OK) { check(0, "%s: trainer_init: %s", rr->name, ml_last_error()); return; }
+    if (trainer_init_ds(&t, &cfg, ds) != ML_OK) {
+        check(0, "%s: trainer_init: %s", rr->name, ml_last_error());
+        return;
+    }
     char dir[512];
     char sub[64];
     snprintf(sub, sizeof sub, "real-%s", rr->name);
     path_in(dir, sizeof dir, sub);
     SessionWriter w;
-    if (create_session(&w, &t, dir, rr->name) != 0) { check(0, "%s: session_create", rr->name); trainer_free(&t); return; }
+    if (create_session(&w, &t, dir, rr->name) != 0) {
+        check(0, "%s: session_create", rr->name);
+        trainer_free(&t);
+        return;
+    }
     const int moe = rr->head != HEAD_DENSE;
     enum { MAXS = 16 };
     StepRecord rec[MAXS];
@@ -507,13 +593,19 @@ static void test_real_run(const Dataset *ds, const RealRun *rr) {
             errors += trainer_apply(&t, &c) != ML_OK;
             errors += session_append_event(&w, t.step, 0, c.text) != ML_OK;
         }
-        if (trainer_step(&t, &rec[ns]) != ML_OK) { errors++; break; }
+        if (trainer_step(&t, &rec[ns]) != ML_OK) {
+            errors++;
+            break;
+        }
         errors += session_append_step(&w, &rec[ns]) != ML_OK;
         ns++;
     }
     for (int j = 0; j < 2; j++) { /* the end-of-epoch evaluation and an `eval` command after it */
         EvalRecord er;
-        if (trainer_eval_record(&t, &er, 0.25) != ML_OK) { errors++; break; }
+        if (trainer_eval_record(&t, &er, 0.25) != ML_OK) {
+            errors++;
+            break;
+        }
         er.epoch_seconds = 1.5 + j;
         eval_copy(&evc[nev++], &er);
         errors += session_append_eval(&w, &er) != ML_OK;
@@ -547,7 +639,8 @@ static void test_real_run(const Dataset *ds, const RealRun *rr) {
         check(ebad < 0, "%s: the loaded EvalRecords equal the published ones (classes %d, experts %d, tsne_n %d)%s%s",
               rr->name, h.evals[0].classes, h.evals[0].experts, h.evals[0].tsne_n, what ? ": differs in " : "",
               what ? what : "");
-        check(session_history_eval_at_epoch(&h, 1) == 0, "%s: eval_at_epoch(1) is the end-of-epoch evaluation", rr->name);
+        check(session_history_eval_at_epoch(&h, 1) == 0, "%s: eval_at_epoch(1) is the end-of-epoch evaluation",
+              rr->name);
         check(h.log_every == 1 && !strcmp(h.info.status, "interrupted"), "%s: log_every %d, status %s", rr->name,
               h.log_every, h.info.status);
         float *f = NULL;
@@ -555,8 +648,9 @@ static void test_real_run(const Dataset *ds, const RealRun *rr) {
         st = session_history_tsne(&h, 1, &f, &e, &l, &n, &d);
         if (moe && rr->tsne > 0) {
             check(st == ML_OK && n == evc[1].r.tsne_n && d == evc[1].r.feat_dim &&
-                  !memcmp(f, evc[1].feat, sizeof(float) * (size_t)n * d) && !memcmp(e, evc[1].tex, sizeof(int) * (size_t)n) &&
-                  !memcmp(l, evc[1].tla, sizeof(int) * (size_t)n),
+                      !memcmp(f, evc[1].feat, sizeof(float) * (size_t)n * d) &&
+                      !memcmp(e, evc[1].tex, sizeof(int) * (size_t)n) &&
+                      !memcmp(l, evc[1].tla, sizeof(int) * (size_t)n),
                   "%s: t-SNE sample of eval 1 equals the trainer's (%d x %d)", rr->name, n, d);
         } else {
             check(st == ML_ERR_ARG && !f, "%s: no t-SNE sample: ML_ERR_ARG (\"%s\")", rr->name, ml_last_error());
@@ -566,7 +660,7 @@ static void test_real_run(const Dataset *ds, const RealRun *rr) {
         ml_free(l);
         if (!moe)
             check(h.E == 0 && h.ce == NULL && !h.steps[0].has_moe && !h.evals[0].has_moe &&
-                  h.evals[0].class_expert == NULL && h.K == 4 && h.class_names && !strcmp(h.info.head, "dense"),
+                      h.evals[0].class_expert == NULL && h.K == 4 && h.class_names && !strcmp(h.info.head, "dense"),
                   "dense: E = 0, ce NULL, has_moe 0 in steps and evals, K = %d, head %s", h.K, h.info.head);
     }
     session_history_free(&h);
@@ -586,7 +680,10 @@ static long copy_file(const char *src, const char *dst, long limit) {
         size_t r;
         while ((limit < 0 || n < limit) && (r = fread(buf, 1, sizeof buf, in)) > 0) {
             if (limit >= 0 && n + (long)r > limit) r = (size_t)(limit - n);
-            if (fwrite(buf, 1, r, out) != r) { n = -1; break; }
+            if (fwrite(buf, 1, r, out) != r) {
+                n = -1;
+                break;
+            }
             n += (long)r;
         }
     } else {
@@ -678,11 +775,17 @@ static void test_damage(void) {
     }
     check(good == (int)(sizeof fr / sizeof *fr),
           "live.h5 (%ld bytes) truncated to 2..99%%: ML_ERR_FORMAT with a message, history empty, free safe, no crash "
-          "(%d/%zu)", size, good, sizeof fr / sizeof *fr);
+          "(%d/%zu)",
+          size, good, sizeof fr / sizeof *fr);
 
     FILE *g = fopen(file, "wb");
     uint64_t x = 88172645463325252ULL;
-    for (int i = 0; i < 16384; i++) { x ^= x << 13; x ^= x >> 7; x ^= x << 17; fputc((int)(x & 255), g); }
+    for (int i = 0; i < 16384; i++) {
+        x ^= x << 13;
+        x ^= x >> 7;
+        x ^= x << 17;
+        fputc((int)(x & 255), g);
+    }
     fclose(g);
     int code = load_in_child(file, ML_ERR_FORMAT, msg, sizeof msg);
     check(code == 0 && fails_here(file), "garbage bytes: ML_ERR_FORMAT \"%s\" (child code %d)", msg, code);
@@ -690,7 +793,8 @@ static void test_damage(void) {
     char missing[600];
     path_in(missing, sizeof missing, "no-such-session");
     code = load_in_child(missing, ML_ERR_IO, msg, sizeof msg);
-    check(code == 0 && strstr(msg, "no-such-session") && fails_here(missing), "missing session: ML_ERR_IO \"%s\" (child code %d)", msg, code);
+    check(code == 0 && strstr(msg, "no-such-session") && fails_here(missing),
+          "missing session: ML_ERR_IO \"%s\" (child code %d)", msg, code);
 
     hid_t f = H5Fcreate(file, H5F_ACC_TRUNC, H5P_DEFAULT, H5P_DEFAULT);
     hsize_t one = 3;
@@ -700,8 +804,8 @@ static void test_damage(void) {
     H5Sclose(s);
     H5Fclose(f);
     code = load_in_child(file, ML_ERR_FORMAT, msg, sizeof msg);
-    check(code == 0 && strstr(msg, "not a moelab session") && fails_here(file), "an HDF5 file that is not a session: \"%s\" (child code %d)",
-          msg, code);
+    check(code == 0 && strstr(msg, "not a moelab session") && fails_here(file),
+          "an HDF5 file that is not a session: \"%s\" (child code %d)", msg, code);
 
     /* format_version 99, written over the root attribute */
     copy_file(g_hand_file, file, -1);
@@ -715,7 +819,8 @@ static void test_damage(void) {
         H5Fclose(f);
     }
     code = load_in_child(file, ML_ERR_FORMAT, msg, sizeof msg);
-    check(edited && code == 0 && strstr(msg, "format_version 99") && fails_here(file), "format_version 99: \"%s\" (child code %d)", msg, code);
+    check(edited && code == 0 && strstr(msg, "format_version 99") && fails_here(file),
+          "format_version 99: \"%s\" (child code %d)", msg, code);
 
     /* a missing per-expert dataset */
     copy_file(g_hand_file, file, -1);
@@ -723,7 +828,8 @@ static void test_damage(void) {
     edited = f >= 0 && H5Ldelete(f, "/steps/kept", H5P_DEFAULT) >= 0;
     if (f >= 0) H5Fclose(f);
     code = load_in_child(file, ML_ERR_FORMAT, msg, sizeof msg);
-    check(edited && code == 0 && strstr(msg, "/steps/kept") && fails_here(file), "/steps/kept deleted: \"%s\" (child code %d)", msg, code);
+    check(edited && code == 0 && strstr(msg, "/steps/kept") && fails_here(file),
+          "/steps/kept deleted: \"%s\" (child code %d)", msg, code);
 
     /* a dimension claiming 1e12 rows (a damaged header): a message, not a terabyte allocation */
     copy_file(g_hand_file, file, -1);
@@ -731,8 +837,8 @@ static void test_damage(void) {
     edited = f >= 0 && h5_set_rows(f, "/steps/loss", 1000000000000ULL) == 0;
     if (f >= 0) H5Fclose(f);
     code = load_in_child(file, ML_ERR_FORMAT, msg, sizeof msg);
-    check(edited && code == 0 && strstr(msg, "/steps/loss") && fails_here(file), "/steps/loss claiming 1e12 rows: \"%s\" (child code %d)",
-          msg, code);
+    check(edited && code == 0 && strstr(msg, "/steps/loss") && fails_here(file),
+          "/steps/loss claiming 1e12 rows: \"%s\" (child code %d)", msg, code);
 
     /* ragged columns (a crash inside a block write): loads at the common length */
     copy_file(g_hand_file, file, -1);
@@ -746,9 +852,10 @@ static void test_damage(void) {
     int same = st == ML_OK && h.nsteps == NS - 20 && h.nevals == NEV - 1;
     for (long i = 0; same && i < h.nsteps; i++) same = step_diff(&h.steps[i], &g_st[i]) == NULL;
     for (int j = 0; same && j < h.nevals; j++) same = eval_diff(&h.evals[j], &g_ev[j]) == NULL;
-    check(edited && same, "ragged columns (loss %d rows, kept %d, mean_gate %d, tsne_label %d, test_acc %d): loads %ld "
-                          "steps and %d evals, equal to the written ones: %s", NS - 10, NS - 20, NS + 5, NEV - 1, NEV + 2,
-          h.nsteps, h.nevals, st ? ml_last_error() : "ok");
+    check(edited && same,
+          "ragged columns (loss %d rows, kept %d, mean_gate %d, tsne_label %d, test_acc %d): loads %ld "
+          "steps and %d evals, equal to the written ones: %s",
+          NS - 10, NS - 20, NS + 5, NEV - 1, NEV + 2, h.nsteps, h.nevals, st ? ml_last_error() : "ok");
     session_history_free(&h);
 
     st = session_history_load(NULL, &h);
@@ -779,54 +886,88 @@ static void test_config_roundtrip(void) {
     c.tau.tau_min = 1.17549435e-38f; /* FLT_MIN */
     c.tau.total = 123456789012L;
     c.route.entropy_min = 1.0 / 3.0;
-    c.route.max_share = 0.1 + 0.2;   /* 0.30000000000000004: a double that needs 17 digits */
-    c.route.dead_frac = 5e-324;      /* the smallest double */
-    c.seed = 9007199254740993ULL;    /* 2^53 + 1: an integer, not a double */
+    c.route.max_share = 0.1 + 0.2; /* 0.30000000000000004: a double that needs 17 digits */
+    c.route.dead_frac = 5e-324;    /* the smallest double */
+    c.seed = 9007199254740993ULL;  /* 2^53 + 1: an integer, not a double */
     static char js[8192];
     ml_status st = session_config_json(&c, "synthetic:16x16x3:4", js, sizeof js);
     json_t *cfg = st == ML_OK ? session_config_parse(js) : NULL;
     check(cfg != NULL, "config JSON written and parsed back (%zu bytes): %s", strlen(js), cfg ? "ok" : ml_last_error());
-    const struct { const char *path; double want; int is_float; } f[] = {
-        {"model.width", c.model.width, 1}, {"model.bn_momentum", c.model.bn_momentum, 1},
-        {"model.head.cf", c.model.head.cf, 1}, {"model.head.eval_cf", c.model.head.eval_cf, 1},
-        {"model.head.bias_rate", c.model.head.bias_rate, 1}, {"model.head.noise", c.model.head.noise, 1},
-        {"model.head.alpha", c.model.head.alpha, 1}, {"model.head.beta", c.model.head.beta, 1},
-        {"opt.momentum", c.opt.momentum, 1}, {"opt.beta1", c.opt.beta1, 1}, {"opt.beta2", c.opt.beta2, 1},
-        {"opt.eps", c.opt.eps, 1}, {"opt.wd", c.opt.wd, 1}, {"lr.base", c.lr.base, 1}, {"lr.gamma", c.lr.gamma, 1},
-        {"warmup_epochs", c.warmup_epochs, 1}, {"tau_epochs", c.tau_epochs, 1}, {"tau.tau0", c.tau.tau0, 1},
-        {"tau.tau1", c.tau.tau1, 1}, {"tau.tau_min", c.tau.tau_min, 1}, {"tau.s", c.tau.s, 1}, {"tau.c", c.tau.c, 1},
-        {"tau.step_gamma", c.tau.step_gamma, 1}, {"route.entropy_min", c.route.entropy_min, 0},
-        {"route.max_share", c.route.max_share, 0}, {"route.dead_frac", c.route.dead_frac, 0},
-        {"model.in_c", c.model.in_c, 0}, {"model.head.E", c.model.head.E, 0}, {"model.head.slots", c.model.head.slots, 0},
-        {"lr.warmup", (double)c.lr.warmup, 0}, {"tau.total", (double)c.tau.total, 0}, {"epochs", c.epochs, 0},
-        {"log_every", c.log_every, 0}, {"route.window", c.route.window, 0}, {"augment", c.augment, 0},
+    const struct {
+        const char *path;
+        double want;
+        int is_float;
+    } f[] = {
+        {"model.width", c.model.width, 1},
+        {"model.bn_momentum", c.model.bn_momentum, 1},
+        {"model.head.cf", c.model.head.cf, 1},
+        {"model.head.eval_cf", c.model.head.eval_cf, 1},
+        {"model.head.bias_rate", c.model.head.bias_rate, 1},
+        {"model.head.noise", c.model.head.noise, 1},
+        {"model.head.alpha", c.model.head.alpha, 1},
+        {"model.head.beta", c.model.head.beta, 1},
+        {"opt.momentum", c.opt.momentum, 1},
+        {"opt.beta1", c.opt.beta1, 1},
+        {"opt.beta2", c.opt.beta2, 1},
+        {"opt.eps", c.opt.eps, 1},
+        {"opt.wd", c.opt.wd, 1},
+        {"lr.base", c.lr.base, 1},
+        {"lr.gamma", c.lr.gamma, 1},
+        {"warmup_epochs", c.warmup_epochs, 1},
+        {"tau_epochs", c.tau_epochs, 1},
+        {"tau.tau0", c.tau.tau0, 1},
+        {"tau.tau1", c.tau.tau1, 1},
+        {"tau.tau_min", c.tau.tau_min, 1},
+        {"tau.s", c.tau.s, 1},
+        {"tau.c", c.tau.c, 1},
+        {"tau.step_gamma", c.tau.step_gamma, 1},
+        {"route.entropy_min", c.route.entropy_min, 0},
+        {"route.max_share", c.route.max_share, 0},
+        {"route.dead_frac", c.route.dead_frac, 0},
+        {"model.in_c", c.model.in_c, 0},
+        {"model.head.E", c.model.head.E, 0},
+        {"model.head.slots", c.model.head.slots, 0},
+        {"lr.warmup", (double)c.lr.warmup, 0},
+        {"tau.total", (double)c.tau.total, 0},
+        {"epochs", c.epochs, 0},
+        {"log_every", c.log_every, 0},
+        {"route.window", c.route.window, 0},
+        {"augment", c.augment, 0},
     };
     int bad = 0;
     for (size_t i = 0; i < sizeof f / sizeof f[0]; i++) {
         double v = NAN;
         const int r = session_config_num(cfg, f[i].path, -HUGE_VAL, HUGE_VAL, &v);
-        const int same = r == 1 && (f[i].is_float ? (float)v == (float)f[i].want && signbit(v) == signbit(f[i].want) : v == f[i].want);
-        if (!same) { printf("     %s: wrote %.17g, read %.17g (%d)\n", f[i].path, f[i].want, v, r); bad++; }
+        const int same = r == 1 && (f[i].is_float ? (float)v == (float)f[i].want && signbit(v) == signbit(f[i].want)
+                                                  : v == f[i].want);
+        if (!same) {
+            printf("     %s: wrote %.17g, read %.17g (%d)\n", f[i].path, f[i].want, v, r);
+            bad++;
+        }
     }
     const json_t *ms = json_object_get(json_object_get(cfg, "lr"), "milestones");
-    bad += (float)json_number_value(json_array_get(ms, 0)) != 0.3f || (float)json_number_value(json_array_get(ms, 1)) != 0.7f;
-    check(cfg && bad == 0, "every number of the configuration reads back exactly (%zu fields, milestones)", sizeof f / sizeof f[0]);
+    bad += (float)json_number_value(json_array_get(ms, 0)) != 0.3f ||
+           (float)json_number_value(json_array_get(ms, 1)) != 0.7f;
+    check(cfg && bad == 0, "every number of the configuration reads back exactly (%zu fields, milestones)",
+          sizeof f / sizeof f[0]);
     check(strstr(js, "\"seed\": 9007199254740993,") && strstr(js, "\"tau1\": 0.10000000000000001,") &&
-          strstr(js, "\"max_share\": 0.30000000000000004,"),
+              strstr(js, "\"max_share\": 0.30000000000000004,"),
           "the seed as an integer; with a double that needs 17 digits every real has 17");
     json_decref(cfg);
 
     small_config(&c, HEAD_MOE); /* every value short: reals with the digits they need */
     c.model.head.cf = NAN;
     st = session_config_json(&c, "x", js, sizeof js);
-    check(st == ML_OK && strstr(js, "\"tau1\": 0.1,") && strstr(js, "\"eps\": 1e-8,") && strstr(js, "\"width\": 0.25,") &&
-          strstr(js, "\"cf\": null,") && strstr(js, "\"milestones\": [0.5, 0.75]"),
+    check(st == ML_OK && strstr(js, "\"tau1\": 0.1,") && strstr(js, "\"eps\": 1e-8,") &&
+              strstr(js, "\"width\": 0.25,") && strstr(js, "\"cf\": null,") &&
+              strstr(js, "\"milestones\": [0.5, 0.75]"),
           "short values stay short (0.1 for 0.1f, 1e-8), a NaN is null");
     /* a dataset spec that is not UTF-8 (JSON cannot hold it): U+FFFD for the bad byte */
     st = session_config_json(&c, "caf\xe9-\xc3\xa9", js, sizeof js);
     cfg = st == ML_OK ? session_config_parse(js) : NULL;
     char spec[64] = "";
-    check(cfg && session_config_str(cfg, "dataset", spec, sizeof spec) == 1 && !strcmp(spec, "caf\xef\xbf\xbd-\xc3\xa9"),
+    check(cfg && session_config_str(cfg, "dataset", spec, sizeof spec) == 1 &&
+              !strcmp(spec, "caf\xef\xbf\xbd-\xc3\xa9"),
           "a Latin-1 byte in the dataset spec becomes U+FFFD, valid UTF-8 stays: '%s'", spec);
     json_decref(cfg);
 }
@@ -864,9 +1005,14 @@ static void test_config_damage(void) {
     snprintf(half, sizeof half, "%.*s", (int)(strlen(g_hand_json) / 2), g_hand_json);
     static char huge[70000]; /* longer than the 64 KiB the loader reads: cut */
     snprintf(huge, sizeof huge, "{\"log_every\": 7, \"dataset\": \"%65600d\"}", 0);
-    const struct { const char *what, *text; int log_every, cf_known; } cases[] = {
-        {"the old writer's text", "{\"dataset\": \"synthetic:16x16x3:4\", \"model\": {\"width\": 0.25, \"head\": {\"kind\": \"moe\", "
-                                  "\"cf\": 1.25, \"noise\": 1}}, \"seed\": 18000000000000000001, \"log_every\": 7}", 7, 1},
+    const struct {
+        const char *what, *text;
+        int log_every, cf_known;
+    } cases[] = {
+        {"the old writer's text",
+         "{\"dataset\": \"synthetic:16x16x3:4\", \"model\": {\"width\": 0.25, \"head\": {\"kind\": \"moe\", "
+         "\"cf\": 1.25, \"noise\": 1}}, \"seed\": 18000000000000000001, \"log_every\": 7}",
+         7, 1},
         {"cut in half", half, LOG_EVERY, 0},
         {"longer than 64 KiB", huge, LOG_EVERY, 0},
         {"strings for numbers", "{\"log_every\": \"7\", \"model\": {\"head\": {\"cf\": \"1.25\"}}}", LOG_EVERY, 0},
@@ -898,8 +1044,10 @@ static void test_config_damage(void) {
         good += ok;
         session_history_free(&h);
     }
-    check(good == n, "config_json cut, over 64 KiB, damaged, of wrong types, without keys, or by the old writer: the "
-                     "session loads, log_every and cf from it only when readable (%d/%d)", good, n);
+    check(good == n,
+          "config_json cut, over 64 KiB, damaged, of wrong types, without keys, or by the old writer: the "
+          "session loads, log_every and cf from it only when readable (%d/%d)",
+          good, n);
 }
 
 /* ------------------------------------------------------------------ 6: reading while writing */
@@ -921,7 +1069,9 @@ static int live_reader_main(const char *file) {
     return 0;
 }
 
-static int child_start(Child *c, const char *file) { return child_start_mode(c, "test_history", "--live-reader", file); }
+static int child_start(Child *c, const char *file) {
+    return child_start_mode(c, "test_history", "--live-reader", file);
+}
 
 /* Asks the child to load; returns its line in buf. */
 static void child_load(Child *c, char *buf, size_t n) {
@@ -937,14 +1087,21 @@ static void test_live_read(const Trainer *t) {
     path_in(dir, sizeof dir, "live");
     snprintf(file, sizeof file, "%s/live.h5", dir);
     SessionWriter w;
-    if (create_session(&w, t, dir, "live") != 0) { check(0, "live: session_create"); return; }
+    if (create_session(&w, t, dir, "live") != 0) {
+        check(0, "live: session_create");
+        return;
+    }
     int errors = 0;
     for (int i = 0; i < 70; i++) errors += session_append_step(&w, &g_st[i]) != ML_OK;
     errors += session_append_event(&w, 10, evt_wall(0), "set tau 0.3") != ML_OK;
     errors += session_append_eval(&w, &g_ev[0]) != ML_OK; /* flushes the 70 steps */
     errors += session_append_event(&w, 150, evt_wall(1), "set cf 0") != ML_OK;
     Child c;
-    if (child_start(&c, file) != 0) { check(0, "reader process started"); session_close(&w, NULL); return; }
+    if (child_start(&c, file) != 0) {
+        check(0, "reader process started");
+        session_close(&w, NULL);
+        return;
+    }
     char line[512], want[512];
     child_load(&c, line, sizeof line);
     snprintf(want, sizeof want, "0 70 1 2 running %ld %d", g_st[69].step, g_st[69].moe.kept[0]);
@@ -972,9 +1129,15 @@ int main(int argc, char **argv) {
     if (argc == 3 && !strcmp(argv[1], "--live-reader")) return live_reader_main(argv[2]);
     H5Eset_auto2(H5E_DEFAULT, NULL, NULL);
     snprintf(g_root, sizeof g_root, "/tmp/moelab-history-XXXXXX");
-    if (!mkdtemp(g_root)) { printf("FAIL mkdtemp: %s\n", strerror(errno)); return 1; }
+    if (!mkdtemp(g_root)) {
+        printf("FAIL mkdtemp: %s\n", strerror(errno));
+        return 1;
+    }
     Dataset ds;
-    if (make_dataset(&ds) != 0) { printf("FAIL synthetic_generate: %s\n", ml_last_error()); return 1; }
+    if (make_dataset(&ds) != 0) {
+        printf("FAIL synthetic_generate: %s\n", ml_last_error());
+        return 1;
+    }
 
     Trainer t;
     memset(&t, 0, sizeof t);
@@ -1007,7 +1170,12 @@ int main(int argc, char **argv) {
     for (size_t i = 0; i < sizeof runs / sizeof *runs; i++) test_real_run(&ds, &runs[i]);
     test_config_roundtrip();
 
-    for (int j = 0; j < NEV; j++) { free(g_ce[j]); free(g_feat[j]); free(g_tex[j]); free(g_tla[j]); }
+    for (int j = 0; j < NEV; j++) {
+        free(g_ce[j]);
+        free(g_feat[j]);
+        free(g_tex[j]);
+        free(g_tla[j]);
+    }
     dataset_free(&ds);
     if (n_failed == 0 && !getenv("MOELAB_TEST_KEEP")) {
         char cmd[300];

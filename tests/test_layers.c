@@ -19,11 +19,16 @@ static float *randv(long n, float scale) {
     return v;
 }
 static double dot(const float *a, const float *b, long n) {
-    double s = 0; for (long i = 0; i < n; i++) s += (double)a[i] * b[i]; return s;
+    double s = 0;
+    for (long i = 0; i < n; i++) s += (double)a[i] * b[i];
+    return s;
 }
 
 /* ---------------------------------------------------------------- conv3x3 */
-typedef struct { int B, C, H, W, OC, s; float *x, *w, *out, *col, *R; } ConvCtx;
+typedef struct {
+    int B, C, H, W, OC, s;
+    float *x, *w, *out, *col, *R;
+} ConvCtx;
 static long conv_outn(ConvCtx *c) { return (long)c->OC * c->B * conv_out_size(c->H, c->s) * conv_out_size(c->W, c->s); }
 static double conv_loss(void *p) {
     ConvCtx *c = p;
@@ -34,7 +39,11 @@ static void test_conv3x3(int s, int H, int W) {
     ConvCtx c = {.B = 2, .C = 3, .H = H, .W = W, .OC = 4, .s = s};
     long nx = (long)c.C * c.B * H * W, nw = c.OC * c.C * 9, no = conv_outn(&c);
     long ncol = (long)c.C * 9 * c.B * conv_out_size(H, s) * conv_out_size(W, s);
-    c.x = randv(nx, 1); c.w = randv(nw, 0.5f); c.out = randv(no, 1); c.col = randv(ncol, 1); c.R = randv(no, 1);
+    c.x = randv(nx, 1);
+    c.w = randv(nw, 0.5f);
+    c.out = randv(no, 1);
+    c.col = randv(ncol, 1);
+    c.R = randv(no, 1);
     float *dx = calloc(nx, 4), *dw = calloc(nw, 4), *dcol = calloc(ncol, 4);
     conv_loss(&c);
     conv3x3_backward(dx, dw, dcol, c.R, c.col, c.w, c.B, c.C, H, W, c.OC, s);
@@ -47,22 +56,38 @@ static void test_conv3x3(int s, int H, int W) {
     conv_loss(&c);
     const int Ho = conv_out_size(H, s), Wo = conv_out_size(W, s);
     double maxd = 0;
-    for (int o = 0; o < c.OC; o++) for (int b = 0; b < c.B; b++) for (int oy = 0; oy < Ho; oy++) for (int ox = 0; ox < Wo; ox++) {
-        double ref = 0;
-        for (int ci = 0; ci < c.C; ci++) for (int ky = 0; ky < 3; ky++) for (int kx = 0; kx < 3; kx++) {
-            int iy = oy * s - 1 + ky, ix = ox * s - 1 + kx;
-            if (iy < 0 || iy >= H || ix < 0 || ix >= W) continue;
-            ref += (double)c.w[((o * c.C + ci) * 3 + ky) * 3 + kx] * c.x[(((long)ci * c.B + b) * H + iy) * W + ix];
-        }
-        double got = c.out[(((long)o * c.B + b) * Ho + oy) * Wo + ox];
-        if (fabs(got - ref) > maxd) maxd = fabs(got - ref);
-    }
+    for (int o = 0; o < c.OC; o++)
+        for (int b = 0; b < c.B; b++)
+            for (int oy = 0; oy < Ho; oy++)
+                for (int ox = 0; ox < Wo; ox++) {
+                    double ref = 0;
+                    for (int ci = 0; ci < c.C; ci++)
+                        for (int ky = 0; ky < 3; ky++)
+                            for (int kx = 0; kx < 3; kx++) {
+                                int iy = oy * s - 1 + ky, ix = ox * s - 1 + kx;
+                                if (iy < 0 || iy >= H || ix < 0 || ix >= W) continue;
+                                ref += (double)c.w[((o * c.C + ci) * 3 + ky) * 3 + kx] *
+                                       c.x[(((long)ci * c.B + b) * H + iy) * W + ix];
+                            }
+                    double got = c.out[(((long)o * c.B + b) * Ho + oy) * Wo + ox];
+                    if (fabs(got - ref) > maxd) maxd = fabs(got - ref);
+                }
     CHECK(maxd < 1e-4, "conv3x3 s%d %dx%d forward matches the direct sum (max diff %.2e)", s, H, W, maxd);
-    free(c.x); free(c.w); free(c.out); free(c.col); free(c.R); free(dx); free(dw); free(dcol);
+    free(c.x);
+    free(c.w);
+    free(c.out);
+    free(c.col);
+    free(c.R);
+    free(dx);
+    free(dw);
+    free(dcol);
 }
 
 /* ---------------------------------------------------------------- depthwise */
-typedef struct { int B, C, H, W, s; float *x, *w, *out, *R; } DwCtx;
+typedef struct {
+    int B, C, H, W, s;
+    float *x, *w, *out, *R;
+} DwCtx;
 static long dw_outn(DwCtx *c) { return (long)c->C * c->B * conv_out_size(c->H, c->s) * conv_out_size(c->W, c->s); }
 static double dw_loss(void *p) {
     DwCtx *c = p;
@@ -72,7 +97,10 @@ static double dw_loss(void *p) {
 static void test_dwconv(int s, int H, int W) {
     DwCtx c = {.B = 3, .C = 4, .H = H, .W = W, .s = s};
     long nx = (long)c.C * c.B * H * W, nw = c.C * 9, no = dw_outn(&c);
-    c.x = randv(nx, 1); c.w = randv(nw, 0.5f); c.out = randv(no, 1); c.R = randv(no, 1);
+    c.x = randv(nx, 1);
+    c.w = randv(nw, 0.5f);
+    c.out = randv(no, 1);
+    c.R = randv(no, 1);
     float *dx = calloc(nx, 4), *dw = calloc(nw, 4);
     dw_loss(&c);
     dwconv3x3_backward(dx, dw, c.R, c.x, c.w, c.B, c.C, H, W, s);
@@ -81,11 +109,19 @@ static void test_dwconv(int s, int H, int W) {
     fd_check(name, c.x, dx, nx, dw_loss, NULL, &c, 1e-2f, 400, 1e-3);
     snprintf(name, sizeof name, "dwconv3x3 s%d %dx%d dw", s, H, W);
     fd_check(name, c.w, dw, nw, dw_loss, NULL, &c, 1e-2f, 400, 1e-3);
-    free(c.x); free(c.w); free(c.out); free(c.R); free(dx); free(dw);
+    free(c.x);
+    free(c.w);
+    free(c.out);
+    free(c.R);
+    free(dx);
+    free(dw);
 }
 
 /* ---------------------------------------------------------------- pointwise */
-typedef struct { int N, C, OC; float *x, *w, *out, *R; } PwCtx;
+typedef struct {
+    int N, C, OC;
+    float *x, *w, *out, *R;
+} PwCtx;
 static double pw_loss(void *p) {
     PwCtx *c = p;
     pwconv_forward(c->out, c->x, c->w, c->N, c->C, c->OC);
@@ -93,28 +129,47 @@ static double pw_loss(void *p) {
 }
 static void test_pwconv(void) {
     PwCtx c = {.N = 50, .C = 6, .OC = 5};
-    c.x = randv(c.N * c.C, 1); c.w = randv(c.OC * c.C, 0.5f); c.out = randv(c.OC * c.N, 1); c.R = randv(c.OC * c.N, 1);
+    c.x = randv(c.N * c.C, 1);
+    c.w = randv(c.OC * c.C, 0.5f);
+    c.out = randv(c.OC * c.N, 1);
+    c.R = randv(c.OC * c.N, 1);
     float *dx = calloc(c.N * c.C, 4), *dw = calloc(c.OC * c.C, 4);
     pw_loss(&c);
     pwconv_backward(dx, dw, c.R, c.x, c.w, c.N, c.C, c.OC);
     fd_check("pwconv1x1 dinp", c.x, dx, c.N * c.C, pw_loss, NULL, &c, 1e-2f, 400, 1e-3);
     fd_check("pwconv1x1 dw", c.w, dw, c.OC * c.C, pw_loss, NULL, &c, 1e-2f, 400, 1e-3);
-    free(c.x); free(c.w); free(c.out); free(c.R); free(dx); free(dw);
+    free(c.x);
+    free(c.w);
+    free(c.out);
+    free(c.R);
+    free(dx);
+    free(dw);
 }
 
 /* ---------------------------------------------------------------- batch norm */
-typedef struct { int C, N, relu; float *x, *g, *b, *out, *mean, *rstd, *rm, *rv, *R; } BnCtx;
+typedef struct {
+    int C, N, relu;
+    float *x, *g, *b, *out, *mean, *rstd, *rm, *rv, *R;
+} BnCtx;
 static double bn_loss(void *p) {
     BnCtx *c = p;
     bn_forward_train(c->out, c->mean, c->rstd, c->x, c->g, c->b, NULL, NULL, 0.1f, c->C, c->N, c->relu);
     return dot(c->out, c->R, (long)c->C * c->N);
 }
-static uint64_t bn_sig(void *p) { BnCtx *c = p; return c->relu ? fd_hash_mask(c->out, (long)c->C * c->N) : 0; }
+static uint64_t bn_sig(void *p) {
+    BnCtx *c = p;
+    return c->relu ? fd_hash_mask(c->out, (long)c->C * c->N) : 0;
+}
 static void test_bn(int relu) {
     BnCtx c = {.C = 3, .N = 40, .relu = relu};
     long n = (long)c.C * c.N;
-    c.x = randv(n, 2); c.g = randv(c.C, 1); c.b = randv(c.C, 0.5f); c.out = randv(n, 1);
-    c.mean = calloc(c.C, 4); c.rstd = calloc(c.C, 4); c.R = randv(n, 1);
+    c.x = randv(n, 2);
+    c.g = randv(c.C, 1);
+    c.b = randv(c.C, 0.5f);
+    c.out = randv(n, 1);
+    c.mean = calloc(c.C, 4);
+    c.rstd = calloc(c.C, 4);
+    c.R = randv(n, 1);
     for (int i = 0; i < c.C; i++) c.x[i * c.N] += 3.0f; /* a skewed channel */
     float *dx = calloc(n, 4), *dg = calloc(c.C, 4), *db = calloc(c.C, 4);
     bn_loss(&c);
@@ -141,7 +196,8 @@ static void test_bn(int relu) {
         m /= c.N;
         for (int i = 0; i < c.N; i++) v += (c.out[i] - m) * (c.out[i] - m);
         v /= c.N;
-        CHECK(fabs(m - c.b[0]) < 1e-4 && fabs(sqrt(v) - fabs(c.g[0])) < 1e-3, "batchnorm output mean %.5f (beta %.5f), std %.5f (|gamma| %.5f)", m, c.b[0], sqrt(v), fabs(c.g[0]));
+        CHECK(fabs(m - c.b[0]) < 1e-4 && fabs(sqrt(v) - fabs(c.g[0])) < 1e-3,
+              "batchnorm output mean %.5f (beta %.5f), std %.5f (|gamma| %.5f)", m, c.b[0], sqrt(v), fabs(c.g[0]));
         /* running statistics: one update from (0, 1) with momentum 1 gives the batch mean and unbiased var */
         float rm[3] = {0}, rv[3] = {1, 1, 1};
         bn_forward_train(c.out, c.mean, c.rstd, c.x, c.g, c.b, rm, rv, 1.0f, c.C, c.N, 0);
@@ -150,66 +206,132 @@ static void test_bn(int relu) {
         bm /= c.N;
         for (int i = 0; i < c.N; i++) bv += (c.x[i] - bm) * (c.x[i] - bm);
         bv /= (c.N - 1);
-        CHECK(fabs(rm[0] - bm) < 1e-5 && fabs(rv[0] - bv) < 1e-4, "running mean/var = batch mean %.4f / unbiased var %.4f", bm, bv);
+        CHECK(fabs(rm[0] - bm) < 1e-5 && fabs(rv[0] - bv) < 1e-4,
+              "running mean/var = batch mean %.4f / unbiased var %.4f", bm, bv);
         /* eval mode with running stats equal to the batch's (biased) stats reproduces training output */
         float *o2 = malloc(sizeof(float) * n);
-        for (int ch = 0; ch < c.C; ch++) { rm[ch] = c.mean[ch]; rv[ch] = 1.0f / (c.rstd[ch] * c.rstd[ch]) - BN_EPS; }
+        for (int ch = 0; ch < c.C; ch++) {
+            rm[ch] = c.mean[ch];
+            rv[ch] = 1.0f / (c.rstd[ch] * c.rstd[ch]) - BN_EPS;
+        }
         bn_forward_eval(o2, c.x, c.g, c.b, rm, rv, c.C, c.N, 0);
         double md = 0;
         for (long i = 0; i < n; i++) md = fmax(md, fabs(o2[i] - c.out[i]));
         CHECK(md < 1e-3, "batchnorm eval with running = batch statistics matches training (max diff %.2e)", md);
         free(o2);
     }
-    free(c.x); free(c.g); free(c.b); free(c.out); free(c.mean); free(c.rstd); free(c.R);
-    free(dx); free(dg); free(db); free(dy);
+    free(c.x);
+    free(c.g);
+    free(c.b);
+    free(c.out);
+    free(c.mean);
+    free(c.rstd);
+    free(c.R);
+    free(dx);
+    free(dg);
+    free(db);
+    free(dy);
 }
 
 /* ---------------------------------------------------------------- relu, gap, linear, xent */
-typedef struct { long n; float *x, *out, *R; } ReluCtx;
-static double relu_loss(void *p) { ReluCtx *c = p; relu_forward(c->out, c->x, c->n); return dot(c->out, c->R, c->n); }
-static uint64_t relu_sig(void *p) { ReluCtx *c = p; return fd_hash_mask(c->out, c->n); }
+typedef struct {
+    long n;
+    float *x, *out, *R;
+} ReluCtx;
+static double relu_loss(void *p) {
+    ReluCtx *c = p;
+    relu_forward(c->out, c->x, c->n);
+    return dot(c->out, c->R, c->n);
+}
+static uint64_t relu_sig(void *p) {
+    ReluCtx *c = p;
+    return fd_hash_mask(c->out, c->n);
+}
 static void test_relu(void) {
     ReluCtx c = {.n = 200};
-    c.x = randv(c.n, 1); c.out = randv(c.n, 1); c.R = randv(c.n, 1);
+    c.x = randv(c.n, 1);
+    c.out = randv(c.n, 1);
+    c.R = randv(c.n, 1);
     float *dx = calloc(c.n, 4);
     relu_loss(&c);
     relu_backward(dx, c.R, c.out, c.n);
     fd_check("relu dinp", c.x, dx, c.n, relu_loss, relu_sig, &c, 1e-3f, 400, 1e-3);
-    free(c.x); free(c.out); free(c.R); free(dx);
+    free(c.x);
+    free(c.out);
+    free(c.R);
+    free(dx);
 }
 
-typedef struct { int B, C, HW; float *x, *out, *R; } GapCtx;
-static double gap_loss(void *p) { GapCtx *c = p; gap_forward(c->out, c->x, c->B, c->C, c->HW); return dot(c->out, c->R, (long)c->B * c->C); }
+typedef struct {
+    int B, C, HW;
+    float *x, *out, *R;
+} GapCtx;
+static double gap_loss(void *p) {
+    GapCtx *c = p;
+    gap_forward(c->out, c->x, c->B, c->C, c->HW);
+    return dot(c->out, c->R, (long)c->B * c->C);
+}
 static void test_gap(void) {
     GapCtx c = {.B = 3, .C = 4, .HW = 9};
     long n = (long)c.B * c.C * c.HW;
-    c.x = randv(n, 1); c.out = randv(c.B * c.C, 1); c.R = randv(c.B * c.C, 1);
+    c.x = randv(n, 1);
+    c.out = randv(c.B * c.C, 1);
+    c.R = randv(c.B * c.C, 1);
     float *dx = calloc(n, 4);
     gap_loss(&c);
     gap_backward(dx, c.R, c.B, c.C, c.HW);
     fd_check("global avg pool dinp", c.x, dx, n, gap_loss, NULL, &c, 1e-2f, 400, 1e-3);
-    free(c.x); free(c.out); free(c.R); free(dx);
+    free(c.x);
+    free(c.out);
+    free(c.R);
+    free(dx);
 }
 
-typedef struct { int B, IC, OC; float *x, *w, *b, *out, *R; } LinCtx;
-static double lin_loss(void *p) { LinCtx *c = p; linear_forward(c->out, c->x, c->w, c->b, c->B, c->IC, c->OC); return dot(c->out, c->R, (long)c->B * c->OC); }
+typedef struct {
+    int B, IC, OC;
+    float *x, *w, *b, *out, *R;
+} LinCtx;
+static double lin_loss(void *p) {
+    LinCtx *c = p;
+    linear_forward(c->out, c->x, c->w, c->b, c->B, c->IC, c->OC);
+    return dot(c->out, c->R, (long)c->B * c->OC);
+}
 static void test_linear(void) {
     LinCtx c = {.B = 5, .IC = 7, .OC = 6};
-    c.x = randv(c.B * c.IC, 1); c.w = randv(c.OC * c.IC, 0.5f); c.b = randv(c.OC, 1); c.out = randv(c.B * c.OC, 1); c.R = randv(c.B * c.OC, 1);
+    c.x = randv(c.B * c.IC, 1);
+    c.w = randv(c.OC * c.IC, 0.5f);
+    c.b = randv(c.OC, 1);
+    c.out = randv(c.B * c.OC, 1);
+    c.R = randv(c.B * c.OC, 1);
     float *dx = calloc(c.B * c.IC, 4), *dw = calloc(c.OC * c.IC, 4), *db = calloc(c.OC, 4);
     lin_loss(&c);
     linear_backward(dx, dw, db, c.R, c.x, c.w, c.B, c.IC, c.OC);
     fd_check("linear dinp", c.x, dx, c.B * c.IC, lin_loss, NULL, &c, 1e-2f, 400, 1e-3);
     fd_check("linear dw", c.w, dw, c.OC * c.IC, lin_loss, NULL, &c, 1e-2f, 400, 1e-3);
     fd_check("linear dbias", c.b, db, c.OC, lin_loss, NULL, &c, 1e-2f, 400, 1e-3);
-    free(c.x); free(c.w); free(c.b); free(c.out); free(c.R); free(dx); free(dw); free(db);
+    free(c.x);
+    free(c.w);
+    free(c.b);
+    free(c.out);
+    free(c.R);
+    free(dx);
+    free(dw);
+    free(db);
 }
 
-typedef struct { int B, K; float *z, *p; int32_t *y; } XentCtx;
-static double xent_loss(void *p) { XentCtx *c = p; return xent_forward(c->p, c->z, c->y, c->B, c->K, NULL); }
+typedef struct {
+    int B, K;
+    float *z, *p;
+    int32_t *y;
+} XentCtx;
+static double xent_loss(void *p) {
+    XentCtx *c = p;
+    return xent_forward(c->p, c->z, c->y, c->B, c->K, NULL);
+}
 static void test_xent(void) {
     XentCtx c = {.B = 4, .K = 5};
-    c.z = randv(c.B * c.K, 2); c.p = calloc(c.B * c.K, 4);
+    c.z = randv(c.B * c.K, 2);
+    c.p = calloc(c.B * c.K, 4);
     int32_t y[4] = {0, 3, 4, 1};
     c.y = y;
     float *dz = calloc(c.B * c.K, 4);
@@ -218,7 +340,8 @@ static void test_xent(void) {
     fd_check("softmax cross-entropy dlogits", c.z, dz, c.B * c.K, xent_loss, NULL, &c, 1e-2f, 400, 1e-3);
     double ref = 0;
     for (int b = 0; b < c.B; b++) {
-        double s = 0; for (int j = 0; j < c.K; j++) s += exp(c.z[b * c.K + j]);
+        double s = 0;
+        for (int j = 0; j < c.K; j++) s += exp(c.z[b * c.K + j]);
         ref += log(s) - c.z[b * c.K + y[b]];
     }
     CHECK(fabs(L - ref / c.B) < 1e-5, "cross-entropy value %.6f == log-sum-exp reference %.6f", L, ref / c.B);
@@ -227,11 +350,17 @@ static void test_xent(void) {
     int32_t yb[1] = {1};
     double Lb = xent_forward(pb, big, yb, 1, 3, NULL);
     CHECK(isfinite(Lb) && fabs(Lb - 1000.0) < 1e-3, "cross-entropy is stable for logits of 1000 (%.3f)", Lb);
-    free(c.z); free(c.p); free(dz);
+    free(c.z);
+    free(c.p);
+    free(dz);
 }
 
 /* ---------------------------------------------------------------- whole model */
-typedef struct { Model *m; int B; int32_t *y; } ModelCtx;
+typedef struct {
+    Model *m;
+    int B;
+    int32_t *y;
+} ModelCtx;
 static double model_loss_ctx(void *p) {
     ModelCtx *c = p;
     model_forward(c->m, c->B, 1, 1.0f, NULL);
@@ -245,19 +374,30 @@ static uint64_t model_sig(void *p) {
         const Unit *u = &m->units[i];
         h = h * 31 + fd_hash_mask(m->act + u->out, (long)u->OC * c->B * u->Ho * u->Wo);
     }
-    if (m->cfg.head.kind == HEAD_DENSE) h = h * 31 + fd_hash_mask(m->act + m->a_h1, (long)c->B * m->cfg.head.k * m->cfg.head.h);
+    if (m->cfg.head.kind == HEAD_DENSE)
+        h = h * 31 + fd_hash_mask(m->act + m->a_h1, (long)c->B * m->cfg.head.k * m->cfg.head.h);
     return h;
 }
 static void test_model(BackboneKind bk, int in_c, int H) {
     ModelConfig cfg;
     model_config_defaults(&cfg);
-    cfg.in_c = in_c; cfg.in_h = H; cfg.in_w = H; cfg.classes = 4;
-    cfg.backbone = bk; cfg.width = 0.125f; /* c0 = 4, d = 32 */
-    cfg.head.kind = HEAD_DENSE; cfg.head.k = 2; cfg.head.h = 8;
+    cfg.in_c = in_c;
+    cfg.in_h = H;
+    cfg.in_w = H;
+    cfg.classes = 4;
+    cfg.backbone = bk;
+    cfg.width = 0.125f; /* c0 = 4, d = 32 */
+    cfg.head.kind = HEAD_DENSE;
+    cfg.head.k = 2;
+    cfg.head.h = 8;
     cfg.batch = 4;
     Model m;
-    if (model_init(&m, &cfg) != ML_OK) { CHECK(0, "model_init: %s", ml_last_error()); return; }
-    Rng r; rng_seed(&r, 7);
+    if (model_init(&m, &cfg) != ML_OK) {
+        CHECK(0, "model_init: %s", ml_last_error());
+        return;
+    }
+    Rng r;
+    rng_seed(&r, 7);
     model_init_params(&m, &r);
     /* move batch-norm affine parameters away from their init (gamma = 1, beta = 0), where a
      * BN -> ReLU -> per-channel conv -> BN chain is exactly scale-invariant and some gradients
@@ -281,8 +421,8 @@ static void test_model(BackboneKind bk, int in_c, int H) {
     for (int t = 0; t < m.nparams; t++) {
         char name[128];
         snprintf(name, sizeof name, "model %s %dx%dx%d %s", backbone_name(bk), H, H, in_c, m.params[t].name);
-        fd_check(name, m.param + m.params[t].off, g + m.params[t].off, m.params[t].n, model_loss_ctx, model_sig,
-                 &c, 4e-3f, 30, 1e-2); /* wiring check: float noise through ~10 layers */
+        fd_check(name, m.param + m.params[t].off, g + m.params[t].off, m.params[t].n, model_loss_ctx, model_sig, &c,
+                 4e-3f, 30, 1e-2); /* wiring check: float noise through ~10 layers */
     }
     free(g);
     model_free(&m);
@@ -308,7 +448,10 @@ static void test_model_oom(void) {
 #endif
         ModelConfig cfg;
         model_config_defaults(&cfg);
-        cfg.in_c = 4; cfg.in_h = 1024; cfg.in_w = 1024; cfg.batch = 65536;
+        cfg.in_c = 4;
+        cfg.in_h = 1024;
+        cfg.in_w = 1024;
+        cfg.batch = 65536;
         Model m;
         ml_status st = model_init(&m, &cfg);
         const char *msg = ml_last_error();
@@ -322,7 +465,8 @@ static void test_model_oom(void) {
     }
     int status = 0;
     waitpid(pid, &status, 0);
-    CHECK(pid > 0 && WIFEXITED(status) && WEXITSTATUS(status) == 0, "out-of-memory child exited cleanly (status %d)", status);
+    CHECK(pid > 0 && WIFEXITED(status) && WEXITSTATUS(status) == 0, "out-of-memory child exited cleanly (status %d)",
+          status);
 }
 
 int main(void) {
@@ -333,7 +477,7 @@ int main(void) {
     test_dwconv(1, 6, 6);
     test_dwconv(2, 7, 7);
     test_dwconv(2, 8, 6);
-    test_dwconv(2, 8, 8);   /* the size-specialised stride-2 kernels */
+    test_dwconv(2, 8, 8); /* the size-specialised stride-2 kernels */
     test_dwconv(2, 16, 16);
     test_dwconv(2, 14, 14);
     test_pwconv();

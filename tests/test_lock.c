@@ -17,10 +17,18 @@
 #include <unistd.h>
 
 static int g_fail = 0;
-#define CHECK(cond, ...) do { \
-    if (cond) { printf("PASS "); } else { printf("FAIL "); g_fail++; } \
-    printf(__VA_ARGS__); printf("\n"); fflush(stdout); \
-} while (0)
+#define CHECK(cond, ...)     \
+    do {                     \
+        if (cond) {          \
+            printf("PASS "); \
+        } else {             \
+            printf("FAIL "); \
+            g_fail++;        \
+        }                    \
+        printf(__VA_ARGS__); \
+        printf("\n");        \
+        fflush(stdout);      \
+    } while (0)
 
 /* The text of DIR/.lock ("" if unreadable). */
 static void lock_text(const char *dir, char *buf, size_t n) {
@@ -36,7 +44,7 @@ static void lock_text(const char *dir, char *buf, size_t n) {
 
 typedef struct {
     pid_t pid;
-    int go;   /* write end: a byte (or EOF) tells the child to unlock and exit */
+    int go; /* write end: a byte (or EOF) tells the child to unlock and exit */
 } Holder;
 
 /* Forks a child that takes the lock on dir, reports 'L' (locked) or 'F' (failed), then waits for
@@ -78,7 +86,10 @@ static int holder_stop(Holder *h, int kill_it) {
 
 int main(void) {
     char root[] = "/tmp/moelab-lock-XXXXXX";
-    if (!mkdtemp(root)) { printf("FAIL mkdtemp: %s\n", strerror(errno)); return 1; }
+    if (!mkdtemp(root)) {
+        printf("FAIL mkdtemp: %s\n", strerror(errno));
+        return 1;
+    }
     char dir[256], want[512], txt[64];
     snprintf(dir, sizeof dir, "%s/S", root);
     mkdir(dir, 0777);
@@ -90,21 +101,23 @@ int main(void) {
     memset(&l, 0, sizeof l);
     ml_status st = session_lock(dir, &l);
     snprintf(want, sizeof want, "session %s is in use by PID %d", dir, (int)h.pid);
-    CHECK(st == ML_ERR_STATE && !strcmp(ml_last_error(), want) && !l.held,
-          "second locker refused: ML_ERR_STATE \"%s\"", ml_last_error());
+    CHECK(st == ML_ERR_STATE && !strcmp(ml_last_error(), want) && !l.held, "second locker refused: ML_ERR_STATE \"%s\"",
+          ml_last_error());
     lock_text(dir, txt, sizeof txt);
-    CHECK(atol(txt) == (long)h.pid, "the refused attempt left the holder's PID in .lock (\"%.*s\")", (int)strcspn(txt, "\n"), txt);
+    CHECK(atol(txt) == (long)h.pid, "the refused attempt left the holder's PID in .lock (\"%.*s\")",
+          (int)strcspn(txt, "\n"), txt);
     CHECK(holder_stop(&h, 0) == 0, "the child unlocks and exits");
     st = session_lock(dir, &l);
     lock_text(dir, txt, sizeof txt);
-    CHECK(st == ML_OK && l.held && atol(txt) == (long)getpid(), "after the child exited the parent gets the lock, .lock says %ld",
-          atol(txt));
+    CHECK(st == ML_OK && l.held && atol(txt) == (long)getpid(),
+          "after the child exited the parent gets the lock, .lock says %ld", atol(txt));
 
     /* 2. inside one process: a second SessionLock on the same folder conflicts too */
     SessionLock l2;
     st = session_lock(dir, &l2);
     snprintf(want, sizeof want, "session %s is in use by PID %d", dir, (int)getpid());
-    CHECK(st == ML_ERR_STATE && !strcmp(ml_last_error(), want), "a second lock in the same process: \"%s\"", ml_last_error());
+    CHECK(st == ML_ERR_STATE && !strcmp(ml_last_error(), want), "a second lock in the same process: \"%s\"",
+          ml_last_error());
     session_unlock(&l);
     CHECK(!l.held, "unlock clears the handle");
     session_unlock(&l); /* twice: no-op */
@@ -128,7 +141,10 @@ int main(void) {
     char p[512];
     snprintf(p, sizeof p, "%s/%s", dir, SESSION_LOCK_FILE);
     FILE *f = fopen(p, "w");
-    if (f) { fputs("4194304999 not a pid at all, and longer than the PID text\n", f); fclose(f); }
+    if (f) {
+        fputs("4194304999 not a pid at all, and longer than the PID text\n", f);
+        fclose(f);
+    }
     st = session_lock(dir, &l);
     lock_text(dir, txt, sizeof txt);
     char mine[32];
@@ -144,7 +160,8 @@ int main(void) {
     CHECK(st == ML_ERR_IO && strstr(ml_last_error(), "No such file") && stat(missing, &sb) != 0 && !l.held,
           "missing folder: ML_ERR_IO, nothing created: \"%s\"", ml_last_error());
     st = session_lock_create(missing, &l);
-    CHECK(st == ML_OK && stat(missing, &sb) == 0 && S_ISDIR(sb.st_mode), "session_lock_create makes the folder and locks it");
+    CHECK(st == ML_OK && stat(missing, &sb) == 0 && S_ISDIR(sb.st_mode),
+          "session_lock_create makes the folder and locks it");
     CHECK(holder_start(&h, missing) != 0, "a child cannot lock the new folder meanwhile");
     holder_stop(&h, 0);
     session_unlock(&l);
@@ -160,8 +177,8 @@ int main(void) {
     alarm(20);
     st = session_lock(d2, &l);
     alarm(0);
-    CHECK(fifo_ok && st == ML_ERR_IO && strstr(ml_last_error(), "not a regular file"), "a FIFO .lock is refused: \"%s\"",
-          ml_last_error());
+    CHECK(fifo_ok && st == ML_ERR_IO && strstr(ml_last_error(), "not a regular file"),
+          "a FIFO .lock is refused: \"%s\"", ml_last_error());
     snprintf(lp, sizeof lp, "%s/%s", d3, SESSION_LOCK_FILE);
     const int link_ok = symlink("/tmp/elsewhere-moelab-lock", lp) == 0;
     st = session_lock(d3, &l);

@@ -18,25 +18,20 @@
 
 static int n_fail, n_pass;
 
-static int check(int ok, const char *fmt, ...)
-{
+static int check(int ok, const char *fmt, ...) {
     va_list ap;
     va_start(ap, fmt);
     printf("%s: ", ok ? "ok  " : "FAIL");
     vprintf(fmt, ap);
     printf("\n");
     va_end(ap);
-    if (ok)
-        n_pass++;
-    else
-        n_fail++;
+    if (ok) n_pass++;
+    else n_fail++;
     return ok;
 }
 
-static void fill_uniform(float *a, size_t n, float lo, float hi, Rng *r)
-{
-    for (size_t i = 0; i < n; i++)
-        a[i] = lo + (hi - lo) * rng_uniform(r);
+static void fill_uniform(float *a, size_t n, float lo, float hi, Rng *r) {
+    for (size_t i = 0; i < n; i++) a[i] = lo + (hi - lo) * rng_uniform(r);
 }
 
 // ---------------------------------------------------------------- a head with its parameters
@@ -52,8 +47,7 @@ typedef struct {
 
 // Parameters scaled so that no ReLU pre-activation is near zero: |W1 x| <= d * (0.24 / d) * max|x|
 // is far below |b1| >= 0.5 for |x| <= 1 (also for softmoe-batch slot inputs, convex mixtures of x).
-static void bench_init(Bench *t, const MoeConfig *c, int Bmax, uint64_t seed)
-{
+static void bench_init(Bench *t, const MoeConfig *c, int Bmax, uint64_t seed) {
     memset(t, 0, sizeof *t);
     t->cfg = *c;
     t->Bmax = Bmax;
@@ -72,14 +66,12 @@ static void bench_init(Bench *t, const MoeConfig *c, int Bmax, uint64_t seed)
     size_t S = (size_t)t->m.S, d = (size_t)c->d, h = (size_t)c->h, E = (size_t)c->E;
     fill_uniform(t->p.router, S * d, -0.5f, 0.5f, &r);
     fill_uniform(t->p.w1, E * h * d, -0.24f / (float)d, 0.24f / (float)d, &r);
-    for (size_t i = 0; i < E * h; i++)
-        t->p.b1[i] = (rng_below(&r, 2) ? 1.0f : -1.0f) * (0.5f + 0.5f * rng_uniform(&r));
+    for (size_t i = 0; i < E * h; i++) t->p.b1[i] = (rng_below(&r, 2) ? 1.0f : -1.0f) * (0.5f + 0.5f * rng_uniform(&r));
     fill_uniform(t->p.w2, E * d * h, -0.3f, 0.3f, &r);
     fill_uniform(t->p.b2, E * d, -0.3f, 0.3f, &r);
 }
 
-static void bench_free(Bench *t)
-{
+static void bench_free(Bench *t) {
     moe_free(&t->m);
     free(t->pbuf);
     free(t->gbuf);
@@ -88,25 +80,21 @@ static void bench_free(Bench *t)
 // ---------------------------------------------------------------- finite differences
 
 // L = sum(y * R) + alpha * L_aux + beta * L_z, in double.
-static double fd_loss(Bench *t, float *y, const float *x, const float *R, int B, float tau)
-{
+static double fd_loss(Bench *t, float *y, const float *x, const float *R, int B, float tau) {
     moe_forward(&t->m, y, x, &t->p, B, tau, 1, NULL);
     double L = 0.0;
-    for (size_t i = 0; i < (size_t)B * t->cfg.d; i++)
-        L += (double)y[i] * R[i];
+    for (size_t i = 0; i < (size_t)B * t->cfg.d; i++) L += (double)y[i] * R[i];
     return L + t->cfg.alpha * t->m.stats.l_aux + t->cfg.beta * t->m.stats.l_z;
 }
 
 // Checks `n_coords` random coordinates of tensor v (n) against the analytic gradient an (n).
-static void fd_tensor(Bench *t, const char *label, const char *name, float *v, const float *an, size_t n,
-                      float *y, const float *x, const float *R, int B, float tau, Rng *r)
-{
+static void fd_tensor(Bench *t, const char *label, const char *name, float *v, const float *an, size_t n, float *y,
+                      const float *x, const float *R, int B, float tau, Rng *r) {
     const int n_coords = 20;
     const float eps = 0.1f;
     double worst = 0.0, gmax = 0.0;
     for (size_t i = 0; i < n; i++)
-        if (fabs(an[i]) > gmax)
-            gmax = fabs(an[i]);
+        if (fabs(an[i]) > gmax) gmax = fabs(an[i]);
     int bad = 0;
     for (int q = 0; q < n_coords; q++) {
         size_t i = rng_below(r, (uint32_t)n);
@@ -124,22 +112,19 @@ static void fd_tensor(Bench *t, const char *label, const char *name, float *v, c
         double d1 = (lp - lm) / (2.0 * eps), d2 = (lp2 - lm2) / (double)eps;
         double fd = (4.0 * d2 - d1) / 3.0;
         double err = fabs(fd - an[i]) / fmax(fmax(fabs(fd), fabs(an[i])), 0.1 * gmax + 1e-6);
-        if (err > worst)
-            worst = err;
+        if (err > worst) worst = err;
         bad += err > 1e-3;
     }
-    check(bad == 0 && gmax > 0.0, "%s: d%s finite differences (%d coords, worst rel err %.2e, max |g| %.3g)",
-          label, name, n_coords, worst, gmax);
+    check(bad == 0 && gmax > 0.0, "%s: d%s finite differences (%d coords, worst rel err %.2e, max |g| %.3g)", label,
+          name, n_coords, worst, gmax);
 }
 
 // Full gradient check of one configuration. prepare: bias values etc. are set by the caller on
 // t->m before the call. The first forward (noise on, train capacity) fixes the selection.
-static void fd_check(const char *label, const MoeConfig *c, int B, float tau, const float *bias, uint64_t seed)
-{
+static void fd_check(const char *label, const MoeConfig *c, int B, float tau, const float *bias, uint64_t seed) {
     Bench t;
     bench_init(&t, c, B, seed);
-    if (bias)
-        memcpy(t.m.bias, bias, (size_t)c->E * sizeof(float));
+    if (bias) memcpy(t.m.bias, bias, (size_t)c->E * sizeof(float));
     Rng r;
     rng_seed(&r, seed ^ 0x5eed);
     size_t nx = (size_t)B * c->d;
@@ -149,19 +134,16 @@ static void fd_check(const char *label, const MoeConfig *c, int B, float tau, co
     fill_uniform(R, nx, -1.0f, 1.0f, &r);
     moe_forward(&t.m, y, x, &t.p, B, tau, 1, &r); // selects with Gumbel noise
     if (c->kind == HEAD_MOE)
-        check(t.m.stats.drop_frac > 0.0 && t.m.stats.drop_frac < 1.0, "%s: capacity drops some pairs (%.2f)",
-              label, t.m.stats.drop_frac);
+        check(t.m.stats.drop_frac > 0.0 && t.m.stats.drop_frac < 1.0, "%s: capacity drops some pairs (%.2f)", label,
+              t.m.stats.drop_frac);
     t.m.freeze_selection = 1;
     fd_loss(&t, y, x, R, B, tau);
     // gradients accumulate: start from a constant and subtract it; dx is overwritten
     const float g0 = 0.25f;
-    for (size_t i = 0; i < t.np; i++)
-        t.gbuf[i] = g0;
-    for (size_t i = 0; i < nx; i++)
-        dx[i] = NAN;
+    for (size_t i = 0; i < t.np; i++) t.gbuf[i] = g0;
+    for (size_t i = 0; i < nx; i++) dx[i] = NAN;
     moe_backward(&t.m, dx, &t.g, R, x, &t.p, B);
-    for (size_t i = 0; i < t.np; i++)
-        t.gbuf[i] -= g0;
+    for (size_t i = 0; i < t.np; i++) t.gbuf[i] -= g0;
     size_t S = (size_t)t.m.S, d = (size_t)c->d, h = (size_t)c->h, E = (size_t)c->E;
     fd_tensor(&t, label, "x", x, dx, nx, y, x, R, B, tau, &r);
     fd_tensor(&t, label, "router", t.p.router, t.g.router, S * d, y, x, R, B, tau, &r);
@@ -178,8 +160,7 @@ static void fd_check(const char *label, const MoeConfig *c, int B, float tau, co
 
 // Directional derivative of L over ALL tensors at once (x and every parameter) along a random
 // direction, at a size where the OpenMP paths run: checks the whole backward in one number.
-static void dir_check(const char *label, const MoeConfig *c, int B, float tau, uint64_t seed)
-{
+static void dir_check(const char *label, const MoeConfig *c, int B, float tau, uint64_t seed) {
     Bench t;
     bench_init(&t, c, B, seed);
     Rng r;
@@ -197,25 +178,21 @@ static void dir_check(const char *label, const MoeConfig *c, int B, float tau, u
     fd_loss(&t, y, x, R, B, tau);
     moe_backward(&t.m, dx, &t.g, R, x, &t.p, B);
     double an = 0.0;
-    for (size_t i = 0; i < nx; i++)
-        an += (double)dx[i] * vx[i];
-    for (size_t i = 0; i < t.np; i++)
-        an += (double)t.gbuf[i] * vp[i];
+    for (size_t i = 0; i < nx; i++) an += (double)dx[i] * vx[i];
+    for (size_t i = 0; i < t.np; i++) an += (double)t.gbuf[i] * vp[i];
     memcpy(x0, x, nx * sizeof(float));
     memcpy(p0, t.pbuf, t.np * sizeof(float));
     double L[4];
     const double steps[4] = {4e-3, -4e-3, 2e-3, -2e-3};
     for (int q = 0; q < 4; q++) {
-        for (size_t i = 0; i < nx; i++)
-            x[i] = x0[i] + (float)steps[q] * vx[i];
-        for (size_t i = 0; i < t.np; i++)
-            t.pbuf[i] = p0[i] + (float)steps[q] * vp[i];
+        for (size_t i = 0; i < nx; i++) x[i] = x0[i] + (float)steps[q] * vx[i];
+        for (size_t i = 0; i < t.np; i++) t.pbuf[i] = p0[i] + (float)steps[q] * vp[i];
         L[q] = fd_loss(&t, y, x, R, B, tau);
     }
     double d1 = (L[0] - L[1]) / 8e-3, d2 = (L[2] - L[3]) / 4e-3, fd = (4.0 * d2 - d1) / 3.0;
     double err = fabs(fd - an) / fmax(fabs(an), 1e-12);
-    check(err < 1e-3, "%s (B %d, d %d, h %d): directional derivative over all tensors, rel err %.2e", label, B,
-          c->d, c->h, err);
+    check(err < 1e-3, "%s (B %d, d %d, h %d): directional derivative over all tensors, rel err %.2e", label, B, c->d,
+          c->h, err);
     free(x);
     free(y);
     free(R);
@@ -227,8 +204,7 @@ static void dir_check(const char *label, const MoeConfig *c, int B, float tau, u
     bench_free(&t);
 }
 
-static void test_gradients(void)
-{
+static void test_gradients(void) {
     MoeConfig c;
     moe_config_defaults(&c);
     c.d = 8;
@@ -307,8 +283,7 @@ static void test_gradients(void)
 // ---------------------------------------------------------------- routing invariants
 
 // Reference y of one sample in double from the head's selection and keep mask.
-static double ref_max_err(Bench *t, const float *y, const float *x, int B, float tau, int *n_empty_exact)
-{
+static double ref_max_err(Bench *t, const float *y, const float *x, int B, float tau, int *n_empty_exact) {
     const MoeConfig *c = &t->cfg;
     int E = c->E, k = c->k, d = c->d, h = c->h;
     double worst = 0.0;
@@ -318,60 +293,48 @@ static double ref_max_err(Bench *t, const float *y, const float *x, int B, float
         double z[MOE_MAX_EXPERTS], pr[MOE_MAX_EXPERTS], mx = -1e300, s = 0.0;
         for (int e = 0; e < E; e++) {
             z[e] = 0.0;
-            for (int i = 0; i < d; i++)
-                z[e] += (double)t->p.router[(size_t)e * d + i] * xb[i];
+            for (int i = 0; i < d; i++) z[e] += (double)t->p.router[(size_t)e * d + i] * xb[i];
             z[e] = (z[e] + (c->bias_mode == BIAS_LOGITS ? t->m.bias[e] : 0.0)) / tau;
             mx = fmax(mx, z[e]);
         }
-        for (int e = 0; e < E; e++)
-            s += pr[e] = exp(z[e] - mx);
-        for (int e = 0; e < E; e++)
-            pr[e] /= s;
+        for (int e = 0; e < E; e++) s += pr[e] = exp(z[e] - mx);
+        for (int e = 0; e < E; e++) pr[e] /= s;
         const int *sel = t->m.sel + (size_t)b * k;
         double gs = 0.0;
-        for (int r = 0; r < k; r++)
-            gs += pr[sel[r]];
+        for (int r = 0; r < k; r++) gs += pr[sel[r]];
         double out[256];
-        for (int i = 0; i < d; i++)
-            out[i] = xb[i];
+        for (int i = 0; i < d; i++) out[i] = xb[i];
         int nk = 0;
         for (int r = 0; r < k; r++) {
-            if (t->m.row[(size_t)b * k + r] < 0)
-                continue;
+            if (t->m.row[(size_t)b * k + r] < 0) continue;
             nk++;
             int e = sel[r];
             double g = c->renorm ? pr[e] / gs : pr[e];
             double hid[1024];
             for (int j = 0; j < h; j++) {
                 double a = t->p.b1[(size_t)e * h + j];
-                for (int i = 0; i < d; i++)
-                    a += (double)t->p.w1[((size_t)e * h + j) * d + i] * xb[i];
+                for (int i = 0; i < d; i++) a += (double)t->p.w1[((size_t)e * h + j) * d + i] * xb[i];
                 hid[j] = a > 0.0 ? a : 0.0;
             }
             for (int i = 0; i < d; i++) {
                 double a = t->p.b2[(size_t)e * d + i];
-                for (int j = 0; j < h; j++)
-                    a += (double)t->p.w2[((size_t)e * d + i) * h + j] * hid[j];
+                for (int j = 0; j < h; j++) a += (double)t->p.w2[((size_t)e * d + i) * h + j] * hid[j];
                 out[i] += g * a;
             }
         }
-        if (nk == 0 && memcmp(y + (size_t)b * d, xb, (size_t)d * sizeof(float)) == 0)
-            (*n_empty_exact)++;
-        for (int i = 0; i < d; i++)
-            worst = fmax(worst, fabs(out[i] - y[(size_t)b * d + i]) / (1.0 + fabs(out[i])));
+        if (nk == 0 && memcmp(y + (size_t)b * d, xb, (size_t)d * sizeof(float)) == 0) (*n_empty_exact)++;
+        for (int i = 0; i < d; i++) worst = fmax(worst, fabs(out[i] - y[(size_t)b * d + i]) / (1.0 + fabs(out[i])));
     }
     return worst;
 }
 
 // Independent capacity assignment from the head's selection and gates: returns the number of
 // pairs whose keep decision differs from the head's.
-static int ref_capacity_mismatch(Bench *t, int B, int C)
-{
+static int ref_capacity_mismatch(Bench *t, int B, int C) {
     const MoeConfig *c = &t->cfg;
     int E = c->E, k = c->k, bad = 0;
     int order[1024];
-    for (int i = 0; i < B; i++)
-        order[i] = i;
+    for (int i = 0; i < B; i++) order[i] = i;
     if (c->priority == PRIORITY_GATE) { // insertion sort: descending key, ties by index
         for (int i = 1; i < B; i++) {
             int v = order[i], j = i;
@@ -379,8 +342,7 @@ static int ref_capacity_mismatch(Bench *t, int B, int C)
             while (j > 0) {
                 int u = order[j - 1];
                 float ku = t->m.p[(size_t)u * E + t->m.sel[(size_t)u * k]];
-                if (ku > kv || (ku == kv && u < v))
-                    break;
+                if (ku > kv || (ku == kv && u < v)) break;
                 order[j] = u;
                 j--;
             }
@@ -398,8 +360,7 @@ static int ref_capacity_mismatch(Bench *t, int B, int C)
     return bad;
 }
 
-static void test_invariants(void)
-{
+static void test_invariants(void) {
     const int Es[] = {4, 8}, ks[] = {1, 2, 3};
     const float cfs[] = {0.5f, 1.0f, 1.25f};
     int runs = 0, over_cap = 0, kmajor = 0, cap_mismatch = 0, dup = 0, empty_total = 0, empty_exact = 0;
@@ -425,8 +386,7 @@ static void test_invariants(void)
                         bench_init(&t, &c, B, 100 + (uint64_t)seed);
                         Rng r;
                         rng_seed(&r, 1000 + (uint64_t)runs);
-                        for (int e = 0; e < c.E; e++)
-                            t.m.bias[e] = 0.2f * (rng_uniform(&r) - 0.5f);
+                        for (int e = 0; e < c.E; e++) t.m.bias[e] = 0.2f * (rng_uniform(&r) - 0.5f);
                         float *x = malloc((size_t)B * c.d * sizeof(float));
                         float *y = malloc((size_t)B * c.d * sizeof(float));
                         fill_uniform(x, (size_t)B * c.d, -1.0f, 1.0f, &r);
@@ -440,25 +400,20 @@ static void test_invariants(void)
                                 int e = t.m.sel[(size_t)b * c.k + q];
                                 dup += (seen >> e) & 1;
                                 seen |= (uint64_t)1 << e;
-                                if (t.m.row[(size_t)b * c.k + q] >= 0)
-                                    cnt[e]++;
-                                else
-                                    dropped_pairs++;
+                                if (t.m.row[(size_t)b * c.k + q] >= 0) cnt[e]++;
+                                else dropped_pairs++;
                             }
                         }
-                        for (int e = 0; e < c.E; e++)
-                            over_cap += cnt[e] > C || cnt[e] != t.m.stats.kept[e];
+                        for (int e = 0; e < c.E; e++) over_cap += cnt[e] > C || cnt[e] != t.m.stats.kept[e];
                         // k-major: a kept rank-r pair of e implies every lower-rank pair of e is kept
                         for (int e = 0; e < c.E; e++) {
                             int lowest_dropped = c.k, highest_kept = -1;
                             for (int b = 0; b < B; b++)
                                 for (int q = 0; q < c.k; q++) {
-                                    if (t.m.sel[(size_t)b * c.k + q] != e)
-                                        continue;
+                                    if (t.m.sel[(size_t)b * c.k + q] != e) continue;
                                     if (t.m.row[(size_t)b * c.k + q] >= 0)
                                         highest_kept = q > highest_kept ? q : highest_kept;
-                                    else
-                                        lowest_dropped = q < lowest_dropped ? q : lowest_dropped;
+                                    else lowest_dropped = q < lowest_dropped ? q : lowest_dropped;
                                 }
                             kmajor += highest_kept > lowest_dropped;
                         }
@@ -508,8 +463,7 @@ static void test_invariants(void)
 }
 
 // Strongly skewed router with exact ties: identical router rows for experts 0 and 1.
-static void test_ties_and_full_drop(void)
-{
+static void test_ties_and_full_drop(void) {
     MoeConfig c;
     moe_config_defaults(&c);
     c.d = 6;
@@ -554,14 +508,12 @@ static void test_ties_and_full_drop(void)
     moe_forward(&t.m, y, x, &t.p, B, 1.0f, 0, NULL);
     int idx_ok = 1;
     for (int b = 0; b < B; b++)
-        for (int q = 0; q < 3; q++)
-            idx_ok &= t.m.sel[b * 3 + q] == q;
+        for (int q = 0; q < 3; q++) idx_ok &= t.m.sel[b * 3 + q] == q;
     check(idx_ok, "ties: all-equal logits select experts 0, 1, 2 in index order");
     bench_free(&t);
 }
 
-static void test_determinism(void)
-{
+static void test_determinism(void) {
     MoeConfig c;
     moe_config_defaults(&c);
     c.d = 16;
@@ -618,8 +570,7 @@ static void test_determinism(void)
     for (int bb = 0; bb < B; bb++) {
         const float *zb = t.m.z + (size_t)bb * c.E;
         int s0 = t.m.sel[bb * 2];
-        for (int e = 0; e < c.E; e++)
-            det &= zb[e] <= zb[s0];
+        for (int e = 0; e < c.E; e++) det &= zb[e] <= zb[s0];
     }
     check(det && t.m.stats.dropless && t.m.stats.drop_frac == 0.0,
           "eval: no noise (first choice = argmax logit) and dropless by default");
@@ -634,8 +585,7 @@ static void test_determinism(void)
 }
 
 // Evaluation output of one sample alone vs inside a batch.
-static double batch_dependence(HeadKind kind)
-{
+static double batch_dependence(HeadKind kind) {
     MoeConfig c;
     moe_config_defaults(&c);
     c.kind = kind;
@@ -655,8 +605,7 @@ static double batch_dependence(HeadKind kind)
     double worst = 0.0;
     for (int b = 0; b < B; b += 5) {
         moe_forward(&t.m, y1, x + (size_t)b * c.d, &t.p, 1, 0.7f, 0, NULL);
-        for (int i = 0; i < c.d; i++)
-            worst = fmax(worst, fabs(y1[i] - y[(size_t)b * c.d + i]));
+        for (int i = 0; i < c.d; i++) worst = fmax(worst, fabs(y1[i] - y[(size_t)b * c.d + i]));
     }
     free(x);
     free(y);
@@ -664,8 +613,7 @@ static double batch_dependence(HeadKind kind)
     return worst;
 }
 
-static void test_batch_independence(void)
-{
+static void test_batch_independence(void) {
     double a = batch_dependence(HEAD_MOE), b = batch_dependence(HEAD_SOFTMOE_SAMPLE);
     double s = batch_dependence(HEAD_SOFTMOE_BATCH);
     check(a < 1e-5, "eval moe: a sample's output does not depend on its batch mates (%.2e)", a);
@@ -673,8 +621,7 @@ static void test_batch_independence(void)
     check(s > 1e-3, "eval softmoe-batch: output DOES depend on batch mates (%.2e)", s);
 }
 
-static void test_bias_update(void)
-{
+static void test_bias_update(void) {
     MoeConfig c;
     moe_config_defaults(&c);
     c.d = 16;
@@ -722,8 +669,7 @@ static void test_bias_update(void)
     bench_free(&t);
 }
 
-static void test_config_and_stats(void)
-{
+static void test_config_and_stats(void) {
     MoeConfig c;
     moe_config_defaults(&c);
     MoeHead m;
@@ -739,7 +685,8 @@ static void test_config_and_stats(void)
     check(moe_param_count(&c, 128) == (size_t)8 * 256 + 2 * (size_t)8 * 1024 * 256 + 8 * 1024 + 8 * 256,
           "param count of the reference head");
     c.kind = HEAD_SOFTMOE_BATCH;
-    check(moe_slots(&c, 128) == 32 && moe_param_count(&c, 128) == (size_t)256 * 256 + 2 * (size_t)8 * 1024 * 256 + 8 * 1024 + 8 * 256,
+    check(moe_slots(&c, 128) == 32 &&
+              moe_param_count(&c, 128) == (size_t)256 * 256 + 2 * (size_t)8 * 1024 * 256 + 8 * 1024 + 8 * 256,
           "softmoe-batch: P = ceil(k B / E) = 32 slot embeddings per expert");
     // tensors start on 16-float boundaries: h = 3, E = 3, d = 8 pads router 24 -> 32, w1 72 -> 80,
     // b1 9 -> 16, w2 72 -> 80, b2 24 -> 32
@@ -801,8 +748,7 @@ static void test_config_and_stats(void)
     check(nkept == ksum && fabs(st->confidence - conf / nkept) < 1e-6, "stats: router confidence %.4f = mean kept gate",
           st->confidence);
     int fc_ok = 1;
-    for (int b = 0; b < B; b++)
-        fc_ok &= t.m.first_choice[b] == t.m.sel[b * c.k];
+    for (int b = 0; b < B; b++) fc_ok &= t.m.first_choice[b] == t.m.sel[b * c.k];
     check(fc_ok, "first_choice = rank-0 selection");
     // capacity with cf = 1.25, k = 2, B = 128, E = 8: ceil(40) = 40, and cf = 0.3, B = 40: exactly 3
     MoeConfig c2 = c;
@@ -827,7 +773,8 @@ static void test_config_and_stats(void)
     int same = memcmp(sel0, t2.m.sel, sizeof sel0) == 0 && memcmp(row0, t2.m.row, sizeof row0) == 0;
     t2.m.freeze_selection = 0;
     moe_forward(&t2.m, y2, x2, &t2.p, 40, 0.5f, 1, &r2);
-    check(same && memcmp(sel0, t2.m.sel, sizeof sel0) != 0, "freeze_selection keeps selection and keep mask; unfrozen it changes");
+    check(same && memcmp(sel0, t2.m.sel, sizeof sel0) != 0,
+          "freeze_selection keeps selection and keep mask; unfrozen it changes");
     // evaluation capacity when set
     t2.m.cfg.eval_cf = 0.5f;
     moe_forward(&t2.m, y2, x2, &t2.p, 40, 1.0f, 0, NULL);
@@ -850,8 +797,9 @@ static void test_config_and_stats(void)
             am &= st->demand[e] == st->kept[e];
         }
         double pps = kind == HEAD_SOFTMOE_SAMPLE ? c.E : (double)c.E * t.m.P / B;
-        check(ds == B && am && fabs(ms - 1.0) < 1e-5 && st->drop_frac == 0.0 && fabs(st->pairs_per_sample - pps) < 1e-12 &&
-                  st->confidence >= 1.0 / c.E - 1e-6 && st->confidence <= 1.0 + 1e-6,
+        check(ds == B && am && fabs(ms - 1.0) < 1e-5 && st->drop_frac == 0.0 &&
+                  fabs(st->pairs_per_sample - pps) < 1e-12 && st->confidence >= 1.0 / c.E - 1e-6 &&
+                  st->confidence <= 1.0 + 1e-6,
               "%s stats: argmax counts sum to B, mean weights sum to 1, %.2f expert calls per sample",
               moe_head_name((HeadKind)kind), st->pairs_per_sample);
         bench_free(&t);
@@ -860,13 +808,9 @@ static void test_config_and_stats(void)
 
 // ---------------------------------------------------------------- temperature schedules
 
-static int near(double a, double b, double tol)
-{
-    return fabs(a - b) <= tol * fmax(1.0, fabs(b));
-}
+static int near(double a, double b, double tol) { return fabs(a - b) <= tol * fmax(1.0, fabs(b)); }
 
-static void test_tau(void)
-{
+static void test_tau(void) {
     TauSchedule s;
     tau_schedule_defaults(&s);
     s.tau0 = 2.0f;
@@ -906,8 +850,8 @@ static void test_tau(void)
     s.step_every = 250;
     s.step_gamma = 0.0f;
     check(tau_value(&s, 0) == 1.0f && tau_value(&s, 249) == 1.0f && near(tau_value(&s, 250), 0.5, 1e-6) &&
-              near(tau_value(&s, 600), 0.25, 1e-6) && tau_value(&s, 750) == 0.125f &&
-              tau_value(&s, 1000) == 0.125f && tau_value(&s, 9999) == 0.125f,
+              near(tau_value(&s, 600), 0.25, 1e-6) && tau_value(&s, 750) == 0.125f && tau_value(&s, 1000) == 0.125f &&
+              tau_value(&s, 9999) == 0.125f,
           "tau step (auto gamma): 4 levels 1, 0.5, 0.25, 0.125 ending at tau1");
     s.step_gamma = 0.9f;
     s.step_every = 100;
@@ -919,25 +863,30 @@ static void test_tau(void)
     s.step_every = 0;
     s.step_gamma = 0.0f;
     const double pi = 3.14159265358979323846;
-    check(tau_value(&s, 0) == 2.0f && near(tau_value(&s, 125), (a + b) / 2, 1e-6) && tau_value(&s, 250) == 0.5f &&
-              near(tau_value(&s, 251), b + (a - b) * (1 + cos(pi / 250)) / 2, 1e-6) && tau_value(&s, 251) > 1.99f &&
-              near(tau_value(&s, 375), (a + b) / 2, 1e-6) && tau_value(&s, 500) == 0.5f && tau_value(&s, 1000) == 0.5f &&
-              tau_value(&s, 5000) == 0.5f && tau_value(&s, -5) == 2.0f,
-          "tau cosine-restart (default: four cycles of 250): tau0 at the start, tau1 at each cycle's end and at the end, "
-          "restart at 251 (%.4f)", (double)tau_value(&s, 251));
+    check(
+        tau_value(&s, 0) == 2.0f && near(tau_value(&s, 125), (a + b) / 2, 1e-6) && tau_value(&s, 250) == 0.5f &&
+            near(tau_value(&s, 251), b + (a - b) * (1 + cos(pi / 250)) / 2, 1e-6) && tau_value(&s, 251) > 1.99f &&
+            near(tau_value(&s, 375), (a + b) / 2, 1e-6) && tau_value(&s, 500) == 0.5f && tau_value(&s, 1000) == 0.5f &&
+            tau_value(&s, 5000) == 0.5f && tau_value(&s, -5) == 2.0f,
+        "tau cosine-restart (default: four cycles of 250): tau0 at the start, tau1 at each cycle's end and at the end, "
+        "restart at 251 (%.4f)",
+        (double)tau_value(&s, 251));
     s.step_every = 100;
     s.step_gamma = 2.0f;
-    check(tau_value(&s, 100) == 0.5f && near(tau_value(&s, 101), b + (a - b) * (1 + cos(pi / 200)) / 2, 1e-6) &&
-              near(tau_value(&s, 200), (a + b) / 2, 1e-6) && tau_value(&s, 300) == 0.5f && near(tau_value(&s, 500), (a + b) / 2, 1e-6) &&
-              tau_value(&s, 700) == 0.5f && near(tau_value(&s, 1000), b + (a - b) * (1 + cos(pi * 300.0 / 800.0)) / 2, 1e-6),
-          "tau cosine-restart (every 100, gamma 2): cycles 100, 200, 400, 800 end at 100, 300, 700; mid-cycle at the end");
+    check(
+        tau_value(&s, 100) == 0.5f && near(tau_value(&s, 101), b + (a - b) * (1 + cos(pi / 200)) / 2, 1e-6) &&
+            near(tau_value(&s, 200), (a + b) / 2, 1e-6) && tau_value(&s, 300) == 0.5f &&
+            near(tau_value(&s, 500), (a + b) / 2, 1e-6) && tau_value(&s, 700) == 0.5f &&
+            near(tau_value(&s, 1000), b + (a - b) * (1 + cos(pi * 300.0 / 800.0)) / 2, 1e-6),
+        "tau cosine-restart (every 100, gamma 2): cycles 100, 200, 400, 800 end at 100, 300, 700; mid-cycle at the end");
     s.step_gamma = 0.5f;
     check(tau_validate(&s) == ML_ERR_ARG && tau_parse_kind("cosine-restart", &(TauKind){0}) == ML_OK,
           "tau cosine-restart: gamma < 1 rejected (%s); the name parses", ml_last_error());
     s.start = 400;
     s.step_every = 0;
     s.step_gamma = 0.0f;
-    check(tau_value(&s, 400) == 2.0f && tau_value(&s, 550) == 0.5f && tau_value(&s, 551) > 1.99f && tau_value(&s, 1000) == 0.5f,
+    check(tau_value(&s, 400) == 2.0f && tau_value(&s, 550) == 0.5f && tau_value(&s, 551) > 1.99f &&
+              tau_value(&s, 1000) == 0.5f,
           "tau cosine-restart from start 400: four cycles of 150");
     s.start = 0;
     s.kind = TAU_EXP;
@@ -986,8 +935,7 @@ static void test_tau(void)
 
 // ---------------------------------------------------------------- routing statistics over time
 
-static void test_routestats(void)
-{
+static void test_routestats(void) {
     RouteWinConfig rc;
     routewin_defaults(&rc);
     rc.window = 20;
@@ -1000,8 +948,7 @@ static void test_routestats(void)
     s.kept[0] = 256;
     s.first_share = 1.0;
     int reason = 0;
-    for (int i = 0; i < 19; i++)
-        routewin_push(&w, &s);
+    for (int i = 0; i < 19; i++) routewin_push(&w, &s);
     check(routewin_dead_count(&w, NULL) == 0, "routewin: no dead experts before the window is full");
     routewin_push(&w, &s);
     int dead[8];
@@ -1011,11 +958,9 @@ static void test_routestats(void)
     check(col && reason == (COLLAPSE_ENTROPY | COLLAPSE_SHARE | COLLAPSE_DEAD),
           "routewin: collapse flagged on all load on one expert (%s)", routewin_reason_text(reason));
     // balanced stream pushes the collapsed steps out of the window
-    for (int e = 0; e < 8; e++)
-        s.kept[e] = 32;
+    for (int e = 0; e < 8; e++) s.kept[e] = 32;
     s.first_share = 0.125;
-    for (int i = 0; i < 20; i++)
-        routewin_push(&w, &s);
+    for (int i = 0; i < 20; i++) routewin_push(&w, &s);
     col = routewin_collapsed(&w, &reason);
     check(!col && reason == 0 && routewin_dead_count(&w, NULL) == 0 && near(routewin_load_entropy(&w), 1.0, 1e-12),
           "routewin: balanced stream is not collapsed, no dead experts, entropy 1");
@@ -1034,27 +979,22 @@ static void test_routestats(void)
           routewin_load_entropy(&w));
     // one expert is every sample's first choice, second choices spread: kept load stays
     // balanced (capacity), the first-choice share flags it
-    for (int e = 0; e < 8; e++)
-        s.kept[e] = 32;
+    for (int e = 0; e < 8; e++) s.kept[e] = 32;
     s.first_share = 1.0;
-    for (int i = 0; i < 20; i++)
-        routewin_push(&w, &s);
+    for (int i = 0; i < 20; i++) routewin_push(&w, &s);
     col = routewin_collapsed(&w, &reason);
     check(col && reason == COLLAPSE_SHARE, "routewin: a fixed first choice with balanced kept load is collapsed (%s)",
           routewin_reason_text(reason));
     s.first_share = 0.125;
-    for (int i = 0; i < 20; i++)
-        routewin_push(&w, &s);
+    for (int i = 0; i < 20; i++) routewin_push(&w, &s);
     // one expert silent for the whole window: dead, but 1 of 8 is not collapse
     s.kept[3] = 0;
-    for (int i = 0; i < 20; i++)
-        routewin_push(&w, &s);
+    for (int i = 0; i < 20; i++) routewin_push(&w, &s);
     col = routewin_collapsed(&w, &reason);
     check(routewin_dead_count(&w, dead) == 1 && dead[3] && !col, "routewin: one dead expert, not collapsed");
     // half the experts silent: collapse by the dead criterion
     s.kept[0] = s.kept[1] = s.kept[2] = 0;
-    for (int i = 0; i < 20; i++)
-        routewin_push(&w, &s);
+    for (int i = 0; i < 20; i++) routewin_push(&w, &s);
     col = routewin_collapsed(&w, &reason);
     check(col && (reason & COLLAPSE_DEAD) && !(reason & COLLAPSE_ENTROPY), "routewin: 4 of 8 dead -> collapse (%s)",
           routewin_reason_text(reason));
@@ -1072,20 +1012,19 @@ static void test_routestats(void)
     }
     classexp_add(counts, labels, fc, K * 5, E);
     int total = 0;
-    for (int i = 0; i < K * E; i++)
-        total += counts[i];
+    for (int i = 0; i < K * E; i++) total += counts[i];
     check(total == E * 5 && counts[3 * E + 3] == 5, "classexp_add: diagonal counts, invalid expert skipped");
     double mi = classexp_mutual_info(counts, K, E);
-    check(near(mi, log(8.0), 1e-12), "mutual information of a diagonal 10 x 8 matrix = log(8) = %.6f (%.6f)", log(8.0), mi);
-    for (int i = 0; i < K * E; i++)
-        counts[i] = 7;
+    check(near(mi, log(8.0), 1e-12), "mutual information of a diagonal 10 x 8 matrix = log(8) = %.6f (%.6f)", log(8.0),
+          mi);
+    for (int i = 0; i < K * E; i++) counts[i] = 7;
     mi = classexp_mutual_info(counts, K, E);
     check(fabs(mi) < 1e-12, "mutual information of a uniform matrix = 0 (%.2e)", mi);
-    check(classexp_mutual_info(counts, K, E) >= 0.0 && classexp_mutual_info(counts, 0, E) == 0.0, "mutual information edge cases");
+    check(classexp_mutual_info(counts, K, E) >= 0.0 && classexp_mutual_info(counts, 0, E) == 0.0,
+          "mutual information edge cases");
 }
 
-static void test_rho(void)
-{
+static void test_rho(void) {
     MoeConfig c;
     moe_config_defaults(&c);
     double rho = moe_rho_nominal(&c, 5173248.0, 5120.0, 128);
@@ -1100,14 +1039,12 @@ static void test_rho(void)
     check(moe_rho_nominal(&c, 5173248.0, 5120.0, 128) == 0.0, "rho dense = 0");
 }
 
-static void test_rng(void)
-{
+static void test_rng(void) {
     Rng a, b;
     rng_seed(&a, 42);
     rng_seed(&b, 42);
     int same = 1;
-    for (int i = 0; i < 100; i++)
-        same &= rng_u64(&a) == rng_u64(&b);
+    for (int i = 0; i < 100; i++) same &= rng_u64(&a) == rng_u64(&b);
     check(same, "rng: same seed, same stream");
     double mu = 0.0, var = 0.0, gm = 0.0;
     int inside = 1, hist[7] = {0};
@@ -1125,8 +1062,7 @@ static void test_rng(void)
     var = var / n - mu * mu;
     gm /= n;
     int flat = 1;
-    for (int i = 0; i < 7; i++)
-        flat &= fabs(hist[i] - n / 7.0) < 5.0 * sqrt(n / 7.0);
+    for (int i = 0; i < 7; i++) flat &= fabs(hist[i] - n / 7.0) < 5.0 * sqrt(n / 7.0);
     check(inside, "rng: uniform in (0, 1)");
     check(fabs(mu) < 0.01 && fabs(var - 1.0) < 0.02, "rng: normal mean %.4f var %.4f", mu, var);
     check(fabs(gm - 0.5772156649) < 0.01, "rng: Gumbel mean %.4f (Euler-Mascheroni 0.5772)", gm);
@@ -1134,8 +1070,7 @@ static void test_rng(void)
 }
 
 // The clean-router statistic sees a collapsed router that the selection noise hides.
-static void test_clean_first_share(void)
-{
+static void test_clean_first_share(void) {
     MoeConfig c;
     moe_config_defaults(&c);
     c.d = 6;
@@ -1148,8 +1083,7 @@ static void test_clean_first_share(void)
     bench_init(&t, &c, B, 11);
     // every sample's logits favour expert 3 by 0.5
     memset(t.p.router, 0, (size_t)c.E * c.d * sizeof(float));
-    for (int i = 0; i < c.d; i++)
-        t.p.router[3 * c.d + i] = 0.5f / c.d / 0.75f;
+    for (int i = 0; i < c.d; i++) t.p.router[3 * c.d + i] = 0.5f / c.d / 0.75f;
     Rng r;
     rng_seed(&r, 5);
     float x[64 * 6], y[64 * 6];
@@ -1161,8 +1095,7 @@ static void test_clean_first_share(void)
     bench_free(&t);
 }
 
-int main(void)
-{
+int main(void) {
     test_rng();
     test_config_and_stats();
     test_gradients();

@@ -55,11 +55,15 @@ static int setup(const char *dir, const Dataset *ds, Trainer *t) {
 }
 
 /* Restores into a fresh trainer; checks it got ckpt-5 and that `report` names `skipped` and `why`. */
-static void expect_fallback(const char *dir, const Dataset *ds, const char *what, const char *skipped, const char *why) {
+static void expect_fallback(const char *dir, const Dataset *ds, const char *what, const char *skipped,
+                            const char *why) {
     TrainConfig c;
     small_config(&c, 0.25f, 1);
     Trainer t;
-    if (trainer_init_ds(&t, &c, ds) != ML_OK) { check(0, "%s: trainer_init", what); return; }
+    if (trainer_init_ds(&t, &c, ds) != ML_OK) {
+        check(0, "%s: trainer_init", what);
+        return;
+    }
     StateView v;
     trainer_state(&t, &v);
     char path[1024], rep[4096];
@@ -94,12 +98,24 @@ static int flip_bytes(const char *file, const char *dset) {
 int main(void) {
     H5Eset_auto2(H5E_DEFAULT, NULL, NULL);
     char root[] = "/tmp/moelab-resume-XXXXXX";
-    if (!mkdtemp(root)) { printf("FAIL mkdtemp\n"); return 1; }
+    if (!mkdtemp(root)) {
+        printf("FAIL mkdtemp\n");
+        return 1;
+    }
     Dataset ds;
     SyntheticOptions so;
     synthetic_defaults(&so);
-    so.h = 16; so.w = 16; so.c = 3; so.classes = 4; so.n_train = 512; so.n_test = 64; so.seed = 3;
-    if (synthetic_generate(&ds, &so) != ML_OK) { printf("FAIL synthetic: %s\n", ml_last_error()); return 1; }
+    so.h = 16;
+    so.w = 16;
+    so.c = 3;
+    so.classes = 4;
+    so.n_train = 512;
+    so.n_test = 64;
+    so.seed = 3;
+    if (synthetic_generate(&ds, &so) != ML_OK) {
+        printf("FAIL synthetic: %s\n", ml_last_error());
+        return 1;
+    }
     char dir[512], src[700], dst[700];
     Trainer t;
 
@@ -157,7 +173,10 @@ int main(void) {
                                {"seed-only", NULL, "seed 2"}};
     for (int k = 0; k < 2; k++) {
         snprintf(dir, sizeof dir, "%s/%s", root, cases[k][0]);
-        if (setup(dir, &ds, &t) != 0) { check(0, "%s: setup", cases[k][0]); continue; }
+        if (setup(dir, &ds, &t) != 0) {
+            check(0, "%s: setup", cases[k][0]);
+            continue;
+        }
         trainer_free(&t);
         TrainConfig c;
         small_config(&c, 0.25f, 2);
@@ -203,7 +222,8 @@ int main(void) {
             trainer_state(&f, &v);
             char path[1024], rep[4096];
             const ml_status st = ckpt_restore_latest(dir, &v, ID, path, sizeof path, rep, sizeof rep);
-            check(st != ML_OK && strstr(ml_last_error(), "none of the 1 checkpoints") && f.step == 0 && f.model.param[0] == w0,
+            check(st != ML_OK && strstr(ml_last_error(), "none of the 1 checkpoints") && f.step == 0 &&
+                      f.model.param[0] == w0,
                   "none: refused with \"%s\" (%s), the trainer untouched", ml_last_error(), rep);
         }
         trainer_free(&f);

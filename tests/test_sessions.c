@@ -30,22 +30,28 @@
 #include <unistd.h>
 
 static int g_fail = 0;
-#define CHECK(cond, ...) do { \
-    if (cond) { printf("PASS "); } else { printf("FAIL "); g_fail++; } \
-    printf(__VA_ARGS__); printf("\n"); fflush(stdout); \
-} while (0)
+#define CHECK(cond, ...)     \
+    do {                     \
+        if (cond) {          \
+            printf("PASS "); \
+        } else {             \
+            printf("FAIL "); \
+            g_fail++;        \
+        }                    \
+        printf(__VA_ARGS__); \
+        printf("\n");        \
+        fflush(stdout);      \
+    } while (0)
 
 static char g_root[256];
 
-static void path_in(char *buf, size_t n, const char *sub) {
-    snprintf(buf, n, "%s/%s", g_root, sub);
-}
+static void path_in(char *buf, size_t n, const char *sub) { snprintf(buf, n, "%s/%s", g_root, sub); }
 
 /* ------------------------------------------------------------------ fixtures */
 
 static void small_config(TrainConfig *c) {
     train_config_defaults(c);
-    c->model.width = 0.25f;            /* c0 = 8, d = 64 */
+    c->model.width = 0.25f; /* c0 = 8, d = 64 */
     c->model.batch = 32;
     c->model.head.kind = HEAD_MOE;
     c->model.head.E = 4;
@@ -66,8 +72,13 @@ static void small_config(TrainConfig *c) {
 static int make_dataset(Dataset *ds, int n_train) {
     SyntheticOptions o;
     synthetic_defaults(&o);
-    o.h = 16; o.w = 16; o.c = 3; o.classes = 4;
-    o.n_train = n_train; o.n_test = 64; o.seed = 3;
+    o.h = 16;
+    o.w = 16;
+    o.c = 3;
+    o.classes = 4;
+    o.n_train = n_train;
+    o.n_test = 64;
+    o.seed = 3;
     if (synthetic_generate(ds, &o) != ML_OK) {
         printf("FAIL synthetic_generate: %s\n", ml_last_error());
         return -1;
@@ -101,7 +112,10 @@ static long file_lines(const char *path) {
     if (!f) return -1;
     long n = 0;
     int ch, last = '\n';
-    while ((ch = fgetc(f)) != EOF) { if (ch == '\n') n++; last = ch; }
+    while ((ch = fgetc(f)) != EOF) {
+        if (ch == '\n') n++;
+        last = ch;
+    }
     if (last != '\n') n++;
     fclose(f);
     return n;
@@ -195,14 +209,23 @@ static int swmr_reader_main(const char *file) {
     hid_t fapl = H5Pcreate(H5P_FILE_ACCESS);
     H5Pset_libver_bounds(fapl, H5F_LIBVER_LATEST, H5F_LIBVER_LATEST);
     hid_t f = H5Fopen(file, H5F_ACC_RDONLY | H5F_ACC_SWMR_READ, fapl);
-    if (f < 0) { printf("open-failed\n"); return 1; }
+    if (f < 0) {
+        printf("open-failed\n");
+        return 1;
+    }
     hid_t d = H5Dopen2(f, "/steps/step", H5P_DEFAULT);
-    if (d < 0) { printf("dopen-failed\n"); return 1; }
+    if (d < 0) {
+        printf("dopen-failed\n");
+        return 1;
+    }
     for (int round = 0; round < 2; round++) {
         if (round == 1) {
             char line[64];
             if (!fgets(line, sizeof line, stdin)) return 1;
-            if (H5Drefresh(d) < 0) { printf("refresh-failed\n"); return 1; }
+            if (H5Drefresh(d) < 0) {
+                printf("refresh-failed\n");
+                return 1;
+            }
         }
         hid_t s = H5Dget_space(d);
         hsize_t n = 0;
@@ -212,12 +235,16 @@ static int swmr_reader_main(const char *file) {
             hsize_t start = n - 1, cnt = 1;
             H5Sselect_hyperslab(s, H5S_SELECT_SET, &start, NULL, &cnt, NULL);
             hid_t ms = H5Screate_simple(1, &cnt, NULL);
-            if (H5Dread(d, H5T_NATIVE_INT64, ms, s, H5P_DEFAULT, &last) < 0) { printf("read-failed\n"); return 1; }
+            if (H5Dread(d, H5T_NATIVE_INT64, ms, s, H5P_DEFAULT, &last) < 0) {
+                printf("read-failed\n");
+                return 1;
+            }
             H5Sclose(ms);
         }
         H5Sclose(s);
-        if (round == 0) printf("%s %ld %llu %lld\n", st == ML_OK ? info.status : "info-failed", info.steps_logged,
-                               (unsigned long long)n, (long long)last);
+        if (round == 0)
+            printf("%s %ld %llu %lld\n", st == ML_OK ? info.status : "info-failed", info.steps_logged,
+                   (unsigned long long)n, (long long)last);
         else printf("%llu %lld\n", (unsigned long long)n, (long long)last);
         fflush(stdout);
     }
@@ -227,8 +254,9 @@ static int swmr_reader_main(const char *file) {
     return 0;
 }
 
-static int child_start(Child *c, const char *file) { return child_start_mode(c, "test_sessions", "--swmr-reader", file); }
-
+static int child_start(Child *c, const char *file) {
+    return child_start_mode(c, "test_sessions", "--swmr-reader", file);
+}
 
 /* ------------------------------------------------------------------ live.h5 round trip */
 
@@ -268,10 +296,30 @@ static double step_field(const StepRecord *r, const char *name) {
     if (!strcmp(name, "window_load_entropy")) return r->window_load_entropy;
     return NAN;
 }
-static const char *step_names[] = {"step", "epoch", "epoch_progress", "loss", "loss_total", "acc", "lr", "tau",
-    "img_per_s", "drop_frac", "no_expert_frac", "gate_entropy", "load_entropy", "maxvio", "confidence", "l_aux",
-    "l_z", "capacity", "pairs_per_sample", "rho_realized", "dead_experts", "collapsed", "collapse_reason",
-    "window_load_entropy"};
+static const char *step_names[] = {"step",
+                                   "epoch",
+                                   "epoch_progress",
+                                   "loss",
+                                   "loss_total",
+                                   "acc",
+                                   "lr",
+                                   "tau",
+                                   "img_per_s",
+                                   "drop_frac",
+                                   "no_expert_frac",
+                                   "gate_entropy",
+                                   "load_entropy",
+                                   "maxvio",
+                                   "confidence",
+                                   "l_aux",
+                                   "l_z",
+                                   "capacity",
+                                   "pairs_per_sample",
+                                   "rho_realized",
+                                   "dead_experts",
+                                   "collapsed",
+                                   "collapse_reason",
+                                   "window_load_entropy"};
 static const int step_is_int[] = {1, 1, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 1, 0, 0, 1, 1, 1, 0};
 
 static double eval_field(const EvalRecord *r, const char *name) {
@@ -296,9 +344,25 @@ static double eval_field(const EvalRecord *r, const char *name) {
     if (!strcmp(name, "test_load_entropy")) return r->test_load_entropy;
     return NAN;
 }
-static const char *eval_names[] = {"epoch", "step", "train_loss", "train_acc", "test_loss", "test_acc", "img_per_s",
-    "epoch_seconds", "elapsed", "rho_nominal", "train_drop_frac", "train_maxvio", "train_rho_realized",
-    "window_load_entropy", "dead_experts", "collapsed", "collapse_reason", "mutual_info", "test_load_entropy"};
+static const char *eval_names[] = {"epoch",
+                                   "step",
+                                   "train_loss",
+                                   "train_acc",
+                                   "test_loss",
+                                   "test_acc",
+                                   "img_per_s",
+                                   "epoch_seconds",
+                                   "elapsed",
+                                   "rho_nominal",
+                                   "train_drop_frac",
+                                   "train_maxvio",
+                                   "train_rho_realized",
+                                   "window_load_entropy",
+                                   "dead_experts",
+                                   "collapsed",
+                                   "collapse_reason",
+                                   "mutual_info",
+                                   "test_load_entropy"};
 static const int eval_is_int[] = {1, 1, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 1, 1, 1, 0, 0};
 
 #define NEVENTS 3
@@ -328,19 +392,24 @@ static void verify_live_file(const char *file, const Trainer *t, double t0, doub
     CHECK(h5_attr_str(run, "created", s, sizeof s) == 0 && strlen(s) >= 19 && s[4] == '-' && s[10] == 'T',
           "/run @created is an ISO time (%s)", s);
     CHECK(h5_attr_i64(run, "experts") == 4 && h5_attr_i64(run, "k") == 2 && h5_attr_i64(run, "hidden") == 16 &&
-          h5_attr_i64(run, "classes") == 4 && h5_attr_i64(run, "seed") == 1 && h5_attr_i64(run, "epochs") == t->cfg.epochs,
+              h5_attr_i64(run, "classes") == 4 && h5_attr_i64(run, "seed") == 1 &&
+              h5_attr_i64(run, "epochs") == t->cfg.epochs,
           "/run @experts/k/hidden/classes/seed/epochs");
     {
         float mean[3] = {0}, stdv[3] = {0};
         double rho = 0;
         hid_t a = H5Aopen(run, "dataset_mean", H5P_DEFAULT);
-        H5Aread(a, H5T_NATIVE_FLOAT, mean); H5Aclose(a);
+        H5Aread(a, H5T_NATIVE_FLOAT, mean);
+        H5Aclose(a);
         a = H5Aopen(run, "dataset_std", H5P_DEFAULT);
-        H5Aread(a, H5T_NATIVE_FLOAT, stdv); H5Aclose(a);
+        H5Aread(a, H5T_NATIVE_FLOAT, stdv);
+        H5Aclose(a);
         a = H5Aopen(run, "rho_nominal", H5P_DEFAULT);
-        H5Aread(a, H5T_NATIVE_DOUBLE, &rho); H5Aclose(a);
+        H5Aread(a, H5T_NATIVE_DOUBLE, &rho);
+        H5Aclose(a);
         CHECK(!memcmp(mean, t->src.mean, sizeof mean) && !memcmp(stdv, t->src.std, sizeof stdv) &&
-              rho == model_rho_nominal(&t->model), "/run @dataset_mean, @dataset_std, @rho_nominal");
+                  rho == model_rho_nominal(&t->model),
+              "/run @dataset_mean, @dataset_std, @rho_nominal");
     }
     {
         hsize_t dims[4];
@@ -386,12 +455,16 @@ static void verify_live_file(const char *file, const Trainer *t, double t0, doub
             ok = h5_read(f, name, H5T_NATIVE_DOUBLE, v) == 0;
             for (int i = 0; ok && i < N; i++) ok = v[i] == step_field(&g_rec[i], step_names[c]);
         }
-        if (!ok) { bad_cols++; snprintf(badname, sizeof badname, "%s", name); }
+        if (!ok) {
+            bad_cols++;
+            snprintf(badname, sizeof badname, "%s", name);
+        }
     }
     CHECK(bad_cols == 0, "all %zu /steps scalars round-trip exactly over %d rows %s",
           sizeof step_names / sizeof *step_names, N, badname);
     {
-        int ok = h5_rows(f, "/steps/wall_time", NULL, NULL) == N && h5_read(f, "/steps/wall_time", H5T_NATIVE_DOUBLE, v) == 0;
+        int ok = h5_rows(f, "/steps/wall_time", NULL, NULL) == N &&
+                 h5_read(f, "/steps/wall_time", H5T_NATIVE_DOUBLE, v) == 0;
         for (int i = 0; ok && i < N; i++) ok = v[i] >= t0 - 1 && v[i] <= t1 + 1 && (i == 0 || v[i] >= v[i - 1]);
         CHECK(ok, "/steps/wall_time holds nondecreasing Unix times within the run");
     }
@@ -418,7 +491,8 @@ static void verify_live_file(const char *file, const Trainer *t, double t0, doub
         }
         int nonzero_bias = 0;
         for (int i = 0; i < N * 4; i++) nonzero_bias |= b[i] != 0.0f;
-        CHECK(ok && nonzero_bias, "/steps/demand, kept, mean_gate, bias [T, E] round-trip (bias is live: %d)", nonzero_bias);
+        CHECK(ok && nonzero_bias, "/steps/demand, kept, mean_gate, bias [T, E] round-trip (bias is live: %d)",
+              nonzero_bias);
         free(a);
         free(b);
     }
@@ -463,7 +537,10 @@ static void verify_live_file(const char *file, const Trainer *t, double t0, doub
             ok = h5_read(f, name, H5T_NATIVE_DOUBLE, v) == 0;
             for (int i = 0; ok && i < NE; i++) ok = v[i] == eval_field(&g_ev[i].r, eval_names[c]);
         }
-        if (!ok) { bad_cols++; snprintf(badname, sizeof badname, "%s", name); }
+        if (!ok) {
+            bad_cols++;
+            snprintf(badname, sizeof badname, "%s", name);
+        }
     }
     CHECK(bad_cols == 0, "all %zu /evals scalars round-trip exactly over %d rows %s",
           sizeof eval_names / sizeof *eval_names, NE, badname);
@@ -475,7 +552,10 @@ static void verify_live_file(const char *file, const Trainer *t, double t0, doub
                  h5_read(f, "/evals/class_expert", H5T_NATIVE_INT32, ce) == 0;
         long total = 0;
         for (int i = 0; ok && i < NE; i++)
-            for (int q = 0; q < 16; q++) { ok = ok && ce[i * 16 + q] == g_ev[i].ce[q]; total += ce[i * 16 + q]; }
+            for (int q = 0; q < 16; q++) {
+                ok = ok && ce[i * 16 + q] == g_ev[i].ce[q];
+                total += ce[i * 16 + q];
+            }
         CHECK(ok && total == (long)NE * t->src.n_test, "/evals/class_expert [N, K, E] round-trips (%ld counts)", total);
         static float feat[8 * 16 * 64];
         int32_t ex[8 * 16], la[8 * 16];
@@ -485,19 +565,24 @@ static void verify_live_file(const char *file, const Trainer *t, double t0, doub
              h5_read(f, "/evals/tsne_label", H5T_NATIVE_INT32, la) == 0;
         for (int i = 0; ok && i < NE; i++) {
             ok = !memcmp(feat + i * 16 * 64, g_ev[i].feat, sizeof(float) * 16 * 64);
-            for (int q = 0; ok && q < 16; q++) ok = ex[i * 16 + q] == g_ev[i].tex[q] && la[i * 16 + q] == g_ev[i].tla[q];
+            for (int q = 0; ok && q < 16; q++)
+                ok = ex[i * 16 + q] == g_ev[i].tex[q] && la[i * 16 + q] == g_ev[i].tla[q];
         }
         CHECK(ok, "/evals/tsne_features [N, n, d], tsne_expert, tsne_label round-trip");
         hid_t g = H5Gopen2(f, "/evals", H5P_DEFAULT);
         CHECK(h5_attr_str(g, "NX_class", s, sizeof s) == 0 && !strcmp(s, "NXdata") &&
-              h5_attr_str(g, "signal", s, sizeof s) == 0 && !strcmp(s, "class_expert"),
+                  h5_attr_str(g, "signal", s, sizeof s) == 0 && !strcmp(s, "class_expert"),
               "/evals carries NeXus NXdata @signal = class_expert");
         H5Gclose(g);
         CHECK(h5_attr_str(f, "default", s, sizeof s) == 0 && !strcmp(s, "evals"), "root @default = evals");
     }
     /* /events */
     {
-        typedef struct { int64_t step; double wall; char text[256]; } Ev;
+        typedef struct {
+            int64_t step;
+            double wall;
+            char text[256];
+        } Ev;
         hid_t ty = H5Tcreate(H5T_COMPOUND, sizeof(Ev));
         hid_t st = H5Tcopy(H5T_C_S1);
         H5Tset_size(st, 256);
@@ -536,7 +621,10 @@ static void test_live(const Dataset *ds) {
     small_config(&cfg);
     cfg.epochs = 3;
     Trainer t;
-    if (trainer_init_ds(&t, &cfg, ds) != ML_OK) { CHECK(0, "trainer_init: %s", ml_last_error()); return; }
+    if (trainer_init_ds(&t, &cfg, ds) != ML_OK) {
+        CHECK(0, "trainer_init: %s", ml_last_error());
+        return;
+    }
     char dir[512], file[600];
     path_in(dir, sizeof dir, "live/run1");
     snprintf(file, sizeof file, "%s/live.h5", dir);
@@ -549,7 +637,10 @@ static void test_live(const Dataset *ds) {
     const double t0 = (double)time(NULL);
     ml_status st = session_create(&w, dir, &info);
     CHECK(st == ML_OK, "session_create makes %s (mkdir -p): %s", file, st ? ml_last_error() : "ok");
-    if (st != ML_OK) { trainer_free(&t); return; }
+    if (st != ML_OK) {
+        trainer_free(&t);
+        return;
+    }
     SessionWriter w2;
     st = session_create(&w2, dir, &info);
     CHECK(st == ML_ERR_IO && strstr(ml_last_error(), "already exists"),
@@ -564,7 +655,10 @@ static void test_live(const Dataset *ds) {
     g_nrec = g_nev = 0;
     while (t.epoch < cfg.epochs && g_nrec < MAXREC) {
         StepRecord *r = &g_rec[g_nrec];
-        if (trainer_step(&t, r) != ML_OK) { errors++; break; }
+        if (trainer_step(&t, r) != ML_OK) {
+            errors++;
+            break;
+        }
         g_nrec++;
         if (session_append_step(&w, r) != ML_OK) errors++;
         if (ev_i < NEVENTS && t.step == g_event_step[ev_i]) {
@@ -573,7 +667,10 @@ static void test_live(const Dataset *ds) {
         }
         if (t.pos == 0) {
             EvalRecord er;
-            if (trainer_eval_record(&t, &er, 0.5) != ML_OK) { errors++; break; }
+            if (trainer_eval_record(&t, &er, 0.5) != ML_OK) {
+                errors++;
+                break;
+            }
             eval_copy(&g_ev[g_nev++], &er);
             if (session_append_eval(&w, &er) != ML_OK) errors++;
         }
@@ -625,16 +722,20 @@ static void test_live(const Dataset *ds) {
     st = session_read_info(dir, &in);
     double best = -1;
     int best_ep = 0;
-    for (int i = 0; i < g_nev; i++) if (g_ev[i].r.test_acc > best) { best = g_ev[i].r.test_acc; best_ep = g_ev[i].r.epoch; }
+    for (int i = 0; i < g_nev; i++)
+        if (g_ev[i].r.test_acc > best) {
+            best = g_ev[i].r.test_acc;
+            best_ep = g_ev[i].r.epoch;
+        }
     CHECK(st == ML_OK && !strcmp(in.status, "finished") && in.format_version == 1 && !strcmp(in.head, "moe") &&
-          in.experts == 4 && in.k == 2 && in.hidden == 16 && in.classes == 4 && in.epochs == 3 &&
-          !strcmp(in.dataset, "synthetic") && !strcmp(in.dataset_spec_out, g_spec) && !strcmp(in.backbone, "dw") &&
-          in.width == 0.25f && in.seed == 1,
+              in.experts == 4 && in.k == 2 && in.hidden == 16 && in.classes == 4 && in.epochs == 3 &&
+              !strcmp(in.dataset, "synthetic") && !strcmp(in.dataset_spec_out, g_spec) && !strcmp(in.backbone, "dw") &&
+              in.width == 0.25f && in.seed == 1,
           "session_read_info: status %s, head %s E %d k %d h %d, dataset %s", in.status, in.head, in.experts, in.k,
           in.hidden, in.dataset);
     CHECK(in.steps_logged == g_nrec && in.last_step == g_rec[g_nrec - 1].step && in.evals == g_nev &&
-          in.last_epoch == 3 && in.last_test_acc == g_ev[g_nev - 1].r.test_acc && in.best_test_acc == best &&
-          in.best_epoch == best_ep && in.events == NEVENTS && in.last_wall_time >= t0 - 1,
+              in.last_epoch == 3 && in.last_test_acc == g_ev[g_nev - 1].r.test_acc && in.best_test_acc == best &&
+              in.best_epoch == best_ep && in.events == NEVENTS && in.last_wall_time >= t0 - 1,
           "session_read_info: %ld steps (last %ld), %d evals, best acc %.3f at epoch %d, last %.3f, %ld events",
           in.steps_logged, in.last_step, in.evals, in.best_test_acc, in.best_epoch, in.last_test_acc, in.events);
     char cl[512];
@@ -651,16 +752,20 @@ static void test_live(const Dataset *ds) {
     snprintf(p, sizeof p, "%s/steps.csv", out);
     file_first_line(p, line, sizeof line);
     CHECK(file_lines(p) == g_nrec + 1 && !strncmp(line, "step,epoch,epoch_progress,loss,", 31) &&
-          strstr(line, ",wall_time") && strstr(line, ",drop_frac,"),
+              strstr(line, ",wall_time") && strstr(line, ",drop_frac,"),
           "steps.csv: header + %d rows (%ld lines)", g_nrec, file_lines(p));
     snprintf(p, sizeof p, "%s/expert_load.csv", out);
     file_first_line(p, line, sizeof line);
-    CHECK(file_lines(p) == g_nrec + 1 && !strcmp(line, "step,e0,e1,e2,e3"), "expert_load.csv: \"%s\" + %d rows", line, g_nrec);
+    CHECK(file_lines(p) == g_nrec + 1 && !strcmp(line, "step,e0,e1,e2,e3"), "expert_load.csv: \"%s\" + %d rows", line,
+          g_nrec);
     {
         /* row 1 = first record: step, kept counts */
         FILE *fc = fopen(p, "r");
         char l1[256] = "", l2[256] = "", want[256];
-        if (fc) { if (fgets(l1, sizeof l1, fc) && fgets(l2, sizeof l2, fc)) {} fclose(fc); }
+        if (fc) {
+            if (fgets(l1, sizeof l1, fc) && fgets(l2, sizeof l2, fc)) {}
+            fclose(fc);
+        }
         l2[strcspn(l2, "\n")] = 0;
         snprintf(want, sizeof want, "%ld,%d,%d,%d,%d", g_rec[0].step, g_rec[0].moe.kept[0], g_rec[0].moe.kept[1],
                  g_rec[0].moe.kept[2], g_rec[0].moe.kept[3]);
@@ -668,7 +773,8 @@ static void test_live(const Dataset *ds) {
     }
     snprintf(p, sizeof p, "%s/evals.csv", out);
     file_first_line(p, line, sizeof line);
-    CHECK(file_lines(p) == g_nev + 1 && !strncmp(line, "epoch,step,train_loss,", 22), "evals.csv: header + %d rows", g_nev);
+    CHECK(file_lines(p) == g_nev + 1 && !strncmp(line, "epoch,step,train_loss,", 22), "evals.csv: header + %d rows",
+          g_nev);
     snprintf(p, sizeof p, "%s/class_expert.csv", out);
     file_first_line(p, line, sizeof line);
     CHECK(file_lines(p) == g_nev * 4 + 1 && !strcmp(line, "eval,epoch,class,class_name,e0,e1,e2,e3"),
@@ -676,7 +782,7 @@ static void test_live(const Dataset *ds) {
     snprintf(p, sizeof p, "%s/events.csv", out);
     file_first_line(p, line, sizeof line);
     CHECK(file_lines(p) == NEVENTS + 1 && !strcmp(line, "step,wall_time,text") &&
-          file_contains(p, ",\"note \"\"quoted\"\", with comma\"\n"),
+              file_contains(p, ",\"note \"\"quoted\"\", with comma\"\n"),
           "events.csv: header + %d rows, text with quotes and comma is RFC 4180 quoted", NEVENTS);
 
     /* SWMR is not needed for reading a finished file, but also works for a flagged one: below */
@@ -697,7 +803,10 @@ static void test_crash_and_append(void) {
     cfg.epochs = 3;
     /* the child only does HDF5 work (no OpenMP after fork): the trainer is made here */
     Trainer t;
-    if (trainer_init_ds(&t, &cfg, &ds) != ML_OK) { CHECK(0, "trainer_init: %s", ml_last_error()); return; }
+    if (trainer_init_ds(&t, &cfg, &ds) != ML_OK) {
+        CHECK(0, "trainer_init: %s", ml_last_error());
+        return;
+    }
     fflush(stdout);
     pid_t pid = fork();
     if (pid == 0) {
@@ -707,12 +816,13 @@ static void test_crash_and_append(void) {
         info.command_line = "crash";
         SessionWriter w;
         if (session_create(&w, dir, &info) != ML_OK) _exit(3);
-        for (int i = 0; i < 70; i++) if (session_append_step(&w, &g_rec[i]) != ML_OK) _exit(4);
+        for (int i = 0; i < 70; i++)
+            if (session_append_step(&w, &g_rec[i]) != ML_OK) _exit(4);
         session_append_event(&w, 12, 0, "before crash");
         session_append_event(&w, 60, 0, "after the checkpoint");
         EvalRecord er = g_ev[0].r;
         er.step = 32;
-        session_append_eval(&w, &er); /* flushes the 70 steps */
+        session_append_eval(&w, &er);                                     /* flushes the 70 steps */
         for (int i = 70; i < 75; i++) session_append_step(&w, &g_rec[i]); /* buffered, lost */
         kill(getpid(), SIGKILL);
         _exit(5);
@@ -731,9 +841,11 @@ static void test_crash_and_append(void) {
     /* resume from a checkpoint at step 40: rows after it are dropped, then appending continues */
     SessionWriter w;
     st = session_open_append(&w, dir, 40);
-    CHECK(st == ML_OK, "session_open_append clears the crash flags itself and reopens: %s", st ? ml_last_error() : "ok");
+    CHECK(st == ML_OK, "session_open_append clears the crash flags itself and reopens: %s",
+          st ? ml_last_error() : "ok");
     if (st == ML_OK) {
-        CHECK(session_steps_written(&w) == 40, "rows with step > 40 were dropped (%ld left)", session_steps_written(&w));
+        CHECK(session_steps_written(&w) == 40, "rows with step > 40 were dropped (%ld left)",
+              session_steps_written(&w));
         session_append_event(&w, 40, 0, "resumed from ckpt-40.h5");
         int errors = 0;
         for (int i = 40; i < 96; i++) errors += session_append_step(&w, &g_rec[i]) != ML_OK;
@@ -741,7 +853,7 @@ static void test_crash_and_append(void) {
         CHECK(errors == 0 && st == ML_OK, "appended 56 more steps and closed: %s", st ? ml_last_error() : "ok");
         st = session_read_info(dir, &in);
         CHECK(st == ML_OK && !strcmp(in.status, "finished") && in.steps_logged == 96 && in.last_step == 96 &&
-              in.evals == 1 && in.events == 2,
+                  in.evals == 1 && in.events == 2,
               "after resume: %ld steps ending at %ld, %d evals (step 32 kept), %ld events (step-60 event dropped)",
               in.steps_logged, in.last_step, in.evals, in.events);
         f = H5Fopen(file, H5F_ACC_RDONLY, H5P_DEFAULT);
@@ -769,13 +881,19 @@ static void test_crash_and_append(void) {
 static int g_fail_fallocate = 0, g_fail_swmr_start = 0;
 int posix_fallocate(int fd, off_t offset, off_t len) {
     static int (*real)(int, off_t, off_t) = NULL;
-    if (g_fail_fallocate) { g_fail_fallocate = 0; return ENOSPC; }
+    if (g_fail_fallocate) {
+        g_fail_fallocate = 0;
+        return ENOSPC;
+    }
     if (!real) *(void **)&real = dlsym(RTLD_NEXT, "posix_fallocate");
     return real ? real(fd, offset, len) : ENOSYS;
 }
 herr_t H5Fstart_swmr_write(hid_t file_id) {
     static herr_t (*real)(hid_t) = NULL;
-    if (g_fail_swmr_start) { g_fail_swmr_start = 0; return -1; }
+    if (g_fail_swmr_start) {
+        g_fail_swmr_start = 0;
+        return -1;
+    }
     if (!real) *(void **)&real = dlsym(RTLD_NEXT, "H5Fstart_swmr_write");
     return real ? real(file_id) : -1;
 }
@@ -789,7 +907,10 @@ static unsigned char *file_bytes(const char *path, size_t *n) {
     const long sz = ftell(f);
     fseek(f, 0, SEEK_SET);
     unsigned char *b = malloc(sz > 0 ? (size_t)sz : 1);
-    if (b && fread(b, 1, (size_t)sz, f) != (size_t)sz) { free(b); b = NULL; }
+    if (b && fread(b, 1, (size_t)sz, f) != (size_t)sz) {
+        free(b);
+        b = NULL;
+    }
     fclose(f);
     if (b) *n = (size_t)sz;
     return b;
@@ -855,10 +976,16 @@ static void test_failed_append(const Dataset *ds) {
     char dir[512], file[600];
     path_in(dir, sizeof dir, "failapp/good");
     snprintf(file, sizeof file, "%s/live.h5", dir);
-    if (write_small_session(ds, dir) != 0) { CHECK(0, "write the small session: %s", ml_last_error()); return; }
+    if (write_small_session(ds, dir) != 0) {
+        CHECK(0, "write the small session: %s", ml_last_error());
+        return;
+    }
     size_t n_good;
     unsigned char *good = file_bytes(file, &n_good);
-    if (!good) { CHECK(0, "read %s", file); return; }
+    if (!good) {
+        CHECK(0, "read %s", file);
+        return;
+    }
 
     /* 1. a required dataset is missing: the check fails after the file was opened for writing,
      *    which left "file is already open for write" in the superblock */
@@ -950,7 +1077,8 @@ static void test_failed_append(const Dataset *ds) {
     st = session_open_append(&w, d5, 40);
     snprintf(msg, sizeof msg, "%s", ml_last_error());
     g_fail_fallocate = 0;
-    CHECK(st == ML_ERR_IO && strstr(msg, "cannot reserve") && w.p == NULL && H5Fget_obj_count(H5F_OBJ_ALL, H5F_OBJ_FILE) == 0,
+    CHECK(st == ML_ERR_IO && strstr(msg, "cannot reserve") && w.p == NULL &&
+              H5Fget_obj_count(H5F_OBJ_ALL, H5F_OBJ_FILE) == 0,
           "open_append whose first reservation fails: ML_ERR_IO \"%s\", the file is closed", msg);
     check_untouched("reservation failed", d5, f5, good, n_good);
 
@@ -970,7 +1098,8 @@ static void test_failed_append(const Dataset *ds) {
     h = H5Fopen(f6, H5F_ACC_RDONLY, H5P_DEFAULT);
     CHECK(st == ML_OK && ri == ML_OK && h5dump_ok(f6) && h >= 0 && H5Fget_obj_count(H5F_OBJ_ALL, H5F_OBJ_FILE) == 1,
           "open_append whose SWMR start fails (\"%s\"): flags cleared, h5dump, a plain open and session_read_info "
-          "read it (%ld steps)", msg, ri == ML_OK ? in.steps_logged : -1L);
+          "read it (%ld steps)",
+          msg, ri == ML_OK ? in.steps_logged : -1L);
     if (h >= 0) H5Fclose(h);
     st = session_open_append(&w, d6, 40);
     cl = st == ML_OK ? session_close(&w, "interrupted") : st;
@@ -1009,7 +1138,10 @@ static void test_export_damaged(const Dataset *ds) {
     char dir[512], file[600], out[600], csv[700];
     path_in(dir, sizeof dir, "exportdmg/good");
     snprintf(file, sizeof file, "%s/live.h5", dir);
-    if (write_small_session(ds, dir) != 0) { CHECK(0, "write the small session: %s", ml_last_error()); return; }
+    if (write_small_session(ds, dir) != 0) {
+        CHECK(0, "write the small session: %s", ml_last_error());
+        return;
+    }
     snprintf(out, sizeof out, "%s/csv", dir);
     ml_status st = session_export_csv(dir, out);
     snprintf(csv, sizeof csv, "%s/steps.csv", out);
@@ -1030,8 +1162,8 @@ static void test_export_damaged(const Dataset *ds) {
         hid_t h = H5Fopen(f, H5F_ACC_RDWR, H5P_DEFAULT);
         if (kind == 0 && h >= 0) {
             H5O_info_t oi;
-            const haddr_t addr = H5Oget_info_by_name2(h, "/steps", &oi, H5O_INFO_BASIC, H5P_DEFAULT) >= 0 ? oi.addr
-                                                                                                        : HADDR_UNDEF;
+            const haddr_t addr =
+                H5Oget_info_by_name2(h, "/steps", &oi, H5O_INFO_BASIC, H5P_DEFAULT) >= 0 ? oi.addr : HADDR_UNDEF;
             H5Fclose(h);
             h = -1;
             FILE *fp = fopen(f, "r+b");
@@ -1138,10 +1270,17 @@ static void test_history_exactly_once(const Dataset *ds) {
     small_config(&cfg);
     cfg.epochs = 3;
     Trainer t;
-    if (trainer_init_ds(&t, &cfg, ds) != ML_OK) { CHECK(0, "trainer_init: %s", ml_last_error()); return; }
+    if (trainer_init_ds(&t, &cfg, ds) != ML_OK) {
+        CHECK(0, "trainer_init: %s", ml_last_error());
+        return;
+    }
     int steps_ok = g_nrec >= 96;
     for (int i = 0; steps_ok && i < 96; i++) steps_ok = g_rec[i].step == i + 1;
-    if (!steps_ok || g_nev < 3) { CHECK(0, "history fixture: need the 96 step records of test_live"); trainer_free(&t); return; }
+    if (!steps_ok || g_nev < 3) {
+        CHECK(0, "history fixture: need the 96 step records of test_live");
+        trainer_free(&t);
+        return;
+    }
     SessionInfo info;
     memset(&info, 0, sizeof info);
     info.run = test_run(&t);
@@ -1194,7 +1333,8 @@ static void test_history_exactly_once(const Dataset *ds) {
             if (b >= 0) H5Fclose(b);
             CHECK(st == ML_OK && kept == 32 && rows == 96 - (S - 32) && d > 0,
                   "control: no session_sync before the checkpoint at %d: %ld rows survive (the eval at 32 flushed "
-                  "them), %ld after resume, the comparison reports%s", S, kept, rows, which);
+                  "them), %ld after resume, the comparison reports%s",
+                  S, kept, rows, which);
             continue;
         }
         CHECK(WIFSIGNALED(status) && WTERMSIG(status) == SIGKILL && e2 == 0 && kept == S,
@@ -1202,10 +1342,12 @@ static void test_history_exactly_once(const Dataset *ds) {
               kill_at, flush_at > S ? flush_at : S, S, kept);
         hid_t a = H5Fopen(fu, H5F_ACC_RDONLY, H5P_DEFAULT), b = H5Fopen(fk, H5F_ACC_RDONLY, H5P_DEFAULT);
         char which[512] = "";
-        int d = a >= 0 && b >= 0 ? hist_diff(a, b, "/steps", which, sizeof which) + hist_diff(a, b, "/evals", which, sizeof which)
-                                 : 1000;
+        int d = a >= 0 && b >= 0
+                    ? hist_diff(a, b, "/steps", which, sizeof which) + hist_diff(a, b, "/evals", which, sizeof which)
+                    : 1000;
         int64_t steps[96];
-        int once = b >= 0 && h5_rows(b, "/steps/step", NULL, NULL) == 96 && h5_read(b, "/steps/step", H5T_NATIVE_INT64, steps) == 0;
+        int once = b >= 0 && h5_rows(b, "/steps/step", NULL, NULL) == 96 &&
+                   h5_read(b, "/steps/step", H5T_NATIVE_INT64, steps) == 0;
         for (int i = 0; once && i < 96; i++) once = steps[i] == i + 1;
         int64_t esteps[8];
         const long ne = b >= 0 ? h5_rows(b, "/evals/step", NULL, NULL) : -1;
@@ -1223,7 +1365,8 @@ static void test_history_exactly_once(const Dataset *ds) {
         free(ek);
         CHECK(d == 0 && once && evals_ok && ev_ok,
               "case %d: /steps/step is 1..96 once each, /evals steps 32 48 64 96, the 5 events once each in order, "
-              "every /steps and /evals column equals the uninterrupted run's (differ:%s)", c, which[0] ? which : " none");
+              "every /steps and /evals column equals the uninterrupted run's (differ:%s)",
+              c, which[0] ? which : " none");
     }
     trainer_free(&t);
 }
@@ -1237,11 +1380,17 @@ static void test_damaged_live(void) {
     snprintf(file, sizeof file, "%s/live.h5", dir);
     FILE *f = fopen(file, "wb");
     uint64_t x = 88172645463325252ULL;
-    for (int i = 0; i < 8192; i++) { x ^= x << 13; x ^= x >> 7; x ^= x << 17; fputc((int)(x & 255), f); }
+    for (int i = 0; i < 8192; i++) {
+        x ^= x << 13;
+        x ^= x >> 7;
+        x ^= x << 17;
+        fputc((int)(x & 255), f);
+    }
     fclose(f);
     SessionInfo in;
     ml_status st = session_read_info(dir, &in);
-    CHECK(st == ML_ERR_FORMAT && strlen(ml_last_error()) > 10, "garbage live.h5: ML_ERR_FORMAT \"%s\"", ml_last_error());
+    CHECK(st == ML_ERR_FORMAT && strlen(ml_last_error()) > 10, "garbage live.h5: ML_ERR_FORMAT \"%s\"",
+          ml_last_error());
     SessionWriter w;
     st = session_open_append(&w, dir, -1);
     CHECK(st == ML_ERR_FORMAT, "session_open_append on garbage: ML_ERR_FORMAT \"%s\"", ml_last_error());
@@ -1252,7 +1401,8 @@ static void test_damaged_live(void) {
     hid_t h = H5Fcreate(file, H5F_ACC_TRUNC, H5P_DEFAULT, H5P_DEFAULT);
     H5Fclose(h);
     st = session_read_info(dir, &in);
-    CHECK(st == ML_ERR_FORMAT && strstr(ml_last_error(), "not a moelab session"), "an empty HDF5 file: \"%s\"", ml_last_error());
+    CHECK(st == ML_ERR_FORMAT && strstr(ml_last_error(), "not a moelab session"), "an empty HDF5 file: \"%s\"",
+          ml_last_error());
 
     /* truncated copies of a real session at several lengths */
     path_in(good, sizeof good, "live/run1/live.h5");
@@ -1291,9 +1441,9 @@ static void test_damaged_live(void) {
 static int rng_eq(const Rng *a, const Rng *b) { return !memcmp(a->s, b->s, sizeof a->s); }
 
 static int tau_sched_eq(const TauSchedule *a, const TauSchedule *b) {
-    return a->kind == b->kind && a->tau0 == b->tau0 && a->tau1 == b->tau1 && a->tau_min == b->tau_min &&
-           a->s == b->s && a->c == b->c && a->step_every == b->step_every && a->step_gamma == b->step_gamma &&
-           a->start == b->start && a->total == b->total;
+    return a->kind == b->kind && a->tau0 == b->tau0 && a->tau1 == b->tau1 && a->tau_min == b->tau_min && a->s == b->s &&
+           a->c == b->c && a->step_every == b->step_every && a->step_gamma == b->step_gamma && a->start == b->start &&
+           a->total == b->total;
 }
 
 static void apply_set(Trainer *t, CmdParam p, double v) {
@@ -1338,30 +1488,33 @@ static void test_ckpt_roundtrip(const Dataset *ds) {
     CHECK(!memcmp(a.model.param, b.model.param, sizeof(float) * np), "parameters identical (%ld floats)", np);
     CHECK(!memcmp(a.model.buf, b.model.buf, sizeof(float) * a.model.n_buf), "BN running statistics identical");
     CHECK(!memcmp(a.opt.m, b.opt.m, sizeof(float) * np) && !memcmp(a.opt.v, b.opt.v, sizeof(float) * np) &&
-          a.opt.t == b.opt.t && b.opt.t == 40, "AdamW m, v and t = %ld identical", b.opt.t);
+              a.opt.t == b.opt.t && b.opt.t == 40,
+          "AdamW m, v and t = %ld identical", b.opt.t);
     CHECK(rng_eq(&a.rng_init, &b.rng_init) && rng_eq(&a.rng_data, &b.rng_data) && rng_eq(&a.rng_noise, &b.rng_noise) &&
-          rng_eq(&a.rng_aug, &b.rng_aug) && a.cfg.augment == 1,
+              rng_eq(&a.rng_aug, &b.rng_aug) && a.cfg.augment == 1,
           "the four RNG states (init, data, noise, augmentation) identical; augmentation is on");
     CHECK(a.step == b.step && a.epoch == b.epoch && a.pos == b.pos && b.step == 40 && b.pos == 8 &&
-          !memcmp(a.perm, b.perm, sizeof(int32_t) * ds->train.n),
+              !memcmp(a.perm, b.perm, sizeof(int32_t) * ds->train.n),
           "step %ld, epoch %d, pos %d and the epoch's permutation identical", b.step, b.epoch, b.pos);
     CHECK(a.ep_loss == b.ep_loss && a.ep_acc == b.ep_acc && a.ep_batches == b.ep_batches && a.ep_drop == b.ep_drop &&
-          a.ep_maxvio == b.ep_maxvio && a.ep_rho == b.ep_rho, "epoch running sums identical");
+              a.ep_maxvio == b.ep_maxvio && a.ep_rho == b.ep_rho,
+          "epoch running sums identical");
     CHECK(!memcmp(a.model.moe.bias, b.model.moe.bias, sizeof(float) * 4) && a.model.moe.bias[0] != 0.0f,
           "MoE utility bias identical (and nonzero)");
     CHECK(a.win.n == b.win.n && a.win.head == b.win.head && a.win.pushed == b.win.pushed &&
-          !memcmp(a.win.ring, b.win.ring, sizeof(int) * 5 * 4) && !memcmp(a.win.sum, b.win.sum, sizeof(long) * 4) &&
-          !memcmp(a.win.zero_run, b.win.zero_run, sizeof(long) * 4) &&
-          !memcmp(a.win.ent_ring, b.win.ent_ring, sizeof(double) * 5) && a.win.ent_sum == b.win.ent_sum,
+              !memcmp(a.win.ring, b.win.ring, sizeof(int) * 5 * 4) && !memcmp(a.win.sum, b.win.sum, sizeof(long) * 4) &&
+              !memcmp(a.win.zero_run, b.win.zero_run, sizeof(long) * 4) &&
+              !memcmp(a.win.ent_ring, b.win.ent_ring, sizeof(double) * 5) && a.win.ent_sum == b.win.ent_sum,
           "routing window identical (kept ring, sums, zero runs, entropy ring and sum)");
     CHECK(tau_sched_eq(&a.tau.base, &b.tau.base) && tau_sched_eq(&a.tau.repl, &b.tau.repl) &&
-          a.tau.has_override == b.tau.has_override && a.tau.override_tau == b.tau.override_tau &&
-          a.tau.override_step == b.tau.override_step && b.tau.has_replacement == 1 &&
-          tau_plan_value(&a.tau, 50) == tau_plan_value(&b.tau, 50),
+              a.tau.has_override == b.tau.has_override && a.tau.override_tau == b.tau.override_tau &&
+              a.tau.override_step == b.tau.override_step && b.tau.has_replacement == 1 &&
+              tau_plan_value(&a.tau, 50) == tau_plan_value(&b.tau, 50),
           "tau plan (base, anneal replacement, override) identical");
     CHECK(!memcmp(&a.cfg.lr, &b.cfg.lr, sizeof a.cfg.lr) && a.lr_override == b.lr_override && b.lr_override == 0.003f,
           "LR schedule and `set lr` override identical");
-    CHECK(b.model.moe.cfg.cf == 1.5f && a.model.moe.cfg.cf == 1.5f, "`set cf` value restored into the head (stored once, in the head's MoeConfig)");
+    CHECK(b.model.moe.cfg.cf == 1.5f && a.model.moe.cfg.cf == 1.5f,
+          "`set cf` value restored into the head (stored once, in the head's MoeConfig)");
 
     /* names and shapes inside the file */
     hid_t f = H5Fopen(path, H5F_ACC_RDONLY, H5P_DEFAULT);
@@ -1445,10 +1598,11 @@ static void test_exact_resume(const Dataset *ds) {
     long diff = 0;
     for (long i = 0; i < np; i++) diff += a.model.param[i] != b.model.param[i];
     CHECK(memcmp(a.model.param, b.model.param, sizeof(float) * np) == 0,
-          "EXACT RESUME: resumed weights are bit-identical to the uninterrupted run (%ld of %ld floats differ)", diff, np);
+          "EXACT RESUME: resumed weights are bit-identical to the uninterrupted run (%ld of %ld floats differ)", diff,
+          np);
     CHECK(!memcmp(a.model.buf, b.model.buf, sizeof(float) * a.model.n_buf) &&
-          !memcmp(a.opt.m, b.opt.m, sizeof(float) * np) && !memcmp(a.opt.v, b.opt.v, sizeof(float) * np) &&
-          !memcmp(a.model.moe.bias, b.model.moe.bias, sizeof(float) * 4) && rng_eq(&a.rng_noise, &b.rng_noise),
+              !memcmp(a.opt.m, b.opt.m, sizeof(float) * np) && !memcmp(a.opt.v, b.opt.v, sizeof(float) * np) &&
+              !memcmp(a.model.moe.bias, b.model.moe.bias, sizeof(float) * 4) && rng_eq(&a.rng_noise, &b.rng_noise),
           "EXACT RESUME: BN statistics, optimiser state, MoE bias and noise RNG identical too");
     double la, aa, lb, ab;
     trainer_evaluate(&a, &la, &aa);
@@ -1478,7 +1632,10 @@ static void test_keep_damage_mismatch(const Dataset *ds) {
         if (i == 5) {
             snprintf(p, sizeof p, "%s/ckpt-3.h5.tmp", dir);
             FILE *f = fopen(p, "w");
-            if (f) { fputs("half-written", f); fclose(f); }
+            if (f) {
+                fputs("half-written", f);
+                fclose(f);
+            }
         }
         errors += ckpt_write_t(dir, &t, 2) != ML_OK;
     }
@@ -1512,7 +1669,8 @@ static void test_keep_damage_mismatch(const Dataset *ds) {
           "a checkpoint past the file size limit fails cleanly, earlier ones intact: \"%s\"", ml_last_error());
     CHECK(H5Fget_obj_count(H5F_OBJ_ALL, H5F_OBJ_FILE) == 0, "no HDF5 file left open by the failed checkpoint");
     st = ckpt_write_t(dir, &t, 2);
-    CHECK(st == ML_OK && access(p6, F_OK) == 0, "the same checkpoint succeeds once space is back: %s", st ? ml_last_error() : "ok");
+    CHECK(st == ML_OK && access(p6, F_OK) == 0, "the same checkpoint succeeds once space is back: %s",
+          st ? ml_last_error() : "ok");
 
     /* live writer under the same limit: an error, never a crash; later calls report it. A wide
      * model (d = 512) with a 64-sample t-SNE set makes each eval ~130 KB, so the file grows fast */
@@ -1539,12 +1697,21 @@ static void test_keep_damage_mismatch(const Dataset *ds) {
         static int tex[64];
         static int32_t tla[64];
         uint64_t x = 12345;
-        for (int k = 0; k < 64 * 512; k++) { x = x * 6364136223846793005ULL + 1442695040888963407ULL; feat[k] = (float)(x >> 40); }
+        for (int k = 0; k < 64 * 512; k++) {
+            x = x * 6364136223846793005ULL + 1442695040888963407ULL;
+            feat[k] = (float)(x >> 40);
+        }
         EvalRecord er;
         memset(&er, 0, sizeof er);
-        er.has_moe = 1; er.classes = 4; er.experts = 4; er.class_expert = ce;
-        er.tsne_n = tw.tsne_n; er.feat_dim = tw.model.d;
-        er.tsne_feat = feat; er.tsne_expert = tex; er.tsne_label = tla;
+        er.has_moe = 1;
+        er.classes = 4;
+        er.experts = 4;
+        er.class_expert = ce;
+        er.tsne_n = tw.tsne_n;
+        er.feat_dim = tw.model.d;
+        er.tsne_feat = feat;
+        er.tsne_expert = tex;
+        er.tsne_label = tla;
         lim.rlim_cur = (rlim_t)file_size(lf) + 1000;
         setrlimit(RLIMIT_FSIZE, &lim);
         ml_status first = ML_OK;
@@ -1561,9 +1728,10 @@ static void test_keep_damage_mismatch(const Dataset *ds) {
         setrlimit(RLIMIT_FSIZE, &old);
         const long open_files = (long)H5Fget_obj_count(H5F_OBJ_ALL, H5F_OBJ_FILE);
         CHECK(!pre && first == ML_ERR_IO && strstr(msg, "cannot reserve") && strstr(msg, "File too large") &&
-              later == ML_ERR_IO && cl != ML_OK && w.p == NULL && open_files == 0,
+                  later == ML_ERR_IO && cl != ML_OK && w.p == NULL && open_files == 0,
               "live.h5 at the file size limit: ML_ERR_IO after %d evals (\"%s\"), writer disabled, the close "
-              "still releases the file (%ld HDF5 files left open)", i - 1, msg, open_files);
+              "still releases the file (%ld HDF5 files left open)",
+              i - 1, msg, open_files);
         SessionInfo in;
         st = session_read_info(ldir, &in);
         CHECK(st == ML_OK && in.steps_logged == 20 && in.evals == i - 1 && i > 2 && !strcmp(in.status, "failed"),
@@ -1608,19 +1776,24 @@ static void test_keep_damage_mismatch(const Dataset *ds) {
         char got[2200] = "";
         size_t gl = 0;
         ssize_t r;
-        while (pfd[0] >= 0 && gl + 1 < sizeof got && (r = read(pfd[0], got + gl, sizeof got - 1 - gl)) > 0) gl += (size_t)r;
+        while (pfd[0] >= 0 && gl + 1 < sizeof got && (r = read(pfd[0], got + gl, sizeof got - 1 - gl)) > 0)
+            gl += (size_t)r;
         got[gl] = 0;
         close(pfd[0]);
         int status = 0;
         waitpid(pid, &status, 0);
         CHECK(made && WIFEXITED(status) && WEXITSTATUS(status) == 0 && !strncmp(got, "0|", 2) &&
-                  strstr(got, "ckpt-5.h5|") && strstr(got, "ckpt-99999.h5 is not a regular file (a FIFO) and was skipped") &&
+                  strstr(got, "ckpt-5.h5|") &&
+                  strstr(got, "ckpt-99999.h5 is not a regular file (a FIFO) and was skipped") &&
                   strstr(got, "ckpt-99998.h5 is not a regular file (a directory)") &&
                   strstr(got, "ckpt-99997.h5 is not a regular file (a symbolic link)") &&
                   strstr(got, "ckpt-99996.h5 is not a regular file (a socket)") && strstr(got, "ckpt-6.h5 is damaged"),
               "FIFO, directory, symlink and socket named ckpt-*.h5 are skipped without blocking (child %s): \"%s\"",
               WIFSIGNALED(status) ? "killed by a signal: hung" : "exited", got);
-        unlink(fifo); rmdir(sub); unlink(lnk); unlink(sock);
+        unlink(fifo);
+        rmdir(sub);
+        unlink(lnk);
+        unlink(sock);
     }
     Trainer u;
     trainer_init_ds(&u, &cfg, ds);
@@ -1641,8 +1814,8 @@ static void test_keep_damage_mismatch(const Dataset *ds) {
     memcpy(before, v.model.param, sizeof(float) * v.model.n_param);
     st = ckpt_read_t(path, &v);
     CHECK(st == ML_ERR_FORMAT && strstr(ml_last_error(), "/weights/backbone.stem.conv.weight") &&
-          strstr(ml_last_error(), "(8, 3, 3, 3)") && strstr(ml_last_error(), "(16, 3, 3, 3)") &&
-          !memcmp(before, v.model.param, sizeof(float) * v.model.n_param),
+              strstr(ml_last_error(), "(8, 3, 3, 3)") && strstr(ml_last_error(), "(16, 3, 3, 3)") &&
+              !memcmp(before, v.model.param, sizeof(float) * v.model.n_param),
           "width 0.5 vs 0.25: \"%s\"", ml_last_error());
     free(before);
     trainer_free(&v);
@@ -1698,14 +1871,15 @@ static void test_dense_and_json(const Dataset *ds) {
     errors += session_append_eval(&w, &er) != ML_OK;
     errors += session_close(&w, "interrupted") != ML_OK;
     hid_t f = H5Fopen(file, H5F_ACC_RDONLY, H5P_DEFAULT);
-    CHECK(!errors && f >= 0 && h5_rows(f, "/steps/loss", NULL, NULL) == 32 && h5_rows(f, "/evals/test_acc", NULL, NULL) == 1 &&
-          H5Lexists(f, "/steps/kept", H5P_DEFAULT) == 0 && H5Lexists(f, "/evals/class_expert", H5P_DEFAULT) == 0,
+    CHECK(!errors && f >= 0 && h5_rows(f, "/steps/loss", NULL, NULL) == 32 &&
+              h5_rows(f, "/evals/test_acc", NULL, NULL) == 1 && H5Lexists(f, "/steps/kept", H5P_DEFAULT) == 0 &&
+              H5Lexists(f, "/evals/class_expert", H5P_DEFAULT) == 0,
           "dense head: scalars written, per-expert datasets absent");
     if (f >= 0) H5Fclose(f);
     SessionInfo in;
     st = session_read_info(dir, &in);
     CHECK(st == ML_OK && in.experts == 0 && !strcmp(in.head, "dense") && !strcmp(in.status, "interrupted") &&
-          in.seed == 18000000000000000001ULL,
+              in.seed == 18000000000000000001ULL,
           "dense session_read_info: head %s, experts %d, status %s, 64-bit seed %llu", in.head, in.experts, in.status,
           (unsigned long long)in.seed);
     char out[600];
@@ -1724,7 +1898,7 @@ static void test_dense_and_json(const Dataset *ds) {
     snprintf(path, sizeof path, "%s/ckpt-32.h5", dir);
     ml_status st2 = ckpt_read_t(path, &u);
     CHECK(st == ML_OK && st2 == ML_OK && !memcmp(t.model.param, u.model.param, sizeof(float) * t.model.n_param) &&
-          !memcmp(t.opt.m, u.opt.m, sizeof(float) * t.model.n_param) && u.step == 32 && u.epoch == 1 && u.pos == 0,
+              !memcmp(t.opt.m, u.opt.m, sizeof(float) * t.model.n_param) && u.step == 32 && u.epoch == 1 && u.pos == 0,
           "dense + SGD checkpoint round trip (at an epoch boundary)");
     trainer_free(&u);
     /* a cleanly closed session reopened for appending (no crash flags), keeping every row */
@@ -1740,8 +1914,9 @@ static void test_dense_and_json(const Dataset *ds) {
     errors += session_close(&w, "finished") != ML_OK;
     st = session_read_info(dir, &in);
     CHECK(!errors && st == ML_OK && in.steps_logged == 40 && in.last_step == 40 && in.evals == 1 && in.events == 1 &&
-          !strcmp(in.status, "finished"), "reopen a closed dense session and append: %ld steps, %d evals, %ld events",
-          in.steps_logged, in.evals, in.events);
+              !strcmp(in.status, "finished"),
+          "reopen a closed dense session and append: %ld steps, %d evals, %ld events", in.steps_logged, in.evals,
+          in.events);
 
     /* JSON */
     char small[64];
@@ -1749,17 +1924,23 @@ static void test_dense_and_json(const Dataset *ds) {
     char js[8192];
     session_config_json(&t.cfg, "a\"b\\c", js, sizeof js);
     CHECK(strstr(js, "\"dataset\": \"a\\\"b\\\\c\"") && js[0] == '{' && js[strlen(js) - 1] == '}' &&
-          strstr(js, "\"head\": {\"kind\": \"dense\"") && strstr(js, "\"seed\": 18000000000000000001") && strstr(js, "\"tau_epochs\""),
+              strstr(js, "\"head\": {\"kind\": \"dense\"") && strstr(js, "\"seed\": 18000000000000000001") &&
+              strstr(js, "\"tau_epochs\""),
           "config JSON escapes strings and nests model.head");
     {
         char jp[600], cmd[1000];
         path_in(jp, sizeof jp, "config.json");
         FILE *jf = fopen(jp, "w");
-        if (jf) { fputs(js, jf); fclose(jf); }
+        if (jf) {
+            fputs(js, jf);
+            fclose(jf);
+        }
         const char *py = access("/usr/bin/python3", X_OK) == 0 ? "/usr/bin/python3" : "python3";
-        snprintf(cmd, sizeof cmd, "%s -c 'import json,sys; d=json.load(open(sys.argv[1])); "
+        snprintf(cmd, sizeof cmd,
+                 "%s -c 'import json,sys; d=json.load(open(sys.argv[1])); "
                  "sys.exit(0 if d[\"model\"][\"head\"][\"E\"] == %d and d[\"opt\"][\"kind\"] == \"sgd\" else 1)' '%s' "
-                 "2>/dev/null", py, t.cfg.model.head.E, jp);
+                 "2>/dev/null",
+                 py, t.cfg.model.head.E, jp);
         const int rc = system(cmd);
         if (WIFEXITED(rc) && WEXITSTATUS(rc) == 127) printf("SKIP config JSON through python3 (not installed)\n");
         else CHECK(WIFEXITED(rc) && WEXITSTATUS(rc) == 0, "config JSON parses with Python's json module");
@@ -1802,7 +1983,8 @@ static void test_overhead(const Dataset *ds) {
     char file[600];
     snprintf(file, sizeof file, "%s/live.h5", dir);
     printf("INFO HDF5 cost: %.1f ms per 1000 steps (record every step, flush every 40, eval every 250) = %.3f%% of "
-           "1000 x 50 ms; live.h5 is %ld bytes\n", spent * 1e3, pct, file_size(file));
+           "1000 x 50 ms; live.h5 is %ld bytes\n",
+           spent * 1e3, pct, file_size(file));
     /* the default --log-every 10: 100 records per 1000 steps, still a flush every 2 s (4 records) */
     {
         char dir2[512];
@@ -1837,12 +2019,20 @@ int main(int argc, char **argv) {
     if (argc == 3 && !strcmp(argv[1], "--swmr-reader")) return swmr_reader_main(argv[2]);
     H5Eset_auto2(H5E_DEFAULT, NULL, NULL);
     snprintf(g_root, sizeof g_root, "/tmp/moelab-sessions-XXXXXX");
-    if (!mkdtemp(g_root)) { printf("FAIL mkdtemp: %s\n", strerror(errno)); return 1; }
+    if (!mkdtemp(g_root)) {
+        printf("FAIL mkdtemp: %s\n", strerror(errno));
+        return 1;
+    }
     const double t0 = ml_now();
     Dataset ds;
     if (make_dataset(&ds, 1024) != 0) return 1;
     double ts = ml_now();
-#define TIMED(call) do { call; printf("INFO %-40s %.1f s\n", #call, ml_now() - ts); ts = ml_now(); } while (0)
+#define TIMED(call)                                          \
+    do {                                                     \
+        call;                                                \
+        printf("INFO %-40s %.1f s\n", #call, ml_now() - ts); \
+        ts = ml_now();                                       \
+    } while (0)
     TIMED(test_live(&ds));
     TIMED(test_crash_and_append());
     TIMED(test_damaged_live());

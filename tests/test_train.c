@@ -12,7 +12,7 @@
 
 static void small_config(TrainConfig *c, HeadKind head) {
     train_config_defaults(c);
-    c->model.width = 0.25f;          /* c0 = 8, d = 64 */
+    c->model.width = 0.25f; /* c0 = 8, d = 64 */
     c->model.batch = 32;
     c->model.head.kind = head;
     c->model.head.E = 4;
@@ -27,7 +27,10 @@ static void small_config(TrainConfig *c, HeadKind head) {
 
 static double run(const Dataset *ds, const TrainConfig *cfg, float **params_out, long *n_out, double *acc_out) {
     Trainer t;
-    if (trainer_init_ds(&t, cfg, ds) != ML_OK) { printf("trainer_init: %s\n", ml_last_error()); exit(1); }
+    if (trainer_init_ds(&t, cfg, ds) != ML_OK) {
+        printf("trainer_init: %s\n", ml_last_error());
+        exit(1);
+    }
     const RunEnd end = trainer_run(&t, NULL);
     CHECK(end == RUN_FINISHED, "trainer_run (%s head) finishes", moe_head_name(cfg->model.head.kind));
     double loss, acc;
@@ -50,11 +53,14 @@ static void test_reproducible_and_learns(const Dataset *ds, HeadKind head, doubl
     double l2 = run(ds, &cfg, &p2, &n2, &a2);
     CHECK(n1 == n2 && memcmp(p1, p2, sizeof(float) * n1) == 0 && l1 == l2,
           "%s: same seed, same threads -> bit-identical weights and loss (%.6f)", moe_head_name(head), l1);
-    CHECK(a1 >= min_acc, "%s: learns the synthetic task: test accuracy %.1f%% >= %.0f%%", moe_head_name(head), 100 * a1, 100 * min_acc);
+    CHECK(a1 >= min_acc, "%s: learns the synthetic task: test accuracy %.1f%% >= %.0f%%", moe_head_name(head), 100 * a1,
+          100 * min_acc);
     cfg.seed = 2;
     run(ds, &cfg, &p3, &n3, &a3);
     CHECK(memcmp(p1, p3, sizeof(float) * n1) != 0, "%s: a different seed gives different weights", moe_head_name(head));
-    free(p1); free(p2); free(p3);
+    free(p1);
+    free(p2);
+    free(p3);
 }
 
 static void test_augmented_reproducible(const Dataset *ds) {
@@ -70,8 +76,11 @@ static void test_augmented_reproducible(const Dataset *ds) {
     cfg.augment = 0;
     run(ds, &cfg, &p3, &n3, &a3);
     CHECK(memcmp(p1, p2, sizeof(float) * n1) == 0, "augmented runs are bit-identical from the same seed");
-    CHECK(memcmp(p1, p3, sizeof(float) * n1) != 0, "augmentation changes the batches (weights differ from an unaugmented run)");
-    free(p1); free(p2); free(p3);
+    CHECK(memcmp(p1, p3, sizeof(float) * n1) != 0,
+          "augmentation changes the batches (weights differ from an unaugmented run)");
+    free(p1);
+    free(p2);
+    free(p3);
 }
 
 static void test_diverging_run(const Dataset *ds) {
@@ -88,14 +97,16 @@ static void test_diverging_run(const Dataset *ds) {
         memcpy(before, t.model.param, sizeof(float) * t.model.n_param);
         st = trainer_step(&t, NULL);
     }
-    CHECK(st == ML_ERR_NUMERIC && strstr(ml_last_error(), "loss is"), "lr 1e9 stops with ML_ERR_NUMERIC: \"%s\"", ml_last_error());
+    CHECK(st == ML_ERR_NUMERIC && strstr(ml_last_error(), "loss is"), "lr 1e9 stops with ML_ERR_NUMERIC: \"%s\"",
+          ml_last_error());
     CHECK(memcmp(before, t.model.param, sizeof(float) * t.model.n_param) == 0,
           "the failing step left the weights exactly as they were before it (no update applied)");
     free(before);
     trainer_free(&t);
     trainer_init_ds(&t, &cfg, ds);
     const RunEnd end = trainer_run(&t, NULL);
-    CHECK(end == RUN_FAILED && strstr(ml_last_error(), "loss is"), "trainer_run fails on the same run with the numeric error: \"%s\"", ml_last_error());
+    CHECK(end == RUN_FAILED && strstr(ml_last_error(), "loss is"),
+          "trainer_run fails on the same run with the numeric error: \"%s\"", ml_last_error());
     trainer_free(&t);
 }
 
@@ -105,7 +116,10 @@ static void test_diverging_run(const Dataset *ds) {
  * and with d = 8, E = 3 (router 24 floats). */
 static void test_odd_hidden(const Dataset *ds) {
     const HeadKind heads[4] = {HEAD_DENSE, HEAD_MOE, HEAD_SOFTMOE_BATCH, HEAD_SOFTMOE_SAMPLE};
-    const struct { float width; int E, h; } shapes[3] = {{0.25f, 4, 3}, {0.25f, 4, 15}, {1.0f / 32, 3, 3}};
+    const struct {
+        float width;
+        int E, h;
+    } shapes[3] = {{0.25f, 4, 3}, {0.25f, 4, 15}, {1.0f / 32, 3, 3}};
     for (int s = 0; s < 3; s++)
         for (int i = 0; i < 4; i++) {
             TrainConfig cfg;
@@ -151,29 +165,42 @@ static void test_optimisers(void) {
     Model m;
     memset(&m, 0, sizeof m);
     m.nparams = 1;
-    m.params[0].n = 2; m.params[0].off = 0; m.params[0].decay = 1;
+    m.params[0].n = 2;
+    m.params[0].off = 0;
+    m.params[0].decay = 1;
     float w[2] = {1.0f, -2.0f}, g[2] = {0.5f, 0.25f};
-    m.param = w; m.grad = g; m.n_param = 2;
+    m.param = w;
+    m.grad = g;
+    m.n_param = 2;
     OptConfig oc;
     optim_config_defaults(&oc, OPT_SGD);
     oc.wd = 0.1f;
     Optimizer o;
     optim_init(&o, &oc, 2);
-    optim_step(&o, &m, 0.1f);  /* v = g; w = w (1 - lr wd) - lr v */
+    optim_step(&o, &m, 0.1f); /* v = g; w = w (1 - lr wd) - lr v */
     CHECK(g[0] == 0.0f && g[1] == 0.0f, "optim_step zeroes the gradients it consumed");
-    g[0] = 0.5f; g[1] = 0.25f;
-    optim_step(&o, &m, 0.1f);  /* v = 0.9 g + g */
-    double w0 = 1.0; w0 = w0 * (1 - 0.01) - 0.1 * 0.5; w0 = w0 * (1 - 0.01) - 0.1 * (0.9 * 0.5 + 0.5);
+    g[0] = 0.5f;
+    g[1] = 0.25f;
+    optim_step(&o, &m, 0.1f); /* v = 0.9 g + g */
+    double w0 = 1.0;
+    w0 = w0 * (1 - 0.01) - 0.1 * 0.5;
+    w0 = w0 * (1 - 0.01) - 0.1 * (0.9 * 0.5 + 0.5);
     CHECK(fabs(w[0] - w0) < 1e-6, "SGD momentum + decoupled weight decay: %.7f == %.7f", w[0], w0);
     optim_free(&o);
-    oc.nesterov = 1; w[0] = 1.0f; g[0] = 0.5f; g[1] = 0.25f;
+    oc.nesterov = 1;
+    w[0] = 1.0f;
+    g[0] = 0.5f;
+    g[1] = 0.25f;
     optim_init(&o, &oc, 2);
-    optim_step(&o, &m, 0.1f);  /* v = g; step = g + 0.9 v */
+    optim_step(&o, &m, 0.1f); /* v = g; step = g + 0.9 v */
     w0 = 1.0 * (1 - 0.01) - 0.1 * (0.5 + 0.9 * 0.5);
     CHECK(fabs(w[0] - w0) < 1e-6, "SGD Nesterov: %.7f == %.7f", w[0], w0);
     optim_free(&o);
     optim_config_defaults(&oc, OPT_ADAMW);
-    oc.wd = 0.1f; w[0] = 1.0f; g[0] = 0.5f; g[1] = 0.25f;
+    oc.wd = 0.1f;
+    w[0] = 1.0f;
+    g[0] = 0.5f;
+    g[1] = 0.25f;
     optim_init(&o, &oc, 2);
     optim_step(&o, &m, 0.01f); /* first AdamW step moves by lr * sign(g) (bias-corrected) plus decay */
     w0 = 1.0 * (1 - 0.001) - 0.01 * 0.5 / (0.5 + 1e-8);
@@ -182,12 +209,15 @@ static void test_optimisers(void) {
 }
 
 static void test_lr_schedules(void) {
-    LrSchedule s = {.kind = LR_COSINE, .base = 1.0f, .warmup = 10, .total = 110, .gamma = 0.1f, .milestones = {0.5f, 0.75f}};
-    CHECK(fabs(lr_value(&s, 0) - 0.1f) < 1e-6 && fabs(lr_value(&s, 9) - 1.0f) < 1e-6, "warm-up is linear: %.3f at step 0, %.3f at step 9", lr_value(&s, 0), lr_value(&s, 9));
+    LrSchedule s = {
+        .kind = LR_COSINE, .base = 1.0f, .warmup = 10, .total = 110, .gamma = 0.1f, .milestones = {0.5f, 0.75f}};
+    CHECK(fabs(lr_value(&s, 0) - 0.1f) < 1e-6 && fabs(lr_value(&s, 9) - 1.0f) < 1e-6,
+          "warm-up is linear: %.3f at step 0, %.3f at step 9", lr_value(&s, 0), lr_value(&s, 9));
     CHECK(fabs(lr_value(&s, 10) - 1.0f) < 1e-6 && fabs(lr_value(&s, 60) - 0.5f) < 1e-6 && lr_value(&s, 110) < 1e-6,
           "cosine: 1 after warm-up, 0.5 at the midpoint (%.4f), 0 at the end", lr_value(&s, 60));
     s.kind = LR_STEP;
-    CHECK(fabs(lr_value(&s, 59) - 1.0f) < 1e-6 && fabs(lr_value(&s, 60) - 0.1f) < 1e-6 && fabs(lr_value(&s, 85) - 0.01f) < 1e-6,
+    CHECK(fabs(lr_value(&s, 59) - 1.0f) < 1e-6 && fabs(lr_value(&s, 60) - 0.1f) < 1e-6 &&
+              fabs(lr_value(&s, 85) - 0.01f) < 1e-6,
           "step: x0.1 at 50%% and 75%% of the post-warm-up steps");
     s.kind = LR_CONST;
     CHECK(lr_value(&s, 50) == 1.0f, "const stays at the base rate");
@@ -199,26 +229,44 @@ static void test_lr_schedules(void) {
 typedef struct {
     const char *name;
     size_t off, size;
-    int state;          /* 1: checkpointed through the state table (or the model / optimiser tables) */
-    const char *why;    /* transient: why a resumed run does not need it */
+    int state;       /* 1: checkpointed through the state table (or the model / optimiser tables) */
+    const char *why; /* transient: why a resumed run does not need it */
 } FieldRow;
-#define F(f, st, why) {#f, offsetof(Trainer, f), sizeof(((Trainer *)0)->f), st, why}
+#define F(f, st, why) \
+    { #f, offsetof(Trainer, f), sizeof(((Trainer *)0)->f), st, why }
 static const FieldRow trainer_fields[] = {
     F(cfg, 1, "launch configuration: from the stored command line; cfg.lr is a state row"),
     F(src, 0, "the data: re-opened from the dataset spec"),
     F(model, 1, "weights and buffers: the model's tensor tables; routing knobs and bias: state rows"),
     F(opt, 1, "moments: written with the weights' names; t: a state row; cfg from the command line"),
-    F(tau, 1, NULL), F(rng_init, 1, NULL), F(rng_data, 1, NULL), F(rng_noise, 1, NULL), F(rng_aug, 1, NULL),
+    F(tau, 1, NULL),
+    F(rng_init, 1, NULL),
+    F(rng_data, 1, NULL),
+    F(rng_noise, 1, NULL),
+    F(rng_aug, 1, NULL),
     F(perm, 1, NULL),
-    F(labels, 0, "scratch of one batch"), F(eval_idx, 0, "scratch of one evaluation batch"),
-    F(step, 1, NULL), F(epoch, 1, NULL), F(steps_per_epoch, 1, NULL), F(total_steps, 1, NULL), F(pos, 1, NULL),
-    F(ep_loss, 1, NULL), F(ep_acc, 1, NULL), F(ep_batches, 1, NULL), F(ep_drop, 1, NULL), F(ep_maxvio, 1, NULL),
+    F(labels, 0, "scratch of one batch"),
+    F(eval_idx, 0, "scratch of one evaluation batch"),
+    F(step, 1, NULL),
+    F(epoch, 1, NULL),
+    F(steps_per_epoch, 1, NULL),
+    F(total_steps, 1, NULL),
+    F(pos, 1, NULL),
+    F(ep_loss, 1, NULL),
+    F(ep_acc, 1, NULL),
+    F(ep_batches, 1, NULL),
+    F(ep_drop, 1, NULL),
+    F(ep_maxvio, 1, NULL),
     F(ep_rho, 1, NULL),
     F(win, 1, "ring, sums and positions are state rows; cfg from the command line; E from the model"),
     F(class_expert, 0, "output of the last evaluation (recomputed by the next)"),
-    F(tsne_n, 0, "derived from the configuration"), F(tsne_feat, 0, "evaluation output"),
-    F(tsne_expert, 0, "evaluation output"), F(tsne_label, 0, "evaluation output"),
-    F(t_start, 0, "wall clock"), F(t_epoch, 0, "wall clock"), F(t_rec, 0, "wall clock"),
+    F(tsne_n, 0, "derived from the configuration"),
+    F(tsne_feat, 0, "evaluation output"),
+    F(tsne_expert, 0, "evaluation output"),
+    F(tsne_label, 0, "evaluation output"),
+    F(t_start, 0, "wall clock"),
+    F(t_epoch, 0, "wall clock"),
+    F(t_rec, 0, "wall clock"),
     F(rec_step, 0, "throughput bookkeeping (reset on restore)"),
     F(lr_override, 1, NULL),
     F(ckpt_step, 0, "set to the restored step by the restore"),
@@ -246,12 +294,16 @@ static void test_state_table(const Dataset *ds) {
     }
     CHECK(tiled && sizeof(Trainer) - end < 8,
           "every Trainer field is in the checkpoint coverage table (%d fields tile %zu bytes): add a state row "
-          "(trainer_state) or a transient line here for a new field", nf, sizeof(Trainer));
+          "(trainer_state) or a transient line here for a new field",
+          nf, sizeof(Trainer));
     for (int head = 0; head < 2; head++) {
         TrainConfig cfg;
         small_config(&cfg, head ? HEAD_MOE : HEAD_DENSE);
         Trainer t;
-        if (trainer_init_ds(&t, &cfg, ds) != ML_OK) { CHECK(0, "trainer_init: %s", ml_last_error()); return; }
+        if (trainer_init_ds(&t, &cfg, ds) != ML_OK) {
+            CHECK(0, "trainer_init: %s", ml_last_error());
+            return;
+        }
         StateView v;
         trainer_state(&t, &v);
         int covered = 1;
@@ -265,7 +317,10 @@ static void test_state_table(const Dataset *ds) {
                 hit = points_into(v.vars[k].ptr, base, f->size);
                 if (!strcmp(f->name, "perm")) hit = v.vars[k].ptr == t.perm;
             }
-            if (!hit) { covered = 0; printf("INFO state field %s has no state row\n", f->name); }
+            if (!hit) {
+                covered = 0;
+                printf("INFO state field %s has no state row\n", f->name);
+            }
         }
         int unique = 1;
         for (int a = 0; a < v.nvars; a++)
@@ -274,7 +329,8 @@ static void test_state_table(const Dataset *ds) {
         CHECK(covered && unique, "%s: every state field has a state row; %d rows, unique paths and pointers",
               head ? "moe" : "dense", v.nvars);
         CHECK(v.opt_m == t.opt.m && v.model == &t.model && (head == 0 || state_find(&v, "/moe/cf") >= 0),
-              "%s: the state view covers the model, the optimiser moments and (MoE) the routing knobs", head ? "moe" : "dense");
+              "%s: the state view covers the model, the optimiser moments and (MoE) the routing knobs",
+              head ? "moe" : "dense");
         trainer_free(&t);
     }
 }
@@ -283,8 +339,16 @@ int main(void) {
     Dataset ds;
     SyntheticOptions so;
     synthetic_defaults(&so);
-    so.h = 16; so.w = 16; so.c = 3; so.classes = 4; so.n_train = 1024; so.n_test = 256;
-    if (synthetic_generate(&ds, &so) != ML_OK) { printf("synthetic: %s\n", ml_last_error()); return 1; }
+    so.h = 16;
+    so.w = 16;
+    so.c = 3;
+    so.classes = 4;
+    so.n_train = 1024;
+    so.n_test = 256;
+    if (synthetic_generate(&ds, &so) != ML_OK) {
+        printf("synthetic: %s\n", ml_last_error());
+        return 1;
+    }
     test_optimisers();
     test_lr_schedules();
     test_odd_hidden(&ds);

@@ -14,15 +14,15 @@
 
 static int failures, checks;
 
-#define CHECK(cond, ...)                                                  \
-    do {                                                                  \
-        checks++;                                                         \
-        if (!(cond)) {                                                    \
-            failures++;                                                   \
-            printf("FAIL %s:%d: ", __FILE__, __LINE__);                   \
-            printf(__VA_ARGS__);                                          \
-            printf("\n");                                                 \
-        }                                                                 \
+#define CHECK(cond, ...)                                \
+    do {                                                \
+        checks++;                                       \
+        if (!(cond)) {                                  \
+            failures++;                                 \
+            printf("FAIL %s:%d: ", __FILE__, __LINE__); \
+            printf(__VA_ARGS__);                        \
+            printf("\n");                               \
+        }                                               \
     } while (0)
 
 static int close_to(double a, double b, double tol) { return fabs(a - b) <= tol * (1.0 + fabs(b)); }
@@ -43,7 +43,10 @@ static void check_tiling(const Layout *l, const char *what) {
             for (int x = r.x; x < r.x + r.w && x < W; x++) cover[y * W + x]++;
     }
     int holes = 0, overlaps = 0;
-    for (int i = 0; i < W * H; i++) { holes += cover[i] == 0; overlaps += cover[i] > 1; }
+    for (int i = 0; i < W * H; i++) {
+        holes += cover[i] == 0;
+        overlaps += cover[i] > 1;
+    }
     CHECK(holes == 0, "%s: %d cells not covered", what, holes);
     CHECK(overlaps == 0, "%s: %d cells covered twice", what, overlaps);
     free(cover);
@@ -61,11 +64,16 @@ static void test_layout(void) {
                 snprintf(what, sizeof what, "%dx%d moe=%d banner=%d", W, H, moe, banner);
                 CHECK(layout_compute(&l, W, H, &o) == 0 && !l.too_small, "%s: laid out", what);
                 check_tiling(&l, what);
-                CHECK(l.r[PANEL_STATUS].y == 0 && l.r[PANEL_STATUS].h == 2 && l.r[PANEL_STATUS].w == W, "%s: status bar", what);
-                CHECK(l.r[PANEL_CMD].y == H - 1 && l.r[PANEL_CMD].h == 1 && l.r[PANEL_CMD].w == W, "%s: command line", what);
-                CHECK(l.r[PANEL_LOG].y + l.r[PANEL_LOG].h == H - 1 && l.r[PANEL_LOG].h >= 5, "%s: log above the command line", what);
-                CHECK(layout_visible(&l, PANEL_BANNER) == banner && (!banner || l.r[PANEL_BANNER].y == 2), "%s: banner", what);
-                CHECK(layout_visible(&l, PANEL_CURVES) && layout_visible(&l, PANEL_SCALARS), "%s: curves and scalars", what);
+                CHECK(l.r[PANEL_STATUS].y == 0 && l.r[PANEL_STATUS].h == 2 && l.r[PANEL_STATUS].w == W,
+                      "%s: status bar", what);
+                CHECK(l.r[PANEL_CMD].y == H - 1 && l.r[PANEL_CMD].h == 1 && l.r[PANEL_CMD].w == W, "%s: command line",
+                      what);
+                CHECK(l.r[PANEL_LOG].y + l.r[PANEL_LOG].h == H - 1 && l.r[PANEL_LOG].h >= 5,
+                      "%s: log above the command line", what);
+                CHECK(layout_visible(&l, PANEL_BANNER) == banner && (!banner || l.r[PANEL_BANNER].y == 2), "%s: banner",
+                      what);
+                CHECK(layout_visible(&l, PANEL_CURVES) && layout_visible(&l, PANEL_SCALARS), "%s: curves and scalars",
+                      what);
                 for (int p = PANEL_TEMP; p <= PANEL_LOAD; p++)
                     CHECK(layout_visible(&l, p) == moe, "%s: %s shown only for MoE", what, layout_panel_name(p));
                 /* every panel leaves room for a frame and a few lines of content */
@@ -76,8 +84,12 @@ static void test_layout(void) {
                 /* focus visits every visible panel once, in screen order */
                 int seen[PANEL_COUNT] = {0}, f = PANEL_CURVES, n = 0, nvis = 0;
                 for (int p = PANEL_CURVES; p <= PANEL_LOG; p++) nvis += layout_visible(&l, p);
-                for (int i = 0; i < nvis; i++) { f = layout_next_focus(&l, f); if (!seen[f]++) n++; }
-                CHECK(n == nvis && f == PANEL_CURVES, "%s: focus cycle (%d of %d, back at %s)", what, n, nvis, layout_panel_name(f));
+                for (int i = 0; i < nvis; i++) {
+                    f = layout_next_focus(&l, f);
+                    if (!seen[f]++) n++;
+                }
+                CHECK(n == nvis && f == PANEL_CURVES, "%s: focus cycle (%d of %d, back at %s)", what, n, nvis,
+                      layout_panel_name(f));
                 /* zoom: the focused panel takes everything between banner and command line */
                 for (int z = PANEL_CURVES; z <= PANEL_LOG; z++) {
                     if (!layout_visible(&l, z)) continue;
@@ -96,7 +108,9 @@ static void test_layout(void) {
     Layout l;
     const LayoutOptions o = {.has_moe = 1, .banner = 0, .zoom = -1};
     layout_compute(&l, 120, 40, &o);
-    CHECK(l.r[PANEL_CURVES].x == 0 && l.r[PANEL_CURVES].y == 2 && l.r[PANEL_CURVES].w == 66 && l.r[PANEL_CURVES].h == 15, "120x40 curves");
+    CHECK(l.r[PANEL_CURVES].x == 0 && l.r[PANEL_CURVES].y == 2 && l.r[PANEL_CURVES].w == 66 &&
+              l.r[PANEL_CURVES].h == 15,
+          "120x40 curves");
     CHECK(l.r[PANEL_TEMP].x == 66 && l.r[PANEL_TEMP].w == 54, "120x40 temperature");
     CHECK(l.r[PANEL_HEATMAP].y == 17 && l.r[PANEL_HEATMAP].w == 40 && l.r[PANEL_HEATMAP].h == 14, "120x40 heatmap");
     CHECK(l.r[PANEL_LOG].y == 31 && l.r[PANEL_LOG].h == 8, "120x40 log");
@@ -106,11 +120,14 @@ static void test_layout(void) {
     /* too small */
     static const int small[][2] = {{79, 24}, {80, 23}, {70, 20}, {1, 1}, {0, 0}, {200, 10}};
     for (size_t s = 0; s < sizeof small / sizeof small[0]; s++) {
-        CHECK(layout_compute(&l, small[s][0], small[s][1], &o) == -1 && l.too_small, "%dx%d is too small", small[s][0], small[s][1]);
-        for (int p = 0; p < PANEL_COUNT; p++) CHECK(!layout_visible(&l, p), "%dx%d: %s hidden", small[s][0], small[s][1], layout_panel_name(p));
+        CHECK(layout_compute(&l, small[s][0], small[s][1], &o) == -1 && l.too_small, "%dx%d is too small", small[s][0],
+              small[s][1]);
+        for (int p = 0; p < PANEL_COUNT; p++)
+            CHECK(!layout_visible(&l, p), "%dx%d: %s hidden", small[s][0], small[s][1], layout_panel_name(p));
         CHECK(layout_next_focus(&l, PANEL_CURVES) == -1, "no focus when too small");
     }
-    CHECK(rect_overlap((Rect){0, 0, 2, 2}, (Rect){1, 1, 2, 2}) && !rect_overlap((Rect){0, 0, 2, 2}, (Rect){2, 0, 2, 2}), "rect_overlap");
+    CHECK(rect_overlap((Rect){0, 0, 2, 2}, (Rect){1, 1, 2, 2}) && !rect_overlap((Rect){0, 0, 2, 2}, (Rect){2, 0, 2, 2}),
+          "rect_overlap");
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -126,7 +143,8 @@ static void test_axes(void) {
     double t[64];
     char buf[32];
     axis_autoscale(&a, 0.0, 2.3, 6);
-    CHECK(close_to(a.lo, 0, 1e-12) && close_to(a.hi, 2.5, 1e-12) && close_to(a.step, 0.5, 1e-12), "0..2.3 -> [%g, %g] step %g", a.lo, a.hi, a.step);
+    CHECK(close_to(a.lo, 0, 1e-12) && close_to(a.hi, 2.5, 1e-12) && close_to(a.step, 0.5, 1e-12),
+          "0..2.3 -> [%g, %g] step %g", a.lo, a.hi, a.step);
     const int n = axis_ticks(&a, t, 64);
     static const char *const want[] = {"0", "0.5", "1", "1.5", "2", "2.5"};
     CHECK(n == 6, "0..2.3: %d ticks", n);
@@ -179,14 +197,19 @@ static void test_axes(void) {
     axis_autoscale_log(&a, 1e-6, 1e6, 4);
     CHECK(axis_ticks(&a, t, 64) <= 4 && a.hi >= 1e6 && a.lo <= 1e-6, "log decades thinned (step %g)", a.step);
     /* labels */
-    static const struct { double v, step; const char *want; } lab[] = {
-        {12000, 2000, "12k"}, {1500000, 500000, "1.5M"}, {2500, 500, "2500"}, {-0.5, 0.5, "-0.5"},
-        {0.0005, 0.0001, "0.0005"}, {1e-9, 0.5, "0"}, {0.25, 0.05, "0.25"}, {100, 20, "100"}, {3, 1, "3"},
-        {0.1, 0.1, "0.1"}, {25000, 5000, "25k"}, {12500, 2500, "12.5k"},
+    static const struct {
+        double v, step;
+        const char *want;
+    } lab[] = {
+        {12000, 2000, "12k"}, {1500000, 500000, "1.5M"},  {2500, 500, "2500"},
+        {-0.5, 0.5, "-0.5"},  {0.0005, 0.0001, "0.0005"}, {1e-9, 0.5, "0"},
+        {0.25, 0.05, "0.25"}, {100, 20, "100"},           {3, 1, "3"},
+        {0.1, 0.1, "0.1"},    {25000, 5000, "25k"},       {12500, 2500, "12.5k"},
     };
     for (size_t i = 0; i < sizeof lab / sizeof lab[0]; i++) {
         axis_format(buf, sizeof buf, lab[i].v, lab[i].step);
-        CHECK(!strcmp(buf, lab[i].want), "label %g (step %g): '%s', want '%s'", lab[i].v, lab[i].step, buf, lab[i].want);
+        CHECK(!strcmp(buf, lab[i].want), "label %g (step %g): '%s', want '%s'", lab[i].v, lab[i].step, buf,
+              lab[i].want);
     }
 }
 
@@ -210,9 +233,14 @@ static void test_binning(void) {
     }
     /* monotone */
     int prev = 0, mono = 1;
-    for (int i = 0; i <= 100; i++) { const int b = heat_bin(i / 100.0, 0, 1, 6); mono &= b >= prev; prev = b; }
+    for (int i = 0; i <= 100; i++) {
+        const int b = heat_bin(i / 100.0, 0, 1, 6);
+        mono &= b >= prev;
+        prev = b;
+    }
     CHECK(mono, "bins grow with the value");
-    CHECK(spark_level(3, 3, 3, 8) == 3 && spark_level(0, 0, 1, 8) == 0 && spark_level(1, 0, 1, 8) == 7, "sparkline levels");
+    CHECK(spark_level(3, 3, 3, 8) == 3 && spark_level(0, 0, 1, 8) == 0 && spark_level(1, 0, 1, 8) == 7,
+          "sparkline levels");
 
     Ema e;
     ema_init(&e, 0.5);
@@ -235,7 +263,10 @@ static void test_binning(void) {
         s = s * 1664525u + 1013904223u;
         const double x = (s >> 8) / 16777216.0 - 0.5;
         const double y = ema_push(&e, x);
-        if (i > 100) { var_raw += x * x; var_ema += y * y; }
+        if (i > 100) {
+            var_raw += x * x;
+            var_ema += y * y;
+        }
     }
     CHECK(var_ema < 0.2 * var_raw, "EMA variance %g vs raw %g", var_ema, var_raw);
 }
@@ -262,14 +293,20 @@ static void test_rings(void) {
     CHECK(series_init(&s, 8, 1) == 0, "series_init");
     double sum = 0;
     const int N = 1000;
-    for (int i = 0; i < N; i++) { const double y = i * 0.5; series_push(&s, i, &y); sum += y; }
+    for (int i = 0; i < N; i++) {
+        const double y = i * 0.5;
+        series_push(&s, i, &y);
+        sum += y;
+    }
     CHECK(s.n <= 8 && s.n >= 4, "stored points %d within capacity 8", s.n);
-    CHECK((s.stride & (s.stride - 1)) == 0 && s.stride * s.n + s.pn == N, "stride %ld is a power of 2 and accounts for every point", s.stride);
+    CHECK((s.stride & (s.stride - 1)) == 0 && s.stride * s.n + s.pn == N,
+          "stride %ld is a power of 2 and accounts for every point", s.stride);
     double got = 0;
     for (int i = 0; i < s.n; i++) got += series_y(&s, i, 0) * s.stride;
     got += s.pn ? series_y(&s, s.n, 0) * s.pn : 0;
     CHECK(close_to(got, sum, 1e-9), "sum preserved: %g vs %g", got, sum);
-    CHECK(close_to(series_x(&s, 0), (s.stride - 1) / 2.0, 1e-9), "first point is the mean of the first stride (x %g)", series_x(&s, 0));
+    CHECK(close_to(series_x(&s, 0), (s.stride - 1) / 2.0, 1e-9), "first point is the mean of the first stride (x %g)",
+          series_x(&s, 0));
     int mono = 1;
     for (int i = 1; i < series_count(&s); i++) mono &= series_x(&s, i) > series_x(&s, i - 1);
     CHECK(mono, "x increases");
@@ -279,16 +316,23 @@ static void test_rings(void) {
 
     /* several values per point (the expert-load heat map) */
     CHECK(series_init(&s, 16, 3) == 0, "3-wide series");
-    for (int i = 0; i < 100; i++) { const double y[3] = {i, 2.0 * i, 7.0}; series_push(&s, i, y); }
+    for (int i = 0; i < 100; i++) {
+        const double y[3] = {i, 2.0 * i, 7.0};
+        series_push(&s, i, y);
+    }
     int ok = 1;
     for (int i = 0; i < series_count(&s); i++)
-        ok &= close_to(series_y(&s, i, 1), 2 * series_y(&s, i, 0), 1e-12) && series_y(&s, i, 2) == 7.0 && close_to(series_x(&s, i), series_y(&s, i, 0), 1e-12);
+        ok &= close_to(series_y(&s, i, 1), 2 * series_y(&s, i, 0), 1e-12) && series_y(&s, i, 2) == 7.0 &&
+              close_to(series_x(&s, i), series_y(&s, i, 0), 1e-12);
     CHECK(ok, "columns decimated together");
     series_free(&s);
 
     /* resampling onto columns */
     CHECK(series_init(&s, 64, 1) == 0, "series for resampling");
-    for (int i = 0; i < 10; i++) { const double y = i; series_push(&s, i, &y); }
+    for (int i = 0; i < 10; i++) {
+        const double y = i;
+        series_push(&s, i, &y);
+    }
     double col[20];
     series_resample(&s, 0, 0, 10, 5, col);
     CHECK(col[0] == 0.5 && col[2] == 4.5 && col[4] == 8.5, "5 columns: %g %g %g", col[0], col[2], col[4]);
@@ -310,7 +354,8 @@ static void test_canvas(void) {
     canvas_dot(&c, 0, 0, 1);
     CHECK(canvas_cell(&c, 0, 0, 1, cell) == 1 && !strcmp(cell, "\u2801"), "dot (0,0) is U+2801");
     canvas_dot(&c, 1, 3, 2);
-    CHECK(canvas_cell(&c, 0, 0, 1, cell) == 2 && !strcmp(cell, "\u2881"), "dots (0,0)+(1,3) are U+2881, last colour wins");
+    CHECK(canvas_cell(&c, 0, 0, 1, cell) == 2 && !strcmp(cell, "\u2881"),
+          "dots (0,0)+(1,3) are U+2881, last colour wins");
     CHECK(canvas_cell(&c, 0, 0, 0, cell) == 2 && !strcmp(cell, ":"), "ASCII: top and bottom dots -> ':'");
     canvas_dot(&c, 2, 0, 3);
     CHECK(canvas_cell(&c, 1, 0, 0, cell) == 3 && !strcmp(cell, "'"), "ASCII: top only -> \"'\"");
@@ -389,7 +434,8 @@ static void test_compare_layout(void) {
         CHECK(area == (long)W * H, "compare %dx%d: the panels tile the screen (%ld of %d cells)", W, H, area, W * H);
         CHECK(l.r[CMP_DIFF].w >= 40 && l.r[CMP_DIFF].w <= 52, "compare %dx%d: diff width %d", W, H, l.r[CMP_DIFF].w);
         CHECK(l.r[CMP_DIFF].h >= 15, "compare %dx%d: the diff table's 13 rows fit (h %d)", W, H, l.r[CMP_DIFF].h);
-        CHECK(l.r[CMP_HEAT_A].h >= 5 && l.r[CMP_HEAT_A].y == l.r[CMP_HEAT_B].y && l.r[CMP_HEAT_A].h == l.r[CMP_HEAT_B].h,
+        CHECK(l.r[CMP_HEAT_A].h >= 5 && l.r[CMP_HEAT_A].y == l.r[CMP_HEAT_B].y &&
+                  l.r[CMP_HEAT_A].h == l.r[CMP_HEAT_B].h,
               "compare %dx%d: heatmaps side by side", W, H);
         CHECK(l.r[CMP_HINT].y == H - 1, "compare %dx%d: hint row last", W, H);
     }
@@ -403,14 +449,18 @@ static void test_scatter(void) {
     const float pts[][2] = {{0, 0}, {0.1f, 0}, {0, 0.1f}, {10, 10}, {9.9f, 10}, {10, 9.9f}, {5, 5}, {NAN, 1}};
     const int cat[] = {0, 0, 1, 2, 2, 2, 1, 0};
     float x[8], y[8];
-    for (int i = 0; i < 8; i++) { x[i] = pts[i][0]; y[i] = pts[i][1]; }
+    for (int i = 0; i < 8; i++) {
+        x[i] = pts[i][0];
+        y[i] = pts[i][1];
+    }
     int cell[5 * 5], count[5 * 5];
     const int placed = scatter_grid(x, y, 1, 8, cat, 3, 5, 5, cell, count);
     CHECK(placed == 7, "scatter: NaN point skipped (%d placed)", placed);
     /* (0,0) is the bottom-left cell: row 4, col 0; majority 0 (two of three) */
     CHECK(cell[4 * 5 + 0] == 0 && count[4 * 5 + 0] == 3, "scatter: bottom-left cell is category 0 x3 (%d x%d)",
           cell[20], count[20]);
-    CHECK(cell[0 * 5 + 4] == 2 && count[4] == 3, "scatter: top-right cell is category 2 x3 (%d x%d)", cell[4], count[4]);
+    CHECK(cell[0 * 5 + 4] == 2 && count[4] == 3, "scatter: top-right cell is category 2 x3 (%d x%d)", cell[4],
+          count[4]);
     CHECK(cell[2 * 5 + 2] == 1 && count[12] == 1, "scatter: the middle point (%d)", cell[12]);
     int empty = 0;
     for (int i = 0; i < 25; i++) empty += cell[i] < 0;
@@ -425,7 +475,8 @@ static void test_scatter(void) {
     const int c2[] = {3, 4};
     CHECK(scatter_grid(xy, xy + 1, 2, 2, c2, 5, 2, 2, cell, NULL) == 2 && cell[2] == 3 && cell[1] == 4,
           "scatter: stride 2 (%d %d)", cell[2], cell[1]);
-    CHECK(scatter_symbol(0) == '0' && scatter_symbol(10) == 'a' && scatter_symbol(36) == 'A' && scatter_symbol(62) == '0',
+    CHECK(scatter_symbol(0) == '0' && scatter_symbol(10) == 'a' && scatter_symbol(36) == 'A' &&
+              scatter_symbol(62) == '0',
           "scatter symbols");
 }
 

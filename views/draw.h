@@ -14,8 +14,7 @@
  * Returns the cells written. */
 int draw_text(WINDOW *w, int y, int x, int maxw, attr_t a, const char *s);
 /* printf-style draw_text. */
-int draw_textf(WINDOW *w, int y, int x, int maxw, attr_t a, const char *fmt, ...)
-    __attribute__((format(printf, 6, 7)));
+int draw_textf(WINDOW *w, int y, int x, int maxw, attr_t a, const char *fmt, ...) __attribute__((format(printf, 6, 7)));
 /* Word-wraps text into at most max_rows rows of `width` cells from (y, x); returns rows used. */
 int draw_wrapped(WINDOW *w, int y, int x, int width, int max_rows, attr_t a, const char *text);
 /* Fills `n` cells at (y, x) with spaces in attribute a. */

@@ -77,7 +77,10 @@ int layout_next_focus(const Layout *l, int cur) {
     for (int p = PANEL_CURVES; p <= PANEL_LOG; p++) {
         if (!layout_visible(l, p)) continue;
         int i = n++;
-        while (i > 0 && focus_before(l, p, order[i - 1])) { order[i] = order[i - 1]; i--; }
+        while (i > 0 && focus_before(l, p, order[i - 1])) {
+            order[i] = order[i - 1];
+            i--;
+        }
         order[i] = p;
     }
     if (n == 0) return cur;
@@ -102,11 +105,14 @@ int layout_compare(CompareLayout *l, int cols, int lines) {
     memset(l, 0, sizeof *l);
     l->cols = cols;
     l->lines = lines;
-    if (cols < LAYOUT_MIN_W || lines < LAYOUT_MIN_H) { l->too_small = 1; return -1; }
+    if (cols < LAYOUT_MIN_W || lines < LAYOUT_MIN_H) {
+        l->too_small = 1;
+        return -1;
+    }
     l->r[CMP_STATUS] = (Rect){0, 0, cols, 2};
     l->r[CMP_HINT] = (Rect){0, lines - 1, cols, 1};
-    const int body = lines - 3;             /* rows between the status bar and the hint */
-    int top = body * 9 / 20;                /* curves and diff: 13 scalar rows + header + frame fit at 16 */
+    const int body = lines - 3; /* rows between the status bar and the hint */
+    int top = body * 9 / 20;    /* curves and diff: 13 scalar rows + header + frame fit at 16 */
     if (top < 16) top = 16 < body - 6 ? 16 : body - 6;
     int dw = cols * 2 / 5;
     if (dw < 40) dw = 40;

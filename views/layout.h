@@ -19,27 +19,27 @@ typedef struct {
 } Rect;
 
 typedef enum {
-    PANEL_STATUS,   /* 2 rows at the top */
-    PANEL_BANNER,   /* 1 row under the status bar when a warning is up */
-    PANEL_CURVES,   /* loss / accuracy */
-    PANEL_TEMP,     /* temperature schedule */
-    PANEL_HEATMAP,  /* class x expert */
-    PANEL_LOAD,     /* expert load over time */
-    PANEL_SCALARS,  /* routing scalars with sparklines (dense: training scalars + note) */
-    PANEL_LOG,      /* log lines */
-    PANEL_CMD,      /* command line, last row */
+    PANEL_STATUS,  /* 2 rows at the top */
+    PANEL_BANNER,  /* 1 row under the status bar when a warning is up */
+    PANEL_CURVES,  /* loss / accuracy */
+    PANEL_TEMP,    /* temperature schedule */
+    PANEL_HEATMAP, /* class x expert */
+    PANEL_LOAD,    /* expert load over time */
+    PANEL_SCALARS, /* routing scalars with sparklines (dense: training scalars + note) */
+    PANEL_LOG,     /* log lines */
+    PANEL_CMD,     /* command line, last row */
     PANEL_COUNT
 } PanelId;
 
 typedef struct {
-    int has_moe;   /* routing panels shown */
-    int banner;    /* a banner row under the status bar */
-    int zoom;      /* a panel id to zoom, or -1 */
+    int has_moe; /* routing panels shown */
+    int banner;  /* a banner row under the status bar */
+    int zoom;    /* a panel id to zoom, or -1 */
 } LayoutOptions;
 
 typedef struct {
     int cols, lines;
-    int too_small;          /* below LAYOUT_MIN_W x LAYOUT_MIN_H: nothing placed */
+    int too_small; /* below LAYOUT_MIN_W x LAYOUT_MIN_H: nothing placed */
     Rect r[PANEL_COUNT];
 } Layout;
 

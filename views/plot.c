@@ -30,10 +30,16 @@ static double next_nice(double step) {
 void axis_autoscale(Axis *a, double vmin, double vmax, int max_ticks) {
     if (max_ticks < 3) max_ticks = 3; /* a range across 0 needs -step, 0, step */
     a->log = 0;
-    if (!isfinite(vmin) && !isfinite(vmax)) { vmin = 0.0; vmax = 1.0; }
-    else if (!isfinite(vmin)) vmin = vmax;
+    if (!isfinite(vmin) && !isfinite(vmax)) {
+        vmin = 0.0;
+        vmax = 1.0;
+    } else if (!isfinite(vmin)) vmin = vmax;
     else if (!isfinite(vmax)) vmax = vmin;
-    if (vmin > vmax) { double t = vmin; vmin = vmax; vmax = t; }
+    if (vmin > vmax) {
+        double t = vmin;
+        vmin = vmax;
+        vmax = t;
+    }
     const double mag = fmax(fabs(vmin), fabs(vmax));
     if (vmax - vmin <= 1e-9 * mag || vmax - vmin < 1e-300) {
         const double pad = mag > 0 ? 0.1 * mag : 0.5;
@@ -148,7 +154,10 @@ void axis_format(char *buf, size_t n, double v, double step) {
     step = fabs(step);
     if (step > 0 && fabs(v) < step * 1e-6) v = 0.0;
     const double av = fabs(v);
-    if (v == 0.0) { snprintf(buf, n, "0"); return; }
+    if (v == 0.0) {
+        snprintf(buf, n, "0");
+        return;
+    }
     if (av >= 1e4) {
         const double div = av >= 1e6 ? 1e6 : 1e3;
         const char *suf = av >= 1e6 ? "M" : "k";
@@ -253,19 +262,33 @@ void canvas_line(Canvas *c, int x0, int y0, int x1, int y1, int color) {
         canvas_dot(c, x0, y0, color);
         if (x0 == x1 && y0 == y1) break;
         const int e2 = 2 * err;
-        if (e2 >= dy) { err += dy; x0 += sx; }
-        if (e2 <= dx) { err += dx; y0 += sy; }
+        if (e2 >= dy) {
+            err += dy;
+            x0 += sx;
+        }
+        if (e2 <= dx) {
+            err += dx;
+            y0 += sy;
+        }
     }
 }
 
 void canvas_hdash(Canvas *c, int x0, int x1, int y, int color) {
-    if (x0 > x1) { int t = x0; x0 = x1; x1 = t; }
+    if (x0 > x1) {
+        int t = x0;
+        x0 = x1;
+        x1 = t;
+    }
     for (int x = x0; x <= x1; x++)
         if (((x - x0) & 3) < 2 || x == x1) canvas_dot(c, x, y, color);
 }
 
 void canvas_vdash(Canvas *c, int x, int y0, int y1, int color) {
-    if (y0 > y1) { int t = y0; y0 = y1; y1 = t; }
+    if (y0 > y1) {
+        int t = y0;
+        y0 = y1;
+        y1 = t;
+    }
     for (int y = y0; y <= y1; y++)
         if (((y - y0) & 1) == 0 || y == y1) canvas_dot(c, x, y, color);
 }
@@ -283,8 +306,8 @@ int canvas_cell(const Canvas *c, int cx, int cy, int utf8, char out[8]) {
         out[2] = (char)(0x80 | (cp & 0x3F));
         out[3] = '\0';
     } else {
-        const int top = (m & 0x1B) != 0;     /* dots of rows 0-1: 0x01 0x02 0x08 0x10 */
-        const int bottom = (m & 0xE4) != 0;  /* rows 2-3: 0x04 0x20 0x40 0x80 */
+        const int top = (m & 0x1B) != 0;    /* dots of rows 0-1: 0x01 0x02 0x08 0x10 */
+        const int bottom = (m & 0xE4) != 0; /* rows 2-3: 0x04 0x20 0x40 0x80 */
         out[0] = top && bottom ? ':' : top ? '\'' : '.';
         out[1] = '\0';
     }
@@ -313,7 +336,9 @@ void bar_cells(char *out, size_t n, double frac, int width, int utf8) {
     const int eighth = utf8 && full < width ? (int)((cells - full) * 8) : 0;
     size_t len = 0;
     for (int i = 0; i < width; i++) {
-        const char *s = i < full ? (utf8 ? "\u2588" : "#") : (i == full && eighth > 0) ? part[eighth] : (utf8 ? " " : ".");
+        const char *s = i < full                    ? (utf8 ? "\u2588" : "#")
+                        : (i == full && eighth > 0) ? part[eighth]
+                                                    : (utf8 ? " " : ".");
         const size_t l = strlen(s);
         if (len + l + 1 > n) break;
         memcpy(out + len, s, l);
@@ -323,7 +348,10 @@ void bar_cells(char *out, size_t n, double frac, int width, int utf8) {
 }
 
 void fmt_duration(char *buf, size_t n, double s) {
-    if (!(s >= 0) || !isfinite(s)) { snprintf(buf, n, "--"); return; }
+    if (!(s >= 0) || !isfinite(s)) {
+        snprintf(buf, n, "--");
+        return;
+    }
     const long t = (long)(s + 0.5);
     if (t < 60) snprintf(buf, n, "%lds", t);
     else if (t < 3600) snprintf(buf, n, "%ldm%02lds", t / 60, t % 60);
@@ -361,8 +389,10 @@ int scatter_grid(const float *x, const float *y, int stride, int n, const int *c
     for (int i = 0; i < n; i++) {
         const double a = x[(size_t)i * stride], b = y[(size_t)i * stride];
         if (!isfinite(a) || !isfinite(b)) continue;
-        xlo = fmin(xlo, a); xhi = fmax(xhi, a);
-        ylo = fmin(ylo, b); yhi = fmax(yhi, b);
+        xlo = fmin(xlo, a);
+        xhi = fmax(xhi, a);
+        ylo = fmin(ylo, b);
+        yhi = fmax(yhi, b);
     }
     if (!(xlo <= xhi)) return 0;
     /* per-cell category counts: cells x ncat ints can be large (200 classes): count sparsely by
@@ -370,7 +400,12 @@ int scatter_grid(const float *x, const float *y, int stride, int n, const int *c
     int *key = malloc(sizeof *key * (size_t)n);
     int *ord = malloc(sizeof *ord * (size_t)n);
     int *tally = calloc((size_t)ncat, sizeof *tally);
-    if (!key || !ord || !tally) { free(key); free(ord); free(tally); return -1; }
+    if (!key || !ord || !tally) {
+        free(key);
+        free(ord);
+        free(tally);
+        return -1;
+    }
     int placed = 0;
     for (int i = 0; i < n; i++) {
         const double a = x[(size_t)i * stride], b = y[(size_t)i * stride];
@@ -387,7 +422,14 @@ int scatter_grid(const float *x, const float *y, int stride, int n, const int *c
     /* counting sort of the placed points by cell */
     int *start = calloc(cells + 1, sizeof *start);
     int *sorted = malloc(sizeof *sorted * (size_t)(placed ? placed : 1));
-    if (!start || !sorted) { free(key); free(ord); free(tally); free(start); free(sorted); return -1; }
+    if (!start || !sorted) {
+        free(key);
+        free(ord);
+        free(tally);
+        free(start);
+        free(sorted);
+        return -1;
+    }
     for (int j = 0; j < placed; j++) start[key[ord[j]] + 1]++;
     for (size_t c = 0; c < cells; c++) start[c + 1] += start[c];
     for (int j = 0; j < placed; j++) sorted[start[key[ord[j]]]++] = ord[j];
@@ -400,14 +442,21 @@ int scatter_grid(const float *x, const float *y, int stride, int n, const int *c
         for (int q = j; q < end; q++) tally[cat[sorted[q]]]++;
         for (int q = j; q < end; q++) {
             const int k = cat[sorted[q]];
-            if (tally[k] > bestn || (tally[k] == bestn && k < best)) { best = k; bestn = tally[k]; }
+            if (tally[k] > bestn || (tally[k] == bestn && k < best)) {
+                best = k;
+                bestn = tally[k];
+            }
         }
         for (int q = j; q < end; q++) tally[cat[sorted[q]]] = 0;
         cell[c] = best;
         if (count) count[c] = end - j;
         j = end;
     }
-    free(key); free(ord); free(tally); free(start); free(sorted);
+    free(key);
+    free(ord);
+    free(tally);
+    free(start);
+    free(sorted);
     return placed;
 }
 

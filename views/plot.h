@@ -13,9 +13,9 @@
 /* ---- axes */
 
 typedef struct {
-    double lo, hi;  /* range shown (linear: multiples of step; log: powers of 10) */
-    double step;    /* tick spacing (log axes: decades per tick, a whole number >= 1) */
-    int log;        /* 1: log10 axis */
+    double lo, hi; /* range shown (linear: multiples of step; log: powers of 10) */
+    double step;   /* tick spacing (log axes: decades per tick, a whole number >= 1) */
+    int log;       /* 1: log10 axis */
 } Axis;
 
 /* A "nice" tick step (1, 2 or 5 times a power of ten) giving at most max_ticks ticks over range. */
@@ -52,9 +52,9 @@ void axis_format(char *buf, size_t n, double v, double step);
 int heat_bin(double v, double lo, double hi, int n);
 
 typedef struct {
-    double alpha;   /* weight of a new value, in (0, 1] */
-    double value;   /* current average (the first value pushed starts it) */
-    long n;         /* finite values pushed */
+    double alpha; /* weight of a new value, in (0, 1] */
+    double value; /* current average (the first value pushed starts it) */
+    long n;       /* finite values pushed */
 } Ema;
 
 void ema_init(Ema *e, double alpha);
@@ -65,11 +65,11 @@ double ema_push(Ema *e, double x);
  * keeps the colour index of the last dot written into it (0 = empty). */
 
 typedef struct {
-    int cw, ch;       /* cells */
-    int dw, dh;       /* dots: 2 cw, 4 ch */
-    uint8_t *bits;    /* (ch, cw) braille dot masks */
-    uint8_t *color;   /* (ch, cw) colour of the last writer */
-    size_t cap;       /* cells allocated */
+    int cw, ch;     /* cells */
+    int dw, dh;     /* dots: 2 cw, 4 ch */
+    uint8_t *bits;  /* (ch, cw) braille dot masks */
+    uint8_t *color; /* (ch, cw) colour of the last writer */
+    size_t cap;     /* cells allocated */
 } Canvas;
 
 /* Sizes the canvas (reallocating only to grow) and clears it. 0, or -1 if out of memory. */

@@ -63,7 +63,10 @@ int series_init(Series *s, int cap, int dim) {
     s->x = malloc(sizeof *s->x * cap);
     s->y = malloc(sizeof *s->y * cap * dim);
     s->py = calloc((size_t)dim, sizeof *s->py);
-    if (!s->x || !s->y || !s->py) { series_free(s); return -1; }
+    if (!s->x || !s->y || !s->py) {
+        series_free(s);
+        return -1;
+    }
     s->cap = cap;
     s->dim = dim;
     s->stride = 1;

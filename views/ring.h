@@ -12,12 +12,12 @@
 
 typedef struct {
     double *v;
-    int cap;    /* values held at most */
-    int n;      /* values held */
-    int head;   /* slot of the next push */
+    int cap;  /* values held at most */
+    int n;    /* values held */
+    int head; /* slot of the next push */
 } Ring;
 
-int ring_init(Ring *r, int cap);   /* 0, or -1 if out of memory */
+int ring_init(Ring *r, int cap); /* 0, or -1 if out of memory */
 void ring_free(Ring *r);
 void ring_clear(Ring *r);
 void ring_push(Ring *r, double v);
@@ -30,19 +30,19 @@ double ring_last(const Ring *r);
 int ring_minmax(const Ring *r, int last, double *lo, double *hi);
 
 typedef struct {
-    int cap;        /* stored points at most (even, >= 2) */
-    int dim;        /* y values per point */
-    int n;          /* complete stored points */
-    long stride;    /* raw points per stored point (a power of two) */
-    double *x;      /* (cap) */
-    double *y;      /* (cap, dim) */
-    double px;      /* pending sums and count */
-    double *py;     /* (dim) */
+    int cap;     /* stored points at most (even, >= 2) */
+    int dim;     /* y values per point */
+    int n;       /* complete stored points */
+    long stride; /* raw points per stored point (a power of two) */
+    double *x;   /* (cap) */
+    double *y;   /* (cap, dim) */
+    double px;   /* pending sums and count */
+    double *py;  /* (dim) */
     long pn;
-    long total;     /* raw points pushed */
+    long total; /* raw points pushed */
 } Series;
 
-int series_init(Series *s, int cap, int dim);   /* 0, or -1 (bad size, out of memory) */
+int series_init(Series *s, int cap, int dim); /* 0, or -1 (bad size, out of memory) */
 void series_free(Series *s);
 void series_clear(Series *s);
 /* Adds one raw point (y has dim values). */

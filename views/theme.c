@@ -4,47 +4,47 @@
 #include <stdlib.h>
 #include <string.h>
 
-#define PAIR_ROLE0 1   /* role r uses pair PAIR_ROLE0 + r */
-#define PAIR_HEAT0 32  /* heat bin b uses pair PAIR_HEAT0 + b */
-#define PAIR_CAT0 48   /* category i uses pair PAIR_CAT0 + i */
+#define PAIR_ROLE0 1  /* role r uses pair PAIR_ROLE0 + r */
+#define PAIR_HEAT0 32 /* heat bin b uses pair PAIR_HEAT0 + b */
+#define PAIR_CAT0 48  /* category i uses pair PAIR_CAT0 + i */
 
 typedef struct {
     short fg8, bg8;     /* 8-colour pair (-1: terminal default) */
     attr_t a8;          /* extra attribute in 8-colour mode */
     short fg256, bg256; /* 256-colour pair */
     attr_t a256;
-    attr_t mono;        /* attribute without colour */
+    attr_t mono; /* attribute without colour */
 } RoleSpec;
 
 static const RoleSpec role_spec[TH_COUNT] = {
-    [TH_NORMAL]   = {-1, -1, 0, -1, -1, 0, 0},
-    [TH_TITLE]    = {COLOR_CYAN, -1, A_BOLD, 81, -1, A_BOLD, A_BOLD},
-    [TH_FOCUS]    = {COLOR_BLACK, COLOR_YELLOW, A_BOLD, 16, 220, A_BOLD, A_REVERSE | A_BOLD},
-    [TH_BORDER]   = {COLOR_BLUE, -1, 0, 67, -1, 0, 0},
-    [TH_AXIS]     = {-1, -1, 0, 250, -1, 0, 0},
-    [TH_DIM]      = {-1, -1, A_DIM, 244, -1, 0, A_DIM},
-    [TH_RAW]      = {COLOR_BLUE, -1, A_BOLD, 61, -1, 0, 0},
-    [TH_EMA]      = {COLOR_CYAN, -1, A_BOLD, 51, -1, A_BOLD, A_BOLD},
-    [TH_TEST]     = {COLOR_YELLOW, -1, A_BOLD, 214, -1, A_BOLD, A_BOLD},
-    [TH_ACC]      = {COLOR_GREEN, -1, A_BOLD, 83, -1, A_BOLD, 0},
-    [TH_PLAN]     = {COLOR_CYAN, -1, 0, 67, -1, 0, 0},
-    [TH_USED]     = {COLOR_GREEN, -1, A_BOLD, 46, -1, A_BOLD, A_BOLD},
+    [TH_NORMAL] = {-1, -1, 0, -1, -1, 0, 0},
+    [TH_TITLE] = {COLOR_CYAN, -1, A_BOLD, 81, -1, A_BOLD, A_BOLD},
+    [TH_FOCUS] = {COLOR_BLACK, COLOR_YELLOW, A_BOLD, 16, 220, A_BOLD, A_REVERSE | A_BOLD},
+    [TH_BORDER] = {COLOR_BLUE, -1, 0, 67, -1, 0, 0},
+    [TH_AXIS] = {-1, -1, 0, 250, -1, 0, 0},
+    [TH_DIM] = {-1, -1, A_DIM, 244, -1, 0, A_DIM},
+    [TH_RAW] = {COLOR_BLUE, -1, A_BOLD, 61, -1, 0, 0},
+    [TH_EMA] = {COLOR_CYAN, -1, A_BOLD, 51, -1, A_BOLD, A_BOLD},
+    [TH_TEST] = {COLOR_YELLOW, -1, A_BOLD, 214, -1, A_BOLD, A_BOLD},
+    [TH_ACC] = {COLOR_GREEN, -1, A_BOLD, 83, -1, A_BOLD, 0},
+    [TH_PLAN] = {COLOR_CYAN, -1, 0, 67, -1, 0, 0},
+    [TH_USED] = {COLOR_GREEN, -1, A_BOLD, 46, -1, A_BOLD, A_BOLD},
     [TH_OVERRIDE] = {COLOR_MAGENTA, -1, A_BOLD, 201, -1, A_BOLD, A_BOLD | A_UNDERLINE},
-    [TH_NOW]      = {COLOR_RED, -1, A_BOLD, 196, -1, A_BOLD, A_BOLD},
-    [TH_GOOD]     = {COLOR_GREEN, -1, 0, 77, -1, 0, 0},
-    [TH_WARN]     = {COLOR_YELLOW, -1, A_BOLD, 220, -1, A_BOLD, A_BOLD},
-    [TH_ERROR]    = {COLOR_RED, -1, A_BOLD, 203, -1, A_BOLD, A_BOLD},
-    [TH_STATUS]   = {COLOR_WHITE, COLOR_BLUE, 0, 255, 24, 0, A_REVERSE},
-    [TH_RUNNING]  = {COLOR_BLACK, COLOR_GREEN, 0, 16, 77, A_BOLD, A_BOLD},
-    [TH_PAUSED]   = {COLOR_BLACK, COLOR_YELLOW, 0, 16, 220, A_BOLD, A_BOLD | A_UNDERLINE},
-    [TH_BANNER]   = {COLOR_WHITE, COLOR_RED, A_BOLD, 231, 160, A_BOLD, A_REVERSE | A_BOLD},
-    [TH_BAR]      = {COLOR_CYAN, -1, 0, 38, -1, 0, 0},
-    [TH_OVER]     = {COLOR_RED, -1, A_BOLD, 196, -1, A_BOLD, A_BOLD},
-    [TH_CAP]      = {COLOR_YELLOW, -1, A_BOLD, 226, -1, A_BOLD, A_BOLD},
-    [TH_B_EMA]    = {COLOR_MAGENTA, -1, A_BOLD, 213, -1, A_BOLD, A_BOLD},
-    [TH_B_TEST]   = {COLOR_RED, -1, A_BOLD, 203, -1, A_BOLD, A_BOLD},
-    [TH_B_ACC]    = {COLOR_WHITE, -1, A_BOLD, 231, -1, A_BOLD, A_UNDERLINE},
-    [TH_SELECT]   = {COLOR_BLACK, COLOR_CYAN, 0, 16, 117, 0, A_REVERSE},
+    [TH_NOW] = {COLOR_RED, -1, A_BOLD, 196, -1, A_BOLD, A_BOLD},
+    [TH_GOOD] = {COLOR_GREEN, -1, 0, 77, -1, 0, 0},
+    [TH_WARN] = {COLOR_YELLOW, -1, A_BOLD, 220, -1, A_BOLD, A_BOLD},
+    [TH_ERROR] = {COLOR_RED, -1, A_BOLD, 203, -1, A_BOLD, A_BOLD},
+    [TH_STATUS] = {COLOR_WHITE, COLOR_BLUE, 0, 255, 24, 0, A_REVERSE},
+    [TH_RUNNING] = {COLOR_BLACK, COLOR_GREEN, 0, 16, 77, A_BOLD, A_BOLD},
+    [TH_PAUSED] = {COLOR_BLACK, COLOR_YELLOW, 0, 16, 220, A_BOLD, A_BOLD | A_UNDERLINE},
+    [TH_BANNER] = {COLOR_WHITE, COLOR_RED, A_BOLD, 231, 160, A_BOLD, A_REVERSE | A_BOLD},
+    [TH_BAR] = {COLOR_CYAN, -1, 0, 38, -1, 0, 0},
+    [TH_OVER] = {COLOR_RED, -1, A_BOLD, 196, -1, A_BOLD, A_BOLD},
+    [TH_CAP] = {COLOR_YELLOW, -1, A_BOLD, 226, -1, A_BOLD, A_BOLD},
+    [TH_B_EMA] = {COLOR_MAGENTA, -1, A_BOLD, 213, -1, A_BOLD, A_BOLD},
+    [TH_B_TEST] = {COLOR_RED, -1, A_BOLD, 203, -1, A_BOLD, A_BOLD},
+    [TH_B_ACC] = {COLOR_WHITE, -1, A_BOLD, 231, -1, A_BOLD, A_UNDERLINE},
+    [TH_SELECT] = {COLOR_BLACK, COLOR_CYAN, 0, 16, 117, 0, A_REVERSE},
 };
 
 /* categorical palettes: 12 distinguishable xterm colours; 6 basic colours (twice, bold) */
@@ -68,7 +68,10 @@ void theme_init(Theme *t, int utf8, int no_color) {
     }
     for (int r = 0; r < TH_COUNT; r++) {
         const RoleSpec *s = &role_spec[r];
-        if (!t->color) { t->role[r] = s->mono; continue; }
+        if (!t->color) {
+            t->role[r] = s->mono;
+            continue;
+        }
         const short pair = (short)(PAIR_ROLE0 + r);
         short fg = t->colors256 ? s->fg256 : s->fg8, bg = t->colors256 ? s->bg256 : s->bg8;
         if (!t->default_bg) { /* no "default colour" (-1): assume white on black */
@@ -103,7 +106,8 @@ void theme_init(Theme *t, int utf8, int no_color) {
     }
     static const char *const glyph_u[5] = {" ", "\u2591", "\u2592", "\u2593", "\u2588"};
     static const char *const glyph_a[5] = {" ", ".", ":", "*", "#"};
-    static const char *const spark_u[8] = {"\u2581", "\u2582", "\u2583", "\u2584", "\u2585", "\u2586", "\u2587", "\u2588"};
+    static const char *const spark_u[8] = {"\u2581", "\u2582", "\u2583", "\u2584",
+                                           "\u2585", "\u2586", "\u2587", "\u2588"};
     static const char *const spark_a[8] = {"_", ".", ",", "-", "~", "+", "*", "#"};
     for (int b = 0; b < 5; b++) t->heat_glyph[b] = utf8 ? glyph_u[b] : glyph_a[b];
     for (int i = 0; i < 8; i++) t->spark[i] = utf8 ? spark_u[i] : spark_a[i];

@@ -23,9 +23,7 @@ void view_draw(View *v, WINDOW *w, Rect r) {
     if (v->cls && v->cls->draw && r.w > 0 && r.h > 0) v->cls->draw(v, w, r);
 }
 
-int view_on_key(View *v, int key) {
-    return v->cls && v->cls->on_key ? v->cls->on_key(v, key) : 0;
-}
+int view_on_key(View *v, int key) { return v->cls && v->cls->on_key ? v->cls->on_key(v, key) : 0; }
 
 void view_title(const View *v, char *buf, size_t n) {
     if (!n) return;
@@ -34,9 +32,13 @@ void view_title(const View *v, char *buf, size_t n) {
 }
 
 int view_make_panels(View v[PANEL_COUNT], int have[PANEL_COUNT], const ViewCtx *ctx) {
-    static const struct { int panel; const ViewClass *cls; int moe_only; } table[] = {
-        {PANEL_STATUS, &view_status_class, 0}, {PANEL_BANNER, &view_banner_class, 0},
-        {PANEL_CURVES, &view_curves_class, 0}, {PANEL_TEMP, &view_temp_class, 1},
+    static const struct {
+        int panel;
+        const ViewClass *cls;
+        int moe_only;
+    } table[] = {
+        {PANEL_STATUS, &view_status_class, 0},   {PANEL_BANNER, &view_banner_class, 0},
+        {PANEL_CURVES, &view_curves_class, 0},   {PANEL_TEMP, &view_temp_class, 1},
         {PANEL_HEATMAP, &view_heatmap_class, 1}, {PANEL_LOAD, &view_load_class, 1},
         {PANEL_SCALARS, &view_scalars_class, 0}, {PANEL_LOG, &view_log_class, 0},
     };

@@ -22,45 +22,45 @@
 /* What the views know about the run; filled once before training starts, constant after. */
 typedef struct {
     const Theme *theme;
-    char dataset[96];          /* "synthetic 16x16x3" */
+    char dataset[96]; /* "synthetic 16x16x3" */
     int classes;
-    char *const *class_names;  /* (classes), owned by the Dataset (outlives the screen) */
+    char *const *class_names; /* (classes), owned by the Dataset (outlives the screen) */
     int n_train, n_test;
-    char model[96];            /* "dw w=0.25 d=64" */
-    char head[96];             /* "moe E=4 k=2 h=16 cf=1.25" */
+    char model[96]; /* "dw w=0.25 d=64" */
+    char head[96];  /* "moe E=4 k=2 h=16 cf=1.25" */
     int has_moe;
     int E, k, h;
-    int capacity;              /* training slots per expert per batch (B when dropless) */
+    int capacity; /* training slots per expert per batch (B when dropless) */
     int batch, epochs, log_every;
     long steps_per_epoch, total_steps;
     double rho_nominal;
-    int dead_window;           /* records (not steps) in the dead-expert window */
-    TauPlan plan;              /* the temperature plan at launch */
-    float lr0;                 /* peak learning rate */
-    int browse;                /* 1: a saved session (the marker is a cursor, not "now") */
-    char slot_name[2][48];     /* compare: names of the two runs in legends ("" when alone) */
+    int dead_window;       /* records (not steps) in the dead-expert window */
+    TauPlan plan;          /* the temperature plan at launch */
+    float lr0;             /* peak learning rate */
+    int browse;            /* 1: a saved session (the marker is a cursor, not "now") */
+    char slot_name[2][48]; /* compare: names of the two runs in legends ("" when alone) */
 } ViewCtx;
 
 /* Live state of the run shown by the status bar (refreshed every frame). */
 typedef struct {
-    const char *state;         /* "RUNNING", "PAUSED", "FINISHED", ... */
-    int state_role;            /* ThemeRole of the state badge */
-    long step;                 /* steps completed */
-    int epoch;                 /* epochs completed */
-    double img_per_s;          /* recent training throughput (0: unknown) */
-    double eta;                /* seconds to the end (< 0: unknown) */
-    double elapsed;            /* seconds since the screen opened */
-    const char *session;       /* session folder, "" when there is none */
-    const char *note;          /* short extra text (e.g. "stopping: writing checkpoint"), may be NULL */
+    const char *state;   /* "RUNNING", "PAUSED", "FINISHED", ... */
+    int state_role;      /* ThemeRole of the state badge */
+    long step;           /* steps completed */
+    int epoch;           /* epochs completed */
+    double img_per_s;    /* recent training throughput (0: unknown) */
+    double eta;          /* seconds to the end (< 0: unknown) */
+    double elapsed;      /* seconds since the screen opened */
+    const char *session; /* session folder, "" when there is none */
+    const char *note;    /* short extra text (e.g. "stopping: writing checkpoint"), may be NULL */
 } RunStatus;
 
 typedef enum {
-    VIEW_MSG_STEP,     /* step */
-    VIEW_MSG_EVAL,     /* eval (class_expert valid during the call only: copy it) */
-    VIEW_MSG_PLAN,     /* plan: the temperature plan in effect from at_step on */
-    VIEW_MSG_LOG,      /* level (LOG_*) + text */
-    VIEW_MSG_STATUS,   /* status */
-    VIEW_MSG_CURSOR,   /* browser: at_step = the point of the run shown; eval = the evaluation at
+    VIEW_MSG_STEP,   /* step */
+    VIEW_MSG_EVAL,   /* eval (class_expert valid during the call only: copy it) */
+    VIEW_MSG_PLAN,   /* plan: the temperature plan in effect from at_step on */
+    VIEW_MSG_LOG,    /* level (LOG_*) + text */
+    VIEW_MSG_STATUS, /* status */
+    VIEW_MSG_CURSOR, /* browser: at_step = the point of the run shown; eval = the evaluation at
                           it (or NULL), step = the step record in effect at it (or NULL) */
 } ViewMsgKind;
 
@@ -75,16 +75,16 @@ typedef struct {
     int level;
     const char *text;
     const RunStatus *status;
-    int slot;          /* STEP / EVAL: 0 = the run, 1 = a second run overlaid (compare; curves only) */
+    int slot; /* STEP / EVAL: 0 = the run, 1 = a second run overlaid (compare; curves only) */
 } ViewMsg;
 
 typedef struct View View;
 
 typedef struct {
-    const char *name;                                  /* default panel title */
-    int (*init)(View *v);                              /* allocates v->self; 0 or -1 */
+    const char *name;     /* default panel title */
+    int (*init)(View *v); /* allocates v->self; 0 or -1 */
     void (*free)(View *v);
-    void (*update)(View *v, const ViewMsg *m);         /* may be NULL */
+    void (*update)(View *v, const ViewMsg *m); /* may be NULL */
     void (*draw)(View *v, WINDOW *w, Rect r);
     int (*on_key)(View *v, int key);                   /* may be NULL */
     void (*title)(const View *v, char *buf, size_t n); /* may be NULL: name is used */
@@ -96,17 +96,17 @@ struct View {
     void *self;
 };
 
-extern const ViewClass view_status_class;   /* status bar (2 rows, no frame) */
-extern const ViewClass view_banner_class;   /* collapse / NaN banner (1 row, no frame) */
-extern const ViewClass view_curves_class;   /* loss and accuracy */
-extern const ViewClass view_heatmap_class;  /* class x expert of the last evaluation */
-extern const ViewClass view_load_class;     /* expert load over time */
-extern const ViewClass view_temp_class;     /* temperature: plan, used, override, now */
-extern const ViewClass view_scalars_class;  /* routing scalars + sparklines (dense: training) */
-extern const ViewClass view_log_class;      /* log lines */
-extern const ViewClass view_help_class;     /* help overlay */
-extern const ViewClass view_tsne_class;     /* t-SNE scatter of an evaluation's test features */
-extern const ViewClass view_diff_class;     /* compare: routing scalars of two runs and B - A */
+extern const ViewClass view_status_class;  /* status bar (2 rows, no frame) */
+extern const ViewClass view_banner_class;  /* collapse / NaN banner (1 row, no frame) */
+extern const ViewClass view_curves_class;  /* loss and accuracy */
+extern const ViewClass view_heatmap_class; /* class x expert of the last evaluation */
+extern const ViewClass view_load_class;    /* expert load over time */
+extern const ViewClass view_temp_class;    /* temperature: plan, used, override, now */
+extern const ViewClass view_scalars_class; /* routing scalars + sparklines (dense: training) */
+extern const ViewClass view_log_class;     /* log lines */
+extern const ViewClass view_help_class;    /* help overlay */
+extern const ViewClass view_tsne_class;    /* t-SNE scatter of an evaluation's test features */
+extern const ViewClass view_diff_class;    /* compare: routing scalars of two runs and B - A */
 
 /* Creates a view of class cls (calls cls->init). 0, or -1 if out of memory. */
 int view_init(View *v, const ViewClass *cls, const ViewCtx *ctx);

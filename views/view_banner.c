@@ -39,8 +39,10 @@ static void banner_draw(View *v, WINDOW *w, Rect r) {
     char buf[640];
     if (b->note[0]) snprintf(buf, sizeof buf, " %s", b->note);
     else if (b->collapsed)
-        snprintf(buf, sizeof buf, " EXPERT COLLAPSE at step %ld (%s): window load entropy %.2f, dead experts %d/%d."
-                 "%s", b->step, routewin_reason_text(b->reason), b->entropy, b->dead, b->E,
+        snprintf(buf, sizeof buf,
+                 " EXPERT COLLAPSE at step %ld (%s): window load entropy %.2f, dead experts %d/%d."
+                 "%s",
+                 b->step, routewin_reason_text(b->reason), b->entropy, b->dead, b->E,
                  v->ctx->browse ? "" : "  Try: set alpha 0.05 | set tau 2 | set noise 1");
     else buf[0] = '\0';
     draw_fill(w, r.y, r.x, r.w, t->role[TH_BANNER]);

@@ -17,17 +17,17 @@ enum { C_NONE, C_RAW, C_EMA, C_TEST, C_ACC, C_B_EMA, C_B_TEST, C_B_ACC, C_CURSOR
 static const int curve_roles[] = {TH_NORMAL, TH_RAW, TH_EMA, TH_TEST, TH_ACC, TH_B_EMA, TH_B_TEST, TH_B_ACC, TH_NOW};
 
 typedef struct {
-    Series raw;     /* (step, loss) */
-    Series ema;     /* (step, EMA of loss) */
-    Series test;    /* (step, [test loss, test acc, train loss, train acc]) */
+    Series raw;  /* (step, loss) */
+    Series ema;  /* (step, EMA of loss) */
+    Series test; /* (step, [test loss, test acc, train loss, train acc]) */
     Ema e;
     /* compare: the second run (slot 1), smoothed loss and evaluations only */
     Series ema_b, test_b;
     Ema eb;
     long last_step_b;
     int have_b;
-    long cursor;       /* browser: step of the cursor, -1 when none */
-    EvalRecord cur;    /* browser: the evaluation at the cursor (cur_have) */
+    long cursor;    /* browser: step of the cursor, -1 when none */
+    EvalRecord cur; /* browser: the evaluation at the cursor (cur_have) */
     int cur_have;
     int logscale;
     double last_loss, last_ema, last_test_loss, last_test_acc;
@@ -51,8 +51,9 @@ static int curves_init(View *v) {
     CurvesView *c = calloc(1, sizeof *c);
     if (!c) return -1;
     v->self = c;
-    if (series_init(&c->raw, CURVE_CAP, 1) || series_init(&c->ema, CURVE_CAP, 1) || series_init(&c->test, EVAL_CAP, 4) ||
-        series_init(&c->ema_b, CURVE_CAP, 1) || series_init(&c->test_b, EVAL_CAP, 4)) {
+    if (series_init(&c->raw, CURVE_CAP, 1) || series_init(&c->ema, CURVE_CAP, 1) ||
+        series_init(&c->test, EVAL_CAP, 4) || series_init(&c->ema_b, CURVE_CAP, 1) ||
+        series_init(&c->test_b, EVAL_CAP, 4)) {
         curves_free(v);
         v->self = NULL;
         return -1;
@@ -86,7 +87,9 @@ static void curves_update(View *v, const ViewMsg *m) {
         if (m->eval) {
             c->cur = *m->eval;
             c->cur.class_expert = NULL; /* only the scalars are kept: the arrays are the sender's */
-            c->cur.tsne_feat = NULL; c->cur.tsne_expert = NULL; c->cur.tsne_label = NULL;
+            c->cur.tsne_feat = NULL;
+            c->cur.tsne_expert = NULL;
+            c->cur.tsne_label = NULL;
         }
     } else if (m->kind == VIEW_MSG_STEP) {
         const StepRecord *r = m->step;
@@ -108,14 +111,23 @@ static void curves_update(View *v, const ViewMsg *m) {
 
 static int curves_key(View *v, int key) {
     CurvesView *c = v->self;
-    if (key == 'l') { c->logscale = !c->logscale; return 1; }
+    if (key == 'l') {
+        c->logscale = !c->logscale;
+        return 1;
+    }
     return 0;
 }
 
 static void curves_title(const View *v, char *buf, size_t n) {
     const CurvesView *c = v->self;
-    if (c->raw.total == 0) { snprintf(buf, n, "Loss & accuracy"); return; }
-    if (c->have_b) { snprintf(buf, n, "Loss & accuracy  A vs B"); return; }
+    if (c->raw.total == 0) {
+        snprintf(buf, n, "Loss & accuracy");
+        return;
+    }
+    if (c->have_b) {
+        snprintf(buf, n, "Loss & accuracy  A vs B");
+        return;
+    }
     if (c->cur_have) {
         snprintf(buf, n, "Loss & accuracy  epoch %d: train %.3g  test %.3g, %.2f%%", c->cur.epoch, c->cur.train_loss,
                  c->cur.test_loss, 100.0 * c->cur.test_acc);
@@ -124,8 +136,7 @@ static void curves_title(const View *v, char *buf, size_t n) {
     if (isfinite(c->last_test_acc))
         snprintf(buf, n, "Loss & accuracy  ema %.3g  test %.3g, %.2f%%", c->last_ema, c->last_test_loss,
                  100.0 * c->last_test_acc);
-    else
-        snprintf(buf, n, "Loss & accuracy  train %.3g  ema %.3g", c->last_loss, c->last_ema);
+    else snprintf(buf, n, "Loss & accuracy  train %.3g  ema %.3g", c->last_loss, c->last_ema);
 }
 
 /* Dot coordinates of (x, y) on the canvas; 0 if y is not finite or off a log axis. */
@@ -141,7 +152,10 @@ static void plot_line(Canvas *cv, const Series *s, int j, const Axis *ax, const 
     int px = 0, py = 0, have = 0;
     for (int i = 0; i < n; i++) {
         int x, y;
-        if (!to_dot(cv, ax, ay, series_x(s, i), series_y(s, i, j), &x, &y)) { have = 0; continue; }
+        if (!to_dot(cv, ax, ay, series_x(s, i), series_y(s, i, j), &x, &y)) {
+            have = 0;
+            continue;
+        }
         if (points) {
             canvas_dot(cv, x, y, color);
             canvas_dot(cv, x + 1, y, color);
@@ -150,7 +164,9 @@ static void plot_line(Canvas *cv, const Series *s, int j, const Axis *ax, const 
         }
         if (have && points >= 0) canvas_line(cv, px, py, x, y, color);
         else canvas_dot(cv, x, y, color);
-        px = x; py = y; have = 1;
+        px = x;
+        py = y;
+        have = 1;
     }
 }
 
@@ -162,20 +178,22 @@ static void curves_draw(View *v, WINDOW *w, Rect r) {
     if (c->have_b) {
         const ViewCtx *vc = v->ctx;
         char lab[96];
-        snprintf(lab, sizeof lab, "%s A %s: ", t->utf8 ? "\u2501" : "-", vc->slot_name[0][0] ? vc->slot_name[0] : "run A");
+        snprintf(lab, sizeof lab, "%s A %s: ", t->utf8 ? "\u2501" : "-",
+                 vc->slot_name[0][0] ? vc->slot_name[0] : "run A");
         x += draw_text(w, r.y, x, r.x + r.w - x, t->role[TH_EMA], lab);
         x += draw_text(w, r.y, x, r.x + r.w - x, t->role[TH_TEST], "loss ");
         x += draw_text(w, r.y, x, r.x + r.w - x, t->role[TH_ACC], "acc%  ");
-        snprintf(lab, sizeof lab, "%s B %s: ", t->utf8 ? "\u2501" : "=", vc->slot_name[1][0] ? vc->slot_name[1] : "run B");
+        snprintf(lab, sizeof lab, "%s B %s: ", t->utf8 ? "\u2501" : "=",
+                 vc->slot_name[1][0] ? vc->slot_name[1] : "run B");
         x += draw_text(w, r.y, x, r.x + r.w - x, t->role[TH_B_EMA], lab);
         x += draw_text(w, r.y, x, r.x + r.w - x, t->role[TH_B_TEST], "loss ");
         x += draw_text(w, r.y, x, r.x + r.w - x, t->role[TH_B_ACC], "acc%  ");
     } else {
-    x += draw_text(w, r.y, x, r.x + r.w - x, t->role[TH_DIM], "train ");
-    x += draw_text(w, r.y, x, r.x + r.w - x, t->role[TH_RAW], t->utf8 ? "\u2801raw " : ".raw ");
-    x += draw_text(w, r.y, x, r.x + r.w - x, t->role[TH_EMA], t->utf8 ? "\u2501ema  " : "-ema  ");
-    x += draw_text(w, r.y, x, r.x + r.w - x, t->role[TH_TEST], t->utf8 ? "\u25cf test loss  " : "o test loss  ");
-    x += draw_text(w, r.y, x, r.x + r.w - x, t->role[TH_ACC], t->utf8 ? "\u25cf test acc %  " : "o test acc %  ");
+        x += draw_text(w, r.y, x, r.x + r.w - x, t->role[TH_DIM], "train ");
+        x += draw_text(w, r.y, x, r.x + r.w - x, t->role[TH_RAW], t->utf8 ? "\u2801raw " : ".raw ");
+        x += draw_text(w, r.y, x, r.x + r.w - x, t->role[TH_EMA], t->utf8 ? "\u2501ema  " : "-ema  ");
+        x += draw_text(w, r.y, x, r.x + r.w - x, t->role[TH_TEST], t->utf8 ? "\u25cf test loss  " : "o test loss  ");
+        x += draw_text(w, r.y, x, r.x + r.w - x, t->role[TH_ACC], t->utf8 ? "\u25cf test acc %  " : "o test acc %  ");
     }
     draw_text(w, r.y, x, r.x + r.w - x, t->role[TH_DIM], c->logscale ? "[l] log" : "[l] linear");
     if (r.h < 4) return;
@@ -191,12 +209,21 @@ static void curves_draw(View *v, WINDOW *w, Rect r) {
     double lo, hi, xlo = 0, xhi = (double)c->last_step, tlo, thi;
     if (c->have_b) series_minmax(&c->ema, 0, &lo, &hi); /* raw dots are not drawn when comparing */
     else series_minmax(&c->raw, 0, &lo, &hi);
-    if (series_minmax(&c->test, 0, &tlo, &thi)) { lo = fmin(lo, tlo); hi = fmax(hi, thi); }
+    if (series_minmax(&c->test, 0, &tlo, &thi)) {
+        lo = fmin(lo, tlo);
+        hi = fmax(hi, thi);
+    }
     const int n_test = series_count(&c->test);
     if (n_test) xhi = fmax(xhi, series_x(&c->test, n_test - 1));
     if (c->have_b) {
-        if (series_minmax(&c->ema_b, 0, &tlo, &thi)) { lo = fmin(lo, tlo); hi = fmax(hi, thi); }
-        if (series_minmax(&c->test_b, 0, &tlo, &thi)) { lo = fmin(lo, tlo); hi = fmax(hi, thi); }
+        if (series_minmax(&c->ema_b, 0, &tlo, &thi)) {
+            lo = fmin(lo, tlo);
+            hi = fmax(hi, thi);
+        }
+        if (series_minmax(&c->test_b, 0, &tlo, &thi)) {
+            lo = fmin(lo, tlo);
+            hi = fmax(hi, thi);
+        }
         xhi = fmax(xhi, (double)c->last_step_b);
         const int nb = series_count(&c->test_b);
         if (nb) xhi = fmax(xhi, series_x(&c->test_b, nb - 1));
@@ -210,8 +237,13 @@ static void curves_draw(View *v, WINDOW *w, Rect r) {
     if (c->have_b) {
         double blo, bhi;
         if (series_minmax(&c->test_b, 1, &blo, &bhi)) {
-            if (have_acc) { tlo = fmin(tlo, blo); thi = fmax(thi, bhi); }
-            else { tlo = blo; thi = bhi; }
+            if (have_acc) {
+                tlo = fmin(tlo, blo);
+                thi = fmax(thi, bhi);
+            } else {
+                tlo = blo;
+                thi = bhi;
+            }
             have_acc = 1;
         }
     }
@@ -219,14 +251,19 @@ static void curves_draw(View *v, WINDOW *w, Rect r) {
         axis_autoscale(&aa, tlo, thi, yt);
         if (aa.lo < 0) aa.lo = 0;
         if (aa.hi > 100) aa.hi = 100;
-        if (aa.hi <= aa.lo) { aa.lo = 0; aa.hi = 100; aa.step = 50; }
+        if (aa.hi <= aa.lo) {
+            aa.lo = 0;
+            aa.hi = 100;
+            aa.step = 50;
+        }
     }
     // plot: raw dots, EMA line, test loss, test accuracy
     const int n = c->have_b ? 0 : series_count(&c->raw);
     if (c->cursor >= 0) canvas_vdash(&c->cv, axis_map(&ax, (double)c->cursor, c->cv.dw), 0, c->cv.dh - 1, C_CURSOR);
     for (int i = 0; i < n; i++) {
         int dx, dy;
-        if (to_dot(&c->cv, &ax, &ay, series_x(&c->raw, i), series_y(&c->raw, i, 0), &dx, &dy)) canvas_dot(&c->cv, dx, dy, C_RAW);
+        if (to_dot(&c->cv, &ax, &ay, series_x(&c->raw, i), series_y(&c->raw, i, 0), &dx, &dy))
+            canvas_dot(&c->cv, dx, dy, C_RAW);
     }
     plot_line(&c->cv, &c->ema, 0, &ax, &ay, C_EMA, 0);
     if (have_acc) plot_line(&c->cv, &c->test, 1, &ax, &aa, C_ACC, 1);

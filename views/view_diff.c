@@ -23,20 +23,46 @@ void view_diff_set(View *v, const EvalRecord *a, const EvalRecord *b) {
     DiffView *d = v->self;
     d->have_a = a != NULL;
     d->have_b = b != NULL;
-    if (a) { d->a = *a; d->a.class_expert = NULL; d->a.tsne_feat = NULL; d->a.tsne_expert = NULL; d->a.tsne_label = NULL; }
-    if (b) { d->b = *b; d->b.class_expert = NULL; d->b.tsne_feat = NULL; d->b.tsne_expert = NULL; d->b.tsne_label = NULL; }
+    if (a) {
+        d->a = *a;
+        d->a.class_expert = NULL;
+        d->a.tsne_feat = NULL;
+        d->a.tsne_expert = NULL;
+        d->a.tsne_label = NULL;
+    }
+    if (b) {
+        d->b = *b;
+        d->b.class_expert = NULL;
+        d->b.tsne_feat = NULL;
+        d->b.tsne_expert = NULL;
+        d->b.tsne_label = NULL;
+    }
 }
 
 typedef struct {
     const char *label;
     double scale;
     const char *fmt;
-    int better;        /* +1 higher is better, -1 lower is better, 0 no direction */
-    int moe;           /* routing scalar (blank for dense heads) */
+    int better; /* +1 higher is better, -1 lower is better, 0 no direction */
+    int moe;    /* routing scalar (blank for dense heads) */
 } DiffRow;
 
-enum { R_TEST_ACC, R_TEST_LOSS, R_TRAIN_ACC, R_TRAIN_LOSS, R_MI, R_TEST_H, R_WIN_H, R_DROP, R_MAXVIO, R_RHO, R_DEAD,
-       R_COLL, R_IMG, R_N };
+enum {
+    R_TEST_ACC,
+    R_TEST_LOSS,
+    R_TRAIN_ACC,
+    R_TRAIN_LOSS,
+    R_MI,
+    R_TEST_H,
+    R_WIN_H,
+    R_DROP,
+    R_MAXVIO,
+    R_RHO,
+    R_DEAD,
+    R_COLL,
+    R_IMG,
+    R_N
+};
 static const DiffRow rows[R_N] = {
     [R_TEST_ACC] = {"test acc %", 100, "%.2f", +1, 0},
     [R_TEST_LOSS] = {"test loss", 1, "%.3f", -1, 0},
@@ -79,7 +105,10 @@ static void diff_title(const View *v, char *buf, size_t n) {
 }
 
 static void fmt_cell(char *buf, size_t n, const DiffRow *row, const EvalRecord *e, int have, int idx) {
-    if (!have || (row->moe && !e->has_moe)) { snprintf(buf, n, "-"); return; }
+    if (!have || (row->moe && !e->has_moe)) {
+        snprintf(buf, n, "-");
+        return;
+    }
     snprintf(buf, n, row->fmt, value_of(e, idx) * row->scale);
 }
 

@@ -12,12 +12,12 @@
 
 typedef struct {
     int K, E;
-    int *counts;       /* (K, E) of the latest evaluation */
+    int *counts; /* (K, E) of the latest evaluation */
     int have;
     int epoch;
     long step;
     double mi, load_h, test_acc;
-    int scroll;        /* first class row shown */
+    int scroll; /* first class row shown */
 } HeatmapView;
 
 static void heatmap_free(View *v) {
@@ -34,7 +34,11 @@ static int heatmap_init(View *v) {
     h->E = v->ctx->E > 0 ? v->ctx->E : 1;
     h->counts = calloc((size_t)h->K * h->E, sizeof *h->counts);
     v->self = h;
-    if (!h->counts) { heatmap_free(v); v->self = NULL; return -1; }
+    if (!h->counts) {
+        heatmap_free(v);
+        v->self = NULL;
+        return -1;
+    }
     return 0;
 }
 
@@ -55,8 +59,14 @@ static void heatmap_update(View *v, const ViewMsg *m) {
 
 static int heatmap_key(View *v, int key) {
     HeatmapView *h = v->self;
-    if (key == ']') { if (h->scroll < h->K - 1) h->scroll++; return 1; }
-    if (key == '[') { if (h->scroll > 0) h->scroll--; return 1; }
+    if (key == ']') {
+        if (h->scroll < h->K - 1) h->scroll++;
+        return 1;
+    }
+    if (key == '[') {
+        if (h->scroll > 0) h->scroll--;
+        return 1;
+    }
     return 0;
 }
 
@@ -71,7 +81,8 @@ static void heatmap_draw(View *v, WINDOW *w, Rect r) {
     const ViewCtx *c = v->ctx;
     const Theme *t = c->theme;
     if (!h->have) {
-        draw_text(w, r.y + r.h / 2, r.x + 1, r.w - 2, t->role[TH_DIM], "waiting for the first evaluation (end of epoch 1, or `eval`)");
+        draw_text(w, r.y + r.h / 2, r.x + 1, r.w - 2, t->role[TH_DIM],
+                  "waiting for the first evaluation (end of epoch 1, or `eval`)");
         return;
     }
     /* label width from the class names, cell width from what is left */
@@ -85,7 +96,10 @@ static void heatmap_draw(View *v, WINDOW *w, Rect r) {
     int cw = (r.w - lw - 1) / h->E;
     if (cw > 6) cw = 6;
     int shown_e = h->E;
-    if (cw < 2) { cw = 2; shown_e = (r.w - lw - 1) / 2; }
+    if (cw < 2) {
+        cw = 2;
+        shown_e = (r.w - lw - 1) / 2;
+    }
     const int x0 = r.x + lw + 1;
     // header: expert numbers
     for (int e = 0; e < shown_e; e++) {
@@ -131,7 +145,8 @@ static void heatmap_draw(View *v, WINDOW *w, Rect r) {
     char buf[160];
     const int kmin = h->K < h->E ? h->K : h->E;
     if (legend_rows >= 2) {
-        snprintf(buf, sizeof buf, "I(class;expert) %.3f nats (max %.2f)  load H %.2f", h->mi, log((double)kmin), h->load_h);
+        snprintf(buf, sizeof buf, "I(class;expert) %.3f nats (max %.2f)  load H %.2f", h->mi, log((double)kmin),
+                 h->load_h);
         draw_text(w, y + 1, r.x, r.w, A_BOLD, buf);
     } else {
         snprintf(buf, sizeof buf, "I(c;e) %.3f/%.2f", h->mi, log((double)kmin));

@@ -125,8 +125,8 @@ static void help_draw(View *v, WINDOW *w, Rect r) {
     int n;
     lines_of(v->ctx->browse, &lines, &n);
     for (int i = 0; i < n && i < r.h; i++) {
-        const int heading = lines[i][0] != ' ' && lines[i][0] != '\0' && lines[i][0] != '`' && i > 0 &&
-                            lines[i - 1][0] == '\0';
+        const int heading =
+            lines[i][0] != ' ' && lines[i][0] != '\0' && lines[i][0] != '`' && i > 0 && lines[i - 1][0] == '\0';
         draw_text(w, r.y + i, r.x, r.w, heading || i == 0 ? t->role[TH_TITLE] : A_NORMAL, lines[i]);
     }
 }

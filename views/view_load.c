@@ -14,16 +14,16 @@
 
 typedef struct {
     int E;
-    Series hist;                      /* (step, kept_e / C for each e) */
+    Series hist; /* (step, kept_e / C for each e) */
     int demand[MOE_MAX_EXPERTS], kept[MOE_MAX_EXPERTS];
-    long zero_run[MOE_MAX_EXPERTS];   /* consecutive records with kept_e == 0 */
+    long zero_run[MOE_MAX_EXPERTS]; /* consecutive records with kept_e == 0 */
     int capacity, dropless, dead;
     double drop;
     long step;
     int have;
-    long cursor;                      /* browser: cursor step (-1: none; the bars are then the latest step) */
+    long cursor; /* browser: cursor step (-1: none; the bars are then the latest step) */
     int scroll;
-    double *col;                      /* resample scratch */
+    double *col; /* resample scratch */
     int col_cap;
 } LoadView;
 
@@ -42,7 +42,11 @@ static int load_init(View *v) {
     l->capacity = v->ctx->capacity;
     l->cursor = -1;
     v->self = l;
-    if (series_init(&l->hist, LOAD_CAP, l->E)) { load_free(v); v->self = NULL; return -1; }
+    if (series_init(&l->hist, LOAD_CAP, l->E)) {
+        load_free(v);
+        v->self = NULL;
+        return -1;
+    }
     return 0;
 }
 
@@ -54,7 +58,10 @@ static void load_update(View *v, const ViewMsg *m) {
         l->cursor = m->at_step;
         if (!m->step || !m->step->has_moe || m->step->moe.E != l->E) return;
         const MoeStepStats *s = &m->step->moe;
-        for (int e = 0; e < l->E; e++) { l->demand[e] = s->demand[e]; l->kept[e] = s->kept[e]; }
+        for (int e = 0; e < l->E; e++) {
+            l->demand[e] = s->demand[e];
+            l->kept[e] = s->kept[e];
+        }
         l->capacity = s->capacity;
         l->dropless = s->dropless;
         l->dead = m->step->dead_experts;
@@ -83,8 +90,14 @@ static void load_update(View *v, const ViewMsg *m) {
 
 static int load_key(View *v, int key) {
     LoadView *l = v->self;
-    if (key == ']') { if (l->scroll < l->E - 1) l->scroll++; return 1; }
-    if (key == '[') { if (l->scroll > 0) l->scroll--; return 1; }
+    if (key == ']') {
+        if (l->scroll < l->E - 1) l->scroll++;
+        return 1;
+    }
+    if (key == '[') {
+        if (l->scroll > 0) l->scroll--;
+        return 1;
+    }
     return 0;
 }
 
@@ -94,8 +107,9 @@ static void load_title(const View *v, char *buf, size_t n) {
     else if (l->cursor >= 0)
         snprintf(buf, n, "Expert load @%ld C=%d%s dead %d/%d drop %.0f%%", l->cursor, l->capacity,
                  l->dropless ? " dropless" : "", l->dead, l->E, 100.0 * l->drop);
-    else snprintf(buf, n, "Expert load C=%d%s dead %d/%d drop %.0f%%", l->capacity, l->dropless ? " dropless" : "",
-                  l->dead, l->E, 100.0 * l->drop);
+    else
+        snprintf(buf, n, "Expert load C=%d%s dead %d/%d drop %.0f%%", l->capacity, l->dropless ? " dropless" : "",
+                 l->dead, l->E, 100.0 * l->drop);
 }
 
 /* 1 if expert e looks dead: the trainer reports dead experts and e kept nothing for a window. */
@@ -119,7 +133,10 @@ static void load_draw(View *v, WINDOW *w, Rect r) {
     // header: heat legend and bar legend
     int x = r.x + lw;
     x += draw_text(w, r.y, x, hw, t->role[TH_DIM], "kept 0 ");
-    for (int b = 0; b < t->nheat && x < r.x + lw + hw - 4; b++) { draw_heat_cell(w, r.y, x, 1, b, NULL, t); x++; }
+    for (int b = 0; b < t->nheat && x < r.x + lw + hw - 4; b++) {
+        draw_heat_cell(w, r.y, x, 1, b, NULL, t);
+        x++;
+    }
     x += draw_text(w, r.y, x, r.x + lw + hw - x, t->role[TH_DIM], " C");
     if (rows < l->E) {
         char more[32];
@@ -141,7 +158,8 @@ static void load_draw(View *v, WINDOW *w, Rect r) {
         l->col_cap = hw;
     }
     int maxd = l->capacity;
-    for (int e = 0; e < l->E; e++) if (l->demand[e] > maxd) maxd = l->demand[e];
+    for (int e = 0; e < l->E; e++)
+        if (l->demand[e] > maxd) maxd = l->demand[e];
     const double scale = fmax(1.25 * l->capacity, (double)maxd);
     const int nb = bw - 5;
     const int window = c->dead_window;
@@ -173,10 +191,13 @@ static void load_draw(View *v, WINDOW *w, Rect r) {
             else if (b < dc) draw_text(w, y, bx + b, 1, t->role[TH_OVER], t->utf8 ? "\u2592" : "!");
         }
         if (cap_col >= 0 && cap_col < nb && !l->dropless) draw_text(w, y, bx + cap_col, 1, t->role[TH_CAP], t->vline);
-        draw_textf(w, y, bx + nb + 1, 4, l->demand[e] > l->capacity && !l->dropless ? t->role[TH_OVER] : A_NORMAL, "%4d", l->demand[e]);
+        draw_textf(w, y, bx + nb + 1, 4, l->demand[e] > l->capacity && !l->dropless ? t->role[TH_OVER] : A_NORMAL,
+                   "%4d", l->demand[e]);
     }
     draw_xaxis(w, r.y + r.h - 1, r.x + lw, hw, &ax, t);
-    if (l->cursor >= 0) draw_text(w, r.y + r.h - 1, r.x + lw + axis_map(&ax, (double)l->cursor, hw), 1, t->role[TH_NOW], t->utf8 ? "\u25b2" : "^");
+    if (l->cursor >= 0)
+        draw_text(w, r.y + r.h - 1, r.x + lw + axis_map(&ax, (double)l->cursor, hw), 1, t->role[TH_NOW],
+                  t->utf8 ? "\u25b2" : "^");
 }
 
 const ViewClass view_load_class = {

@@ -16,9 +16,9 @@ typedef struct {
 } LogLine;
 
 typedef struct {
-    LogLine *lines;   /* (LOG_CAP) ring */
+    LogLine *lines; /* (LOG_CAP) ring */
     int n, head;
-    int back;         /* lines scrolled back from the newest */
+    int back; /* lines scrolled back from the newest */
 } LogView;
 
 static void log_free(View *v) {
@@ -33,7 +33,11 @@ static int log_init(View *v) {
     if (!l) return -1;
     l->lines = calloc(LOG_CAP, sizeof *l->lines);
     v->self = l;
-    if (!l->lines) { log_free(v); v->self = NULL; return -1; }
+    if (!l->lines) {
+        log_free(v);
+        v->self = NULL;
+        return -1;
+    }
     return 0;
 }
 
@@ -52,8 +56,14 @@ static void log_update(View *v, const ViewMsg *m) {
 
 static int log_key(View *v, int key) {
     LogView *l = v->self;
-    if (key == '[') { if (l->back < l->n - 1) l->back++; return 1; }
-    if (key == ']') { if (l->back > 0) l->back--; return 1; }
+    if (key == '[') {
+        if (l->back < l->n - 1) l->back++;
+        return 1;
+    }
+    if (key == ']') {
+        if (l->back > 0) l->back--;
+        return 1;
+    }
     return 0;
 }
 
@@ -70,8 +80,11 @@ static void log_draw(View *v, WINDOW *w, Rect r) {
     for (int i = 0; i < shown; i++) {
         const int idx = l->n - l->back - shown + i; /* 0 = oldest held */
         const LogLine *ln = &l->lines[(l->head - l->n + idx + LOG_CAP) % LOG_CAP];
-        const int role = ln->level == VIEW_LOG_ERROR ? TH_ERROR : ln->level == VIEW_LOG_WARN ? TH_WARN
-                       : ln->level == VIEW_LOG_CMD ? TH_OVERRIDE : ln->level == VIEW_LOG_EPOCH ? TH_GOOD : TH_NORMAL;
+        const int role = ln->level == VIEW_LOG_ERROR   ? TH_ERROR
+                         : ln->level == VIEW_LOG_WARN  ? TH_WARN
+                         : ln->level == VIEW_LOG_CMD   ? TH_OVERRIDE
+                         : ln->level == VIEW_LOG_EPOCH ? TH_GOOD
+                                                       : TH_NORMAL;
         draw_text(w, r.y + r.h - shown + i, r.x, r.w, t->role[role], ln->text);
     }
 }

@@ -23,16 +23,11 @@ typedef struct {
 } ScalarSpec;
 
 static const ScalarSpec moe_spec[S_COUNT_MOE] = {
-    [S_LOADH] = {"load H", "%.3f", 1, TH_NORMAL},
-    [S_DROP] = {"drop %", "%.2f", 100, TH_NORMAL},
-    [S_MAXVIO] = {"MaxVio", "%.3f", 1, TH_NORMAL},
-    [S_DEAD] = {"dead", "%.0f", 1, TH_NORMAL},
-    [S_RHO] = {"rho", "%.3f", 1, TH_NORMAL},
-    [S_AUX] = {"aux loss", "%.4f", 1, TH_NORMAL},
-    [S_Z] = {"z loss", "%.4g", 1, TH_NORMAL},
-    [S_GATEH] = {"gate H", "%.3f", 1, TH_NORMAL},
-    [S_CONF] = {"confid.", "%.3f", 1, TH_NORMAL},
-    [S_NOEXP] = {"no-exp %", "%.2f", 100, TH_NORMAL},
+    [S_LOADH] = {"load H", "%.3f", 1, TH_NORMAL},  [S_DROP] = {"drop %", "%.2f", 100, TH_NORMAL},
+    [S_MAXVIO] = {"MaxVio", "%.3f", 1, TH_NORMAL}, [S_DEAD] = {"dead", "%.0f", 1, TH_NORMAL},
+    [S_RHO] = {"rho", "%.3f", 1, TH_NORMAL},       [S_AUX] = {"aux loss", "%.4f", 1, TH_NORMAL},
+    [S_Z] = {"z loss", "%.4g", 1, TH_NORMAL},      [S_GATEH] = {"gate H", "%.3f", 1, TH_NORMAL},
+    [S_CONF] = {"confid.", "%.3f", 1, TH_NORMAL},  [S_NOEXP] = {"no-exp %", "%.2f", 100, TH_NORMAL},
 };
 static const ScalarSpec dense_spec[S_COUNT_DENSE] = {
     [D_LOSS] = {"loss", "%.4f", 1, TH_NORMAL},
@@ -64,7 +59,11 @@ static int scalars_init(View *v) {
     s->nrows = v->ctx->has_moe ? S_COUNT_MOE : S_COUNT_DENSE;
     s->spec = v->ctx->has_moe ? moe_spec : dense_spec;
     for (int i = 0; i < s->nrows; i++)
-        if (ring_init(&s->ring[i], SPARK_CAP)) { scalars_free(v); v->self = NULL; return -1; }
+        if (ring_init(&s->ring[i], SPARK_CAP)) {
+            scalars_free(v);
+            v->self = NULL;
+            return -1;
+        }
     return 0;
 }
 
@@ -120,8 +119,10 @@ static void scalars_draw(View *v, WINDOW *w, Rect r) {
     if (!c->has_moe) {
         /* the note first: it is why the routing panels are missing */
         char note[256];
-        snprintf(note, sizeof note, "Dense head: no router, so no routing panels. Its MLP has k*h = %d hidden units: "
-                 "the active FLOPs of an MoE head with the same k and h.", c->k * c->h);
+        snprintf(note, sizeof note,
+                 "Dense head: no router, so no routing panels. Its MLP has k*h = %d hidden units: "
+                 "the active FLOPs of an MoE head with the same k and h.",
+                 c->k * c->h);
         y += draw_wrapped(w, y, r.x, r.w, ymax - y - 1, t->role[TH_WARN], note);
         if (y < ymax) y++;
     }

@@ -54,8 +54,15 @@ static void status_update(View *v, const ViewMsg *m) {
     }
     case VIEW_MSG_CURSOR:
         if (m->slot) break;
-        if (m->step) { s->tau = m->step->tau; s->lr = m->step->lr; s->have_step = 1; }
-        if (m->eval) { s->test_acc = m->eval->test_acc; s->have_eval = 1; }
+        if (m->step) {
+            s->tau = m->step->tau;
+            s->lr = m->step->lr;
+            s->have_step = 1;
+        }
+        if (m->eval) {
+            s->test_acc = m->eval->test_acc;
+            s->have_eval = 1;
+        }
         break;
     case VIEW_MSG_STEP:
         if (m->slot) break;
@@ -129,8 +136,8 @@ static void status_draw(View *v, WINDOW *w, Rect r) {
     if (c->browse) /* a saved session: the cursor's evaluation epoch and step */
         snprintf(buf, sizeof buf, " cursor: epoch %d/%d  step %ld/%ld ", s->epoch, c->epochs, s->step, c->total_steps);
     else
-        snprintf(buf, sizeof buf, " epoch %d/%d  step %ld/%ld ", s->epoch < c->epochs ? s->epoch + 1 : c->epochs, c->epochs,
-                 s->step, c->total_steps);
+        snprintf(buf, sizeof buf, " epoch %d/%d  step %ld/%ld ", s->epoch < c->epochs ? s->epoch + 1 : c->epochs,
+                 c->epochs, s->step, c->total_steps);
     x = put_seg(w, y, x, xmax, A_BOLD, buf);
     char rate[32], eta[32], el[32];
     if (s->img_per_s > 0) snprintf(rate, sizeof rate, "%.0f img/s", s->img_per_s);

@@ -17,11 +17,11 @@ static const int temp_roles[] = {TH_NORMAL, TH_PLAN, TH_OVERRIDE, TH_USED, TH_NO
 
 typedef struct {
     TauPlan plan;
-    Series used;       /* (step, tau) */
-    long now;          /* steps completed */
+    Series used; /* (step, tau) */
+    long now;    /* steps completed */
     float last_tau;
     int have;
-    long anneal_step;  /* step of the last anneal, -1 if none */
+    long anneal_step; /* step of the last anneal, -1 if none */
     Canvas cv;
 } TempView;
 
@@ -37,7 +37,11 @@ static int temp_init(View *v) {
     TempView *tv = calloc(1, sizeof *tv);
     if (!tv) return -1;
     v->self = tv;
-    if (series_init(&tv->used, TEMP_CAP, 1)) { temp_free(v); v->self = NULL; return -1; }
+    if (series_init(&tv->used, TEMP_CAP, 1)) {
+        temp_free(v);
+        v->self = NULL;
+        return -1;
+    }
     tv->plan = v->ctx->plan;
     tv->anneal_step = -1;
     return 0;
@@ -78,8 +82,7 @@ static void temp_title(const View *v, char *buf, size_t n) {
     else if (tv->plan.has_replacement)
         snprintf(buf, n, "Temperature  %s %.3g  annealed %s @%ld", tau, (double)now, tau_kind_name(tv->plan.repl.kind),
                  tv->plan.repl.start);
-    else
-        snprintf(buf, n, "Temperature  %s %.3g  %s", tau, (double)now, tau_kind_name(tv->plan.base.kind));
+    else snprintf(buf, n, "Temperature  %s %.3g  %s", tau, (double)now, tau_kind_name(tv->plan.base.kind));
 }
 
 static void temp_draw(View *v, WINDOW *w, Rect r) {
@@ -91,7 +94,8 @@ static void temp_draw(View *v, WINDOW *w, Rect r) {
     int x = r.x;
     x += draw_text(w, r.y, x, r.x + r.w - x, t->role[TH_PLAN], t->utf8 ? "\u2500 plan  " : "- plan  ");
     x += draw_text(w, r.y, x, r.x + r.w - x, t->role[TH_USED], t->utf8 ? "\u2501 used  " : "= used  ");
-    if (c->browse) x += draw_text(w, r.y, x, r.x + r.w - x, t->role[TH_NOW], t->utf8 ? "\u2502 cursor  " : "| cursor  ");
+    if (c->browse)
+        x += draw_text(w, r.y, x, r.x + r.w - x, t->role[TH_NOW], t->utf8 ? "\u2502 cursor  " : "| cursor  ");
     else x += draw_text(w, r.y, x, r.x + r.w - x, t->role[TH_NOW], t->utf8 ? "\u2502 now  " : "| now  ");
     if (p->has_override) {
         char ov[96];
@@ -118,21 +122,34 @@ static void temp_draw(View *v, WINDOW *w, Rect r) {
     for (int i = 0; i < dw; i++) {
         const double s = axis_unmap(&ax, i, dw);
         plan[i] = s <= (double)total ? tau_plan_scheduled(p, (long)llround(s)) : NAN;
-        if (isfinite(plan[i])) { lo = fmin(lo, plan[i]); hi = fmax(hi, plan[i]); }
+        if (isfinite(plan[i])) {
+            lo = fmin(lo, plan[i]);
+            hi = fmax(hi, plan[i]);
+        }
     }
-    if (p->has_override) { lo = fmin(lo, p->override_tau); hi = fmax(hi, p->override_tau); }
+    if (p->has_override) {
+        lo = fmin(lo, p->override_tau);
+        hi = fmax(hi, p->override_tau);
+    }
     double ulo, uhi;
-    if (series_minmax(&tv->used, 0, &ulo, &uhi)) { lo = fmin(lo, ulo); hi = fmax(hi, uhi); }
+    if (series_minmax(&tv->used, 0, &ulo, &uhi)) {
+        lo = fmin(lo, ulo);
+        hi = fmax(hi, uhi);
+    }
     axis_autoscale_zero(&ay, lo, hi, ph / 2 + 1 > 2 ? ph / 2 + 1 : 2);
     const int dh = tv->cv.dh;
     // plan
     int px = -1, py = -1;
     for (int i = 0; i < dw; i++) {
-        if (!isfinite(plan[i])) { px = -1; continue; }
+        if (!isfinite(plan[i])) {
+            px = -1;
+            continue;
+        }
         const int y = dh - 1 - axis_map(&ay, plan[i], dh);
         if (px >= 0) canvas_line(&tv->cv, px, py, i, y, T_PLAN);
         else canvas_dot(&tv->cv, i, y, T_PLAN);
-        px = i; py = y;
+        px = i;
+        py = y;
     }
     free(plan);
     // override from the step it was set
@@ -149,7 +166,8 @@ static void temp_draw(View *v, WINDOW *w, Rect r) {
         const int xx = axis_map(&ax, series_x(&tv->used, i), dw), y = dh - 1 - axis_map(&ay, v2, dh);
         if (px >= 0) canvas_line(&tv->cv, px, py, xx, y, T_USED);
         else canvas_dot(&tv->cv, xx, y, T_USED);
-        px = xx; py = y;
+        px = xx;
+        py = y;
     }
     // now
     canvas_vdash(&tv->cv, axis_map(&ax, (double)tv->now, dw), 0, dh - 1, T_NOW);

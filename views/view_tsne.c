@@ -12,13 +12,13 @@
 #include <string.h>
 
 typedef struct {
-    float *Y;          /* (n, 2) */
+    float *Y; /* (n, 2) */
     int *expert, *label;
     int n;
     int epoch;
-    int by_class;      /* 0: colour by expert, 1: by class */
-    char msg[256];     /* shown instead of the plot when non-empty (computing, error) */
-    char info[160];    /* a line under the title (agreement figures) */
+    int by_class;   /* 0: colour by expert, 1: by class */
+    char msg[256];  /* shown instead of the plot when non-empty (computing, error) */
+    char info[160]; /* a line under the title (agreement figures) */
     int *cell, *count;
     int cell_cap;
 } TsneView;
@@ -26,7 +26,11 @@ typedef struct {
 static void tsne_free(View *v) {
     TsneView *s = v->self;
     if (!s) return;
-    free(s->Y); free(s->expert); free(s->label); free(s->cell); free(s->count);
+    free(s->Y);
+    free(s->expert);
+    free(s->label);
+    free(s->cell);
+    free(s->count);
     free(s);
 }
 
@@ -48,22 +52,32 @@ void view_tsne_set(View *v, const float *Y, const int *expert, const int *label,
     float *y2 = malloc(sizeof *y2 * 2 * (size_t)n);
     int *e2 = malloc(sizeof *e2 * (size_t)n), *l2 = malloc(sizeof *l2 * (size_t)n);
     if (!y2 || !e2 || !l2) {
-        free(y2); free(e2); free(l2);
+        free(y2);
+        free(e2);
+        free(l2);
         snprintf(s->msg, sizeof s->msg, "out of memory");
         return;
     }
     memcpy(y2, Y, sizeof *y2 * 2 * (size_t)n);
     memcpy(e2, expert, sizeof *e2 * (size_t)n);
     memcpy(l2, label, sizeof *l2 * (size_t)n);
-    free(s->Y); free(s->expert); free(s->label);
-    s->Y = y2; s->expert = e2; s->label = l2; s->n = n;
+    free(s->Y);
+    free(s->expert);
+    free(s->label);
+    s->Y = y2;
+    s->expert = e2;
+    s->label = l2;
+    s->n = n;
 }
 
 int view_tsne_by_class(const View *v) { return ((const TsneView *)v->self)->by_class; }
 
 static int tsne_key(View *v, int key) {
     TsneView *s = v->self;
-    if (key == 'c') { s->by_class = !s->by_class; return 1; }
+    if (key == 'c') {
+        s->by_class = !s->by_class;
+        return 1;
+    }
     return 0;
 }
 
@@ -78,7 +92,10 @@ static void tsne_draw(View *v, WINDOW *w, Rect r) {
     const ViewCtx *c = v->ctx;
     const Theme *t = c->theme;
     int y0 = r.y;
-    if (s->info[0]) { draw_text(w, y0, r.x, r.w, t->role[TH_DIM], s->info); y0++; }
+    if (s->info[0]) {
+        draw_text(w, y0, r.x, r.w, t->role[TH_DIM], s->info);
+        y0++;
+    }
     if (s->msg[0] || !s->Y) { /* computing, or an error: the message alone */
         draw_wrapped(w, r.y + r.h / 2, r.x + 2, r.w - 4, 3, s->msg[0] ? t->role[TH_WARN] : t->role[TH_DIM],
                      s->msg[0] ? s->msg : "no t-SNE yet");
@@ -118,7 +135,8 @@ static void tsne_draw(View *v, WINDOW *w, Rect r) {
     const int lx = r.x + pw + 1;
     int *tot = calloc((size_t)(ncat > 0 ? ncat : 1), sizeof *tot);
     if (!tot) return;
-    for (int i = 0; i < s->n; i++) if (cat[i] >= 0 && cat[i] < ncat) tot[cat[i]]++;
+    for (int i = 0; i < s->n; i++)
+        if (cat[i] >= 0 && cat[i] < ncat) tot[cat[i]]++;
     int row = 0;
     for (int k = 0; k < ncat && row < ph; k++) {
         if (!tot[k] && ncat > ph) continue; /* many classes: list only those present */
