@@ -55,24 +55,25 @@ struct Trainer {
     int32_t *perm;     /* (n_train) order of this epoch */
     int32_t *labels;   /* (batch) */
     int32_t *eval_idx; /* (batch) test indices of one evaluation batch */
-    long step;         /* steps completed */
-    int epoch;         /* epochs completed */
+    /* no padding between fields (tests/test_train.c: a field added anywhere changes the size) */
+    long step; /* steps completed */
     long steps_per_epoch;
     long total_steps;
-    int pos; /* batch index inside the current epoch */
+    int epoch; /* epochs completed */
+    int pos;   /* batch index inside the current epoch */
     double ep_loss, ep_acc;
     long ep_batches;                   /* running sums of the current epoch */
     double ep_drop, ep_maxvio, ep_rho; /* routing sums of the current epoch */
     RouteWin win;                      /* MoE: dead experts and collapse over recent steps */
     int *class_expert;                 /* (classes, E) counts of the last evaluation */
-    int tsne_n;
-    float *tsne_feat;    /* (tsne_n, d) */
-    int *tsne_expert;    /* (tsne_n) */
-    int32_t *tsne_label; /* (tsne_n) */
+    float *tsne_feat;                  /* (tsne_n, d) */
+    int *tsne_expert;                  /* (tsne_n) */
+    int32_t *tsne_label;               /* (tsne_n) */
     double t_start, t_epoch, t_rec;
     long rec_step;
-    float lr_override;  /* > 0 after `set lr`: replaces the schedule */
     long ckpt_step;     /* step of the last checkpoint written or restored (-1: none) */
+    int tsne_n;         /* test samples in the t-SNE sample */
+    float lr_override;  /* > 0 after `set lr`: replaces the schedule */
     TrainerState state; /* what on_state publishes */
 };
 
