@@ -183,6 +183,7 @@ static int cmp_key(const void *a, const void *b) {
 }
 
 static int sort_sched(ScheduledCmd *v, int n) {
+    if (n < 2) return 0;
     SchedKey *k = malloc(sizeof *k * (size_t)(n > 0 ? n : 1));
     ScheduledCmd *tmp = malloc(sizeof *tmp * (size_t)(n > 0 ? n : 1));
     if (!k || !tmp) {
