@@ -771,21 +771,33 @@ void moe_forward(MoeHead *m, float *y, const float *x, const MoeParams *p, int B
         for (int e = 0; e < E; e++)
             if (fc[e] > mx) mx = fc[e];
         st->first_share = (double)mx / B;
-        /* the clean router: the same batch's logits with no noise (soft heads have none) */
-        int cc[MOE_MAX_EXPERTS] = {0}, cmx = 0;
-        for (int b = 0; b < B && c->kind == HEAD_MOE; b++) {
-            const float *zb = m->z + (size_t)b * E;
-            int best = 0;
-            for (int e = 1; e < E; e++) {
-                const float bb = c->bias_mode != BIAS_NONE ? m->bias[best] : 0.0f,
-                            be = c->bias_mode != BIAS_NONE ? m->bias[e] : 0.0f;
-                if (zb[e] + be > zb[best] + bb) best = e;
+        /* the clean router: the same batch's logits with no noise (soft heads have none, their
+         * first choice is already the largest weight). One pass: counts and agreement. */
+        int cc[MOE_MAX_EXPERTS] = {0}, cmx = 0, agree = 0, dead = 0;
+        const int biased = c->bias_mode != BIAS_NONE;
+        for (int b = 0; b < B; b++) {
+            int best = m->first_choice[b];
+            if (c->kind == HEAD_MOE) {
+                const float *zb = m->z + (size_t)b * E;
+                best = 0;
+                for (int e = 1; e < E; e++) {
+                    const float bb = biased ? m->bias[best] : 0.0f, be = biased ? m->bias[e] : 0.0f;
+                    if (zb[e] + be > zb[best] + bb) best = e;
+                }
             }
-            cc[best]++;
+            if (best >= 0 && best < E) cc[best]++;
+            agree += best == m->first_choice[b];
         }
-        for (int e = 0; e < E; e++)
+        double cv[MOE_MAX_EXPERTS];
+        for (int e = 0; e < E; e++) {
             if (cc[e] > cmx) cmx = cc[e];
-        st->clean_first_share = c->kind == HEAD_MOE ? (double)cmx / B : st->first_share;
+            dead += cc[e] == 0;
+            cv[e] = cc[e];
+        }
+        st->clean_first_share = (double)cmx / B;
+        st->clean_load_entropy = moe_norm_entropy_(cv, E);
+        st->clean_dead = dead;
+        st->first_agree = (double)agree / B;
     }
     st->B = B;
     st->E = E;

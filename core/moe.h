@@ -122,6 +122,10 @@ typedef struct {
     double first_share;               // max_e (samples whose first choice is e) / B
     double clean_first_share;         // first_share of the router without selection noise: first
                                       // choice argmax_e z[b,e] (+ b_e with bias_mode select/logits)
+    double clean_load_entropy;        // H(clean first-choice counts) / log E (1 when E = 1)
+    int clean_dead;                   // experts that no sample of the batch picks as clean first choice
+    double first_agree;               // fraction of samples whose (noisy) first choice is the clean one
+                                      // (soft heads have no noise: clean = published, agreement 1)
 } MoeStepStats;
 
 typedef struct {

@@ -55,6 +55,12 @@ const SessCol sess_step_cols[SC_N] = {
     [SC_WALL_TIME] = {"wall_time", 0, "Unix time when the record was appended (s)", SF_WALL, 0, 0},
     [SC_CLEAN_FIRST_SHARE] = {"clean_first_share", 0, "largest share of first choices without selection noise", SF_F64,
                               offsetof(StepRecord, moe.clean_first_share), 1},
+    [SC_CLEAN_LOAD_ENTROPY] = {"clean_load_entropy", 0, "entropy of the first choices without selection noise / log E",
+                               SF_F64, offsetof(StepRecord, moe.clean_load_entropy), 1},
+    [SC_CLEAN_DEAD] = {"clean_dead", 1, "experts no sample of the batch picks first without selection noise", SF_I32,
+                       offsetof(StepRecord, moe.clean_dead), 1},
+    [SC_FIRST_AGREE] = {"first_agree", 0, "fraction of samples whose noisy first choice is the clean one", SF_F64,
+                        offsetof(StepRecord, moe.first_agree), 1},
 };
 
 const SessCol sess_step_vecs[SV_N] = {

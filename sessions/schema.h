@@ -52,6 +52,9 @@ enum {
     SC_WINDOW_LOAD_ENTROPY,
     SC_WALL_TIME,
     SC_CLEAN_FIRST_SHARE,
+    SC_CLEAN_LOAD_ENTROPY,
+    SC_CLEAN_DEAD,
+    SC_FIRST_AGREE,
     SC_N
 };
 extern const SessCol sess_step_cols[SC_N];

@@ -128,6 +128,10 @@ static const char *step_diff(const StepRecord *a, const StepRecord *b) {
     D(moe.tau);
     D(moe.pairs_per_sample);
     D(moe.first_share);
+    D(moe.clean_first_share);
+    D(moe.clean_load_entropy);
+    D(moe.clean_dead);
+    D(moe.first_agree);
     for (int e = 0; e < a->moe.E && e < MOE_MAX_EXPERTS; e++) {
         D(moe.demand[e]);
         D(moe.kept[e]);
@@ -279,6 +283,10 @@ static void hand_step(int i, StepRecord *r) {
     m->l_aux = 1.0 + 1e-3 * i;
     m->l_z = 3.0e-5 * i;
     m->pairs_per_sample = 2.0 - m->drop_frac * 2;
+    m->clean_first_share = 0.25 + (i % 13) / 17.0;
+    m->clean_load_entropy = 1.0 - (i % 7) / 9.0;
+    m->clean_dead = i % 4;
+    m->first_agree = 0.5 + (i % 5) / 11.0;
     r->rho_realized = 0.2 + 0.001 * i;
     r->dead_experts = i % 3;
     r->collapsed = i % 5 == 0;

@@ -1069,8 +1069,23 @@ static void test_rng(void) {
     check(flat && rng_below(&a, 1) == 0, "rng: rng_below(7) uniform");
 }
 
-// The clean-router statistic sees a collapsed router that the selection noise hides.
-static void test_clean_first_share(void) {
+// Entropy / log E of counts, experts with count 0 and largest share: the test's own formulas.
+static void count_stats(const int *cnt, int E, int B, double *h, int *dead, double *share) {
+    double s = 0.0;
+    int mx = 0;
+    *dead = 0;
+    for (int e = 0; e < E; e++) {
+        if (cnt[e] > 0) s -= (double)cnt[e] / B * log((double)cnt[e] / B);
+        if (cnt[e] > mx) mx = cnt[e];
+        *dead += cnt[e] == 0;
+    }
+    *h = E > 1 ? s / log((double)E) : 1.0;
+    *share = (double)mx / B;
+}
+
+// The clean-router statistics see a collapsed router that the selection noise hides; without
+// noise they are the noisy ones; for the soft heads they equal the published ones.
+static void test_clean_router(void) {
     MoeConfig c;
     moe_config_defaults(&c);
     c.d = 6;
@@ -1089,10 +1104,52 @@ static void test_clean_first_share(void) {
     float x[64 * 6], y[64 * 6];
     fill_uniform(x, (size_t)B * c.d, 0.5f, 1.0f, &r);
     moe_forward(&t.m, y, x, &t.p, B, 1.0f, 1, &r);
-    check(t.m.stats.clean_first_share == 1.0 && t.m.stats.first_share < 0.6,
+    const MoeStepStats *st = &t.m.stats;
+    check(st->clean_first_share == 1.0 && st->first_share < 0.6,
           "clean router: all first choices on one expert (%.2f) while the noisy selection spreads them (%.2f)",
-          t.m.stats.clean_first_share, t.m.stats.first_share);
+          st->clean_first_share, st->first_share);
+    check(st->clean_load_entropy == 0.0 && st->clean_dead == c.E - 1 && st->first_agree < 0.5 && st->load_entropy > 0.8,
+          "clean router collapsed under noise 4: clean load entropy %.3f (noisy load %.3f), clean dead %d/%d, "
+          "first choices agree %.2f",
+          st->clean_load_entropy, st->load_entropy, st->clean_dead, c.E, st->first_agree);
     bench_free(&t);
+
+    // noise 0, random router, k = 1 dropless: the clean statistics are the noisy ones
+    c.noise = 0.0f;
+    c.k = 1;
+    c.cf = 0.0f;
+    bench_init(&t, &c, B, 12);
+    moe_forward(&t.m, y, x, &t.p, B, 1.0f, 1, &r);
+    int cnt[MOE_MAX_EXPERTS] = {0}, dead = 0;
+    for (int b = 0; b < B; b++) cnt[t.m.first_choice[b]]++;
+    double h = 0.0, share = 0.0;
+    count_stats(cnt, c.E, B, &h, &dead, &share);
+    check(st->first_agree == 1.0 && st->clean_first_share == st->first_share &&
+              st->clean_load_entropy == st->load_entropy && fabs(st->clean_load_entropy - h) < 1e-12 &&
+              st->clean_dead == dead && share == st->first_share && h > 0.3 && h < 1.0,
+          "noise 0: first choices agree (%.2f), clean = noisy: share %.3f = %.3f, load entropy %.4f = %.4f, "
+          "dead %d = %d",
+          st->first_agree, st->clean_first_share, st->first_share, st->clean_load_entropy, st->load_entropy,
+          st->clean_dead, dead);
+    bench_free(&t);
+
+    // the soft heads have no noise: clean = published (first choice = largest weight)
+    const HeadKind soft[2] = {HEAD_SOFTMOE_SAMPLE, HEAD_SOFTMOE_BATCH};
+    for (int i = 0; i < 2; i++) {
+        c.kind = soft[i];
+        c.k = 2;
+        c.noise = 1.0f;
+        bench_init(&t, &c, B, 13);
+        moe_forward(&t.m, y, x, &t.p, B, 1.0f, 1, &r);
+        memset(cnt, 0, sizeof cnt);
+        for (int b = 0; b < B; b++) cnt[t.m.first_choice[b]]++;
+        count_stats(cnt, c.E, B, &h, &dead, &share);
+        check(st->first_agree == 1.0 && st->clean_first_share == st->first_share &&
+                  st->clean_load_entropy == st->load_entropy && st->clean_dead == dead,
+              "%s: clean statistics = published (share %.3f, load entropy %.4f, dead %d, agree %.2f)",
+              moe_head_name(c.kind), st->clean_first_share, st->clean_load_entropy, st->clean_dead, st->first_agree);
+        bench_free(&t);
+    }
 }
 
 int main(void) {
@@ -1107,7 +1164,7 @@ int main(void) {
     test_tau();
     test_routestats();
     test_rho();
-    test_clean_first_share();
+    test_clean_router();
     printf("%d passed, %d failed\n", n_pass, n_fail);
     return n_fail ? 1 : 0;
 }
