@@ -64,6 +64,9 @@ typedef struct {
     const int *class_expert;  /* (classes, experts) first-choice counts on the test set */
     double mutual_info;       /* I(class; expert) in nats */
     double test_load_entropy; /* H(first-choice load) / log E on the test set */
+    double test_first_share;  /* largest share of test first choices */
+    int test_dead_first;      /* experts no test sample picks first */
+    int test_dead_topk;       /* experts no test sample has among its k selected (soft heads: = first) */
     int tsne_n, feat_dim;
     const float *tsne_feat;    /* (tsne_n, feat_dim) pooled features of fixed test samples */
     const int *tsne_expert;    /* (tsne_n) first-choice expert */
@@ -75,7 +78,7 @@ typedef struct {
  * an evaluation in the middle of an epoch "eval at step N  test loss ... acc ...%". */
 void eval_record_line(const EvalRecord *r, int epochs, int epoch_end, char *buf, size_t n);
 /* The routing line under it for MoE heads ("  routing  load entropy ...  collapse no"); last is
- * the last StepRecord (its tau and L_aux), or NULL. */
+ * the last StepRecord (its tau, L_aux and clean-router top1 share, "-" without one), or NULL. */
 void eval_routing_line(const EvalRecord *r, const StepRecord *last, char *buf, size_t n);
 
 /* ---- commands: the command language (parsed in app/commands.c) acts on the trainer through

@@ -203,6 +203,7 @@ ml_status trainer_evaluate(Trainer *t, double *loss_out, double *acc_out) {
     const int tstride = t->tsne_n > 0 ? n_test / t->tsne_n : 0;
     int tn = 0;
     if (is_moe) memset(t->class_expert, 0, sizeof(int) * t->src.classes * E);
+    memset(t->eval_selected, 0, sizeof t->eval_selected);
     for (int i = 0; i < n_test; i += B) {
         const int nb = n_test - i < B ? n_test - i : B;
         for (int j = 0; j < nb; j++) t->eval_idx[j] = i + j;
@@ -213,6 +214,7 @@ ml_status trainer_evaluate(Trainer *t, double *loss_out, double *acc_out) {
         correct += c;
         if (!is_moe) continue;
         classexp_add(t->class_expert, t->labels, m->moe.first_choice, nb, E);
+        for (int e = 0; e < E; e++) t->eval_selected[e] += m->moe.stats.demand[e]; /* all k, before capacity */
         /* the fixed t-SNE sample: every tstride-th test image */
         for (int j = 0; j < nb && tstride > 0; j++) {
             const int gi = i + j;
@@ -255,12 +257,21 @@ static void fill_eval_routing(const Trainer *t, EvalRecord *er) {
             tot += t->class_expert[c * E + e];
         }
     double h = 0.0;
-    for (int e = 0; e < E; e++)
+    long mx = 0;
+    int dead_first = 0, dead_topk = 0;
+    for (int e = 0; e < E; e++) {
         if (load[e] > 0) {
             double p = (double)load[e] / tot;
             h -= p * log(p);
         }
+        if (load[e] > mx) mx = load[e];
+        dead_first += load[e] == 0;
+        dead_topk += t->eval_selected[e] == 0;
+    }
     er->test_load_entropy = E > 1 ? h / log(E) : 1.0;
+    er->test_first_share = tot > 0 ? (double)mx / tot : 0.0;
+    er->test_dead_first = dead_first;
+    er->test_dead_topk = dead_topk;
     er->tsne_n = t->tsne_n;
     er->feat_dim = m->d;
     er->tsne_feat = t->tsne_feat;

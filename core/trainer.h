@@ -62,13 +62,14 @@ struct Trainer {
     int epoch; /* epochs completed */
     int pos;   /* batch index inside the current epoch */
     double ep_loss, ep_acc;
-    long ep_batches;                   /* running sums of the current epoch */
-    double ep_drop, ep_maxvio, ep_rho; /* routing sums of the current epoch */
-    RouteWin win;                      /* MoE: dead experts and collapse over recent steps */
-    int *class_expert;                 /* (classes, E) counts of the last evaluation */
-    float *tsne_feat;                  /* (tsne_n, d) */
-    int *tsne_expert;                  /* (tsne_n) */
-    int32_t *tsne_label;               /* (tsne_n) */
+    long ep_batches;                     /* running sums of the current epoch */
+    double ep_drop, ep_maxvio, ep_rho;   /* routing sums of the current epoch */
+    RouteWin win;                        /* MoE: dead experts and collapse over recent steps */
+    int *class_expert;                   /* (classes, E) counts of the last evaluation */
+    long eval_selected[MOE_MAX_EXPERTS]; /* (E) selections (all k) per expert in the last evaluation */
+    float *tsne_feat;                    /* (tsne_n, d) */
+    int *tsne_expert;                    /* (tsne_n) */
+    int32_t *tsne_label;                 /* (tsne_n) */
     double t_start, t_epoch, t_rec;
     long rec_step;
     long ckpt_step;     /* step of the last checkpoint written or restored (-1: none) */

@@ -306,6 +306,10 @@ static ml_status read_evals(const Ld *L, SessionHistory *h) {
     ml_status st = ML_OK;
     for (int c = 0; c < EC_N; c++) {
         snprintf(name, sizeof name, "/evals/%s", sess_eval_cols[c].name);
+        if (sess_eval_cols[c].optional && H5Lexists(L->f, name, H5P_DEFAULT) <= 0) {
+            H5Eclear2(H5E_DEFAULT);
+            continue;
+        }
         if ((st = ds_shape(L, name, 1, NULL, &r, NULL)) != ML_OK) return st;
         if (ne < 0 || r < ne) ne = r;
     }

@@ -600,7 +600,8 @@ ml_status session_append_eval(SessionWriter *w, const EvalRecord *r) {
     sess_eval_row(r, h5u_unix_time(), row);
     const hsize_t n0 = p->n_evals;
     for (int c = 0; c < EC_N && st == ML_OK; c++)
-        st = live_append_rows(p, DS_EVAL0 + c, n0, 1, NULL, 0, H5T_NATIVE_DOUBLE, &row[c]);
+        if (p->ds[DS_EVAL0 + c] >= 0) /* an optional column a session from an older moelab lacks */
+            st = live_append_rows(p, DS_EVAL0 + c, n0, 1, NULL, 0, H5T_NATIVE_DOUBLE, &row[c]);
     if (st == ML_OK && p->E > 0) {
         const hsize_t ke[2] = {(hsize_t)p->K, (hsize_t)p->E};
         st = live_append_rows(p, DS_CLASS_EXPERT, n0, 1, ke, 2, H5T_NATIVE_INT, r->class_expert);

@@ -102,6 +102,12 @@ const SessCol sess_eval_cols[EC_N] = {
     [EC_TEST_LOAD_ENTROPY] = {"test_load_entropy", 0, "first-choice load entropy / log E on the test set", SF_F64,
                               offsetof(EvalRecord, test_load_entropy), 0},
     [EC_WALL_TIME] = {"wall_time", 0, "Unix time when the record was appended (s)", SF_WALL, 0, 0},
+    [EC_TEST_FIRST_SHARE] = {"test_first_share", 0, "largest share of first choices on the test set", SF_F64,
+                             offsetof(EvalRecord, test_first_share), 1},
+    [EC_TEST_DEAD_FIRST] = {"test_dead_first", 1, "experts no test sample picks first", SF_I32,
+                            offsetof(EvalRecord, test_dead_first), 1},
+    [EC_TEST_DEAD_TOPK] = {"test_dead_topk", 1, "experts no test sample has among its k selected", SF_I32,
+                           offsetof(EvalRecord, test_dead_topk), 1},
 };
 
 double sess_col_get(const SessCol *c, const void *rec, double wall_time) {

@@ -86,6 +86,9 @@ enum {
     EC_MUTUAL_INFO,
     EC_TEST_LOAD_ENTROPY,
     EC_WALL_TIME,
+    EC_TEST_FIRST_SHARE,
+    EC_TEST_DEAD_FIRST,
+    EC_TEST_DEAD_TOPK,
     EC_N
 };
 extern const SessCol sess_eval_cols[EC_N];

@@ -7,7 +7,8 @@
  *  3. session_history_tsne: the features written for each eval; ML_ERR_ARG out of range / dense /
  *     --tsne-samples 0;
  *  4. real trainer runs (moe with capacity, moe dropless, softmoe-batch, dense): the loaded records
- *     equal the published ones field by field;
+ *     equal the published ones field by field; a collapsed evaluation (router overwritten) gives
+ *     test first share 1 and E-1 dead first choices, in live.h5 and read back;
  *  5. damage: truncated copies, garbage, missing file, a non-moelab HDF5 file, format_version 99,
  *     a missing dataset, a dimension claiming 1e12 rows (each in a child process, so a crash is
  *     seen as one), ragged columns (load at the common length);
@@ -165,6 +166,9 @@ static const char *eval_diff(const EvalRecord *a, const EvalRecord *b) {
     D(experts);
     D(mutual_info);
     D(test_load_entropy);
+    D(test_first_share);
+    D(test_dead_first);
+    D(test_dead_topk);
     D(tsne_n);
     D(feat_dim);
     if ((a->class_expert == NULL) != (b->class_expert == NULL)) return "class_expert (NULL vs not)";
@@ -319,6 +323,9 @@ static void hand_eval(int j, int K, int E) {
     r->experts = E;
     r->mutual_info = 0.1 * j + 0.001;
     r->test_load_entropy = 0.97 - 0.02 * j;
+    r->test_first_share = 0.3 + 0.125 * j;
+    r->test_dead_first = j % 3;
+    r->test_dead_topk = j % 2;
     r->tsne_n = g_tn;
     r->feat_dim = g_fd;
     g_ce[j] = malloc(sizeof(int) * (size_t)K * E);
@@ -675,6 +682,71 @@ static void test_real_run(const Dataset *ds, const RealRun *rr) {
     check(history_empty(&h), "%s: session_history_free leaves the history empty", rr->name);
     session_history_free(&h);
     for (int j = 0; j < nev; j++) eval_copy_free(&evc[j]);
+    trainer_free(&t);
+}
+
+/* A collapsed evaluation: a trained moe trainer whose router is overwritten so that every test
+ * sample's first choice is expert 2 (row 2 = +1, the others -1, on non-negative pooled features;
+ * the second choice is then the lowest-index tie, expert 0). The evaluation routing columns say
+ * so, are in live.h5 and are read back by the loader; the healthy evaluation before it is not. */
+static void test_collapsed_eval(const Dataset *ds) {
+    TrainConfig cfg;
+    small_config(&cfg, HEAD_MOE);
+    cfg.epochs = 1;
+    Trainer t;
+    if (trainer_init_ds(&t, &cfg, ds) != ML_OK) {
+        check(0, "collapsed eval: trainer_init: %s", ml_last_error());
+        return;
+    }
+    char dir[512];
+    path_in(dir, sizeof dir, "collapsed-eval");
+    SessionWriter w;
+    if (create_session(&w, &t, dir, "collapsed-eval") != 0) {
+        check(0, "collapsed eval: session_create");
+        trainer_free(&t);
+        return;
+    }
+    int errors = 0;
+    for (int i = 0; i < 6; i++) {
+        StepRecord rec;
+        errors += trainer_step(&t, &rec) != ML_OK;
+        errors += session_append_step(&w, &rec) != ML_OK;
+    }
+    const int E = cfg.model.head.E, k = cfg.model.head.k, d = t.model.d;
+    EvalRecord er[2];
+    errors += trainer_eval_record(&t, &er[0], 0.1) != ML_OK;
+    errors += session_append_eval(&w, &er[0]) != ML_OK;
+    float *router = t.model.moe_p.router;
+    for (int e = 0; e < E; e++)
+        for (int i = 0; i < d; i++) router[e * d + i] = e == 2 ? 1.0f : -1.0f;
+    errors += trainer_eval_record(&t, &er[1], 0.1) != ML_OK;
+    errors += session_append_eval(&w, &er[1]) != ML_OK;
+    errors += session_close(&w, "interrupted") != ML_OK;
+    check(!errors && er[1].test_first_share == 1.0 && er[1].test_dead_first == E - 1 && er[1].test_dead_topk == E - k &&
+              er[1].test_load_entropy == 0.0,
+          "collapsed router: test first share %.3f, dead first %d/%d, dead among the k = %d selected %d/%d, "
+          "test load entropy %.3f",
+          er[1].test_first_share, er[1].test_dead_first, E, k, er[1].test_dead_topk, E, er[1].test_load_entropy);
+    check(er[0].test_first_share < 1.0 && er[0].test_dead_first < E - 1 &&
+              er[0].test_dead_topk <= er[0].test_dead_first,
+          "before the overwrite: test first share %.3f, dead first %d/%d, dead top-k %d/%d", er[0].test_first_share,
+          er[0].test_dead_first, E, er[0].test_dead_topk, E);
+    char file[600];
+    snprintf(file, sizeof file, "%s/live.h5", dir);
+    hid_t f = H5Fopen(file, H5F_ACC_RDONLY, H5P_DEFAULT);
+    int present = f >= 0;
+    const char *cols[] = {"/evals/test_first_share",   "/evals/test_dead_first", "/evals/test_dead_topk",
+                          "/steps/clean_load_entropy", "/steps/clean_dead",      "/steps/first_agree"};
+    for (int i = 0; i < 6 && f >= 0; i++) present &= H5Lexists(f, cols[i], H5P_DEFAULT) > 0;
+    if (f >= 0) H5Fclose(f);
+    check(present, "live.h5 has /evals/test_first_share, test_dead_first, test_dead_topk and the clean-router /steps");
+    SessionHistory h;
+    const ml_status st = session_history_load(dir, &h);
+    check(st == ML_OK && h.nevals == 2 && h.evals[1].test_first_share == 1.0 && h.evals[1].test_dead_first == E - 1 &&
+              h.evals[1].test_dead_topk == E - k && h.evals[0].test_first_share == er[0].test_first_share &&
+              h.evals[0].test_dead_first == er[0].test_dead_first && h.evals[0].test_dead_topk == er[0].test_dead_topk,
+          "the history loader reads the evaluation routing columns back (%s)", st ? ml_last_error() : "ok");
+    session_history_free(&h);
     trainer_free(&t);
 }
 
@@ -1176,6 +1248,7 @@ int main(int argc, char **argv) {
         {"dense", HEAD_DENSE, 1.25f, 16},
     };
     for (size_t i = 0; i < sizeof runs / sizeof *runs; i++) test_real_run(&ds, &runs[i]);
+    test_collapsed_eval(&ds);
     test_config_roundtrip();
 
     for (int j = 0; j < NEV; j++) {

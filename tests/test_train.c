@@ -260,6 +260,7 @@ static const FieldRow trainer_fields[] = {
     F(ep_rho, 1, NULL),
     F(win, 1, "ring, sums and positions are state rows; cfg from the command line; E from the model"),
     F(class_expert, 0, "output of the last evaluation (recomputed by the next)"),
+    F(eval_selected, 0, "output of the last evaluation (recomputed by the next)"),
     F(tsne_n, 0, "derived from the configuration"),
     F(tsne_feat, 0, "evaluation output"),
     F(tsne_expert, 0, "evaluation output"),
