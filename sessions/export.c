@@ -71,10 +71,10 @@ static void csv_eol(Csv *c) {
 
 /* ------------------------------------------------------------------ tables */
 
-/* Every column of a scalar table (the schema has no optional ones: session_create makes them all),
- * their common length and their values. A missing group or column, or one that cannot be looked
- * up (H5Lexists < 0: damaged metadata), is ML_ERR_FORMAT naming it: a damaged /steps must not
- * export as an empty table. On error the columns read so far are in vals (the caller frees). */
+/* Every column of a scalar table, their common length and their values. An optional column
+ * (schema.h) that an older session lacks is left out (vals[c] NULL). A missing group or required
+ * column, or one that cannot be looked up (H5Lexists < 0: damaged metadata), is ML_ERR_FORMAT
+ * naming it: a damaged /steps must not export as an empty table. On error the columns read so far are in vals (the caller frees). */
 static ml_status read_table(hid_t f, const char *path, const char *group, const SessCol *cols, int ncols, double **vals,
                             long *rows) {
     long n = -1;
@@ -88,6 +88,7 @@ static ml_status read_table(hid_t f, const char *path, const char *group, const 
         snprintf(name, sizeof name, "%s/%s", group, cols[c].name);
         const htri_t ex = H5Lexists(f, name, H5P_DEFAULT);
         if (ex < 0) return h5u_fail(ML_ERR_FORMAT, path, name, "cannot look up (damaged?)");
+        if (ex == 0 && cols[c].optional) continue; /* a column older sessions lack: not exported */
         if (ex == 0) return ml_fail(ML_ERR_FORMAT, "%s: dataset %s is missing", path, name);
         hid_t d = H5Dopen2(f, name, H5P_DEFAULT);
         const long r = d >= 0 ? sess_rows(d) : -1;
@@ -98,6 +99,10 @@ static ml_status read_table(hid_t f, const char *path, const char *group, const 
     if (n < 0) n = 0;
     for (int c = 0; c < ncols; c++) {
         snprintf(name, sizeof name, "%s/%s", group, cols[c].name);
+        if (cols[c].optional && H5Lexists(f, name, H5P_DEFAULT) <= 0) {
+            H5Eclear2(H5E_DEFAULT);
+            continue;
+        }
         ml_status st = sess_read_rows(f, name, (hsize_t)n, H5T_NATIVE_DOUBLE, (void **)&vals[c], path);
         if (st != ML_OK) return st;
     }
