@@ -348,6 +348,28 @@ static void test_state_table(const Dataset *ds) {
     }
 }
 
+/* The headless routing line names the clean-router and evaluation views. */
+static void test_routing_line(void) {
+    EvalRecord er;
+    memset(&er, 0, sizeof er);
+    er.has_moe = 1;
+    er.experts = 8;
+    er.window_load_entropy = 0.987;
+    er.window_first_share = 0.16;
+    er.test_first_share = 0.968;
+    er.test_dead_first = 7;
+    StepRecord last;
+    memset(&last, 0, sizeof last);
+    last.tau = 1.0f;
+    last.moe.clean_first_share = 0.97;
+    char buf[512];
+    eval_routing_line(&er, &last, buf, sizeof buf);
+    CHECK(strstr(buf, "top1 share 0.16  clean top1 share 0.97  test top1 share 0.97  test dead 7/8  ") != NULL,
+          "routing line: \"%s\"", buf);
+    eval_routing_line(&er, NULL, buf, sizeof buf);
+    CHECK(strstr(buf, "clean top1 share -  test top1 share 0.97") != NULL, "routing line without a step: \"%s\"", buf);
+}
+
 int main(void) {
     Dataset ds;
     SyntheticOptions so;
@@ -372,6 +394,7 @@ int main(void) {
     test_augmented_reproducible(&ds);
     test_diverging_run(&ds);
     test_state_table(&ds);
+    test_routing_line();
     dataset_free(&ds);
     printf("%d failure(s)\n", g_failures);
     return g_failures ? 1 : 0;
