@@ -11,7 +11,7 @@ set -u
 BIN=${1:?usage: t_browse.sh path/to/moelab}
 BIN=$(cd "$(dirname "$BIN")" && pwd)/$(basename "$BIN")
 T=$(mktemp -d)
-TM=(tmux -L moelabbrowse -f /dev/null)
+TM=(tmux -L moelabbrowse-$$ -f /dev/null) # one server per run: concurrent runs never meet
 S=br
 cleanup() { "${TM[@]}" kill-server >/dev/null 2>&1; [ -n "${LIVE_PID:-}" ] && kill "$LIVE_PID" 2>/dev/null; rm -rf "$T"; }
 trap cleanup EXIT

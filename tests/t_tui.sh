@@ -16,7 +16,7 @@ if ! command -v tmux >/dev/null 2>&1; then
 fi
 BIN=$(cd "$(dirname "$BIN")" && pwd)/$(basename "$BIN")
 T=$(mktemp -d)
-TM=(tmux -L moelabtest -f /dev/null)
+TM=(tmux -L moelabtest-$$ -f /dev/null) # one server per run: concurrent runs never meet
 S=tui
 cleanup() { "${TM[@]}" kill-server >/dev/null 2>&1; rm -rf "$T"; }
 trap cleanup EXIT
