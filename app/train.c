@@ -306,7 +306,18 @@ int cmd_train(int argc, char **argv) {
     if (o.resume[0]) {
         /* continue a session: its own command line gives the configuration */
         char *line = NULL;
-        if (session_read_run_attr_alloc(o.resume, "command_line", &line) != ML_OK) {
+        SessionLock lk = {0};
+        if (session_lock(o.resume, &lk) != ML_OK) {
+            fprintf(stderr, "moelab: --resume %s: %s\n", o.resume, ml_last_error());
+            return 1;
+        }
+        ml_status rd = session_read_run_attr_alloc(o.resume, "command_line", &line);
+        /* a writer killed between opening live.h5 and starting SWMR leaves flags that stop readers;
+         * with the lock held no writer is alive: clear them (as h5clear -s) and read again */
+        if (rd != ML_OK && session_unflag(o.resume) == ML_OK)
+            rd = session_read_run_attr_alloc(o.resume, "command_line", &line);
+        session_unlock(&lk); /* taken again, for the whole run, by runsession_open */
+        if (rd != ML_OK) {
             fprintf(stderr, "moelab: --resume %s: %s\n", o.resume, ml_last_error());
             return 1;
         }

@@ -915,6 +915,15 @@ static int clear_status_flags(const char *path) {
     return ok ? 0 : -1;
 }
 
+ml_status session_unflag(const char *dir) {
+    char path[H5U_PATH_MAX];
+    ml_status st = h5u_path(path, sizeof path, dir, "live.h5");
+    if (st != ML_OK) return st;
+    struct stat sb;
+    if (lstat(path, &sb) != 0 || !S_ISREG(sb.st_mode)) return ml_fail(ML_ERR_IO, "%s: not a regular file", path);
+    return clear_status_flags(path) == 0 ? ML_OK : ml_fail(ML_ERR_FORMAT, "%s: cannot clear its status flags", path);
+}
+
 /* Opens path read-only for the checks: SWMR-read, so that a file a crashed SWMR writer left
  * flagged opens as it is (nothing written); a file flagged by a writer that was not in SWMR mode
  * (killed between its open and its SWMR start) cannot be opened that way and has its flags

@@ -244,6 +244,11 @@ ml_status session_lock_create(const char *dir, SessionLock *l);
 /* Releases the lock (no-op if not held). */
 void session_unlock(SessionLock *l);
 
+/* Clears the "open for writing" flags of DIR/live.h5 that a writer killed between opening it and
+ * starting SWMR leaves (SWMR readers cannot open such a file), as `h5clear -s`. Writes only the
+ * superblock. Call it only while holding session_lock(DIR): then no writer is alive. */
+ml_status session_unflag(const char *dir);
+
 /* ------------------------------------------------------------------ crash-consistent history (sessions/live.c) */
 
 /* session_flush, then H5Fflush and fsync of live.h5: every step, eval and event appended so far
