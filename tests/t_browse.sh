@@ -15,6 +15,9 @@ TM=(tmux -L moelabbrowse-$$ -f /dev/null) # one server per run: concurrent runs 
 S=br
 cleanup() { "${TM[@]}" kill-server >/dev/null 2>&1; [ -n "${LIVE_PID:-}" ] && kill "$LIVE_PID" 2>/dev/null; rm -rf "$T"; }
 trap cleanup EXIT
+# a session that lives as long as the test: killing the test's session never takes the server
+# down, so the next new-session cannot race a server that is exiting
+"${TM[@]}" new-session -d -s keepalive "sleep 100000" >/dev/null 2>&1
 
 pass=0; fail=0
 ok()  { echo "PASS  $*"; pass=$((pass + 1)); }

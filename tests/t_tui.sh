@@ -21,6 +21,9 @@ S=tui
 cleanup() { "${TM[@]}" kill-server >/dev/null 2>&1; rm -rf "$T"; }
 trap cleanup EXIT
 "${TM[@]}" kill-server >/dev/null 2>&1
+# a session that lives as long as the test: killing the test's session never takes the server
+# down, so the next new-session cannot race a server that is exiting
+"${TM[@]}" new-session -d -s keepalive "sleep 100000" >/dev/null 2>&1
 
 pass=0; fail=0
 ok()  { echo "PASS  $*"; pass=$((pass + 1)); }
