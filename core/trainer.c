@@ -308,7 +308,9 @@ ml_status trainer_apply(Trainer *t, const TrainerCmd *c) {
     if (c->kind != CMD_SET) return ml_fail(ML_ERR_ARG, "not a parameter command");
     const double v = c->value;
     if (!isfinite(v)) return ml_fail(ML_ERR_ARG, "set: value must be finite");
-    if (c->param != PARAM_LR && !moe)
+    const CmdParamInfo *pi = cmd_param_info(c->param);
+    if (!pi) return ml_fail(ML_ERR_ARG, "set: unknown parameter");
+    if (pi->needs_moe && !moe) /* the params.h table says which parameters belong to the router */
         return ml_fail(ML_ERR_STATE, "set: the %s head has no routing parameters",
                        moe_head_name(t->cfg.model.head.kind));
     const ml_status range = cmd_param_check(c->param, v); /* the bounds of params.h */
