@@ -311,11 +311,11 @@ static int cmp_desc(const void *a, const void *b) {
 }
 
 /* Appends "NAME WHY and was skipped" to report (rn bytes, may be NULL). */
+static void add_report(char *report, size_t rn, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+
+/* Appends "NAME WHY and was skipped" to report (rn bytes, may be NULL). */
 static void report_skip(char *report, size_t rn, const char *name, const char *why) {
-    if (!report || !rn) return;
-    const size_t used = strlen(report);
-    if (used + 1 >= rn) return;
-    snprintf(report + used, rn - used, "%s%s %s and was skipped", used ? "; " : "", name, why);
+    add_report(report, rn, "%s %s and was skipped", name, why);
 }
 
 static const char *file_kind(mode_t m) {
@@ -737,37 +737,11 @@ static int still_regular(const char *path) {
     return ok;
 }
 
+static ml_status search_ckpts(const char *dir, StateView *v, const char *session_id, char *path, size_t n, char *report,
+                              size_t rn);
+
 ml_status ckpt_find_latest(const char *dir, char *path, size_t n, char *report, size_t rn) {
-    h5u_quiet();
-    if (report && rn) report[0] = 0;
-    if (n) path[0] = 0;
-    CkptName *v;
-    int cnt;
-    ml_status st = list_ckpts_report(dir, &v, &cnt, report, rn);
-    if (st != ML_OK) return st;
-    size_t used = report && rn ? strlen(report) : 0;
-    for (int i = 0; i < cnt; i++) {
-        char p[H5U_PATH_MAX];
-        if (h5u_path(p, sizeof p, dir, v[i].name) != ML_OK) continue;
-        if (!still_regular(p)) {
-            report_skip(report, rn, v[i].name, "is no longer a regular file");
-            used = report && rn ? strlen(report) : 0;
-            continue;
-        }
-        if (ckpt_validate(p, NULL) == ML_OK) {
-            ml_free(v);
-            if (snprintf(path, n, "%s", p) >= (int)n) return ml_fail(ML_ERR_ARG, "%s: path too long", p);
-            return ML_OK;
-        }
-        if (report && rn > used + 1) {
-            const int w = snprintf(report + used, rn - used, "%s%s is damaged and was skipped: %s", used ? "; " : "",
-                                   v[i].name, ml_last_error());
-            if (w > 0) used += (size_t)w < rn - used ? (size_t)w : rn - used - 1;
-        }
-    }
-    ml_free(v);
-    if (cnt == 0) return ml_fail(ML_ERR_IO, "%s: no checkpoint (ckpt-<step>.h5) to resume from", dir);
-    return ml_fail(ML_ERR_IO, "%s: none of the %d checkpoints is valid", dir, cnt);
+    return search_ckpts(dir, NULL, NULL, path, n, report, rn);
 }
 
 ml_status ckpt_read_attr(const char *path, const char *name, char *buf, size_t n) {
@@ -822,6 +796,13 @@ static const char *not_ours(const char *p, const StateView *v, const char *sessi
 
 ml_status ckpt_restore_latest(const char *dir, StateView *v, const char *session_id, char *path, size_t n, char *report,
                               size_t rn) {
+    return search_ckpts(dir, v, session_id, path, n, report, rn);
+}
+
+/* The newest checkpoint of dir that is a regular file and validates; with v, also this run's and
+ * restored into v. Each one skipped is named in report with the reason. */
+static ml_status search_ckpts(const char *dir, StateView *v, const char *session_id, char *path, size_t n, char *report,
+                              size_t rn) {
     h5u_quiet();
     if (report && rn) report[0] = 0;
     if (n) path[0] = 0;
@@ -840,12 +821,12 @@ ml_status ckpt_restore_latest(const char *dir, StateView *v, const char *session
             add_report(report, rn, "%s is damaged and was skipped: %s", c[i].name, ml_last_error());
             continue;
         }
-        const char *bad = not_ours(p, v, session_id, why, sizeof why);
+        const char *bad = v ? not_ours(p, v, session_id, why, sizeof why) : NULL;
         if (bad) {
             add_report(report, rn, "%s %s and was skipped", c[i].name, bad);
             continue;
         }
-        if (ckpt_read(p, v) != ML_OK) {
+        if (v && ckpt_read(p, v) != ML_OK) {
             add_report(report, rn, "%s cannot be restored and was skipped: %s", c[i].name, ml_last_error());
             continue;
         }
@@ -855,5 +836,5 @@ ml_status ckpt_restore_latest(const char *dir, StateView *v, const char *session
     }
     ml_free(c);
     if (cnt == 0) return ml_fail(ML_ERR_IO, "%s: no checkpoint (ckpt-<step>.h5) to resume from", dir);
-    return ml_fail(ML_ERR_IO, "%s: none of the %d checkpoints can be restored", dir, cnt);
+    return ml_fail(ML_ERR_IO, "%s: none of the %d checkpoints %s", dir, cnt, v ? "can be restored" : "is valid");
 }
