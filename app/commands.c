@@ -42,6 +42,8 @@ int command_parse(const char *line, TrainerCmd *cmd, char *err, size_t errn) {
         return -1;
     }
     snprintf(buf, sizeof buf, "%s", line);
+    char *hash = strchr(buf, '#'); /* a trailing comment (the event log's "# socket" origin) */
+    if (hash) *hash = '\0';
     char *tok[MAXTOK];
     int n = tokenize(buf, tok);
     if (n < 0) {

@@ -18,7 +18,8 @@
 
 extern const char *const command_words[]; /* NULL-terminated */
 
-/* Parses one command. Returns 0, or -1 with a one-line message in err. */
+/* Parses one command; a `#` starts a comment (the event log writes the origin as "  # socket").
+ * Returns 0, or -1 with a one-line message in err. */
 int command_parse(const char *line, TrainerCmd *cmd, char *err, size_t errn);
 
 typedef struct {

@@ -19,6 +19,8 @@ static void usage(FILE *f) {
         "  export     write a session's history as CSV (moelab export DIR --csv OUTDIR)\n"
         "  browse     saved sessions: list, scrub epochs, compare two runs, t-SNE (moelab browse --help)\n"
         "  sweep      multi-seed experiments, the paper's presets, MoE-vs-dense effect sizes (moelab sweep --help)\n"
+        "  attach     the live screen of a run training in another process, steering it (moelab attach SESSION)\n"
+        "  ctl        send one command to a running session (moelab ctl SESSION COMMAND...)\n"
         "  help       this text\n"
         "  version    print the version\n\n"
         "With no command, moelab opens the live screen training the reference MoE model on\n"
@@ -38,16 +40,18 @@ int main(int argc, char **argv) {
     if (strcmp(c, "export") == 0) return cmd_export(argc - 1, argv + 1);
     if (strcmp(c, "browse") == 0) return cmd_browse(argc - 1, argv + 1);
     if (strcmp(c, "sweep") == 0) return cmd_sweep(argc - 1, argv + 1);
+    if (strcmp(c, "ctl") == 0) return cmd_ctl(argc - 1, argv + 1);
+    if (strcmp(c, "attach") == 0) return cmd_attach(argc - 1, argv + 1);
     if (strcmp(c, "help") == 0 || strcmp(c, "--help") == 0 || strcmp(c, "-h") == 0) {
         usage(stdout);
         return 0;
     }
-    if (strcmp(c, "version") == 0 || strcmp(c, "--version") == 0) {
+    if (strcmp(c, "version") == 0 || strcmp(c, "--version") == 0 || strcmp(c, "-V") == 0) {
         printf("moelab %s\n", MOELAB_VERSION);
         return 0;
     }
     if (c[0] == '-') return cmd_train(argc, argv);
-    fprintf(stderr, "moelab: unknown command '%s'\n", c);
+    fprintf(stderr, "moelab: unknown command '%s'\n", c); /* no subcommand to name */
     usage(stderr);
     return 2;
 }

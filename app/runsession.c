@@ -225,7 +225,15 @@ static void on_eval(const EvalRecord *r, void *user) {
 }
 
 static void on_event(const TrainerEvent *e, void *user) {
-    if (e->logged) runsession_event(user, e->step, e->text);
+    if (!e->logged) return;
+    const char *from = cmd_origin_name(e->origin);
+    if (!from[0] || e->kind != TEV_APPLIED) {
+        runsession_event(user, e->step, e->text);
+        return;
+    }
+    char text[sizeof e->text + 32];
+    snprintf(text, sizeof text, "%s  # %s", e->text, from); /* command_parse reads past the comment */
+    runsession_event(user, e->step, text);
 }
 
 void runsession_hooks(RunSession *rs, TrainHooks *h) {

@@ -3,6 +3,7 @@
  * --resume, and the `replay` and `export` subcommands. */
 #include "app.h"
 #include "commands.h"
+#include "control.h"
 #include "options.h"
 #include "runsession.h"
 #include "tui.h"
@@ -79,18 +80,34 @@ typedef struct {
     char routing[512];  /* the routing line of the last evaluation (MoE heads), "" if none */
     ScheduledCmd *cmds; /* sorted by step */
     int ncmds, next;
-    TrainHooks sink; /* the session's hooks */
+    TrainHooks sink;    /* the session's hooks */
+    ControlServer *ctl; /* the run's control socket (NULL: none) */
 } Headless;
 
 static volatile sig_atomic_t g_stop_signal = 0;
 static void on_signal(int sig) { g_stop_signal = sig; }
 
+/* The --commands file first, then the control socket; while paused (only possible with a socket)
+ * it waits a moment for a socket command and returns, so a signal is seen at once. */
 static int h_next_cmd(void *user, long step, int wait, TrainerCmd *c) {
-    (void)wait; /* nothing can arrive later: a pause is noted and has no effect */
     Headless *p = user;
-    if (p->next >= p->ncmds || p->cmds[p->next].step > step) return 0;
-    *c = p->cmds[p->next++].cmd;
+    if (p->next < p->ncmds && p->cmds[p->next].step <= step) {
+        *c = p->cmds[p->next++].cmd;
+        if (!c->origin) c->origin = CMD_FROM_FILE;
+    } else if (!control_take(p->ctl, c, wait && !g_stop_signal ? 200 : 0)) {
+        return 0;
+    }
+    control_handed(p->ctl, c);
     return 1;
+}
+
+static void h_on_state(const TrainerState *s, void *user) { control_note_state(((Headless *)user)->ctl, s); }
+
+/* Control-socket log lines (refused peers, stale sockets): the run's output, like its events. */
+static void h_ctl_log(void *user, int level, const char *msg) {
+    (void)user;
+    fprintf(level ? stderr : stdout, "moelab train: %s\n", msg);
+    fflush(level ? stderr : stdout);
 }
 
 static int h_should_stop(void *user) {
@@ -102,12 +119,14 @@ static void h_on_step(const StepRecord *r, void *user) {
     Headless *p = user;
     p->last = *r;
     p->have_last = 1;
+    control_note_step(p->ctl, r);
     p->sink.on_step(r, p->sink.user);
 }
 
 static void h_on_eval(const EvalRecord *r, void *user) {
     Headless *p = user;
     p->sink.on_eval(r, p->sink.user);
+    control_note_eval(p->ctl, r);
     p->routing[0] = 0;
     if (r->has_moe) eval_routing_line(r, p->have_last ? &p->last : NULL, p->routing, sizeof p->routing);
 }
@@ -115,6 +134,7 @@ static void h_on_eval(const EvalRecord *r, void *user) {
 static void h_on_event(const TrainerEvent *e, void *user) {
     Headless *p = user;
     p->sink.on_event(e, p->sink.user);
+    control_event(p->ctl, e);
     switch (e->kind) {
     case TEV_APPLIED: printf("[step %ld] %s\n", e->step, e->text); break;
     case TEV_FAILED: printf("[step %ld] error: %s\n", e->step, e->text); break;
@@ -135,16 +155,26 @@ static ml_status h_checkpoint(Trainer *t, const char *why, void *user) {
     return p->sink.checkpoint(t, why, p->sink.user);
 }
 
-/* Trains t headless to the end; returns the exit status. */
-static int run_headless(Trainer *t, RunSession *rs, ScheduledCmd *cmds, int ncmds, int next) {
+/* Trains t headless to the end; returns the exit status (130 / 143 after SIGINT / SIGTERM, once
+ * the final checkpoint is written). control: listen on the session's control socket. */
+static int run_headless(Trainer *t, RunSession *rs, ScheduledCmd *cmds, int ncmds, int next, int control) {
     Headless p = {.epochs = t->cfg.epochs, .cmds = cmds, .ncmds = ncmds, .next = next};
     runsession_hooks(rs, &p.sink);
+    if (control && rs->active) {
+        const ControlOps ops = {.log = h_ctl_log, .user = &p};
+        char err[600];
+        p.ctl = control_start(rs->dir, &ops, err, sizeof err);
+        if (!p.ctl) h_ctl_log(NULL, 1, err);
+        control_note_run(p.ctl, t->total_steps, t->cfg.epochs);
+    }
     TrainHooks h = {
         .next_cmd = h_next_cmd,
         .should_stop = h_should_stop,
         .on_step = h_on_step,
         .on_eval = h_on_eval,
         .on_event = h_on_event,
+        .on_state = h_on_state,
+        .pausable = p.ctl != NULL,
         .checkpoint = p.sink.checkpoint ? h_checkpoint : NULL,
         .ckpt_every = p.sink.ckpt_every,
         .ckpt_steps = p.sink.ckpt_steps,
@@ -157,6 +187,7 @@ static int run_headless(Trainer *t, RunSession *rs, ScheduledCmd *cmds, int ncmd
     sigaction(SIGINT, &sa, NULL);
     sigaction(SIGTERM, &sa, NULL);
     const RunEnd end = trainer_run(t, &h);
+    control_stop(p.ctl); /* after the final checkpoint */
     if (end == RUN_INTERRUPTED && g_stop_signal)
         printf("[step %ld] %s: stopping cleanly\n", t->step, g_stop_signal == SIGINT ? "interrupt" : "terminated");
     runsession_finish(rs, run_end_name(end));
@@ -168,7 +199,8 @@ static int run_headless(Trainer *t, RunSession *rs, ScheduledCmd *cmds, int ncmd
                 rs->dir, run_end_name(end), t->step);
     signal(SIGINT, SIG_DFL);
     signal(SIGTERM, SIG_DFL);
-    return end == RUN_FAILED || rs->failed ? 1 : 0;
+    if (end == RUN_FAILED || rs->failed) return 1;
+    return end == RUN_INTERRUPTED && g_stop_signal ? 128 + g_stop_signal : 0;
 }
 
 /* Runs a training (or replay) from parsed options. cmdline is stored in the session; resume = 1
@@ -240,7 +272,10 @@ static int run_training(AppOptions *o, const char *cmdline, int resume, Schedule
     while (next < ncmds && cmds[next].step <= (resume ? t.step : -1)) next++;
     int rc;
     if (!o->headless && !extra && isatty(STDIN_FILENO) && isatty(STDOUT_FILENO)) {
-        TuiHooks hooks = {.session = rs.active ? rs.dir : "", .cmds = cmds ? cmds + next : NULL, .ncmds = ncmds - next};
+        TuiHooks hooks = {.session = rs.active ? rs.dir : "",
+                          .cmds = cmds ? cmds + next : NULL,
+                          .ncmds = ncmds - next,
+                          .control_dir = rs.active ? rs.dir : NULL};
         runsession_hooks(&rs, &hooks.sink);
         hooks.rs = &rs;
         rc = tui_run(o, &ds, &t, &hooks);
@@ -261,7 +296,7 @@ static int run_training(AppOptions *o, const char *cmdline, int resume, Schedule
         if (rs.active && resume) printf("session   %s (resumed at step %ld, epoch %d)\n", rs.dir, t.step, t.epoch);
         else if (rs.active) printf("session   %s\n", rs.dir);
         fflush(stdout);
-        rc = run_headless(&t, &rs, cmds, ncmds, next);
+        rc = run_headless(&t, &rs, cmds, ncmds, next, !extra);
     }
     if (cmds != extra) free(cmds);
     trainer_free(&t);

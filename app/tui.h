@@ -15,6 +15,7 @@
 #include "datasets/dataset.h"
 #include "options.h"
 #include "runsession.h"
+#include "sessions/history.h"
 
 typedef struct TuiHooks {
     /* The session writer's part of the loop's hooks (runsession_hooks): on_step, on_eval,
@@ -29,6 +30,12 @@ typedef struct TuiHooks {
      * already-read (and, for a resumed run, filtered) list to avoid reading the file twice. */
     const ScheduledCmd *cmds;
     int ncmds;
+    /* the run's control socket (app/control.h) in this folder while the trainer runs (NULL or "":
+     * none) */
+    const char *control_dir;
+    /* a resumed run: its history before the resume, shown in the panels from the start (NULL:
+     * none). Steps after the resume step are not shown from it. */
+    const SessionHistory *history;
 } TuiHooks;
 
 /* Runs the live screen until the run ends and the user leaves, or the user quits. `t` must be

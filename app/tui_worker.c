@@ -28,6 +28,9 @@ static void worker_wake(TuiWorker *w) {
     while (r < 0 && errno == EINTR);
 }
 
+static int w_submit(void *user, const TrainerCmd *c) { return worker_send(user, c); }
+static void w_ctl_log(void *user, int level, const char *msg) { worker_log(user, level, msg); }
+
 int worker_init(TuiWorker *w, Trainer *t, const TuiHooks *hooks, int wake_fd, ScheduledCmd *sched, int nsched) {
     memset(w, 0, sizeof *w);
     w->t = t;
@@ -49,10 +52,18 @@ int worker_init(TuiWorker *w, Trainer *t, const TuiHooks *hooks, int wake_fd, Sc
     pthread_cond_init(&w->cv, NULL);
     w->st.run.step = t->step;
     w->st.run.epoch = t->epoch;
+    if (hooks && hooks->control_dir && hooks->control_dir[0]) {
+        const ControlOps ops = {.submit = w_submit, .log = w_ctl_log, .user = w};
+        char err[600];
+        w->ctl = control_start(hooks->control_dir, &ops, err, sizeof err);
+        if (!w->ctl) worker_log(w, 1, err);
+        control_note_run(w->ctl, t->total_steps, t->cfg.epochs);
+    }
     return 0;
 }
 
 void worker_free(TuiWorker *w) {
+    control_stop(w->ctl); /* the thread never ran */
     if (w->sq || w->evq || w->eq_counts) {
         pthread_mutex_destroy(&w->mu);
         pthread_cond_destroy(&w->cv);
@@ -147,6 +158,7 @@ static int w_next_cmd(void *user, long step, int wait, TrainerCmd *c) {
     pthread_mutex_lock(&w->mu);
     if (w->next_sched < w->nsched && w->sched[w->next_sched].step <= step) {
         *c = w->sched[w->next_sched++].cmd;
+        if (!c->origin) c->origin = CMD_FROM_FILE;
         got = 1;
     } else if (w->cq_n > 0) {
         *c = w->cmdq[w->cq_head];
@@ -159,6 +171,7 @@ static int w_next_cmd(void *user, long step, int wait, TrainerCmd *c) {
         w->st.waiting = 0;
     }
     pthread_mutex_unlock(&w->mu);
+    if (got) control_handed(w->ctl, c);
     return got;
 }
 
@@ -175,12 +188,14 @@ static void w_on_state(const TrainerState *s, void *user) {
     pthread_mutex_lock(&w->mu);
     w->st.run = *s;
     pthread_mutex_unlock(&w->mu);
+    control_note_state(w->ctl, s);
 }
 
 static void w_on_step(const StepRecord *r, void *user) {
     TuiWorker *w = user;
     const TrainHooks *sink = &w->hooks->sink;
     if (sink->on_step) sink->on_step(r, sink->user);
+    control_note_step(w->ctl, r);
     publish_step(w, r);
 }
 
@@ -188,6 +203,7 @@ static void w_on_eval(const EvalRecord *r, void *user) {
     TuiWorker *w = user;
     const TrainHooks *sink = &w->hooks->sink;
     if (sink->on_eval) sink->on_eval(r, sink->user);
+    control_note_eval(w->ctl, r);
     publish_eval(w, r);
 }
 
@@ -195,6 +211,7 @@ static void w_on_event(const TrainerEvent *e, void *user) {
     TuiWorker *w = user;
     const TrainHooks *sink = &w->hooks->sink;
     if (sink->on_event) sink->on_event(e, sink->user);
+    control_event(w->ctl, e);
     if (e->kind == TEV_CHECKPOINT && !e->logged) return; /* scheduled checkpoints: not worth a log line */
     static const WorkerEventKind kinds[] = {
         [TEV_APPLIED] = WEV_APPLIED, [TEV_FAILED] = WEV_FAILED, [TEV_NOTE] = WEV_WARN,
@@ -237,6 +254,8 @@ static void *worker_main(void *arg) {
         .user = w,
     };
     const char *status = run_end_name(trainer_run(t, &h));
+    control_stop(w->ctl); /* after the final checkpoint: waiting clients hear that the run ended */
+    w->ctl = NULL;
     if (w->hooks && w->hooks->rs) runsession_finish(w->hooks->rs, status);
     pthread_mutex_lock(&w->mu);
     snprintf(w->st.status, sizeof w->st.status, "%s", status);
@@ -265,7 +284,9 @@ int worker_send(TuiWorker *w, const TrainerCmd *c) {
         pthread_mutex_unlock(&w->mu);
         return -1;
     }
-    w->cmdq[(w->cq_head + w->cq_n) % WORKER_CMDQ] = *c;
+    TrainerCmd *q = &w->cmdq[(w->cq_head + w->cq_n) % WORKER_CMDQ];
+    *q = *c;
+    if (!q->origin) q->origin = CMD_FROM_SCREEN;
     w->cq_n++;
     pthread_cond_signal(&w->cv);
     pthread_mutex_unlock(&w->mu);

@@ -15,6 +15,7 @@
 #include <stdatomic.h>
 
 #include "commands.h"
+#include "control.h"
 #include "tui.h"
 
 #define WORKER_STEPQ 4096 /* StepRecords buffered for the UI */
@@ -75,6 +76,7 @@ typedef struct {
     WorkerEvent *evq; /* (WORKER_EVQ) */
     int ev_head, ev_n;
     WorkerState st;
+    ControlServer *ctl; /* the run's control socket (NULL: none); stopped when the run ends */
 } TuiWorker;
 
 /* What one drain hands to the UI (buffers sized for the worker's queues). */
@@ -89,11 +91,14 @@ typedef struct {
     WorkerState st;
 } WorkerDrain;
 
-/* Allocates the queues. sched (may be NULL) is taken over. 0, or -1 (out of memory). */
+/* Allocates the queues and, when hooks->control_dir is set, starts the run's control socket
+ * (its commands go through worker_send, like the screen's; a failure is a warning in the log).
+ * sched (may be NULL) is taken over. 0, or -1 (out of memory). */
 int worker_init(TuiWorker *w, Trainer *t, const TuiHooks *hooks, int wake_fd, ScheduledCmd *sched, int nsched);
 /* Starts the thread with every signal blocked in it. 0, or -1. */
 int worker_start(TuiWorker *w);
-/* Queues a command for the next step boundary. 0, or -1 if the queue is full. */
+/* Queues a command for the next step boundary (origin CMD_FROM_SCREEN unless set). 0, or -1 if
+ * the queue is full. Any thread. */
 int worker_send(TuiWorker *w, const TrainerCmd *c);
 /* Asks the thread to stop at the next step boundary (status "interrupted"); wakes it if paused. */
 void worker_request_stop(TuiWorker *w);

@@ -30,3 +30,9 @@ void eval_routing_line(const EvalRecord *r, const StepRecord *last, char *buf, s
         r->mutual_info, tau, aux, r->collapsed ? "YES" : "no", r->collapsed ? " " : "",
         r->collapsed ? routewin_reason_text(r->collapse_reason) : "");
 }
+
+const char *cmd_origin_name(int origin) {
+    static const char *const names[] = {
+        [CMD_FROM_NONE] = "", [CMD_FROM_FILE] = "file", [CMD_FROM_SCREEN] = "screen", [CMD_FROM_SOCKET] = "socket"};
+    return origin >= 0 && origin < (int)(sizeof names / sizeof *names) ? names[origin] : "";
+}

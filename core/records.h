@@ -102,7 +102,14 @@ typedef struct {
     long n;            /* CMD_STEP: steps to run while paused */
     TauSchedule sched; /* CMD_ANNEAL: the new schedule (start/total filled by the trainer) */
     char text[256];    /* the command as typed, normalised; goes to the event log */
+    int origin;        /* CmdOrigin: where it came from (written to the event log with it) */
+    long tag;          /* the control socket's request id (0: none): its reply waits for it */
 } TrainerCmd;
+
+/* Where a command came from; the event log records it after the command ("set tau 0.3  # socket"). */
+typedef enum { CMD_FROM_NONE, CMD_FROM_FILE, CMD_FROM_SCREEN, CMD_FROM_SOCKET } CmdOrigin;
+/* "file", "screen", "socket" ("" for CMD_FROM_NONE or an unknown value). */
+const char *cmd_origin_name(int origin);
 
 /* The temperature part of a command, on a plan alone: `set tau` overrides from `step`, `anneal`
  * replaces the schedule from `step` to total_steps (the end of training). The trainer applies
@@ -128,6 +135,7 @@ typedef struct {
     long step;   /* steps completed when it happened */
     CmdKind cmd; /* TEV_APPLIED / TEV_FAILED / TEV_NOTE */
     int logged;  /* 1 if it belongs in the session's event log (replay needs it) */
+    int origin;  /* CmdOrigin of the command (CMD_FROM_NONE for events of no command) */
     char text[384];
     int has_plan; /* set/anneal: the temperature plan after the command */
     TauPlan plan;

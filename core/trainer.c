@@ -557,6 +557,7 @@ static void emit(Loop *L, TrainerEventKind kind, const TrainerCmd *c, int logged
     ev.step = L->t->step;
     ev.cmd = c ? c->kind : CMD_HELP;
     ev.logged = logged;
+    ev.origin = c ? c->origin : CMD_FROM_NONE;
     va_list ap;
     va_start(ap, fmt);
     vsnprintf(ev.text, sizeof ev.text, fmt, ap);
@@ -611,7 +612,7 @@ static void loop_checkpoint(Loop *L, const char *why) {
 static void loop_apply(Loop *L, const TrainerCmd *c) {
     Trainer *t = L->t;
     TrainerState *s = &t->state;
-    const int can_wait = L->h->next_cmd != NULL && L->h->interactive; /* someone can resume a pause */
+    const int can_wait = L->h->next_cmd != NULL && (L->h->interactive || L->h->pausable); /* someone can resume */
     switch (c->kind) {
     case CMD_SET:
     case CMD_ANNEAL:
@@ -666,7 +667,7 @@ static void loop_boundary(Loop *L, int epoch_end) {
         }
         const int wait = t->state.paused && t->state.steps_left == 0 && !L->stop;
         if (!h->next_cmd || !h->next_cmd(h->user, t->step, wait, &c)) {
-            if (wait && h->next_cmd && h->interactive) continue; /* woken without a command */
+            if (wait && h->next_cmd && (h->interactive || h->pausable)) continue; /* woken without a command */
             break;
         }
         loop_apply(L, &c);

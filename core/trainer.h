@@ -39,6 +39,8 @@ typedef struct {
     long ckpt_steps; /* also every N steps (0: off) */
     int interactive; /* 1: someone can resume a pause (live screen): `pause` and `step N` work
                            * and a NaN/inf loss pauses the run; 0: they are noted, a NaN fails it */
+    int pausable;    /* 1: `pause` and `step N` work (a control socket can resume) without making a
+                      * NaN/inf loss pause the run; next_cmd is polled while paused */
     void *user;
 } TrainHooks;
 

@@ -1,0 +1,28 @@
+/* history_feed.h — a session's history (sessions/history.c, read from live.h5) fed into the
+ * panels of the live screen: the one loader behind `moelab attach` (the whole history, then what
+ * each re-read adds) and the resumed live screen (the run before the resume). UI thread only. */
+#ifndef ML_APP_HISTORY_FEED_H
+#define ML_APP_HISTORY_FEED_H
+
+#include "core/tau.h"
+#include "sessions/history.h"
+#include "views/view.h"
+
+/* How much of a history the views have seen (zero it before the first feed). */
+typedef struct {
+    long steps, events;
+    int evals;
+} HistoryFed;
+
+/* The views' description of the run from a loaded history (the browser's reading of /run and the
+ * stored configuration), for a live screen (browse = 0); *base = the launch temperature schedule. */
+void history_view_ctx(const SessionHistory *h, const Theme *theme, ViewCtx *c, TauSchedule *base);
+
+/* Feeds the rows not fed yet whose step is <= max_step (< 0: all) into the views: step records,
+ * evaluations (also as epoch lines in the log) and events (log lines "[step N] text", in step
+ * order with the evaluations). base != NULL: the temperature panel gets the plan rebuilt from the
+ * launch schedule and the logged `set tau` / `anneal` commands. Returns the rows fed. */
+long history_feed(const SessionHistory *h, View v[PANEL_COUNT], const int have[PANEL_COUNT], HistoryFed *fed,
+                  long max_step, const TauSchedule *base);
+
+#endif
