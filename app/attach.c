@@ -40,6 +40,7 @@
 #define RELOAD_SEC 1.0 /* live.h5 re-read period */
 #define STATUS_SEC 1.0 /* `status` request period */
 #define MAX_INFLIGHT 32
+#define Q_DETACH_SEC 0.4 /* q on an empty line detaches when no key follows within this time */
 
 enum { REQ_STATUS, REQ_COMMAND };
 
@@ -73,6 +74,7 @@ typedef struct {
     char state[24];
     int run_ended;
     int focus, zoom, help_on, confirm_quit, leave;
+    double q_at; /* > 0: q pressed on an empty line at this time; detach unless more keys follow */
     double next_reload, next_status, t_open;
     int dirty, force_clear, last_W, last_H;
 } Attach;
@@ -403,9 +405,15 @@ static void handle_key(Attach *a, int c) {
         if (c == 27 || c == '?' || c == 'q') a->help_on = 0;
         return;
     }
+    if (a->q_at > 0) { /* more keys right after q: a command that starts with q (`quit`) */
+        a->q_at = 0;
+        cmdline_feed('q');
+        cmdline_feed(c);
+        return;
+    }
     if (cmdline_idle()) {
         switch (c) {
-        case 'q': a->leave = 1; return;
+        case 'q': a->q_at = ml_now(); return;
         case '?': a->help_on = 1; return;
         case 'z': a->zoom = !a->zoom; return;
         case ' ': send_request(a, REQ_COMMAND, a->paused ? "resume" : "pause"); return;
@@ -455,6 +463,11 @@ static int attach_session(const char *dir) {
             fprintf(stderr, "moelab browse %s shows the saved session\n", dir);
         }
         return 3;
+    }
+    if (!isatty(STDIN_FILENO) || !isatty(STDOUT_FILENO)) {
+        fprintf(stderr, "moelab attach: needs a terminal (for scripts: moelab ctl %s COMMAND)\n", dir);
+        close(fd);
+        return 2;
     }
     Attach *a = calloc(1, sizeof *a);
     if (!a) {
@@ -520,6 +533,7 @@ static int attach_session(const char *dir) {
     double last_draw = 0;
     while (!a->leave && !g_sig) {
         const double now = ml_now();
+        if (a->q_at > 0 && now - a->q_at > Q_DETACH_SEC) break; /* q alone: detach */
         if (now >= a->next_status && a->fd >= 0 && !a->status_wait) {
             send_request(a, REQ_STATUS, "status");
             a->next_status = now + STATUS_SEC;
@@ -534,7 +548,7 @@ static int attach_session(const char *dir) {
             a->dirty = 0;
         }
         struct pollfd pf[2] = {{.fd = STDIN_FILENO, .events = POLLIN}, {.fd = a->fd, .events = POLLIN}};
-        const int pr = poll(pf, a->fd >= 0 ? 2 : 1, 100);
+        const int pr = poll(pf, a->fd >= 0 ? 2 : 1, a->q_at > 0 ? 50 : 100);
         if (pr < 0 && errno != EINTR) break;
         if (pr > 0 && (pf[0].revents & (POLLHUP | POLLERR | POLLNVAL))) break; /* the terminal went away */
         if (pr > 0 && a->fd >= 0 && pf[1].revents) read_socket(a);
@@ -688,9 +702,5 @@ int cmd_attach(int argc, char **argv) {
         return 2;
     }
     if (!is_session(dir)) return attach_sweep(dir);
-    if (!isatty(STDIN_FILENO) || !isatty(STDOUT_FILENO)) {
-        fprintf(stderr, "moelab attach: needs a terminal (for scripts: moelab ctl %s COMMAND)\n", dir);
-        return 2;
-    }
     return attach_session(dir);
 }

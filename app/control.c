@@ -138,9 +138,9 @@ static void reply_locked(Client *c, const char *fmt, ...) {
     for (int i = 0; i < n; i++)
         if (line[i] == '\n' || line[i] == '\r') line[i] = ' ';
     line[n++] = '\n';
-    if (c->outlen + (size_t)n > sizeof c->out) { /* not reading its replies */
+    if (c->outlen + (size_t)n > sizeof c->out) { /* not reading its replies: dropped (the line
+                                                    * being handled is still consumed by the caller) */
         c->closing = 1;
-        c->inlen = 0;
         return;
     }
     memcpy(c->out + c->outlen, line, (size_t)n);

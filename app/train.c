@@ -254,12 +254,18 @@ static int run_training(AppOptions *o, const char *cmdline, int resume, Schedule
             len += (size_t)snprintf(ctext + len, cap - len, "at %ld %s\n", extra[i].step, extra[i].cmd.text);
         if (ctext && !nextra) ctext[0] = 0;
     }
+    /* a resume on a terminal shows the history so far: read before live.h5 is opened for writing
+     * (the rows after the checkpoint's step, which the resume drops, are not shown) */
+    const int tui = !o->headless && !extra && isatty(STDIN_FILENO) && isatty(STDOUT_FILENO);
+    SessionHistory hist;
+    const int have_hist = resume && tui && session_history_load(o->session, &hist) == ML_OK;
     RunSession rs;
     const int opened = runsession_open(&rs, o, &t, cmdline, ctext, resume);
     free(ctext);
     if (opened != 0) {
         fprintf(stderr, "moelab: %s\n", ml_last_error());
         runsession_finish(&rs, NULL); /* releases the lock */
+        if (have_hist) session_history_free(&hist);
         if (cmds != extra) free(cmds);
         trainer_free(&t);
         dataset_free(&ds);
@@ -271,14 +277,16 @@ static int run_training(AppOptions *o, const char *cmdline, int resume, Schedule
     int next = 0;
     while (next < ncmds && cmds[next].step <= (resume ? t.step : -1)) next++;
     int rc;
-    if (!o->headless && !extra && isatty(STDIN_FILENO) && isatty(STDOUT_FILENO)) {
+    if (tui) {
         TuiHooks hooks = {.session = rs.active ? rs.dir : "",
+                          .history = have_hist ? &hist : NULL,
                           .cmds = cmds ? cmds + next : NULL,
                           .ncmds = ncmds - next,
                           .control_dir = rs.active ? rs.dir : NULL};
         runsession_hooks(&rs, &hooks.sink);
         hooks.rs = &rs;
         rc = tui_run(o, &ds, &t, &hooks);
+        if (have_hist) session_history_free(&hist);
         if (rs.dir[0] && rs.failed == 0 && !o->no_session) printf("session   %s\n", rs.dir);
         else if (rs.dir[0] && !o->no_session) {
             fprintf(stderr, "moelab: session %s: ended with write errors: the session is incomplete after the first\n",

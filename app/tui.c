@@ -13,6 +13,7 @@
  * The trainer thread's hooks (TuiHooks) are the session writer's place. */
 #include "tui.h"
 #include "commands.h"
+#include "history_feed.h"
 #include "tui_cmdline.h"
 #include "tui_worker.h"
 
@@ -806,6 +807,12 @@ static void tui_start(Tui *ui, int utf8) {
         ui_log(ui, VIEW_LOG_INFO, "%d scheduled commands will be applied at their steps%s%s", ui->nsched,
                ui->hooks->cmds ? "" : " from ", ui->hooks->cmds ? "" : ui->o->commands);
     ui_log(ui, VIEW_LOG_INFO, "? for help; space pauses; type commands below (set tau 0.3, anneal exp now 0.05, ...)");
+    if (ui->hooks->history) { /* a resumed run: its history before the resume step (app/history_feed.c) */
+        HistoryFed fed = {0};
+        history_feed(ui->hooks->history, ui->views, ui->have_view, &fed, ui->t->step, NULL);
+        ui_log(ui, VIEW_LOG_INFO, "resumed at step %ld: %ld step records and %d evaluations before it", ui->t->step,
+               fed.steps, fed.evals);
+    }
     struct sigaction sa;
     g_wake_wr = ui->wake[1];
     g_signal = 0;
