@@ -33,6 +33,11 @@ int main(int argc, char **argv) {
     dataset_set_h5_loader(dataset_h5_load);
     if (argc < 2) return cmd_train(argc, argv);
     const char *c = argv[1];
+    /* --version / -V everywhere: after a subcommand too (`moelab train -V`) */
+    if (argc == 3 && c[0] != '-' && (!strcmp(argv[2], "--version") || !strcmp(argv[2], "-V"))) {
+        printf("moelab %s\n", MOELAB_VERSION);
+        return 0;
+    }
     if (strcmp(c, "train") == 0) return cmd_train(argc - 1, argv + 1);
     if (strcmp(c, "bench") == 0) return cmd_bench(argc - 1, argv + 1);
     if (strcmp(c, "data") == 0) return cmd_data(argc - 1, argv + 1);

@@ -16,10 +16,10 @@ typedef struct {
     char dir[APP_PATH_MAX + 64];
     char session_id[40];
     SessionLock lock;
-    /* one writer per session folder, held from open to finish */ /* /run@session_id, written into every checkpoint ("" for old sessions) */
-    int ckpt_every;                                               /* epochs between checkpoints (0: only at the end) */
-    long ckpt_steps;                                              /* steps between checkpoints (0: off) */
-    int keep;                                                     /* checkpoints kept */
+        /* one writer per session folder, held from open to finish */ /* /run@session_id, written into every checkpoint ("" for old sessions) */
+    int ckpt_every;  /* epochs between checkpoints (0: only at the end) */
+    long ckpt_steps; /* steps between checkpoints (0: off) */
+    int keep;        /* checkpoints kept */
     double last_flush;
     int failed; /* a write failed (reported once) */
 } RunSession;
