@@ -1406,7 +1406,7 @@ int cmd_browse(int argc, char **argv) {
     if (inspect_root(a.root, a.given, &is_h5, &direct)) return 1;
     Browser *b = calloc(1, sizeof *b);
     if (!b) {
-        fprintf(stderr, "moelab: out of memory\n");
+        fprintf(stderr, "moelab browse: out of memory\n");
         return 1;
     }
     b->root = a.root;

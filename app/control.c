@@ -115,7 +115,7 @@ static void logf_(ControlServer *s, int level, const char *fmt, ...) {
     vsnprintf(buf, sizeof buf, fmt, ap);
     va_end(ap);
     if (s->ops.log) s->ops.log(s->ops.user, level, buf);
-    else fprintf(stderr, "moelab: %s\n", buf);
+    else fprintf(stderr, "moelab train: %s\n", buf);
 }
 
 static void wake(ControlServer *s) {

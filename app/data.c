@@ -66,7 +66,7 @@ static void print_counts(const char *what, const long *cnt, int classes, char *c
 static int info_loaded(const char *spec, int strict) {
     Dataset ds;
     if (dataset_open(&ds, spec) != ML_OK) {
-        fprintf(stderr, "moelab: %s\n", ml_last_error());
+        fprintf(stderr, "moelab data: %s\n", ml_last_error());
         return 1;
     }
     printf("dataset    %s\n", ds.name);
@@ -113,7 +113,7 @@ static void scan_notes(const ImgScan *s, DatasetNotes *n) {
 static int info_folder(const char *path, int strict) {
     ImgScan s;
     if (imgfolder_scan(path, &s) != ML_OK) {
-        fprintf(stderr, "moelab: %s\n", ml_last_error());
+        fprintf(stderr, "moelab data: %s\n", ml_last_error());
         return 1;
     }
     printf("dataset    %s\n", s.name);
@@ -225,7 +225,7 @@ static int parse_int(const char *opt, const char *v, int lo, int hi, int *out) {
 static int import_folder(const char *src, const char *out, const ImportOptions *o) {
     ImgScan s;
     if (imgfolder_scan(src, &s) != ML_OK) {
-        fprintf(stderr, "moelab: %s\n", ml_last_error());
+        fprintf(stderr, "moelab data: %s\n", ml_last_error());
         return 1;
     }
     fprintf(stderr, "import: %s (%s): %d classes, %ld train + %ld val JPEG files -> %s at %dx%d\n", s.root,
@@ -233,7 +233,7 @@ static int import_folder(const char *src, const char *out, const ImportOptions *
     DatasetNotes notes;
     memset(&notes, 0, sizeof notes);
     scan_notes(&s, &notes);
-    for (int i = 0; i < notes.count; i++) fprintf(stderr, "moelab: warning: %s\n", notes.text[i]);
+    for (int i = 0; i < notes.count; i++) fprintf(stderr, "moelab data: warning: %s\n", notes.text[i]);
     Progress p = {.tty = isatty(2), .t0 = ml_now()};
     p.last = p.t0;
     ImportOptions oo = *o;
@@ -244,7 +244,7 @@ static int import_folder(const char *src, const char *out, const ImportOptions *
     if (p.open) fprintf(stderr, "\n");
     int rc = 0;
     if (st != ML_OK) {
-        fprintf(stderr, "moelab: %s\n", ml_last_error());
+        fprintf(stderr, "moelab data: %s\n", ml_last_error());
         rc = 1;
     } else {
         printf("imported %ld train + %ld test images (%d classes, %dx%dx3) into %s in %.1f s\n", rep.n_train,
@@ -252,7 +252,7 @@ static int import_folder(const char *src, const char *out, const ImportOptions *
         printf("mean %.4f %.4f %.4f  std %.4f %.4f %.4f (train split)\n", rep.mean[0], rep.mean[1], rep.mean[2],
                rep.std[0], rep.std[1], rep.std[2]);
         if (rep.unreadable)
-            fprintf(stderr, "moelab: warning: %ld unreadable images skipped (first: %s)\n", rep.unreadable,
+            fprintf(stderr, "moelab data: warning: %ld unreadable images skipped (first: %s)\n", rep.unreadable,
                     rep.first_unreadable);
     }
     imgfolder_scan_free(&s);
@@ -262,14 +262,14 @@ static int import_folder(const char *src, const char *out, const ImportOptions *
 static int import_dataset(const char *src, const char *out) {
     Dataset ds;
     if (dataset_open(&ds, src) != ML_OK) {
-        fprintf(stderr, "moelab: %s\n", ml_last_error());
+        fprintf(stderr, "moelab data: %s\n", ml_last_error());
         return 1;
     }
     double t0 = ml_now();
     ml_status st = dataset_h5_save(&ds, out);
     int rc = 0;
     if (st != ML_OK) {
-        fprintf(stderr, "moelab: %s\n", ml_last_error());
+        fprintf(stderr, "moelab data: %s\n", ml_last_error());
         rc = 1;
     } else {
         printf("wrote %s (%d train + %d test images, %d classes, %dx%dx%d) to %s in %.1f s\n", ds.name, ds.train.n,
@@ -312,14 +312,14 @@ static int data_import(int argc, char **argv) {
     }
     struct stat sb;
     if (stat(pos[1], &sb) == 0 && S_ISDIR(sb.st_mode)) {
-        fprintf(stderr, "moelab: %s: is a directory: expected the output file name (OUT.h5)\n", pos[1]);
+        fprintf(stderr, "moelab data: %s: is a directory: expected the output file name (OUT.h5)\n", pos[1]);
         return 1;
     }
     DatasetFormat f = dataset_detect(pos[0], NULL, 0);
     if (f == DATASET_FORMAT_TINY_IMAGENET || f == DATASET_FORMAT_IMAGE_FOLDER) return import_folder(pos[0], pos[1], &o);
     if (size_given)
         fprintf(stderr,
-                "moelab: warning: --size applies to image folders only; %s is written "
+                "moelab data: warning: --size applies to image folders only; %s is written "
                 "at its own size\n",
                 pos[0]);
     return import_dataset(pos[0], pos[1]);

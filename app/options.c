@@ -309,12 +309,14 @@ static const char *more_schedule(char *b, size_t n) {
 
 /* ---- parsing */
 
+static const char *g_cmd = "train"; /* the subcommand being parsed, for the `moelab CMD: ` prefix */
+
 static int num(const char *opt, const char *s, double lo, double hi, double *out) {
     char *end;
     errno = 0;
     double v = strtod(s, &end);
     if (errno || end == s || *end || !isfinite(v) || v < lo || v > hi) {
-        fprintf(stderr, "moelab: --%s: '%s' is not a number in [%g, %g]\n", opt, s, lo, hi);
+        fprintf(stderr, "moelab %s: --%s: '%s' is not a number in [%g, %g]\n", g_cmd, opt, s, lo, hi);
         return -1;
     }
     *out = v;
@@ -325,7 +327,7 @@ static int integer(const char *opt, const char *s, long lo, long hi, long *out) 
     double v;
     if (num(opt, s, (double)lo, (double)hi, &v)) return -1;
     if (v != floor(v)) {
-        fprintf(stderr, "moelab: --%s: '%s' is not a whole number\n", opt, s);
+        fprintf(stderr, "moelab %s: --%s: '%s' is not a whole number\n", g_cmd, opt, s);
         return -1;
     }
     *out = (long)v;
@@ -391,7 +393,7 @@ static int set_option(AppOptions *o, const OptSpec *r, const char *a, const char
         return 0;
     case T_STR:
         if (strlen(a) >= r->size) { /* never cut a path: a cut one names another file */
-            fprintf(stderr, "moelab: --%s: %zu characters, at most %zu\n", r->name, strlen(a), r->size - 1);
+            fprintf(stderr, "moelab %s: --%s: %zu characters, at most %zu\n", g_cmd, r->name, strlen(a), r->size - 1);
             return -1;
         }
         snprintf(p, r->size, "%s", a);
@@ -400,7 +402,7 @@ static int set_option(AppOptions *o, const OptSpec *r, const char *a, const char
         const int rc = r->set(o, a, cmd);
         if (rc < 0 && r->choices) {
             char all[256];
-            fprintf(stderr, "moelab: --%s: '%s' is not %s\n", r->name, a,
+            fprintf(stderr, "moelab %s: --%s: '%s' is not %s\n", g_cmd, r->name, a,
                     vocab_join(all, sizeof all, r->choices, ", ", " or "));
         }
         return rc;
@@ -419,6 +421,7 @@ int app_options_parse(AppOptions *o, int argc, char **argv, const char *cmd) {
             opts[i].name, opts[i].metavar || opts[i].choices ? required_argument : no_argument, 0, OPT_VAL0 + i};
     long_opts[NOPTS] = (struct option){0, 0, 0, 0};
     memset(given, 0, sizeof given);
+    g_cmd = cmd;
     optind = 1;
     opterr = 0;
     for (;;) {
@@ -443,7 +446,7 @@ int app_options_parse(AppOptions *o, int argc, char **argv, const char *cmd) {
         return -1;
     }
     if (h->k > h->E && h->kind != HEAD_DENSE) {
-        fprintf(stderr, "moelab: --k %d is larger than --experts %d\n", h->k, h->E);
+        fprintf(stderr, "moelab %s: --k %d is larger than --experts %d\n", cmd, h->k, h->E);
         return -1;
     }
     /* the optimiser's own weight decay unless --wd is given (in any order) */

@@ -293,6 +293,24 @@ static int runner_start(Runner *R, int r) {
     return 1;
 }
 
+/* The sweep's ETA in its progress lines: runs still to reap, and the mean time of those done. */
+static int g_eta_left;
+static double g_eta_sec;
+static int g_eta_done;
+
+/* " sweep ETA 3m10s (4 runs left)" from the runs finished so far, or "" before the first. */
+static void sweep_eta(const Plan *p, char *buf, size_t n) {
+    buf[0] = 0;
+    if (g_eta_done == 0 || g_eta_left <= 0) return;
+    const int par = p->jobs > 0 ? (p->jobs < g_eta_left ? p->jobs : g_eta_left) : 1;
+    const long t = lround(g_eta_sec / g_eta_done * g_eta_left / par);
+    char d[32];
+    if (t >= 3600) snprintf(d, sizeof d, "%ldh%02ldm", t / 3600, t / 60 % 60);
+    else if (t >= 60) snprintf(d, sizeof d, "%ldm%02lds", t / 60, t % 60);
+    else snprintf(d, sizeof d, "%lds", t);
+    snprintf(buf, n, "  (sweep ETA %s, %d run%s left)", d, g_eta_left, g_eta_left == 1 ? "" : "s");
+}
+
 static void runner_reap(Runner *R, pid_t pid, int wstatus) {
     const Plan *p = R->p;
     int k = 0;
@@ -308,10 +326,15 @@ static void runner_reap(Runner *R, pid_t pid, int wstatus) {
     SessionInfo info;
     const int have = session_read_info(dir, &info) == ML_OK;
     const int code = WIFEXITED(wstatus) ? WEXITSTATUS(wstatus) : 128 + WTERMSIG(wstatus);
+    g_eta_left--;
     if (have && !strcmp(info.status, "finished") && code == 0) {
-        printf("%s[%d/%d] %s: finished in %.1f s: final test acc %s, best %s\n", R->who, c.run + 1, p->nruns, name,
+        g_eta_sec += ml_now() - c.t0;
+        g_eta_done++;
+        char eta[96];
+        sweep_eta(p, eta, sizeof eta);
+        printf("%s[%d/%d] %s: finished in %.1f s: final test acc %s, best %s%s\n", R->who, c.run + 1, p->nruns, name,
                ml_now() - c.t0, acc_text(info.last_test_acc, a1, sizeof a1),
-               acc_text(info.best_test_acc, a2, sizeof a2));
+               acc_text(info.best_test_acc, a2, sizeof a2), eta);
         R->tally.ran++;
     } else if (have && !strcmp(info.status, "interrupted")) {
         char ck[DIR_N + 64];
@@ -342,6 +365,7 @@ void runner_go(Runner *R, const int *sel, int nsel) {
     sigaction(SIGINT, &sa, &old_int);
     sigaction(SIGTERM, &sa, &old_term);
     R->kids = calloc((size_t)p->jobs, sizeof(Child));
+    g_eta_left = nsel;
     int next = 0, signalled = 0;
     while ((next < nsel && !g_sweep_stop) || R->nkids > 0) {
         while (!g_sweep_stop && next < nsel && R->nkids < p->jobs) runner_start(R, sel[next++]);

@@ -84,6 +84,7 @@ typedef struct {
     ControlServer *ctl; /* the run's control socket (NULL: none) */
 } Headless;
 
+static const char *g_sub = "train"; /* `moelab train: ` or `moelab replay: ` in messages */
 static volatile sig_atomic_t g_stop_signal = 0;
 static void on_signal(int sig) { g_stop_signal = sig; }
 
@@ -144,7 +145,7 @@ static void h_on_event(const TrainerEvent *e, void *user) {
         if (p->routing[0]) printf("%s\n", p->routing);
         break;
     case TEV_NUMERIC:
-    case TEV_ERROR: fprintf(stderr, "moelab: %s\n", e->text); break;
+    case TEV_ERROR: fprintf(stderr, "moelab %s: %s\n", g_sub, e->text); break;
     case TEV_CHECKPOINT: break;
     }
     fflush(stdout);
@@ -194,9 +195,9 @@ static int run_headless(Trainer *t, RunSession *rs, ScheduledCmd *cmds, int ncmd
     if (rs->dir[0] && rs->failed == 0) printf("session   %s: %s at step %ld\n", rs->dir, run_end_name(end), t->step);
     else if (rs->dir[0]) /* the session stopped writing (full disk, I/O error): say so, fail */
         fprintf(stderr,
-                "moelab: session %s: %s with write errors at step %ld: the session is incomplete after the "
+                "moelab %s: session %s: %s with write errors at step %ld: the session is incomplete after the "
                 "first error (see the warning above)\n",
-                rs->dir, run_end_name(end), t->step);
+                g_sub, rs->dir, run_end_name(end), t->step);
     signal(SIGINT, SIG_DFL);
     signal(SIGTERM, SIG_DFL);
     if (end == RUN_FAILED || rs->failed) return 1;
@@ -211,14 +212,14 @@ static int run_training(AppOptions *o, const char *cmdline, int resume, Schedule
     DatasetOpenOptions dopt = {0};
     dopt.coarse = o->coarse;
     if (dataset_open_with(&ds, o->dataset, &dopt) != ML_OK) {
-        fprintf(stderr, "moelab: %s\n", ml_last_error());
+        fprintf(stderr, "moelab %s: %s\n", g_sub, ml_last_error());
         return 1;
     }
     BatchSource src;
     dataset_batch_source(&ds, &src);
     Trainer t;
     if (trainer_init(&t, &o->train, &src) != ML_OK) {
-        fprintf(stderr, "moelab: %s\n", ml_last_error());
+        fprintf(stderr, "moelab %s: %s\n", g_sub, ml_last_error());
         dataset_free(&ds);
         return 2;
     }
@@ -237,7 +238,7 @@ static int run_training(AppOptions *o, const char *cmdline, int resume, Schedule
         cname = "the session's stored commands";
     else if (o->commands[0] && command_file_load(o->commands, &ctext, err, sizeof err)) ctext = NULL, cname = NULL;
     if ((o->commands[0] && !cname) || (ctext && command_text_parse(ctext, cname, &cmds, &ncmds, err, sizeof err))) {
-        fprintf(stderr, "moelab: %s\n", err);
+        fprintf(stderr, "moelab %s: %s\n", g_sub, err);
         free(ctext);
         trainer_free(&t);
         dataset_free(&ds);
@@ -263,7 +264,7 @@ static int run_training(AppOptions *o, const char *cmdline, int resume, Schedule
     const int opened = runsession_open(&rs, o, &t, cmdline, ctext, resume);
     free(ctext);
     if (opened != 0) {
-        fprintf(stderr, "moelab: %s\n", ml_last_error());
+        fprintf(stderr, "moelab %s: %s\n", g_sub, ml_last_error());
         runsession_finish(&rs, NULL); /* releases the lock */
         if (have_hist) session_history_free(&hist);
         if (cmds != extra) free(cmds);
@@ -289,8 +290,9 @@ static int run_training(AppOptions *o, const char *cmdline, int resume, Schedule
         if (have_hist) session_history_free(&hist);
         if (rs.dir[0] && rs.failed == 0 && !o->no_session) printf("session   %s\n", rs.dir);
         else if (rs.dir[0] && !o->no_session) {
-            fprintf(stderr, "moelab: session %s: ended with write errors: the session is incomplete after the first\n",
-                    rs.dir);
+            fprintf(stderr,
+                    "moelab %s: session %s: ended with write errors: the session is incomplete after the first\n",
+                    g_sub, rs.dir);
             if (!rc) rc = 1;
         }
     } else {
@@ -322,13 +324,13 @@ static int check_resume_args(int argc, char **argv) {
         else if (!strcmp(a, "--headless")) continue;
         else {
             fprintf(stderr,
-                    "moelab: --resume continues a session with the configuration it was started with; '%s' "
+                    "moelab %s: --resume continues a session with the configuration it was started with; '%s' "
                     "cannot be combined with it (only --headless can)\n",
-                    a);
+                    g_sub, a);
             return 2;
         }
         if (!dir[0]) {
-            fprintf(stderr, "moelab: --resume needs a session folder\n");
+            fprintf(stderr, "moelab %s: --resume needs a session folder\n", g_sub);
             return 2;
         }
     }
@@ -351,7 +353,7 @@ int cmd_train(int argc, char **argv) {
         char *line = NULL;
         SessionLock lk = {0};
         if (session_lock(o.resume, &lk) != ML_OK) {
-            fprintf(stderr, "moelab: --resume %s: %s\n", o.resume, ml_last_error());
+            fprintf(stderr, "moelab %s: --resume %s: %s\n", g_sub, o.resume, ml_last_error());
             return 1;
         }
         ml_status rd = session_read_run_attr_alloc(o.resume, "command_line", &line);
@@ -361,7 +363,7 @@ int cmd_train(int argc, char **argv) {
             rd = session_read_run_attr_alloc(o.resume, "command_line", &line);
         session_unlock(&lk); /* taken again, for the whole run, by runsession_open */
         if (rd != ML_OK) {
-            fprintf(stderr, "moelab: --resume %s: %s\n", o.resume, ml_last_error());
+            fprintf(stderr, "moelab %s: --resume %s: %s\n", g_sub, o.resume, ml_last_error());
             return 1;
         }
         char **av;
@@ -369,7 +371,8 @@ int cmd_train(int argc, char **argv) {
         AppOptions ro;
         app_options_defaults(&ro);
         if (ac < 1 || app_options_parse(&ro, ac, av, "train") != 0) {
-            fprintf(stderr, "moelab: --resume %s: cannot parse the stored command line: %s\n", o.resume, line);
+            fprintf(stderr, "moelab %s: --resume %s: cannot parse the stored command line: %s\n", g_sub, o.resume,
+                    line);
             argv_free(ac > 0 ? ac : 0, av);
             free(line);
             return 1;
@@ -388,7 +391,7 @@ int cmd_train(int argc, char **argv) {
     for (int i = 1; i < argc; i++) av0[ac++] = argv[i];
     char *line = command_line_join_alloc(ac, av0);
     if (!line) {
-        fprintf(stderr, "moelab: out of memory\n");
+        fprintf(stderr, "moelab %s: out of memory\n", g_sub);
         return 1;
     }
     const int rc = run_training(&o, line, 0, NULL, 0, NULL, 0);
@@ -398,6 +401,7 @@ int cmd_train(int argc, char **argv) {
 
 /* moelab replay DIR [--session NEWDIR]: re-runs a session from its command line and event log. */
 int cmd_replay(int argc, char **argv) {
+    g_sub = "replay";
     if (argc < 2 || !strcmp(argv[1], "--help")) {
         printf(
             "usage: moelab replay DIR [--session NEWDIR]\n\nRe-runs the session in DIR from its configuration and event log,\n"

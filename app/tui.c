@@ -123,7 +123,7 @@ static void stderr_release(void) {
     if (fseek(g_stderr_tmp, 0, SEEK_END) == 0) size = ftell(g_stderr_tmp);
     if (size > 0) {
         rewind(g_stderr_tmp);
-        fprintf(stderr, "moelab: messages written to stderr during the session:\n");
+        fprintf(stderr, "moelab train: messages written to stderr during the session:\n");
         char buf[4096];
         size_t k;
         while ((k = fread(buf, 1, sizeof buf, g_stderr_tmp)) > 0) fwrite(buf, 1, k, stderr);
@@ -143,7 +143,7 @@ static void tui_atexit(void) { terminal_restore(); }
 
 static void tui_abort(const char *file, int line, const char *expr) {
     terminal_restore();
-    fprintf(stderr, "moelab: internal error: %s:%d: %s\n", file ? file : "?", line, expr ? expr : "?");
+    fprintf(stderr, "moelab train: internal error: %s:%d: %s\n", file ? file : "?", line, expr ? expr : "?");
     fflush(stderr);
 }
 
@@ -609,7 +609,7 @@ static void handle_signal(Tui *ui) {
     if (g_signal_count >= 3 && ui->leaving) {
         /* the user insists: the trainer thread is stuck in a long step or hook */
         terminal_restore();
-        fprintf(stderr, "moelab: forced exit (signal %d while stopping)\n", sig);
+        fprintf(stderr, "moelab train: forced exit (signal %d while stopping)\n", sig);
         _exit(128 + sig);
     }
     ui_log(ui, VIEW_LOG_WARN, "%s: stopping after the current step%s",
@@ -720,7 +720,7 @@ static int tui_prepare(Tui *ui) {
         if (hooks->ncmds > 0) {
             sched = malloc(sizeof *sched * hooks->ncmds);
             if (!sched) {
-                fprintf(stderr, "moelab: out of memory\n");
+                fprintf(stderr, "moelab train: out of memory\n");
                 return 1;
             }
             memcpy(sched, hooks->cmds, sizeof *sched * hooks->ncmds);
@@ -729,23 +729,23 @@ static int tui_prepare(Tui *ui) {
     } else if (o && o->commands[0]) {
         char err[600];
         if (command_file_read(o->commands, &sched, &nsched, err, sizeof err)) {
-            fprintf(stderr, "moelab: %s\n", err);
+            fprintf(stderr, "moelab train: %s\n", err);
             return 2;
         }
     }
     if (pipe_nonblock(ui->wake)) {
-        fprintf(stderr, "moelab: pipe: %s\n", strerror(errno));
+        fprintf(stderr, "moelab train: pipe: %s\n", strerror(errno));
         free(sched);
         return 1;
     }
     if (worker_init(&ui->w, ui->t, ui->hooks, ui->wake[1], sched, nsched)) {
-        fprintf(stderr, "moelab: out of memory\n");
+        fprintf(stderr, "moelab train: out of memory\n");
         close(ui->wake[0]);
         close(ui->wake[1]);
         return 1;
     }
     if (worker_drain_init(&ui->d, &ui->w)) {
-        fprintf(stderr, "moelab: out of memory\n");
+        fprintf(stderr, "moelab train: out of memory\n");
         worker_free(&ui->w);
         close(ui->wake[0]);
         close(ui->wake[1]);
@@ -771,7 +771,7 @@ static int tui_open_screen(Tui *ui, int *utf8) {
     ui->screen = newterm(NULL, stdout, stdin);
     if (!ui->screen) {
         stderr_release();
-        fprintf(stderr, "moelab: cannot open the terminal '%s' (use --headless)\n",
+        fprintf(stderr, "moelab train: cannot open the terminal '%s' (use --headless)\n",
                 getenv("TERM") ? getenv("TERM") : "");
         return -2;
     }
@@ -786,7 +786,7 @@ static int tui_open_screen(Tui *ui, int *utf8) {
     theme_init(&ui->theme, *utf8, 0);
     if (make_views(ui)) {
         terminal_restore();
-        fprintf(stderr, "moelab: out of memory\n");
+        fprintf(stderr, "moelab train: out of memory\n");
         return -1;
     }
     cmdline_init("moelab> ", on_line, on_cmdline_msg, ui);
@@ -914,7 +914,7 @@ int tui_run(const AppOptions *o, const Dataset *ds, Trainer *t, TuiHooks *hooks)
     memset(&no_hooks, 0, sizeof no_hooks);
     Tui *ui = calloc(1, sizeof *ui);
     if (!ui) {
-        fprintf(stderr, "moelab: out of memory\n");
+        fprintf(stderr, "moelab train: out of memory\n");
         return 1;
     }
     ui->o = o;

@@ -183,5 +183,9 @@ wait_pid "$(cat "$T/c.pid")" 300
 check "headless SIGTERM: exit 143" test $? = 143
 check "SIGTERM: status interrupted in live.h5" sh -c "'$BIN' browse --list '$T' 2>/dev/null | grep -E '^ *c ' | grep -q interrupted"
 
+# ---- 5. a sweep's progress lines carry its ETA
+"$BIN" sweep $RUN --dataset synthetic:16x16x3:4:512 --epochs 1 --vary head=moe,dense --seeds 2 --out "$T/sw" >"$T/sw.txt" 2>&1
+check "sweep progress lines: 'finished in ... (sweep ETA Ns, 3 runs left)'" grep -Eq 'finished in .*\(sweep ETA [0-9hms]+, 3 runs left\)$' "$T/sw.txt"
+
 echo "$pass passed, $fail failed"
 [ "$fail" = 0 ]
