@@ -174,5 +174,26 @@ keys R q
 wait_for R 'Quit training\?' 10 && keys R y
 check "the resumed run quits" wait_for R 'MOELAB_EXIT=0' 60
 
+# ---- 5. the live screen listens too: ctl and attach steer a run that has its own screen
+open_term L "$BIN train $RUN --epochs 400 --session $T/tui"
+check "live screen: running" wait_for L 'RUNNING .*step [1-9]' 60
+out=$("$BIN" ctl "$T/tui" set tau 0.3 2>&1)
+check "ctl to a live-screen run: ok" grep -Eq '^ok step=[0-9]+ set tau 0.3$' <<<"$out"
+check "the live screen's log shows the socket's command" wait_for L '\[step [0-9]+\] set tau 0.3' 30
+open_term A2 "$BIN attach $T/tui"
+check "attach to a live-screen run: history loaded" wait_for A2 'attached to .*: [0-9]+ steps' 30
+typed A2 "set alpha 0.02"
+keys A2 Enter
+check "attach -> live-screen run: reply" wait_for A2 'set alpha 0.02 -> ok step=[0-9]+ set alpha 0.02' 60
+check "the live screen's log shows it" wait_for L '\[step [0-9]+\] set alpha 0.02' 30
+keys A2 q
+wait_for A2 'MOELAB_EXIT=0' 20
+keys L q
+wait_for L 'Quit training\?' 10 && keys L y
+check "the live screen quits with exit 0" wait_for L 'MOELAB_EXIT=0' 60
+check "its control.sock is removed" test ! -e "$T/tui/control.sock"
+"$BIN" export "$T/tui" --csv "$T/tcsv" >/dev/null 2>&1
+check "its event log: both socket commands with origin socket" test "$(grep -c '# socket$' "$T/tcsv/events.csv")" = 2
+
 echo "$pass passed, $fail failed"
 [ "$fail" = 0 ]

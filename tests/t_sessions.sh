@@ -70,7 +70,7 @@ else bad "killed + resumed weights differ from the uninterrupted run"; fi
 pid=$!
 for i in $(seq 300); do ls S/ckpt-*.h5 > /dev/null 2>&1 && break; sleep 0.1; done
 kill -TERM "$pid"; wait "$pid"; rc=$?
-check "SIGTERM exits 0 after stopping cleanly" [ $rc = 0 ]
+check "SIGTERM exits 143 (128 + 15) after stopping cleanly" [ $rc = 143 ]
 check "SIGTERM prints the stop" grep -q 'terminated: stopping cleanly' S.log
 grep -q '"interrupted"' <(h5dump -d /status S/live.h5 2>&1) && ok "SIGTERM status interrupted" || bad "SIGTERM status interrupted"
 stopped=$(grep -o 'interrupted at step [0-9]*' S.log | grep -o '[0-9]*$')
