@@ -316,6 +316,7 @@ static void *server_main(void *arg) {
             short ev = 0;
             if (!c->awaiting && !c->closing && c->inlen < sizeof c->in) ev |= POLLIN;
             if (c->outlen) ev |= POLLOUT;
+            if (!ev && c->closing) continue; /* a peer gone while its request is in flight: POLLHUP would spin */
             pf[n] = (struct pollfd){.fd = c->fd, .events = ev};
             who[n++] = i;
         }

@@ -4,7 +4,8 @@
 # attacher (in a private tmux server, 120x40), ROUNDS pairs. The run's own step records
 # (/steps/img_per_s, read back with `moelab export`) inside each round, first 2 s after a switch
 # skipped, give the round's median images/s; prints every round, the medians and the ratio.
-# Not part of ctest (it measures time). Usage: bash tests/steer_overhead.sh build/moelab [ROUNDS] [SECONDS] [THREADS]
+# Not part of ctest (it measures time). Usage: [MODEL="train options"] bash tests/steer_overhead.sh build/moelab
+# [ROUNDS] [SECONDS] [THREADS]
 set -u
 BIN=${1:?usage: steer_overhead.sh path/to/moelab [ROUNDS] [SECONDS] [THREADS]}
 ROUNDS=${2:-6}
@@ -19,7 +20,8 @@ cleanup() {
   rm -rf "$T"
 }
 trap cleanup EXIT
-"$BIN" train --headless --dataset synthetic:32x32x3:10:50000 --epochs 1000 --threads "$THREADS" \
+MODEL=${MODEL:---dataset synthetic:32x32x3:10:50000} # the reference model; e.g. MODEL="--dataset ... --width 0.5"
+"$BIN" train --headless $MODEL --epochs 1000 --threads "$THREADS" --log-every 5 \
   --session "$T/run" >"$T/run.log" 2>&1 &
 PID=$!
 for ((i = 0; i < 600; i++)); do "$BIN" ctl "$T/run" status >/dev/null 2>&1 && break; sleep 0.1; done
