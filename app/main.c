@@ -1,6 +1,7 @@
 /* main.c — moelab's entry point: dispatches the subcommands. */
 #include "app.h"
 #include "browse.h"
+#include "plot.h"
 #include "sessions/dataset_h5.h"
 
 #include <stdio.h>
@@ -19,6 +20,7 @@ static void usage(FILE *f) {
         "  export     write a session's history as CSV (moelab export DIR --csv OUTDIR)\n"
         "  browse     saved sessions: list, scrub epochs, compare two runs, t-SNE (moelab browse --help)\n"
         "  sweep      multi-seed experiments, the paper's presets, MoE-vs-dense effect sizes (moelab sweep --help)\n"
+        "  plot       paper figures (PDF, SVG, PNG) of a session, 2-8 sessions or a sweep (moelab plot --help)\n"
         "  help       this text\n"
         "  version    print the version\n\n"
         "With no command, moelab opens the live screen training the reference MoE model on\n"
@@ -38,6 +40,7 @@ int main(int argc, char **argv) {
     if (strcmp(c, "export") == 0) return cmd_export(argc - 1, argv + 1);
     if (strcmp(c, "browse") == 0) return cmd_browse(argc - 1, argv + 1);
     if (strcmp(c, "sweep") == 0) return cmd_sweep(argc - 1, argv + 1);
+    if (strcmp(c, "plot") == 0) return cmd_plot(argc - 1, argv + 1);
     if (strcmp(c, "help") == 0 || strcmp(c, "--help") == 0 || strcmp(c, "-h") == 0) {
         usage(stdout);
         return 0;
