@@ -277,6 +277,20 @@ static int plot_session(Out *o, Run *R) {
     return bad ? 1 : 0;
 }
 
+/* A CSV field: quoted (quotes doubled) when it holds a comma, quote or line break. */
+static void csv_field(FILE *fp, const char *v) {
+    if (!strpbrk(v, ",\"\n\r")) {
+        fputs(v, fp);
+        return;
+    }
+    fputc('"', fp);
+    for (; *v; v++) {
+        if (*v == '"') fputc('"', fp);
+        fputc(*v, fp);
+    }
+    fputc('"', fp);
+}
+
 /* final_metrics.csv: one row per compared session. */
 static int write_metrics_csv(Out *o, Run *runs, int n) {
     char path[1400];
@@ -295,8 +309,11 @@ static int write_metrics_csv(Out *o, Run *runs, int n) {
         double best = NAN;
         for (int j = 0; j < h->nevals; j++)
             if (!(h->evals[j].test_acc <= best)) best = h->evals[j].test_acc;
-        fprintf(fp, "%s,%s,%s,%s,%g,%d,%d,%d,%llu,", runs[i].name, h->path, h->info.head, h->info.backbone,
-                h->info.width, h->E, h->info.k, h->info.hidden, (unsigned long long)h->info.seed);
+        csv_field(fp, runs[i].name);
+        fputc(',', fp);
+        csv_field(fp, h->path);
+        fprintf(fp, ",%s,%s,%g,%d,%d,%d,%llu,", h->info.head, h->info.backbone, h->info.width, h->E, h->info.k,
+                h->info.hidden, (unsigned long long)h->info.seed);
         if (e)
             fprintf(fp, "%d,%ld,%.6f,%.6f,%.6f,%.6f,%.6f,%.6f,%.6f,%.6f,%d,%.6f,%.6f,%.3f\n", e->epoch, e->step,
                     e->test_acc, best, e->test_loss, e->train_acc, e->train_loss, e->mutual_info, e->test_load_entropy,

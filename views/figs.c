@@ -66,6 +66,16 @@ static const FigRGB GREY = {0.45, 0.45, 0.45};
 
 static void note(Fig *f, double x, double y, const char *s) { fig_text(f, x, y, NOTE_PT, 0.5, 0.5, 0, s); }
 
+/* s cut in the middle with "..." to fit maxw points at this size. */
+static void fit_text(Fig *f, double size, const char *s, double maxw, char *out, size_t n) {
+    snprintf(out, n, "%s", s);
+    const size_t len = strlen(s);
+    for (size_t keep = len; keep > 4 && fig_text_width(f, size, out) > maxw; keep--) {
+        const size_t a = keep / 2, b = keep - a;
+        snprintf(out, n, "%.*s...%s", (int)a, s, s + len - b);
+    }
+}
+
 static int mark_every(long n) { return n > 12 ? (int)(n / 12) : 1; }
 
 /* Per-run step and eval series of one field, as x (epochs) and y arrays. */
@@ -228,7 +238,7 @@ static void class_shares(const SessionHistory *h, int ev, double *m) {
 
 /* One class x expert block (labels, cells, values) into the box; returns 0 if drawn. */
 static void heat_block(Fig *f, const SessionHistory *h, int ev, double x, double y, double w, double hh,
-                       const char *title, int row_labels) {
+                       const char *title, const char *xlabel, int row_labels) {
     const int K = h->K, E = h->E;
     double *m = dalloc((long)K * E);
     char(*cl)[12] = calloc(E > 0 ? E : 1, sizeof *cl);
@@ -241,10 +251,12 @@ static void heat_block(Fig *f, const SessionHistory *h, int ev, double x, double
         for (int c = 0; c < K; c++) lw = fmax(lw, fig_text_width(f, 6.0, h->class_names[c]));
     const double left = row_labels ? lw + 4 : 2, top = 12, bottom = 18;
     const double gx = x + left, gy = y + top, gw = w - left - 2, gh = hh - top - bottom;
-    fig_text(f, gx + gw / 2, y + 1, 7.5, 0.5, 0, 1, title);
+    char t[320];
+    fit_text(f, 7.5, title, w - 8, t, sizeof t);
+    fig_text(f, x + w / 2, y + 1, 7.5, 0.5, 0, 1, t);
     fig_heatmap(f, gx, gy, gw, gh, m, K, E, 0, 1, row_labels ? (const char *const *)h->class_names : NULL, cls, 6.0);
     if (gw / E >= 12 && gh / K >= 7) fig_heatmap_values(f, gx, gy, gw, gh, m, K, E, 0, 1, "%.2f", 4.5);
-    fig_text(f, gx + gw / 2, gy + gh + 10, 7.0, 0.5, 0, 0, "expert (first choice)");
+    fig_text(f, gx + gw / 2, gy + gh + 10, 7.0, 0.5, 0, 0, xlabel);
 done:
     free(m);
     free(cl);
@@ -260,7 +272,7 @@ ml_status figs_class_expert(const FigRun *r, int ev, const char *path, FigFormat
     const double W = fig_width(f), H = fig_height(f);
     char title[320];
     snprintf(title, sizeof title, "%s: test set, epoch %d", r->name, h->evals[ev].epoch);
-    heat_block(f, h, ev, 0, 0, W - 46, H, title, 1);
+    heat_block(f, h, ev, 0, 0, W - 46, H, title, "expert (first choice)", 1);
     fig_colorbar(f, W - 40, 12, 7, H - 30, 0, 1, "share of the class");
     return fig_close(f);
 }
@@ -494,9 +506,14 @@ ml_status figs_routing(const FigRun *r, const char *path, FigFormat fmt) {
 // several sessions
 
 ml_status figs_cmp_curves(const FigRun *r, int n, const char *path, FigFormat fmt) {
-    Fig *f = fig_open(path, fmt, FIG_PAGE_IN, 2.7);
+    /* legend columns: as many as fit the page (label widths estimated at 0.6 em per character) */
+    double maxw = 0;
+    for (int i = 0; i < n; i++) maxw = fmax(maxw, 0.6 * 6.5 * (double)strlen(r[i].name));
+    int ncol = (int)((FIG_PAGE_IN * 72 - 12) / (maxw + 28));
+    ncol = ncol < 1 ? 1 : ncol > 4 ? 4 : ncol > n ? n : ncol;
+    const double legh = 10 + 10 * ((n + ncol - 1) / ncol);
+    Fig *f = fig_open(path, fmt, FIG_PAGE_IN, 2.3 + legh / 72);
     if (!f) return ML_ERR_IO;
-    const double legh = 12 + 11 * ((n + 3) / 4);
     const double W = fig_width(f), H = fig_height(f) - legh, pw = W / 3;
     FigStyle styles[FIG_NCAT];
     const char *labels[FIG_NCAT];
@@ -546,7 +563,7 @@ ml_status figs_cmp_curves(const FigRun *r, int n, const char *path, FigFormat fm
     }
     if (st == ML_OK) {
         FigPanel ls = strip(f, 0, H, W, legh);
-        fig_legend(&ls, styles, labels, n, 1, n < 4 ? n : 4);
+        fig_legend(&ls, styles, labels, n, 1, ncol);
     }
     const ml_status cst = fig_close(f);
     return st != ML_OK ? st : cst;
@@ -564,13 +581,15 @@ ml_status figs_cmp_heatmaps(const FigRun *r, const int *ev, int n, const char *p
         const double x = (i % ncol) * cw, y = (i / ncol) * chh;
         char title[320];
         if (h->E <= 0 || !h->ce || ev[i] < 0 || ev[i] >= h->nevals) {
-            snprintf(title, sizeof title, "%s", r[i].name);
+            fit_text(f, 7.5, r[i].name, cw - 6, title, sizeof title);
             fig_text(f, x + cw / 2, y + 1, 7.5, 0.5, 0, 1, title);
             note(f, x + cw / 2, y + chh / 2, h->E <= 0 ? "dense head: no routing" : "no evaluation at this epoch");
             continue;
         }
-        snprintf(title, sizeof title, "%s, epoch %d", r[i].name, h->evals[ev[i]].epoch);
-        heat_block(f, h, ev[i], x, y, cw - 4, chh, title, i % ncol == 0);
+        char xl[64];
+        snprintf(xl, sizeof xl, "expert, epoch %d", h->evals[ev[i]].epoch);
+        const int first = i % ncol == 0 || r[i - i % ncol].h->K != h->K;
+        heat_block(f, h, ev[i], x, y, cw - 4, chh, r[i].name, xl, first);
     }
     fig_colorbar(f, W + 6, 12, 7, H - 30, 0, 1, "share of the class");
     return fig_close(f);
@@ -731,12 +750,13 @@ ml_status figs_sweep_configs(const SweepSummary *s, const char *title, const cha
         const SweepConfig *k = &s->configs[c];
         if (k->baseline < 0) continue;
         idx[m] = c;
-        /* the label without the head (the baseline is always dense; the head shows as the style) */
+        /* the values of the axes but the head (the baseline is always dense; the head shows as the
+         * style); the axis names go under the axis */
         lab[m][0] = 0;
         for (int a = 0; a < s->naxes; a++) {
             if (a == ha && s->naxes > 1) continue;
             const size_t l = strlen(lab[m]);
-            snprintf(lab[m] + l, sizeof lab[m] - l, "%s%s=%s", l ? "," : "", s->axes[a], s->values[c * s->naxes + a]);
+            snprintf(lab[m] + l, sizeof lab[m] - l, "%s%s", l ? ", " : "", s->values[c * s->naxes + a]);
         }
         if (!lab[m][0]) snprintf(lab[m], sizeof lab[m], "%s", k->label);
         labels[m] = lab[m];
@@ -750,16 +770,26 @@ ml_status figs_sweep_configs(const SweepSummary *s, const char *title, const cha
     double maxw = 0;
     for (int i = 0; i < m; i++) maxw = fmax(maxw, 0.6 * 6.5 * (double)strlen(labels[i]));
     const double W = (m > 6 ? FIG_PAGE_IN : FIG_COL_IN) * 72.0;
-    const double below = maxw > 0.9 * (W - 50) / m ? 0.72 * maxw + 4 : 0;
+    const int rotate = maxw > 0.9 * (W - 50) / m;
+    const double below = (rotate ? 0.72 * maxw + 4 : 0) + 12;
     Fig *f = fig_open(path, fmt, W / 72.0, 2.2 + below / 72.0);
     if (!f) {
         free(labels), free(lab), free(idx);
         return ML_ERR_IO;
     }
+    char xl[256] = "";
+    for (int a = 0; a < s->naxes; a++) {
+        if (a == ha && s->naxes > 1) continue;
+        const size_t l = strlen(xl);
+        snprintf(xl + l, sizeof xl - l, "%s%s", l ? ", " : "", s->axes[a]);
+    }
     Axis ax = {.lo = -0.5, .hi = m - 0.5, .step = -1}, ay;
     yaxis(&ay, ylo, yhi, 0);
     FigPanel p;
-    fig_panel(&p, f, 0, 0, W, fig_height(f) - below, &ax, &ay, title, NULL, "gap to dense (pp)");
+    /* rotated labels reach left of their tick: room for the first one */
+    const double xoff = rotate ? fmax(0, 0.72 * 0.6 * 6.5 * (double)strlen(labels[0]) - 40) : 0;
+    fig_panel(&p, f, xoff, 0, W - xoff, fig_height(f) - below, &ax, &ay, title, NULL, "gap to dense (pp)");
+    fig_text(f, p.x + p.w / 2, fig_height(f) - 9, 7.5, 0.5, 0, 0, xl);
     fig_panel_xlabels(&p, labels, m);
     const FigStyle zero = plain((FigRGB){0, 0, 0}, 0.6, 0);
     fig_hline(&p, 0, &zero);
