@@ -116,5 +116,33 @@ expect 2 "give a session"
 check "moelab help lists plot" grep -q '^  plot ' <("$BIN" help)
 check "moelab plot --help exits 0 and names the figures" grep -q 'gap_rho' <("$BIN" plot --help)
 
+# 5. the browser's `p` key (tmux on a private socket)
+if have tmux; then
+  TM=(tmux -L moelabplot-$$ -f /dev/null)
+  trap '"${TM[@]}" kill-server >/dev/null 2>&1; rm -rf "$T"' EXIT
+  "${TM[@]}" new-session -d -s keepalive "sleep 100000" >/dev/null 2>&1
+  cap() { "${TM[@]}" capture-pane -p -t br 2>/dev/null; }
+  wait_for() { local i; for ((i = 0; i < ${2:-20} * 10; i++)); do cap | grep -Eq -- "$1" && return 0; sleep 0.1; done; return 1; }
+  browse() { "${TM[@]}" kill-session -t br >/dev/null 2>&1
+    "${TM[@]}" new-session -d -x 120 -y 40 -s br "cd '$T' && env LANG=C.UTF-8 TERM=xterm-256color $BIN browse $*; sleep 100000"; }
+  mkdir -p L; cp -r "$R1" L/a; cp -r "$R2" L/b; cp -r S L/s; rm -rf L/s/figures
+  browse L/s
+  check "browser: the session opens" wait_for 'Class x expert' 20
+  "${TM[@]}" send-keys -t br p
+  check "browser: p says where the figures went" wait_for 'figures written: [0-9]+ files in L/s/figures' 60
+  check "browser: p wrote the session's PDFs and PNGs" [ -s L/s/figures/curves.pdf -a -s L/s/figures/class_expert.png -a ! -e L/s/figures/curves.svg ]
+  browse L
+  check "browser: the list" wait_for 'Enter open' 20
+  "${TM[@]}" send-keys -t br g; "${TM[@]}" send-keys -t br m; "${TM[@]}" send-keys -t br m
+  "${TM[@]}" send-keys -t br c
+  check "browser: two sessions compared" wait_for 'p figures' 20
+  "${TM[@]}" send-keys -t br p
+  check "browser: p on the compare screen writes the comparison" wait_for 'figures written: [0-9]+ files in figures-compare' 60
+  check "browser: compare_curves.pdf and final_metrics.csv with 2 rows" \
+    [ -s figures-compare/compare_curves.pdf -a "$(wc -l < figures-compare/final_metrics.csv)" = 3 ]
+else
+  echo "SKIP  tmux not installed: the browser's p key is not tested"
+fi
+
 echo "$pass passed, $fail failed"
 [ "$fail" = 0 ]
