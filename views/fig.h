@@ -78,8 +78,8 @@ ml_status fig_close(Fig *f);
 double fig_width(const Fig *f);  /* points */
 double fig_height(const Fig *f); /* points */
 
-/* ---- text (size in points; ax: 0 left, 0.5 centre, 1 right; ay: 0 top, 0.5 middle, 1 baseline
- * at y... measured from the text's extents: 1 = bottom) */
+/* ---- text (DejaVu Sans; size in points). ax: x is the text's left end (0), centre (0.5) or right
+ * end (1); ay: y is the top of the capitals (0), their middle (0.5) or the baseline (1). */
 void fig_text(Fig *f, double x, double y, double size, double ax, double ay, int bold, const char *s);
 /* The same rotated 90 degrees counter-clockwise (y labels). */
 void fig_text_vertical(Fig *f, double x, double y, double size, const char *s);
