@@ -436,6 +436,7 @@ int plot_run(const char *const *inputs, int n, const char *outdir, unsigned form
         for (int i = 0; i < n; i++) run_free(&runs[i]);
         free(runs);
     }
+    fig_release_caches(); /* nothing of cairo or fontconfig stays allocated between exports */
     if (rc == 0) snprintf(msg, msgn, "%d file%s in %s", o.written, o.written == 1 ? "" : "s", o.dir);
     else if (!msg[0]) snprintf(msg, msgn, "%s", o.err[0] ? o.err : "figure failed");
     return rc;

@@ -257,6 +257,7 @@ static void test_bad(const char *dir) {
 
 int main(int argc, char **argv) {
     if (argc > 2 && strcmp(argv[1], "--png") == 0) return check_pngs(argc, argv);
+    atexit(fig_release_caches);
     char dir[] = "/tmp/test_fig.XXXXXX";
     if (!mkdtemp(dir)) {
         perror("mkdtemp");

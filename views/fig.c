@@ -5,6 +5,7 @@
 #include <cairo-svg.h>
 #include <cairo.h>
 #include <errno.h>
+#include <fontconfig/fontconfig.h>
 #include <math.h>
 #include <png.h>
 #include <stdio.h>
@@ -140,6 +141,11 @@ Fig *fig_open(const char *path, FigFormat fmt, double w_in, double h_in) {
     cairo_select_font_face(f->cr, FONT, CAIRO_FONT_SLANT_NORMAL, CAIRO_FONT_WEIGHT_NORMAL);
     cairo_set_line_join(f->cr, CAIRO_LINE_JOIN_ROUND);
     return f;
+}
+
+void fig_release_caches(void) {
+    cairo_debug_reset_static_data();
+    FcFini();
 }
 
 double fig_width(const Fig *f) { return f->w; }
