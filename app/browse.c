@@ -37,6 +37,7 @@
 #include "sessions/sweep_h5.h"
 #include "views/draw.h"
 #include "views/view.h"
+#include "plot.h"
 
 #define REFRESH_SEC 1.0      /* a running session is re-read this often */
 #define LIST_REFRESH_SEC 5.0 /* the list's statuses */
@@ -616,7 +617,7 @@ static void draw_hint(Browser *b, int y, int W) {
     }
     const char *h =
         b->screen == SCR_LIST      ? "Enter open  m mark  c compare  s/S sort  / filter  r rescan  ? help  q quit"
-        : b->screen == SCR_COMPARE ? "Left/Right epoch  Home/End  0-9 Enter epoch  ? help  Esc/q back"
+        : b->screen == SCR_COMPARE ? "Left/Right epoch  Home/End  0-9 Enter epoch  p figures  ? help  Esc/q back"
         : b->tsne_on               ? "c colour by class/expert  Left/Right epoch  t/Esc close  ? help"
                      : "Left/Right epoch  Home/End  0-9 Enter epoch  t t-SNE  tab focus  z zoom  ? help  Esc/q back";
     draw_text(stdscr, y, 0, W, t->role[TH_DIM], h);
@@ -995,6 +996,18 @@ static int key_list(Browser *b, int c) {
     return 0;
 }
 
+/* `p`: the figures of what is on screen (the session, or the two compared) as PDF and PNG, at the
+ * cursor's epoch, by `moelab plot` (app/plot.c) in this process; the hint row says where. */
+static void export_figures(Browser *b) {
+    const char *in[2] = {b->a.h.path, b->b.h.path};
+    const int n = b->screen == SCR_COMPARE ? 2 : 1;
+    const int epoch = b->ev >= 0 && b->ev < b->a.h.nevals ? b->a.h.evals[b->ev].epoch : -1;
+    char msg[1024];
+    int rc = plot_run(in, n, NULL, PLOT_PDF | PLOT_PNG, epoch, 0, msg, sizeof msg);
+    if (rc == 2 && epoch >= 0) rc = plot_run(in, n, NULL, PLOT_PDF | PLOT_PNG, -1, 0, msg, sizeof msg);
+    set_msg(b, rc ? "p: figures failed: %s" : "p: figures written: %s (pdf, png)", msg);
+}
+
 static int key_view(Browser *b, int c) {
     const int back = c == 'q' || c == 27 || c == KEY_BACKSPACE || c == 127;
     if (b->tsne_on && (back || c == 't')) {
@@ -1035,6 +1048,7 @@ static int key_view(Browser *b, int c) {
     case 'c':
         if (b->tsne_on) view_on_key(&b->tsne, 'c');
         break;
+    case 'p': export_figures(b); break;
     case '\t':
         if (b->screen == SCR_SESSION && !b->tsne_on) {
             int H, W;

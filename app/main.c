@@ -1,6 +1,7 @@
 /* main.c — moelab's entry point: dispatches the subcommands. */
 #include "app.h"
 #include "browse.h"
+#include "plot.h"
 #include "sessions/dataset_h5.h"
 
 #include <stdio.h>
@@ -21,6 +22,7 @@ static void usage(FILE *f) {
         "  sweep      multi-seed experiments, the paper's presets, MoE-vs-dense effect sizes (moelab sweep --help)\n"
         "  attach     the live screen of a run training in another process, steering it (moelab attach SESSION)\n"
         "  ctl        send one command to a running session (moelab ctl SESSION COMMAND...)\n"
+        "  plot       paper figures (PDF, SVG, PNG) of a session, 2-8 sessions or a sweep (moelab plot --help)\n"
         "  help       this text\n"
         "  version    print the version\n\n"
         "With no command, moelab opens the live screen training the reference MoE model on\n"
@@ -47,6 +49,7 @@ int main(int argc, char **argv) {
     if (strcmp(c, "sweep") == 0) return cmd_sweep(argc - 1, argv + 1);
     if (strcmp(c, "ctl") == 0) return cmd_ctl(argc - 1, argv + 1);
     if (strcmp(c, "attach") == 0) return cmd_attach(argc - 1, argv + 1);
+    if (strcmp(c, "plot") == 0) return cmd_plot(argc - 1, argv + 1);
     if (strcmp(c, "help") == 0 || strcmp(c, "--help") == 0 || strcmp(c, "-h") == 0) {
         usage(stdout);
         return 0;

@@ -21,6 +21,7 @@ static const char *const help_head[] = {
     "  q         quit (asks y/n while training)   Ctrl-L  redraw",
     "  l         curves: log / linear loss axis",
     "  [ ]       heatmap, load, log: scroll the focused panel",
+    "  p         figures of what is on screen (PDF + PNG, moelab plot)",
     "  Up/Down   command history           Tab    complete (line not empty)",
     "",
     "Commands (take effect at the next step boundary; logged with their step)",

@@ -1,0 +1,148 @@
+#!/usr/bin/env bash
+# t_plot.sh — `moelab plot` end to end: a real training session (Fashion-MNIST, 1 epoch at width
+# 0.25 with a `set tau` command; synthetic data when the dataset is missing or MOELAB_QUICK is
+# set), a small sweep (backbone x hidden x head, 2 seeds) and a comparison of 3 sessions, each in
+# all three formats. Every file is checked: pdfinfo parses the PDF and pdffonts shows its fonts
+# embedded, xmllint and rsvg-convert parse the SVG, libpng decodes the PNG (tests/test_fig.c
+# --png: 8-bit RGB, pHYs 300 dpi, 3.5 or 7 in wide, not blank). final_metrics.csv has a row per
+# session. Bad input (missing session, damaged file, epoch out of range, bad options) gives a
+# one-line message and exit 1 or 2. Tools that are missing are skipped with a message.
+set -u
+BIN=${1:?usage: t_plot.sh path/to/moelab}
+BIN=$(cd "$(dirname "$BIN")" && pwd)/$(basename "$BIN")
+TEST_FIG=$(dirname "$BIN")/test_fig
+T=$(mktemp -d)
+trap 'rm -rf "$T"' EXIT
+cd "$T"
+pass=0; fail=0
+ok()  { echo "PASS  $*"; pass=$((pass + 1)); }
+bad() { echo "FAIL  $*"; fail=$((fail + 1)); }
+check() { local msg=$1; shift; if "$@"; then ok "$msg"; else bad "$msg"; fi; }
+have() { command -v "$1" > /dev/null 2>&1; }
+
+# Every figure NAME in DIR in every format is a valid file.
+valid_figs() { # DIR NAME...
+  local dir=$1; shift
+  local pngs=()
+  for n in "$@"; do
+    local f=$dir/$n
+    check "$n.pdf, .svg, .png written" [ -s "$f.pdf" -a -s "$f.svg" -a -s "$f.png" ]
+    if have pdfinfo; then
+      check "$n.pdf: pdfinfo parses it, one page 252 or 504 pt wide" \
+        grep -Eq '^Page size: +(252|504)(\.[0-9]+)? x [0-9.]+ pts' <(pdfinfo "$f.pdf" 2>&1)
+      check "$n.pdf: every font embedded" \
+        awk 'NR > 2 { n++; if ($(NF-4) != "yes") bad = 1 } END { exit !(n > 0 && !bad) }' <(pdffonts "$f.pdf" 2>&1)
+    fi
+    have xmllint && check "$n.svg: well-formed XML (xmllint)" xmllint --noout "$f.svg"
+    have rsvg-convert && check "$n.svg: rsvg-convert renders it" rsvg-convert -o "$f.svg.png" "$f.svg"
+    pngs+=("$f.png")
+  done
+  if [ -x "$TEST_FIG" ]; then
+    "$TEST_FIG" --png "${pngs[@]}" > png.log 2>&1; local rc=$?
+    check "libpng decodes the ${#pngs[@]} PNGs: RGB, 300 dpi, 3.5/7 in ($(grep -c '^ok' png.log) checks)" [ $rc = 0 ]
+    [ $rc = 0 ] || grep FAIL png.log
+  else
+    echo "SKIP  PNG decoding: $TEST_FIG not built"
+  fi
+}
+have pdfinfo || echo "SKIP  pdfinfo/pdffonts (poppler-utils) not installed: PDFs not parsed"
+have xmllint || echo "SKIP  xmllint (libxml2-utils) not installed"
+have rsvg-convert || echo "SKIP  rsvg-convert (librsvg2-bin) not installed"
+
+# 1. one session
+FM=/usr/share/datasets/fashion-mnist
+if [ -z "${MOELAB_QUICK:-}" ] && [ -d "$FM" ]; then
+  DATA=(--dataset fashion-mnist); AT=100
+else
+  echo "NOTE  synthetic data (MOELAB_QUICK or no $FM)"
+  DATA=(--dataset synthetic:28x28x1:10:2000); AT=5
+fi
+printf 'at %d set tau 0.5\n' "$AT" > cmds
+"$BIN" train --headless "${DATA[@]}" --width 0.25 --hidden 64 --epochs 1 --threads 1 --log-every 5 \
+  --commands cmds --session S > train.log 2>&1
+check "a 1-epoch session trains" grep -q 'finished' train.log
+"$BIN" plot S --format all > plot.log 2>&1; rc=$?
+check "moelab plot S --format all exits 0" [ $rc = 0 ]
+SESSION_FIGS="curves class_expert expert_load temperature routing tsne_expert tsne_class"
+valid_figs S/figures $SESSION_FIGS
+check "21 files reported" grep -q '^21 files in S/figures$' plot.log
+have pdftotext && check "the temperature figure lists the set tau command" \
+  grep -q 'set tau 0.5' <(pdftotext S/figures/temperature.pdf - 2>/dev/null)
+"$BIN" plot S --format png --epoch 1 --out E1 > e1.log 2>&1
+check "--epoch 1 --out E1 --format png: only PNGs, in E1" [ -s E1/class_expert.png -a ! -e E1/curves.pdf ]
+
+# 2. a sweep
+"$BIN" sweep --dataset synthetic:16x16x3:4:256 --width 0.25 --batch 32 --experts 4 --epochs 1 --threads 1 \
+  --vary backbone=dw,std --vary hidden=16,32 --vary head=moe,dense --seeds 2 --out W > sweep.log 2>&1
+check "a 16-run sweep finishes" [ -s W/sweep.h5 ]
+"$BIN" plot W --format all > wplot.log 2>&1; rc=$?
+check "moelab plot W (a sweep folder) exits 0" [ $rc = 0 ]
+valid_figs W/figures gap_rho configs
+"$BIN" plot W/sweep.h5 --format svg --out W2 > w2.log 2>&1
+check "moelab plot W/sweep.h5 works too" [ -s W2/gap_rho.svg ]
+if have pdftotext; then
+  check "gap_rho labels both backbones" [ "$(pdftotext W/figures/gap_rho.pdf - | grep -cE 'backbone (dw|std)')" = 2 ]
+fi
+
+# 3. comparing sessions
+R1="W/backbone=dw,hidden=16,head=moe,seed=1"; R2="W/backbone=dw,hidden=16,head=dense,seed=1"
+"$BIN" plot S "$R1" "$R2" --format all --out C > cplot.log 2>&1; rc=$?
+check "moelab plot S R1 R2 (compare) exits 0" [ $rc = 0 ]
+valid_figs C compare_curves compare_class_expert compare_table
+check "final_metrics.csv: a header and 3 rows" [ "$(python3 -c 'import csv,sys; print(len(list(csv.DictReader(open(sys.argv[1])))))' C/final_metrics.csv)" = 3 ]
+check "final_metrics.csv: the dense run has head dense and a test accuracy" \
+  python3 -c 'import csv,sys; r=list(csv.DictReader(open(sys.argv[1]))); d=[x for x in r if x["head"]=="dense"]; sys.exit(not (len(d)==1 and 0<float(d[0]["test_acc"])<=1))' C/final_metrics.csv
+
+# 4. bad input
+expect() { # WANT_RC PATTERN ARGS...: exit status and a one-line message matching PATTERN
+  local want=$1 pat=$2; shift 2
+  "$BIN" plot "$@" > bad.out 2> bad.err; local rc=$?
+  check "plot $* -> exit $want ($rc), a message with '$pat': $(head -1 bad.err | head -c 120)" \
+    [ $rc = "$want" -a "$(grep -c -- "$pat" bad.err)" -ge 1 ]
+}
+expect 1 "no such session" nosuch
+mkdir D; cp S/live.h5 D/live.h5; truncate -s 4000 D/live.h5
+expect 1 "D" D
+mkdir G; head -c 3000 /dev/urandom > G/live.h5
+expect 1 "G" G
+expect 2 "evaluations at epochs 1..1" S --epoch 7
+expect 2 "epoch" S --epoch -1
+expect 2 "format" S --format gif
+expect 2 "unknown option" S --bogus
+expect 2 "at most 8" S S S S S S S S S
+expect 2 "sweep" W S
+expect 2 "sweep" W --epoch 1
+expect 2 "give a session" 
+check "moelab help lists plot" grep -q '^  plot ' <("$BIN" help)
+check "moelab plot --help exits 0 and names the figures" grep -q 'gap_rho' <("$BIN" plot --help)
+
+# 5. the browser's `p` key (tmux on a private socket)
+if have tmux; then
+  TM=(tmux -L moelabplot-$$ -f /dev/null)
+  trap '"${TM[@]}" kill-server >/dev/null 2>&1; rm -rf "$T"' EXIT
+  "${TM[@]}" new-session -d -s keepalive "sleep 100000" >/dev/null 2>&1
+  cap() { "${TM[@]}" capture-pane -p -t br 2>/dev/null; }
+  wait_for() { local i; for ((i = 0; i < ${2:-20} * 10; i++)); do cap | grep -Eq -- "$1" && return 0; sleep 0.1; done; return 1; }
+  browse() { "${TM[@]}" kill-session -t br >/dev/null 2>&1
+    "${TM[@]}" new-session -d -x 120 -y 40 -s br "cd '$T' && env LANG=C.UTF-8 TERM=xterm-256color $BIN browse $*; sleep 100000"; }
+  mkdir -p L; cp -r "$R1" L/a; cp -r "$R2" L/b; cp -r S L/s; rm -rf L/s/figures
+  browse L/s
+  check "browser: the session opens" wait_for 'Class x expert' 20
+  "${TM[@]}" send-keys -t br p
+  check "browser: p says where the figures went" wait_for 'figures written: [0-9]+ files in L/s/figures' 60
+  check "browser: p wrote the session's PDFs and PNGs" [ -s L/s/figures/curves.pdf -a -s L/s/figures/class_expert.png -a ! -e L/s/figures/curves.svg ]
+  browse L
+  check "browser: the list" wait_for 'Enter open' 20
+  "${TM[@]}" send-keys -t br g; "${TM[@]}" send-keys -t br m; "${TM[@]}" send-keys -t br m
+  "${TM[@]}" send-keys -t br c
+  check "browser: two sessions compared" wait_for 'p figures' 20
+  "${TM[@]}" send-keys -t br p
+  check "browser: p on the compare screen writes the comparison" wait_for 'figures written: [0-9]+ files in figures-compare' 60
+  check "browser: compare_curves.pdf and final_metrics.csv with 2 rows" \
+    [ -s figures-compare/compare_curves.pdf -a "$(wc -l < figures-compare/final_metrics.csv)" = 3 ]
+else
+  echo "SKIP  tmux not installed: the browser's p key is not tested"
+fi
+
+echo "$pass passed, $fail failed"
+[ "$fail" = 0 ]
