@@ -78,6 +78,8 @@ static int set_schedule(AppOptions *o, const char *a, const char *cmd);
 static int set_labels(AppOptions *o, const char *a, const char *cmd);
 static int set_help(AppOptions *o, const char *a, const char *cmd);
 static int set_moe_after(AppOptions *o, const char *a, const char *cmd);
+static int set_bench_model(AppOptions *o, const char *a, const char *cmd);
+static const char *now_bench_model(const AppOptions *d) { return d->bench_model; }
 static int set_ffn_after(AppOptions *o, const char *a, const char *cmd);
 static int set_moe_hidden(AppOptions *o, const char *a, const char *cmd);
 static int set_moe_experts(AppOptions *o, const char *a, const char *cmd);
@@ -190,6 +192,10 @@ static const OptSpec opts[] = {
     {"steps", "N", G_BENCH, "timed steps per measurement", I32(steps, 1, 1000000)},
     {"repeat", "R", G_BENCH, "measurements per head, median reported", I32(repeat, 1, 1000)},
     {"heads", "LIST", G_BENCH, "comma list of heads to time", STR(heads)},
+    {"model", NULL, G_BENCH,
+     "model to time: the reference model (with --heads), or the 64x64 backbone-MoE model of README \"MoE in the "
+     "backbone\" / its dense baseline",
+     FN(set_bench_model), CHOICES("reference", "backbone-moe", "backbone-ffn"), .current = now_bench_model},
 
     {"help", NULL, G_END, "this text", FN(set_help), .dflt = ""},
 };
@@ -209,6 +215,7 @@ void app_options_defaults(AppOptions *o) {
     o->steps = 30;
     o->repeat = 3;
     snprintf(o->heads, sizeof o->heads, "dense,moe");
+    snprintf(o->bench_model, sizeof o->bench_model, "reference");
     o->ckpt_every = 1;
     o->keep = 3;
 }
@@ -406,6 +413,11 @@ static int int_list(const char *opt, const char *a, long lo, long hi, int *v, in
         return -1;
     }
     *n = cnt;
+    return 0;
+}
+static int set_bench_model(AppOptions *o, const char *a, const char *cmd) {
+    if (strcmp(a, "reference") && strcmp(a, "backbone-moe") && strcmp(a, "backbone-ffn")) return -1;
+    snprintf(o->bench_model, sizeof o->bench_model, "%s", a);
     return 0;
 }
 static int set_moe_after(AppOptions *o, const char *a, const char *cmd) {

@@ -132,8 +132,10 @@ static ml_status add_backbone_layers(Model *m) {
                 return ml_fail(ML_ERR_ARG, "--%s-after: stage %d is not 0 (stem) .. 3 (block 3)",
                                routed ? "moe" : "ffn", s);
             if (m->stage_moe[s] >= 0 || m->stage_ffn[s] >= 0)
-                return ml_fail(ML_ERR_ARG, "stage %d has two layers (--moe-after %s--ffn-after): one per stage", s,
-                               m->stage_moe[s] >= 0 && routed ? "twice, or " : "and ");
+                return ml_fail(ML_ERR_ARG, "stage %d has two layers (%s): one layer per stage", s,
+                               routed                 ? "it is twice in --moe-after"
+                               : m->stage_moe[s] >= 0 ? "it is in --moe-after and in --ffn-after"
+                                                      : "it is twice in --ffn-after");
             const int h = bb_pick(cfg->bb_hidden, cfg->bb_nh, i, hc->h);
             const int E = bb_pick(cfg->bb_E, cfg->bb_nE, i, hc->E);
             const int k = bb_pick(cfg->bb_k, cfg->bb_nk, i, hc->k);
