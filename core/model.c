@@ -116,8 +116,9 @@ static ml_status add_backbone_layers(Model *m) {
         if (lists[l].n < 0 || lists[l].n > MODEL_MAX_BBL)
             return ml_fail(ML_ERR_ARG, "%s: at most %d values", lists[l].opt, MODEL_MAX_BBL);
         const int ffn_too = l != 1 && cfg->ffn_n > 0; /* hidden and k also size the dense layers */
-        if (lists[l].n > 1 && (lists[l].n != (cfg->moe_n ? cfg->moe_n : cfg->ffn_n) ||
-                               (ffn_too && cfg->moe_n && lists[l].n != cfg->ffn_n)))
+        if (lists[l].n > 1 && cfg->moe_n + cfg->ffn_n > 0 &&
+            (lists[l].n != (cfg->moe_n ? cfg->moe_n : cfg->ffn_n) ||
+             (ffn_too && cfg->moe_n && lists[l].n != cfg->ffn_n)))
             return ml_fail(ML_ERR_ARG,
                            "%s has %d values: give one value, or one per layer of --moe-after (%d) and of "
                            "--ffn-after (%d)",

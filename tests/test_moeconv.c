@@ -654,6 +654,48 @@ static void test_resume(void) {
     if (system(cmd) != 0) printf("INFO could not remove %s\n", dir);
 }
 
+// `set` and `anneal` reach every backbone layer, also when the head is dense.
+static void test_commands(void) {
+    Dataset ds;
+    if (dataset_open(&ds, "synthetic:16x16x3:4:64") != ML_OK) return;
+    TrainConfig c;
+    bb_config(&c);
+    c.model.head.kind = HEAD_DENSE;
+    c.model.batch = 8;
+    Trainer t;
+    if (trainer_init_ds(&t, &c, &ds) != ML_OK) {
+        CHECK(0, "trainer_init: %s", ml_last_error());
+        dataset_free(&ds);
+        return;
+    }
+    const CmdParam ps[] = {PARAM_CF, PARAM_ALPHA, PARAM_BETA, PARAM_NOISE, PARAM_BIAS_RATE};
+    int ok = 1;
+    for (size_t i = 0; i < sizeof ps / sizeof ps[0]; i++) {
+        TrainerCmd cmd = {.kind = CMD_SET, .param = ps[i], .value = 0.375};
+        ok &= trainer_apply(&t, &cmd) == ML_OK;
+    }
+    for (int i = 0; i < t.model.nmoec; i++) {
+        const MoeConfig *rc = &t.model.moec[i].route.cfg;
+        ok &= rc->cf == 0.375f && rc->alpha == 0.375f && rc->beta == 0.375f && rc->noise == 0.375f &&
+              rc->bias_rate == 0.375f;
+    }
+    TrainerCmd tau = {.kind = CMD_SET, .param = PARAM_TAU, .value = 0.5};
+    ok &= trainer_apply(&t, &tau) == ML_OK;
+    CHECK(ok && t.model.nmoec == 2, "dense head + 2 backbone MoE layers: set cf/alpha/beta/noise/bias-rate reach both "
+                                    "layers, set tau is accepted");
+    trainer_free(&t);
+    c.model.moe_n = 0;
+    if (trainer_init_ds(&t, &c, &ds) == ML_OK) {
+        TrainerCmd cmd = {.kind = CMD_SET, .param = PARAM_CF, .value = 1.0};
+        CHECK(trainer_apply(&t, &cmd) == ML_ERR_STATE,
+              "dense head, no backbone MoE (per-layer lists unused): set cf "
+              "is refused (%s)",
+              ml_last_error());
+        trainer_free(&t);
+    } else CHECK(0, "trainer_init without layers, lists given: %s", ml_last_error());
+    dataset_free(&ds);
+}
+
 int main(void) {
     test_layer_gradients(BIAS_NONE, 0.75f, "moeconv cf 0.75");
     test_layer_gradients(BIAS_LOGITS, 0.0f, "moeconv dropless bias-logits");
@@ -663,6 +705,7 @@ int main(void) {
     test_flops();
     test_config_errors();
     test_resume();
+    test_commands();
     printf("%s: %d failures\n", g_failures ? "FAIL" : "ok", g_failures);
     return g_failures ? 1 : 0;
 }
