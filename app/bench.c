@@ -67,6 +67,7 @@ int cmd_bench(int argc, char **argv) {
     o.train.model.head.bias_mode = BIAS_NONE;
     int r = app_options_parse(&o, argc, argv, "bench");
     if (r) return r > 0 ? 0 : 2;
+    if (strcmp(o.bench_model, "reference")) return bench_backbone_model(&o); /* app/bench_model.c */
     TrainConfig *tc = &o.train;
     omp_set_num_threads(tc->threads);
     openblas_set_num_threads(tc->threads);

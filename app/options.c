@@ -77,6 +77,13 @@ static int set_bias_mode(AppOptions *o, const char *a, const char *cmd);
 static int set_schedule(AppOptions *o, const char *a, const char *cmd);
 static int set_labels(AppOptions *o, const char *a, const char *cmd);
 static int set_help(AppOptions *o, const char *a, const char *cmd);
+static int set_moe_after(AppOptions *o, const char *a, const char *cmd);
+static int set_bench_model(AppOptions *o, const char *a, const char *cmd);
+static const char *now_bench_model(const AppOptions *d) { return d->bench_model; }
+static int set_ffn_after(AppOptions *o, const char *a, const char *cmd);
+static int set_moe_hidden(AppOptions *o, const char *a, const char *cmd);
+static int set_moe_experts(AppOptions *o, const char *a, const char *cmd);
+static int set_moe_k(AppOptions *o, const char *a, const char *cmd);
 static const char *now_backbone(const AppOptions *d) { return backbone_name(d->train.model.backbone); }
 static const char *now_head(const AppOptions *d) { return moe_head_name(d->train.model.head.kind); }
 static const char *now_optimizer(const AppOptions *d) { return optim_kind_name(d->train.opt.kind); }
@@ -127,6 +134,17 @@ static const OptSpec opts[] = {
     {"hidden", "H", G_MODEL, "expert hidden width h; the dense MLP has k*h", I32(train.model.head.h, 1, 1 << 16)},
     {"experts", "E", G_MODEL, "number of experts", I32(train.model.head.E, 1, MOE_MAX_EXPERTS)},
     {"k", "K", G_MODEL, "experts per sample", I32(train.model.head.k, 1, MOE_MAX_EXPERTS)},
+    {"moe-after", "LIST", G_MODEL,
+     "routed conv-FFN layers after these backbone stages (0 = stem, 1..3 = block s), e.g. 2,3; routing knobs and "
+     "tau are the head's",
+     FN(set_moe_after), .dflt = "none"},
+    {"ffn-after", "LIST", G_MODEL, "the matched dense baseline: one conv-FFN of hidden k*h after these stages",
+     FN(set_ffn_after), .dflt = "none"},
+    {"moe-hidden", "LIST", G_MODEL, "hidden width h of the backbone layers: one value or one per layer",
+     FN(set_moe_hidden), .dflt = "--hidden"},
+    {"moe-experts", "LIST", G_MODEL, "experts E of the backbone MoE layers: one value or one per layer",
+     FN(set_moe_experts), .dflt = "--experts"},
+    {"moe-k", "LIST", G_MODEL, "k of the backbone layers: one value or one per layer", FN(set_moe_k), .dflt = "--k"},
 
     {"cf", "F", G_ROUTING, "train capacity factor, C = ceil(cf k B / E); <= 0 dropless",
      F32(train.model.head.cf, -1, 1000)},
@@ -174,6 +192,10 @@ static const OptSpec opts[] = {
     {"steps", "N", G_BENCH, "timed steps per measurement", I32(steps, 1, 1000000)},
     {"repeat", "R", G_BENCH, "measurements per head, median reported", I32(repeat, 1, 1000)},
     {"heads", "LIST", G_BENCH, "comma list of heads to time", STR(heads)},
+    {"model", NULL, G_BENCH,
+     "model to time: the reference model (with --heads), or the 64x64 backbone-MoE model of README \"MoE in the "
+     "backbone\" / its dense baseline",
+     FN(set_bench_model), CHOICES("reference", "backbone-moe", "backbone-ffn"), .current = now_bench_model},
 
     {"help", NULL, G_END, "this text", FN(set_help), .dflt = ""},
 };
@@ -193,6 +215,7 @@ void app_options_defaults(AppOptions *o) {
     o->steps = 30;
     o->repeat = 3;
     snprintf(o->heads, sizeof o->heads, "dense,moe");
+    snprintf(o->bench_model, sizeof o->bench_model, "reference");
     o->ckpt_every = 1;
     o->keep = 3;
 }
@@ -366,6 +389,58 @@ static int set_labels(AppOptions *o, const char *a, const char *cmd) {
 static int set_help(AppOptions *o, const char *a, const char *cmd) {
     app_options_help(cmd);
     return 1;
+}
+
+/* A comma list of 1..MODEL_MAX_BBL whole numbers in [lo, hi] into v (*n of them); -1 after a
+ * message. */
+static int int_list(const char *opt, const char *a, long lo, long hi, int *v, int *n) {
+    char buf[256];
+    if (strlen(a) >= sizeof buf || !*a) {
+        fprintf(stderr, "moelab: --%s: '%s' is not a comma list of numbers\n", opt, a);
+        return -1;
+    }
+    snprintf(buf, sizeof buf, "%s", a);
+    int cnt = 0;
+    for (char *save = NULL, *t = strtok_r(buf, ",", &save); t; t = strtok_r(NULL, ",", &save)) {
+        long x;
+        if (cnt == MODEL_MAX_BBL) {
+            fprintf(stderr, "moelab: --%s: at most %d values\n", opt, MODEL_MAX_BBL);
+            return -1;
+        }
+        if (integer(opt, t, lo, hi, &x)) return -1;
+        v[cnt++] = (int)x;
+    }
+    if (cnt == 0 || a[strlen(a) - 1] == ',' || a[0] == ',' || strstr(a, ",,")) {
+        fprintf(stderr, "moelab: --%s: '%s' is not a comma list of numbers\n", opt, a);
+        return -1;
+    }
+    *n = cnt;
+    return 0;
+}
+static int set_bench_model(AppOptions *o, const char *a, const char *cmd) {
+    if (strcmp(a, "reference") && strcmp(a, "backbone-moe") && strcmp(a, "backbone-ffn")) return -1;
+    snprintf(o->bench_model, sizeof o->bench_model, "%s", a);
+    return 0;
+}
+static int set_moe_after(AppOptions *o, const char *a, const char *cmd) {
+    ModelConfig *m = &o->train.model;
+    return int_list("moe-after", a, 0, 3, m->moe_after, &m->moe_n);
+}
+static int set_ffn_after(AppOptions *o, const char *a, const char *cmd) {
+    ModelConfig *m = &o->train.model;
+    return int_list("ffn-after", a, 0, 3, m->ffn_after, &m->ffn_n);
+}
+static int set_moe_hidden(AppOptions *o, const char *a, const char *cmd) {
+    ModelConfig *m = &o->train.model;
+    return int_list("moe-hidden", a, 1, 1 << 16, m->bb_hidden, &m->bb_nh);
+}
+static int set_moe_experts(AppOptions *o, const char *a, const char *cmd) {
+    ModelConfig *m = &o->train.model;
+    return int_list("moe-experts", a, 1, MOE_MAX_EXPERTS, m->bb_E, &m->bb_nE);
+}
+static int set_moe_k(AppOptions *o, const char *a, const char *cmd) {
+    ModelConfig *m = &o->train.model;
+    return int_list("moe-k", a, 1, MOE_MAX_EXPERTS, m->bb_k, &m->bb_nk);
 }
 
 /* Stores argument a of row r. 0, 1 (stop parsing: --help) or -1 after a message. */

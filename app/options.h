@@ -16,6 +16,7 @@ typedef struct {
     int steps;                   /* bench: timed steps */
     int repeat;                  /* bench: repetitions (median reported) */
     char heads[64];              /* bench: comma list of heads */
+    char bench_model[32];        /* bench: reference | backbone-moe | backbone-ffn */
     char commands[APP_PATH_MAX]; /* --commands FILE */
     int coarse;                  /* --labels coarse */
     char session[APP_PATH_MAX];  /* --session DIR ("" = sessions/<dataset>-<head>-<time>) */
@@ -31,5 +32,7 @@ void app_options_defaults(AppOptions *o);
  * option (message printed to stderr). `cmd` names the subcommand in messages and help. */
 int app_options_parse(AppOptions *o, int argc, char **argv, const char *cmd);
 void app_options_help(const char *cmd);
+/* `moelab bench --model backbone-moe|backbone-ffn` (app/bench_model.c); returns the exit status. */
+int bench_backbone_model(const AppOptions *o);
 
 #endif

@@ -20,6 +20,51 @@
 
 static long tensor_params(const Model *m, int idx) { return idx >= 0 ? m->params[idx].n : 0; }
 
+/* The routed or dense layer after the stage unit i closes, if any (dry-run table rows). */
+static long print_bb_layer(const Model *m, int i) {
+    const int s = m->unit_stage[i];
+    if (s < 0) return 0;
+    char shape[32], lab[48];
+    if (m->stage_moe[s] >= 0) {
+        const MoeConv *L = &m->moec[m->stage_moe[s]];
+        const MoeConfig *rc = &L->route.cfg;
+        snprintf(shape, sizeof shape, "%dx%dx%d", L->C, L->H, L->W);
+        const long nr = m->params[L->t_router].n;
+        long ne = 0;
+        for (int t = 1; t <= 4 * rc->E; t++) ne += m->params[L->t_router + t].n;
+        snprintf(lab, sizeof lab, "%s.router", L->name);
+        printf("%-22s %-16s %12ld %16.0f  (pooled %d -> %d logits)\n", lab, "", nr, L->flops_router, L->C, rc->E);
+        snprintf(lab, sizeof lab, "%s.experts (%d)", L->name, rc->E);
+        printf("%-22s %-16s %12ld %16.0f  (routed: one expert %.0f = %dx%d px x 4 x %d x %d, k = %d)\n", lab, shape, ne,
+               rc->k * L->flops_expert, L->flops_expert, L->H, L->W, L->C, rc->h, rc->k);
+        return nr + ne;
+    }
+    if (m->stage_ffn[s] >= 0) {
+        const FfnConv *L = &m->ffnc[m->stage_ffn[s]];
+        snprintf(shape, sizeof shape, "%dx%dx%d", L->C, L->H, L->W);
+        long np = 0;
+        for (int t = 0; t < 4; t++) np += m->params[L->t_w1 + t].n;
+        snprintf(lab, sizeof lab, "%s.mlp", L->name);
+        printf("%-22s %-16s %12ld %16.0f  (dense, hidden k*h = %d)\n", lab, shape, np, L->flops, L->hidden);
+        return np;
+    }
+    return 0;
+}
+
+/* Nominal rho per routed layer and in total. */
+static void print_dry_rho(const Model *m) {
+    const double total = model_flops(m);
+    if (m->nmoec == 0 || total <= 0) return;
+    printf("rho/layer  ");
+    for (int i = 0; i < m->nmoec; i++) {
+        const MoeConv *L = &m->moec[i];
+        printf(" %s %.3f (routed %.0f);", L->name, L->route.cfg.k * L->flops_expert / total,
+               L->route.cfg.k * L->flops_expert);
+    }
+    if (m->cfg.head.kind != HEAD_DENSE) printf(" head %.3f (routed %.0f);", m->flops_routed / total, m->flops_routed);
+    printf(" total %.3f\n", model_rho_nominal(m));
+}
+
 static void print_dry_run(const Model *m, const Dataset *ds, const TrainConfig *t) {
     const ModelConfig *c = &m->cfg;
     const MoeConfig *h = &c->head;
@@ -38,6 +83,7 @@ static void print_dry_run(const Model *m, const Dataset *ds, const TrainConfig *
         snprintf(shape, sizeof shape, "%dx%dx%d", u->OC, u->Ho, u->Wo);
         printf("%-22s %-16s %12ld %16.0f\n", u->label, shape, np, u->flops);
         total_params += np;
+        total_params += print_bb_layer(m, i);
     }
     char shape[32];
     snprintf(shape, sizeof shape, "%d", m->d);
@@ -64,9 +110,13 @@ static void print_dry_run(const Model *m, const Dataset *ds, const TrainConfig *
     printf("\nparameters  %ld (%.2f MiB)\n", total_params, total_params * 4.0 / 1048576.0);
     printf("FLOPs       forward %.0f per sample (backbone %.0f, head %.0f, classifier %.0f)\n", model_flops(m),
            m->flops_backbone, m->flops_head_active, m->flops_classifier);
+    if (m->nmoec + m->nffnc > 0)
+        printf("            backbone layers %.0f (routed %.0f, routers and dense layers %.0f)\n",
+               m->flops_bb_routed + m->flops_bb_extra, m->flops_bb_routed, m->flops_bb_extra);
     printf("            training step ~%.1f MFLOP per sample (3x forward)\n", 3.0 * model_flops(m) / 1e6);
-    printf("rho         %.3f nominal (routed %.0f / total %.0f FLOPs)\n", model_rho_nominal(m), m->flops_routed,
-           model_flops(m));
+    printf("rho         %.3f nominal (routed %.0f / total %.0f FLOPs)\n", model_rho_nominal(m),
+           m->flops_routed + m->flops_bb_routed, model_flops(m));
+    print_dry_rho(m);
     printf("schedule    %d epochs x %d steps, batch %d, %s lr %g (%s)\n", t->epochs, ds->train.n / c->batch, c->batch,
            optim_kind_name(t->opt.kind), t->lr.base, lr_kind_name(t->lr.kind));
 }

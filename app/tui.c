@@ -658,7 +658,7 @@ static void fill_ctx(Tui *ui) {
     c->log_every = t->cfg.log_every > 0 ? t->cfg.log_every : 1;
     c->steps_per_epoch = t->steps_per_epoch;
     c->total_steps = t->total_steps;
-    c->rho_nominal = c->has_moe ? model_rho_nominal(&t->model) : 0.0;
+    c->rho_nominal = model_has_routing(&t->model) ? model_rho_nominal(&t->model) : 0.0; /* head or backbone */
     c->dead_window = (t->cfg.route.window + c->log_every - 1) / c->log_every;
     c->plan = t->tau;
     c->lr0 = t->cfg.lr.base;

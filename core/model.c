@@ -87,6 +87,165 @@ static void add_unit(Model *m, UnitKind kind, int C, int OC, int H, int W, int s
     u->run_var = BUF(1, OC, "backbone.%s.running_var", bn_name);
 }
 
+/* ---------------------------------------------------------------- backbone layers */
+
+const char *model_stage_name(char *buf, size_t n, int routed, int stage) {
+    snprintf(buf, n, "%s%d", routed ? "moe" : "ffn", stage);
+    return buf;
+}
+
+/* The value of a per-layer list for layer i (one value: all layers; none: dflt). */
+static int bb_pick(const int *v, int nv, int i, int dflt) { return nv == 0 ? dflt : nv == 1 ? v[0] : v[i]; }
+
+/* Checks the stage lists and per-layer lists of cfg, then registers the layers' tensors and
+ * FLOPs after the backbone units (activations are carved later, with the others). */
+static ml_status add_backbone_layers(Model *m) {
+    const ModelConfig *cfg = &m->cfg;
+    const MoeConfig *hc = &cfg->head;
+    for (int s = 0; s < MODEL_MAX_BBL; s++) m->stage_moe[s] = m->stage_ffn[s] = -1;
+    for (int i = 0; i < MODEL_MAX_UNITS; i++) m->unit_stage[i] = -1;
+    for (int s = 0; s < MODEL_MAX_BBL; s++) /* dw: the stem is unit 0, block s ends at unit 2s */
+        m->unit_stage[cfg->backbone == BACKBONE_DW ? 2 * s : s] = s;
+    if (cfg->moe_n < 0 || cfg->moe_n > MODEL_MAX_BBL || cfg->ffn_n < 0 || cfg->ffn_n > MODEL_MAX_BBL)
+        return ml_fail(ML_ERR_ARG, "--moe-after / --ffn-after: at most %d stages", MODEL_MAX_BBL);
+    const struct {
+        const char *opt;
+        int n;
+    } lists[3] = {{"--moe-hidden", cfg->bb_nh}, {"--moe-experts", cfg->bb_nE}, {"--moe-k", cfg->bb_nk}};
+    for (int l = 0; l < 3; l++) {
+        if (lists[l].n < 0 || lists[l].n > MODEL_MAX_BBL)
+            return ml_fail(ML_ERR_ARG, "%s: at most %d values", lists[l].opt, MODEL_MAX_BBL);
+        const int ffn_too = l != 1 && cfg->ffn_n > 0; /* hidden and k also size the dense layers */
+        if (lists[l].n > 1 && cfg->moe_n + cfg->ffn_n > 0 &&
+            (lists[l].n != (cfg->moe_n ? cfg->moe_n : cfg->ffn_n) ||
+             (ffn_too && cfg->moe_n && lists[l].n != cfg->ffn_n)))
+            return ml_fail(ML_ERR_ARG,
+                           "%s has %d values: give one value, or one per layer of --moe-after (%d) and of "
+                           "--ffn-after (%d)",
+                           lists[l].opt, lists[l].n, cfg->moe_n, cfg->ffn_n);
+    }
+    for (int routed = 1; routed >= 0; routed--) {
+        const int n = routed ? cfg->moe_n : cfg->ffn_n;
+        const int *st = routed ? cfg->moe_after : cfg->ffn_after;
+        for (int i = 0; i < n; i++) {
+            const int s = st[i];
+            if (s < 0 || s > 3)
+                return ml_fail(ML_ERR_ARG, "--%s-after: stage %d is not 0 (stem) .. 3 (block 3)",
+                               routed ? "moe" : "ffn", s);
+            if (m->stage_moe[s] >= 0 || m->stage_ffn[s] >= 0)
+                return ml_fail(ML_ERR_ARG, "stage %d has two layers (%s): one layer per stage", s,
+                               routed                 ? "it is twice in --moe-after"
+                               : m->stage_moe[s] >= 0 ? "it is in --moe-after and in --ffn-after"
+                                                      : "it is twice in --ffn-after");
+            const int h = bb_pick(cfg->bb_hidden, cfg->bb_nh, i, hc->h);
+            const int E = bb_pick(cfg->bb_E, cfg->bb_nE, i, hc->E);
+            const int k = bb_pick(cfg->bb_k, cfg->bb_nk, i, hc->k);
+            if (h < 1 || k < 1) return ml_fail(ML_ERR_ARG, "--moe-hidden and --moe-k must be positive");
+            /* the stage's feature map: the output of the unit that closes it */
+            int ui = 0;
+            while (m->unit_stage[ui] != s) ui++;
+            const Unit *u = &m->units[ui];
+            char nm[16];
+            model_stage_name(nm, sizeof nm, routed, s);
+            if (routed) {
+                MoeConv *L = &m->moec[m->nmoec];
+                memset(L, 0, sizeof *L);
+                MoeConfig rc = *hc;
+                rc.kind = HEAD_MOE;
+                rc.d = u->OC;
+                rc.E = E;
+                rc.k = k;
+                rc.h = h;
+                rc.slots = 0;
+                if (k > E) return ml_fail(ML_ERR_ARG, "backbone layer %s: k = %d is larger than E = %d", nm, k, E);
+                ml_status ist = moe_init(&L->route, &rc, cfg->batch);
+                if (ist != ML_OK) return ml_fail(ist, "backbone layer %s: %s", nm, ml_last_error());
+                m->nmoec++; /* from here model_free frees its routing state */
+                L->stage = s;
+                snprintf(L->name, sizeof L->name, "%s", nm);
+                L->C = u->OC;
+                L->H = u->Ho;
+                L->W = u->Wo;
+                L->HW = u->Ho * u->Wo;
+                L->Bmax = cfg->batch;
+                L->t_router = PARAM(0, 2, E, L->C, 0, 0, "backbone.%s.router.weight", nm);
+                for (int e = 0; e < E; e++) {
+                    PARAM(1, 4, h, L->C, 1, 1, "backbone.%s.experts.%d.fc1.weight", nm, e);
+                    PARAM(0, 1, h, 0, 0, 0, "backbone.%s.experts.%d.fc1.bias", nm, e);
+                    PARAM(1, 4, L->C, h, 1, 1, "backbone.%s.experts.%d.fc2.weight", nm, e);
+                    PARAM(0, 1, L->C, 0, 0, 0, "backbone.%s.experts.%d.fc2.bias", nm, e);
+                }
+                L->flops_router = 2.0 * L->C * E;
+                L->flops_expert = (double)L->HW * 2.0 * (2.0 * L->C * h);
+                m->flops_bb_extra += L->flops_router;
+                m->flops_bb_routed += k * L->flops_expert;
+                m->stage_moe[s] = m->nmoec - 1;
+            } else {
+                FfnConv *L = &m->ffnc[m->nffnc];
+                memset(L, 0, sizeof *L);
+                L->stage = s;
+                snprintf(L->name, sizeof L->name, "%s", nm);
+                L->C = u->OC;
+                L->H = u->Ho;
+                L->W = u->Wo;
+                L->HW = u->Ho * u->Wo;
+                L->hidden = k * h;
+                L->Bmax = cfg->batch;
+                L->t_w1 = PARAM(1, 4, L->hidden, L->C, 1, 1, "backbone.%s.fc1.weight", nm);
+                PARAM(0, 1, L->hidden, 0, 0, 0, "backbone.%s.fc1.bias", nm);
+                PARAM(1, 4, L->C, L->hidden, 1, 1, "backbone.%s.fc2.weight", nm);
+                PARAM(0, 1, L->C, 0, 0, 0, "backbone.%s.fc2.bias", nm);
+                L->flops = (double)L->HW * 2.0 * (2.0 * L->C * L->hidden);
+                m->flops_bb_extra += L->flops;
+                m->stage_ffn[s] = m->nffnc++;
+            }
+        }
+    }
+    return ML_OK;
+}
+
+/* Points the layers' parameter views and activations once the buffers exist. */
+static void point_backbone_layers(Model *m, const long *a_pool, const long *a_xg, const long *a_hid, const long *a_yo,
+                                  float *dyo, float *dhid, float *dpool) {
+    for (int i = 0; i < m->nmoec; i++) {
+        MoeConv *L = &m->moec[i];
+        L->p.router = m->param + m->params[L->t_router].off;
+        L->g.router = m->grad + m->params[L->t_router].off;
+        for (int e = 0; e < L->route.cfg.E; e++) {
+            const int t = L->t_router + 1 + 4 * e;
+            L->p.w1[e] = m->param + m->params[t].off;
+            L->p.b1[e] = m->param + m->params[t + 1].off;
+            L->p.w2[e] = m->param + m->params[t + 2].off;
+            L->p.b2[e] = m->param + m->params[t + 3].off;
+            L->g.w1[e] = m->grad + m->params[t].off;
+            L->g.b1[e] = m->grad + m->params[t + 1].off;
+            L->g.w2[e] = m->grad + m->params[t + 2].off;
+            L->g.b2[e] = m->grad + m->params[t + 3].off;
+        }
+        L->pool = m->act + a_pool[i];
+        L->xg = m->act + a_xg[i];
+        L->hid = m->act + a_hid[i];
+        L->yo = m->act + a_yo[i];
+        L->dyo = dyo;
+        L->dhid = dhid;
+        L->dpool = dpool;
+    }
+    for (int i = 0; i < m->nffnc; i++) {
+        FfnConv *L = &m->ffnc[i];
+        const TensorInfo *t = &m->params[L->t_w1];
+        L->w1 = m->param + t[0].off;
+        L->b1 = m->param + t[1].off;
+        L->w2 = m->param + t[2].off;
+        L->b2 = m->param + t[3].off;
+        L->gw1 = m->grad + t[0].off;
+        L->gb1 = m->grad + t[1].off;
+        L->gw2 = m->grad + t[2].off;
+        L->gb2 = m->grad + t[3].off;
+        L->hid = m->act + a_hid[MODEL_MAX_BBL + i];
+        L->dhid = dhid;
+    }
+}
+
 static long carve(long *total, long n) {
     long o = *total;
     *total += (n + 15) & ~15L;
@@ -141,6 +300,11 @@ ml_status model_init(Model *m, const ModelConfig *cfg) {
     ML_ASSERT(c == m->d);
     m->flops_backbone = 0;
     for (int i = 0; i < m->nunits; i++) m->flops_backbone += m->units[i].flops;
+    ml_status bst = add_backbone_layers(m);
+    if (bst != ML_OK) {
+        model_free(m);
+        return bst;
+    }
 
     /* ---- head */
     const int d = m->d, Bmax = cfg->batch;
@@ -156,7 +320,10 @@ ml_status model_init(Model *m, const ModelConfig *cfg) {
         m->flops_router = 0;
     } else {
         ml_status st = moe_init(&m->moe, hc, Bmax);
-        if (st != ML_OK) return st;
+        if (st != ML_OK) {
+            model_free(m); /* the backbone layers' routing state */
+            return st;
+        }
         const int E = hc->E, h = hc->h, P = m->moe.P;
         if (hc->kind == HEAD_SOFTMOE_BATCH) m->moe_first = PARAM(0, 2, E * P, d, 0, 0, "head.router.weight");
         else m->moe_first = PARAM(0, 2, E, d, 0, 0, "head.router.weight");
@@ -191,6 +358,29 @@ ml_status model_init(Model *m, const ModelConfig *cfg) {
         if (outn > maxact) maxact = outn;
         if (inn > maxact) maxact = inn;
     }
+    /* backbone layers: outputs and what their backward needs; scratch sized to the largest */
+    long a_pool[MODEL_MAX_BBL] = {0}, a_xg[MODEL_MAX_BBL] = {0}, a_yo[MODEL_MAX_BBL] = {0};
+    long a_hid[2 * MODEL_MAX_BBL] = {0}, max_dyo = 1, max_dhid = 1, max_dpool = 1;
+    for (int s = 0; s < MODEL_MAX_BBL; s++) m->a_bbl[s] = -1;
+    for (int i = 0; i < m->nmoec; i++) {
+        const MoeConv *L = &m->moec[i];
+        const long R = moeconv_cols(L), hh = L->route.cfg.h;
+        m->a_bbl[L->stage] = carve(&na, (long)L->C * Bmax * L->HW);
+        a_pool[i] = carve(&na, (long)Bmax * L->C);
+        a_xg[i] = carve(&na, L->C * R);
+        a_hid[i] = carve(&na, hh * R);
+        a_yo[i] = carve(&na, L->C * R);
+        if (L->C * R > max_dyo) max_dyo = L->C * R;
+        if (hh * R > max_dhid) max_dhid = hh * R;
+        if ((long)Bmax * L->C > max_dpool) max_dpool = (long)Bmax * L->C;
+    }
+    for (int i = 0; i < m->nffnc; i++) {
+        const FfnConv *L = &m->ffnc[i];
+        const long n = (long)L->hidden * Bmax * L->HW;
+        m->a_bbl[L->stage] = carve(&na, (long)L->C * Bmax * L->HW);
+        a_hid[MODEL_MAX_BBL + i] = carve(&na, n);
+        if (n > max_dhid) max_dhid = n;
+    }
     const long kh = (long)hc->k * hc->h;
     m->a_feat = carve(&na, (long)Bmax * d);
     m->a_h1 = carve(&na, hc->kind == HEAD_DENSE ? Bmax * kh : 1);
@@ -204,6 +394,12 @@ ml_status model_init(Model *m, const ModelConfig *cfg) {
     long o_dfeat = carve(&ns, (long)Bmax * d), o_dy = carve(&ns, (long)Bmax * d);
     long o_dh1 = carve(&ns, hc->kind == HEAD_DENSE ? Bmax * kh : 1);
     long o_dl = carve(&ns, (long)Bmax * cfg->classes);
+    long o_dyo = 0, o_dhid = 0, o_dpool = 0;
+    if (m->nmoec + m->nffnc > 0) {
+        o_dyo = carve(&ns, max_dyo);
+        o_dhid = carve(&ns, max_dhid);
+        o_dpool = carve(&ns, max_dpool);
+    }
     m->n_scratch = ns;
 
     m->param = ml_alloc(sizeof(float) * m->n_param);
@@ -226,6 +422,7 @@ ml_status model_init(Model *m, const ModelConfig *cfg) {
     m->dy = m->scratch + o_dy;
     m->dh1 = m->scratch + o_dh1;
     m->dlogits = m->scratch + o_dl;
+    point_backbone_layers(m, a_pool, a_xg, a_hid, a_yo, m->scratch + o_dyo, m->scratch + o_dhid, m->scratch + o_dpool);
     if (m->moe_first >= 0) {
         moe_params_point(&m->moe_p, m->param + m->params[m->moe_first].off, hc, Bmax);
         moe_params_point(&m->moe_g, m->grad + m->params[m->moe_first].off, hc, Bmax);
@@ -241,6 +438,7 @@ ml_status model_init(Model *m, const ModelConfig *cfg) {
 
 void model_free(Model *m) {
     if (m->moe_first >= 0 && m->cfg.head.kind != HEAD_DENSE) moe_free(&m->moe);
+    for (int i = 0; i < m->nmoec; i++) moe_free(&m->moec[i].route);
     ml_free(m->param);
     ml_free(m->grad);
     ml_free(m->buf);
@@ -288,6 +486,23 @@ void model_init_params(Model *m, Rng *rng) {
     }
     TensorInfo *cw = &m->params[m->cls_w];
     fill_uniform(m->param + cw->off, cw->n, 1.0f / sqrtf((float)d), rng);
+    /* backbone layers last, so that a model without them draws exactly as before */
+    for (int i = 0; i < m->nmoec; i++) {
+        MoeConv *L = &m->moec[i];
+        const int C = L->C, h = L->route.cfg.h;
+        TensorInfo *r = &m->params[L->t_router];
+        fill_uniform(m->param + r->off, r->n, 1.0f / sqrtf((float)C), rng);
+        for (int e = 0; e < L->route.cfg.E; e++) {
+            fill_normal(L->p.w1[e], (long)h * C, sqrtf(2.0f / C), rng);
+            fill_normal(L->p.w2[e], (long)C * h, sqrtf(1.0f / h), rng);
+        }
+        for (int e = 0; e < L->route.cfg.E; e++) L->route.bias[e] = 0.0f;
+    }
+    for (int i = 0; i < m->nffnc; i++) {
+        FfnConv *L = &m->ffnc[i];
+        fill_normal(L->w1, (long)L->hidden * L->C, sqrtf(2.0f / L->C), rng);
+        fill_normal(L->w2, (long)L->C * L->hidden, sqrtf(1.0f / L->hidden), rng);
+    }
 }
 
 /* ---------------------------------------------------------------- forward / backward */
@@ -331,6 +546,14 @@ const float *model_forward(Model *m, int B, int training, float tau, Rng *rng) {
             bn_forward_eval(A(u->out), A(u->z), P(u->gamma), P(u->beta), BUFP(u->run_mean), BUFP(u->run_var), u->OC, N,
                             1);
         in = A(u->out);
+        const int s = m->unit_stage[i]; /* a routed or dense layer after this stage */
+        if (s >= 0 && m->stage_moe[s] >= 0) {
+            moeconv_forward(&m->moec[m->stage_moe[s]], A(m->a_bbl[s]), in, B, tau, training, rng);
+            in = A(m->a_bbl[s]);
+        } else if (s >= 0 && m->stage_ffn[s] >= 0) {
+            ffnconv_forward(&m->ffnc[m->stage_ffn[s]], A(m->a_bbl[s]), in, B);
+            in = A(m->a_bbl[s]);
+        }
         PROF(prof_fwd, i);
     }
     const Unit *last = &m->units[m->nunits - 1];
@@ -387,7 +610,16 @@ void model_backward(Model *m, const int32_t *labels, int B) {
     for (int i = m->nunits - 1; i >= 0; i--) {
         Unit *u = &m->units[i];
         const int N = B * u->Ho * u->Wo;
-        const float *in = i == 0 ? A(m->a_x) : A(m->units[i - 1].out);
+        const int s = m->unit_stage[i]; /* the layer after this stage first: dcur is its output's gradient */
+        if (s >= 0 && (m->stage_moe[s] >= 0 || m->stage_ffn[s] >= 0)) {
+            if (m->stage_moe[s] >= 0) moeconv_backward(&m->moec[m->stage_moe[s]], dnext, dcur, A(u->out), B);
+            else ffnconv_backward(&m->ffnc[m->stage_ffn[s]], dnext, dcur, A(u->out), B);
+            float *t = dcur;
+            dcur = dnext;
+            dnext = t;
+        }
+        const int sp = i > 0 ? m->unit_stage[i - 1] : -1; /* this unit's input: a layer's output? */
+        const float *in = i == 0 ? A(m->a_x) : sp >= 0 && m->a_bbl[sp] >= 0 ? A(m->a_bbl[sp]) : A(m->units[i - 1].out);
         float *din = i == 0 ? NULL : dnext;
         bn_backward(dcur, G(u->gamma), G(u->beta), dcur, A(u->out), A(u->z), A(u->mean), A(u->rstd), P(u->gamma), u->OC,
                     N, 1);
@@ -405,9 +637,60 @@ void model_backward(Model *m, const int32_t *labels, int B) {
     }
 }
 
-double model_flops(const Model *m) { return m->flops_backbone + m->flops_head_active + m->flops_classifier; }
+double model_flops(const Model *m) {
+    /* the backbone layers' terms are 0.0 without them: the sum is then exactly the head model's */
+    return m->flops_backbone + m->flops_bb_extra + m->flops_bb_routed + m->flops_head_active + m->flops_classifier;
+}
 
 double model_rho_nominal(const Model *m) {
     double total = model_flops(m);
-    return total > 0 ? m->flops_routed / total : 0.0;
+    return total > 0 ? (m->flops_routed + m->flops_bb_routed) / total : 0.0;
+}
+
+int model_has_routing(const Model *m) { return m->cfg.head.kind != HEAD_DENSE || m->nmoec > 0; }
+
+double model_rho_realized(const Model *m) {
+    const MoeConfig *hc = &m->cfg.head;
+    const int moe_head = hc->kind != HEAD_DENSE;
+    if (m->nmoec == 0) /* the head's own definition (moe.h), unchanged */
+        return moe_head ? moe_rho_realized(hc, m->flops_backbone, m->flops_classifier, m->cfg.batch,
+                                           m->moe.stats.pairs_per_sample)
+                        : 0.0;
+    double routed = moe_head ? m->moe.stats.pairs_per_sample * m->flops_expert : 0.0;
+    for (int i = 0; i < m->nmoec; i++) routed += m->moec[i].route.stats.pairs_per_sample * m->moec[i].flops_expert;
+    const double fixed = m->flops_backbone + m->flops_bb_extra + (moe_head ? m->flops_router : m->flops_head_active) +
+                         m->flops_classifier;
+    return fixed + routed > 0 ? routed / (fixed + routed) : 0.0;
+}
+
+double model_backbone_aux_loss(const Model *m) {
+    double a = 0.0;
+    for (int i = 0; i < m->nmoec; i++) {
+        const MoeHead *r = &m->moec[i].route;
+        a += r->cfg.alpha * r->stats.l_aux + r->cfg.beta * r->stats.l_z;
+    }
+    return a;
+}
+
+void model_backbone_update_bias(Model *m) {
+    for (int i = 0; i < m->nmoec; i++) moe_update_bias(&m->moec[i].route);
+}
+
+void model_preset_backbone_moe(ModelConfig *c) {
+    c->in_c = 3;
+    c->in_h = 64;
+    c->in_w = 64;
+    c->backbone = BACKBONE_DW;
+    c->width = 1.0f;
+    c->head.kind = HEAD_DENSE;
+    c->head.E = 8;
+    c->head.k = 2;
+    c->moe_n = 2;
+    c->moe_after[0] = 2;
+    c->moe_after[1] = 3;
+    c->ffn_n = 0;
+    c->bb_nh = 2;
+    c->bb_hidden[0] = 32;
+    c->bb_hidden[1] = 64;
+    c->bb_nE = c->bb_nk = 0;
 }

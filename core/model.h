@@ -16,9 +16,12 @@
 
 #include "common.h"
 #include "moe.h"
+#include "moeconv.h"
 #include "rng.h"
 
 typedef enum { BACKBONE_DW, BACKBONE_STD } BackboneKind;
+
+#define MODEL_MAX_BBL 4 /* backbone layers: at most one per stage 0..3 */
 
 typedef struct {
     int in_c, in_h, in_w; /* input image shape */
@@ -28,12 +31,21 @@ typedef struct {
     MoeConfig head;    /* head kind and MoE knobs; head.d is set by model_init */
     int batch;         /* largest batch the model will see */
     float bn_momentum; /* running-statistics momentum (PyTorch convention, 0.1) */
+    /* ---- routed conv-FFN layers inside the backbone (core/moeconv.h). A stage s is 0 (after the
+     * stem) or 1..3 (after block s). The lists of hidden widths, E and k index the layers of
+     * moe_after in the order given (and, for hidden and k, those of ffn_after): one value applies
+     * to every layer, 0 values mean the head's h, E, k. Every other routing knob is the head's. */
+    int moe_n, moe_after[MODEL_MAX_BBL]; /* --moe-after: stages followed by a routed layer */
+    int ffn_n, ffn_after[MODEL_MAX_BBL]; /* --ffn-after: stages followed by the dense baseline */
+    int bb_nh, bb_hidden[MODEL_MAX_BBL]; /* --moe-hidden */
+    int bb_nE, bb_E[MODEL_MAX_BBL];      /* --moe-experts */
+    int bb_nk, bb_k[MODEL_MAX_BBL];      /* --moe-k */
 } ModelConfig;
 
 void model_config_defaults(
     ModelConfig *c); /* the reference model: dw, w=1, 32x32x3, 10, moe E=8 k=2 h=1024 cf=1.25, B=128 */
 
-#define MODEL_MAX_TENSORS 64
+#define MODEL_MAX_TENSORS 1100 /* 4 routed layers of 64 experts fit: 4 (1 + 4*64) + the rest */
 #define MODEL_MAX_UNITS 8
 
 typedef struct {
@@ -94,6 +106,15 @@ typedef struct {
     /* FLOPs per sample, forward */
     double flops_backbone, flops_head_active, flops_routed, flops_classifier, flops_router;
     double flops_expert; /* one expert (or the dense MLP for `dense`) */
+    /* backbone layers: stage_moe[s] / stage_ffn[s] index moec / ffnc (-1: none after stage s) */
+    int nmoec, nffnc;
+    MoeConv moec[MODEL_MAX_BBL];
+    FfnConv ffnc[MODEL_MAX_BBL];
+    int stage_moe[MODEL_MAX_BBL], stage_ffn[MODEL_MAX_BBL];
+    int unit_stage[MODEL_MAX_UNITS]; /* the stage unit i closes, -1 if none */
+    long a_bbl[MODEL_MAX_BBL];       /* (C, B, H, W) output of the layer after stage s */
+    double flops_bb_extra;           /* routers + dense baseline layers, per sample */
+    double flops_bb_routed;          /* nominal routed FLOPs of the backbone layers (k pairs each) */
     /* optional timing of every stage (seconds, accumulated) when profile = 1 */
     int profile;
     long prof_steps;                                                     /* steps counted by the caller */
@@ -118,9 +139,23 @@ double model_loss(Model *m, const int32_t *labels, int B, int *correct);
  * auxiliary MoE losses are included. Gradients are accumulated into m->grad. */
 void model_backward(Model *m, const int32_t *labels, int B);
 void model_zero_grad(Model *m);
-/* Total forward FLOPs per sample (nominal, all k experts), and rho nominal. */
+/* Total forward FLOPs per sample (nominal, all k experts), and rho nominal: routed FLOPs of the
+ * head and every backbone MoE layer over the total. */
 double model_flops(const Model *m);
 double model_rho_nominal(const Model *m);
+/* rho of the last forward: kept pairs of the head and of every backbone MoE layer. */
+double model_rho_realized(const Model *m);
+/* 1 if anything routes: a moe / softmoe head or a backbone MoE layer. */
+int model_has_routing(const Model *m);
+/* alpha*L_aux + beta*L_z of the backbone MoE layers' last forward (the head's is not included). */
+double model_backbone_aux_loss(const Model *m);
+/* The utility-bias update of every backbone MoE layer (the head's: moe_update_bias). */
+void model_backbone_update_bias(Model *m);
+/* The 64x64x3 model with routed layers inside the backbone (README "MoE in the backbone"):
+ * applies the flags documented there to c (input shape, layers, hidden widths). */
+void model_preset_backbone_moe(ModelConfig *c);
+/* "moe2" / "ffn0": the name of the layer after stage s. */
+const char *model_stage_name(char *buf, size_t n, int routed, int stage);
 const char *backbone_name(BackboneKind k);
 
 #endif

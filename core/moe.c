@@ -388,10 +388,12 @@ static void moe_route_(MoeHead *m, int B, float tau, int training, Rng *rng, int
         }
 }
 
-static void moe_forward_sparse_(MoeHead *m, float *y, const float *x, const MoeParams *p, int B, float tau,
-                                int training, Rng *rng) {
+// Gates, selection, capacity and the selection statistics of the moe head (no experts): softmax,
+// route (or the frozen selection), renormalised gates, first_choice, demand/kept/drops/confidence,
+// mean gates and L_aux. z must hold this batch's logits.
+static void moe_route_sparse_(MoeHead *m, int B, float tau, int training, Rng *rng) {
     const MoeConfig *c = &m->cfg;
-    int E = c->E, k = c->k, d = c->d, h = c->h;
+    int E = c->E, k = c->k;
     int dropless;
     int C = moe_capacity_(c, B, training, &dropless);
     int frozen = m->freeze_selection && m->B == B; // m->B == 0 before the first forward
@@ -417,27 +419,6 @@ static void moe_forward_sparse_(MoeHead *m, float *y, const float *x, const MoeP
             for (int r = 0; r < k; r++) gb[r] = pb[sb[r]] * inv;
         }
         m->first_choice[b] = sb[0];
-    }
-    // gather, experts, combine
-    int nrows = m->nrows;
-#pragma omp parallel for if ((long)nrows * d > MOE_PAR_MIN)
-    for (int j = 0; j < nrows; j++)
-        memcpy(m->xg + (size_t)j * d, x + (size_t)m->row_src[j] * d, (size_t)d * sizeof(float));
-    for (int e = 0; e < E; e++) {
-        int o = m->off[e], n = m->off[e + 1] - o;
-        moe_expert_fwd_(c, p, e, m->xg + (size_t)o * d, n, m->hid + (size_t)o * h, m->yo + (size_t)o * d);
-    }
-#pragma omp parallel for if ((long)B * d * k > MOE_PAR_MIN)
-    for (int b = 0; b < B; b++) {
-        float *yb = y + (size_t)b * d;
-        memcpy(yb, x + (size_t)b * d, (size_t)d * sizeof(float));
-        for (int r = 0; r < k; r++) {
-            int j = m->row[(size_t)b * k + r];
-            if (j < 0) continue;
-            float gv = m->gate[(size_t)b * k + r];
-            const float *yj = m->yo + (size_t)j * d;
-            for (int i = 0; i < d; i++) yb[i] += gv * yj[i];
-        }
     }
     // statistics and losses
     MoeStepStats *st = &m->stats;
@@ -478,6 +459,32 @@ static void moe_forward_sparse_(MoeHead *m, float *y, const float *x, const MoeP
     st->l_aux = E * laux;
 }
 
+// The moe head's experts on the routed rows: gather, expert MLPs, gated combine.
+static void moe_experts_sparse_(MoeHead *m, float *y, const float *x, const MoeParams *p, int B) {
+    const MoeConfig *c = &m->cfg;
+    int E = c->E, k = c->k, d = c->d, h = c->h;
+    int nrows = m->nrows;
+#pragma omp parallel for if ((long)nrows * d > MOE_PAR_MIN)
+    for (int j = 0; j < nrows; j++)
+        memcpy(m->xg + (size_t)j * d, x + (size_t)m->row_src[j] * d, (size_t)d * sizeof(float));
+    for (int e = 0; e < E; e++) {
+        int o = m->off[e], n = m->off[e + 1] - o;
+        moe_expert_fwd_(c, p, e, m->xg + (size_t)o * d, n, m->hid + (size_t)o * h, m->yo + (size_t)o * d);
+    }
+#pragma omp parallel for if ((long)B * d * k > MOE_PAR_MIN)
+    for (int b = 0; b < B; b++) {
+        float *yb = y + (size_t)b * d;
+        memcpy(yb, x + (size_t)b * d, (size_t)d * sizeof(float));
+        for (int r = 0; r < k; r++) {
+            int j = m->row[(size_t)b * k + r];
+            if (j < 0) continue;
+            float gv = m->gate[(size_t)b * k + r];
+            const float *yj = m->yo + (size_t)j * d;
+            for (int i = 0; i < d; i++) yb[i] += gv * yj[i];
+        }
+    }
+}
+
 static void moe_backward_sparse_(MoeHead *m, float *dx, MoeParams *g, const float *dy, const float *x,
                                  const MoeParams *p, int B) {
     const MoeConfig *c = &m->cfg;
@@ -515,30 +522,7 @@ static void moe_backward_sparse_(MoeHead *m, float *dx, MoeParams *g, const floa
             for (int i = 0; i < d; i++) dxb[i] += gj[i];
         }
     }
-    // gates -> softmax probabilities p (through the renormalisation)
-    memset(m->dp, 0, (size_t)B * E * sizeof(float));
-    for (int b = 0; b < B; b++) {
-        const float *pb = m->p + (size_t)b * E, *gb = m->gate + (size_t)b * k;
-        const float *dgb = m->dgate + (size_t)b * k;
-        const int *sb = m->sel + (size_t)b * k;
-        float *dpb = m->dp + (size_t)b * E;
-        if (!c->renorm) {
-            for (int r = 0; r < k; r++) dpb[sb[r]] += dgb[r];
-            continue;
-        }
-        double s = 0.0, cd = 0.0;
-        for (int r = 0; r < k; r++) {
-            s += pb[sb[r]];
-            cd += (double)dgb[r] * gb[r];
-        }
-        if (!(s >= FLT_MIN)) continue; // gates were set to 1/k: constant
-        for (int r = 0; r < k; r++) dpb[sb[r]] += (float)((dgb[r] - cd) / s);
-    }
-    float fsel[MOE_MAX_EXPERTS];
-    for (int e = 0; e < E; e++) fsel[e] = (float)m->stats.demand[e] / (float)B;
-    moe_router_bwd_(m, B, fsel);
-    cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, E, d, B, 1.0f, m->dz, E, x, d, 1.0f, g->router, d);
-    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, B, d, E, 1.0f, m->dz, E, p->router, d, 1.0f, dx, d);
+    moe_route_backward(m, dx, g->router, x, p->router, B);
 }
 
 // ---------------------------------------------------------------- softmoe-sample (dense over experts)
@@ -736,25 +720,24 @@ static void moe_backward_batch_(MoeHead *m, float *dx, MoeParams *g, const float
 
 // ---------------------------------------------------------------- public forward / backward
 
-void moe_forward(MoeHead *m, float *y, const float *x, const MoeParams *p, int B, float tau, int training, Rng *rng) {
-    const MoeConfig *c = &m->cfg;
-    ML_ASSERT(B >= 1 && B <= m->Bmax);
-    ML_ASSERT(tau > 0.0f && isfinite(tau));
-    int S = m->S, d = c->d, E = c->E;
-    // raw logits z (B, S) = x W_r^T and their logsumexp (for L_z)
-    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, B, S, d, 1.0f, x, d, p->router, d, 0.0f, m->z, S);
+// z (B, S) = x W_r^T and the logsumexp of each row (for L_z); returns sum_b lse_b^2.
+static double moe_logits_(MoeHead *m, const float *x, const float *router, int B) {
+    int S = m->S, d = m->cfg.d;
+    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, B, S, d, 1.0f, x, d, router, d, 0.0f, m->z, S);
     double lz = 0.0;
     for (int b = 0; b < B; b++) {
         m->lse[b] = moe_lse_(m->z + (size_t)b * S, S);
         lz += m->lse[b] * m->lse[b];
     }
+    return lz;
+}
+
+// The statistics every head shares (gate entropy, load, first-choice and clean-router shares),
+// the scalars of this forward, and what the backward and the bias update need.
+static void moe_stats_finish_(MoeHead *m, int B, float tau, int training, double lz) {
+    const MoeConfig *c = &m->cfg;
+    int E = c->E;
     MoeStepStats *st = &m->stats;
-    switch (c->kind) {
-    case HEAD_MOE: moe_forward_sparse_(m, y, x, p, B, tau, training, rng); break;
-    case HEAD_SOFTMOE_SAMPLE: moe_forward_sample_(m, y, x, p, B, tau); break;
-    case HEAD_SOFTMOE_BATCH: moe_forward_batch_(m, y, x, p, B, tau); break;
-    default: ML_ASSERT(0 && "moe_forward: not an moe head");
-    }
     if (c->kind != HEAD_SOFTMOE_BATCH) {
         double hsum = 0.0, v[MOE_MAX_EXPERTS];
         for (int b = 0; b < B; b++) {
@@ -813,6 +796,62 @@ void moe_forward(MoeHead *m, float *y, const float *x, const MoeParams *p, int B
     m->B = B;
     m->tau = tau;
     m->training = training != 0;
+}
+
+void moe_forward(MoeHead *m, float *y, const float *x, const MoeParams *p, int B, float tau, int training, Rng *rng) {
+    const MoeConfig *c = &m->cfg;
+    ML_ASSERT(B >= 1 && B <= m->Bmax);
+    ML_ASSERT(tau > 0.0f && isfinite(tau));
+    const double lz = moe_logits_(m, x, p->router, B);
+    switch (c->kind) {
+    case HEAD_MOE:
+        moe_route_sparse_(m, B, tau, training, rng);
+        moe_experts_sparse_(m, y, x, p, B);
+        break;
+    case HEAD_SOFTMOE_SAMPLE: moe_forward_sample_(m, y, x, p, B, tau); break;
+    case HEAD_SOFTMOE_BATCH: moe_forward_batch_(m, y, x, p, B, tau); break;
+    default: ML_ASSERT(0 && "moe_forward: not an moe head");
+    }
+    moe_stats_finish_(m, B, tau, training, lz);
+}
+
+void moe_route_forward(MoeHead *m, const float *x, const float *router, int B, float tau, int training, Rng *rng) {
+    ML_ASSERT(m->cfg.kind == HEAD_MOE);
+    ML_ASSERT(B >= 1 && B <= m->Bmax);
+    ML_ASSERT(tau > 0.0f && isfinite(tau));
+    const double lz = moe_logits_(m, x, router, B);
+    moe_route_sparse_(m, B, tau, training, rng);
+    moe_stats_finish_(m, B, tau, training, lz);
+}
+
+void moe_route_backward(MoeHead *m, float *dx, float *grouter, const float *x, const float *router, int B) {
+    const MoeConfig *c = &m->cfg;
+    ML_ASSERT(c->kind == HEAD_MOE && B == m->B && B >= 1);
+    int E = c->E, k = c->k, d = c->d;
+    // gates -> softmax probabilities p (through the renormalisation)
+    memset(m->dp, 0, (size_t)B * E * sizeof(float));
+    for (int b = 0; b < B; b++) {
+        const float *pb = m->p + (size_t)b * E, *gb = m->gate + (size_t)b * k;
+        const float *dgb = m->dgate + (size_t)b * k;
+        const int *sb = m->sel + (size_t)b * k;
+        float *dpb = m->dp + (size_t)b * E;
+        if (!c->renorm) {
+            for (int r = 0; r < k; r++) dpb[sb[r]] += dgb[r];
+            continue;
+        }
+        double s = 0.0, cd = 0.0;
+        for (int r = 0; r < k; r++) {
+            s += pb[sb[r]];
+            cd += (double)dgb[r] * gb[r];
+        }
+        if (!(s >= FLT_MIN)) continue; // gates were set to 1/k: constant
+        for (int r = 0; r < k; r++) dpb[sb[r]] += (float)((dgb[r] - cd) / s);
+    }
+    float fsel[MOE_MAX_EXPERTS];
+    for (int e = 0; e < E; e++) fsel[e] = (float)m->stats.demand[e] / (float)B;
+    moe_router_bwd_(m, B, fsel);
+    cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, E, d, B, 1.0f, m->dz, E, x, d, 1.0f, grouter, d);
+    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, B, d, E, 1.0f, m->dz, E, router, d, 1.0f, dx, d);
 }
 
 void moe_backward(MoeHead *m, float *dx, MoeParams *g, const float *dy, const float *x, const MoeParams *p, int B) {

@@ -193,6 +193,20 @@ void moe_forward(MoeHead *m, float *y, const float *x, const MoeParams *p, int B
 // dx (B, d) is overwritten; gradients are accumulated (+=) into g. Includes the gradients of
 // alpha*L_aux + beta*L_z. x and p must be those of the last forward, B its batch size.
 void moe_backward(MoeHead *m, float *dx, MoeParams *g, const float *dy, const float *x, const MoeParams *p, int B);
+// ---- routing only: the moe head's router, selection, capacity, gates, losses and statistics
+// without its experts, shared with the backbone's routed conv layers (core/moeconv.h), so both
+// run one implementation. moe_forward of a moe head is exactly moe_route_forward followed by the
+// gather / experts / combine of its rows.
+// moe_route_forward (HEAD_MOE only): z = x W_r^T for x (B, d) and router (E, d); fills z, lse, p,
+// sel, gate, row (gathered row of each (sample, rank) pair, -1 if dropped), row_src, row_rank,
+// off, nrows, first_choice and stats, with the RNG use, freeze_selection and capacity rules of
+// moe_forward. The caller runs the experts on rows [off[e], off[e+1]).
+void moe_route_forward(MoeHead *m, const float *x, const float *router, int B, float tau, int training, Rng *rng);
+// Given m->dgate (B, k) = dL/dgate of every pair (0 for dropped pairs), backs through the
+// renormalisation and the softmax, adds the alpha*L_aux and beta*L_z terms, accumulates the
+// router gradient into grouter (E, d) and ADDS dz W_r into dx (B, d). x and router as in the
+// last moe_route_forward of the same B.
+void moe_route_backward(MoeHead *m, float *dx, float *grouter, const float *x, const float *router, int B);
 // b_e += bias_rate * sign(mean_e demand - demand_e), using the DEMAND counts (selections before
 // capacity) of the last training forward: kept counts saturate at C and hide how overloaded an
 // expert is. No-op unless bias_mode != BIAS_NONE, bias_rate > 0, a training forward has run, and

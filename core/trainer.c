@@ -140,6 +140,7 @@ ml_status trainer_step(Trainer *t, StepRecord *rec) {
     double total = loss;
     const int is_moe = t->cfg.model.head.kind != HEAD_DENSE;
     if (is_moe) total += m->moe.cfg.alpha * m->moe.stats.l_aux + m->moe.cfg.beta * m->moe.stats.l_z;
+    if (m->nmoec > 0) total += model_backbone_aux_loss(m); /* every backbone MoE layer's losses */
     if (!isfinite(total))
         return ml_fail(ML_ERR_NUMERIC,
                        "loss is %s at step %ld (epoch %d): training stopped before the update; "
@@ -151,12 +152,15 @@ ml_status trainer_step(Trainer *t, StepRecord *rec) {
     if (is_moe) {
         moe_update_bias(&m->moe);
         routewin_push(&t->win, &m->moe.stats);
-        rho_real = moe_rho_realized(&m->cfg.head, m->flops_backbone, m->flops_classifier, t->cfg.model.batch,
-                                    m->moe.stats.pairs_per_sample);
+        rho_real = model_rho_realized(m); /* the model total: kept pairs of the head and every layer */
         t->ep_drop += m->moe.stats.drop_frac;
         t->ep_maxvio += m->moe.stats.maxvio;
         t->ep_rho += rho_real;
+    } else if (m->nmoec > 0) {
+        rho_real = model_rho_realized(m);
+        t->ep_rho += rho_real;
     }
+    model_backbone_update_bias(m);
     t->step++;
     t->pos++;
     t->ep_loss += loss;
@@ -177,6 +181,7 @@ ml_status trainer_step(Trainer *t, StepRecord *rec) {
         t->t_rec = now;
         t->rec_step = t->step;
         rec->has_moe = is_moe;
+        rec->rho_realized = rho_real; /* also for a dense head after backbone MoE layers */
         if (is_moe) {
             rec->moe = m->moe.stats;
             rec->rho_realized = rho_real;
@@ -233,8 +238,14 @@ ml_status trainer_evaluate(Trainer *t, double *loss_out, double *acc_out) {
 
 /* The routing part of an EvalRecord: the last evaluation and the epoch's sums. */
 static void fill_eval_routing(const Trainer *t, EvalRecord *er) {
-    if (t->cfg.model.head.kind == HEAD_DENSE) return;
     const Model *m = &t->model;
+    if (t->cfg.model.head.kind == HEAD_DENSE) {
+        if (m->nmoec > 0) { /* backbone MoE layers route: their rho (phase 1: no per-layer statistics) */
+            er->rho_nominal = model_rho_nominal(m);
+            er->train_rho_realized = t->ep_rho / (t->ep_batches > 0 ? (double)t->ep_batches : 1.0);
+        }
+        return;
+    }
     const int K = t->src.classes, E = t->cfg.model.head.E;
     er->has_moe = 1;
     er->rho_nominal = model_rho_nominal(m);
@@ -298,7 +309,7 @@ ml_status trainer_tau_apply(TauPlan *plan, const TrainerCmd *c, long step, long 
 
 ml_status trainer_apply(Trainer *t, const TrainerCmd *c) {
     MoeConfig *h = &t->model.moe.cfg;
-    const int moe = t->cfg.model.head.kind != HEAD_DENSE;
+    const int moe = model_has_routing(&t->model); /* the head or a backbone layer routes */
     if (c->kind == CMD_ANNEAL) {
         if (!moe)
             return ml_fail(ML_ERR_STATE, "anneal: the %s head has no router temperature",
@@ -328,6 +339,9 @@ ml_status trainer_apply(Trainer *t, const TrainerCmd *c) {
                                       [PARAM_BIAS_RATE] = &h->bias_rate};
     if ((int)c->param >= 0 && c->param < PARAM_COUNT && knob[c->param]) {
         *knob[c->param] = (float)v;
+        /* the backbone MoE layers share the head's knobs (phase 1: no per-layer commands) */
+        const size_t off = (size_t)((char *)knob[c->param] - (char *)h);
+        for (int i = 0; i < t->model.nmoec; i++) *(float *)((char *)&t->model.moec[i].route.cfg + off) = (float)v;
         return ML_OK;
     }
     return ml_fail(ML_ERR_ARG, "set: unknown parameter");
@@ -379,6 +393,7 @@ _Static_assert(sizeof(int) == 4, "int fields are stored as int32");
 _Static_assert(sizeof(TauKind) == sizeof(int) && sizeof(LrKind) == sizeof(int), "enums are stored as int");
 
 static void sv(StateView *v, const char *path, void *ptr, StateType type, long d0, long d1, const char *hint) {
+    ML_ASSERT(v->nvars < STATE_MAX_VARS);
     StateVar *r = &v->vars[v->nvars++];
     r->path = path;
     r->ptr = ptr;
@@ -391,6 +406,15 @@ static void sv(StateView *v, const char *path, void *ptr, StateType type, long d
 #define SCALAR -1, -1
 
 static const char *const rng_paths[4] = {"/rng/init", "/rng/data", "/rng/noise", "/rng/aug"};
+
+/* checkpoint rows of the backbone MoE layer after stage s */
+#define BB_PATHS_(s)                                                                                                   \
+    {                                                                                                                  \
+        "/backbone/moe" #s "/bias", "/backbone/moe" #s "/cf", "/backbone/moe" #s "/alpha", "/backbone/moe" #s "/beta", \
+            "/backbone/moe" #s "/noise", "/backbone/moe" #s "/bias_rate"                                               \
+    }
+static const char *const bb_state_paths[MODEL_MAX_BBL][6] = {BB_PATHS_(0), BB_PATHS_(1), BB_PATHS_(2), BB_PATHS_(3)};
+#undef BB_PATHS_
 
 /* What a checkpoint read must satisfy before it is committed (staged[i] = vars[i]'s data). */
 static ml_status state_check(const void *owner, void *const *staged) {
@@ -485,6 +509,17 @@ void trainer_state(Trainer *t, StateView *v) {
     sv(v, "/trainer/ep_drop", &t->ep_drop, SV_F64, SCALAR, NULL);
     sv(v, "/trainer/ep_maxvio", &t->ep_maxvio, SV_F64, SCALAR, NULL);
     sv(v, "/trainer/ep_rho", &t->ep_rho, SV_F64, SCALAR, NULL);
+    /* every backbone MoE layer: its utility bias and the knobs `set` changes */
+    for (int i = 0; i < t->model.nmoec; i++) {
+        MoeConv *L = &t->model.moec[i];
+        const char *const *p = bb_state_paths[L->stage];
+        sv(v, p[0], L->route.bias, SV_F32, L->route.cfg.E, -1, NULL);
+        sv(v, p[1], &L->route.cfg.cf, SV_F32, SCALAR, NULL);
+        sv(v, p[2], &L->route.cfg.alpha, SV_F32, SCALAR, NULL);
+        sv(v, p[3], &L->route.cfg.beta, SV_F32, SCALAR, NULL);
+        sv(v, p[4], &L->route.cfg.noise, SV_F32, SCALAR, NULL);
+        sv(v, p[5], &L->route.cfg.bias_rate, SV_F32, SCALAR, NULL);
+    }
     if (t->cfg.model.head.kind == HEAD_DENSE) return;
     Model *m = &t->model;
     MoeConfig *h = &m->moe.cfg;

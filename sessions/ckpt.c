@@ -20,9 +20,10 @@
 #include <unistd.h>
 #include <zlib.h>
 
-#define SHAPE_HINT                                                                       \
-    "(the checkpoint is for a different model or dataset: compare --width, --backbone, " \
-    "--head, --experts, --k, --hidden, --batch and the dataset)"
+#define SHAPE_HINT                                                                                                   \
+    "(the checkpoint is for a different model or dataset: compare --width, --backbone, "                             \
+    "--head, --experts, --k, --hidden, --moe-after, --ffn-after, --moe-hidden, --moe-experts, --moe-k, --batch and " \
+    "the dataset)"
 
 /* ------------------------------------------------------------------ tensor entries */
 

@@ -280,6 +280,24 @@ ml_status session_config_json(const TrainConfig *c, const char *dataset_spec, ch
     jw_flt(&w, jh, "alpha", h->alpha);
     jw_flt(&w, jh, "beta", h->beta);
     jw_int(&w, jh, "slots", h->slots);
+    if (m->moe_n + m->ffn_n > 0) { /* backbone layers (--moe-after ...): the lists as given */
+        json_t *jb = jw_obj(&w, jm, "backbone_layers");
+        const struct {
+            const char *key;
+            int n;
+            const int *v;
+        } lists[] = {{"moe_after", m->moe_n, m->moe_after},
+                     {"ffn_after", m->ffn_n, m->ffn_after},
+                     {"hidden", m->bb_nh, m->bb_hidden},
+                     {"experts", m->bb_nE, m->bb_E},
+                     {"k", m->bb_nk, m->bb_k}};
+        for (size_t l = 0; l < sizeof lists / sizeof lists[0]; l++) {
+            json_t *a = json_array();
+            for (int i = 0; i < lists[l].n && i < MODEL_MAX_BBL; i++)
+                if (json_array_append_new(a, json_integer(lists[l].v[i]))) w.bad = 1;
+            jw_set(&w, jb, lists[l].key, a);
+        }
+    }
     json_t *jo = jw_obj(&w, root, "opt");
     jw_str(&w, jo, "kind", optim_kind_name(c->opt.kind));
     jw_flt(&w, jo, "momentum", c->opt.momentum);

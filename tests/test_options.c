@@ -105,6 +105,24 @@ int main(void) {
     train_config_defaults(&tc);
     check(tc.opt.wd == optim_default_wd(tc.opt.kind), "train_config_defaults uses the same default");
 
+    /* the backbone layer lists (--moe-after and friends): values, one value, ends, bad lists */
+    check(parse(&o, ARGS("--moe-after", "0,3", "--ffn-after", "1", "--moe-hidden", "8,65536", "--moe-experts", "64",
+                         "--moe-k", "1,2")) == 0 &&
+              o.train.model.moe_n == 2 && o.train.model.moe_after[0] == 0 && o.train.model.moe_after[1] == 3 &&
+              o.train.model.ffn_n == 1 && o.train.model.ffn_after[0] == 1 && o.train.model.bb_nh == 2 &&
+              o.train.model.bb_hidden[1] == 65536 && o.train.model.bb_nE == 1 && o.train.model.bb_E[0] == 64 &&
+              o.train.model.bb_nk == 2 && o.train.model.bb_k[1] == 2,
+          "--moe-after 0,3 --ffn-after 1 --moe-hidden 8,65536 --moe-experts 64 --moe-k 1,2 reach their fields");
+    check(parse(&o, ARGS("--moe-after", "0,1,2,3")) == 0 && o.train.model.moe_n == 4, "--moe-after 0,1,2,3");
+    const char *const bad_lists[][2] = {
+        {"--moe-after", "4"},  {"--moe-after", "-1"},   {"--moe-after", ""},          {"--moe-after", "1,"},
+        {"--moe-after", ",1"}, {"--moe-after", "1,,2"}, {"--moe-after", "0,1,2,3,0"}, {"--moe-after", "1.5"},
+        {"--ffn-after", "x"},  {"--moe-hidden", "0"},   {"--moe-hidden", "65537"},    {"--moe-experts", "65"},
+        {"--moe-k", "0"},      {"--moe-k", "2 3"}};
+    for (size_t i = 0; i < sizeof bad_lists / sizeof bad_lists[0]; i++)
+        check(parse(&o, ARGS(bad_lists[i][0], bad_lists[i][1])) == -1, "%s '%s' is refused", bad_lists[i][0],
+              bad_lists[i][1]);
+
     /* the rest of the command line */
     check(parse(&o, ARGS("--help")) == 1, "--help returns 1");
     check(parse(&o, ARGS("--frobnicate")) == -1 && parse(&o, ARGS("extra")) == -1 && parse(&o, ARGS("--k", "9")) == -1,
