@@ -797,6 +797,7 @@ void moe_forward(MoeHead *m, float *y, const float *x, const MoeParams *p, int B
         st->clean_first_share = (double)cmx / B;
         st->clean_load_entropy = moe_norm_entropy_(cv, E);
         st->clean_dead = dead;
+        memcpy(st->clean_first, cc, sizeof st->clean_first);
         st->first_agree = (double)agree / B;
     }
     st->B = B;

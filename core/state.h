@@ -23,7 +23,7 @@ typedef enum {
     SV_LR,  /* one LrSchedule (an HDF5 compound) */
 } StateType;
 
-#define STATE_MAX_VARS 64
+#define STATE_MAX_VARS 128
 
 typedef struct {
     const char *path; /* HDF5 path in the checkpoint, e.g. "/trainer/step" */
