@@ -474,8 +474,13 @@ int cmd_sweep(int argc, char **argv) {
 
     /* this process's runs */
     int *sel = calloc((size_t)p.nruns + 1, sizeof(int)), nsel = 0;
-    for (int i = 0; i < p.nruns; i++)
-        if (i % p.shard_n == p.shard_i && (i / p.shard_n) % mpi.size == mpi.rank) sel[nsel++] = i;
+    /* only the runs of distinct models: a configuration that trains the same model as an earlier
+     * one (e.g. dense under a routing axis) reuses its runs */
+    int ntrain = 0;
+    for (int i = 0; i < p.nruns; i++) {
+        if (run_canonical(&p, i) != i) continue;
+        if (ntrain++ % p.shard_n == p.shard_i && ((ntrain - 1) / p.shard_n) % mpi.size == mpi.rank) sel[nsel++] = i;
+    }
     const int cores = cores_available(mpi.local);
     int threads = cores / p.jobs;
     if (threads < 1) threads = 1;
@@ -491,6 +496,9 @@ int cmd_sweep(int argc, char **argv) {
         printf("sweep     %s%s%s%d configuration%s x %d seed%s = %d runs in %s", pr ? "preset " : "",
                pr ? pr->name : "", pr ? (p.full ? " (full): " : ": ") : "", p.nconfigs, p.nconfigs == 1 ? "" : "s",
                p.seeds, p.seeds == 1 ? "" : "s", p.nruns, p.out);
+        if (p.ndistinct < p.nconfigs)
+            printf(" (%d trained: %d configuration%s share%s another's model)", ntrain, p.nconfigs - p.ndistinct,
+                   p.nconfigs - p.ndistinct == 1 ? "" : "s", p.nconfigs - p.ndistinct == 1 ? "s" : "");
         if (p.shard_n > 1) printf(", shard %d/%d (%d runs)", p.shard_i, p.shard_n, nsel);
         if (mpi.size > 1) printf(", %d MPI ranks", mpi.size);
         if (p.user_threads) printf("; %d job%s at once, --threads as given\n", p.jobs, p.jobs == 1 ? "" : "s");

@@ -64,6 +64,9 @@ typedef struct {
     char (*label)[SWEEP_NAME_MAX]; /* (nconfigs) "k=v,k=v" ("" without axes) */
     char (*head)[24];              /* (nconfigs) head kind */
     int *baseline;                 /* (nconfigs) matching dense configuration or -1 */
+    int *alias;                    /* (nconfigs) the first configuration that trains the same model
+                                    * (itself if none): its runs stand for this one's */
+    int ndistinct;                 /* configurations that are trained (alias[c] == c) */
 } Plan;
 
 void plan_free(Plan *p);
@@ -83,6 +86,11 @@ const Preset *find_preset(const char *name);
 /* ------------------------------------------------------------------ the grid (sweep_plan.c) */
 
 int run_train_args(const Plan *p, int c, int seed, StrList *l);
+/* The run that trains run r's model: r itself, or the same seed of its alias configuration. */
+int run_canonical(const Plan *p, int r);
+/* rows of runs whose configuration is an alias: a copy of the canonical run's row (index and
+ * configuration kept). */
+void plan_fill_aliases(const Plan *p, SweepRun *rows);
 int run_child_args(const Plan *p, int r, int threads, StrList *l);
 void run_name(const Plan *p, int r, char *buf, size_t n);
 void run_dir(const Plan *p, int r, char *buf, size_t n);

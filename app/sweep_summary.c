@@ -293,6 +293,7 @@ static int summary_write_csv(const SweepSummary *s, const char *dir) {
 int summary_emit(const Plan *p, SweepRun *rows, const char *note) {
     char args[8192];
     plan_args_line(p, args, sizeof args);
+    plan_fill_aliases(p, rows);
     SweepSummary s;
     summary_build(p, rows, args, &s);
     summary_print(&s, note);
@@ -303,7 +304,12 @@ int summary_emit(const Plan *p, SweepRun *rows, const char *note) {
         fprintf(stderr, "moelab sweep: %s\n", ml_last_error());
         rc = -1;
     }
-    int done = 0, missing = 0, other = 0;
+    int done = 0, missing = 0, other = 0, trained = 0;
+    for (int r = 0; r < p->nruns; r++) trained += run_canonical(p, r) == r;
+    if (trained < p->nruns)
+        printf("shared    %d runs trained for %d summary rows x seeds: configurations with the same model share "
+               "their runs\n",
+               trained, p->nruns);
     for (int r = 0; r < p->nruns; r++) {
         if (!strcmp(rows[r].status, "finished")) done++;
         else if (!strcmp(rows[r].status, "missing")) missing++;

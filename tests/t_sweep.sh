@@ -146,5 +146,20 @@ check "topk-rho: cf = 2.5/k goes with k" grep -q -- '--k 4 --cf 0.625 --head moe
 "$BIN" sweep --preset hidden-size --full --out P --dry-run > P2.log 2>&1
 check "hidden-size --full: both backbones x 7 hidden x 2 heads x 5 seeds" grep -q '28 configurations x 5 seeds = 140 runs' P2.log
 
+# 9. a configuration is trained once: dense ignores the noise axis, so its two noise values share
+#    one set of seeds (6 runs trained for 8 summary rows), and both dense rows show the same runs
+"$BIN" sweep "${BASE[@]}" --vary noise=0,0.3 --vary head=moe,dense --seeds 2 --out D > D.log 2>&1; rc=$?
+nd=$(ls -d D/*seed=* | wc -l); ndense=$(ls -d D/*head=dense*seed=* | wc -l); started=$(grep -c ': started' D.log)
+check "dedup: sweep exits 0" [ $rc = 0 ]
+check "dedup: 6 session folders, 2 of them dense ($nd, $ndense)" [ "$nd" = 6 -a "$ndense" = 2 ]
+check "dedup: 6 runs started, not 8 ($started)" [ "$started" = 6 ]
+check "dedup: the plan says so" grep -q '(6 trained: 2 configurations share another' D.log
+# (the quoted labels hold a comma: both rows split the same way)
+c1=$(grep '^"noise=0,head=dense"' D/summary.csv | cut -d, -f5-11)
+c2=$(grep '^"noise=0.3,head=dense"' D/summary.csv | cut -d, -f5-11)
+check "dedup: both dense rows have n = 2 and the same accuracies" [ -n "$c1" -a "$c1" = "$c2" ]
+check "dedup: each moe row is compared with its dense row (a gap and its CI)" \
+  [ "$(grep -cE '^noise=0(.3)?,head=moe .*\[[-+][0-9.]+, [-+][0-9.]+\]' D.log)" = 2 ]
+
 echo "$pass passed, $fail failed"
 [ $fail = 0 ]
