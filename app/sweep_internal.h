@@ -73,11 +73,14 @@ void plan_free(Plan *p);
 
 /* ------------------------------------------------------------------ presets */
 
+typedef enum { VERDICT_NONE, VERDICT_HIDDEN, VERDICT_TOPK, VERDICT_SOFTMOE, VERDICT_TEMPERATURE } VerdictKind;
+
 typedef struct {
     const char *name;
     const char *const *quick; /* arguments, NULL-terminated */
     const char *const *full;
     const char *note;
+    VerdictKind verdict; /* the claim its verdict block judges (sweep_verdict.c) */
 } Preset;
 
 /* The preset called name, NULL if there is none (sweep_presets.c). */
