@@ -430,6 +430,7 @@ static int do_show(const char *arg) {
            s.nruns);
     printf("args      %s\n", s.args);
     summary_print(&s, NULL);
+    verdict_print(verdict_infer(&s), &s, stdout);
     sweep_summary_free(&s);
     return 0;
 }

@@ -15,6 +15,7 @@
 
 #include "sessions/session.h"
 #include "sessions/sweep_h5.h"
+#include "sweep_verdict.h"
 
 #define MAX_AXES 16
 #define MAX_VALUES 256
@@ -72,8 +73,6 @@ typedef struct {
 void plan_free(Plan *p);
 
 /* ------------------------------------------------------------------ presets */
-
-typedef enum { VERDICT_NONE, VERDICT_HIDDEN, VERDICT_TOPK, VERDICT_SOFTMOE, VERDICT_TEMPERATURE } VerdictKind;
 
 typedef struct {
     const char *name;

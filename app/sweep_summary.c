@@ -362,6 +362,8 @@ int summary_emit(const Plan *p, SweepRun *rows, const char *note) {
     SweepSummary s;
     summary_build(p, rows, args, &s);
     summary_print(&s, note);
+    const Preset *pr = p->preset[0] ? find_preset(p->preset) : NULL;
+    verdict_print(pr ? pr->verdict : verdict_infer(&s), &s, stdout);
     int rc = summary_write_csv(&s, p->out);
     char h5[DIR_N];
     snprintf(h5, sizeof h5, "%s/sweep.h5", p->out);
