@@ -153,6 +153,7 @@ ml_status collapse_init(CollapseState *s, const RouteWinConfig *c, int E, int so
     s->first_step = -1;
     for (int v = 0; v < CVIEW_COUNT; v++) {
         s->view[v].first_step = -1;
+        s->view[v].since = -1;
         s->view[v].expert = -1;
     }
     return ML_OK;
@@ -189,6 +190,7 @@ static int view_set(CollapseState *s, int v, int flag, int reason, long step) {
     cv->reason = reason;
     if (rose) {
         cv->episodes++;
+        cv->since = step;
         if (cv->first_step < 0) cv->first_step = step;
         if (s->first_step < 0) s->first_step = step;
     }
@@ -293,7 +295,7 @@ void collapse_describe(const CollapseState *s, int view, char *buf, size_t n) {
     if (view == CVIEW_CLEAN && !s->view[CVIEW_TRAIN].flag) why = " (noise hides it from the training load)";
     else if (view == CVIEW_EVAL && !s->view[CVIEW_TRAIN].flag && !s->view[CVIEW_CLEAN].flag)
         why = " (the training batches look balanced)";
-    snprintf(buf, n, "%s collapsed: %s%s", collapse_view_name(view), what, why);
+    snprintf(buf, n, "%s collapsed at step %ld: %s%s", collapse_view_name(view), cv->since, what, why);
 }
 
 void classexp_add(int *counts, const int32_t *labels, const int *first_choice, int B, int E) {

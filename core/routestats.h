@@ -103,6 +103,7 @@ typedef struct {
     double entropy;   // load entropy / log E
     long first_step;  // first step flagged (-1: never)
     long episodes;    // times it went from not flagged to flagged
+    long since;       // step of the latest rise (the current episode's onset; -1: never)
 } CollapseView;
 
 /* What one evaluation measured for CVIEW_EVAL. */
@@ -135,8 +136,8 @@ int collapse_views(const CollapseState *s, int *reason);
 const char *collapse_view_name(int view);
 // The first flagged view of mask (CVIEW_TRAIN..), -1 for 0.
 int collapse_view_first(int mask);
-// One line on a flagged view, e.g. "clean router collapsed: 97% of first choices to e3 (noise
-// hides it from the training load)". Soft heads say "gate mass". buf gets "" if v is not flagged.
+// One line on a flagged view, e.g. "clean router collapsed at step 120: 97% of first choices to e3
+// (noise hides it from the training load)" (the step: the current episode's onset). Soft heads say "gate mass". buf gets "" if v is not flagged.
 void collapse_describe(const CollapseState *s, int view, char *buf, size_t n);
 
 // counts (K, E) += one count per sample at [labels[b], first_choice[b]]; samples with a negative

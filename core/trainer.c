@@ -567,16 +567,16 @@ void trainer_state(Trainer *t, StateView *v) {
         sv(v, p[8], &w->share_sum, SV_F64, SCALAR, NULL);
         sv(v, p[9], &w->ent_sum, SV_F64, SCALAR, NULL);
     }
-    static const char *const cpaths[CVIEW_COUNT][8] = {
+    static const char *const cpaths[CVIEW_COUNT][9] = {
         {"/trainer/collapse/train/flag", "/trainer/collapse/train/reason", "/trainer/collapse/train/expert",
          "/trainer/collapse/train/dead", "/trainer/collapse/train/share", "/trainer/collapse/train/entropy",
-         "/trainer/collapse/train/first_step", "/trainer/collapse/train/episodes"},
+         "/trainer/collapse/train/first_step", "/trainer/collapse/train/episodes", "/trainer/collapse/train/since"},
         {"/trainer/collapse/clean/flag", "/trainer/collapse/clean/reason", "/trainer/collapse/clean/expert",
          "/trainer/collapse/clean/dead", "/trainer/collapse/clean/share", "/trainer/collapse/clean/entropy",
-         "/trainer/collapse/clean/first_step", "/trainer/collapse/clean/episodes"},
+         "/trainer/collapse/clean/first_step", "/trainer/collapse/clean/episodes", "/trainer/collapse/clean/since"},
         {"/trainer/collapse/eval/flag", "/trainer/collapse/eval/reason", "/trainer/collapse/eval/expert",
          "/trainer/collapse/eval/dead", "/trainer/collapse/eval/share", "/trainer/collapse/eval/entropy",
-         "/trainer/collapse/eval/first_step", "/trainer/collapse/eval/episodes"},
+         "/trainer/collapse/eval/first_step", "/trainer/collapse/eval/episodes", "/trainer/collapse/eval/since"},
     };
     for (int i = 0; i < CVIEW_COUNT; i++) {
         CollapseView *cv = &t->coll.view[i];
@@ -589,6 +589,7 @@ void trainer_state(Trainer *t, StateView *v) {
         sv(v, p[5], &cv->entropy, SV_F64, SCALAR, NULL);
         sv(v, p[6], &cv->first_step, SV_I64, SCALAR, NULL);
         sv(v, p[7], &cv->episodes, SV_I64, SCALAR, NULL);
+        sv(v, p[8], &cv->since, SV_I64, SCALAR, NULL);
     }
     sv(v, "/trainer/collapse/first_step", &t->coll.first_step, SV_I64, SCALAR, NULL);
 }

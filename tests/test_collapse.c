@@ -107,7 +107,7 @@ static void test_hidden_by_noise(const Dataset *ds) {
             CHECK(r.collapsed && (r.collapse_views & CVIEW_BIT_CLEAN) && !(r.collapse_views & CVIEW_BIT_TRAIN),
                   "hidden: the clean-router view flags collapse, the training view does not (views %d)",
                   r.collapse_views);
-            CHECK(strstr(r.collapse_text, "clean router collapsed: ") && strstr(r.collapse_text, "to e3") &&
+            CHECK(strstr(r.collapse_text, "clean router collapsed at step 10: ") && strstr(r.collapse_text, "to e3") &&
                       strstr(r.collapse_text, "noise hides it from the training load"),
                   "hidden: the banner text names the view and the expert: \"%s\"", r.collapse_text);
             CHECK(t.coll.view[CVIEW_CLEAN].first_step == c.route.min_steps &&
@@ -166,8 +166,9 @@ static void test_eval_view(const Dataset *ds) {
           r.moe.clean_first_share, before, 100 * er.test_first_share, er.collapse_views);
     char d[192];
     collapse_describe(&t.coll, CVIEW_EVAL, d, sizeof d);
-    CHECK(strstr(d, "evaluation collapsed: 100% of first choices to e") != NULL && er.collapse_first_eval == t.step &&
-              er.collapse_first_step == t.step,
+    char want[64];
+    snprintf(want, sizeof want, "evaluation collapsed at step %ld: 100%% of first choices to e", t.step);
+    CHECK(strstr(d, want) != NULL && er.collapse_first_eval == t.step && er.collapse_first_step == t.step,
           "evaluation view: \"%s\", first step %ld", d, er.collapse_first_eval);
     /* the next step's record carries the evaluation view until the next evaluation */
     steps(&t, 1, &r);
@@ -253,8 +254,9 @@ static void test_state(void) {
     st.clean_first_share = 1.0;
     for (int i = 0; i < 4; i++) collapse_push_step(&s, &st, ++step);
     CHECK(s.view[CVIEW_CLEAN].flag && s.view[CVIEW_CLEAN].episodes == 2 && s.view[CVIEW_CLEAN].first_step == 5 &&
-              s.view[CVIEW_CLEAN].expert == 2,
-          "a second episode on e2 (episodes %ld)", s.view[CVIEW_CLEAN].episodes);
+              s.view[CVIEW_CLEAN].since == 13 && s.view[CVIEW_CLEAN].expert == 2,
+          "a second episode on e2 (episodes %ld, onset %ld, first step still 5)", s.view[CVIEW_CLEAN].episodes,
+          s.view[CVIEW_CLEAN].since);
     /* the evaluation view with a stricter threshold: 40% on one expert of 4 */
     CollapseEvalInput in = {.E = 4, .load = {40, 20, 20, 20}, .selected_dead = 0};
     CHECK(collapse_push_eval(&s, &in, step) == 0, "evaluation 40%%: not flagged at max share 0.5");

@@ -44,8 +44,8 @@ static void banner_draw(View *v, WINDOW *w, Rect r) {
     char buf[640];
     if (b->note[0]) snprintf(buf, sizeof buf, " %s", b->note);
     else if (b->collapsed && b->text[0]) /* the live run: the view and what it measured */
-        snprintf(buf, sizeof buf, " EXPERT COLLAPSE (since step %ld): %s.%s", b->first >= 0 ? b->first : b->step,
-                 b->text, v->ctx->browse ? "" : "  Try: set alpha 0.05 | set tau 2");
+        snprintf(buf, sizeof buf, " EXPERT COLLAPSE: %s.%s", b->text,
+                 v->ctx->browse ? "" : "  Try: set alpha 0.05 | set tau 2");
     else if (b->collapsed && b->views) { /* a stored step: the views that flagged it */ char names[64] = "";
         size_t o = 0;
         for (int i = 0; i < CVIEW_COUNT; i++)
