@@ -8,7 +8,7 @@
 
 void routewin_defaults(RouteWinConfig *c) {
     c->window = 100;
-    c->min_steps = 10;
+    c->min_steps = 100; /* a full window: a random router is often collapsed for its first ~50 steps */
     c->entropy_min = 0.5;
     c->max_share = 0.5;
     c->dead_frac = 0.5;
@@ -124,7 +124,8 @@ double routewin_max_share(const RouteWin *w) { return w->n > 0 ? w->share_sum / 
 
 int routewin_collapsed(const RouteWin *w, int *reason) {
     int r = 0;
-    if (w->n >= w->cfg.min_steps && w->n > 0) {
+    const int need = w->cfg.min_steps < w->cfg.window ? w->cfg.min_steps : w->cfg.window;
+    if (w->n >= need && w->n > 0) {
         if (routewin_load_entropy(w) < w->cfg.entropy_min) r |= COLLAPSE_ENTROPY;
         if (routewin_max_share(w) > w->cfg.max_share) r |= COLLAPSE_SHARE;
     }

@@ -5,7 +5,7 @@
  *   dead expert: its kept count is zero in every one of the last W steps. Only judged once the
  *       window is full (W steps pushed since init/reset), so a run's first steps never flag.
  *   collapse (README "Routing statistics"), judged on the kept counts summed over the steps in the window,
- *       once it holds at least min_steps steps:
+ *       once it holds at least min(min_steps, window) steps:
  *       COLLAPSE_ENTROPY  the mean over the window of the per-step load entropy
  *                         H(kept / sum kept)/log E is < entropy_min (default 0.5). A per-step
  *                         mean, not the entropy of the summed counts: a router that sends each
@@ -29,7 +29,7 @@
 
 typedef struct {
     int window;         // W: steps in the window (default 100)
-    int min_steps;      // steps needed before collapse is judged (default 10)
+    int min_steps;      // steps needed before collapse is judged (default 100; at most the window)
     double entropy_min; // collapse if the window load entropy < this (default 0.5)
     double max_share;   // collapse if one expert's share of kept pairs > this (default 0.5)
     double dead_frac;   // collapse if dead experts >= this fraction of E (default 0.5)

@@ -370,6 +370,7 @@ ml_status trainer_apply(Trainer *t, const TrainerCmd *c) {
 ml_status trainer_eval_record(Trainer *t, EvalRecord *er, double train_time) {
     const int B = t->cfg.model.batch;
     memset(er, 0, sizeof *er);
+    er->collapse_first_step = er->collapse_first_train = er->collapse_first_clean = er->collapse_first_eval = -1;
     er->epoch = t->epoch;
     er->step = t->step;
     er->train_loss = t->ep_batches ? t->ep_loss / t->ep_batches : 0.0;
