@@ -251,10 +251,15 @@ static void rebuild_log(Loaded *L, long at_step) {
             ie++;
         } else {
             const EvalRecord *e = &h->evals[iv];
-            log_line(v, marked ? VIEW_LOG_INFO : VIEW_LOG_EPOCH,
-                     "epoch %d (step %ld): train loss %.4f acc %.2f%%  test loss %.4f acc %.2f%%%s", e->epoch, e->step,
-                     e->train_loss, 100 * e->train_acc, e->test_loss, 100 * e->test_acc,
-                     e->collapsed ? "  COLLAPSE" : "");
+            /* an `eval` in the middle of an epoch is labelled with its step, not as an epoch */
+            if (h->steps_per_epoch > 0 && e->step != (long)e->epoch * h->steps_per_epoch)
+                log_line(v, marked ? VIEW_LOG_INFO : VIEW_LOG_EPOCH, "eval at step %ld: test loss %.4f acc %.2f%%%s",
+                         e->step, e->test_loss, 100 * e->test_acc, e->collapsed ? "  COLLAPSE" : "");
+            else
+                log_line(v, marked ? VIEW_LOG_INFO : VIEW_LOG_EPOCH,
+                         "epoch %d (step %ld): train loss %.4f acc %.2f%%  test loss %.4f acc %.2f%%%s", e->epoch,
+                         e->step, e->train_loss, 100 * e->train_acc, e->test_loss, 100 * e->test_acc,
+                         e->collapsed ? "  COLLAPSE" : "");
             iv++;
         }
     }

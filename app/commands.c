@@ -7,14 +7,15 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 #include <unistd.h>
 #include <sys/stat.h>
 #include <fcntl.h>
 
 #include "core/vocab.h"
 
-const char *const command_words[] = {"pause",    "resume", "step", "set",  "anneal",
-                                     "snapshot", "eval",   "quit", "help", NULL};
+const char *const command_words[] = {"pause", "resume", "step", "set",         "anneal", "snapshot",
+                                     "eval",  "quit",   "help", "on-collapse", NULL};
 
 #define MAXTOK 12
 
@@ -34,8 +35,83 @@ static int parse_num(const char *s, double *v) {
     return (errno || end == s || *end || !isfinite(*v)) ? -1 : 0;
 }
 
+int command_rule_parse(const char *text, TrainerCmd *out, int max, char *err, size_t errn) {
+    int n = 0;
+    const char *p = text;
+    for (;;) {
+        const char *semi = strchr(p, ';');
+        const size_t len = semi ? (size_t)(semi - p) : strlen(p);
+        char part[512];
+        if (len >= sizeof part) {
+            snprintf(err, errn, "on-collapse: a command is too long");
+            return -1;
+        }
+        memcpy(part, p, len);
+        part[len] = 0;
+        TrainerCmd c;
+        char e2[400];
+        if (command_parse(part, &c, e2, sizeof e2)) {
+            snprintf(err, errn, "on-collapse: %s", e2);
+            return -1;
+        }
+        if (c.kind != CMD_SET && c.kind != CMD_ANNEAL && c.kind != CMD_EVAL && c.kind != CMD_SNAPSHOT) {
+            snprintf(err, errn,
+                     "on-collapse: '%s' cannot be part of a rule (set, anneal, eval, snapshot; or 'pause' alone)",
+                     c.text);
+            return -1;
+        }
+        if (n == max) {
+            snprintf(err, errn, "on-collapse: more than %d commands", max);
+            return -1;
+        }
+        c.origin = CMD_FROM_RULE;
+        out[n++] = c;
+        if (!semi) break;
+        p = semi + 1;
+    }
+    return n;
+}
+
+/* `on-collapse pause | off | COMMAND[; COMMAND...]`: the rest of the line is the rule. */
+static int parse_on_collapse(const char *rest, TrainerCmd *cmd, char *err, size_t errn) {
+    while (*rest == ' ' || *rest == '\t') rest++;
+    char r[512];
+    snprintf(r, sizeof r, "%s", rest);
+    size_t l = strlen(r);
+    while (l > 0 && (r[l - 1] == ' ' || r[l - 1] == '\t' || r[l - 1] == '\r' || r[l - 1] == '\n')) r[--l] = 0;
+    if (!r[0]) {
+        snprintf(err, errn, "usage: on-collapse pause | off | COMMAND[; COMMAND...] (set, anneal, eval, snapshot)");
+        return -1;
+    }
+    cmd->kind = CMD_ON_COLLAPSE;
+    if (!strcasecmp(r, "pause") || !strcasecmp(r, "off")) {
+        snprintf(cmd->rule, sizeof cmd->rule, "%s", !strcasecmp(r, "pause") ? "pause" : "off");
+    } else {
+        TrainerCmd parts[8];
+        const int n = command_rule_parse(r, parts, 8, err, errn);
+        if (n < 0) return -1;
+        size_t o = 0;
+        for (int i = 0; i < n; i++) {
+            const int w = snprintf(cmd->rule + o, sizeof cmd->rule - o, "%s%s", i ? "; " : "", parts[i].text);
+            if (w < 0 || o + (size_t)w >= sizeof cmd->rule) {
+                snprintf(err, errn, "on-collapse: the rule is too long (at most %zu characters)", sizeof cmd->rule - 1);
+                return -1;
+            }
+            o += (size_t)w;
+        }
+    }
+    snprintf(cmd->text, sizeof cmd->text, "on-collapse %s", cmd->rule);
+    return 0;
+}
+
 int command_parse(const char *line, TrainerCmd *cmd, char *err, size_t errn) {
     memset(cmd, 0, sizeof *cmd);
+    {
+        const char *p = line;
+        while (*p == ' ' || *p == '\t') p++;
+        if (!strncasecmp(p, "on-collapse", 11) && (p[11] == 0 || p[11] == ' ' || p[11] == '\t'))
+            return parse_on_collapse(p + 11, cmd, err, errn);
+    }
     char buf[512];
     if (strlen(line) >= sizeof buf) {
         snprintf(err, errn, "command too long");

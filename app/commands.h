@@ -8,6 +8,9 @@
  *          KIND: a temperature kind, KEY: an anneal key (the tables TAU_KINDS and TAU_KEYS in
  *          core/tau.h); the new schedule runs from the current step to the end of training;
  *          `now` (or no TAU0) continues from the current tau
+ *   on-collapse pause | off | COMMAND[; COMMAND...]
+ *          the rule applied once when the collapse flag first fires (any view): pause the run,
+ *          or apply the commands (set, anneal, eval, snapshot); `off` removes it
  *
  * Command files hold one command per line, each prefixed `at STEP` (applied when STEP steps
  * have been completed); blank lines and lines starting with # are ignored. */
@@ -21,6 +24,10 @@ extern const char *const command_words[]; /* NULL-terminated */
 /* Parses one command; a `#` starts a comment (the event log writes the origin as "  # socket").
  * Returns 0, or -1 with a one-line message in err. */
 int command_parse(const char *line, TrainerCmd *cmd, char *err, size_t errn);
+
+/* Parses a rule's commands "set tau 2; set alpha 0.05" into out[0..max) (origin CMD_FROM_RULE):
+ * their number, or -1 with a message in err. Only set, anneal, eval and snapshot. */
+int command_rule_parse(const char *text, TrainerCmd *out, int max, char *err, size_t errn);
 
 typedef struct {
     long step;

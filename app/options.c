@@ -15,10 +15,11 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "commands.h"
 #include "core/params.h"
 #include "core/vocab.h"
 
-typedef enum { T_FLAG, T_F32, T_I32, T_I64, T_U64, T_STR, T_FN } OptType;
+typedef enum { T_FLAG, T_F32, T_F64, T_I32, T_I64, T_U64, T_STR, T_FN } OptType;
 
 enum { G_DATA, G_SESSION, G_MODEL, G_ROUTING, G_TEMP, G_COMMANDS, G_OPTIM, G_BENCH, G_END };
 static const char *const group_names[] = {
@@ -55,6 +56,7 @@ typedef struct {
 /* A field of AppOptions whose type must be T (compile error otherwise). */
 #define AT(T, m) .off = offsetof(AppOptions, m) + 0 * sizeof(char[_Generic(((AppOptions *)0)->m, T : 1, default : -1)])
 #define F32(m, l, h) .type = T_F32, AT(float, m), .lo = (l), .hi = (h)
+#define F64(m, l, h) .type = T_F64, AT(double, m), .lo = (l), .hi = (h)
 #define I32(m, l, h) .type = T_I32, AT(int, m), .lo = (l), .hi = (h)
 #define I64(m, l, h) .type = T_I64, AT(long, m), .lo = (l), .hi = (h)
 #define U64(m, l, h) .type = T_U64, AT(uint64_t, m), .lo = (l), .hi = (h)
@@ -84,6 +86,7 @@ static int set_ffn_after(AppOptions *o, const char *a, const char *cmd);
 static int set_moe_hidden(AppOptions *o, const char *a, const char *cmd);
 static int set_moe_experts(AppOptions *o, const char *a, const char *cmd);
 static int set_moe_k(AppOptions *o, const char *a, const char *cmd);
+static int set_on_collapse(AppOptions *o, const char *a, const char *cmd);
 static const char *now_backbone(const AppOptions *d) { return backbone_name(d->train.model.backbone); }
 static const char *now_head(const AppOptions *d) { return moe_head_name(d->train.model.head.kind); }
 static const char *now_optimizer(const AppOptions *d) { return optim_kind_name(d->train.opt.kind); }
@@ -162,6 +165,19 @@ static const OptSpec opts[] = {
      .dflt = ""},
     {"slots", "P", G_ROUTING, "softmoe-batch slots per expert", I32(train.model.head.slots, 1, 1 << 20),
      .dflt = "ceil(k B / E)"},
+    {"route-window", "N", G_ROUTING, "collapse window: steps judged (dead = no load in all N)",
+     I32(train.route.window, 1, 100000)},
+    {"collapse-min-steps", "N", G_ROUTING, "steps in the window before collapse is judged",
+     I32(train.route.min_steps, 1, 100000)},
+    {"collapse-entropy", "H", G_ROUTING, "collapse if the mean load entropy / log E < H (any view)",
+     F64(train.route.entropy_min, 0, 1)},
+    {"collapse-share", "S", G_ROUTING, "collapse if one expert's first-choice (soft: gate mass) share > S",
+     F64(train.route.max_share, 0, 1)},
+    {"collapse-dead", "F", G_ROUTING, "collapse if dead experts >= F E", F64(train.route.dead_frac, 0, 1)},
+    {"on-collapse", "RULE", G_ROUTING,
+     "once, at the first collapse: pause (a headless run stops, resumable) or 'COMMAND[; COMMAND...]' (set, anneal, "
+     "eval, snapshot)",
+     FN(set_on_collapse), .dflt = "none"},
 
     {"schedule", "KIND", G_TEMP, "temperature schedule, with the anneal keys it reads:", FN(set_schedule),
      .choices = tau_kind_names, .more = more_schedule, .current = now_schedule},
@@ -230,6 +246,7 @@ static const char *default_text(const OptSpec *r, const AppOptions *d, char *b, 
     if (r->show) return r->show(d, b, n);
     switch (r->type) {
     case T_F32: snprintf(b, n, "%g", (double)*(const float *)p); break;
+    case T_F64: snprintf(b, n, "%g", *(const double *)p); break;
     case T_I32: snprintf(b, n, "%d", *(const int *)p); break;
     case T_I64: snprintf(b, n, "%ld", *(const long *)p); break;
     case T_U64: snprintf(b, n, "%llu", (unsigned long long)*(const uint64_t *)p); break;
@@ -390,6 +407,22 @@ static int set_help(AppOptions *o, const char *a, const char *cmd) {
     app_options_help(cmd);
     return 1;
 }
+static int set_on_collapse(AppOptions *o, const char *a, const char *cmd) {
+    (void)cmd;
+    char line[600], err[512];
+    TrainerCmd c;
+    if (strlen(a) > 400) {
+        fprintf(stderr, "moelab: --on-collapse: the rule is too long\n");
+        return -1;
+    }
+    snprintf(line, sizeof line, "on-collapse %s", a);
+    if (command_parse(line, &c, err, sizeof err)) {
+        fprintf(stderr, "moelab: --on-collapse: %s\n", err);
+        return -1;
+    }
+    snprintf(o->on_collapse, sizeof o->on_collapse, "%s", !strcmp(c.rule, "off") ? "" : c.rule);
+    return 0;
+}
 
 /* A comma list of 1..MODEL_MAX_BBL whole numbers in [lo, hi] into v (*n of them); -1 after a
  * message. */
@@ -453,6 +486,10 @@ static int set_option(AppOptions *o, const OptSpec *r, const char *a, const char
     case T_F32:
         if (num(r->name, a, r->lo, r->hi, &v)) return -1;
         *(float *)p = (float)v;
+        return 0;
+    case T_F64:
+        if (num(r->name, a, r->lo, r->hi, &v)) return -1;
+        *(double *)p = v;
         return 0;
     case T_I32:
         if (integer(r->name, a, (long)r->lo, (long)r->hi, &n)) return -1;

@@ -25,6 +25,7 @@ typedef struct {
     int ckpt_every;              /* --ckpt-every N epochs (default 1; 0 = only at the end) */
     long ckpt_steps;             /* --ckpt-steps N (default 0 = off) */
     int keep;                    /* --keep N checkpoints (default 3) */
+    char on_collapse[224];       /* --on-collapse: "pause", commands, or "" (none) */
 } AppOptions;
 
 void app_options_defaults(AppOptions *o);

@@ -227,7 +227,7 @@ static void on_eval(const EvalRecord *r, void *user) {
 static void on_event(const TrainerEvent *e, void *user) {
     if (!e->logged) return;
     const char *from = cmd_origin_name(e->origin);
-    if (!from[0] || e->kind != TEV_APPLIED) {
+    if (!from[0] || e->kind != TEV_APPLIED || e->origin == CMD_FROM_RULE) { /* a rule says so in its text */
         runsession_event(user, e->step, e->text);
         return;
     }

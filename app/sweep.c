@@ -47,7 +47,8 @@ static void sweep_help(void) {
 #endif
     printf("usage: moelab sweep [train options] --vary KEY=V1,V2,... [--with KEY=W1,W2,...] --seeds N --out DIR\n"
            "                    [--jobs N] [--shard I/N] [--dry-run]\n"
-           "       moelab sweep --preset hidden-size|topk-rho|softmoe|backbone [--full] [train options] [--out DIR]\n"
+           "       moelab sweep --preset hidden-size|topk-rho|softmoe|temperature|backbone [--budget quick|paper]\n"
+           "                    [train options] [--out DIR]\n"
            "       moelab sweep --collect DIR\n"
            "       moelab sweep --show DIR|FILE.h5\n\n"
            "Runs every combination of the --vary axes for seeds 1..N as a headless training session\n"
@@ -67,11 +68,13 @@ static void sweep_help(void) {
            "                       merge with --collect when all shards are done\n"
            "  --collect DIR        rebuild the summary of DIR from the sessions present\n"
            "  --show DIR|FILE.h5   print the table stored in DIR/sweep.h5\n"
-           "  --preset NAME        the paper's experiments with short budgets (Fashion-MNIST, 2 cores,\n"
-           "                       under an hour each); --full for the real budgets (5 seeds, 30 epochs, w 1):\n"
-           "                         hidden-size  backbone dw,std x hidden x head moe,dense\n"
-           "                         topk-rho     k 1,2,4 with cf 2.5/k (slot budget fixed) x head moe,dense\n"
+           "  --preset NAME        the paper's experiments, each followed by a verdict on its claim;\n"
+           "                       --budget quick (default: Fashion-MNIST, 2 cores, under an hour each) or\n"
+           "                       --budget paper (= --full: 5 seeds, 30 epochs, w 1):\n"
+           "                         hidden-size  hidden per backbone (rho ~0.05-0.6) x head moe,dense\n"
+           "                         topk-rho     k 1,2,4 with cf 0,1/2,1/4 (realized rho equal) x head moe,dense\n"
            "                         softmoe      head softmoe-sample,softmoe-batch,moe,dense\n"
+           "                         temperature  k 1: tau const, linear to 0.1, linear to 0.3, sigmoid x moe,dense\n"
            "                         backbone     backbone dw,std x head moe,dense at the reference model\n"
            "  --dry-run            print the runs and their state, run nothing\n"
            "Under mpirun (Open MPI) each rank runs the runs with index %% ranks == rank and rank 0 writes\n"
@@ -188,13 +191,8 @@ static int plan_axis(Plan *p, const char *opt, const char *spec, int with) {
             axis_clear(&ax);
             return -1;
         }
-        for (int i = 0; i < ax.nvals; i++)
-            if (!strcmp(ax.vals[i], v)) {
-                fprintf(stderr, "moelab sweep: %s %s: '%s' appears twice\n", opt, ax.key, v);
-                free(v);
-                axis_clear(&ax);
-                return -1;
-            }
+        /* a value may repeat (schedule=linear,linear --with tau1=0.1,0.3; backbone=dw,dw,std with a
+         * hidden axis): configurations that come out equal are refused by their folder names */
         ax.vals[ax.nvals++] = v;
         if (!c) break;
         s = c + 1;
@@ -294,6 +292,8 @@ static int plan_args(Plan *p, int argc, char **argv, int first) {
             if (r < 0) return -1; /* expanded by the caller */
         } else if (!strcmp(argv[i], "--full")) {
             p->full = 1;
+        } else if ((r = opt_value(argc, argv, &i, "--budget", &v))) {
+            if (r < 0) return -1; /* read by the caller */
         } else if (!strcmp(argv[i], "--dry-run")) {
             p->dry_run = 1;
         } else if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) {
@@ -323,12 +323,21 @@ static int plan_from_argv(Plan *p, int argc, char **argv, const Preset **preset_
         int j = i;
         if (opt_value(argc, argv, &j, "--preset", &v) == 1) pname = v;
         if (!strcmp(argv[i], "--full")) full = 1;
+        if (opt_value(argc, argv, &j, "--budget", &v) == 1) {
+            if (!strcmp(v, "paper")) full = 1;
+            else if (strcmp(v, "quick")) {
+                fprintf(stderr, "moelab sweep: --budget: '%s' is not quick or paper\n", v);
+                return -1;
+            }
+        }
         i = j;
     }
     const Preset *pr = NULL;
     if (pname) {
         if (!(pr = find_preset(pname))) {
-            fprintf(stderr, "moelab sweep: --preset: '%s' is not hidden-size, topk-rho, softmoe or backbone\n", pname);
+            fprintf(stderr,
+                    "moelab sweep: --preset: '%s' is not hidden-size, topk-rho, softmoe, temperature or backbone\n",
+                    pname);
             return -1;
         }
         const char *const *pa = full ? pr->full : pr->quick;
@@ -344,12 +353,13 @@ static int plan_from_argv(Plan *p, int argc, char **argv, const Preset **preset_
         snprintf(p->preset, sizeof p->preset, "%s", pr->name);
         snprintf(p->out, sizeof p->out, "sweeps/%s%s", pr->name, full ? "-full" : "");
     } else if (full) {
-        fprintf(stderr, "moelab sweep: --full goes with --preset\n");
+        fprintf(stderr, "moelab sweep: --full / --budget go with --preset\n");
         return -1;
     }
     p->last_leader = -1; /* a user's --with never pairs with a preset's axis */
     const int r = plan_args(p, argc, argv, 1);
     if (r) return r;
+    if (full) p->full = 1;
     *preset_out = pr;
     return 0;
 }
@@ -420,6 +430,7 @@ static int do_show(const char *arg) {
            s.nruns);
     printf("args      %s\n", s.args);
     summary_print(&s, NULL);
+    verdict_print(verdict_infer(&s), &s, stdout);
     sweep_summary_free(&s);
     return 0;
 }
@@ -474,8 +485,13 @@ int cmd_sweep(int argc, char **argv) {
 
     /* this process's runs */
     int *sel = calloc((size_t)p.nruns + 1, sizeof(int)), nsel = 0;
-    for (int i = 0; i < p.nruns; i++)
-        if (i % p.shard_n == p.shard_i && (i / p.shard_n) % mpi.size == mpi.rank) sel[nsel++] = i;
+    /* only the runs of distinct models: a configuration that trains the same model as an earlier
+     * one (e.g. dense under a routing axis) reuses its runs */
+    int ntrain = 0;
+    for (int i = 0; i < p.nruns; i++) {
+        if (run_canonical(&p, i) != i) continue;
+        if (ntrain++ % p.shard_n == p.shard_i && ((ntrain - 1) / p.shard_n) % mpi.size == mpi.rank) sel[nsel++] = i;
+    }
     const int cores = cores_available(mpi.local);
     int threads = cores / p.jobs;
     if (threads < 1) threads = 1;
@@ -491,6 +507,9 @@ int cmd_sweep(int argc, char **argv) {
         printf("sweep     %s%s%s%d configuration%s x %d seed%s = %d runs in %s", pr ? "preset " : "",
                pr ? pr->name : "", pr ? (p.full ? " (full): " : ": ") : "", p.nconfigs, p.nconfigs == 1 ? "" : "s",
                p.seeds, p.seeds == 1 ? "" : "s", p.nruns, p.out);
+        if (p.ndistinct < p.nconfigs)
+            printf(" (%d trained: %d configuration%s share%s another's model)", ntrain, p.nconfigs - p.ndistinct,
+                   p.nconfigs - p.ndistinct == 1 ? "" : "s", p.nconfigs - p.ndistinct == 1 ? "s" : "");
         if (p.shard_n > 1) printf(", shard %d/%d (%d runs)", p.shard_i, p.shard_n, nsel);
         if (mpi.size > 1) printf(", %d MPI ranks", mpi.size);
         if (p.user_threads) printf("; %d job%s at once, --threads as given\n", p.jobs, p.jobs == 1 ? "" : "s");

@@ -15,6 +15,7 @@
 
 #include "sessions/session.h"
 #include "sessions/sweep_h5.h"
+#include "sweep_verdict.h"
 
 #define MAX_AXES 16
 #define MAX_VALUES 256
@@ -64,6 +65,9 @@ typedef struct {
     char (*label)[SWEEP_NAME_MAX]; /* (nconfigs) "k=v,k=v" ("" without axes) */
     char (*head)[24];              /* (nconfigs) head kind */
     int *baseline;                 /* (nconfigs) matching dense configuration or -1 */
+    int *alias;                    /* (nconfigs) the first configuration that trains the same model
+                                    * (itself if none): its runs stand for this one's */
+    int ndistinct;                 /* configurations that are trained (alias[c] == c) */
 } Plan;
 
 void plan_free(Plan *p);
@@ -75,6 +79,7 @@ typedef struct {
     const char *const *quick; /* arguments, NULL-terminated */
     const char *const *full;
     const char *note;
+    VerdictKind verdict; /* the claim its verdict block judges (sweep_verdict.c) */
 } Preset;
 
 /* The preset called name, NULL if there is none (sweep_presets.c). */
@@ -83,6 +88,11 @@ const Preset *find_preset(const char *name);
 /* ------------------------------------------------------------------ the grid (sweep_plan.c) */
 
 int run_train_args(const Plan *p, int c, int seed, StrList *l);
+/* The run that trains run r's model: r itself, or the same seed of its alias configuration. */
+int run_canonical(const Plan *p, int r);
+/* rows of runs whose configuration is an alias: a copy of the canonical run's row (index and
+ * configuration kept). */
+void plan_fill_aliases(const Plan *p, SweepRun *rows);
 int run_child_args(const Plan *p, int r, int threads, StrList *l);
 void run_name(const Plan *p, int r, char *buf, size_t n);
 void run_dir(const Plan *p, int r, char *buf, size_t n);

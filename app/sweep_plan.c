@@ -42,6 +42,7 @@ void plan_free(Plan *p) {
     free(p->label);
     free(p->head);
     free(p->baseline);
+    free(p->alias);
     memset(p, 0, sizeof *p);
 }
 
@@ -97,6 +98,51 @@ void run_dir(const Plan *p, int r, char *buf, size_t n) {
 }
 
 const char *config_label(const Plan *p, int c) { return p->label[c][0] ? p->label[c] : "(base)"; }
+
+/* What identifies a trained model: the options with every field the configuration's head does
+ * not read reset to its default (dense ignores the routing, temperature, collapse thresholds
+ * and rule; soft heads ignore noise, capacity and priority), and the thread count cleared
+ * (runs of one sweep use one count). Two configurations with equal identities train the same
+ * model: a sweep trains it once. */
+static void config_identity(AppOptions *o) {
+    TrainConfig d;
+    train_config_defaults(&d);
+    TrainConfig *t = &o->train;
+    MoeConfig *h = &t->model.head;
+    t->threads = 0;
+    if (h->kind == HEAD_DENSE) {
+        const int k = h->k, hid = h->h;
+        *h = d.model.head;
+        h->kind = HEAD_DENSE;
+        h->k = k;   /* the dense MLP has k*h hidden units */
+        h->h = hid; /* (its width; the rest of the head is routing) */
+        t->tau = d.tau;
+        t->tau_epochs = d.tau_epochs;
+        t->route = d.route;
+        o->on_collapse[0] = 0;
+    } else if (h->kind == HEAD_SOFTMOE_SAMPLE || h->kind == HEAD_SOFTMOE_BATCH) {
+        h->noise = d.model.head.noise;
+        h->cf = d.model.head.cf;
+        h->eval_cf = d.model.head.eval_cf;
+        h->priority = d.model.head.priority;
+    }
+}
+
+int run_canonical(const Plan *p, int r) {
+    const int c = r % p->nconfigs;
+    return p->alias ? r - c + p->alias[c] : r;
+}
+
+void plan_fill_aliases(const Plan *p, SweepRun *rows) {
+    for (int r = 0; r < p->nruns; r++) {
+        const int k = run_canonical(p, r);
+        if (k == r) continue;
+        const int index = rows[r].index, config = rows[r].config;
+        rows[r] = rows[k];
+        rows[r].index = index;
+        rows[r].config = config;
+    }
+}
 
 /* Validates the base options and every configuration, derives labels, heads and baselines. */
 int plan_build(Plan *p) {
@@ -161,7 +207,10 @@ int plan_build(Plan *p) {
     p->label = calloc((size_t)nc, sizeof *p->label);
     p->head = calloc((size_t)nc, sizeof *p->head);
     p->baseline = calloc((size_t)nc, sizeof(int));
-    if (!p->vidx || !p->label || !p->head || !p->baseline) {
+    p->alias = calloc((size_t)nc, sizeof(int));
+    AppOptions *ident = calloc((size_t)nc, sizeof(AppOptions));
+    if (!p->vidx || !p->label || !p->head || !p->baseline || !p->alias || !ident) {
+        free(ident);
         fprintf(stderr, "moelab sweep: out of memory\n");
         return -1;
     }
@@ -180,6 +229,7 @@ int plan_build(Plan *p) {
                                    p->axes[a].vals[p->vidx[c * p->naxes + a]]);
             if (w < 0 || o + (size_t)w >= SWEEP_NAME_MAX - 16) {
                 fprintf(stderr, "moelab sweep: the run names get too long (over %d characters)\n", SWEEP_NAME_MAX - 16);
+                free(ident);
                 return -1;
             }
             o += (size_t)w;
@@ -188,6 +238,7 @@ int plan_build(Plan *p) {
         for (int b = 0; b < c; b++)
             if (!strcmp(p->label[b], p->label[c])) {
                 fprintf(stderr, "moelab sweep: two configurations get the same folder name '%s'\n", p->label[c]);
+                free(ident);
                 return -1;
             }
         /* every configuration must be a valid training configuration */
@@ -196,6 +247,7 @@ int plan_build(Plan *p) {
         for (int i = 0; i < p->base.n; i++) sl_push(&l, p->base.v[i]);
         if (push_axes(p, c, &l)) {
             sl_free(&l);
+            free(ident);
             return -1;
         }
         AppOptions o2;
@@ -205,10 +257,22 @@ int plan_build(Plan *p) {
         if (r != 0) {
             fprintf(stderr, "moelab sweep: configuration %s is not a valid training configuration\n",
                     config_label(p, c));
+            free(ident);
             return -1;
         }
         snprintf(p->head[c], sizeof p->head[c], "%s", moe_head_name(o2.train.model.head.kind));
+        config_identity(&o2);
+        ident[c] = o2;
+        p->alias[c] = c;
+        for (int b = 0; b < c; b++)
+            if (p->alias[b] == b && !memcmp(&ident[b], &ident[c], sizeof o2)) {
+                p->alias[c] = b;
+                break;
+            }
     }
+    free(ident);
+    p->ndistinct = 0;
+    for (int c = 0; c < p->nconfigs; c++) p->ndistinct += p->alias[c] == c;
     for (int a = 0; a < p->naxes; a++)
         if (!strcmp(p->axes[a].key, "head")) head_axis = p->axes[a].leader >= 0 ? p->axes[a].leader : a;
     /* the matching dense configuration: head dense, same value on every axis outside the head's group */

@@ -9,18 +9,30 @@
 
 /* argument lists as wrapped by hand (clang-format would align them as a table) */
 // clang-format off
-static const char *const hs_quick[] = {"--width", "0.5", "--epochs", "1", "--vary", "backbone=dw,std", "--vary",
-                                       "hidden=64,256,1024", "--vary", "head=moe,dense", "--seeds", "2", NULL};
-static const char *const hs_full[] = {"--width", "1", "--epochs", "30", "--vary", "backbone=dw,std", "--vary",
-                                      "hidden=64,128,256,512,1024,2048,4096", "--vary", "head=moe,dense", "--seeds", "5", NULL};
-static const char *const tk_quick[] = {"--width", "0.5", "--epochs", "2", "--vary", "k=1,2,4", "--with", "cf=2.5,1.25,0.625",
+/* hidden-size: h per backbone so that rho spans ~0.05-0.6 (Fashion-MNIST, w 0.5: dw h 64/256/1024
+ * = rho 0.06/0.21/0.51; std h 512/2048 = 0.08/0.25, quick stops there for time; paper: std up to
+ * h 8192 = 0.57) */
+static const char *const hs_quick[] = {"--width", "0.5", "--epochs", "3", "--vary", "hidden=64,256,1024,512,2048",
+                                       "--with", "backbone=dw,dw,dw,std,std", "--vary", "head=moe,dense", "--seeds", "2", NULL};
+static const char *const hs_full[] = {"--width", "1", "--epochs", "30", "--vary",
+                                      "hidden=32,64,128,256,512,1024,2048,128,256,512,1024,2048,4096,8192", "--with",
+                                      "backbone=dw,dw,dw,dw,dw,dw,dw,std,std,std,std,std,std,std", "--vary", "head=moe,dense",
+                                      "--seeds", "5", NULL};
+/* topk-rho: cf per k so that every k keeps one pair per sample (k = 1 dropless; k = 2, 4: the slot
+ * budget E*C = B): realized rho is the same for every k */
+static const char *const tk_quick[] = {"--width", "0.5", "--epochs", "3", "--vary", "k=1,2,4", "--with", "cf=0,0.5,0.25",
                                        "--vary", "head=moe,dense", "--seeds", "2", NULL};
-static const char *const tk_full[] = {"--width", "1", "--epochs", "30", "--vary", "k=1,2,4", "--with", "cf=2.5,1.25,0.625",
+static const char *const tk_full[] = {"--width", "1", "--epochs", "30", "--vary", "k=1,2,4", "--with", "cf=0,0.5,0.25",
                                       "--vary", "head=moe,dense", "--seeds", "5", NULL};
-static const char *const sm_quick[] = {"--width", "0.5", "--epochs", "2", "--vary", "head=softmoe-sample,softmoe-batch,moe,dense",
+static const char *const sm_quick[] = {"--width", "0.5", "--epochs", "3", "--vary", "head=softmoe-sample,softmoe-batch,moe,dense",
                                        "--seeds", "2", NULL};
 static const char *const sm_full[] = {"--width", "1", "--epochs", "30", "--vary", "head=softmoe-sample,softmoe-batch,moe,dense",
                                       "--seeds", "5", NULL};
+/* temperature (paper Fig. 3): k = 1; constant, linear to 0.1, linear to 0.3, sigmoid to 0.1 */
+static const char *const tp_quick[] = {"--width", "0.5", "--epochs", "4", "--k", "1", "--vary", "schedule=const,linear,linear,sigmoid",
+                                       "--with", "tau1=1,0.1,0.3,0.1", "--vary", "head=moe,dense", "--seeds", "2", NULL};
+static const char *const tp_full[] = {"--width", "1", "--epochs", "30", "--k", "1", "--vary", "schedule=const,linear,linear,sigmoid",
+                                      "--with", "tau1=1,0.1,0.3,0.1", "--vary", "head=moe,dense", "--seeds", "5", NULL};
 static const char *const bb_quick[] = {"--width", "0.5", "--epochs", "2", "--vary", "backbone=dw,std", "--vary", "head=moe,dense",
                                        "--seeds", "2", NULL};
 static const char *const bb_full[] = {"--width", "1", "--epochs", "30", "--vary", "backbone=dw,std", "--vary", "head=moe,dense",
@@ -29,11 +41,16 @@ static const char *const bb_full[] = {"--width", "1", "--epochs", "30", "--vary"
 
 static const Preset presets[] = {
     {"hidden-size", hs_quick, hs_full,
-     "the gap's sign as h (hence rho) grows, both backbones; dense has the same k*h active width"},
+     "the gap's sign as h (hence rho) grows, both backbones; dense has the same k*h active width", VERDICT_HIDDEN},
     {"topk-rho", tk_quick, tk_full,
-     "cf = 2.5/k keeps the slot budget E*C = 2.5 B per batch fixed; rho realized counts the pairs that got a slot"},
-    {"softmoe", sm_quick, sm_full, "soft MoE per sample (dense over experts) vs over the batch (samples mix)"},
-    {"backbone", bb_quick, bb_full, "dw vs std backbone at the reference head (E 8, k 2, h 1024, cf 1.25)"},
+     "cf per k (k=1 dropless, cf=1/k otherwise) keeps one routed pair per sample: realized rho is the same for every k",
+     VERDICT_TOPK},
+    {"softmoe", sm_quick, sm_full, "soft MoE per sample (dense over experts) vs over the batch (samples mix)",
+     VERDICT_SOFTMOE},
+    {"temperature", tp_quick, tp_full,
+     "k = 1: constant tau, linear to 0.1, linear to 0.3, sigmoid to 0.1 (paper Fig. 3)", VERDICT_TEMPERATURE},
+    {"backbone", bb_quick, bb_full, "dw vs std backbone at the reference head (E 8, k 2, h 1024, cf 1.25)",
+     VERDICT_NONE},
 };
 #define N_PRESETS (int)(sizeof presets / sizeof presets[0])
 

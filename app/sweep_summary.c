@@ -21,6 +21,9 @@ void read_run_row(const Plan *p, int r, SweepRun *row) {
     row->seed = (uint64_t)(r / p->nconfigs + 1);
     run_name(p, r, row->name, sizeof row->name);
     row->final_acc = row->best_acc = row->rho_nominal = row->rho_realized = row->seconds = NAN;
+    row->clean_share = row->test_share = NAN;
+    row->collapse_step = row->collapse_first = -2;
+    row->collapse_views = row->collapse_episodes = -2;
     char dir[DIR_N], msg[2048];
     run_dir(p, r, dir, sizeof dir);
     SessionInfo info;
@@ -46,6 +49,7 @@ void read_run_row(const Plan *p, int r, SweepRun *row) {
     if (sweep_h5_read_run(dir, &row->rho_nominal, &row->rho_realized, &row->seconds, &esteps) != ML_OK)
         fprintf(stderr, "moelab sweep: %s: %s\n", dir, ml_last_error());
     row->steps = esteps > info.last_step ? esteps : info.last_step;
+    if (sweep_h5_read_routing(dir, row) != ML_OK) fprintf(stderr, "moelab sweep: %s: %s\n", dir, ml_last_error());
 }
 
 static void summary_build(const Plan *p, SweepRun *rows, const char *args, SweepSummary *s) {
@@ -64,7 +68,7 @@ static void summary_build(const Plan *p, SweepRun *rows, const char *args, Sweep
     s->nruns = p->nruns;
     s->runs = rows;
     double *fin = calloc((size_t)p->nconfigs * (size_t)p->seeds + 1, sizeof(double));
-    double *best = calloc((size_t)p->seeds + 1, sizeof(double));
+    double *best = calloc((size_t)p->nconfigs * (size_t)p->seeds + 1, sizeof(double));
     for (int c = 0; c < p->nconfigs; c++) {
         SweepConfig *k = &s->configs[c];
         snprintf(k->label, sizeof k->label, "%s", config_label(p, c));
@@ -72,23 +76,33 @@ static void summary_build(const Plan *p, SweepRun *rows, const char *args, Sweep
         k->n_expected = p->seeds;
         k->baseline = p->baseline[c];
         k->rho_nominal = k->rho_realized = k->seconds = NAN;
-        double rr = 0, sec = 0;
-        int n = 0;
+        double rr = 0, sec = 0, cs = 0, ts = 0, cstep = 0;
+        int n = 0, ncs = 0, nts = 0;
+        k->collapsed = 0;
         for (int sd = 0; sd < p->seeds; sd++) {
             const SweepRun *row = &rows[sd * p->nconfigs + c];
             if (isnan(k->rho_nominal) && !isnan(row->rho_nominal)) k->rho_nominal = row->rho_nominal;
             if (strcmp(row->status, "finished") || isnan(row->final_acc)) continue;
             fin[c * p->seeds + n] = row->final_acc;
-            best[n] = row->best_acc;
+            best[c * p->seeds + n] = row->best_acc;
             rr += row->rho_realized;
             sec += row->seconds;
+            if (!isnan(row->clean_share)) cs += row->clean_share, ncs++;
+            if (!isnan(row->test_share)) ts += row->test_share, nts++;
+            if (row->collapse_step >= 0) {
+                k->collapsed++;
+                cstep += (double)row->collapse_step;
+            }
             n++;
         }
+        k->clean_share = ncs ? cs / ncs : NAN;
+        k->test_share = nts ? ts / nts : NAN;
+        k->collapse_step = k->collapsed ? cstep / k->collapsed : NAN;
         k->n = n;
         k->final_mean = stats_mean(fin + c * p->seeds, n);
         k->final_sd = stats_sd(fin + c * p->seeds, n);
-        k->best_mean = stats_mean(best, n);
-        k->best_sd = stats_sd(best, n);
+        k->best_mean = stats_mean(best + c * p->seeds, n);
+        k->best_sd = stats_sd(best + c * p->seeds, n);
         if (n) {
             k->rho_realized = rr / n;
             k->seconds = sec / n;
@@ -97,6 +111,7 @@ static void summary_build(const Plan *p, SweepRun *rows, const char *args, Sweep
     for (int c = 0; c < p->nconfigs; c++) {
         SweepConfig *k = &s->configs[c];
         k->gap = k->gap_lo = k->gap_hi = k->gap_df = k->cohen_d = k->hedges_g = NAN;
+        k->peak_gap = k->peak_gap_lo = k->peak_gap_hi = NAN;
         const int b = k->baseline;
         if (b < 0 || k->n < 1 || s->configs[b].n < 1) continue;
         StatsGap g;
@@ -107,6 +122,10 @@ static void summary_build(const Plan *p, SweepRun *rows, const char *args, Sweep
         k->gap_df = g.df;
         k->cohen_d = g.d;
         k->hedges_g = g.g;
+        stats_gap(best + c * p->seeds, k->n, best + b * p->seeds, s->configs[b].n, s->ci_level, &g);
+        k->peak_gap = g.diff;
+        k->peak_gap_lo = g.lo;
+        k->peak_gap_hi = g.hi;
     }
     free(fin);
     free(best);
@@ -179,6 +198,36 @@ void summary_print(const SweepSummary *s, const char *note) {
         printf("gap: mean final test accuracy minus that of the dense configuration with the same other values;\n"
                "95%% CI: Welch; d: Cohen's d (pooled sd); g: Hedges' g. rho real: routed FLOPs actually spent.\n");
     if (note) printf("note: %s\n", note);
+    /* routing: the clean router and the test set (evaluation view), collapses and the peak gap */
+    int moe = 0;
+    for (int c = 0; c < s->nconfigs; c++) moe |= strcmp(s->configs[c].head, "dense") != 0;
+    if (!moe) return;
+    printf("\n%-*s %10s  %10s  %9s  %14s  %9s  %-18s\n", w, "routing", "clean top1", "test top1", "collapsed",
+           "collapse onset", "peak gap", "95% CI (pp)");
+    for (int c = 0; c < s->nconfigs; c++) {
+        const SweepConfig *k = &s->configs[c];
+        if (!strcmp(k->head, "dense")) continue;
+        char cs[16], ts[16], col[24], fs[24], pg[24], ci[48];
+        fmt_num(cs, sizeof cs, "%.2f", k->clean_share);
+        fmt_num(ts, sizeof ts, "%.2f", k->test_share);
+        if (k->collapsed < 0) snprintf(col, sizeof col, "-");
+        else snprintf(col, sizeof col, "%d/%d", k->collapsed, k->n);
+        fmt_num(fs, sizeof fs, "%.0f", k->collapse_step);
+        if (k->baseline < 0) pg[0] = ci[0] = 0;
+        else {
+            fmt_num(pg, sizeof pg, "%+.2f", 100 * k->peak_gap);
+            if (isnan(k->peak_gap_lo)) snprintf(ci, sizeof ci, "-");
+            else snprintf(ci, sizeof ci, "[%+.2f, %+.2f]", 100 * k->peak_gap_lo, 100 * k->peak_gap_hi);
+        }
+        char line[512];
+        snprintf(line, sizeof line, "%-*s %10s  %10s  %9s  %14s  %9s  %-18s", w, k->label, cs, ts, col, fs, pg, ci);
+        for (size_t l = strlen(line); l > 0 && line[l - 1] == ' ';) line[--l] = 0;
+        puts(line);
+    }
+    printf("clean/test top1: largest share of first choices of the noise-free router (last step) and on the test\n"
+           "set (last evaluation); collapsed: runs still flagged at the last evaluation on any view (training,\n"
+           "clean router, evaluation), onset: mean step of their last collapse event (runs.csv: collapse_first,\n"
+           "the first flag at all); peak gap: best test accuracy minus the dense one's.\n");
 }
 
 static void csv_field(FILE *f, const char *s) {
@@ -216,7 +265,8 @@ static int summary_write_csv(const SweepSummary *s, const char *dir) {
     }
     fputs(
         ",head_kind,n,n_expected,final_mean,final_sd,best_mean,best_sd,rho_nominal,rho_realized,baseline,gap,gap_ci_lo,"
-        "gap_ci_hi,gap_df,cohen_d,hedges_g,seconds\n",
+        "gap_ci_hi,gap_df,cohen_d,hedges_g,clean_share,test_share,collapsed,collapse_step,peak_gap,peak_gap_ci_lo,"
+        "peak_gap_ci_hi,seconds\n",
         f);
     for (int c = 0; c < s->nconfigs; c++) {
         const SweepConfig *k = &s->configs[c];
@@ -240,6 +290,13 @@ static int summary_write_csv(const SweepSummary *s, const char *dir) {
         csv_num(f, k->gap_df);
         csv_num(f, k->cohen_d);
         csv_num(f, k->hedges_g);
+        csv_num(f, k->clean_share);
+        csv_num(f, k->test_share);
+        csv_num(f, k->collapsed < 0 ? NAN : (double)k->collapsed);
+        csv_num(f, k->collapse_step);
+        csv_num(f, k->peak_gap);
+        csv_num(f, k->peak_gap_lo);
+        csv_num(f, k->peak_gap_hi);
         csv_num(f, k->seconds);
         fputc('\n', f);
     }
@@ -260,7 +317,9 @@ static int summary_write_csv(const SweepSummary *s, const char *dir) {
         fputc(',', f);
         csv_field(f, s->axes[a]);
     }
-    fputs(",seed,status,final_acc,best_acc,best_epoch,last_epoch,steps,rho_nominal,rho_realized,seconds\n", f);
+    fputs(",seed,status,final_acc,best_acc,best_epoch,last_epoch,steps,rho_nominal,rho_realized,clean_share,test_share,"
+          "collapse_step,collapse_first,collapse_views,collapse_episodes,seconds\n",
+          f);
     for (int r = 0; r < s->nruns; r++) {
         const SweepRun *w = &s->runs[r];
         fprintf(f, "%d,", w->index);
@@ -277,6 +336,12 @@ static int summary_write_csv(const SweepSummary *s, const char *dir) {
         fprintf(f, ",%d,%d,%ld", w->best_epoch, w->last_epoch, w->steps);
         csv_num(f, w->rho_nominal);
         csv_num(f, w->rho_realized);
+        csv_num(f, w->clean_share);
+        csv_num(f, w->test_share);
+        csv_num(f, w->collapse_step < -1 ? NAN : (double)w->collapse_step);
+        csv_num(f, w->collapse_first < -1 ? NAN : (double)w->collapse_first);
+        csv_num(f, w->collapse_views < 0 ? NAN : (double)w->collapse_views);
+        csv_num(f, w->collapse_episodes < 0 ? NAN : (double)w->collapse_episodes);
         csv_num(f, w->seconds);
         fputc('\n', f);
     }
@@ -293,9 +358,12 @@ static int summary_write_csv(const SweepSummary *s, const char *dir) {
 int summary_emit(const Plan *p, SweepRun *rows, const char *note) {
     char args[8192];
     plan_args_line(p, args, sizeof args);
+    plan_fill_aliases(p, rows);
     SweepSummary s;
     summary_build(p, rows, args, &s);
     summary_print(&s, note);
+    const Preset *pr = p->preset[0] ? find_preset(p->preset) : NULL;
+    verdict_print(pr ? pr->verdict : verdict_infer(&s), &s, stdout);
     int rc = summary_write_csv(&s, p->out);
     char h5[DIR_N];
     snprintf(h5, sizeof h5, "%s/sweep.h5", p->out);
@@ -303,7 +371,12 @@ int summary_emit(const Plan *p, SweepRun *rows, const char *note) {
         fprintf(stderr, "moelab sweep: %s\n", ml_last_error());
         rc = -1;
     }
-    int done = 0, missing = 0, other = 0;
+    int done = 0, missing = 0, other = 0, trained = 0;
+    for (int r = 0; r < p->nruns; r++) trained += run_canonical(p, r) == r;
+    if (trained < p->nruns)
+        printf("shared    %d runs trained for %d summary rows x seeds: configurations with the same model share "
+               "their runs\n",
+               trained, p->nruns);
     for (int r = 0; r < p->nruns; r++) {
         if (!strcmp(rows[r].status, "finished")) done++;
         else if (!strcmp(rows[r].status, "missing")) missing++;

@@ -196,6 +196,7 @@ static void h_on_event(const TrainerEvent *e, void *user) {
         break;
     case TEV_NUMERIC:
     case TEV_ERROR: fprintf(stderr, "moelab %s: %s\n", g_sub, e->text); break;
+    case TEV_COLLAPSE: printf("[step %ld] %s\n", e->step, e->text); break;
     case TEV_CHECKPOINT: break;
     }
     fflush(stdout);
@@ -220,6 +221,7 @@ static int run_headless(Trainer *t, RunSession *rs, ScheduledCmd *cmds, int ncmd
     }
     TrainHooks h = {
         .next_cmd = h_next_cmd,
+        .parse_rule = command_rule_parse,
         .should_stop = h_should_stop,
         .on_step = h_on_step,
         .on_eval = h_on_eval,
@@ -273,6 +275,7 @@ static int run_training(AppOptions *o, const char *cmdline, int resume, Schedule
         dataset_free(&ds);
         return 2;
     }
+    trainer_set_rule(&t, o->on_collapse); /* validated by the option parser; a checkpoint's rule wins */
     if (o->dry_run) {
         print_dry_run(&t.model, &ds, &t.cfg);
         trainer_free(&t);
@@ -491,8 +494,13 @@ int cmd_replay(int argc, char **argv) {
     for (long i = 0; i < nev; i++) {
         TrainerCmd c;
         char err[256];
-        if (command_parse(ev[i].text, &c, err, sizeof err) != 0) continue; /* resume/checkpoint notes */
+        CmdOrigin origin;
+        const char *text = cmd_origin_strip(ev[i].text, &origin);    /* "rule: set tau 2" applies as itself */
+        if (command_parse(text, &c, err, sizeof err) != 0) continue; /* resume/checkpoint/collapse notes */
         if (c.kind == CMD_PAUSE || c.kind == CMD_RESUME || c.kind == CMD_STEP || c.kind == CMD_HELP) continue;
+        /* the rule's commands are in the log as applied (origin rule): the rule itself is not re-armed */
+        if (c.kind == CMD_ON_COLLAPSE) continue;
+        c.origin = origin;
         cmds[nc].step = ev[i].step;
         cmds[nc].cmd = c;
         nc++;
@@ -512,6 +520,9 @@ int cmd_replay(int argc, char **argv) {
     argv_free(ac, av);
     o.commands[0] = 0;
     o.no_session = 0;
+    /* a rule of commands: its effects are the logged commands above (applied at their steps), so
+     * the replayed run does not apply it again; a pause rule stays (a headless run stops there) */
+    if (strcmp(o.on_collapse, "pause")) o.on_collapse[0] = 0;
     if (newdir[0]) snprintf(o.session, sizeof o.session, "%s", newdir);
     else {
         snprintf(o.session, sizeof o.session, "%s-replay", dir);

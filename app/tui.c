@@ -272,6 +272,14 @@ static void drain(Tui *ui) {
                 broadcast(ui, &m);
             }
             if (ev->cmd == CMD_RESUME) view_banner_set_note(&ui->views[PANEL_BANNER], NULL);
+            if (ev->cmd == CMD_PAUSE && !strncmp(ev->text, "rule: ", 6)) { /* the on-collapse rule paused it */
+                char note[512];
+                snprintf(note, sizeof note,
+                         "COLLAPSE at step %ld: training PAUSED by the on-collapse rule (%.300s). "
+                         "`resume` continues",
+                         ev->step, ev->text + 6);
+                view_banner_set_note(&ui->views[PANEL_BANNER], note);
+            }
             break;
         case WEV_FAILED: ui_log(ui, VIEW_LOG_ERROR, "[step %ld] error: %s", ev->step, ev->text); break;
         case WEV_INFO: ui_log(ui, VIEW_LOG_INFO, "%s", ev->text); break;
@@ -339,6 +347,9 @@ static void fill_status(Tui *ui, RunStatus *rs, char *note, size_t noten) {
                  ui->hooks && ui->hooks->sink.checkpoint ? " and the final checkpoint" : "");
     } else if (s->run.numeric) {
         rs->state = "PAUSED (NaN)";
+        rs->state_role = TH_BANNER;
+    } else if (s->run.paused && s->run.collapse && s->run.steps_left == 0) {
+        rs->state = "PAUSED (collapse)";
         rs->state_role = TH_BANNER;
     } else if (s->run.paused && s->run.steps_left > 0) {
         rs->state = "STEPPING";

@@ -108,6 +108,10 @@ static char **cl_complete(const char *text, int start, int end) {
     else if (!strcmp(words[0], "set") && nw == 1) cl.comp_words = cmd_param_words;
     else if (!strcmp(words[0], "anneal") && nw == 1) cl.comp_words = tau_kind_names;
     else if (!strcmp(words[0], "anneal") && nw >= 2) cl.comp_words = anneal_words(words[1], nw == 2);
+    else if (!strcmp(words[0], "on-collapse") && nw == 1) {
+        static const char *const rule_words[] = {"pause", "off", "set", "anneal", "eval", "snapshot", NULL};
+        cl.comp_words = rule_words;
+    } else if (!strcmp(words[0], "on-collapse") && nw == 2 && !strcmp(words[1], "set")) cl.comp_words = cmd_param_words;
     if (!cl.comp_words) return NULL;
     /* "s=" and friends take a value right after the '=': no space after them */
     int all_eq = 1, any = 0;

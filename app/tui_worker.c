@@ -216,7 +216,7 @@ static void w_on_event(const TrainerEvent *e, void *user) {
     static const WorkerEventKind kinds[] = {
         [TEV_APPLIED] = WEV_APPLIED, [TEV_FAILED] = WEV_FAILED, [TEV_NOTE] = WEV_WARN,
         [TEV_NUMERIC] = WEV_NUMERIC, [TEV_ERROR] = WEV_ERROR,   [TEV_EPOCH] = WEV_EPOCH,
-        [TEV_CHECKPOINT] = WEV_INFO,
+        [TEV_CHECKPOINT] = WEV_INFO, [TEV_COLLAPSE] = WEV_WARN,
     };
     WorkerEvent ev;
     memset(&ev, 0, sizeof ev);
@@ -242,6 +242,7 @@ static void *worker_main(void *arg) {
     const TrainHooks *sink = w->hooks ? &w->hooks->sink : NULL;
     TrainHooks h = {
         .next_cmd = w_next_cmd,
+        .parse_rule = command_rule_parse,
         .should_stop = w_should_stop,
         .on_step = w_on_step,
         .on_eval = w_on_eval,

@@ -780,6 +780,7 @@ static void moe_stats_finish_(MoeHead *m, int B, float tau, int training, double
         st->clean_first_share = (double)cmx / B;
         st->clean_load_entropy = moe_norm_entropy_(cv, E);
         st->clean_dead = dead;
+        memcpy(st->clean_first, cc, sizeof st->clean_first);
         st->first_agree = (double)agree / B;
     }
     st->B = B;

@@ -124,6 +124,7 @@ typedef struct {
                                       // choice argmax_e z[b,e] (+ b_e with bias_mode select/logits)
     double clean_load_entropy;        // H(clean first-choice counts) / log E (1 when E = 1)
     int clean_dead;                   // experts that no sample of the batch picks as clean first choice
+    int clean_first[MOE_MAX_EXPERTS]; // (E) samples whose clean first choice is e
     double first_agree;               // fraction of samples whose (noisy) first choice is the clean one
                                       // (soft heads have no noise: clean = published, agreement 1)
 } MoeStepStats;

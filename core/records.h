@@ -41,9 +41,13 @@ typedef struct {
     MoeStepStats moe;    /* routing statistics of this batch (MoE heads) */
     double rho_realized; /* routed FLOPs actually spent (kept pairs only) / total */
     int dead_experts;    /* experts with no kept pair over the window */
-    int collapsed;       /* collapse flag over the window (routestats.h) */
-    int collapse_reason; /* COLLAPSE_* bits */
+    int collapsed;       /* collapse flag on any of the three views (routestats.h CollapseState) */
+    int collapse_reason; /* COLLAPSE_* bits (the union over the flagged views) */
     double window_load_entropy;
+    int collapse_views;       /* CVIEW_BIT_*: 1 training, 2 clean router, 4 evaluation (the last one) */
+    int collapse_pad_;        /* (no padding) */
+    long collapse_first_step; /* first step any view was flagged (-1: never) */
+    char collapse_text[192];  /* collapse_describe of the first flagged view ("" if none) */
 } StepRecord;
 
 typedef struct {
@@ -59,7 +63,11 @@ typedef struct {
     double train_drop_frac, train_maxvio, train_rho_realized; /* epoch means */
     double window_load_entropy;                               /* over the dead-expert window at the end of the epoch */
     double window_first_share;                                /* mean largest first-choice share over the window */
-    int dead_experts, collapsed, collapse_reason;
+    int dead_experts, collapsed, collapse_reason;             /* collapsed: any view (the evaluation's included) */
+    int collapse_views;                                       /* CVIEW_BIT_* flagged after this evaluation */
+    long collapse_first_step;                                 /* first step any view was flagged (-1: never) */
+    long collapse_first_train, collapse_first_clean, collapse_first_eval; /* per view (-1: never) */
+    double epoch_tau, epoch_l_aux, epoch_clean_first_share;               /* epoch means over its steps */
     int classes, experts;
     const int *class_expert;  /* (classes, experts) first-choice counts on the test set */
     double mutual_info;       /* I(class; expert) in nats */
@@ -93,8 +101,22 @@ typedef enum {
     CMD_EVAL,
     CMD_QUIT,
     CMD_HELP,
+    CMD_ON_COLLAPSE,
 } CmdKind;
 #include "params.h" /* CmdParam: the table of `set` parameters */
+/* Where a command came from: typed on the live screen, a --commands file (and replay), the control
+ * socket, or the --on-collapse / `on-collapse` rule. The event log records a socket/screen/file
+ * origin after the command ("set tau 0.3  # socket", a comment command_parse skips) and a rule's
+ * as a prefix of the event text ("rule: set tau 2"); replay strips the prefix (cmd_origin_strip)
+ * and applies the command as logged. */
+typedef enum { CMD_FROM_NONE, CMD_FROM_FILE, CMD_FROM_SCREEN, CMD_FROM_SOCKET, CMD_FROM_RULE } CmdOrigin;
+/* "file", "screen", "socket", "rule" ("" for CMD_FROM_NONE or an unknown value). */
+const char *cmd_origin_name(int origin);
+/* "rule: " for CMD_FROM_RULE, "" otherwise */
+const char *cmd_origin_prefix(CmdOrigin o);
+/* text with a known origin prefix removed (a pointer into text), and its origin in *o
+ * (CMD_FROM_RULE or CMD_FROM_NONE) */
+const char *cmd_origin_strip(const char *text, CmdOrigin *o);
 typedef struct {
     CmdKind kind;
     CmdParam param;    /* CMD_SET */
@@ -102,14 +124,10 @@ typedef struct {
     long n;            /* CMD_STEP: steps to run while paused */
     TauSchedule sched; /* CMD_ANNEAL: the new schedule (start/total filled by the trainer) */
     char text[256];    /* the command as typed, normalised; goes to the event log */
+    char rule[224];    /* CMD_ON_COLLAPSE: "pause", "off" or the commands ("set tau 2; set alpha 0.05") */
     int origin;        /* CmdOrigin: where it came from (written to the event log with it) */
     long tag;          /* the control socket's request id (0: none): its reply waits for it */
 } TrainerCmd;
-
-/* Where a command came from; the event log records it after the command ("set tau 0.3  # socket"). */
-typedef enum { CMD_FROM_NONE, CMD_FROM_FILE, CMD_FROM_SCREEN, CMD_FROM_SOCKET } CmdOrigin;
-/* "file", "screen", "socket" ("" for CMD_FROM_NONE or an unknown value). */
-const char *cmd_origin_name(int origin);
 
 /* The temperature part of a command, on a plan alone: `set tau` overrides from `step`, `anneal`
  * replaces the schedule from `step` to total_steps (the end of training). The trainer applies
@@ -128,6 +146,7 @@ typedef enum {
     TEV_ERROR,      /* training or evaluation failed (text = message) */
     TEV_EPOCH,      /* an evaluation finished (text = the epoch line) */
     TEV_CHECKPOINT, /* a checkpoint was written (text = "checkpoint ckpt-N.h5 (why)") */
+    TEV_COLLAPSE,   /* a collapse view was flagged for the first time (text = "collapse at step N: ...") */
 } TrainerEventKind;
 
 typedef struct {
@@ -148,6 +167,7 @@ typedef struct {
     int paused;          /* waiting at a step boundary */
     long steps_left;     /* `step N` steps still to run while paused */
     int numeric;         /* paused by a NaN/inf loss */
+    int collapse;        /* paused by the --on-collapse pause rule (cleared by resume) */
     double busy;         /* seconds spent training (steps; evaluations excluded) */
     double eval_seconds; /* seconds spent in evaluations */
     int evals;

@@ -3,11 +3,12 @@
 #include "core/routestats.h"
 
 #include <math.h>
+#include <stdio.h>
 #include <string.h>
 
 void routewin_defaults(RouteWinConfig *c) {
     c->window = 100;
-    c->min_steps = 10;
+    c->min_steps = 100; /* a full window: a random router is often collapsed for its first ~50 steps */
     c->entropy_min = 0.5;
     c->max_share = 0.5;
     c->dead_frac = 0.5;
@@ -68,7 +69,8 @@ static double step_entropy(const int *kept, int E) {
     return h / log((double)E);
 }
 
-void routewin_push_counts(RouteWin *w, const int *kept, double first_share) {
+/* One step with its entropy given (soft heads: the entropy of the gate mass, not of the counts). */
+static void routewin_push_ent(RouteWin *w, const int *kept, double entropy, double first_share) {
     int E = w->E;
     int *slot = w->ring + (size_t)w->head * E;
     if (w->n == w->cfg.window) {
@@ -83,12 +85,16 @@ void routewin_push_counts(RouteWin *w, const int *kept, double first_share) {
         w->sum[e] += kept[e];
         w->zero_run[e] = kept[e] == 0 ? w->zero_run[e] + 1 : 0;
     }
-    w->ent_ring[w->head] = step_entropy(kept, E);
+    w->ent_ring[w->head] = entropy;
     w->ent_sum += w->ent_ring[w->head];
     w->share_ring[w->head] = first_share;
     w->share_sum += first_share;
     w->head = (w->head + 1) % w->cfg.window;
     w->pushed++;
+}
+
+void routewin_push_counts(RouteWin *w, const int *kept, double first_share) {
+    routewin_push_ent(w, kept, step_entropy(kept, w->E), first_share);
 }
 
 void routewin_push(RouteWin *w, const MoeStepStats *st) {
@@ -118,7 +124,8 @@ double routewin_max_share(const RouteWin *w) { return w->n > 0 ? w->share_sum / 
 
 int routewin_collapsed(const RouteWin *w, int *reason) {
     int r = 0;
-    if (w->n >= w->cfg.min_steps && w->n > 0) {
+    const int need = w->cfg.min_steps < w->cfg.window ? w->cfg.min_steps : w->cfg.window;
+    if (w->n >= need && w->n > 0) {
         if (routewin_load_entropy(w) < w->cfg.entropy_min) r |= COLLAPSE_ENTROPY;
         if (routewin_max_share(w) > w->cfg.max_share) r |= COLLAPSE_SHARE;
     }
@@ -132,6 +139,164 @@ const char *routewin_reason_text(int reason) {
     static const char *const texts[8] = {"",     "entropy",      "share",      "entropy+share",
                                          "dead", "entropy+dead", "share+dead", "entropy+share+dead"};
     return texts[reason & 7];
+}
+
+/* ------------------------------------------------------------------ collapse on three views */
+
+ml_status collapse_init(CollapseState *s, const RouteWinConfig *c, int E, int soft) {
+    memset(s, 0, sizeof *s);
+    ml_status st = routewin_init(&s->train, c, E);
+    if (st == ML_OK && (st = routewin_init(&s->clean, c, E)) != ML_OK) routewin_free(&s->train);
+    if (st != ML_OK) return st;
+    s->cfg = *c;
+    s->E = E;
+    s->soft = soft != 0;
+    s->first_step = -1;
+    for (int v = 0; v < CVIEW_COUNT; v++) {
+        s->view[v].first_step = -1;
+        s->view[v].since = -1;
+        s->view[v].expert = -1;
+    }
+    return ML_OK;
+}
+
+void collapse_free(CollapseState *s) {
+    if (s->train.ring) routewin_free(&s->train);
+    if (s->clean.ring) routewin_free(&s->clean);
+    memset(s, 0, sizeof *s);
+}
+
+/* normalised entropy, largest share and its expert of a non-negative (E) vector */
+static double vec_entropy(const double *v, int E, double *share, int *expert) {
+    double tot = 0.0, h = 0.0, mx = -1.0;
+    int arg = -1;
+    for (int e = 0; e < E; e++) {
+        tot += v[e] > 0 ? v[e] : 0;
+        if (v[e] > mx) mx = v[e], arg = e;
+    }
+    *share = tot > 0 ? mx / tot : 0.0;
+    *expert = tot > 0 ? arg : -1;
+    if (E <= 1) return 1.0;
+    if (!(tot > 0)) return 0.0;
+    for (int e = 0; e < E; e++)
+        if (v[e] > 0) h -= v[e] / tot * log(v[e] / tot);
+    return h / log((double)E);
+}
+
+/* a view's new flag: records the first step and the rising edge; returns 1 if it rose */
+static int view_set(CollapseState *s, int v, int flag, int reason, long step) {
+    CollapseView *cv = &s->view[v];
+    const int rose = flag && !cv->flag;
+    cv->flag = flag;
+    cv->reason = reason;
+    if (rose) {
+        cv->episodes++;
+        cv->since = step;
+        if (cv->first_step < 0) cv->first_step = step;
+        if (s->first_step < 0) s->first_step = step;
+    }
+    return rose;
+}
+
+/* the window's judgement into a view */
+static int view_from_window(CollapseState *s, int v, const RouteWin *w, long step) {
+    int reason = 0;
+    const int flag = routewin_collapsed(w, &reason);
+    CollapseView *cv = &s->view[v];
+    cv->entropy = routewin_load_entropy(w);
+    cv->share = routewin_max_share(w);
+    cv->dead = routewin_dead_count(w, NULL);
+    long mx = -1;
+    for (int e = 0; e < s->E; e++)
+        if (w->sum[e] > mx) mx = w->sum[e], cv->expert = e;
+    return view_set(s, v, flag, reason, step);
+}
+
+int collapse_push_step(CollapseState *s, const MoeStepStats *st, long step) {
+    ML_ASSERT(st->E == s->E);
+    const int E = s->E;
+    s->fired = 0;
+    if (s->soft) { /* gate mass: the mean gate vector is the load */
+        double g[MOE_MAX_EXPERTS], share;
+        int kept[MOE_MAX_EXPERTS], arg;
+        for (int e = 0; e < E; e++) {
+            g[e] = st->mean_gate[e];
+            /* alive (a pseudo-count of its mass) unless below SOFT_DEAD_MASS of the uniform share */
+            kept[e] = g[e] * E >= SOFT_DEAD_MASS ? 1 + (int)(g[e] * st->B) : 0;
+        }
+        const double h = vec_entropy(g, E, &share, &arg);
+        routewin_push_ent(&s->train, kept, h, share);
+        if (view_from_window(s, CVIEW_TRAIN, &s->train, step)) s->fired |= CVIEW_BIT_TRAIN;
+        return s->fired;
+    }
+    routewin_push(&s->train, st);
+    routewin_push_counts(&s->clean, st->clean_first, st->clean_first_share);
+    if (view_from_window(s, CVIEW_TRAIN, &s->train, step)) s->fired |= CVIEW_BIT_TRAIN;
+    if (view_from_window(s, CVIEW_CLEAN, &s->clean, step)) s->fired |= CVIEW_BIT_CLEAN;
+    return s->fired;
+}
+
+int collapse_push_eval(CollapseState *s, const CollapseEvalInput *in, long step) {
+    ML_ASSERT(in->E == s->E);
+    const int E = s->E;
+    CollapseView *cv = &s->view[CVIEW_EVAL];
+    double tot = 0.0;
+    for (int e = 0; e < E; e++) tot += in->load[e];
+    cv->entropy = vec_entropy(in->load, E, &cv->share, &cv->expert);
+    int dead = 0;
+    if (in->selected_dead >= 0) dead = in->selected_dead;
+    else
+        for (int e = 0; e < E; e++) dead += !(tot > 0) || in->load[e] / tot * E < SOFT_DEAD_MASS;
+    cv->dead = dead;
+    int reason = 0;
+    if (tot > 0) {
+        if (cv->entropy < s->cfg.entropy_min) reason |= COLLAPSE_ENTROPY;
+        if (cv->share > s->cfg.max_share) reason |= COLLAPSE_SHARE;
+        if (dead > 0 && (double)dead >= s->cfg.dead_frac * E) reason |= COLLAPSE_DEAD;
+    }
+    const int rose = view_set(s, CVIEW_EVAL, reason != 0, reason, step);
+    s->fired = rose ? CVIEW_BIT_EVAL : 0;
+    return s->fired;
+}
+
+int collapse_views(const CollapseState *s, int *reason) {
+    int m = 0, r = 0;
+    for (int v = 0; v < CVIEW_COUNT; v++)
+        if (s->view[v].flag) {
+            m |= 1 << v;
+            r |= s->view[v].reason;
+        }
+    if (reason) *reason = r;
+    return m;
+}
+
+const char *collapse_view_name(int view) {
+    static const char *const names[CVIEW_COUNT] = {"training", "clean router", "evaluation"};
+    return view >= 0 && view < CVIEW_COUNT ? names[view] : "?";
+}
+
+int collapse_view_first(int mask) {
+    for (int v = 0; v < CVIEW_COUNT; v++)
+        if (mask & (1 << v)) return v;
+    return -1;
+}
+
+void collapse_describe(const CollapseState *s, int view, char *buf, size_t n) {
+    buf[0] = 0;
+    if (view < 0 || view >= CVIEW_COUNT || !s->view[view].flag) return;
+    const CollapseView *cv = &s->view[view];
+    char what[160];
+    if (cv->reason & COLLAPSE_SHARE)
+        snprintf(what, sizeof what, s->soft ? "%.0f%% of the gate mass on e%d" : "%.0f%% of first choices to e%d",
+                 100.0 * cv->share, cv->expert);
+    else if (cv->reason & COLLAPSE_ENTROPY)
+        snprintf(what, sizeof what, "load entropy %.2f (< %.2f)", cv->entropy, s->cfg.entropy_min);
+    else snprintf(what, sizeof what, "%d/%d experts dead", cv->dead, s->E);
+    const char *why = "";
+    if (view == CVIEW_CLEAN && !s->view[CVIEW_TRAIN].flag) why = " (noise hides it from the training load)";
+    else if (view == CVIEW_EVAL && !s->view[CVIEW_TRAIN].flag && !s->view[CVIEW_CLEAN].flag)
+        why = " (the training batches look balanced)";
+    snprintf(buf, n, "%s collapsed at step %ld: %s%s", collapse_view_name(view), cv->since, what, why);
 }
 
 void classexp_add(int *counts, const int32_t *labels, const int *first_choice, int B, int E) {

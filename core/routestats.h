@@ -5,7 +5,7 @@
  *   dead expert: its kept count is zero in every one of the last W steps. Only judged once the
  *       window is full (W steps pushed since init/reset), so a run's first steps never flag.
  *   collapse (README "Routing statistics"), judged on the kept counts summed over the steps in the window,
- *       once it holds at least min_steps steps:
+ *       once it holds at least min(min_steps, window) steps:
  *       COLLAPSE_ENTROPY  the mean over the window of the per-step load entropy
  *                         H(kept / sum kept)/log E is < entropy_min (default 0.5). A per-step
  *                         mean, not the entropy of the summed counts: a router that sends each
@@ -29,7 +29,7 @@
 
 typedef struct {
     int window;         // W: steps in the window (default 100)
-    int min_steps;      // steps needed before collapse is judged (default 10)
+    int min_steps;      // steps needed before collapse is judged (default 100; at most the window)
     double entropy_min; // collapse if the window load entropy < this (default 0.5)
     double max_share;   // collapse if one expert's share of kept pairs > this (default 0.5)
     double dead_frac;   // collapse if dead experts >= this fraction of E (default 0.5)
@@ -74,6 +74,71 @@ double routewin_max_share(const RouteWin *w);
 int routewin_collapsed(const RouteWin *w, int *reason);
 // Short text of a reason mask, e.g. "entropy+dead" ("" for 0); static storage, do not free.
 const char *routewin_reason_text(int reason);
+
+/* ---- the collapse flag of one MoE layer on three views (README "Collapse").
+ *   CVIEW_TRAIN  the training selection: the RouteWin above over each step's kept counts and
+ *                noisy first-choice share. Soft heads (no discrete selection) use their gate
+ *                mass instead: the per-step "load" is the mean gate vector (MoeStepStats.mean_gate),
+ *                its entropy and largest entry are the entropy and share, and an expert is dead
+ *                when its mean gate stays below SOFT_DEAD_MASS / E over the whole window.
+ *   CVIEW_CLEAN  the same batch's router without noise: a second RouteWin over the clean
+ *                first-choice counts (MoeStepStats.clean_first). Soft heads have no noise, so
+ *                this view is the training view and is never judged separately.
+ *   CVIEW_EVAL   the last evaluation (no noise, the whole test set): its first-choice load
+ *                entropy, largest first-choice share and experts no test sample selects (all k);
+ *                soft heads: the test set's mean gate mass. Judged once per evaluation, with
+ *                the same thresholds.
+ * A view's first_step is the first step at which it was flagged (-1: never), episodes counts
+ * its rising edges. Everything is a function of one layer's statistics: a model with several
+ * MoE layers keeps one CollapseState per layer. */
+#define SOFT_DEAD_MASS 0.1
+typedef enum { CVIEW_TRAIN, CVIEW_CLEAN, CVIEW_EVAL, CVIEW_COUNT } CollapseViewId;
+enum { CVIEW_BIT_TRAIN = 1, CVIEW_BIT_CLEAN = 2, CVIEW_BIT_EVAL = 4 };
+
+typedef struct {
+    int flag, reason; // flagged now; COLLAPSE_* bits
+    int expert;       // the expert with the largest share (-1: none yet)
+    int dead;         // dead experts of this view
+    double share;     // largest first-choice share (soft heads: largest mean gate)
+    double entropy;   // load entropy / log E
+    long first_step;  // first step flagged (-1: never)
+    long episodes;    // times it went from not flagged to flagged
+    long since;       // step of the latest rise (the current episode's onset; -1: never)
+} CollapseView;
+
+/* What one evaluation measured for CVIEW_EVAL. */
+typedef struct {
+    int E;
+    double load[MOE_MAX_EXPERTS]; // (E) first-choice counts (soft heads: summed gate mass)
+    int selected_dead;            // experts no sample selected among its k (soft heads: -1, use load)
+} CollapseEvalInput;
+
+typedef struct {
+    RouteWinConfig cfg;
+    int E, soft;                    // soft: a soft head (gate mass, no clean view)
+    RouteWin train, clean;          // windows of the training and clean views
+    CollapseView view[CVIEW_COUNT]; // current state per view
+    long first_step;                // first step any view was flagged (-1: never)
+    int fired;                      // views that rose at the last update (CVIEW_BIT_*)
+    int pad_;
+} CollapseState;
+
+ml_status collapse_init(CollapseState *s, const RouteWinConfig *c, int E, int soft);
+void collapse_free(CollapseState *s);
+// One training step's statistics (st->E == s->E), at step `step` (steps completed). Returns the
+// views that rose to flagged at this step (CVIEW_BIT_*; also in s->fired).
+int collapse_push_step(CollapseState *s, const MoeStepStats *st, long step);
+// One evaluation at step `step`. Returns CVIEW_BIT_EVAL if the evaluation view rose.
+int collapse_push_eval(CollapseState *s, const CollapseEvalInput *in, long step);
+// Views flagged now (CVIEW_BIT_* mask); the union of their reasons in *reason (may be NULL).
+int collapse_views(const CollapseState *s, int *reason);
+// "training" | "clean router" | "evaluation"
+const char *collapse_view_name(int view);
+// The first flagged view of mask (CVIEW_TRAIN..), -1 for 0.
+int collapse_view_first(int mask);
+// One line on a flagged view, e.g. "clean router collapsed at step 120: 97% of first choices to e3
+// (noise hides it from the training load)" (the step: the current episode's onset). Soft heads say "gate mass". buf gets "" if v is not flagged.
+void collapse_describe(const CollapseState *s, int view, char *buf, size_t n);
 
 // counts (K, E) += one count per sample at [labels[b], first_choice[b]]; samples with a negative
 // label or an expert outside [0, E) are skipped. Labels must be < K (the caller's matrix rows).

@@ -87,7 +87,8 @@ ml_status trainer_init(Trainer *t, const TrainConfig *cfg, const BatchSource *sr
     for (int i = 0; i < ds->n_train; i++) t->perm[i] = i;
     if (c->model.head.kind != HEAD_DENSE) {
         const int E = c->model.head.E, d = t->model.d;
-        if ((st = routewin_init(&t->win, &c->route, E)) != ML_OK) {
+        const int soft = c->model.head.kind == HEAD_SOFTMOE_SAMPLE || c->model.head.kind == HEAD_SOFTMOE_BATCH;
+        if ((st = collapse_init(&t->coll, &c->route, E, soft)) != ML_OK) {
             trainer_free(t);
             return st;
         }
@@ -112,12 +113,21 @@ void trainer_free(Trainer *t) {
     ml_free(t->perm);
     ml_free(t->labels);
     ml_free(t->eval_idx);
-    if (t->win.ring) routewin_free(&t->win);
+    collapse_free(&t->coll);
     ml_free(t->class_expert);
     ml_free(t->tsne_feat);
     ml_free(t->tsne_expert);
     ml_free(t->tsne_label);
     memset(t, 0, sizeof *t);
+}
+
+/* The collapse fields of a record from the layer's CollapseState. */
+static void trainer_collapse_fill(const CollapseState *cs, int *collapsed, int *reason, int *views, long *first,
+                                  char *text, size_t n) {
+    *views = collapse_views(cs, reason);
+    *collapsed = *views != 0;
+    *first = cs->first_step;
+    collapse_describe(cs, collapse_view_first(*views), text, n);
 }
 
 ml_status trainer_step(Trainer *t, StepRecord *rec) {
@@ -127,6 +137,7 @@ ml_status trainer_step(Trainer *t, StepRecord *rec) {
         shuffle(t->perm, t->src.n_train, &t->rng_data);
         t->ep_loss = t->ep_acc = 0.0;
         t->ep_drop = t->ep_maxvio = t->ep_rho = 0.0;
+        t->ep_tau = t->ep_aux = t->ep_clean = 0.0;
         t->ep_batches = 0;
         t->t_epoch = ml_now();
     }
@@ -151,11 +162,14 @@ ml_status trainer_step(Trainer *t, StepRecord *rec) {
     double rho_real = 0.0;
     if (is_moe) {
         moe_update_bias(&m->moe);
-        routewin_push(&t->win, &m->moe.stats);
+        collapse_push_step(&t->coll, &m->moe.stats, t->step + 1);
         rho_real = model_rho_realized(m); /* the model total: kept pairs of the head and every layer */
         t->ep_drop += m->moe.stats.drop_frac;
         t->ep_maxvio += m->moe.stats.maxvio;
         t->ep_rho += rho_real;
+        t->ep_tau += tau;
+        t->ep_aux += m->moe.stats.l_aux;
+        t->ep_clean += m->moe.stats.clean_first_share;
     } else if (m->nmoec > 0) {
         rho_real = model_rho_realized(m);
         t->ep_rho += rho_real;
@@ -182,12 +196,14 @@ ml_status trainer_step(Trainer *t, StepRecord *rec) {
         t->rec_step = t->step;
         rec->has_moe = is_moe;
         rec->rho_realized = rho_real; /* also for a dense head after backbone MoE layers */
+        rec->collapse_first_step = -1;
         if (is_moe) {
             rec->moe = m->moe.stats;
             rec->rho_realized = rho_real;
-            rec->dead_experts = routewin_dead_count(&t->win, NULL);
-            rec->collapsed = routewin_collapsed(&t->win, &rec->collapse_reason);
-            rec->window_load_entropy = routewin_load_entropy(&t->win);
+            rec->dead_experts = routewin_dead_count(&t->coll.train, NULL);
+            rec->window_load_entropy = routewin_load_entropy(&t->coll.train);
+            trainer_collapse_fill(&t->coll, &rec->collapsed, &rec->collapse_reason, &rec->collapse_views,
+                                  &rec->collapse_first_step, rec->collapse_text, sizeof rec->collapse_text);
         }
     }
     if (t->pos >= t->steps_per_epoch) {
@@ -209,6 +225,7 @@ ml_status trainer_evaluate(Trainer *t, double *loss_out, double *acc_out) {
     int tn = 0;
     if (is_moe) memset(t->class_expert, 0, sizeof(int) * t->src.classes * E);
     memset(t->eval_selected, 0, sizeof t->eval_selected);
+    memset(t->eval_gate, 0, sizeof t->eval_gate);
     for (int i = 0; i < n_test; i += B) {
         const int nb = n_test - i < B ? n_test - i : B;
         for (int j = 0; j < nb; j++) t->eval_idx[j] = i + j;
@@ -219,7 +236,10 @@ ml_status trainer_evaluate(Trainer *t, double *loss_out, double *acc_out) {
         correct += c;
         if (!is_moe) continue;
         classexp_add(t->class_expert, t->labels, m->moe.first_choice, nb, E);
-        for (int e = 0; e < E; e++) t->eval_selected[e] += m->moe.stats.demand[e]; /* all k, before capacity */
+        for (int e = 0; e < E; e++) {
+            t->eval_selected[e] += m->moe.stats.demand[e]; /* all k, before capacity */
+            t->eval_gate[e] += (double)m->moe.stats.mean_gate[e] * nb;
+        }
         /* the fixed t-SNE sample: every tstride-th test image */
         for (int j = 0; j < nb && tstride > 0; j++) {
             const int gi = i + j;
@@ -236,8 +256,9 @@ ml_status trainer_evaluate(Trainer *t, double *loss_out, double *acc_out) {
     return ML_OK;
 }
 
-/* The routing part of an EvalRecord: the last evaluation and the epoch's sums. */
-static void fill_eval_routing(const Trainer *t, EvalRecord *er) {
+/* The routing part of an EvalRecord: the last evaluation and the epoch's sums; the evaluation
+ * view of the collapse flag is judged here. */
+static void fill_eval_routing(Trainer *t, EvalRecord *er) {
     const Model *m = &t->model;
     if (t->cfg.model.head.kind == HEAD_DENSE) {
         if (m->nmoec > 0) { /* backbone MoE layers route: their rho (phase 1: no per-layer statistics) */
@@ -253,10 +274,13 @@ static void fill_eval_routing(const Trainer *t, EvalRecord *er) {
     er->train_drop_frac = t->ep_drop / nb;
     er->train_maxvio = t->ep_maxvio / nb;
     er->train_rho_realized = t->ep_rho / nb;
-    er->window_load_entropy = routewin_load_entropy(&t->win);
-    er->window_first_share = routewin_max_share(&t->win);
-    er->dead_experts = routewin_dead_count(&t->win, NULL);
-    er->collapsed = routewin_collapsed(&t->win, &er->collapse_reason);
+    er->epoch_tau = t->ep_tau / nb;
+    er->epoch_l_aux = t->ep_aux / nb;
+    er->epoch_clean_first_share = t->ep_clean / nb;
+    if (t->ep_batches == 0) er->epoch_tau = tau_plan_value(&t->tau, t->step);
+    er->window_load_entropy = routewin_load_entropy(&t->coll.train);
+    er->window_first_share = routewin_max_share(&t->coll.train);
+    er->dead_experts = routewin_dead_count(&t->coll.train, NULL);
     er->classes = K;
     er->experts = E;
     er->class_expert = t->class_expert;
@@ -283,6 +307,16 @@ static void fill_eval_routing(const Trainer *t, EvalRecord *er) {
     er->test_first_share = tot > 0 ? (double)mx / tot : 0.0;
     er->test_dead_first = dead_first;
     er->test_dead_topk = dead_topk;
+    /* the evaluation view: first choices and all-k selections (soft heads: gate mass) */
+    CollapseEvalInput ci = {.E = E, .selected_dead = t->coll.soft ? -1 : dead_topk};
+    for (int e = 0; e < E; e++) ci.load[e] = t->coll.soft ? t->eval_gate[e] : (double)load[e];
+    collapse_push_eval(&t->coll, &ci, t->step);
+    char text[192];
+    trainer_collapse_fill(&t->coll, &er->collapsed, &er->collapse_reason, &er->collapse_views, &er->collapse_first_step,
+                          text, sizeof text);
+    er->collapse_first_train = t->coll.view[CVIEW_TRAIN].first_step;
+    er->collapse_first_clean = t->coll.view[CVIEW_CLEAN].first_step;
+    er->collapse_first_eval = t->coll.view[CVIEW_EVAL].first_step;
     er->tsne_n = t->tsne_n;
     er->feat_dim = m->d;
     er->tsne_feat = t->tsne_feat;
@@ -350,6 +384,7 @@ ml_status trainer_apply(Trainer *t, const TrainerCmd *c) {
 ml_status trainer_eval_record(Trainer *t, EvalRecord *er, double train_time) {
     const int B = t->cfg.model.batch;
     memset(er, 0, sizeof *er);
+    er->collapse_first_step = er->collapse_first_train = er->collapse_first_clean = er->collapse_first_eval = -1;
     er->epoch = t->epoch;
     er->step = t->step;
     er->train_loss = t->ep_batches ? t->ep_loss / t->ep_batches : 0.0;
@@ -453,12 +488,17 @@ static ml_status state_check(const void *owner, void *const *staged) {
     ml_free(seen);
     if (st != ML_OK) return st;
     const TauSchedule *tb = STAGED("/schedule/tau_base", TauSchedule), *tr = STAGED("/schedule/tau_repl", TauSchedule);
+    if (memchr(STAGED("/trainer/rule", char), 0, sizeof t->rule) == NULL)
+        return ml_fail(ML_ERR_FORMAT, "/trainer/rule is not a terminated string");
     if (tau_validate(tb) != ML_OK || (*STAGED("/schedule/tau_has_replacement", int32_t) && tau_validate(tr) != ML_OK))
         return ml_fail(ML_ERR_FORMAT, "/schedule: invalid temperature schedule (%s)", ml_last_error());
     if (t->cfg.model.head.kind != HEAD_DENSE) {
-        const int32_t wn = *STAGED("/trainer/routewin/n", int32_t), wh = *STAGED("/trainer/routewin/head", int32_t);
-        if (wn < 0 || wn > t->win.cfg.window || wh < 0 || wh >= t->win.cfg.window)
-            return ml_fail(ML_ERR_FORMAT, "inconsistent routing window (n %d, head %d)", wn, wh);
+        for (int i = 0; i < 2; i++) {
+            const int32_t wn = *STAGED(i ? "/trainer/routewin_clean/n" : "/trainer/routewin/n", int32_t);
+            const int32_t wh = *STAGED(i ? "/trainer/routewin_clean/head" : "/trainer/routewin/head", int32_t);
+            if (wn < 0 || wn > t->coll.train.cfg.window || wh < 0 || wh >= t->coll.train.cfg.window)
+                return ml_fail(ML_ERR_FORMAT, "inconsistent routing window (n %d, head %d)", wn, wh);
+        }
     }
 #undef STAGED
     return ML_OK;
@@ -520,11 +560,16 @@ void trainer_state(Trainer *t, StateView *v) {
         sv(v, p[4], &L->route.cfg.noise, SV_F32, SCALAR, NULL);
         sv(v, p[5], &L->route.cfg.bias_rate, SV_F32, SCALAR, NULL);
     }
+    sv(v, "/trainer/ep_tau", &t->ep_tau, SV_F64, SCALAR, NULL);
+    sv(v, "/trainer/ep_aux", &t->ep_aux, SV_F64, SCALAR, NULL);
+    sv(v, "/trainer/ep_clean", &t->ep_clean, SV_F64, SCALAR, NULL);
+    sv(v, "/trainer/rule_done", &t->rule_done, SV_I32, SCALAR, NULL);
+    sv(v, "/trainer/rule_pause", &t->rule_pause, SV_I32, SCALAR, NULL);
+    sv(v, "/trainer/rule", t->rule, SV_I32, (long)(sizeof t->rule / 4), -1, NULL); /* the rule text as int32 words */
     if (t->cfg.model.head.kind == HEAD_DENSE) return;
     Model *m = &t->model;
     MoeConfig *h = &m->moe.cfg;
-    RouteWin *w = &t->win;
-    const int E = t->cfg.model.head.E, W = w->cfg.window;
+    const int E = t->cfg.model.head.E;
     sv(v, "/moe/bias", m->moe.bias, SV_F32, E, -1, NULL);
     /* the routing knobs `set` changes while training: stored once, in the head's MoeConfig */
     sv(v, "/moe/cf", &h->cf, SV_F32, SCALAR, NULL);
@@ -532,16 +577,57 @@ void trainer_state(Trainer *t, StateView *v) {
     sv(v, "/moe/beta", &h->beta, SV_F32, SCALAR, NULL);
     sv(v, "/moe/noise", &h->noise, SV_F32, SCALAR, NULL);
     sv(v, "/moe/bias_rate", &h->bias_rate, SV_F32, SCALAR, NULL);
-    sv(v, "/trainer/routewin/ring", w->ring, SV_I32, W, E, "(compare --route-window)");
-    sv(v, "/trainer/routewin/n", &w->n, SV_I32, SCALAR, NULL);
-    sv(v, "/trainer/routewin/head", &w->head, SV_I32, SCALAR, NULL);
-    sv(v, "/trainer/routewin/pushed", &w->pushed, SV_I64, SCALAR, NULL);
-    sv(v, "/trainer/routewin/sum", w->sum, SV_I64, E, -1, NULL);
-    sv(v, "/trainer/routewin/zero_run", w->zero_run, SV_I64, E, -1, NULL);
-    sv(v, "/trainer/routewin/ent_ring", w->ent_ring, SV_F64, W, -1, NULL);
-    sv(v, "/trainer/routewin/share_ring", w->share_ring, SV_F64, W, -1, NULL);
-    sv(v, "/trainer/routewin/share_sum", &w->share_sum, SV_F64, SCALAR, NULL);
-    sv(v, "/trainer/routewin/ent_sum", &w->ent_sum, SV_F64, SCALAR, NULL);
+    /* the two windows of the collapse views (training: /trainer/routewin, clean router:
+     * /trainer/routewin_clean) and the views' flags and first steps */
+    static const char *const wpaths[2][11] = {
+        {"/trainer/routewin/ring", "/trainer/routewin/n", "/trainer/routewin/head", "/trainer/routewin/pushed",
+         "/trainer/routewin/sum", "/trainer/routewin/zero_run", "/trainer/routewin/ent_ring",
+         "/trainer/routewin/share_ring", "/trainer/routewin/share_sum", "/trainer/routewin/ent_sum"},
+        {"/trainer/routewin_clean/ring", "/trainer/routewin_clean/n", "/trainer/routewin_clean/head",
+         "/trainer/routewin_clean/pushed", "/trainer/routewin_clean/sum", "/trainer/routewin_clean/zero_run",
+         "/trainer/routewin_clean/ent_ring", "/trainer/routewin_clean/share_ring", "/trainer/routewin_clean/share_sum",
+         "/trainer/routewin_clean/ent_sum"},
+    };
+    for (int i = 0; i < 2; i++) {
+        RouteWin *w = i ? &t->coll.clean : &t->coll.train;
+        const char *const *p = wpaths[i];
+        const int W = w->cfg.window;
+        sv(v, p[0], w->ring, SV_I32, W, E, "(compare --route-window)");
+        sv(v, p[1], &w->n, SV_I32, SCALAR, NULL);
+        sv(v, p[2], &w->head, SV_I32, SCALAR, NULL);
+        sv(v, p[3], &w->pushed, SV_I64, SCALAR, NULL);
+        sv(v, p[4], w->sum, SV_I64, E, -1, NULL);
+        sv(v, p[5], w->zero_run, SV_I64, E, -1, NULL);
+        sv(v, p[6], w->ent_ring, SV_F64, W, -1, NULL);
+        sv(v, p[7], w->share_ring, SV_F64, W, -1, NULL);
+        sv(v, p[8], &w->share_sum, SV_F64, SCALAR, NULL);
+        sv(v, p[9], &w->ent_sum, SV_F64, SCALAR, NULL);
+    }
+    static const char *const cpaths[CVIEW_COUNT][9] = {
+        {"/trainer/collapse/train/flag", "/trainer/collapse/train/reason", "/trainer/collapse/train/expert",
+         "/trainer/collapse/train/dead", "/trainer/collapse/train/share", "/trainer/collapse/train/entropy",
+         "/trainer/collapse/train/first_step", "/trainer/collapse/train/episodes", "/trainer/collapse/train/since"},
+        {"/trainer/collapse/clean/flag", "/trainer/collapse/clean/reason", "/trainer/collapse/clean/expert",
+         "/trainer/collapse/clean/dead", "/trainer/collapse/clean/share", "/trainer/collapse/clean/entropy",
+         "/trainer/collapse/clean/first_step", "/trainer/collapse/clean/episodes", "/trainer/collapse/clean/since"},
+        {"/trainer/collapse/eval/flag", "/trainer/collapse/eval/reason", "/trainer/collapse/eval/expert",
+         "/trainer/collapse/eval/dead", "/trainer/collapse/eval/share", "/trainer/collapse/eval/entropy",
+         "/trainer/collapse/eval/first_step", "/trainer/collapse/eval/episodes", "/trainer/collapse/eval/since"},
+    };
+    for (int i = 0; i < CVIEW_COUNT; i++) {
+        CollapseView *cv = &t->coll.view[i];
+        const char *const *p = cpaths[i];
+        sv(v, p[0], &cv->flag, SV_I32, SCALAR, NULL);
+        sv(v, p[1], &cv->reason, SV_I32, SCALAR, NULL);
+        sv(v, p[2], &cv->expert, SV_I32, SCALAR, NULL);
+        sv(v, p[3], &cv->dead, SV_I32, SCALAR, NULL);
+        sv(v, p[4], &cv->share, SV_F64, SCALAR, NULL);
+        sv(v, p[5], &cv->entropy, SV_F64, SCALAR, NULL);
+        sv(v, p[6], &cv->first_step, SV_I64, SCALAR, NULL);
+        sv(v, p[7], &cv->episodes, SV_I64, SCALAR, NULL);
+        sv(v, p[8], &cv->since, SV_I64, SCALAR, NULL);
+    }
+    sv(v, "/trainer/collapse/first_step", &t->coll.first_step, SV_I64, SCALAR, NULL);
 }
 #undef SCALAR
 
@@ -580,6 +666,7 @@ typedef struct {
     const TrainHooks *h;
     double ep_train, ep_t0; /* training seconds and start of the current epoch */
     int stop, snapshot;     /* quit seen; a snapshot is due at this boundary */
+    int fired;              /* collapse views that rose since the last boundary (CVIEW_BIT_*) */
 } Loop;
 
 static void emit(Loop *L, TrainerEventKind kind, const TrainerCmd *c, int logged, const char *fmt, ...)
@@ -593,9 +680,10 @@ static void emit(Loop *L, TrainerEventKind kind, const TrainerCmd *c, int logged
     ev.cmd = c ? c->kind : CMD_HELP;
     ev.logged = logged;
     ev.origin = c ? c->origin : CMD_FROM_NONE;
+    const int o = snprintf(ev.text, sizeof ev.text, "%s", cmd_origin_prefix(ev.origin));
     va_list ap;
     va_start(ap, fmt);
-    vsnprintf(ev.text, sizeof ev.text, fmt, ap);
+    vsnprintf(ev.text + o, sizeof ev.text - (size_t)o, fmt, ap);
     va_end(ap);
     if (c && (c->kind == CMD_SET || c->kind == CMD_ANNEAL) && kind == TEV_APPLIED) {
         ev.has_plan = 1;
@@ -623,6 +711,8 @@ static int loop_eval(Loop *L, int epoch_end) {
         emit(L, st == ML_ERR_NUMERIC ? TEV_NUMERIC : TEV_ERROR, NULL, 0, "evaluation failed: %s", ml_last_error());
         return -1;
     }
+    L->fired |= t->coll.fired;
+    t->coll.fired = 0;
     er.epoch_seconds = epoch_end ? ml_now() - L->ep_t0 : dt;
     if (L->h->on_eval) L->h->on_eval(&er, L->h->user);
     char line[384];
@@ -668,6 +758,7 @@ static void loop_apply(Loop *L, const TrainerCmd *c) {
     case CMD_RESUME:
         s->paused = 0;
         s->numeric = 0;
+        s->collapse = 0;
         s->steps_left = 0;
         break;
     case CMD_EVAL:
@@ -685,9 +776,82 @@ static void loop_apply(Loop *L, const TrainerCmd *c) {
         break;
     case CMD_QUIT: L->stop = 1; break;
     case CMD_HELP: return; /* the live screen's business */
+    case CMD_ON_COLLAPSE:
+        if (trainer_set_rule(t, c->rule) != ML_OK) {
+            emit(L, TEV_FAILED, c, 0, "%s: %s", c->text, ml_last_error());
+            return;
+        }
+        if (t->cfg.model.head.kind == HEAD_DENSE)
+            emit(L, TEV_NOTE, c, 0, "on-collapse: the %s head has no routing to collapse",
+                 moe_head_name(t->cfg.model.head.kind));
+        break;
     }
     emit(L, TEV_APPLIED, c, 1, "%s", c->text);
     publish_state(L);
+}
+
+/* The collapse events of the views that rose since the last boundary, then the on-collapse rule
+ * (once): pause (interactive) / stop (headless), or its commands with origin CMD_FROM_RULE. */
+static void loop_collapse(Loop *L, int rule) {
+    Trainer *t = L->t;
+    const int fired = L->fired;
+    L->fired = 0;
+    if (!fired || t->cfg.model.head.kind == HEAD_DENSE) return;
+    char first[192] = "";
+    for (int v = 0; v < CVIEW_COUNT; v++) {
+        if (!(fired & (1 << v))) continue;
+        char d[192];
+        collapse_describe(&t->coll, v, d, sizeof d);
+        if (!first[0]) snprintf(first, sizeof first, "%s", d);
+        emit(L, TEV_COLLAPSE, NULL, 1, "collapse at step %ld (%s view, episode %ld%s): %s", t->step,
+             collapse_view_name(v), t->coll.view[v].episodes,
+             t->coll.view[v].first_step == t->step && t->coll.first_step == t->step ? ", first" : "", d);
+    }
+    if (!rule || t->rule_done || (!t->rule_pause && !t->rule[0])) return;
+    t->rule_done = 1;
+    TrainerCmd c;
+    memset(&c, 0, sizeof c);
+    c.origin = CMD_FROM_RULE;
+    if (t->rule_pause) {
+        c.kind = CMD_PAUSE;
+        snprintf(c.text, sizeof c.text, "pause");
+        if (!L->h->interactive) { /* nobody can resume: stop here, resumable from the checkpoint */
+            emit(L, TEV_NOTE, &c, 1,
+                 "on-collapse pause at step %ld (%s): a headless run stops here; continue it with moelab train "
+                 "--resume DIR",
+                 t->step, first);
+            L->stop = 1;
+            return;
+        }
+        t->state.paused = 1;
+        t->state.collapse = 1;
+        t->state.steps_left = 0;
+        emit(L, TEV_APPLIED, &c, 1, "pause (on-collapse at step %ld: %s)", t->step, first);
+        publish_state(L);
+        return;
+    }
+    TrainerCmd cmds[8];
+    char err[400];
+    const int n = L->h->parse_rule ? L->h->parse_rule(t->rule, cmds, 8, err, sizeof err) : -1;
+    if (n < 0) {
+        snprintf(c.text, sizeof c.text, "on-collapse %.200s", t->rule);
+        emit(L, TEV_FAILED, &c, 0, "%s: %s", c.text, L->h->parse_rule ? err : "no rule parser in this run");
+        return;
+    }
+    for (int i = 0; i < n; i++) {
+        cmds[i].origin = CMD_FROM_RULE;
+        loop_apply(L, &cmds[i]);
+    }
+}
+
+ml_status trainer_set_rule(Trainer *t, const char *rule) {
+    if (!rule) rule = "";
+    if (strlen(rule) >= sizeof t->rule)
+        return ml_fail(ML_ERR_ARG, "on-collapse: the rule is longer than %zu characters", sizeof t->rule - 1);
+    t->rule_pause = !strcmp(rule, "pause");
+    snprintf(t->rule, sizeof t->rule, "%s", t->rule_pause || !strcmp(rule, "off") ? "" : rule);
+    t->rule_done = 0;
+    return ML_OK;
 }
 
 /* The step boundary: every command due now (waiting while paused), then the checkpoints due. */
@@ -695,6 +859,7 @@ static void loop_boundary(Loop *L, int epoch_end) {
     Trainer *t = L->t;
     const TrainHooks *h = L->h;
     TrainerCmd c;
+    loop_collapse(L, 1);
     for (;;) {
         if (h->should_stop && h->should_stop(h->user)) {
             L->stop = 1;
@@ -734,7 +899,10 @@ RunEnd trainer_run(Trainer *t, const TrainHooks *hooks) {
             L.ep_train = 0.0;
             L.ep_t0 = ml_now();
         }
-        if (t->epoch >= t->cfg.epochs) break;
+        if (t->epoch >= t->cfg.epochs) {
+            loop_collapse(&L, 0); /* the events of a collapse at the last step; no rule after the end */
+            break;
+        }
         loop_boundary(&L, epoch_end);
         if (L.stop) {
             end = RUN_INTERRUPTED;
@@ -759,6 +927,8 @@ RunEnd trainer_run(Trainer *t, const TrainHooks *hooks) {
             end = RUN_FAILED;
             break;
         }
+        L.fired |= t->coll.fired;
+        t->coll.fired = 0;
         L.ep_train += dt;
         t->state.busy += dt;
         if (t->state.steps_left > 0) t->state.steps_left--;

@@ -37,8 +37,13 @@ typedef struct {
     ml_status (*checkpoint)(Trainer *t, const char *why, void *user);
     int ckpt_every;  /* checkpoint after every N epochs (0: only at the end) */
     long ckpt_steps; /* also every N steps (0: off) */
+    /* Parses the on-collapse rule's commands ("set tau 2; set alpha 0.05") into out[0..max): the
+     * number parsed, or -1 (message in err). NULL: a rule of commands cannot be applied. */
+    int (*parse_rule)(const char *text, TrainerCmd *out, int max, char *err, size_t errn);
     int interactive; /* 1: someone can resume a pause (live screen): `pause` and `step N` work
-                           * and a NaN/inf loss pauses the run; 0: they are noted, a NaN fails it */
+                           * and a NaN/inf loss pauses the run; 0: they are noted, a NaN fails it,
+                           * and the on-collapse `pause` rule stops the run (after a checkpoint)
+                           * unless pausable */
     int pausable;    /* 1: `pause` and `step N` work (a control socket can resume) without making a
                       * NaN/inf loss pause the run; next_cmd is polled while paused */
     void *user;
@@ -66,9 +71,11 @@ struct Trainer {
     double ep_loss, ep_acc;
     long ep_batches;                     /* running sums of the current epoch */
     double ep_drop, ep_maxvio, ep_rho;   /* routing sums of the current epoch */
-    RouteWin win;                        /* MoE: dead experts and collapse over recent steps */
+    double ep_tau, ep_aux, ep_clean;     /* sums of tau, L_aux, clean first-choice share of the epoch */
+    CollapseState coll;                  /* MoE: dead experts and the collapse flag on three views */
     int *class_expert;                   /* (classes, E) counts of the last evaluation */
     long eval_selected[MOE_MAX_EXPERTS]; /* (E) selections (all k) per expert in the last evaluation */
+    double eval_gate[MOE_MAX_EXPERTS];   /* (E) gate mass per expert summed over the last evaluation */
     float *tsne_feat;                    /* (tsne_n, d) */
     int *tsne_expert;                    /* (tsne_n) */
     int32_t *tsne_label;                 /* (tsne_n) */
@@ -77,6 +84,9 @@ struct Trainer {
     long ckpt_step;     /* step of the last checkpoint written or restored (-1: none) */
     int tsne_n;         /* test samples in the t-SNE sample */
     float lr_override;  /* > 0 after `set lr`: replaces the schedule */
+    int rule_pause;     /* the on-collapse rule: 1 pause at the first collapse, 0 not */
+    int rule_done;      /* 1 once the rule was applied */
+    char rule[224];     /* the on-collapse commands ("" none), parsed by TrainHooks.parse_rule */
     TrainerState state; /* what on_state publishes */
 };
 
@@ -99,6 +109,10 @@ ml_status trainer_evaluate(Trainer *t, double *loss, double *acc);
 ml_status trainer_eval_record(Trainer *t, EvalRecord *er, double train_time);
 /* Applies a parameter command (CMD_SET, CMD_ANNEAL) now. The other kinds are trainer_run's. */
 ml_status trainer_apply(Trainer *t, const TrainerCmd *c);
+/* Sets the on-collapse rule: "pause", "off" / "" (none) or commands (parsed by
+ * TrainHooks.parse_rule when the rule fires); re-arms it (it applies once, at the next rising edge
+ * of a collapse view). ML_ERR_ARG if it is too long. */
+ml_status trainer_set_rule(Trainer *t, const char *rule);
 /* Trains to cfg.epochs, evaluating after each epoch, applying commands at step boundaries,
  * checkpointing on schedule and at the end, publishing records through h. */
 RunEnd trainer_run(Trainer *t, const TrainHooks *h);

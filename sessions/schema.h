@@ -55,6 +55,8 @@ enum {
     SC_CLEAN_LOAD_ENTROPY,
     SC_CLEAN_DEAD,
     SC_FIRST_AGREE,
+    SC_COLLAPSE_VIEWS,
+    SC_COLLAPSE_FIRST_STEP,
     SC_N
 };
 extern const SessCol sess_step_cols[SC_N];
@@ -89,6 +91,14 @@ enum {
     EC_TEST_FIRST_SHARE,
     EC_TEST_DEAD_FIRST,
     EC_TEST_DEAD_TOPK,
+    EC_COLLAPSE_VIEWS,
+    EC_COLLAPSE_FIRST_STEP,
+    EC_COLLAPSE_FIRST_TRAIN,
+    EC_COLLAPSE_FIRST_CLEAN,
+    EC_COLLAPSE_FIRST_EVAL,
+    EC_EPOCH_TAU,
+    EC_EPOCH_L_AUX,
+    EC_EPOCH_CLEAN_FIRST_SHARE,
     EC_N
 };
 extern const SessCol sess_eval_cols[EC_N];

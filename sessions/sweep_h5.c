@@ -7,6 +7,7 @@
 #include "sweep_h5.h"
 #include "h5util.h"
 #include "schema.h"
+#include "session.h"
 
 #include <errno.h>
 #include <math.h>
@@ -26,40 +27,57 @@ typedef struct {
     ColType type;
     size_t off;
     const char *desc;
+    int optional; /* added after the first release: a file without it reads NaN / -2 */
 } Col;
 
 static const Col config_cols[] = {
-    {"n", COL_INT, offsetof(SweepConfig, n), "finished runs (seeds) summarised"},
-    {"n_expected", COL_INT, offsetof(SweepConfig, n_expected), "runs in the grid (--seeds)"},
-    {"baseline", COL_INT, offsetof(SweepConfig, baseline), "row of the matching dense configuration (-1: none)"},
-    {"final_mean", COL_F64, offsetof(SweepConfig, final_mean), "mean final test accuracy (fraction)"},
-    {"final_sd", COL_F64, offsetof(SweepConfig, final_sd), "sample sd of the final test accuracy"},
-    {"best_mean", COL_F64, offsetof(SweepConfig, best_mean), "mean best test accuracy over evaluations"},
-    {"best_sd", COL_F64, offsetof(SweepConfig, best_sd), "sample sd of the best test accuracy"},
-    {"rho_nominal", COL_F64, offsetof(SweepConfig, rho_nominal), "nominal routed-FLOP fraction"},
-    {"rho_realized", COL_F64, offsetof(SweepConfig, rho_realized), "mean realized rho (kept pairs, last epoch)"},
-    {"gap", COL_F64, offsetof(SweepConfig, gap), "final_mean - final_mean of the baseline"},
-    {"gap_ci_lo", COL_F64, offsetof(SweepConfig, gap_lo), "95% Welch confidence interval of gap, low"},
-    {"gap_ci_hi", COL_F64, offsetof(SweepConfig, gap_hi), "95% Welch confidence interval of gap, high"},
-    {"gap_df", COL_F64, offsetof(SweepConfig, gap_df), "Welch-Satterthwaite degrees of freedom"},
-    {"cohen_d", COL_F64, offsetof(SweepConfig, cohen_d), "Cohen's d, pooled sd"},
-    {"hedges_g", COL_F64, offsetof(SweepConfig, hedges_g), "Hedges' g = d (1 - 3 / (4 (n1 + n2) - 9))"},
-    {"seconds", COL_F64, offsetof(SweepConfig, seconds), "mean training time of a run (s)"},
+    {"n", COL_INT, offsetof(SweepConfig, n), "finished runs (seeds) summarised", 0},
+    {"n_expected", COL_INT, offsetof(SweepConfig, n_expected), "runs in the grid (--seeds)", 0},
+    {"baseline", COL_INT, offsetof(SweepConfig, baseline), "row of the matching dense configuration (-1: none)", 0},
+    {"final_mean", COL_F64, offsetof(SweepConfig, final_mean), "mean final test accuracy (fraction)", 0},
+    {"final_sd", COL_F64, offsetof(SweepConfig, final_sd), "sample sd of the final test accuracy", 0},
+    {"best_mean", COL_F64, offsetof(SweepConfig, best_mean), "mean best test accuracy over evaluations", 0},
+    {"best_sd", COL_F64, offsetof(SweepConfig, best_sd), "sample sd of the best test accuracy", 0},
+    {"rho_nominal", COL_F64, offsetof(SweepConfig, rho_nominal), "nominal routed-FLOP fraction", 0},
+    {"rho_realized", COL_F64, offsetof(SweepConfig, rho_realized), "mean realized rho (kept pairs, last epoch)", 0},
+    {"gap", COL_F64, offsetof(SweepConfig, gap), "final_mean - final_mean of the baseline", 0},
+    {"gap_ci_lo", COL_F64, offsetof(SweepConfig, gap_lo), "95% Welch confidence interval of gap, low", 0},
+    {"gap_ci_hi", COL_F64, offsetof(SweepConfig, gap_hi), "95% Welch confidence interval of gap, high", 0},
+    {"gap_df", COL_F64, offsetof(SweepConfig, gap_df), "Welch-Satterthwaite degrees of freedom", 0},
+    {"cohen_d", COL_F64, offsetof(SweepConfig, cohen_d), "Cohen's d, pooled sd", 0},
+    {"hedges_g", COL_F64, offsetof(SweepConfig, hedges_g), "Hedges' g = d (1 - 3 / (4 (n1 + n2) - 9))", 0},
+    {"seconds", COL_F64, offsetof(SweepConfig, seconds), "mean training time of a run (s)", 0},
+    {"clean_share", COL_F64, offsetof(SweepConfig, clean_share), "mean clean-router largest first-choice share", 1},
+    {"test_share", COL_F64, offsetof(SweepConfig, test_share), "mean test-set largest first-choice share", 1},
+    {"collapsed", COL_INT, offsetof(SweepConfig, collapsed), "finished runs collapsed at the end (any view)", 1},
+    {"collapse_step", COL_F64, offsetof(SweepConfig, collapse_step), "mean onset of those collapses (step)", 1},
+    {"peak_gap", COL_F64, offsetof(SweepConfig, peak_gap), "best_mean - best_mean of the baseline", 1},
+    {"peak_gap_ci_lo", COL_F64, offsetof(SweepConfig, peak_gap_lo), "95% Welch CI of peak_gap, low", 1},
+    {"peak_gap_ci_hi", COL_F64, offsetof(SweepConfig, peak_gap_hi), "95% Welch CI of peak_gap, high", 1},
 };
 #define N_CONFIG_COLS (int)(sizeof config_cols / sizeof config_cols[0])
 
 static const Col run_cols[] = {
-    {"index", COL_INT, offsetof(SweepRun, index), "position in the run grid"},
-    {"config", COL_INT, offsetof(SweepRun, config), "row of its configuration in /configs"},
-    {"seed", COL_U64, offsetof(SweepRun, seed), "--seed of the run"},
-    {"steps", COL_LONG, offsetof(SweepRun, steps), "steps completed"},
-    {"last_epoch", COL_INT, offsetof(SweepRun, last_epoch), "epoch of the last evaluation"},
-    {"best_epoch", COL_INT, offsetof(SweepRun, best_epoch), "epoch of the best evaluation"},
-    {"final_acc", COL_F64, offsetof(SweepRun, final_acc), "test accuracy of the last evaluation"},
-    {"best_acc", COL_F64, offsetof(SweepRun, best_acc), "best test accuracy over evaluations"},
-    {"rho_nominal", COL_F64, offsetof(SweepRun, rho_nominal), "nominal routed-FLOP fraction"},
-    {"rho_realized", COL_F64, offsetof(SweepRun, rho_realized), "realized rho, mean over the last epoch"},
-    {"seconds", COL_F64, offsetof(SweepRun, seconds), "training time (s)"},
+    {"index", COL_INT, offsetof(SweepRun, index), "position in the run grid", 0},
+    {"config", COL_INT, offsetof(SweepRun, config), "row of its configuration in /configs", 0},
+    {"seed", COL_U64, offsetof(SweepRun, seed), "--seed of the run", 0},
+    {"steps", COL_LONG, offsetof(SweepRun, steps), "steps completed", 0},
+    {"last_epoch", COL_INT, offsetof(SweepRun, last_epoch), "epoch of the last evaluation", 0},
+    {"best_epoch", COL_INT, offsetof(SweepRun, best_epoch), "epoch of the best evaluation", 0},
+    {"final_acc", COL_F64, offsetof(SweepRun, final_acc), "test accuracy of the last evaluation", 0},
+    {"best_acc", COL_F64, offsetof(SweepRun, best_acc), "best test accuracy over evaluations", 0},
+    {"rho_nominal", COL_F64, offsetof(SweepRun, rho_nominal), "nominal routed-FLOP fraction", 0},
+    {"rho_realized", COL_F64, offsetof(SweepRun, rho_realized), "realized rho, mean over the last epoch", 0},
+    {"seconds", COL_F64, offsetof(SweepRun, seconds), "training time (s)", 0},
+    {"clean_share", COL_F64, offsetof(SweepRun, clean_share), "clean-router largest first-choice share (last step)", 1},
+    {"test_share", COL_F64, offsetof(SweepRun, test_share), "test-set largest first-choice share (last evaluation)", 1},
+    {"collapse_step", COL_LONG, offsetof(SweepRun, collapse_step),
+     "onset of the collapse flagged at the end (-1: none)", 1},
+    {"collapse_first", COL_LONG, offsetof(SweepRun, collapse_first),
+     "first step a collapse view was flagged (-1: never)", 1},
+    {"collapse_views", COL_INT, offsetof(SweepRun, collapse_views), "views ever flagged: 1 training, 2 clean, 4 eval",
+     1},
+    {"collapse_episodes", COL_INT, offsetof(SweepRun, collapse_episodes), "collapse events in the event log", 1},
 };
 #define N_RUN_COLS (int)(sizeof run_cols / sizeof run_cols[0])
 
@@ -115,6 +133,46 @@ ml_status sweep_h5_read_run(const char *session_dir, double *rho_nominal, double
     H5Fclose(f);
     H5Eclear2(H5E_DEFAULT);
     return st;
+}
+
+ml_status sweep_h5_read_routing(const char *session_dir, SweepRun *row) {
+    h5u_quiet();
+    row->clean_share = row->test_share = NAN;
+    row->collapse_step = row->collapse_first = -2;
+    row->collapse_views = row->collapse_episodes = -2;
+    char path[H5U_PATH_MAX];
+    hid_t f;
+    ml_status st = sess_open_read(session_dir, &f, path, sizeof path);
+    if (st != ML_OK) return st;
+    const long ns = rows_or_zero(f, "/steps/clean_first_share"), ne = rows_or_zero(f, "/evals/test_first_share");
+    const long nev = rows_or_zero(f, "/evals/epoch");
+    row->clean_share = last_row(f, "/steps/clean_first_share", ns, path, &st);
+    row->test_share = last_row(f, "/evals/test_first_share", ne < nev ? ne : nev, path, &st);
+    const long nc = rows_or_zero(f, "/evals/collapsed");
+    const double end_collapsed = last_row(f, "/evals/collapsed", nc < nev ? nc : nev, path, &st);
+    H5Fclose(f);
+    H5Eclear2(H5E_DEFAULT);
+    if (st != ML_OK) return st;
+    /* the collapse events: "collapse at step N (VIEW view, ...)" */
+    SessionEventRow *ev = NULL;
+    long n = 0;
+    if ((st = session_read_events(session_dir, &ev, &n)) != ML_OK) return st;
+    row->collapse_step = row->collapse_first = -1;
+    row->collapse_views = row->collapse_episodes = 0;
+    long last = -1;
+    static const char *const views[3] = {"(training view", "(clean router view", "(evaluation view"};
+    for (long i = 0; i < n; i++) {
+        long at;
+        if (sscanf(ev[i].text, "collapse at step %ld", &at) != 1) continue;
+        row->collapse_episodes++;
+        if (row->collapse_first < 0 || at < row->collapse_first) row->collapse_first = at;
+        if (at > last) last = at;
+        for (int v = 0; v < 3; v++)
+            if (strstr(ev[i].text, views[v])) row->collapse_views |= 1 << v;
+    }
+    free(ev);
+    if (end_collapsed > 0) row->collapse_step = last;
+    return ML_OK;
 }
 
 /* ------------------------------------------------------------------ writer */
@@ -320,6 +378,19 @@ static ml_status read_cols(hid_t f, const char *group, const Col *cols, int ncol
         char name[128];
         snprintf(name, sizeof name, "/%s/%s", group, cols[c].name);
         void *buf = NULL;
+        if (cols[c].optional && H5Lexists(f, name, H5P_DEFAULT) <= 0) { /* an older sweep.h5 */
+            H5Eclear2(H5E_DEFAULT);
+            for (long i = 0; i < n; i++) {
+                char *p = (char *)base + (size_t)i * size + cols[c].off;
+                const double nan = NAN;
+                const int mi = -2;
+                const long ml = -2;
+                if (cols[c].type == COL_F64) memcpy(p, &nan, sizeof nan);
+                else if (cols[c].type == COL_INT) memcpy(p, &mi, sizeof mi);
+                else if (cols[c].type == COL_LONG) memcpy(p, &ml, sizeof ml);
+            }
+            continue;
+        }
         const int isf = cols[c].type == COL_F64;
         if (rows_of(f, name, path, &st) != n && st == ML_OK)
             st = ml_fail(ML_ERR_FORMAT, "%s: %s does not have %ld rows", path, name, n);

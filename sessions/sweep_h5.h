@@ -29,6 +29,15 @@ typedef struct {
     double rho_nominal;         /* /run@rho_nominal (0 for dense) */
     double rho_realized;        /* last evaluation's train_rho_realized (epoch mean, kept pairs) */
     double seconds;             /* training time: last evaluation's `elapsed` */
+    /* routing (MoE heads; NaN / -2 when unknown): the clean router's largest first-choice share
+     * (last logged step), the test set's (last evaluation); collapse_step: the onset (the last
+     * collapse event) of a collapse still flagged at the last evaluation, -1 if the run ends
+     * uncollapsed; collapse_first: the first step any view was flagged (-1: never; a random
+     * router is often collapsed in the clean view for its first steps); the views ever flagged
+     * (CVIEW_BIT_*) and the collapse events, from the event log */
+    double clean_share, test_share;
+    long collapse_step, collapse_first;
+    int collapse_views, collapse_episodes;
 } SweepRun;
 
 /* One configuration (every axis but the seed), summarised over its finished runs. The gap
@@ -42,7 +51,11 @@ typedef struct {
     double rho_nominal, rho_realized;   /* rho_realized: mean over finished runs */
     double gap, gap_lo, gap_hi, gap_df; /* mean difference, 95% Welch CI and its df */
     double cohen_d, hedges_g;
-    double seconds; /* mean training time of a finished run */
+    double seconds;                            /* mean training time of a finished run */
+    double clean_share, test_share;            /* means over finished runs (NaN: unknown) */
+    int collapsed;                             /* finished runs with a collapse (any view) */
+    double collapse_step;                      /* mean first collapse step of those (NaN: none) */
+    double peak_gap, peak_gap_lo, peak_gap_hi; /* best_mean - the baseline's, its 95% Welch CI */
 } SweepConfig;
 
 typedef struct {
@@ -63,6 +76,10 @@ typedef struct {
  * 0 when there is no evaluation yet). */
 ml_status sweep_h5_read_run(const char *session_dir, double *rho_nominal, double *rho_realized, double *seconds,
                             long *steps);
+
+/* The routing part of a run's SweepRun (clean_share ... collapse_episodes) from its session:
+ * NaN / -2 for what the session does not hold (dense heads, older sessions). */
+ml_status sweep_h5_read_routing(const char *session_dir, SweepRun *row);
 
 /* Writes the summary to `path` atomically (path.tmp, fsync, rename). */
 ml_status sweep_h5_write(const char *path, const SweepSummary *s);

@@ -47,6 +47,8 @@ static void fuzz_seeds(void (*run)(const uint8_t *, size_t)) {
         "at 5 anneal cosine-restart 1 0.1 every=10 gamma=2 min=0.01\nat 3 anneal step now 0.2 every=4 gamma=0.5\n",
         "# comment\n\n   \nat 99999999999999999999 set tau 1\nat -1 quit\nat 1e3 eval\nset tau nan\nset tau 1e-40\nset lr inf\n",
         "anneal exp now 0.1 every=1e12\nanneal linear 0 0\nanneal bogus\nset\nset x 1\nstep -3\nstep 99999999999999999999\n",
+        "at 0 on-collapse set tau 2; set alpha 0.05\nat 1 on-collapse pause\nat 2 On-Collapse off\nat 3 on-collapse\n"
+        "at 4 on-collapse ;;\nat 5 on-collapse quit\nat 6 on-collapse set tau 2;on-collapse pause\nat 7 on-collapse eval; snapshot\n",
     };
     for (size_t i = 0; i < sizeof seeds / sizeof *seeds; i++) run((const uint8_t *)seeds[i], strlen(seeds[i]));
     char big[2000];

@@ -142,9 +142,41 @@ check "... and nothing in it changes" diff C.before <(ls -lR --time-style=full-i
 # 8. presets expand to the paper's grids
 "$BIN" sweep --preset topk-rho --out P --dry-run > P.log 2>&1
 check "topk-rho: k 1,2,4 x moe,dense x 2 seeds = 12 runs" grep -q '6 configurations x 2 seeds = 12 runs' P.log
-check "topk-rho: cf = 2.5/k goes with k" grep -q -- '--k 4 --cf 0.625 --head moe --seed 2' P.log
-"$BIN" sweep --preset hidden-size --full --out P --dry-run > P2.log 2>&1
-check "hidden-size --full: both backbones x 7 hidden x 2 heads x 5 seeds" grep -q '28 configurations x 5 seeds = 140 runs' P2.log
+check "topk-rho: cf per k (k=1 dropless, 1/k otherwise) goes with k" grep -q -- '--k 4 --cf 0.25 --head moe --seed 2' P.log
+"$BIN" sweep --preset hidden-size --budget paper --out P --dry-run > P2.log 2>&1
+check "hidden-size --budget paper: 7 hidden per backbone x 2 heads x 5 seeds" grep -q '28 configurations x 5 seeds = 140 runs' P2.log
+check "hidden-size: h goes with the backbone" grep -q -- '--hidden 8192 --backbone std --head dense --seed 5' P2.log
+"$BIN" sweep --preset temperature --out P --dry-run > P3.log 2>&1
+check "temperature: 4 schedules x moe,dense x 2 seeds, the dense baseline trained once per seed" \
+  grep -q '8 configurations x 2 seeds = 16 runs .*(10 trained: 3 configurations share' P3.log
+check "temperature: k 1, linear to 0.3" grep -q -- '--k 1 .*--schedule linear --tau1 0.3 --head moe --seed 1' P3.log
+"$BIN" sweep --preset temperature --budget nope --out P --dry-run > /dev/null 2>&1
+check "--budget takes quick or paper" [ $? = 2 ]
+
+# 8b. topk-rho on synthetic data: the verdict block prints the realized rho of each k, equal within 5%
+"$BIN" sweep --preset topk-rho "${BASE[@]}" --seeds 1 --out K > K.log 2>&1; rc=$?
+check "topk-rho: the sweep exits 0" [ $rc = 0 ]
+check "topk-rho: the verdict names claim 2 and prints k = 1, 2, 4 with their realized rho" \
+  [ "$(grep -cE '^ +k=[124] +cf [0-9.]+ +rho realized [0-9.]+' K.log)" = 3 -a -n "$(grep '^claim 2 ' K.log)" ]
+spread=$(sed -n 's/.*realized rho equal within \([0-9.]*\)% across k.*/\1/p' K.log)
+check "topk-rho: realized rho equal within 5% across k (measured ${spread:-?}%)" \
+  awk -v s="$spread" 'BEGIN { exit !(s != "" && s + 0 <= 5) }'
+check "topk-rho: one seed is inconclusive" grep -q '^-> inconclusive' K.log
+
+# 9. a configuration is trained once: dense ignores the noise axis, so its two noise values share
+#    one set of seeds (6 runs trained for 8 summary rows), and both dense rows show the same runs
+"$BIN" sweep "${BASE[@]}" --vary noise=0,0.3 --vary head=moe,dense --seeds 2 --out D > D.log 2>&1; rc=$?
+nd=$(ls -d D/*seed=* | wc -l); ndense=$(ls -d D/*head=dense*seed=* | wc -l); started=$(grep -c ': started' D.log)
+check "dedup: sweep exits 0" [ $rc = 0 ]
+check "dedup: 6 session folders, 2 of them dense ($nd, $ndense)" [ "$nd" = 6 -a "$ndense" = 2 ]
+check "dedup: 6 runs started, not 8 ($started)" [ "$started" = 6 ]
+check "dedup: the plan says so" grep -q '(6 trained: 1 configuration shares another' D.log
+# (the quoted labels hold a comma: both rows split the same way)
+c1=$(grep '^"noise=0,head=dense"' D/summary.csv | cut -d, -f5-11)
+c2=$(grep '^"noise=0.3,head=dense"' D/summary.csv | cut -d, -f5-11)
+check "dedup: both dense rows have n = 2 and the same accuracies" [ -n "$c1" -a "$c1" = "$c2" ]
+check "dedup: each moe row is compared with its dense row (a gap and its CI)" \
+  [ "$(grep -cE '^noise=0(.3)?,head=moe +2 .*\[[-+][0-9.]+, [-+][0-9.]+\]' D.log)" = 2 ]
 
 echo "$pass passed, $fail failed"
 [ $fail = 0 ]

@@ -3,6 +3,7 @@
  * temperature options of TAU_KEYS set the fields their anneal keys set, and the weight-decay
  * default follows the optimiser unless --wd is given, in either order. */
 #include "../app/options.c"
+#include "../app/commands.c" /* --on-collapse validates its rule with the command parser */
 #include "check.h"
 
 #include <unistd.h>

@@ -1523,10 +1523,13 @@ static void test_ckpt_roundtrip(const Dataset *ds) {
           "epoch running sums identical");
     CHECK(!memcmp(a.model.moe.bias, b.model.moe.bias, sizeof(float) * 4) && a.model.moe.bias[0] != 0.0f,
           "MoE utility bias identical (and nonzero)");
-    CHECK(a.win.n == b.win.n && a.win.head == b.win.head && a.win.pushed == b.win.pushed &&
-              !memcmp(a.win.ring, b.win.ring, sizeof(int) * 5 * 4) && !memcmp(a.win.sum, b.win.sum, sizeof(long) * 4) &&
-              !memcmp(a.win.zero_run, b.win.zero_run, sizeof(long) * 4) &&
-              !memcmp(a.win.ent_ring, b.win.ent_ring, sizeof(double) * 5) && a.win.ent_sum == b.win.ent_sum,
+    CHECK(a.coll.train.n == b.coll.train.n && a.coll.train.head == b.coll.train.head &&
+              a.coll.train.pushed == b.coll.train.pushed &&
+              !memcmp(a.coll.train.ring, b.coll.train.ring, sizeof(int) * 5 * 4) &&
+              !memcmp(a.coll.train.sum, b.coll.train.sum, sizeof(long) * 4) &&
+              !memcmp(a.coll.train.zero_run, b.coll.train.zero_run, sizeof(long) * 4) &&
+              !memcmp(a.coll.train.ent_ring, b.coll.train.ent_ring, sizeof(double) * 5) &&
+              a.coll.train.ent_sum == b.coll.train.ent_sum,
           "routing window identical (kept ring, sums, zero runs, entropy ring and sum)");
     CHECK(tau_sched_eq(&a.tau.base, &b.tau.base) && tau_sched_eq(&a.tau.repl, &b.tau.repl) &&
               a.tau.has_override == b.tau.has_override && a.tau.override_tau == b.tau.override_tau &&

@@ -258,7 +258,14 @@ static const FieldRow trainer_fields[] = {
     F(ep_drop, 1, NULL),
     F(ep_maxvio, 1, NULL),
     F(ep_rho, 1, NULL),
-    F(win, 1, "ring, sums and positions are state rows; cfg from the command line; E from the model"),
+    F(ep_tau, 1, NULL),
+    F(ep_aux, 1, NULL),
+    F(ep_clean, 1, NULL),
+    F(coll, 1, "windows, flags and first steps are state rows; cfg from the command line; E from the model"),
+    F(eval_gate, 0, "output of the last evaluation (recomputed by the next)"),
+    F(rule_pause, 1, NULL),
+    F(rule_done, 1, NULL),
+    F(rule, 1, NULL),
     F(class_expert, 0, "output of the last evaluation (recomputed by the next)"),
     F(eval_selected, 0, "output of the last evaluation (recomputed by the next)"),
     F(tsne_n, 0, "derived from the configuration"),
@@ -323,7 +330,7 @@ static void test_state_table(const Dataset *ds) {
         for (int i = 0; i < nf; i++) {
             const FieldRow *f = &trainer_fields[i];
             if (!f->state || !strcmp(f->name, "model") || !strcmp(f->name, "opt")) continue;
-            if (!strcmp(f->name, "win") && !head) continue; /* dense heads have no routing window */
+            if (!strcmp(f->name, "coll") && !head) continue; /* dense heads have no routing window */
             const char *base = (const char *)&t + f->off;
             int hit = 0;
             for (int k = 0; k < v.nvars && !hit; k++) {
@@ -348,7 +355,9 @@ static void test_state_table(const Dataset *ds) {
     }
 }
 
-/* The headless routing line names the clean-router and evaluation views. */
+/* The headless routing line names the clean-router and evaluation views and shows the epoch
+ * means of tau, L_aux and the clean share, never one logged step's (an epoch with fewer steps
+ * than --log-every has no logged step at all); a collapse names its views. */
 static void test_routing_line(void) {
     EvalRecord er;
     memset(&er, 0, sizeof er);
@@ -358,16 +367,29 @@ static void test_routing_line(void) {
     er.window_first_share = 0.16;
     er.test_first_share = 0.968;
     er.test_dead_first = 7;
+    er.epoch_clean_first_share = 0.97;
+    er.epoch_tau = 0.75;
+    er.epoch_l_aux = 1.25;
     StepRecord last;
     memset(&last, 0, sizeof last);
-    last.tau = 1.0f;
-    last.moe.clean_first_share = 0.97;
+    last.tau = 0.1f;
+    last.moe.l_aux = 9.0;
+    last.moe.clean_first_share = 0.11;
     char buf[512];
     eval_routing_line(&er, &last, buf, sizeof buf);
     CHECK(strstr(buf, "top1 share 0.16  clean top1 share 0.97  test top1 share 0.97  test dead 7/8  ") != NULL,
           "routing line: \"%s\"", buf);
+    CHECK(strstr(buf, "tau 0.75  aux 1.2500  collapse no") != NULL,
+          "routing line: epoch means, not the last step: \"%s\"", buf);
     eval_routing_line(&er, NULL, buf, sizeof buf);
-    CHECK(strstr(buf, "clean top1 share -  test top1 share 0.97") != NULL, "routing line without a step: \"%s\"", buf);
+    CHECK(strstr(buf, "clean top1 share 0.97  test top1 share 0.97") && strstr(buf, "tau 0.75"),
+          "routing line without a logged step: \"%s\"", buf);
+    er.collapsed = 1;
+    er.collapse_views = CVIEW_BIT_CLEAN | CVIEW_BIT_EVAL;
+    er.collapse_reason = COLLAPSE_SHARE;
+    eval_routing_line(&er, NULL, buf, sizeof buf);
+    CHECK(strstr(buf, "collapse YES (clean router+evaluation: share)") != NULL, "routing line names the views: \"%s\"",
+          buf);
 }
 
 int main(void) {

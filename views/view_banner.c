@@ -1,6 +1,7 @@
 /* view_banner.c — the one-row warning banner under the status bar: expert collapse (from the
- * collapse flag of the latest StepRecord) or a note set by the UI (a NaN/inf loss that paused
- * the run). The note wins when both are up. */
+ * collapse flag of the latest StepRecord, naming the view that flagged it: training, clean
+ * router or evaluation) or a note set by the UI (a NaN/inf loss or the on-collapse rule that
+ * paused the run). The note wins when both are up. */
 #include "view.h"
 #include "draw.h"
 
@@ -8,9 +9,10 @@
 #include <string.h>
 
 typedef struct {
-    int collapsed, reason, dead, E;
+    int collapsed, reason, dead, E, views;
     double entropy;
-    long step;
+    long step, first;
+    char text[192];
     char note[512];
 } BannerView;
 
@@ -31,6 +33,9 @@ static void banner_update(View *v, const ViewMsg *m) {
     b->E = m->step->moe.E;
     b->entropy = m->step->window_load_entropy;
     b->step = m->step->step;
+    b->views = m->step->collapse_views;
+    b->first = m->step->collapse_first_step;
+    snprintf(b->text, sizeof b->text, "%s", m->step->collapse_text);
 }
 
 static void banner_draw(View *v, WINDOW *w, Rect r) {
@@ -38,7 +43,18 @@ static void banner_draw(View *v, WINDOW *w, Rect r) {
     const Theme *t = v->ctx->theme;
     char buf[640];
     if (b->note[0]) snprintf(buf, sizeof buf, " %s", b->note);
-    else if (b->collapsed)
+    else if (b->collapsed && b->text[0]) /* the live run: the view and what it measured */
+        snprintf(buf, sizeof buf, " EXPERT COLLAPSE: %s.%s", b->text,
+                 v->ctx->browse ? "" : "  Try: set alpha 0.05 | set tau 2");
+    else if (b->collapsed && b->views) { /* a stored step: the views that flagged it */ char names[64] = "";
+        size_t o = 0;
+        for (int i = 0; i < CVIEW_COUNT; i++)
+            if (b->views & (1 << i))
+                o += (size_t)snprintf(names + o, sizeof names - o, "%s%s", o ? " + " : "", collapse_view_name(i));
+        snprintf(buf, sizeof buf,
+                 " EXPERT COLLAPSE at step %ld: %s collapsed (%s); window load entropy %.2f, dead %d/%d", b->step,
+                 names, routewin_reason_text(b->reason), b->entropy, b->dead, b->E);
+    } else if (b->collapsed)
         snprintf(buf, sizeof buf,
                  " EXPERT COLLAPSE at step %ld (%s): window load entropy %.2f, dead experts %d/%d."
                  "%s",

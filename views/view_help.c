@@ -28,7 +28,9 @@ static const char *const help_head[] = {
     "  pause | resume | step [N]          eval | snapshot | quit | help",
 };
 static const char *const help_tail[] = {
+    "  on-collapse pause | off | COMMAND[; COMMAND...]   once, at the first collapse",
     "  examples:  set tau 0.3   anneal exp now 0.05   anneal sigmoid 1 0.1 s=10",
+    "             on-collapse set tau 2; set alpha 0.05",
     "",
 };
 static const char help_note[] = "`set tau` holds until the next `anneal`, which runs from now to the end; `set lr` "

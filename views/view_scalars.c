@@ -1,6 +1,7 @@
 /* view_scalars.c — the routing scalars of the latest logged step, each with a sparkline of its
  * recent history: load entropy (window), drop %, MaxVio, dead experts, rho realized / nominal,
- * aux and z losses, gate entropy, router confidence, samples with no expert. A dense-head run has
+ * aux and z losses, gate entropy, router confidence, samples with no expert, the clean router's
+ * top-1 share and its agreement with the noisy first choice; the title names the collapse views. A dense-head run has
  * no router: the panel then shows training scalars and a note instead. */
 #include "view.h"
 #include "draw.h"
@@ -11,9 +12,9 @@
 
 #define SPARK_CAP 256
 
-enum { S_LOADH, S_DROP, S_MAXVIO, S_DEAD, S_RHO, S_AUX, S_Z, S_GATEH, S_CONF, S_NOEXP, S_COUNT_MOE };
+enum { S_LOADH, S_DROP, S_MAXVIO, S_DEAD, S_RHO, S_AUX, S_Z, S_GATEH, S_CONF, S_NOEXP, S_CLEAN, S_AGREE, S_COUNT_MOE };
 enum { D_LOSS, D_ACC, D_LR, D_RATE, S_COUNT_DENSE };
-#define S_MAX 10
+#define S_MAX 12
 
 typedef struct {
     const char *label;
@@ -23,11 +24,12 @@ typedef struct {
 } ScalarSpec;
 
 static const ScalarSpec moe_spec[S_COUNT_MOE] = {
-    [S_LOADH] = {"load H", "%.3f", 1, TH_NORMAL},  [S_DROP] = {"drop %", "%.2f", 100, TH_NORMAL},
-    [S_MAXVIO] = {"MaxVio", "%.3f", 1, TH_NORMAL}, [S_DEAD] = {"dead", "%.0f", 1, TH_NORMAL},
-    [S_RHO] = {"rho", "%.3f", 1, TH_NORMAL},       [S_AUX] = {"aux loss", "%.4f", 1, TH_NORMAL},
-    [S_Z] = {"z loss", "%.4g", 1, TH_NORMAL},      [S_GATEH] = {"gate H", "%.3f", 1, TH_NORMAL},
-    [S_CONF] = {"confid.", "%.3f", 1, TH_NORMAL},  [S_NOEXP] = {"no-exp %", "%.2f", 100, TH_NORMAL},
+    [S_LOADH] = {"load H", "%.3f", 1, TH_NORMAL},    [S_DROP] = {"drop %", "%.2f", 100, TH_NORMAL},
+    [S_MAXVIO] = {"MaxVio", "%.3f", 1, TH_NORMAL},   [S_DEAD] = {"dead", "%.0f", 1, TH_NORMAL},
+    [S_RHO] = {"rho", "%.3f", 1, TH_NORMAL},         [S_AUX] = {"aux loss", "%.4f", 1, TH_NORMAL},
+    [S_Z] = {"z loss", "%.4g", 1, TH_NORMAL},        [S_GATEH] = {"gate H", "%.3f", 1, TH_NORMAL},
+    [S_CONF] = {"confid.", "%.3f", 1, TH_NORMAL},    [S_NOEXP] = {"no-exp %", "%.2f", 100, TH_NORMAL},
+    [S_CLEAN] = {"clean 1st", "%.2f", 1, TH_NORMAL}, [S_AGREE] = {"agree", "%.2f", 1, TH_NORMAL},
 };
 static const ScalarSpec dense_spec[S_COUNT_DENSE] = {
     [D_LOSS] = {"loss", "%.4f", 1, TH_NORMAL},
@@ -42,7 +44,7 @@ typedef struct {
     const ScalarSpec *spec;
     double last[S_MAX];
     long step;
-    int have, collapsed, E;
+    int have, collapsed, E, views;
 } ScalarsView;
 
 static void scalars_free(View *v) {
@@ -87,7 +89,10 @@ static void scalars_update(View *v, const ViewMsg *m) {
         val[S_GATEH] = r->moe.gate_entropy;
         val[S_CONF] = r->moe.confidence;
         val[S_NOEXP] = r->moe.no_expert_frac;
+        val[S_CLEAN] = r->moe.clean_first_share;
+        val[S_AGREE] = r->moe.first_agree;
         s->collapsed = r->collapsed;
+        s->views = r->collapse_views;
         s->E = r->moe.E;
     } else {
         val[D_LOSS] = r->loss;
@@ -107,7 +112,18 @@ static void scalars_title(const View *v, char *buf, size_t n) {
     const ScalarsView *s = v->self;
     if (!v->ctx->has_moe) snprintf(buf, n, "Training (dense head)");
     else if (!s->have) snprintf(buf, n, "Routing");
-    else snprintf(buf, n, "Routing: step %ld%s", s->step, s->collapsed ? "  COLLAPSE" : "");
+    else {
+        char names[64] = "";
+        size_t o = 0;
+        for (int i = 0; i < CVIEW_COUNT; i++)
+            if (s->views & (1 << i))
+                o += (size_t)snprintf(names + o, sizeof names - o, "%s%s", o ? "+" : " (",
+                                      i == CVIEW_CLEAN  ? "clean"
+                                      : i == CVIEW_EVAL ? "eval"
+                                                        : "train");
+        if (o) snprintf(names + o, sizeof names - o, ")");
+        snprintf(buf, n, "Routing: step %ld%s%s", s->step, s->collapsed ? "  COLLAPSE" : "", s->collapsed ? names : "");
+    }
 }
 
 static void scalars_draw(View *v, WINDOW *w, Rect r) {
@@ -138,7 +154,9 @@ static void scalars_draw(View *v, WINDOW *w, Rect r) {
         else if (c->has_moe && i == S_RHO) snprintf(val, sizeof val, "%.3f/%.3f", s->last[i], c->rho_nominal);
         else snprintf(val, sizeof val, sp->fmt, s->last[i]);
         int role = sp->role;
-        if (c->has_moe && ((i == S_DEAD && s->last[i] > 0) || (i == S_LOADH && s->last[i] < 0.5))) role = TH_ERROR;
+        if (c->has_moe && ((i == S_DEAD && s->last[i] > 0) || (i == S_LOADH && s->last[i] < 0.5) ||
+                           (i == S_CLEAN && s->last[i] > 0.5)))
+            role = TH_ERROR;
         draw_text(w, y, r.x, lw, t->role[TH_AXIS], sp->label);
         draw_textf(w, y, r.x + lw, vw, t->role[role] | A_BOLD, "%*s", vw - 1, val);
         if (sw >= 4) draw_sparkline(w, y, r.x + lw + vw, sw, &s->ring[i], t, t->role[TH_BAR]);

@@ -1,0 +1,96 @@
+#!/usr/bin/env bash
+# t_collapse.sh — acting on a collapse, end to end on synthetic data. A "deliberately collapsing"
+# run: --collapse-share 0.05 makes any routing collapsed, so the flag fires as soon as the window
+# judges (--collapse-min-steps 10: at step 10).
+#   headless --on-collapse "set tau 2": applied once at step 10, logged as "rule: set tau 2" in
+#     the event log next to the collapse event; replay MATCHes and applies it once;
+#   headless --on-collapse pause: the run stops at step 10 with a checkpoint and a message,
+#     status interrupted; --resume continues to the end without pausing again;
+#   bad rules are refused at launch; --help documents the thresholds;
+#   live screen (tmux) --on-collapse pause: status PAUSED (collapse), the banner says why, the
+#     step counter stands still, `resume` continues; the live `on-collapse set tau 2` command.
+set -u
+BIN=${1:?usage: t_collapse.sh path/to/moelab}
+BIN=$(cd "$(dirname "$BIN")" && pwd)/$(basename "$BIN")
+T=$(mktemp -d)
+TM=(tmux -L moelabcollapse-$$ -f /dev/null)
+cleanup() { "${TM[@]}" kill-server >/dev/null 2>&1; rm -rf "$T"; }
+trap cleanup EXIT
+cd "$T"
+pass=0; fail=0
+ok()  { echo "PASS  $*"; pass=$((pass + 1)); }
+bad() { echo "FAIL  $*"; fail=$((fail + 1)); }
+check() { local what=$1; shift; if "$@"; then ok "$what"; else bad "$what"; fi; }
+events() { h5dump -d /events "$1/live.h5" 2>/dev/null; }
+
+RUN=(--dataset synthetic:16x16x3:4:512 --width 0.25 --batch 32 --experts 4 --hidden 16 --epochs 2 --threads 1
+     --collapse-share 0.05 --collapse-min-steps 10)
+
+# 1. a rule of commands, headless
+"$BIN" train --headless "${RUN[@]}" --on-collapse "set tau 2" --session R > R.log 2>&1; rc=$?
+check "rule: run exits 0" [ $rc = 0 ]
+check "rule: the collapse is reported at step 10" grep -q '^\[step 10\] collapse at step 10 (' R.log
+check "rule: applied once, at step 10, as coming from the rule" \
+  [ "$(grep -c 'rule: set tau 2' R.log)" = 1 -a -n "$(grep '^\[step 10\] rule: set tau 2$' R.log)" ]
+check "rule: the event log holds the collapse and the rule's command" \
+  [ "$(events R | grep -c '"rule: set tau 2"')" = 1 -a "$(events R | grep -c '"collapse at step 10 (')" -ge 1 ]
+check "rule: the routing line shows the epoch-mean tau after it (2)" grep -q 'tau 2  aux' R.log
+"$BIN" replay R --session R2 > RP.log 2>&1; rc=$?
+check "rule: replay MATCHes (exit $rc)" grep -q 'final metrics MATCH' RP.log
+check "rule: replay applies the rule's command once" [ "$(events R2 | grep -c '"rule: set tau 2"')" = 1 ]
+
+# 2. pause, headless: stop at the flagged step, resumable
+"$BIN" train --headless "${RUN[@]}" --on-collapse pause --session P > P.log 2>&1; rc=$?
+check "pause: exit 0 and the message names the step" [ $rc = 0 ] && grep -q 'on-collapse pause at step 10' P.log
+check "pause: the session ends interrupted at step 10" grep -q 'interrupted at step 10' P.log
+check "pause: a checkpoint at the flagged step" [ -f P/ckpt-10.h5 ]
+"$BIN" train --headless --resume P > P2.log 2>&1; rc=$?
+check "pause: --resume finishes the run without pausing again (exit $rc)" \
+  [ $rc = 0 ] && grep -q 'finished at step 32' P2.log && ! grep -q 'on-collapse pause' P2.log
+
+# 3. bad rules, documented thresholds
+"$BIN" train --on-collapse quit --dry-run --dataset synthetic > B.log 2>&1; rc=$?
+check "a rule with quit is refused (exit $rc)" [ $rc = 2 ] && grep -q "cannot be part of a rule" B.log
+"$BIN" train --on-collapse "set frob 1" --dry-run --dataset synthetic > B.log 2>&1; rc=$?
+check "a rule with a bad command is refused (exit $rc)" [ $rc = 2 ] && grep -q "unknown parameter 'frob'" B.log
+"$BIN" train --help > H.log 2>&1
+for o in route-window collapse-min-steps collapse-entropy collapse-share collapse-dead on-collapse; do
+  check "--help documents --$o" grep -q -- "--$o" H.log
+done
+
+# 4. the live screen
+if ! command -v tmux >/dev/null 2>&1; then
+  echo "SKIP: tmux is not installed: the live-screen part did not run"
+else
+  S=c
+  cap() { "${TM[@]}" capture-pane -p -t "$S" 2>/dev/null; }
+  wait_for() {
+    local pat=$1 limit=${2:-10} i
+    for ((i = 0; i < limit * 10; i++)); do
+      cap | grep -Eq -- "$pat" && return 0
+      sleep 0.1
+    done
+    return 1
+  }
+  "${TM[@]}" new-session -d -s keepalive "sleep 100000" >/dev/null 2>&1
+  "${TM[@]}" new-session -d -x 120 -y 40 -s "$S" \
+    "cd '$T' && env XDG_STATE_HOME=$T/state TERM=xterm-256color $BIN train ${RUN[*]} --epochs 20 --on-collapse pause --session L; echo MOELAB_EXIT=\$?; exec bash --norc --noprofile -i"
+  check "tmux: status PAUSED (collapse)" wait_for 'PAUSED \(collapse\)' 60
+  check "tmux: the banner says the rule paused it at step 10" wait_for 'COLLAPSE at step 10: training PAUSED by the on-collapse rule' 5
+  s1=$(cap | sed -n 2p | grep -Eo 'step +[0-9]+' | head -1 | grep -Eo '[0-9]+')
+  sleep 1.5
+  s2=$(cap | sed -n 2p | grep -Eo 'step +[0-9]+' | head -1 | grep -Eo '[0-9]+')
+  check "tmux: the run waits at step 10 ($s1, $s2)" [ "${s1:-x}" = 10 -a "${s2:-y}" = 10 ]
+  "${TM[@]}" send-keys -t "$S" -l "on-collapse set tau 2"; "${TM[@]}" send-keys -t "$S" Enter
+  check "tmux: the live on-collapse command is applied" wait_for 'on-collapse set tau 2' 10
+  "${TM[@]}" send-keys -t "$S" -l "resume"; "${TM[@]}" send-keys -t "$S" Enter
+  check "tmux: resume continues (RUNNING)" wait_for '^ RUNNING ' 15
+  "${TM[@]}" send-keys -t "$S" q
+  if wait_for 'Quit training\?' 5; then "${TM[@]}" send-keys -t "$S" y; fi
+  check "tmux: q + y exits" wait_for 'MOELAB_EXIT=' 30
+  check "tmux: the event log has the rule's pause and the live rule" \
+    [ "$(events L | grep -c '"rule: pause (on-collapse at step 10')" = 1 -a "$(events L | grep -c '"on-collapse set tau 2"')" = 1 ]
+fi
+
+echo "$pass passed, $fail failed"
+[ $fail = 0 ]

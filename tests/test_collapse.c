@@ -1,0 +1,380 @@
+/* test_collapse.c — the collapse flag on its three views (core/routestats.h CollapseState) on real
+ * trainers over synthetic data:
+ *   - a router biased towards one expert with selection noise 2: the training load looks
+ *     balanced (training view not flagged), the clean-router view flags it and the record's
+ *     banner text names it ("clean router collapsed: ..% of first choices to e3 (noise hides it
+ *     ...)"); the same trainer without the bias (a healthy reference) is flagged by no view;
+ *   - an evaluation that routes every test sample to one expert (a test split of one repeated
+ *     image: a distribution shift) while the clean training routing is balanced flags the
+ *     evaluation view only;
+ *   - softmoe-sample judged by gate mass: uniform gates (zero router, whose argmax ties all go to
+ *     e0) are not flagged, gates concentrated on one expert are;
+ *   - CollapseState alone: first step and episodes per view, thresholds, the on-collapse rule of
+ *     the loop (applied once, origin rule, pause in an interactive loop, stop in a headless one). */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "gradcheck.h"
+#include "core/trainer.h"
+#include "datasets/dataset.h"
+#include "trainer_util.h"
+
+static void config(TrainConfig *c, HeadKind head) {
+    train_config_defaults(c);
+    c->model.width = 0.25f;
+    c->model.batch = 64;
+    c->model.head.kind = head;
+    c->model.head.E = 8;
+    c->model.head.k = 2;
+    c->model.head.h = 16;
+    c->epochs = 1;
+    c->lr.base = 1e-5f; /* the router barely moves: the test sets it */
+    c->threads = 1;
+    c->log_every = 1;
+    c->augment = 0;
+    c->route.window = 20;
+    c->route.min_steps = 10;
+}
+
+/* Router row `e` = scale (all inputs), the others 0: z[b, e] = scale * sum(x_b), others 0. */
+static void bias_router(Trainer *t, int e, float scale) {
+    const int E = t->cfg.model.head.E, d = t->model.d;
+    float *r = t->model.moe_p.router;
+    for (int i = 0; i < E * d; i++) r[i] = 0.0f;
+    for (int j = 0; j < d; j++) r[(size_t)e * d + j] = scale;
+}
+
+/* A healthy router: the random initial rows with their mean over the features removed. Pooled
+ * features are non-negative with a large common component, so a random router sends nearly every
+ * sample to the row with the largest weight sum (its clean view is collapsed from step 1); without
+ * the common mode the first choice follows the features' variation. */
+static void healthy_router(Trainer *t, float gain) {
+    const int E = t->cfg.model.head.E, d = t->model.d;
+    float *r = t->model.moe_p.router;
+    for (int e = 0; e < E; e++) {
+        double m = 0;
+        for (int j = 0; j < d; j++) m += r[(size_t)e * d + j];
+        m /= d;
+        for (int j = 0; j < d; j++) r[(size_t)e * d + j] = gain * (float)(r[(size_t)e * d + j] - m);
+    }
+}
+
+/* Mean over the last forward's batch of z[b, e] (the raw logit of expert e). */
+static double mean_logit(const Trainer *t, int e) {
+    const MoeHead *m = &t->model.moe;
+    double s = 0;
+    for (int b = 0; b < m->B; b++) s += m->z[(size_t)b * m->S + e];
+    return s / m->B;
+}
+
+static void steps(Trainer *t, int n, StepRecord *last) {
+    for (int i = 0; i < n; i++)
+        if (trainer_step(t, last) != ML_OK) {
+            CHECK(0, "trainer_step: %s", ml_last_error());
+            return;
+        }
+}
+
+static void test_hidden_by_noise(const Dataset *ds) {
+    for (int biased = 0; biased < 2; biased++) {
+        TrainConfig c;
+        config(&c, HEAD_MOE);
+        c.model.head.noise = biased ? 2.0f : 1.0f;
+        Trainer t;
+        if (trainer_init_ds(&t, &c, ds) != ML_OK) {
+            CHECK(0, "trainer_init: %s", ml_last_error());
+            return;
+        }
+        StepRecord r;
+        if (biased) { /* calibrate: the mean logit gap of e3 to the others is 2 (noise 2 spreads it) */
+            bias_router(&t, 3, 1.0f);
+            steps(&t, 1, &r);
+            const double z = mean_logit(&t, 3);
+            CHECK(z > 0, "pooled features are positive on average (mean logit %g)", z);
+            bias_router(&t, 3, (float)(2.0 / z));
+        } else healthy_router(&t, 4.0f);
+        steps(&t, 30, &r);
+        double clean = 0, ent = 0;
+        for (int e = 0; e < 8; e++) clean = r.moe.clean_first_share > clean ? r.moe.clean_first_share : clean;
+        ent = r.window_load_entropy;
+        if (biased) {
+            CHECK(ent > 0.8 && t.coll.view[CVIEW_TRAIN].flag == 0,
+                  "hidden: the training load looks balanced (window load entropy %.3f, first share %.2f), not flagged",
+                  ent, routewin_max_share(&t.coll.train));
+            CHECK(clean > 0.9, "hidden: the clean router sends %.0f%% of first choices to one expert", 100 * clean);
+            CHECK(r.collapsed && (r.collapse_views & CVIEW_BIT_CLEAN) && !(r.collapse_views & CVIEW_BIT_TRAIN),
+                  "hidden: the clean-router view flags collapse, the training view does not (views %d)",
+                  r.collapse_views);
+            CHECK(strstr(r.collapse_text, "clean router collapsed at step 10: ") && strstr(r.collapse_text, "to e3") &&
+                      strstr(r.collapse_text, "noise hides it from the training load"),
+                  "hidden: the banner text names the view and the expert: \"%s\"", r.collapse_text);
+            CHECK(t.coll.view[CVIEW_CLEAN].first_step == c.route.min_steps &&
+                      r.collapse_first_step == t.coll.view[CVIEW_CLEAN].first_step,
+                  "hidden: first flagged at step %ld (the window judges from %d steps)",
+                  t.coll.view[CVIEW_CLEAN].first_step, c.route.min_steps);
+            EvalRecord er;
+            CHECK(trainer_eval_record(&t, &er, 0) == ML_OK, "evaluation");
+            CHECK(er.collapse_first_clean == t.coll.view[CVIEW_CLEAN].first_step && er.collapse_first_train == -1,
+                  "hidden: the evaluation record keeps the first step per view (clean %ld, training %ld)",
+                  er.collapse_first_clean, er.collapse_first_train);
+        } else {
+            EvalRecord er;
+            CHECK(trainer_eval_record(&t, &er, 0) == ML_OK, "evaluation");
+            CHECK(!r.collapsed && !er.collapsed && er.collapse_views == 0 && t.coll.first_step == -1,
+                  "healthy reference: no view flagged (window entropy %.3f, clean share %.2f, test share %.2f, "
+                  "views %d)",
+                  ent, clean, er.test_first_share, er.collapse_views);
+        }
+        trainer_free(&t);
+    }
+}
+
+/* A test split of one repeated image: every test sample routes to the same first expert. */
+static BatchSource g_inner;
+static void shift_fill(void *ctx, SplitId sp, const int32_t *idx, int n, float *x, int32_t *y, Rng *aug) {
+    if (sp == SPLIT_TEST) {
+        int32_t one[4096];
+        for (int i = 0; i < n && i < 4096; i++) one[i] = 0;
+        g_inner.fill(ctx, sp, one, n, x, y, aug);
+        return;
+    }
+    g_inner.fill(ctx, sp, idx, n, x, y, aug);
+}
+
+static void test_eval_view(const Dataset *ds) {
+    TrainConfig c;
+    config(&c, HEAD_MOE);
+    dataset_batch_source(ds, &g_inner);
+    BatchSource src = g_inner;
+    src.fill = shift_fill;
+    Trainer t;
+    if (trainer_init(&t, &c, &src) != ML_OK) {
+        CHECK(0, "trainer_init: %s", ml_last_error());
+        return;
+    }
+    healthy_router(&t, 4.0f);
+    StepRecord r;
+    steps(&t, 25, &r);
+    const int before = collapse_views(&t.coll, NULL);
+    EvalRecord er;
+    CHECK(trainer_eval_record(&t, &er, 0) == ML_OK, "evaluation");
+    CHECK(before == 0 && er.test_first_share == 1.0 && er.collapsed && er.collapse_views == CVIEW_BIT_EVAL,
+          "shifted test split: clean training routing balanced (clean share %.2f, views %d before), the "
+          "evaluation sends %.0f%% of first choices to one expert and only the evaluation view flags it (views %d)",
+          r.moe.clean_first_share, before, 100 * er.test_first_share, er.collapse_views);
+    char d[192];
+    collapse_describe(&t.coll, CVIEW_EVAL, d, sizeof d);
+    char want[64];
+    snprintf(want, sizeof want, "evaluation collapsed at step %ld: 100%% of first choices to e", t.step);
+    CHECK(strstr(d, want) != NULL && er.collapse_first_eval == t.step && er.collapse_first_step == t.step,
+          "evaluation view: \"%s\", first step %ld", d, er.collapse_first_eval);
+    /* the next step's record carries the evaluation view until the next evaluation */
+    steps(&t, 1, &r);
+    CHECK(r.collapse_views == CVIEW_BIT_EVAL && strstr(r.collapse_text, "evaluation collapsed"),
+          "the step after it still shows the evaluation view (views %d, \"%s\")", r.collapse_views, r.collapse_text);
+    trainer_free(&t);
+}
+
+/* softmoe-sample is judged by gate mass: a zero router gives uniform gates (every argmax ties
+ * to e0, which a count of first choices would call total collapse); a router that puts most of
+ * the mass on e2 is collapsed. */
+static void test_softmoe_gate_mass(const Dataset *ds) {
+    for (int conc = 0; conc < 2; conc++) {
+        TrainConfig c;
+        config(&c, HEAD_SOFTMOE_SAMPLE);
+        c.lr.base = 0.0f;
+        Trainer t;
+        if (trainer_init_ds(&t, &c, ds) != ML_OK) {
+            CHECK(0, "trainer_init: %s", ml_last_error());
+            return;
+        }
+        StepRecord r;
+        bias_router(&t, 2, 0.0f);
+        if (conc) {
+            bias_router(&t, 2, 1.0f);
+            steps(&t, 1, &r);
+            bias_router(&t, 2, (float)(4.0 / mean_logit(&t, 2))); /* gate of e2 ~ e^4 / (e^4 + 7) = 0.89 */
+        }
+        steps(&t, 25, &r);
+        EvalRecord er;
+        CHECK(trainer_eval_record(&t, &er, 0) == ML_OK, "evaluation");
+        if (!conc)
+            CHECK(
+                r.moe.first_share == 1.0 && fabs(r.moe.mean_gate[0] - 0.125) < 1e-3 && !r.collapsed && !er.collapsed,
+                "softmoe-sample, uniform gates (mean gate e0 %.3f, argmax share %.2f): not flagged (step %d, eval %d)",
+                r.moe.mean_gate[0], r.moe.first_share, r.collapsed, er.collapsed);
+        else
+            CHECK(r.moe.mean_gate[2] > 0.6 && (r.collapse_views & CVIEW_BIT_TRAIN) &&
+                      (er.collapse_views & CVIEW_BIT_EVAL) && strstr(r.collapse_text, "of the gate mass on e2"),
+                  "softmoe-sample, gate mass %.2f on e2: flagged by training and evaluation (\"%s\")",
+                  r.moe.mean_gate[2], r.collapse_text);
+        trainer_free(&t);
+    }
+}
+
+/* CollapseState alone: thresholds, first step and episodes per view, the rising edge. */
+static void test_state(void) {
+    RouteWinConfig rc;
+    routewin_defaults(&rc);
+    rc.window = 4;
+    rc.min_steps = 2;
+    CollapseState s;
+    CHECK(collapse_init(&s, &rc, 4, 0) == ML_OK, "collapse_init");
+    MoeStepStats st;
+    memset(&st, 0, sizeof st);
+    st.E = 4;
+    st.B = 8;
+    for (int e = 0; e < 4; e++) st.kept[e] = st.clean_first[e] = 2;
+    st.first_share = st.clean_first_share = 0.25;
+    long step = 0;
+    int rose = 0;
+    for (int i = 0; i < 3; i++) rose |= collapse_push_step(&s, &st, ++step);
+    CHECK(rose == 0 && collapse_views(&s, NULL) == 0 && s.first_step == -1, "balanced: nothing flagged");
+    memset(st.clean_first, 0, sizeof st.clean_first);
+    st.clean_first[1] = 8;
+    st.clean_first_share = 1.0;
+    int first_rise = 0;
+    for (int i = 0; i < 4; i++) {
+        const int r = collapse_push_step(&s, &st, ++step);
+        if (r && !first_rise) first_rise = (int)step;
+    }
+    /* the window mean of the clean share passes 0.5 once two of its four steps are 1.0 (0.625) */
+    CHECK(first_rise == 5 && s.view[CVIEW_CLEAN].first_step == 5 && s.view[CVIEW_CLEAN].episodes == 1 &&
+              s.view[CVIEW_CLEAN].expert == 1 && !s.view[CVIEW_TRAIN].flag,
+          "clean view rises at step %d (first %ld, episodes %ld, expert %d)", first_rise,
+          s.view[CVIEW_CLEAN].first_step, s.view[CVIEW_CLEAN].episodes, s.view[CVIEW_CLEAN].expert);
+    for (int e = 0; e < 4; e++) st.clean_first[e] = 2;
+    st.clean_first_share = 0.25;
+    for (int i = 0; i < 4; i++) collapse_push_step(&s, &st, ++step);
+    CHECK(!s.view[CVIEW_CLEAN].flag && s.view[CVIEW_CLEAN].first_step == 5, "recovered; the first step stays");
+    memset(st.clean_first, 0, sizeof st.clean_first);
+    st.clean_first[2] = 8;
+    st.clean_first_share = 1.0;
+    for (int i = 0; i < 4; i++) collapse_push_step(&s, &st, ++step);
+    CHECK(s.view[CVIEW_CLEAN].flag && s.view[CVIEW_CLEAN].episodes == 2 && s.view[CVIEW_CLEAN].first_step == 5 &&
+              s.view[CVIEW_CLEAN].since == 13 && s.view[CVIEW_CLEAN].expert == 2,
+          "a second episode on e2 (episodes %ld, onset %ld, first step still 5)", s.view[CVIEW_CLEAN].episodes,
+          s.view[CVIEW_CLEAN].since);
+    /* the evaluation view with a stricter threshold: 40% on one expert of 4 */
+    CollapseEvalInput in = {.E = 4, .load = {40, 20, 20, 20}, .selected_dead = 0};
+    CHECK(collapse_push_eval(&s, &in, step) == 0, "evaluation 40%%: not flagged at max share 0.5");
+    s.cfg.max_share = 0.35;
+    CHECK(collapse_push_eval(&s, &in, step) == CVIEW_BIT_EVAL && s.view[CVIEW_EVAL].reason == COLLAPSE_SHARE,
+          "evaluation 40%%: flagged at --collapse-share 0.35");
+    in = (CollapseEvalInput){.E = 4, .load = {50, 50, 0, 0}, .selected_dead = 2};
+    s.cfg.max_share = 0.9;
+    collapse_push_eval(&s, &in, step);
+    CHECK(s.view[CVIEW_EVAL].reason == COLLAPSE_DEAD && s.view[CVIEW_EVAL].dead == 2,
+          "evaluation: half the experts selected by no sample: dead (reason %d)", s.view[CVIEW_EVAL].reason);
+    collapse_free(&s);
+}
+
+/* ---- the on-collapse rule in trainer_run: once, origin rule, in the event log */
+typedef struct {
+    int applied_rule, collapse_events, pauses, notes;
+    long rule_step, collapse_step;
+    char text[384];
+    int interactive_waits;
+} RuleLog;
+
+static void rl_event(const TrainerEvent *e, void *user) {
+    RuleLog *l = user;
+    if (e->kind == TEV_COLLAPSE) {
+        if (!l->collapse_events++) l->collapse_step = e->step;
+    }
+    if (e->kind == TEV_APPLIED && e->origin == CMD_FROM_RULE) {
+        if (!l->applied_rule++) {
+            l->rule_step = e->step;
+            snprintf(l->text, sizeof l->text, "%s", e->text);
+        }
+        if (e->cmd == CMD_PAUSE) l->pauses++;
+    }
+    if (e->kind == TEV_NOTE && e->origin == CMD_FROM_RULE) l->notes++;
+}
+
+static int rl_parse(const char *text, TrainerCmd *out, int max, char *err, size_t errn) {
+    (void)err;
+    (void)errn;
+    if (strcmp(text, "set tau 2") || max < 1) return -1;
+    memset(out, 0, sizeof *out);
+    out->kind = CMD_SET;
+    out->param = PARAM_TAU;
+    out->value = 2.0;
+    snprintf(out->text, sizeof out->text, "set tau 2");
+    return 1;
+}
+
+/* an interactive command source that resumes at once when the run pauses */
+static int rl_next(void *user, long step, int wait, TrainerCmd *c) {
+    (void)step;
+    RuleLog *l = user;
+    if (!wait) return 0;
+    l->interactive_waits++;
+    memset(c, 0, sizeof *c);
+    c->kind = CMD_RESUME;
+    snprintf(c->text, sizeof c->text, "resume");
+    return 1;
+}
+
+static void test_rule(const Dataset *ds) {
+    for (int mode = 0; mode < 3; mode++) { /* 0 commands, 1 pause interactive, 2 pause headless */
+        TrainConfig c;
+        config(&c, HEAD_MOE);
+        c.route.max_share = 0.05; /* any routing is "collapsed": the flag fires at min_steps */
+        c.epochs = 1;
+        Trainer t;
+        if (trainer_init_ds(&t, &c, ds) != ML_OK) {
+            CHECK(0, "trainer_init: %s", ml_last_error());
+            return;
+        }
+        trainer_set_rule(&t, mode == 0 ? "set tau 2" : "pause");
+        RuleLog l = {0};
+        TrainHooks h = {.on_event = rl_event, .parse_rule = rl_parse, .user = &l};
+        if (mode == 1) {
+            h.next_cmd = rl_next;
+            h.interactive = 1;
+        }
+        const RunEnd end = trainer_run(&t, &h);
+        if (mode == 0)
+            CHECK(end == RUN_FINISHED && l.applied_rule == 1 && l.rule_step == c.route.min_steps &&
+                      l.collapse_step == c.route.min_steps && !strcmp(l.text, "rule: set tau 2") &&
+                      tau_plan_value(&t.tau, t.step) == 2.0f && t.rule_done,
+                  "on-collapse 'set tau 2': applied once (%d), at the first flagged step %ld (collapse event at %ld), "
+                  "logged as \"%s\", tau now %g",
+                  l.applied_rule, l.rule_step, l.collapse_step, l.text, tau_plan_value(&t.tau, t.step));
+        else if (mode == 1)
+            CHECK(end == RUN_FINISHED && l.pauses == 1 && l.interactive_waits == 1 && l.rule_step == c.route.min_steps,
+                  "on-collapse pause (interactive): paused once at step %ld and waited for resume (%d waits)",
+                  l.rule_step, l.interactive_waits);
+        else
+            CHECK(end == RUN_INTERRUPTED && t.step == c.route.min_steps && l.notes == 1,
+                  "on-collapse pause (headless): the run stops at the flagged step %ld", t.step);
+        trainer_free(&t);
+    }
+}
+
+int main(void) {
+    Dataset ds;
+    SyntheticOptions so;
+    synthetic_defaults(&so);
+    so.h = 16;
+    so.w = 16;
+    so.c = 3;
+    so.classes = 4;
+    so.n_train = 2048;
+    so.n_test = 256;
+    if (synthetic_generate(&ds, &so) != ML_OK) {
+        printf("synthetic: %s\n", ml_last_error());
+        return 1;
+    }
+    test_hidden_by_noise(&ds);
+    test_eval_view(&ds);
+    test_softmoe_gate_mass(&ds);
+    test_state();
+    test_rule(&ds);
+    dataset_free(&ds);
+    printf("%d failure(s)\n", g_failures);
+    return g_failures ? 1 : 0;
+}

@@ -1,0 +1,206 @@
+/* test_verdict.c — the verdict of each preset (app/sweep_verdict.c, compiled in) on hand-made
+ * summaries: for every claim one that supports it, one that contradicts it and one that is
+ * inconclusive (an interval spanning 0, too few seeds, or for topk-rho a realized rho that is not
+ * held fixed); the printed block names the claim and the measured quantities; the claim a
+ * summary tests is inferred from its axes. */
+#include "../app/sweep_verdict.c"
+
+#include <stdlib.h>
+
+#include "check.h"
+
+#define MAXC 16
+typedef struct {
+    SweepSummary s;
+    SweepConfig c[MAXC];
+    char *axes[4];
+    char *values[MAXC * 4];
+} Fake;
+
+/* A summary with the given axes; configurations are added with add(). */
+static void fake_init(Fake *f, int naxes, const char *a0, const char *a1, const char *a2) {
+    memset(f, 0, sizeof *f);
+    f->axes[0] = (char *)a0;
+    f->axes[1] = (char *)a1;
+    f->axes[2] = (char *)a2;
+    f->s.naxes = naxes;
+    f->s.axes = f->axes;
+    f->s.values = f->values;
+    f->s.configs = f->c;
+    f->s.seeds = 3;
+    f->s.ci_level = 0.95;
+}
+
+/* one configuration: axis values v0..v2, its head, n seeds, gap [lo, hi] (fractions), baseline */
+static SweepConfig *add(Fake *f, const char *v0, const char *v1, const char *v2, const char *head, int n, double gap,
+                        double lo, double hi, int baseline) {
+    const int c = f->s.nconfigs++;
+    SweepConfig *k = &f->c[c];
+    memset(k, 0, sizeof *k);
+    snprintf(k->head, sizeof k->head, "%s", head);
+    snprintf(k->label, sizeof k->label, "%s,%s,%s", v0, v1 ? v1 : "", v2 ? v2 : "");
+    const char *v[3] = {v0, v1, v2};
+    for (int a = 0; a < f->s.naxes; a++) f->values[c * f->s.naxes + a] = (char *)v[a];
+    k->n = k->n_expected = n;
+    k->baseline = baseline;
+    k->gap = gap;
+    k->gap_lo = lo;
+    k->gap_hi = hi;
+    k->rho_nominal = k->rho_realized = NAN;
+    k->peak_gap = k->peak_gap_lo = k->peak_gap_hi = NAN;
+    k->collapse_step = NAN;
+    return k;
+}
+
+/* runs the verdict into a buffer */
+static Verdict run(VerdictKind kind, const Fake *f, char *out, size_t n) {
+    FILE *t = tmpfile();
+    const Verdict v = verdict_print(kind, &f->s, t);
+    rewind(t);
+    const size_t got = fread(out, 1, n - 1, t);
+    out[got] = 0;
+    fclose(t);
+    return v;
+}
+
+/* hidden-size: backbone x hidden; dense baseline at index 0 of each backbone */
+static void hidden(Fake *f, double dw_lo_gap, double dw_hi_gap, double std_lo_gap, double std_hi_gap, double half,
+                   int n) {
+    fake_init(f, 3, "hidden", "backbone", "head");
+    add(f, "64", "dw", "dense", "dense", n, NAN, NAN, NAN, -1);
+    add(f, "64", "dw", "moe", "moe", n, dw_lo_gap, dw_lo_gap - half, dw_lo_gap + half, 0)->rho_nominal = 0.06;
+    add(f, "1024", "dw", "dense", "dense", n, NAN, NAN, NAN, -1);
+    add(f, "1024", "dw", "moe", "moe", n, dw_hi_gap, dw_hi_gap - half, dw_hi_gap + half, 2)->rho_nominal = 0.51;
+    add(f, "512", "std", "dense", "dense", n, NAN, NAN, NAN, -1);
+    add(f, "512", "std", "moe", "moe", n, std_lo_gap, std_lo_gap - half, std_lo_gap + half, 4)->rho_nominal = 0.08;
+    add(f, "8192", "std", "dense", "dense", n, NAN, NAN, NAN, -1);
+    add(f, "8192", "std", "moe", "moe", n, std_hi_gap, std_hi_gap - half, std_hi_gap + half, 6)->rho_nominal = 0.57;
+    if (n < 2)
+        for (int c = 0; c < f->s.nconfigs; c++) f->c[c].gap_lo = f->c[c].gap_hi = NAN;
+}
+
+static void test_hidden(void) {
+    Fake f;
+    char out[4096];
+    hidden(&f, -0.02, 0.015, -0.01, 0.02, 0.005, 3);
+    check(run(VERDICT_HIDDEN, &f, out, sizeof out) == V_SUPPORTS,
+          "hidden-size: negative then positive on both: supports");
+    check(strstr(out, "claim 1") && strstr(out, "dw   h 64    rho 0.060  gap -2.00 pp [-2.50, -1.50]") &&
+              strstr(out, "std  h 8192  rho 0.570  gap +2.00 pp [+1.50, +2.50]") && strstr(out, "-> supports"),
+          "hidden-size: the block shows the gap with its CI at each rho per backbone:\n%s", out);
+    hidden(&f, -0.02, 0.015, -0.01, -0.02, 0.005, 3);
+    check(run(VERDICT_HIDDEN, &f, out, sizeof out) == V_CONTRADICTS && strstr(out, "still negative at the largest rho"),
+          "hidden-size: std never turns positive: contradicts");
+    hidden(&f, -0.02, 0.015, -0.01, 0.002, 0.005, 3);
+    check(run(VERDICT_HIDDEN, &f, out, sizeof out) == V_INCONCLUSIVE,
+          "hidden-size: std's largest-rho CI spans 0: inconclusive");
+    hidden(&f, -0.02, 0.015, -0.01, 0.02, 0.005, 1);
+    check(run(VERDICT_HIDDEN, &f, out, sizeof out) == V_INCONCLUSIVE && strstr(out, "no CI: 1 seed"),
+          "hidden-size: one seed (no interval): inconclusive");
+}
+
+static void topk(Fake *f, double g1, double g2, double g4, double half, double r4) {
+    fake_init(f, 3, "k", "cf", "head");
+    add(f, "1", "0", "moe", "moe", 3, g1, g1 - half, g1 + half, 1)->rho_realized = 0.340;
+    add(f, "1", "0", "dense", "dense", 3, NAN, NAN, NAN, -1);
+    add(f, "2", "0.5", "moe", "moe", 3, g2, g2 - half, g2 + half, 3)->rho_realized = 0.338;
+    add(f, "2", "0.5", "dense", "dense", 3, NAN, NAN, NAN, -1);
+    add(f, "4", "0.25", "moe", "moe", 3, g4, g4 - half, g4 + half, 5)->rho_realized = r4;
+    add(f, "4", "0.25", "dense", "dense", 3, NAN, NAN, NAN, -1);
+}
+
+static void test_topk(void) {
+    Fake f;
+    char out[4096];
+    topk(&f, -0.01, 0.01, 0.012, 0.004, 0.341);
+    check(run(VERDICT_TOPK, &f, out, sizeof out) == V_SUPPORTS && strstr(out, "realized rho equal within 0.9%") &&
+              strstr(out, "k=4  cf 0.25  rho realized 0.3410"),
+          "topk-rho: k=1 negative, k>=2 positive at equal realized rho: supports:\n%s", out);
+    topk(&f, 0.01, 0.01, 0.012, 0.004, 0.341);
+    check(run(VERDICT_TOPK, &f, out, sizeof out) == V_CONTRADICTS, "topk-rho: k=1 positive: contradicts");
+    topk(&f, -0.01, 0.01, 0.012, 0.004, 0.40);
+    check(run(VERDICT_TOPK, &f, out, sizeof out) == V_INCONCLUSIVE && strstr(out, "NOT equal within 18"),
+          "topk-rho: realized rho 18%% apart: inconclusive whatever the gaps");
+    topk(&f, -0.01, 0.002, 0.012, 0.004, 0.341);
+    check(run(VERDICT_TOPK, &f, out, sizeof out) == V_INCONCLUSIVE, "topk-rho: k=2's CI spans 0: inconclusive");
+}
+
+static void softmoe(Fake *f, double gb, double gs, double half) {
+    fake_init(f, 1, "head", NULL, NULL);
+    add(f, "softmoe-sample", NULL, NULL, "softmoe-sample", 3, gs, gs - half, gs + half, 3);
+    add(f, "softmoe-batch", NULL, NULL, "softmoe-batch", 3, gb, gb - half, gb + half, 3);
+    add(f, "moe", NULL, NULL, "moe", 3, 0.0, -0.01, 0.01, 3);
+    add(f, "dense", NULL, NULL, "dense", 3, NAN, NAN, NAN, -1);
+}
+
+static void test_softmoe(void) {
+    Fake f;
+    char out[4096];
+    softmoe(&f, -0.05, 0.01, 0.005);
+    check(run(VERDICT_SOFTMOE, &f, out, sizeof out) == V_SUPPORTS && strstr(out, "claim 3"),
+          "softmoe: batch negative, sample positive: supports");
+    softmoe(&f, -0.05, -0.01, 0.005);
+    check(run(VERDICT_SOFTMOE, &f, out, sizeof out) == V_CONTRADICTS, "softmoe: per-sample negative: contradicts");
+    softmoe(&f, -0.05, 0.003, 0.005);
+    check(run(VERDICT_SOFTMOE, &f, out, sizeof out) == V_INCONCLUSIVE, "softmoe: per-sample CI spans 0: inconclusive");
+}
+
+static void temp(Fake *f, int agg, int mild, int sig, int n) {
+    fake_init(f, 3, "schedule", "tau1", "head");
+    add(f, "const", "1", "moe", "moe", n, 0.001, -0.002, 0.004, 1)->collapsed = 0;
+    add(f, "const", "1", "dense", "dense", n, NAN, NAN, NAN, -1);
+    SweepConfig *a = add(f, "linear", "0.1", "moe", "moe", n, -0.02, -0.03, -0.01, 1);
+    a->collapsed = agg;
+    a->collapse_step = 1500;
+    a->peak_gap = 0.009;
+    add(f, "linear", "0.3", "moe", "moe", n, 0.002, -0.001, 0.005, 1)->collapsed = mild;
+    add(f, "sigmoid", "0.1", "moe", "moe", n, 0.0003, -0.002, 0.003, 1)->collapsed = sig;
+}
+
+static void test_temperature(void) {
+    Fake f;
+    char out[4096];
+    temp(&f, 3, 0, 0, 3);
+    check(run(VERDICT_TEMPERATURE, &f, out, sizeof out) == V_SUPPORTS &&
+              strstr(out, "linear   tau1 0.1  collapsed 3/3 from step ~1500") && strstr(out, "peak +0.90 pp") &&
+              strstr(out, "final -2.00 pp [-3.00, -1.00]"),
+          "temperature: linear to 0.1 collapses on every seed, the others never: supports:\n%s", out);
+    temp(&f, 0, 0, 0, 3);
+    check(run(VERDICT_TEMPERATURE, &f, out, sizeof out) == V_CONTRADICTS && strstr(out, "never collapses"),
+          "temperature: nothing collapses: contradicts");
+    temp(&f, 3, 0, 3, 3);
+    check(run(VERDICT_TEMPERATURE, &f, out, sizeof out) == V_CONTRADICTS,
+          "temperature: sigmoid collapses too: contradicts");
+    temp(&f, 1, 0, 0, 3);
+    check(run(VERDICT_TEMPERATURE, &f, out, sizeof out) == V_INCONCLUSIVE, "temperature: 1 of 3 seeds: inconclusive");
+    temp(&f, 1, 0, 0, 1);
+    check(run(VERDICT_TEMPERATURE, &f, out, sizeof out) == V_INCONCLUSIVE && strstr(out, "too few seeds"),
+          "temperature: one seed: inconclusive");
+}
+
+static void test_infer(void) {
+    Fake f;
+    hidden(&f, 0, 0, 0, 0, 0.01, 2);
+    check(verdict_infer(&f.s) == VERDICT_HIDDEN, "infer: hidden + head -> hidden-size");
+    topk(&f, 0, 0, 0, 0.01, 0.34);
+    check(verdict_infer(&f.s) == VERDICT_TOPK, "infer: k + head -> topk-rho");
+    softmoe(&f, 0, 0, 0.01);
+    check(verdict_infer(&f.s) == VERDICT_SOFTMOE, "infer: a softmoe head -> softmoe");
+    temp(&f, 0, 0, 0, 2);
+    check(verdict_infer(&f.s) == VERDICT_TEMPERATURE, "infer: schedule + head -> temperature");
+    fake_init(&f, 1, "noise", NULL, NULL);
+    add(&f, "0", NULL, NULL, "moe", 2, NAN, NAN, NAN, -1);
+    check(verdict_infer(&f.s) == VERDICT_NONE, "infer: no head axis -> none");
+    char out[64];
+    check(run(VERDICT_NONE, &f, out, sizeof out) == V_INCONCLUSIVE && out[0] == 0, "VERDICT_NONE prints nothing");
+}
+
+int main(void) {
+    test_hidden();
+    test_topk();
+    test_softmoe();
+    test_temperature();
+    test_infer();
+    printf("%d checks, %d failed\n", n_checks, n_failed);
+    return n_failed ? 1 : 0;
+}
