@@ -34,6 +34,7 @@
 #include <unistd.h>
 
 #include "core/tsne.h"
+#include "runsession.h" /* provides: sessions_root */
 #include "sessions/sweep_h5.h"
 #include "views/draw.h"
 #include "views/view.h"
@@ -523,11 +524,10 @@ static void draw_list(Browser *b, int W, int H) {
     if (b->sel >= b->top + list_h) b->top = b->sel - list_h + 1;
     if (b->top < 0) b->top = 0;
     if (b->nrows == 0) {
-        draw_text(
-            stdscr, 3, 2, W - 4, t->role[TH_DIM],
-            b->list.n
-                ? "no session matches the filter (Esc clears it)"
-                : "no sessions here (a session is a folder with live.h5; moelab train writes them under sessions/)");
+        draw_text(stdscr, 3, 2, W - 4, t->role[TH_DIM],
+                  b->list.n
+                      ? "no session matches the filter (Esc clears it)"
+                      : "no sessions here (a session is a folder with live.h5; moelab train writes them under runs/)");
     }
     for (int r = 0; r < list_h && b->top + r < b->nrows; r++) {
         const int i = b->rows[b->top + r];
@@ -1146,8 +1146,9 @@ static void usage(FILE *f) {
     fprintf(
         f,
         "usage: moelab browse [DIR | SESSION_DIR | FILE.h5 | sweep.h5] [--list] [--sort COLUMN] [--reverse] [--filter TEXT]\n\n"
-        "Browses saved sessions (default DIR: sessions/). A folder holding live.h5, or an .h5 session\n"
-        "file, opens that session directly; a sweep.h5 lists the sweep's runs. Without a terminal, or\n"
+        "Browses saved sessions (default DIR: $MOELAB_SESSIONS, else runs/). A folder holding live.h5, or\n"
+        "an .h5 session "
+        "file opens that session directly; a sweep.h5 lists the sweep's runs. Without a terminal, or\n"
         "with --list, prints the list instead. COLUMN: name dataset head experts schedule best last\n"
         "epochs status created. Keys: ? in the browser.\n");
 }
@@ -1161,7 +1162,7 @@ static int is_session_dir(const char *p) {
 
 /* The command line of `moelab browse`. */
 typedef struct {
-    const char *root; /* DIR, SESSION_DIR, FILE.h5 or sweep.h5 (default: sessions) */
+    const char *root; /* DIR, SESSION_DIR, FILE.h5 or sweep.h5 (default: sessions_root()) */
     int given;        /* root was on the command line */
     const char *filter;
     int list_only, sort_col, reverse;
@@ -1198,7 +1199,7 @@ static int parse_args(int argc, char **argv, BrowseArgs *a) {
         }
     }
     a->given = a->root != NULL;
-    if (!a->root) a->root = "sessions";
+    if (!a->root) a->root = sessions_root();
     return -1;
 }
 
@@ -1211,7 +1212,8 @@ static int inspect_root(const char *root, int given, int *is_h5, int *direct) {
             stderr, "moelab browse: %s: %s%s\n", root, strerror(errno),
             given
                 ? ""
-                : " (moelab train writes sessions under sessions/ of the folder it runs in; give the folder to browse)");
+                : " (moelab train writes sessions under $MOELAB_SESSIONS, else runs/ of the folder it runs in; give the "
+                  "folder to browse)");
         return 1;
     }
     const size_t rl = strlen(root);

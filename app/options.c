@@ -112,7 +112,7 @@ static const OptSpec opts[] = {
      .dflt = ""},
     {"quiet", NULL, G_DATA, "(reserved: no effect yet)", FLAG(quiet, 1), .dflt = "", .hidden = 1},
 
-    {"session", "DIR", G_SESSION, "session folder", STR(session), .dflt = "sessions/<dataset>-<head>-<time>"},
+    {"session", "DIR", G_SESSION, "session folder", STR(session), .dflt = "runs/<dataset>-<head>-<time>"},
     {"no-session", NULL, G_SESSION, "write nothing to disk", FLAG(no_session, 1), .dflt = ""},
     {"resume", "DIR", G_SESSION, "continue DIR from its newest valid checkpoint", STR(resume), .dflt = ""},
     {"ckpt-every", "N", G_SESSION, "checkpoint every N epochs, 0 = only at the end", I32(ckpt_every, 0, 1000000)},
