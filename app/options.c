@@ -118,6 +118,8 @@ static const OptSpec opts[] = {
     {"ckpt-every", "N", G_SESSION, "checkpoint every N epochs, 0 = only at the end", I32(ckpt_every, 0, 1000000)},
     {"ckpt-steps", "N", G_SESSION, "also checkpoint every N steps, 0 = off", I64(ckpt_steps, 0, 1000000000)},
     {"keep", "N", G_SESSION, "checkpoints kept, 0 = all", I32(keep, 0, 1000000)},
+    {"tsne-samples", "N", G_SESSION, "test images whose features each evaluation saves (t-SNE view), 0 = none",
+     I32(train.tsne_samples, 0, 65536)},
 
     {"backbone", NULL, G_MODEL, "depthwise-separable or standard 3x3 blocks", FN(set_backbone), CHOICES("dw", "std"),
      .current = now_backbone},
