@@ -1146,11 +1146,10 @@ static void usage(FILE *f) {
     fprintf(
         f,
         "usage: moelab browse [DIR | SESSION_DIR | FILE.h5 | sweep.h5] [--list] [--sort COLUMN] [--reverse] [--filter TEXT]\n\n"
-        "Browses saved sessions (default DIR: $MOELAB_SESSIONS, else runs/). A folder holding live.h5, or\n"
-        "an .h5 session "
-        "file opens that session directly; a sweep.h5 lists the sweep's runs. Without a terminal, or\n"
-        "with --list, prints the list instead. COLUMN: name dataset head experts schedule best last\n"
-        "epochs status created. Keys: ? in the browser.\n");
+        "Browses saved sessions (default DIR: $MOELAB_SESSIONS, else runs/). A folder holding\n"
+        "live.h5, or an .h5 session file, opens that session directly; a sweep.h5 lists the\n"
+        "sweep's runs. Without a terminal, or with --list, prints the list instead. COLUMN: name\n"
+        "dataset head experts schedule best last epochs status created. Keys: ? in the browser.\n");
 }
 
 static int is_session_dir(const char *p) {

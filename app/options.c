@@ -250,40 +250,57 @@ static void print_wrapped(const char *text, int col) {
     }
 }
 
+/* Row i of the table as --help shows it: heading, metavar, the help text with the default, and
+ * the choice words (NULL when free-form). 0 for a visible row, -1 past the end, 1 for a hidden one. */
+int app_option_info(int i, AppOptionInfo *out) {
+    static AppOptions d;
+    static int init;
+    if (!init) {
+        app_options_defaults(&d);
+        init = 1;
+    }
+    if (i < 0 || i >= NOPTS) return -1;
+    const OptSpec *r = &opts[i];
+    char dflt[256], list[512];
+    memset(out, 0, sizeof *out);
+    out->name = r->name;
+    out->group = group_names[r->group];
+    out->choices = r->choices;
+    out->takes_value = r->type != T_FLAG;
+    snprintf(out->metavar, sizeof out->metavar, "%s", metavar_of(r, list, sizeof list));
+    const char *dv = default_text(r, &d, dflt, sizeof dflt);
+    const char *more = r->more   ? r->more(list, sizeof list)
+                       : r->list ? vocab_join(list, sizeof list, r->choices, " | ", NULL)
+                                 : "";
+    snprintf(out->text, sizeof out->text, "%s%s%s%s%s%s", r->help,
+             r->list ? ": "
+             : *more ? " "
+                     : "",
+             more, *dv ? " (" : "", dv, *dv ? ")" : "");
+    return r->hidden ? 1 : 0;
+}
+
 void app_options_help(const char *cmd) {
-    AppOptions d;
-    app_options_defaults(&d);
     printf("usage: moelab %s [options]\n", cmd);
-    int group = -1;
-    for (int i = 0; i < NOPTS; i++) {
-        const OptSpec *r = &opts[i];
-        if (r->hidden) continue;
-        if (r->group != group) {
-            group = r->group;
-            if (group_names[group]) printf("%s%s\n", i ? "" : "\n", group_names[group]);
+    const char *group = NULL;
+    AppOptionInfo in;
+    for (int i = 0, v; (v = app_option_info(i, &in)) >= 0; i++) {
+        if (v) continue;
+        if (in.group != group) {
+            group = in.group;
+            if (group) printf("%s%s\n", i ? "" : "\n", group);
         }
-        char meta[256], head[300], text[1024], dflt[256], list[512];
-        const char *m = metavar_of(r, meta, sizeof meta);
-        const int hl = snprintf(head, sizeof head, "  --%s%s%s", r->name, *m ? " " : "", m);
-        const char *dv = default_text(r, &d, dflt, sizeof dflt);
-        const char *more = r->more   ? r->more(list, sizeof list)
-                           : r->list ? vocab_join(list, sizeof list, r->choices, " | ", NULL)
-                                     : "";
-        snprintf(text, sizeof text, "%s%s%s%s%s%s", r->help,
-                 r->list ? ": "
-                 : *more ? " "
-                         : "",
-                 more, *dv ? " (" : "", dv, *dv ? ")" : "");
+        char head[300];
+        const int hl = snprintf(head, sizeof head, "  --%s%s%s", in.name, in.metavar[0] ? " " : "", in.metavar);
         if (hl < HELP_COL - 1) {
             printf("%-*s", HELP_COL, head);
-            print_wrapped(text, HELP_COL);
+            print_wrapped(in.text, HELP_COL);
         } else {
             printf("%s ", head);
-            print_wrapped(text, hl + 1);
+            print_wrapped(in.text, hl + 1);
         }
     }
 }
-
 /* The command summary of --commands, from the tables of core/params.h and core/tau.h. */
 static const char *more_commands(char *b, size_t n) {
     char params[256], keys[256];

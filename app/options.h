@@ -32,4 +32,16 @@ void app_options_defaults(AppOptions *o);
 int app_options_parse(AppOptions *o, int argc, char **argv, const char *cmd);
 void app_options_help(const char *cmd);
 
+/* One row of the option table as --help shows it (for the man page and the shell completion). */
+typedef struct {
+    const char *name;                /* without "--" */
+    const char *group;               /* heading of its group (NULL: none) */
+    const char *const *choices;      /* the words a choice option takes, NULL-terminated; NULL if free */
+    int takes_value;                 /* 0 for a flag */
+    char metavar[512];               /* "N", "dw|std", or "" for a flag */
+    char text[2048];                 /* help text with the default, as in --help */
+} AppOptionInfo;
+/* Row i: 0 visible, 1 hidden (accepted, not in --help), -1 past the end. */
+int app_option_info(int i, AppOptionInfo *out);
+
 #endif
