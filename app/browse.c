@@ -549,9 +549,12 @@ static void draw_list(Browser *b, int W, int H) {
             }
             const int right = c == BCOL_BEST || c == BCOL_LAST || c == BCOL_EPOCHS;
             const char *s = cells[c];
-            if (c == BCOL_NAME && utf8_cells(s) > wd[c]) { /* keep the tail of long names */
+            if (c == BCOL_NAME && utf8_cells(s) > wd[c] && wd[c] > 8) {
+                /* a long name keeps its start and its end, the middle gives way to "…" (the full
+                 * path is in the detail lines under the list) */
                 const size_t len = strlen(s);
-                snprintf(buf, sizeof buf, "..%s", s + len - (size_t)(wd[c] - 2));
+                const int tail = (wd[c] - 1) / 3, head = wd[c] - 1 - tail;
+                snprintf(buf, sizeof buf, "%.*s%s%s", head, s, t->utf8 ? "\u2026" : "~", s + len - (size_t)tail);
                 s = buf;
             }
             if (c == BCOL_NAME && !e->ok) a |= selected ? 0 : t->role[TH_ERROR];
@@ -1013,8 +1016,9 @@ static int key_view(Browser *b, int c) {
     case 'h': move_cursor(b, -1, 0); break;
     case KEY_RIGHT:
     case 'l':
-        if (c == 'l' && b->screen == SCR_SESSION && !b->tsne_on && b->focus == PANEL_CURVES) {
-            view_on_key(&b->a.v[PANEL_CURVES], 'l');
+        if (c == 'l' && b->screen == SCR_SESSION && !b->tsne_on &&
+            (b->focus == PANEL_CURVES || b->focus == PANEL_TEMP) && b->a.have_v[b->focus]) {
+            view_on_key(&b->a.v[b->focus], 'l'); /* log axis of the curves or the temperature */
             break;
         }
         move_cursor(b, +1, 0);
@@ -1034,6 +1038,9 @@ static int key_view(Browser *b, int c) {
         break;
     case 'c':
         if (b->tsne_on) view_on_key(&b->tsne, 'c');
+        break;
+    case 'm': /* smoothing of the loss curves */
+        if (!b->tsne_on && b->a.have_v[PANEL_CURVES]) view_on_key(&b->a.v[PANEL_CURVES], 'm');
         break;
     case '\t':
         if (b->screen == SCR_SESSION && !b->tsne_on) {

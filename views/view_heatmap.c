@@ -81,8 +81,8 @@ static void heatmap_draw(View *v, WINDOW *w, Rect r) {
     const ViewCtx *c = v->ctx;
     const Theme *t = c->theme;
     if (!h->have) {
-        draw_text(w, r.y + r.h / 2, r.x + 1, r.w - 2, t->role[TH_DIM],
-                  "waiting for the first evaluation (end of epoch 1, or `eval`)");
+        draw_wrapped(w, r.y + (r.h > 3 ? r.h / 2 - 1 : 0), r.x + 1, r.w - 2, r.h, t->role[TH_DIM],
+                     "waiting for the first evaluation (end of epoch 1, or `eval`)");
         return;
     }
     /* label width from the class names, cell width from what is left */
@@ -98,7 +98,8 @@ static void heatmap_draw(View *v, WINDOW *w, Rect r) {
     int shown_e = h->E;
     if (cw < 2) {
         cw = 2;
-        shown_e = (r.w - lw - 1) / 2;
+        shown_e = (r.w - lw - 1 - 4) / 2; /* room for "+N▸" */
+        if (shown_e < 1) shown_e = 1;
     }
     const int x0 = r.x + lw + 1;
     // header: expert numbers
@@ -107,7 +108,11 @@ static void heatmap_draw(View *v, WINDOW *w, Rect r) {
         snprintf(lab, sizeof lab, cw >= 3 ? "e%d" : "%d", e);
         draw_text(w, r.y, x0 + e * cw + (cw - (int)strlen(lab)), cw, t->role[TH_AXIS], lab);
     }
-    if (shown_e < h->E) draw_text(w, r.y, x0 + shown_e * cw, r.x + r.w - x0 - shown_e * cw, t->role[TH_DIM], "+");
+    if (shown_e < h->E) {
+        char lab[24];
+        snprintf(lab, sizeof lab, "+%d%s", h->E - shown_e, t->utf8 ? "\u25b8" : ">");
+        draw_text(w, r.y, x0 + shown_e * cw, r.x + r.w - x0 - shown_e * cw, t->role[TH_WARN] | A_BOLD, lab);
+    }
     /* class rows first: the legend shrinks to one row, or none, before classes are cut */
     const int avail = r.h - 1;
     const int legend_rows = avail >= h->K + 2 ? 2 : avail >= h->K + 1 ? 1 : r.h >= 8 ? 1 : 0;
@@ -125,6 +130,35 @@ static void heatmap_draw(View *v, WINDOW *w, Rect r) {
             char txt[8];
             snprintf(txt, sizeof txt, "%d", (int)lround(100.0 * p));
             draw_heat_cell(w, y, x0 + e * cw, cw - (cw > 2), heat_bin(p, 0.0, 1.0, nbins), cw >= 4 ? txt : NULL, t);
+        }
+    }
+    { /* what is hidden, in the bottom border: classes below / above, experts to the right; the
+       * words go first when the panel is too narrow for them */
+        const int below = h->K - h->scroll - rows, right = h->E - shown_e;
+        const char *up = t->utf8 ? "\u25b4" : "^", *dn = t->utf8 ? "\u25be" : "v", *rt = t->utf8 ? "\u25b8" : ">";
+        for (int form = 0; form < 3; form++) {
+            char more[96] = "";
+            size_t n = 0;
+            if (h->scroll > 0)
+                n += (size_t)snprintf(more + n, sizeof more - n, form < 2 ? "%d above %s " : "%d%s ", h->scroll, up);
+            if (below > 0)
+                n += (size_t)snprintf(more + n, sizeof more - n,
+                                      form == 0   ? "+%d classes %s "
+                                      : form == 1 ? "+%d cls %s "
+                                                  : "+%d%s ",
+                                      below, dn);
+            if (right > 0)
+                n += (size_t)snprintf(more + n, sizeof more - n,
+                                      form == 0   ? "+%d experts %s "
+                                      : form == 1 ? "+%d exp %s "
+                                                  : "+%d%s ",
+                                      right, rt);
+            if (!n) break;
+            more[n - 1] = 0;
+            if (utf8_cells(more) + 2 <= r.w || form == 2) {
+                draw_more(w, r, t, more);
+                break;
+            }
         }
     }
     if (rows < h->K) { /* which rows are shown, in the empty corner above the labels */
