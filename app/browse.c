@@ -486,6 +486,18 @@ static void draw_list(Browser *b, int W, int H) {
         else draw_text(stdscr, 1, x, wd[c], t->role[TH_TITLE], buf);
         x += wd[c] + 1;
     }
+    { /* the columns that do not fit, named at the end of the header */
+        char hid[160] = "";
+        size_t n = 0;
+        int k = 0;
+        for (int c = 0; c < BCOL_COUNT; c++)
+            if (!wd[c]) n += (size_t)snprintf(hid + n, sizeof hid - n, "%s%s", k++ ? "," : "+", browse_col_name(c));
+        if (k) {
+            snprintf(hid + n, sizeof hid - n, " %s", t->utf8 ? "\u25b8" : ">");
+            const int hw = utf8_cells(hid); /* right end of the title bar (the header row is full) */
+            draw_text(stdscr, 0, W - hw - 1 > 0 ? W - hw - 1 : 0, hw + 1, t->role[TH_STATUS] | A_BOLD, hid);
+        }
+    }
     /* a sweep's summary under the list: one row per configuration (at most a third of the screen) */
     int sw_rows = 0;
     if (b->have_sweep && b->sweep.nconfigs > 0) {

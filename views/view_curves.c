@@ -243,16 +243,18 @@ static void curves_draw(View *v, WINDOW *w, Rect r) {
         snprintf(lab, sizeof lab, "%s acc%%  ", point_glyph(t, 1, 1));
         x += legend_item(w, r, x, &cut, t->role[TH_B_ACC], lab);
     } else {
-        x += legend_item(w, r, x, &cut, t->role[TH_DIM], "train ");
+        const int narrow = r.w < 50; /* 80 columns: the short legend, so every item shows */
+        if (!narrow) x += legend_item(w, r, x, &cut, t->role[TH_DIM], "train ");
         x += legend_item(w, r, x, &cut, t->role[TH_RAW], t->utf8 ? "\u2801raw " : ".raw ");
-        x += legend_item(w, r, x, &cut, t->role[TH_EMA], t->utf8 ? "\u2501ema  " : "-ema  ");
+        x += legend_item(w, r, x, &cut, t->role[TH_EMA],
+                         t->utf8 ? (narrow ? "\u2501ema " : "\u2501ema  ") : (narrow ? "-ema " : "-ema  "));
         char lab[48];
-        snprintf(lab, sizeof lab, "%s test loss  ", point_glyph(t, 0, 0));
+        snprintf(lab, sizeof lab, narrow ? "%s loss " : "%s test loss  ", point_glyph(t, 0, 0));
         x += legend_item(w, r, x, &cut, t->role[TH_TEST], lab);
-        snprintf(lab, sizeof lab, "%s test acc %%  ", point_glyph(t, 0, 1));
+        snprintf(lab, sizeof lab, narrow ? "%s acc%% " : "%s test acc %%  ", point_glyph(t, 0, 1));
         x += legend_item(w, r, x, &cut, t->role[TH_ACC], lab);
     }
-    legend_item(w, r, x, &cut, t->role[TH_DIM], c->logscale ? "[l] log" : "[l] linear");
+    legend_item(w, r, x, &cut, t->role[TH_DIM], c->logscale ? "[l] log" : r.w < 50 ? "[l] lin" : "[l] linear");
     if (r.h < 4) return;
     if (c->raw.total == 0) {
         draw_wrapped(w, r.y + r.h / 2, r.x + 1, r.w - 2, r.h - r.h / 2, t->role[TH_DIM],
