@@ -42,7 +42,8 @@
 #define REFRESH_SEC 1.0      /* a running session is re-read this often */
 #define LIST_REFRESH_SEC 5.0 /* the list's statuses */
 
-enum { SCR_LIST, SCR_SESSION, SCR_COMPARE };
+enum { SCR_LIST, SCR_SESSION, SCR_COMPARE, SCR_MULTI };
+#define MARK_MAX VIEW_MULTI_MAX /* sessions that can be marked for a comparison */
 
 /* One loaded session with its views. */
 typedef struct {
@@ -92,6 +93,9 @@ typedef struct {
     char msg[512]; /* one-line message in the hint row */
     // session / compare
     Loaded a, b;
+    Loaded *multi; /* compare of 3..8 runs: nmulti loaded sessions, their curves in mview */
+    int nmulti;
+    View mview;
     int ev;     /* cursor: evaluation index of a (-1: none) */
     int follow; /* cursor on the newest evaluation: follows a running session */
     int cmp_epoch;
@@ -470,10 +474,11 @@ static void draw_list(Browser *b, int W, int H) {
     }
     snprintf(buf, sizeof buf, " moelab browse %s %s  %d sessions%s%s  (%d running, %d damaged)%s%s",
              t->utf8 ? "\u2502" : "|", b->root, b->list.n, b->filter[0] ? ", filter: " : "", b->filter, running,
-             damaged, marked ? ", marked: " : "",
-             marked == 1   ? "1 (mark one more to compare)"
-             : marked == 2 ? "2 (c compares)"
-                           : "");
+             damaged, marked ? ", marked: " : "", marked == 1 ? "1 (mark one more to compare)" : "");
+    if (marked >= 2) { /* the count after the text, "N (c compares)" */
+        const size_t n = strlen(buf);
+        snprintf(buf + n, sizeof buf - n, "%d (c compares)", marked);
+    }
     draw_text(stdscr, 0, 0, W, t->role[TH_STATUS] | A_BOLD, buf);
     /* header */
     int x = 2;
@@ -632,6 +637,7 @@ static void draw_hint(Browser *b, int y, int W) {
     const char *h =
         b->screen == SCR_LIST      ? "Enter open  m mark  c compare  s/S sort  / filter  r rescan  ? help  q quit"
         : b->screen == SCR_COMPARE ? "Left/Right epoch  Home/End  0-9 Enter epoch  ? help  Esc/q back"
+        : b->screen == SCR_MULTI   ? "Left/Right epoch  Home/End  0-9 Enter epoch  l loss/accuracy  Esc/q back"
         : b->tsne_on               ? "c colour by class/expert  Left/Right epoch  t/Esc close  ? help"
                      : "Left/Right epoch  Home/End  0-9 Enter epoch  t t-SNE  tab focus  z zoom  ? help  Esc/q back";
     draw_text(stdscr, y, 0, W, t->role[TH_DIM], h);
@@ -681,6 +687,83 @@ static void draw_compare(Browser *b, int W, int H) {
     draw_hint(b, H - 1, W);
 }
 
+/* Compare of 3..8 runs: curves overlaid (colour + glyph per run), the final metrics of each run
+ * (its last evaluation), and the class x expert heatmaps of every run at the cursor's epoch. */
+static void draw_multi(Browser *b, int W, int H) {
+    const Theme *t = &b->theme;
+    const int n = b->nmulti;
+    char buf[600];
+    draw_fill(stdscr, 0, 0, W, t->role[TH_STATUS]);
+    snprintf(buf, sizeof buf, " moelab compare %s %d runs  epoch %d", t->utf8 ? "\u2502" : "|", n, b->cmp_epoch);
+    draw_text(stdscr, 0, 0, W, t->role[TH_STATUS] | A_BOLD, buf);
+    draw_fill(stdscr, 1, 0, W, A_NORMAL);
+    int x = 1;
+    for (int i = 0; i < n && x < W; i++) {
+        const Loaded *L = &b->multi[i];
+        snprintf(buf, sizeof buf, "%s %s: %s  ", view_multi_glyph(t, i), L->name, L->h.info.status);
+        x += draw_text(stdscr, 1, x, W - x, view_multi_attr(t, i), buf);
+    }
+    const int body = H - 3;
+    int top = body / 2 > 12 ? body / 2 : body - 6 > 12 ? 12 : body - 6;
+    if (top < 8) top = 8;
+    int tw = W / 2 < 66 ? W / 2 : 66;
+    panel(t, &b->mview, (Rect){0, 2, W - tw, top}, 0, NULL, 1);
+    /* the final-metrics table */
+    WINDOW *tw_ = newwin(top, tw, 2, W - tw);
+    if (tw_) {
+        leaveok(tw_, TRUE);
+        werase(tw_);
+        draw_frame(tw_, t, "Final metrics (last evaluation of each run)", 0);
+        const int cw = tw - 2;
+        int nw = cw - 50; /* the name column takes what the numbers leave */
+        if (nw < 6) nw = 6;
+        if (nw > 24) nw = 24;
+        snprintf(buf, sizeof buf, "  %-*s %5s %7s %7s %7s %6s %5s %4s", nw, "run", "epoch", "test%", "best%", "loss",
+                 "I(c;e)", "loadH", "dead");
+        draw_text(tw_, 1, 1, cw, t->role[TH_AXIS] | A_BOLD, buf);
+        for (int i = 0; i < n && 2 + i < top - 1; i++) {
+            const Loaded *L = &b->multi[i];
+            const SessionHistory *h = &L->h;
+            char name[32];
+            if ((int)strlen(L->name) > nw) snprintf(name, sizeof name, "%.*s~", nw - 1, L->name);
+            else snprintf(name, sizeof name, "%.31s", L->name);
+            if (h->nevals == 0) {
+                snprintf(buf, sizeof buf, "%s %-*s  no evaluation", view_multi_glyph(t, i), nw, name);
+            } else {
+                const EvalRecord *e = &h->evals[h->nevals - 1];
+                double best = 0;
+                for (int k = 0; k < h->nevals; k++)
+                    if (h->evals[k].test_acc > best) best = h->evals[k].test_acc;
+                char dead[16];
+                if (L->ctx.has_moe) snprintf(dead, sizeof dead, "%d", e->dead_experts);
+                else snprintf(dead, sizeof dead, "-");
+                snprintf(buf, sizeof buf, "%s %-*s %5d %7.2f %7.2f %7.4f %6.3f %5.3f %4s", view_multi_glyph(t, i), nw,
+                         name, e->epoch, 100 * e->test_acc, 100 * best, e->test_loss, e->mutual_info,
+                         e->test_load_entropy, dead);
+            }
+            draw_text(tw_, 2 + i, 1, cw, view_multi_attr(t, i) & ~A_BOLD, buf);
+        }
+        if (n > top - 3) {
+            char more[32];
+            snprintf(more, sizeof more, "+%d runs %s", n - (top - 3), t->utf8 ? "\u25be" : "v");
+            draw_more(tw_, (Rect){1, 1, tw - 2, top - 2}, t, more);
+        }
+        wnoutrefresh(tw_);
+        delwin(tw_);
+    }
+    /* the heatmaps at the cursor's epoch: one row of up to 4, else two rows */
+    const int rows = n > 4 ? 2 : 1, per = (n + rows - 1) / rows, hh = (body - top) / rows;
+    for (int i = 0; i < n; i++) {
+        Loaded *L = &b->multi[i];
+        const int rr = i / per, cc = i % per, w0 = W / per;
+        const Rect r = {cc * w0, 2 + top + rr * hh, cc == per - 1 ? W - cc * w0 : w0, hh};
+        char pre[64];
+        snprintf(pre, sizeof pre, "%s %.12s: ", view_multi_glyph(t, i), L->name);
+        panel(t, L->have_v[PANEL_HEATMAP] ? &L->v[PANEL_HEATMAP] : &L->v[PANEL_SCALARS], r, 0, pre, 1);
+    }
+    draw_hint(b, H - 1, W);
+}
+
 static void render(Browser *b) {
     int H, W;
     getmaxyx(stdscr, H, W);
@@ -701,6 +784,7 @@ static void render(Browser *b) {
     } else {
         wnoutrefresh(stdscr);
         if (b->screen == SCR_SESSION) draw_session(b, W, H);
+        else if (b->screen == SCR_MULTI) draw_multi(b, W, H);
         else draw_compare(b, W, H);
         wnoutrefresh(stdscr);
     }
@@ -804,10 +888,77 @@ static int open_compare(Browser *b, const BrowseEntry *ea, const BrowseEntry *eb
     return 0;
 }
 
+static void multi_free(Browser *b) {
+    view_free(&b->mview);
+    for (int i = 0; i < b->nmulti; i++) loaded_free(&b->multi[i]);
+    free(b->multi);
+    b->multi = NULL;
+    b->nmulti = 0;
+}
+
+static void multi_cursor(Browser *b) {
+    for (int i = 0; i < b->nmulti; i++) {
+        Loaded *L = &b->multi[i];
+        apply_cursor(L, session_history_eval_at_epoch(&L->h, b->cmp_epoch), NULL);
+    }
+    view_multi_cursor(&b->mview, b->cmp_epoch);
+    b->dirty = 1;
+}
+
+/* Compare of 3..8 sessions: each loaded with its panels, their curves overlaid in mview. */
+static int open_multi(Browser *b, const BrowseEntry *const *e, int n) {
+    char err[600];
+    job_stop(&b->job);
+    multi_free(b);
+    b->multi = calloc((size_t)n, sizeof *b->multi);
+    if (!b->multi) {
+        set_msg(b, "out of memory");
+        return -1;
+    }
+    const char *names[VIEW_MULTI_MAX];
+    for (int i = 0; i < n; i++) {
+        if (load_session(&b->multi[i], e[i]->path, e[i]->name, &b->theme, 1, err, sizeof err)) {
+            set_msg(b, "cannot open %s: %s", e[i]->name, err);
+            b->nmulti = i;
+            multi_free(b);
+            return -1;
+        }
+        b->nmulti = i + 1;
+        names[i] = e[i]->name;
+    }
+    if (view_init(&b->mview, &view_multi_class, &b->multi[0].ctx)) {
+        multi_free(b);
+        set_msg(b, "out of memory");
+        return -1;
+    }
+    view_multi_set(&b->mview, n, names);
+    int lo = 0, hi = 0;
+    for (int i = 0; i < n; i++) {
+        const SessionHistory *h = &b->multi[i].h;
+        for (long s = 0; s < h->nsteps; s++) {
+            const ViewMsg m = {.kind = VIEW_MSG_STEP, .step = &h->steps[s], .slot = i};
+            view_update(&b->mview, &m);
+        }
+        for (int k = 0; k < h->nevals; k++) {
+            const ViewMsg m = {.kind = VIEW_MSG_EVAL, .eval = &h->evals[k], .slot = i};
+            view_update(&b->mview, &m);
+        }
+        const int last = h->nevals ? h->evals[h->nevals - 1].epoch : 0;
+        if (i == 0 || (last > 0 && last < lo) || lo <= 0) lo = last;
+        if (last > hi) hi = last;
+    }
+    b->cmp_epoch = lo > 0 ? lo : hi;
+    b->screen = SCR_MULTI;
+    b->msg[0] = 0;
+    multi_cursor(b);
+    return 0;
+}
+
 static void leave_to_list(Browser *b) {
     job_stop(&b->job);
     loaded_free(&b->a);
     loaded_free(&b->b);
+    multi_free(b);
     b->screen = SCR_LIST;
     b->tsne_on = b->zoom = 0;
     b->msg[0] = 0;
@@ -852,6 +1003,11 @@ static void session_refresh(Browser *b) {
 // keys
 
 static void goto_epoch(Browser *b, int epoch) {
+    if (b->screen == SCR_MULTI) {
+        b->cmp_epoch = epoch;
+        multi_cursor(b);
+        return;
+    }
     if (b->screen == SCR_COMPARE) {
         b->cmp_epoch = epoch;
         compare_cursor(b);
@@ -869,6 +1025,10 @@ static void goto_epoch(Browser *b, int epoch) {
 
 static int max_epoch(Browser *b) {
     int m = b->a.h.nevals ? b->a.h.evals[b->a.h.nevals - 1].epoch : 0;
+    for (int i = 0; b->screen == SCR_MULTI && i < b->nmulti; i++) {
+        const SessionHistory *h = &b->multi[i].h;
+        if (h->nevals && h->evals[h->nevals - 1].epoch > m) m = h->evals[h->nevals - 1].epoch;
+    }
     if (b->screen == SCR_COMPARE && b->b.h.nevals) {
         const int mb = b->b.h.evals[b->b.h.nevals - 1].epoch;
         if (mb > m) m = mb;
@@ -877,13 +1037,14 @@ static int max_epoch(Browser *b) {
 }
 
 static void move_cursor(Browser *b, int delta, int to) {
-    if (b->screen == SCR_COMPARE) {
+    if (b->screen == SCR_COMPARE || b->screen == SCR_MULTI) {
         const int me = max_epoch(b);
         int e = to < 0 ? 1 : to > 0 ? me : b->cmp_epoch + delta;
         if (e < 1) e = 1;
         if (e > me) e = me;
         b->cmp_epoch = e;
-        compare_cursor(b);
+        if (b->screen == SCR_MULTI) multi_cursor(b);
+        else compare_cursor(b);
         return;
     }
     const int n = b->a.h.nevals;
@@ -975,19 +1136,24 @@ static int key_list(Browser *b, int c) {
             BrowseEntry *e = &b->list.e[b->rows[b->sel]];
             int marked = 0;
             for (int i = 0; i < b->list.n; i++) marked += b->list.e[i].marked;
-            if (!e->marked && marked >= 2) set_msg(b, "two sessions are marked already: unmark one (m) first");
+            if (!e->marked && marked >= MARK_MAX)
+                set_msg(b, "%d sessions are marked already: unmark one (m) first", MARK_MAX);
             else e->marked = !e->marked;
             if (c == ' ' || c == 'm') b->sel++;
         }
         break;
     case 'c': {
-        const BrowseEntry *m[2] = {NULL, NULL};
+        const BrowseEntry *m[MARK_MAX] = {NULL};
         int nm = 0;
-        for (int i = 0; i < b->list.n && nm < 2; i++)
+        for (int i = 0; i < b->list.n && nm < MARK_MAX; i++)
             if (b->list.e[i].marked) m[nm++] = &b->list.e[i];
+        if (nm >= 3) {
+            open_multi(b, m, nm);
+            break;
+        }
         if (nm == 1 && b->nrows > 0 && &b->list.e[b->rows[b->sel]] != m[0]) m[nm++] = &b->list.e[b->rows[b->sel]];
         if (nm < 2) {
-            set_msg(b, "mark two sessions with m (or mark one and select the other), then c");
+            set_msg(b, "mark 2 to 8 sessions with m (or mark one and select the other), then c");
             break;
         }
         open_compare(b, m[0], m[1]);
@@ -1028,6 +1194,10 @@ static int key_view(Browser *b, int c) {
     case 'h': move_cursor(b, -1, 0); break;
     case KEY_RIGHT:
     case 'l':
+        if (c == 'l' && b->screen == SCR_MULTI) {
+            view_on_key(&b->mview, 'l');
+            break;
+        }
         if (c == 'l' && b->screen == SCR_SESSION && !b->tsne_on &&
             (b->focus == PANEL_CURVES || b->focus == PANEL_TEMP) && b->a.have_v[b->focus]) {
             view_on_key(&b->a.v[b->focus], 'l'); /* log axis of the curves or the temperature */
@@ -1403,6 +1573,7 @@ static void screen_close(Browser *b, SCREEN *scr) {
     job_stop(&b->job);
     loaded_free(&b->a);
     loaded_free(&b->b);
+    multi_free(b);
     view_free(&b->help);
     view_free(&b->tsne);
     view_free(&b->diff);

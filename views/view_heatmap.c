@@ -181,10 +181,12 @@ static void heatmap_draw(View *v, WINDOW *w, Rect r) {
     if (legend_rows >= 2) {
         snprintf(buf, sizeof buf, "I(class;expert) %.3f nats (max %.2f)  load H %.2f", h->mi, log((double)kmin),
                  h->load_h);
-        draw_text(w, y + 1, r.x, r.w, A_BOLD, buf);
+        if (utf8_cells(buf) > r.w) /* the short form rather than a cut number */
+            snprintf(buf, sizeof buf, "I(c;e) %.3f/%.2f  load H %.2f", h->mi, log((double)kmin), h->load_h);
+        draw_text_cut(w, y + 1, r.x, r.w, A_BOLD, buf);
     } else {
         snprintf(buf, sizeof buf, "I(c;e) %.3f/%.2f", h->mi, log((double)kmin));
-        draw_text(w, y, x + 1, r.x + r.w - x - 1, A_BOLD, buf);
+        draw_text_cut(w, y, x + 1, r.x + r.w - x - 1, A_BOLD, buf);
     }
 }
 
