@@ -179,10 +179,17 @@ static void heatmap_draw(View *v, WINDOW *w, Rect r) {
     char buf[160];
     const int kmin = h->K < h->E ? h->K : h->E;
     if (legend_rows >= 2) {
-        snprintf(buf, sizeof buf, "I(class;expert) %.3f nats (max %.2f)  load H %.2f", h->mi, log((double)kmin),
-                 h->load_h);
-        if (utf8_cells(buf) > r.w) /* the short form rather than a cut number */
-            snprintf(buf, sizeof buf, "I(c;e) %.3f/%.2f  load H %.2f", h->mi, log((double)kmin), h->load_h);
+        /* the longest form that fits, rather than a cut number */
+        const double mx = log((double)kmin);
+        for (int form = 0; form < 5; form++) {
+            if (form == 0)
+                snprintf(buf, sizeof buf, "I(class;expert) %.3f nats (max %.2f)  load H %.2f", h->mi, mx, h->load_h);
+            else if (form == 1) snprintf(buf, sizeof buf, "I(class;expert) %.3f nats  load H %.2f", h->mi, h->load_h);
+            else if (form == 2) snprintf(buf, sizeof buf, "I(class;expert) %.3f nats (max %.2f)", h->mi, mx);
+            else if (form == 3) snprintf(buf, sizeof buf, "I(class;expert) %.3f nats", h->mi);
+            else snprintf(buf, sizeof buf, "I(c;e) %.3f/%.2f", h->mi, mx);
+            if (utf8_cells(buf) <= r.w) break;
+        }
         draw_text_cut(w, y + 1, r.x, r.w, A_BOLD, buf);
     } else {
         snprintf(buf, sizeof buf, "I(c;e) %.3f/%.2f", h->mi, log((double)kmin));
