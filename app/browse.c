@@ -34,6 +34,7 @@
 #include <unistd.h>
 
 #include "core/tsne.h"
+#include "runsession.h" /* provides: sessions_root */
 #include "sessions/sweep_h5.h"
 #include "views/draw.h"
 #include "views/view.h"
@@ -42,7 +43,8 @@
 #define REFRESH_SEC 1.0      /* a running session is re-read this often */
 #define LIST_REFRESH_SEC 5.0 /* the list's statuses */
 
-enum { SCR_LIST, SCR_SESSION, SCR_COMPARE };
+enum { SCR_LIST, SCR_SESSION, SCR_COMPARE, SCR_MULTI };
+#define MARK_MAX VIEW_MULTI_MAX /* sessions that can be marked for a comparison */
 
 /* One loaded session with its views. */
 typedef struct {
@@ -92,6 +94,9 @@ typedef struct {
     char msg[512]; /* one-line message in the hint row */
     // session / compare
     Loaded a, b;
+    Loaded *multi; /* compare of 3..8 runs: nmulti loaded sessions, their curves in mview */
+    int nmulti;
+    View mview;
     int ev;     /* cursor: evaluation index of a (-1: none) */
     int follow; /* cursor on the newest evaluation: follows a running session */
     int cmp_epoch;
@@ -475,10 +480,11 @@ static void draw_list(Browser *b, int W, int H) {
     }
     snprintf(buf, sizeof buf, " moelab browse %s %s  %d sessions%s%s  (%d running, %d damaged)%s%s",
              t->utf8 ? "\u2502" : "|", b->root, b->list.n, b->filter[0] ? ", filter: " : "", b->filter, running,
-             damaged, marked ? ", marked: " : "",
-             marked == 1   ? "1 (mark one more to compare)"
-             : marked == 2 ? "2 (c compares)"
-                           : "");
+             damaged, marked ? ", marked: " : "", marked == 1 ? "1 (mark one more to compare)" : "");
+    if (marked >= 2) { /* the count after the text, "N (c compares)" */
+        const size_t n = strlen(buf);
+        snprintf(buf + n, sizeof buf - n, "%d (c compares)", marked);
+    }
     draw_text(stdscr, 0, 0, W, t->role[TH_STATUS] | A_BOLD, buf);
     /* header */
     int x = 2;
@@ -490,6 +496,18 @@ static void draw_list(Browser *b, int W, int H) {
         if (right) draw_textf(stdscr, 1, x, wd[c], t->role[TH_TITLE], "%*s", wd[c], buf);
         else draw_text(stdscr, 1, x, wd[c], t->role[TH_TITLE], buf);
         x += wd[c] + 1;
+    }
+    { /* the columns that do not fit, named at the end of the header */
+        char hid[160] = "";
+        size_t n = 0;
+        int k = 0;
+        for (int c = 0; c < BCOL_COUNT; c++)
+            if (!wd[c]) n += (size_t)snprintf(hid + n, sizeof hid - n, "%s%s", k++ ? "," : "+", browse_col_name(c));
+        if (k) {
+            snprintf(hid + n, sizeof hid - n, " %s", t->utf8 ? "\u25b8" : ">");
+            const int hw = utf8_cells(hid); /* right end of the title bar (the header row is full) */
+            draw_text(stdscr, 0, W - hw - 1 > 0 ? W - hw - 1 : 0, hw + 1, t->role[TH_STATUS] | A_BOLD, hid);
+        }
     }
     /* a sweep's summary under the list: one row per configuration (at most a third of the screen) */
     int sw_rows = 0;
@@ -529,11 +547,10 @@ static void draw_list(Browser *b, int W, int H) {
     if (b->sel >= b->top + list_h) b->top = b->sel - list_h + 1;
     if (b->top < 0) b->top = 0;
     if (b->nrows == 0) {
-        draw_text(
-            stdscr, 3, 2, W - 4, t->role[TH_DIM],
-            b->list.n
-                ? "no session matches the filter (Esc clears it)"
-                : "no sessions here (a session is a folder with live.h5; moelab train writes them under sessions/)");
+        draw_text(stdscr, 3, 2, W - 4, t->role[TH_DIM],
+                  b->list.n
+                      ? "no session matches the filter (Esc clears it)"
+                      : "no sessions here (a session is a folder with live.h5; moelab train writes them under runs/)");
     }
     for (int r = 0; r < list_h && b->top + r < b->nrows; r++) {
         const int i = b->rows[b->top + r];
@@ -555,9 +572,12 @@ static void draw_list(Browser *b, int W, int H) {
             }
             const int right = c == BCOL_BEST || c == BCOL_LAST || c == BCOL_EPOCHS;
             const char *s = cells[c];
-            if (c == BCOL_NAME && utf8_cells(s) > wd[c]) { /* keep the tail of long names */
+            if (c == BCOL_NAME && utf8_cells(s) > wd[c] && wd[c] > 8) {
+                /* a long name keeps its start and its end, the middle gives way to "…" (the full
+                 * path is in the detail lines under the list) */
                 const size_t len = strlen(s);
-                snprintf(buf, sizeof buf, "..%s", s + len - (size_t)(wd[c] - 2));
+                const int tail = (wd[c] - 1) / 3, head = wd[c] - 1 - tail;
+                snprintf(buf, sizeof buf, "%.*s%s%s", head, s, t->utf8 ? "\u2026" : "~", s + len - (size_t)tail);
                 s = buf;
             }
             if (c == BCOL_NAME && !e->ok) a |= selected ? 0 : t->role[TH_ERROR];
@@ -623,6 +643,7 @@ static void draw_hint(Browser *b, int y, int W) {
     const char *h =
         b->screen == SCR_LIST      ? "Enter open  m mark  c compare  s/S sort  / filter  r rescan  ? help  q quit"
         : b->screen == SCR_COMPARE ? "Left/Right epoch  Home/End  0-9 Enter epoch  p figures  ? help  Esc/q back"
+        : b->screen == SCR_MULTI   ? "Left/Right epoch  Home/End  0-9 Enter epoch  l loss/accuracy  Esc/q back"
         : b->tsne_on               ? "c colour by class/expert  Left/Right epoch  t/Esc close  ? help"
                      : "Left/Right epoch  Home/End  0-9 Enter epoch  t t-SNE  tab focus  z zoom  ? help  Esc/q back";
     draw_text(stdscr, y, 0, W, t->role[TH_DIM], h);
@@ -672,6 +693,83 @@ static void draw_compare(Browser *b, int W, int H) {
     draw_hint(b, H - 1, W);
 }
 
+/* Compare of 3..8 runs: curves overlaid (colour + glyph per run), the final metrics of each run
+ * (its last evaluation), and the class x expert heatmaps of every run at the cursor's epoch. */
+static void draw_multi(Browser *b, int W, int H) {
+    const Theme *t = &b->theme;
+    const int n = b->nmulti;
+    char buf[600];
+    draw_fill(stdscr, 0, 0, W, t->role[TH_STATUS]);
+    snprintf(buf, sizeof buf, " moelab compare %s %d runs  epoch %d", t->utf8 ? "\u2502" : "|", n, b->cmp_epoch);
+    draw_text(stdscr, 0, 0, W, t->role[TH_STATUS] | A_BOLD, buf);
+    draw_fill(stdscr, 1, 0, W, A_NORMAL);
+    int x = 1;
+    for (int i = 0; i < n && x < W; i++) {
+        const Loaded *L = &b->multi[i];
+        snprintf(buf, sizeof buf, "%s %s: %s  ", view_multi_glyph(t, i), L->name, L->h.info.status);
+        x += draw_text(stdscr, 1, x, W - x, view_multi_attr(t, i), buf);
+    }
+    const int body = H - 3;
+    int top = body / 2 > 12 ? body / 2 : body - 6 > 12 ? 12 : body - 6;
+    if (top < 8) top = 8;
+    int tw = W / 2 < 66 ? W / 2 : 66;
+    panel(t, &b->mview, (Rect){0, 2, W - tw, top}, 0, NULL, 1);
+    /* the final-metrics table */
+    WINDOW *tw_ = newwin(top, tw, 2, W - tw);
+    if (tw_) {
+        leaveok(tw_, TRUE);
+        werase(tw_);
+        draw_frame(tw_, t, "Final metrics (last evaluation of each run)", 0);
+        const int cw = tw - 2;
+        int nw = cw - 50; /* the name column takes what the numbers leave */
+        if (nw < 6) nw = 6;
+        if (nw > 24) nw = 24;
+        snprintf(buf, sizeof buf, "  %-*s %5s %7s %7s %7s %6s %5s %4s", nw, "run", "epoch", "test%", "best%", "loss",
+                 "I(c;e)", "loadH", "dead");
+        draw_text(tw_, 1, 1, cw, t->role[TH_AXIS] | A_BOLD, buf);
+        for (int i = 0; i < n && 2 + i < top - 1; i++) {
+            const Loaded *L = &b->multi[i];
+            const SessionHistory *h = &L->h;
+            char name[32];
+            if ((int)strlen(L->name) > nw) snprintf(name, sizeof name, "%.*s~", nw - 1, L->name);
+            else snprintf(name, sizeof name, "%.31s", L->name);
+            if (h->nevals == 0) {
+                snprintf(buf, sizeof buf, "%s %-*s  no evaluation", view_multi_glyph(t, i), nw, name);
+            } else {
+                const EvalRecord *e = &h->evals[h->nevals - 1];
+                double best = 0;
+                for (int k = 0; k < h->nevals; k++)
+                    if (h->evals[k].test_acc > best) best = h->evals[k].test_acc;
+                char dead[16];
+                if (L->ctx.has_moe) snprintf(dead, sizeof dead, "%d", e->dead_experts);
+                else snprintf(dead, sizeof dead, "-");
+                snprintf(buf, sizeof buf, "%s %-*s %5d %7.2f %7.2f %7.4f %6.3f %5.3f %4s", view_multi_glyph(t, i), nw,
+                         name, e->epoch, 100 * e->test_acc, 100 * best, e->test_loss, e->mutual_info,
+                         e->test_load_entropy, dead);
+            }
+            draw_text(tw_, 2 + i, 1, cw, view_multi_attr(t, i) & ~A_BOLD, buf);
+        }
+        if (n > top - 3) {
+            char more[32];
+            snprintf(more, sizeof more, "+%d runs %s", n - (top - 3), t->utf8 ? "\u25be" : "v");
+            draw_more(tw_, (Rect){1, 1, tw - 2, top - 2}, t, more);
+        }
+        wnoutrefresh(tw_);
+        delwin(tw_);
+    }
+    /* the heatmaps at the cursor's epoch: one row of up to 4, else two rows */
+    const int rows = n > 4 ? 2 : 1, per = (n + rows - 1) / rows, hh = (body - top) / rows;
+    for (int i = 0; i < n; i++) {
+        Loaded *L = &b->multi[i];
+        const int rr = i / per, cc = i % per, w0 = W / per;
+        const Rect r = {cc * w0, 2 + top + rr * hh, cc == per - 1 ? W - cc * w0 : w0, hh};
+        char pre[64];
+        snprintf(pre, sizeof pre, "%s %.12s: ", view_multi_glyph(t, i), L->name);
+        panel(t, L->have_v[PANEL_HEATMAP] ? &L->v[PANEL_HEATMAP] : &L->v[PANEL_SCALARS], r, 0, pre, 1);
+    }
+    draw_hint(b, H - 1, W);
+}
+
 static void render(Browser *b) {
     int H, W;
     getmaxyx(stdscr, H, W);
@@ -692,6 +790,7 @@ static void render(Browser *b) {
     } else {
         wnoutrefresh(stdscr);
         if (b->screen == SCR_SESSION) draw_session(b, W, H);
+        else if (b->screen == SCR_MULTI) draw_multi(b, W, H);
         else draw_compare(b, W, H);
         wnoutrefresh(stdscr);
     }
@@ -795,10 +894,77 @@ static int open_compare(Browser *b, const BrowseEntry *ea, const BrowseEntry *eb
     return 0;
 }
 
+static void multi_free(Browser *b) {
+    view_free(&b->mview);
+    for (int i = 0; i < b->nmulti; i++) loaded_free(&b->multi[i]);
+    free(b->multi);
+    b->multi = NULL;
+    b->nmulti = 0;
+}
+
+static void multi_cursor(Browser *b) {
+    for (int i = 0; i < b->nmulti; i++) {
+        Loaded *L = &b->multi[i];
+        apply_cursor(L, session_history_eval_at_epoch(&L->h, b->cmp_epoch), NULL);
+    }
+    view_multi_cursor(&b->mview, b->cmp_epoch);
+    b->dirty = 1;
+}
+
+/* Compare of 3..8 sessions: each loaded with its panels, their curves overlaid in mview. */
+static int open_multi(Browser *b, const BrowseEntry *const *e, int n) {
+    char err[600];
+    job_stop(&b->job);
+    multi_free(b);
+    b->multi = calloc((size_t)n, sizeof *b->multi);
+    if (!b->multi) {
+        set_msg(b, "out of memory");
+        return -1;
+    }
+    const char *names[VIEW_MULTI_MAX];
+    for (int i = 0; i < n; i++) {
+        if (load_session(&b->multi[i], e[i]->path, e[i]->name, &b->theme, 1, err, sizeof err)) {
+            set_msg(b, "cannot open %s: %s", e[i]->name, err);
+            b->nmulti = i;
+            multi_free(b);
+            return -1;
+        }
+        b->nmulti = i + 1;
+        names[i] = e[i]->name;
+    }
+    if (view_init(&b->mview, &view_multi_class, &b->multi[0].ctx)) {
+        multi_free(b);
+        set_msg(b, "out of memory");
+        return -1;
+    }
+    view_multi_set(&b->mview, n, names);
+    int lo = 0, hi = 0;
+    for (int i = 0; i < n; i++) {
+        const SessionHistory *h = &b->multi[i].h;
+        for (long s = 0; s < h->nsteps; s++) {
+            const ViewMsg m = {.kind = VIEW_MSG_STEP, .step = &h->steps[s], .slot = i};
+            view_update(&b->mview, &m);
+        }
+        for (int k = 0; k < h->nevals; k++) {
+            const ViewMsg m = {.kind = VIEW_MSG_EVAL, .eval = &h->evals[k], .slot = i};
+            view_update(&b->mview, &m);
+        }
+        const int last = h->nevals ? h->evals[h->nevals - 1].epoch : 0;
+        if (i == 0 || (last > 0 && last < lo) || lo <= 0) lo = last;
+        if (last > hi) hi = last;
+    }
+    b->cmp_epoch = lo > 0 ? lo : hi;
+    b->screen = SCR_MULTI;
+    b->msg[0] = 0;
+    multi_cursor(b);
+    return 0;
+}
+
 static void leave_to_list(Browser *b) {
     job_stop(&b->job);
     loaded_free(&b->a);
     loaded_free(&b->b);
+    multi_free(b);
     b->screen = SCR_LIST;
     b->tsne_on = b->zoom = 0;
     b->msg[0] = 0;
@@ -843,6 +1009,11 @@ static void session_refresh(Browser *b) {
 // keys
 
 static void goto_epoch(Browser *b, int epoch) {
+    if (b->screen == SCR_MULTI) {
+        b->cmp_epoch = epoch;
+        multi_cursor(b);
+        return;
+    }
     if (b->screen == SCR_COMPARE) {
         b->cmp_epoch = epoch;
         compare_cursor(b);
@@ -860,6 +1031,10 @@ static void goto_epoch(Browser *b, int epoch) {
 
 static int max_epoch(Browser *b) {
     int m = b->a.h.nevals ? b->a.h.evals[b->a.h.nevals - 1].epoch : 0;
+    for (int i = 0; b->screen == SCR_MULTI && i < b->nmulti; i++) {
+        const SessionHistory *h = &b->multi[i].h;
+        if (h->nevals && h->evals[h->nevals - 1].epoch > m) m = h->evals[h->nevals - 1].epoch;
+    }
     if (b->screen == SCR_COMPARE && b->b.h.nevals) {
         const int mb = b->b.h.evals[b->b.h.nevals - 1].epoch;
         if (mb > m) m = mb;
@@ -868,13 +1043,14 @@ static int max_epoch(Browser *b) {
 }
 
 static void move_cursor(Browser *b, int delta, int to) {
-    if (b->screen == SCR_COMPARE) {
+    if (b->screen == SCR_COMPARE || b->screen == SCR_MULTI) {
         const int me = max_epoch(b);
         int e = to < 0 ? 1 : to > 0 ? me : b->cmp_epoch + delta;
         if (e < 1) e = 1;
         if (e > me) e = me;
         b->cmp_epoch = e;
-        compare_cursor(b);
+        if (b->screen == SCR_MULTI) multi_cursor(b);
+        else compare_cursor(b);
         return;
     }
     const int n = b->a.h.nevals;
@@ -966,19 +1142,24 @@ static int key_list(Browser *b, int c) {
             BrowseEntry *e = &b->list.e[b->rows[b->sel]];
             int marked = 0;
             for (int i = 0; i < b->list.n; i++) marked += b->list.e[i].marked;
-            if (!e->marked && marked >= 2) set_msg(b, "two sessions are marked already: unmark one (m) first");
+            if (!e->marked && marked >= MARK_MAX)
+                set_msg(b, "%d sessions are marked already: unmark one (m) first", MARK_MAX);
             else e->marked = !e->marked;
             if (c == ' ' || c == 'm') b->sel++;
         }
         break;
     case 'c': {
-        const BrowseEntry *m[2] = {NULL, NULL};
+        const BrowseEntry *m[MARK_MAX] = {NULL};
         int nm = 0;
-        for (int i = 0; i < b->list.n && nm < 2; i++)
+        for (int i = 0; i < b->list.n && nm < MARK_MAX; i++)
             if (b->list.e[i].marked) m[nm++] = &b->list.e[i];
+        if (nm >= 3) {
+            open_multi(b, m, nm);
+            break;
+        }
         if (nm == 1 && b->nrows > 0 && &b->list.e[b->rows[b->sel]] != m[0]) m[nm++] = &b->list.e[b->rows[b->sel]];
         if (nm < 2) {
-            set_msg(b, "mark two sessions with m (or mark one and select the other), then c");
+            set_msg(b, "mark 2 to 8 sessions with m (or mark one and select the other), then c");
             break;
         }
         open_compare(b, m[0], m[1]);
@@ -1031,8 +1212,13 @@ static int key_view(Browser *b, int c) {
     case 'h': move_cursor(b, -1, 0); break;
     case KEY_RIGHT:
     case 'l':
-        if (c == 'l' && b->screen == SCR_SESSION && !b->tsne_on && b->focus == PANEL_CURVES) {
-            view_on_key(&b->a.v[PANEL_CURVES], 'l');
+        if (c == 'l' && b->screen == SCR_MULTI) {
+            view_on_key(&b->mview, 'l');
+            break;
+        }
+        if (c == 'l' && b->screen == SCR_SESSION && !b->tsne_on &&
+            (b->focus == PANEL_CURVES || b->focus == PANEL_TEMP) && b->a.have_v[b->focus]) {
+            view_on_key(&b->a.v[b->focus], 'l'); /* log axis of the curves or the temperature */
             break;
         }
         move_cursor(b, +1, 0);
@@ -1054,6 +1240,9 @@ static int key_view(Browser *b, int c) {
         if (b->tsne_on) view_on_key(&b->tsne, 'c');
         break;
     case 'p': export_figures(b); break;
+    case 'm': /* smoothing of the loss curves */
+        if (!b->tsne_on && b->a.have_v[PANEL_CURVES]) view_on_key(&b->a.v[PANEL_CURVES], 'm');
+        break;
     case '\t':
         if (b->screen == SCR_SESSION && !b->tsne_on) {
             int H, W;
@@ -1165,10 +1354,10 @@ static void usage(FILE *f) {
     fprintf(
         f,
         "usage: moelab browse [DIR | SESSION_DIR | FILE.h5 | sweep.h5] [--list] [--sort COLUMN] [--reverse] [--filter TEXT]\n\n"
-        "Browses saved sessions (default DIR: sessions/). A folder holding live.h5, or an .h5 session\n"
-        "file, opens that session directly; a sweep.h5 lists the sweep's runs. Without a terminal, or\n"
-        "with --list, prints the list instead. COLUMN: name dataset head experts schedule best last\n"
-        "epochs status created. Keys: ? in the browser.\n");
+        "Browses saved sessions (default DIR: $MOELAB_SESSIONS, else runs/). A folder holding\n"
+        "live.h5, or an .h5 session file, opens that session directly; a sweep.h5 lists the\n"
+        "sweep's runs. Without a terminal, or with --list, prints the list instead. COLUMN: name\n"
+        "dataset head experts schedule best last epochs status created. Keys: ? in the browser.\n");
 }
 
 static int is_session_dir(const char *p) {
@@ -1180,7 +1369,7 @@ static int is_session_dir(const char *p) {
 
 /* The command line of `moelab browse`. */
 typedef struct {
-    const char *root; /* DIR, SESSION_DIR, FILE.h5 or sweep.h5 (default: sessions) */
+    const char *root; /* DIR, SESSION_DIR, FILE.h5 or sweep.h5 (default: sessions_root()) */
     int given;        /* root was on the command line */
     const char *filter;
     int list_only, sort_col, reverse;
@@ -1217,7 +1406,7 @@ static int parse_args(int argc, char **argv, BrowseArgs *a) {
         }
     }
     a->given = a->root != NULL;
-    if (!a->root) a->root = "sessions";
+    if (!a->root) a->root = sessions_root();
     return -1;
 }
 
@@ -1230,7 +1419,8 @@ static int inspect_root(const char *root, int given, int *is_h5, int *direct) {
             stderr, "moelab browse: %s: %s%s\n", root, strerror(errno),
             given
                 ? ""
-                : " (moelab train writes sessions under sessions/ of the folder it runs in; give the folder to browse)");
+                : " (moelab train writes sessions under $MOELAB_SESSIONS, else runs/ of the folder it runs in; give the "
+                  "folder to browse)");
         return 1;
     }
     const size_t rl = strlen(root);
@@ -1402,6 +1592,7 @@ static void screen_close(Browser *b, SCREEN *scr) {
     job_stop(&b->job);
     loaded_free(&b->a);
     loaded_free(&b->b);
+    multi_free(b);
     view_free(&b->help);
     view_free(&b->tsne);
     view_free(&b->diff);

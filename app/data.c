@@ -29,9 +29,9 @@ static void data_usage(FILE *f) {
                "        in a dataset: a spec (cifar-10, fashion-mnist, synthetic:...), a directory\n"
                "        (IDX, CIFAR-10/100 binary, Tiny-ImageNet-200, train/<class>/ folders) or an\n"
                "        imported .h5 file. --strict: exit 1 when a problem is found.\n"
-               "import  decode an image folder once (JPEG; grayscale expanded to RGB), resize every\n"
-               "        image to N x N (default 64) and write an HDF5 dataset file that training\n"
-               "        reads directly (--dataset OUT.h5). Unreadable JPEGs are skipped and counted;\n"
+               "import  decode an image folder once (JPEG and PNG; grayscale expanded to RGB), resize\n"
+               "        every image to N x N (default 64) and write an HDF5 dataset file that training\n"
+               "        reads directly (--dataset OUT.h5). Unreadable images are skipped and counted;\n"
                "        --strict makes the first one fatal. Other datasets are written unchanged.\n"
                "        --threads N: decoding threads (default: all cores).\n");
 }
@@ -120,7 +120,7 @@ static int info_folder(const char *path, int strict) {
     printf("source     %s\n", s.root);
     printf("format     %s (not decoded: import with `moelab data import %s OUT.h5`)\n", dataset_format_name(s.format),
            path);
-    printf("files      train %ld, %s %ld JPEG\n", s.n_train,
+    printf("files      train %ld, %s %ld images (JPEG or PNG)\n", s.n_train,
            s.format == DATASET_FORMAT_TINY_IMAGENET ? "val" : "val/test", s.n_test);
     printf("classes    %d: ", s.classes);
     print_names(s.class_names, s.classes);
@@ -228,7 +228,7 @@ static int import_folder(const char *src, const char *out, const ImportOptions *
         fprintf(stderr, "moelab data: %s\n", ml_last_error());
         return 1;
     }
-    fprintf(stderr, "import: %s (%s): %d classes, %ld train + %ld val JPEG files -> %s at %dx%d\n", s.root,
+    fprintf(stderr, "import: %s (%s): %d classes, %ld train + %ld val image files (JPEG, PNG) -> %s at %dx%d\n", s.root,
             dataset_format_name(s.format), s.classes, s.n_train, s.n_test, out, o->size, o->size);
     DatasetNotes notes;
     memset(&notes, 0, sizeof notes);

@@ -8,27 +8,17 @@
 #include <string.h>
 
 static void usage(FILE *f) {
-    fprintf(
-        f,
-        "moelab %s — a workbench for sparse Mixture-of-Experts routing in image classification\n\n"
-        "usage: moelab [COMMAND] [options]\n\n"
-        "commands:\n"
-        "  train      train a model (moelab train --help lists every option)\n"
-        "  bench      training speed of the reference model vs the OpenBLAS SGEMM rate\n"
-        "  data       dataset info and import (moelab data --help)\n"
-        "  replay     re-run a session with its recorded commands and compare the results\n"
-        "  export     write a session's history as CSV (moelab export DIR --csv OUTDIR)\n"
-        "  browse     saved sessions: list, scrub epochs, compare two runs, t-SNE (moelab browse --help)\n"
-        "  sweep      multi-seed experiments, the paper's presets, MoE-vs-dense effect sizes (moelab sweep --help)\n"
-        "  attach     the live screen of a run training in another process, steering it (moelab attach SESSION)\n"
-        "  ctl        send one command to a running session (moelab ctl SESSION COMMAND...)\n"
-        "  plot       paper figures (PDF, SVG, PNG) of a session, 2-8 sessions or a sweep (moelab plot --help)\n"
-        "  help       this text\n"
-        "  version    print the version\n\n"
-        "With no command, moelab opens the live screen training the reference MoE model on\n"
-        "the default dataset (Fashion-MNIST when installed, else synthetic data); without a\n"
-        "terminal it trains headless with one line per epoch.\n",
-        MOELAB_VERSION);
+    fprintf(f,
+            "moelab %s — a workbench for sparse Mixture-of-Experts routing in image classification\n\n"
+            "usage: moelab [COMMAND] [options]\n\n"
+            "commands:\n",
+            MOELAB_VERSION);
+    for (const AppCommand *c = app_commands; c->name; c++) fprintf(f, "  %-10s %s\n", c->name, c->summary);
+    fprintf(f, "\n"
+               "With no command, moelab opens the live screen training the reference MoE model on\n"
+               "the default dataset (Fashion-MNIST when installed, else synthetic data); without a\n"
+               "terminal it trains headless with one line per epoch. moelab --man prints the man page,\n"
+               "moelab --bash-completion the bash completion script.\n");
 }
 
 int main(int argc, char **argv) {
@@ -58,6 +48,8 @@ int main(int argc, char **argv) {
         printf("moelab %s\n", MOELAB_VERSION);
         return 0;
     }
+    if (strcmp(c, "--man") == 0) return cmd_manpage();
+    if (strcmp(c, "--bash-completion") == 0) return cmd_bash_completion();
     if (c[0] == '-') return cmd_train(argc, argv);
     fprintf(stderr, "moelab: unknown command '%s'\n", c); /* no subcommand to name */
     usage(stderr);

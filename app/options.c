@@ -122,12 +122,14 @@ static const OptSpec opts[] = {
      .dflt = ""},
     {"quiet", NULL, G_DATA, "(reserved: no effect yet)", FLAG(quiet, 1), .dflt = "", .hidden = 1},
 
-    {"session", "DIR", G_SESSION, "session folder", STR(session), .dflt = "sessions/<dataset>-<head>-<time>"},
+    {"session", "DIR", G_SESSION, "session folder", STR(session), .dflt = "runs/<dataset>-<head>-<time>"},
     {"no-session", NULL, G_SESSION, "write nothing to disk", FLAG(no_session, 1), .dflt = ""},
     {"resume", "DIR", G_SESSION, "continue DIR from its newest valid checkpoint", STR(resume), .dflt = ""},
     {"ckpt-every", "N", G_SESSION, "checkpoint every N epochs, 0 = only at the end", I32(ckpt_every, 0, 1000000)},
     {"ckpt-steps", "N", G_SESSION, "also checkpoint every N steps, 0 = off", I64(ckpt_steps, 0, 1000000000)},
     {"keep", "N", G_SESSION, "checkpoints kept, 0 = all", I32(keep, 0, 1000000)},
+    {"tsne-samples", "N", G_SESSION, "test images whose features each evaluation saves (t-SNE view), 0 = none",
+     I32(train.tsne_samples, 0, 65536)},
 
     {"backbone", NULL, G_MODEL, "depthwise-separable or standard 3x3 blocks", FN(set_backbone), CHOICES("dw", "std"),
      .current = now_backbone},
@@ -288,40 +290,57 @@ static void print_wrapped(const char *text, int col) {
     }
 }
 
+/* Row i of the table as --help shows it: heading, metavar, the help text with the default, and
+ * the choice words (NULL when free-form). 0 for a visible row, -1 past the end, 1 for a hidden one. */
+int app_option_info(int i, AppOptionInfo *out) {
+    static AppOptions d;
+    static int init;
+    if (!init) {
+        app_options_defaults(&d);
+        init = 1;
+    }
+    if (i < 0 || i >= NOPTS) return -1;
+    const OptSpec *r = &opts[i];
+    char dflt[256], list[512];
+    memset(out, 0, sizeof *out);
+    out->name = r->name;
+    out->group = group_names[r->group];
+    out->choices = r->choices;
+    out->takes_value = r->type != T_FLAG;
+    snprintf(out->metavar, sizeof out->metavar, "%s", metavar_of(r, list, sizeof list));
+    const char *dv = default_text(r, &d, dflt, sizeof dflt);
+    const char *more = r->more   ? r->more(list, sizeof list)
+                       : r->list ? vocab_join(list, sizeof list, r->choices, " | ", NULL)
+                                 : "";
+    snprintf(out->text, sizeof out->text, "%s%s%s%s%s%s", r->help,
+             r->list ? ": "
+             : *more ? " "
+                     : "",
+             more, *dv ? " (" : "", dv, *dv ? ")" : "");
+    return r->hidden ? 1 : 0;
+}
+
 void app_options_help(const char *cmd) {
-    AppOptions d;
-    app_options_defaults(&d);
     printf("usage: moelab %s [options]\n", cmd);
-    int group = -1;
-    for (int i = 0; i < NOPTS; i++) {
-        const OptSpec *r = &opts[i];
-        if (r->hidden) continue;
-        if (r->group != group) {
-            group = r->group;
-            if (group_names[group]) printf("%s%s\n", i ? "" : "\n", group_names[group]);
+    const char *group = NULL;
+    AppOptionInfo in;
+    for (int i = 0, v; (v = app_option_info(i, &in)) >= 0; i++) {
+        if (v) continue;
+        if (in.group != group) {
+            group = in.group;
+            if (group) printf("%s%s\n", i ? "" : "\n", group);
         }
-        char meta[256], head[300], text[1024], dflt[256], list[512];
-        const char *m = metavar_of(r, meta, sizeof meta);
-        const int hl = snprintf(head, sizeof head, "  --%s%s%s", r->name, *m ? " " : "", m);
-        const char *dv = default_text(r, &d, dflt, sizeof dflt);
-        const char *more = r->more   ? r->more(list, sizeof list)
-                           : r->list ? vocab_join(list, sizeof list, r->choices, " | ", NULL)
-                                     : "";
-        snprintf(text, sizeof text, "%s%s%s%s%s%s", r->help,
-                 r->list ? ": "
-                 : *more ? " "
-                         : "",
-                 more, *dv ? " (" : "", dv, *dv ? ")" : "");
+        char head[300];
+        const int hl = snprintf(head, sizeof head, "  --%s%s%s", in.name, in.metavar[0] ? " " : "", in.metavar);
         if (hl < HELP_COL - 1) {
             printf("%-*s", HELP_COL, head);
-            print_wrapped(text, HELP_COL);
+            print_wrapped(in.text, HELP_COL);
         } else {
             printf("%s ", head);
-            print_wrapped(text, hl + 1);
+            print_wrapped(in.text, hl + 1);
         }
     }
 }
-
 /* The command summary of --commands, from the tables of core/params.h and core/tau.h. */
 static const char *more_commands(char *b, size_t n) {
     char params[256], keys[256];

@@ -36,4 +36,16 @@ void app_options_help(const char *cmd);
 /* `moelab bench --model backbone-moe|backbone-ffn` (app/bench_model.c); returns the exit status. */
 int bench_backbone_model(const AppOptions *o);
 
+/* One row of the option table as --help shows it (for the man page and the shell completion). */
+typedef struct {
+    const char *name;                /* without "--" */
+    const char *group;               /* heading of its group (NULL: none) */
+    const char *const *choices;      /* the words a choice option takes, NULL-terminated; NULL if free */
+    int takes_value;                 /* 0 for a flag */
+    char metavar[512];               /* "N", "dw|std", or "" for a flag */
+    char text[2048];                 /* help text with the default, as in --help */
+} AppOptionInfo;
+/* Row i: 0 visible, 1 hidden (accepted, not in --help), -1 past the end. */
+int app_option_info(int i, AppOptionInfo *out);
+
 #endif

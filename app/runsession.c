@@ -118,6 +118,11 @@ static void report(RunSession *rs, const char *what) {
            ml_last_error());
 }
 
+const char *sessions_root(void) {
+    const char *e = getenv("MOELAB_SESSIONS");
+    return e && e[0] ? e : "runs";
+}
+
 int runsession_open(RunSession *rs, const AppOptions *o, Trainer *t, const char *cmdline, const char *commands_text,
                     int resume) {
     memset(rs, 0, sizeof *rs);
@@ -132,10 +137,11 @@ int runsession_open(RunSession *rs, const AppOptions *o, Trainer *t, const char 
         struct tm tmv;
         localtime_r(&now, &tmv);
         strftime(ts, sizeof ts, "%Y%m%d-%H%M%S", &tmv);
-        snprintf(rs->dir, sizeof rs->dir, "sessions/%s-%s-%s", t->src.name, moe_head_name(t->cfg.model.head.kind), ts);
+        const char *root = sessions_root();
+        snprintf(rs->dir, sizeof rs->dir, "%s/%s-%s-%s", root, t->src.name, moe_head_name(t->cfg.model.head.kind), ts);
         struct stat sb;
         for (int i = 2; stat(rs->dir, &sb) == 0 && i < 1000; i++)
-            snprintf(rs->dir, sizeof rs->dir, "sessions/%s-%s-%s-%d", t->src.name,
+            snprintf(rs->dir, sizeof rs->dir, "%s/%s-%s-%s-%d", root, t->src.name,
                      moe_head_name(t->cfg.model.head.kind), ts, i);
     }
     /* the session lock before anything in the folder is read or written: a second writer (two

@@ -33,7 +33,13 @@ char *command_line_join_alloc(int argc, char **argv);
 int command_line_split(const char *line, char ***argv);
 void argv_free(int argc, char **argv);
 
-/* Opens the session of a run: o->session (or a new sessions/<dataset>-<head>-<time> folder)
+/* The folder new sessions go under and `moelab browse` lists by default: $MOELAB_SESSIONS when
+ * set and not empty, else "runs" (relative to the current directory; never the source tree's
+ * sessions/ folder). */
+const char *sessions_root(void);
+
+/* Opens the session of a run: o->session (or a new ROOT/<dataset>-<head>-<time> folder, ROOT =
+ * sessions_root())
  * unless o->no_session; commands_text (the --commands file, may be NULL) is stored with it so that
  * a resume needs no file. resume = 1: restores the newest valid checkpoint of o->session into t
  * and reopens live.h5 for appending. Returns 0, or -1 with ml_last_error() set. */

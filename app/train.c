@@ -559,7 +559,9 @@ int cmd_replay(int argc, char **argv) {
 int cmd_export(int argc, char **argv) {
     if (argc == 2 && !strcmp(argv[1], "--help")) {
         printf(
-            "usage: moelab export DIR --csv OUTDIR\n\nWrites steps.csv, expert_load.csv, evals.csv, class_expert.csv and events.csv.\n");
+            "usage: moelab export DIR --csv OUTDIR\n\nWrites steps.csv, expert_load.csv (demand, kept, mean gate and bias per expert),\n"
+            "evals.csv, class_expert.csv, tsne.csv (saved test features), config.csv (the run's\n"
+            "configuration) and events.csv; units are in the header names (README: CSV export).\n");
         return 0;
     }
     if (argc != 4 || strcmp(argv[2], "--csv")) {

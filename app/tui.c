@@ -515,6 +515,7 @@ static void render(Tui *ui) {
 // keys
 
 static int focused_view_key(Tui *ui, int c) {
+    if (c == 'm' && ui->have_view[PANEL_CURVES]) return view_on_key(&ui->views[PANEL_CURVES], c); /* smoothing */
     if (c != 'l' && c != '[' && c != ']') return 0;
     if (ui->focus < 0 || !ui->have_view[ui->focus]) return 0;
     return view_on_key(&ui->views[ui->focus], c);

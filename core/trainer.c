@@ -67,6 +67,10 @@ ml_status trainer_init(Trainer *t, const TrainConfig *cfg, const BatchSource *sr
     if (st != ML_OK) return st;
     tau_plan_init(&t->tau, &c->tau);
     if ((st = model_init(&t->model, &c->model)) != ML_OK) return st;
+    /* the stored configuration (config_json) says what the model is: the real feature width and
+     * the effective softmoe-batch slot count, not the option defaults */
+    c->model.head.d = t->model.d;
+    c->model.head.slots = moe_slots(&c->model.head, c->model.batch);
     if ((st = optim_init(&t->opt, &c->opt, t->model.n_param)) != ML_OK) {
         model_free(&t->model);
         return st;

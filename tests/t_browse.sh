@@ -164,7 +164,7 @@ mark_row sig-run
 check "compare: two marked" wait_for 'marked: 2 \(c compares\)' 3
 keys c
 check "compare: the screen with both names" wait_for 'moelab compare .*A: (exp|sig)-run.*B: (exp|sig)-run' 5
-check "compare: curves overlaid, B - A table, two heatmaps" bash -c "out=\$(${TM[*]} capture-pane -p -t $S); grep -q 'Loss & accuracy  A vs B' <<<\"\$out\" && grep -Eq 'test acc % +[0-9.]+ +[0-9.]+ +[-+][0-9.]+' <<<\"\$out\" && grep -q 'A: Class x expert  epoch 6' <<<\"\$out\" && grep -q 'B: Class x expert  epoch 6' <<<\"\$out\""
+check "compare: curves overlaid, B - A table, two heatmaps" bash -c "out=\$(${TM[*]} capture-pane -p -t $S); grep -q 'Loss & accuracy  ema 0.9  A vs B' <<<\"\$out\" && grep -Eq 'test acc % +[0-9.]+ +[0-9.]+ +[-+][0-9.]+' <<<\"\$out\" && grep -q 'A: Class x expert  epoch 6' <<<\"\$out\" && grep -q 'B: Class x expert  epoch 6' <<<\"\$out\""
 keys Left
 check "compare: Left moves both to epoch 5" wait_for 'A vs B at epoch 5 / 5' 3
 keys Escape

@@ -751,34 +751,65 @@ static void test_live(const Dataset *ds) {
     CHECK(st == ML_OK, "session_export_csv into a new folder: %s", st ? ml_last_error() : "ok");
     snprintf(p, sizeof p, "%s/steps.csv", out);
     file_first_line(p, line, sizeof line);
-    CHECK(file_lines(p) == g_nrec + 1 && !strncmp(line, "step,epoch,epoch_progress,loss,", 31) &&
-              strstr(line, ",wall_time") && strstr(line, ",drop_frac,"),
+    CHECK(file_lines(p) == g_nrec + 1 && !strncmp(line, "step,epoch,epoch_progress,loss_nats,", 36) &&
+              strstr(line, ",wall_time_unix_s") && strstr(line, ",drop_frac,") && strstr(line, ",acc_frac,"),
           "steps.csv: header + %d rows (%ld lines)", g_nrec, file_lines(p));
     snprintf(p, sizeof p, "%s/expert_load.csv", out);
     file_first_line(p, line, sizeof line);
-    CHECK(file_lines(p) == g_nrec + 1 && !strcmp(line, "step,e0,e1,e2,e3"), "expert_load.csv: \"%s\" + %d rows", line,
-          g_nrec);
+    CHECK(file_lines(p) == g_nrec * 4 + 1 &&
+              !strcmp(line, "step,expert,demand_pairs,kept_pairs,mean_gate_prob,bias_logit"),
+          "expert_load.csv: \"%s\" + %d rows (records x experts)", line, g_nrec * 4);
     {
-        /* row 1 = first record: step, kept counts */
+        /* every row against its record: step, expert, demand, kept, mean gate, bias */
         FILE *fc = fopen(p, "r");
-        char l1[256] = "", l2[256] = "", want[256];
-        if (fc) {
-            if (fgets(l1, sizeof l1, fc) && fgets(l2, sizeof l2, fc)) {}
-            fclose(fc);
+        char l[256];
+        int rows = 0, bad = 0, bias_nonzero = 0;
+        if (fc && fgets(l, sizeof l, fc)) {
+            long st_;
+            int e, dm, kp;
+            double g, bi;
+            while (fgets(l, sizeof l, fc)) {
+                if (sscanf(l, "%ld,%d,%d,%d,%lf,%lf", &st_, &e, &dm, &kp, &g, &bi) != 6 || e < 0 || e > 3) {
+                    bad++;
+                    continue;
+                }
+                const StepRecord *r = &g_rec[rows / 4];
+                if (st_ != r->step || e != rows % 4 || dm != r->moe.demand[e] || kp != r->moe.kept[e] ||
+                    fabs(g - r->moe.mean_gate[e]) > 1e-6 * (1 + fabs(g)) ||
+                    fabs(bi - r->moe.bias[e]) > 1e-6 * (1 + fabs(bi)))
+                    bad++;
+                bias_nonzero += bi != 0;
+                rows++;
+            }
         }
-        l2[strcspn(l2, "\n")] = 0;
-        snprintf(want, sizeof want, "%ld,%d,%d,%d,%d", g_rec[0].step, g_rec[0].moe.kept[0], g_rec[0].moe.kept[1],
-                 g_rec[0].moe.kept[2], g_rec[0].moe.kept[3]);
-        CHECK(!strcmp(l2, want), "expert_load.csv first row \"%s\" = \"%s\"", l2, want);
+        if (fc) fclose(fc);
+        CHECK(rows == g_nrec * 4 && bad == 0 && bias_nonzero > 0,
+              "expert_load.csv: %d rows, %d differ from the records (demand, kept, mean gate, bias; %d nonzero biases)",
+              rows, bad, bias_nonzero);
     }
+    snprintf(p, sizeof p, "%s/config.csv", out);
+    CHECK(file_contains(p, "key,value\n") && file_contains(p, "\nconfig.model.head.d,64\n") &&
+              file_contains(p, "\nrun.d,64\n") && file_contains(p, "\nconfig.model.head.bias_mode,select\n") &&
+              file_contains(p, "\nconfig.lr.base,0.005\n") && file_contains(p, "\nrun.head,moe\n"),
+          "config.csv: run attributes and the flattened config_json (head.d 64 at w 0.25)");
+    snprintf(p, sizeof p, "%s/tsne.csv", out);
+    file_first_line(p, line, sizeof line);
+    CHECK(file_lines(p) == g_nev * 16 + 1 &&
+              !strncmp(line, "eval,epoch,sample,class,class_name,expert,feature_0,", 52) &&
+              strstr(line, ",feature_63") && !strstr(line, ",feature_64"),
+          "tsne.csv: header with 64 features + %d rows (evaluations x 16 samples)", g_nev * 16);
     snprintf(p, sizeof p, "%s/evals.csv", out);
     file_first_line(p, line, sizeof line);
-    CHECK(file_lines(p) == g_nev + 1 && !strncmp(line, "epoch,step,train_loss,", 22), "evals.csv: header + %d rows",
-          g_nev);
+    CHECK(file_lines(p) == g_nev + 1 &&
+              !strncmp(line, "epoch,step,train_loss_nats,train_acc_frac,test_loss_nats,test_acc_frac,", 71),
+          "evals.csv: header + %d rows", g_nev);
     snprintf(p, sizeof p, "%s/class_expert.csv", out);
     file_first_line(p, line, sizeof line);
-    CHECK(file_lines(p) == g_nev * 4 + 1 && !strcmp(line, "eval,epoch,class,class_name,e0,e1,e2,e3"),
-          "class_expert.csv: \"%s\" + %d rows", line, g_nev * 4);
+    CHECK(
+        file_lines(p) == g_nev * 4 + 1 &&
+            !strcmp(line,
+                    "eval,epoch,class,class_name,e0_first_choices,e1_first_choices,e2_first_choices,e3_first_choices"),
+        "class_expert.csv: \"%s\" + %d rows", line, g_nev * 4);
     snprintf(p, sizeof p, "%s/events.csv", out);
     file_first_line(p, line, sizeof line);
     CHECK(file_lines(p) == NEVENTS + 1 && !strcmp(line, "step,wall_time,text") &&
@@ -1204,7 +1235,7 @@ static void test_export_damaged(const Dataset *ds) {
     FILE *fp = fopen(csv, "r");
     if (fp && !fgets(hdr, sizeof hdr, fp)) hdr[0] = 0;
     if (fp) fclose(fp);
-    CHECK(made && st == ML_OK && file_lines(csv) == 71 && strstr(hdr, "loss,") && !strstr(hdr, "clean_first_share") &&
+    CHECK(made && st == ML_OK && file_lines(csv) == 71 && strstr(hdr, "loss_nats,") && !strstr(hdr, "clean_first_share") &&
               !strstr(hdr, "first_agree") && strstr(hdr, "clean_dead"),
           "a session without the optional columns (older moelab) exports without them: %s",
           st ? ml_last_error() : "ok");

@@ -66,6 +66,27 @@ int draw_text(WINDOW *w, int y, int x, int maxw, attr_t a, const char *s) {
     return cells;
 }
 
+int draw_text_cut(WINDOW *w, int y, int x, int maxw, attr_t a, const char *s) {
+    if (maxw <= 0 || !s) return 0;
+    char buf[1024];
+    if (utf8_cells(s) <= maxw) return draw_text(w, y, x, maxw, a, s);
+    const int utf8 = MB_CUR_MAX > 1;
+    fit_cells(s, maxw - 1, buf, sizeof buf); /* room for the mark */
+    char *sp = strrchr(buf, ' ');
+    if (sp && sp > buf) *sp = '\0'; /* the last whole word */
+    size_t n = strlen(buf);
+    while (n > 0 && buf[n - 1] == ' ') buf[--n] = '\0';
+    snprintf(buf + n, sizeof buf - n, "%s", utf8 ? "\u2026" : "~");
+    return draw_text(w, y, x, maxw, a, buf);
+}
+
+void draw_more(WINDOW *w, Rect r, const Theme *t, const char *text) {
+    char buf[128];
+    snprintf(buf, sizeof buf, " %s ", text);
+    const int n = utf8_cells(buf), x = r.x + r.w - n;
+    draw_text(w, r.y + r.h, x > r.x ? x : r.x, r.w, t->role[TH_WARN] | A_BOLD, buf);
+}
+
 int draw_textf(WINDOW *w, int y, int x, int maxw, attr_t a, const char *fmt, ...) {
     char buf[1024];
     va_list ap;
@@ -119,8 +140,9 @@ void draw_frame(WINDOW *w, const Theme *t, const char *title, int focused) {
     wattrset(w, A_NORMAL);
     if (title && *title && ww > 6) {
         char buf[256];
-        snprintf(buf, sizeof buf, " %s%s ", focused == 1 ? "> " : "", title);
-        draw_text(w, 0, 2, ww - 4, focused ? t->role[TH_FOCUS] : t->role[TH_TITLE], buf);
+        snprintf(buf, sizeof buf, " %s%s", focused == 1 ? "> " : "", title);
+        const int n = draw_text_cut(w, 0, 2, ww - 5, focused ? t->role[TH_FOCUS] : t->role[TH_TITLE], buf);
+        draw_text(w, 0, 2 + n, 1, focused ? t->role[TH_FOCUS] : t->role[TH_TITLE], " ");
     }
 }
 

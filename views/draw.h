@@ -13,6 +13,12 @@
 /* Prints at most maxw cells of s at (y, x) with attribute a (counting one cell per code point).
  * Returns the cells written. */
 int draw_text(WINDOW *w, int y, int x, int maxw, attr_t a, const char *s);
+/* Like draw_text, but a text too long for maxw is cut at a space (never inside a word or number)
+ * and ends with "…" ("~" without UTF-8), so what is hidden is marked. Returns the cells written. */
+int draw_text_cut(WINDOW *w, int y, int x, int maxw, attr_t a, const char *s);
+/* Writes " text " right-aligned into the bottom border of a panel whose inside is r (the row
+ * under r): the panel's note of what it hides, e.g. "+4 experts ▾". */
+void draw_more(WINDOW *w, Rect r, const Theme *t, const char *text);
 /* printf-style draw_text. */
 int draw_textf(WINDOW *w, int y, int x, int maxw, attr_t a, const char *fmt, ...) __attribute__((format(printf, 6, 7)));
 /* Word-wraps text into at most max_rows rows of `width` cells from (y, x); returns rows used. */

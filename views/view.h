@@ -107,6 +107,14 @@ extern const ViewClass view_log_class;     /* log lines */
 extern const ViewClass view_help_class;    /* help overlay */
 extern const ViewClass view_tsne_class;    /* t-SNE scatter of an evaluation's test features */
 extern const ViewClass view_diff_class;    /* compare: routing scalars of two runs and B - A */
+extern const ViewClass view_multi_class;   /* compare of 3..8 runs: curves overlaid (views/view_multi.c) */
+
+/* view_multi: at most VIEW_MULTI_MAX runs; STEP / EVAL messages carry the run in .slot. */
+#define VIEW_MULTI_MAX 8
+void view_multi_set(View *v, int n, const char *const *names); /* the runs' names (legend) */
+void view_multi_cursor(View *v, int epoch);                    /* the epoch marker */
+const char *view_multi_glyph(const Theme *t, int i);           /* run i's glyph: ● ■ ▲ ... or A B C ... */
+attr_t view_multi_attr(const Theme *t, int i);                 /* run i's colour (bold without colour) */
 
 /* Creates a view of class cls (calls cls->init). 0, or -1 if out of memory. */
 int view_init(View *v, const ViewClass *cls, const ViewCtx *ctx);

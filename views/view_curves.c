@@ -1,7 +1,11 @@
 /* view_curves.c — loss and accuracy curves: train loss per logged step (raw dots and an EMA
  * line), test loss and test accuracy per evaluation, on a braille canvas (ASCII dots without
  * UTF-8). Left axis: loss (linear or log, key `l`); right axis: test accuracy in %; x: steps.
- * The whole run is kept in decimating series (ring.h), so memory is fixed. */
+ * Key `m` cycles the smoothing of the EMA line through 0 (raw), 0.6, 0.9 (default) and 0.99
+ * (TensorBoard's convention: ema = s ema + (1 - s) loss), shown in the title. Test points are
+ * glyphs written over the braille lines, so they read without colour: test loss ●, test accuracy
+ * ○ (compare: run B ■ / □; ASCII A/a and B/b). The whole run is kept in decimating series
+ * (ring.h), so memory is fixed. */
 #include "view.h"
 #include "draw.h"
 
@@ -11,26 +15,29 @@
 
 #define CURVE_CAP 2048
 #define EVAL_CAP 1024
-#define EMA_ALPHA 0.1
+#define N_SMOOTH 4
+static const double smooth_levels[N_SMOOTH] = {0.0, 0.6, 0.9, 0.99};
+#define SMOOTH_DEFAULT 2 /* 0.9 */
 
 enum { C_NONE, C_RAW, C_EMA, C_TEST, C_ACC, C_B_EMA, C_B_TEST, C_B_ACC, C_CURSOR };
 static const int curve_roles[] = {TH_NORMAL, TH_RAW, TH_EMA, TH_TEST, TH_ACC, TH_B_EMA, TH_B_TEST, TH_B_ACC, TH_NOW};
 
 typedef struct {
-    Series raw;  /* (step, loss) */
-    Series ema;  /* (step, EMA of loss) */
-    Series test; /* (step, [test loss, test acc, train loss, train acc]) */
-    Ema e;
+    Series raw;           /* (step, loss) */
+    Series ema[N_SMOOTH]; /* (step, EMA of loss) at each smoothing level */
+    Series test;          /* (step, [test loss, test acc, train loss, train acc]) */
+    Ema e[N_SMOOTH];
+    int smooth; /* index into smooth_levels */
     /* compare: the second run (slot 1), smoothed loss and evaluations only */
-    Series ema_b, test_b;
-    Ema eb;
+    Series ema_b[N_SMOOTH], test_b;
+    Ema eb[N_SMOOTH];
     long last_step_b;
     int have_b;
     long cursor;    /* browser: step of the cursor, -1 when none */
     EvalRecord cur; /* browser: the evaluation at the cursor (cur_have) */
     int cur_have;
     int logscale;
-    double last_loss, last_ema, last_test_loss, last_test_acc;
+    double last_loss, last_test_loss, last_test_acc;
     long last_step;
     Canvas cv;
 } CurvesView;
@@ -39,9 +46,11 @@ static void curves_free(View *v) {
     CurvesView *c = v->self;
     if (!c) return;
     series_free(&c->raw);
-    series_free(&c->ema);
+    for (int i = 0; i < N_SMOOTH; i++) {
+        series_free(&c->ema[i]);
+        series_free(&c->ema_b[i]);
+    }
     series_free(&c->test);
-    series_free(&c->ema_b);
     series_free(&c->test_b);
     canvas_free(&c->cv);
     free(c);
@@ -51,15 +60,19 @@ static int curves_init(View *v) {
     CurvesView *c = calloc(1, sizeof *c);
     if (!c) return -1;
     v->self = c;
-    if (series_init(&c->raw, CURVE_CAP, 1) || series_init(&c->ema, CURVE_CAP, 1) ||
-        series_init(&c->test, EVAL_CAP, 4) || series_init(&c->ema_b, CURVE_CAP, 1) ||
-        series_init(&c->test_b, EVAL_CAP, 4)) {
+    int bad = series_init(&c->raw, CURVE_CAP, 1) || series_init(&c->test, EVAL_CAP, 4) ||
+              series_init(&c->test_b, EVAL_CAP, 4);
+    for (int i = 0; i < N_SMOOTH; i++) {
+        bad = bad || series_init(&c->ema[i], CURVE_CAP, 1) || series_init(&c->ema_b[i], CURVE_CAP, 1);
+        ema_init(&c->e[i], 1.0 - smooth_levels[i]);
+        ema_init(&c->eb[i], 1.0 - smooth_levels[i]);
+    }
+    if (bad) {
         curves_free(v);
         v->self = NULL;
         return -1;
     }
-    ema_init(&c->e, EMA_ALPHA);
-    ema_init(&c->eb, EMA_ALPHA);
+    c->smooth = SMOOTH_DEFAULT;
     c->cursor = -1;
     c->last_test_loss = c->last_test_acc = NAN;
     return 0;
@@ -69,8 +82,10 @@ static void curves_update(View *v, const ViewMsg *m) {
     CurvesView *c = v->self;
     if (m->slot == 1) {
         if (m->kind == VIEW_MSG_STEP) {
-            const double sm = ema_push(&c->eb, m->step->loss);
-            series_push(&c->ema_b, (double)m->step->step, &sm);
+            for (int i = 0; i < N_SMOOTH; i++) {
+                const double sm = ema_push(&c->eb[i], m->step->loss);
+                series_push(&c->ema_b[i], (double)m->step->step, &sm);
+            }
             if (m->step->step > c->last_step_b) c->last_step_b = m->step->step;
             c->have_b = 1;
         } else if (m->kind == VIEW_MSG_EVAL) {
@@ -95,10 +110,11 @@ static void curves_update(View *v, const ViewMsg *m) {
         const StepRecord *r = m->step;
         const double loss = r->loss;
         series_push(&c->raw, (double)r->step, &loss);
-        const double sm = ema_push(&c->e, loss);
-        series_push(&c->ema, (double)r->step, &sm);
+        for (int i = 0; i < N_SMOOTH; i++) {
+            const double sm = ema_push(&c->e[i], loss);
+            series_push(&c->ema[i], (double)r->step, &sm);
+        }
         c->last_loss = loss;
-        c->last_ema = sm;
         c->last_step = r->step;
     } else if (m->kind == VIEW_MSG_EVAL) {
         const EvalRecord *e = m->eval;
@@ -115,28 +131,35 @@ static int curves_key(View *v, int key) {
         c->logscale = !c->logscale;
         return 1;
     }
+    if (key == 'm') {
+        c->smooth = (c->smooth + 1) % N_SMOOTH;
+        return 1;
+    }
     return 0;
 }
 
 static void curves_title(const View *v, char *buf, size_t n) {
     const CurvesView *c = v->self;
+    char sm[24];
+    snprintf(sm, sizeof sm, "ema %g", smooth_levels[c->smooth]);
     if (c->raw.total == 0) {
-        snprintf(buf, n, "Loss & accuracy");
+        snprintf(buf, n, "Loss & accuracy  %s", sm);
         return;
     }
     if (c->have_b) {
-        snprintf(buf, n, "Loss & accuracy  A vs B");
+        snprintf(buf, n, "Loss & accuracy  %s  A vs B", sm);
         return;
     }
     if (c->cur_have) {
-        snprintf(buf, n, "Loss & accuracy  epoch %d: train %.3g  test %.3g, %.2f%%", c->cur.epoch, c->cur.train_loss,
-                 c->cur.test_loss, 100.0 * c->cur.test_acc);
+        snprintf(buf, n, "Loss & accuracy  %s  epoch %d: train %.3g  test %.3g, %.2f%%", sm, c->cur.epoch,
+                 c->cur.train_loss, c->cur.test_loss, 100.0 * c->cur.test_acc);
         return;
     }
+    const double last_ema = c->e[c->smooth].value;
     if (isfinite(c->last_test_acc))
-        snprintf(buf, n, "Loss & accuracy  ema %.3g  test %.3g, %.2f%%", c->last_ema, c->last_test_loss,
+        snprintf(buf, n, "Loss & accuracy  %s %.3g  test %.3g, %.2f%%", sm, last_ema, c->last_test_loss,
                  100.0 * c->last_test_acc);
-    else snprintf(buf, n, "Loss & accuracy  train %.3g  ema %.3g", c->last_loss, c->last_ema);
+    else snprintf(buf, n, "Loss & accuracy  %s %.3g  train %.3g", sm, last_ema, c->last_loss);
 }
 
 /* Dot coordinates of (x, y) on the canvas; 0 if y is not finite or off a log axis. */
@@ -156,13 +179,8 @@ static void plot_line(Canvas *cv, const Series *s, int j, const Axis *ax, const 
             have = 0;
             continue;
         }
-        if (points) {
-            canvas_dot(cv, x, y, color);
-            canvas_dot(cv, x + 1, y, color);
-            canvas_dot(cv, x, y + 1, color);
-            canvas_dot(cv, x + 1, y + 1, color);
-        }
-        if (have && points >= 0) canvas_line(cv, px, py, x, y, color);
+        (void)points;
+        if (have) canvas_line(cv, px, py, x, y, color);
         else canvas_dot(cv, x, y, color);
         px = x;
         py = y;
@@ -170,35 +188,77 @@ static void plot_line(Canvas *cv, const Series *s, int j, const Axis *ax, const 
     }
 }
 
+/* One legend item at (r.y, x): drawn whole or not at all (then, once, "…" marks what is left out).
+ * Returns the cells used. */
+static int legend_item(WINDOW *w, Rect r, int x, int *cut, attr_t a, const char *s) {
+    const int n = utf8_cells(s), room = r.x + r.w - x;
+    if (!*cut && n <= room) return draw_text(w, r.y, x, room, a, s);
+    if (!*cut && room >= 1) draw_text(w, r.y, r.x + r.w - 1, 1, A_BOLD, MB_CUR_MAX > 1 ? "\u2026" : "~");
+    *cut = 1;
+    return 0;
+}
+
+/* The glyph of a test point: run (0 A, 1 B) x series (0 loss, 1 accuracy). */
+static const char *point_glyph(const Theme *t, int run, int acc) {
+    static const char *const u[2][2] = {{"\u25cf", "\u25cb"}, {"\u25a0", "\u25a1"}};
+    static const char *const a[2][2] = {{"A", "a"}, {"B", "b"}};
+    return t->utf8 ? u[run][acc] : a[run][acc];
+}
+
+/* Writes glyph g over the canvas cell of every point of column j of s (cells of the plot at py, px). */
+static void draw_points(WINDOW *w, int py, int px, const Canvas *cv, const Series *s, int j, const Axis *ax,
+                        const Axis *ay, attr_t attr, const char *g) {
+    const int n = series_count(s);
+    wattrset(w, attr);
+    for (int i = 0; i < n; i++) {
+        int x, y;
+        if (!to_dot(cv, ax, ay, series_x(s, i), series_y(s, i, j), &x, &y)) continue;
+        const int cx = x / 2, cy = y / 4;
+        if (cx < 0 || cy < 0 || cx >= cv->cw || cy >= cv->ch) continue;
+        mvwaddstr(w, py + cy, px + cx, g);
+    }
+    wattrset(w, A_NORMAL);
+}
+
 static void curves_draw(View *v, WINDOW *w, Rect r) {
     CurvesView *c = v->self;
     const Theme *t = v->ctx->theme;
     // legend
-    int x = r.x;
+    int x = r.x, cut = 0;
     if (c->have_b) {
         const ViewCtx *vc = v->ctx;
         char lab[96];
         snprintf(lab, sizeof lab, "%s A %s: ", t->utf8 ? "\u2501" : "-",
                  vc->slot_name[0][0] ? vc->slot_name[0] : "run A");
-        x += draw_text(w, r.y, x, r.x + r.w - x, t->role[TH_EMA], lab);
-        x += draw_text(w, r.y, x, r.x + r.w - x, t->role[TH_TEST], "loss ");
-        x += draw_text(w, r.y, x, r.x + r.w - x, t->role[TH_ACC], "acc%  ");
+        x += legend_item(w, r, x, &cut, t->role[TH_EMA], lab);
+        snprintf(lab, sizeof lab, "%s loss ", point_glyph(t, 0, 0));
+        x += legend_item(w, r, x, &cut, t->role[TH_TEST], lab);
+        snprintf(lab, sizeof lab, "%s acc%%  ", point_glyph(t, 0, 1));
+        x += legend_item(w, r, x, &cut, t->role[TH_ACC], lab);
         snprintf(lab, sizeof lab, "%s B %s: ", t->utf8 ? "\u2501" : "=",
                  vc->slot_name[1][0] ? vc->slot_name[1] : "run B");
-        x += draw_text(w, r.y, x, r.x + r.w - x, t->role[TH_B_EMA], lab);
-        x += draw_text(w, r.y, x, r.x + r.w - x, t->role[TH_B_TEST], "loss ");
-        x += draw_text(w, r.y, x, r.x + r.w - x, t->role[TH_B_ACC], "acc%  ");
+        x += legend_item(w, r, x, &cut, t->role[TH_B_EMA], lab);
+        snprintf(lab, sizeof lab, "%s loss ", point_glyph(t, 1, 0));
+        x += legend_item(w, r, x, &cut, t->role[TH_B_TEST], lab);
+        snprintf(lab, sizeof lab, "%s acc%%  ", point_glyph(t, 1, 1));
+        x += legend_item(w, r, x, &cut, t->role[TH_B_ACC], lab);
     } else {
-        x += draw_text(w, r.y, x, r.x + r.w - x, t->role[TH_DIM], "train ");
-        x += draw_text(w, r.y, x, r.x + r.w - x, t->role[TH_RAW], t->utf8 ? "\u2801raw " : ".raw ");
-        x += draw_text(w, r.y, x, r.x + r.w - x, t->role[TH_EMA], t->utf8 ? "\u2501ema  " : "-ema  ");
-        x += draw_text(w, r.y, x, r.x + r.w - x, t->role[TH_TEST], t->utf8 ? "\u25cf test loss  " : "o test loss  ");
-        x += draw_text(w, r.y, x, r.x + r.w - x, t->role[TH_ACC], t->utf8 ? "\u25cf test acc %  " : "o test acc %  ");
+        const int narrow = r.w < 50; /* 80 columns: the short legend, so every item shows */
+        if (!narrow) x += legend_item(w, r, x, &cut, t->role[TH_DIM], "train ");
+        x += legend_item(w, r, x, &cut, t->role[TH_RAW], t->utf8 ? "\u2801raw " : ".raw ");
+        x += legend_item(w, r, x, &cut, t->role[TH_EMA],
+                         t->utf8 ? (narrow ? "\u2501ema " : "\u2501ema  ") : (narrow ? "-ema " : "-ema  "));
+        char lab[48];
+        snprintf(lab, sizeof lab, narrow ? "%s loss " : "%s test loss  ", point_glyph(t, 0, 0));
+        x += legend_item(w, r, x, &cut, t->role[TH_TEST], lab);
+        snprintf(lab, sizeof lab, narrow ? "%s acc%% " : "%s test acc %%  ", point_glyph(t, 0, 1));
+        x += legend_item(w, r, x, &cut, t->role[TH_ACC], lab);
     }
-    draw_text(w, r.y, x, r.x + r.w - x, t->role[TH_DIM], c->logscale ? "[l] log" : "[l] linear");
+    legend_item(w, r, x, &cut, t->role[TH_DIM], c->logscale ? "[l] log" : r.w < 50 ? "[l] lin" : "[l] linear");
     if (r.h < 4) return;
     if (c->raw.total == 0) {
-        draw_text(w, r.y + r.h / 2, r.x + 2, r.w - 4, t->role[TH_DIM], "waiting for the first logged step...");
+        draw_wrapped(w, r.y + r.h / 2, r.x + 1, r.w - 2, r.h - r.h / 2, t->role[TH_DIM],
+                     "waiting for the first logged step...");
         return;
     }
     const int lw = 6, rw = 4;
@@ -207,7 +267,8 @@ static void curves_draw(View *v, WINDOW *w, Rect r) {
     if (canvas_resize(&c->cv, pw, ph)) return;
     // axes
     double lo, hi, xlo = 0, xhi = (double)c->last_step, tlo, thi;
-    if (c->have_b) series_minmax(&c->ema, 0, &lo, &hi); /* raw dots are not drawn when comparing */
+    const Series *ema = &c->ema[c->smooth], *ema_b = &c->ema_b[c->smooth];
+    if (c->have_b) series_minmax(ema, 0, &lo, &hi); /* raw dots are not drawn when comparing */
     else series_minmax(&c->raw, 0, &lo, &hi);
     if (series_minmax(&c->test, 0, &tlo, &thi)) {
         lo = fmin(lo, tlo);
@@ -216,7 +277,7 @@ static void curves_draw(View *v, WINDOW *w, Rect r) {
     const int n_test = series_count(&c->test);
     if (n_test) xhi = fmax(xhi, series_x(&c->test, n_test - 1));
     if (c->have_b) {
-        if (series_minmax(&c->ema_b, 0, &tlo, &thi)) {
+        if (series_minmax(ema_b, 0, &tlo, &thi)) {
             lo = fmin(lo, tlo);
             hi = fmax(hi, thi);
         }
@@ -265,11 +326,11 @@ static void curves_draw(View *v, WINDOW *w, Rect r) {
         if (to_dot(&c->cv, &ax, &ay, series_x(&c->raw, i), series_y(&c->raw, i, 0), &dx, &dy))
             canvas_dot(&c->cv, dx, dy, C_RAW);
     }
-    plot_line(&c->cv, &c->ema, 0, &ax, &ay, C_EMA, 0);
+    plot_line(&c->cv, ema, 0, &ax, &ay, C_EMA, 0);
     if (have_acc) plot_line(&c->cv, &c->test, 1, &ax, &aa, C_ACC, 1);
     plot_line(&c->cv, &c->test, 0, &ax, &ay, C_TEST, 1);
     if (c->have_b) {
-        plot_line(&c->cv, &c->ema_b, 0, &ax, &ay, C_B_EMA, 0);
+        plot_line(&c->cv, ema_b, 0, &ax, &ay, C_B_EMA, 0);
         if (have_acc) plot_line(&c->cv, &c->test_b, 1, &ax, &aa, C_B_ACC, 1);
         plot_line(&c->cv, &c->test_b, 0, &ax, &ay, C_B_TEST, 1);
     }
@@ -277,6 +338,13 @@ static void curves_draw(View *v, WINDOW *w, Rect r) {
     draw_yaxis(w, py, r.x, lw, ph, &ay, t, 0);
     if (have_acc) draw_yaxis(w, py, px + pw + 1, rw, ph, &aa, t, 1);
     draw_canvas(w, py, px, &c->cv, t, curve_roles);
+    /* test points as glyphs over the lines: accuracy first, loss on top */
+    if (have_acc) draw_points(w, py, px, &c->cv, &c->test, 1, &ax, &aa, t->role[TH_ACC], point_glyph(t, 0, 1));
+    draw_points(w, py, px, &c->cv, &c->test, 0, &ax, &ay, t->role[TH_TEST], point_glyph(t, 0, 0));
+    if (c->have_b) {
+        if (have_acc) draw_points(w, py, px, &c->cv, &c->test_b, 1, &ax, &aa, t->role[TH_B_ACC], point_glyph(t, 1, 1));
+        draw_points(w, py, px, &c->cv, &c->test_b, 0, &ax, &ay, t->role[TH_B_TEST], point_glyph(t, 1, 0));
+    }
     draw_xaxis(w, py + ph, px, pw, &ax, t);
 }
 

@@ -81,8 +81,8 @@ static void heatmap_draw(View *v, WINDOW *w, Rect r) {
     const ViewCtx *c = v->ctx;
     const Theme *t = c->theme;
     if (!h->have) {
-        draw_text(w, r.y + r.h / 2, r.x + 1, r.w - 2, t->role[TH_DIM],
-                  "waiting for the first evaluation (end of epoch 1, or `eval`)");
+        draw_wrapped(w, r.y + (r.h > 3 ? r.h / 2 - 1 : 0), r.x + 1, r.w - 2, r.h, t->role[TH_DIM],
+                     "waiting for the first evaluation (end of epoch 1, or `eval`)");
         return;
     }
     /* label width from the class names, cell width from what is left */
@@ -98,7 +98,8 @@ static void heatmap_draw(View *v, WINDOW *w, Rect r) {
     int shown_e = h->E;
     if (cw < 2) {
         cw = 2;
-        shown_e = (r.w - lw - 1) / 2;
+        shown_e = (r.w - lw - 1 - 4) / 2; /* room for "+N▸" */
+        if (shown_e < 1) shown_e = 1;
     }
     const int x0 = r.x + lw + 1;
     // header: expert numbers
@@ -107,7 +108,11 @@ static void heatmap_draw(View *v, WINDOW *w, Rect r) {
         snprintf(lab, sizeof lab, cw >= 3 ? "e%d" : "%d", e);
         draw_text(w, r.y, x0 + e * cw + (cw - (int)strlen(lab)), cw, t->role[TH_AXIS], lab);
     }
-    if (shown_e < h->E) draw_text(w, r.y, x0 + shown_e * cw, r.x + r.w - x0 - shown_e * cw, t->role[TH_DIM], "+");
+    if (shown_e < h->E) {
+        char lab[24];
+        snprintf(lab, sizeof lab, "+%d%s", h->E - shown_e, t->utf8 ? "\u25b8" : ">");
+        draw_text(w, r.y, x0 + shown_e * cw, r.x + r.w - x0 - shown_e * cw, t->role[TH_WARN] | A_BOLD, lab);
+    }
     /* class rows first: the legend shrinks to one row, or none, before classes are cut */
     const int avail = r.h - 1;
     const int legend_rows = avail >= h->K + 2 ? 2 : avail >= h->K + 1 ? 1 : r.h >= 8 ? 1 : 0;
@@ -125,6 +130,35 @@ static void heatmap_draw(View *v, WINDOW *w, Rect r) {
             char txt[8];
             snprintf(txt, sizeof txt, "%d", (int)lround(100.0 * p));
             draw_heat_cell(w, y, x0 + e * cw, cw - (cw > 2), heat_bin(p, 0.0, 1.0, nbins), cw >= 4 ? txt : NULL, t);
+        }
+    }
+    { /* what is hidden, in the bottom border: classes below / above, experts to the right; the
+       * words go first when the panel is too narrow for them */
+        const int below = h->K - h->scroll - rows, right = h->E - shown_e;
+        const char *up = t->utf8 ? "\u25b4" : "^", *dn = t->utf8 ? "\u25be" : "v", *rt = t->utf8 ? "\u25b8" : ">";
+        for (int form = 0; form < 3; form++) {
+            char more[96] = "";
+            size_t n = 0;
+            if (h->scroll > 0)
+                n += (size_t)snprintf(more + n, sizeof more - n, form < 2 ? "%d above %s " : "%d%s ", h->scroll, up);
+            if (below > 0)
+                n += (size_t)snprintf(more + n, sizeof more - n,
+                                      form == 0   ? "+%d classes %s "
+                                      : form == 1 ? "+%d cls %s "
+                                                  : "+%d%s ",
+                                      below, dn);
+            if (right > 0)
+                n += (size_t)snprintf(more + n, sizeof more - n,
+                                      form == 0   ? "+%d experts %s "
+                                      : form == 1 ? "+%d exp %s "
+                                                  : "+%d%s ",
+                                      right, rt);
+            if (!n) break;
+            more[n - 1] = 0;
+            if (utf8_cells(more) + 2 <= r.w || form == 2) {
+                draw_more(w, r, t, more);
+                break;
+            }
         }
     }
     if (rows < h->K) { /* which rows are shown, in the empty corner above the labels */
@@ -145,12 +179,21 @@ static void heatmap_draw(View *v, WINDOW *w, Rect r) {
     char buf[160];
     const int kmin = h->K < h->E ? h->K : h->E;
     if (legend_rows >= 2) {
-        snprintf(buf, sizeof buf, "I(class;expert) %.3f nats (max %.2f)  load H %.2f", h->mi, log((double)kmin),
-                 h->load_h);
-        draw_text(w, y + 1, r.x, r.w, A_BOLD, buf);
+        /* the longest form that fits, rather than a cut number */
+        const double mx = log((double)kmin);
+        for (int form = 0; form < 5; form++) {
+            if (form == 0)
+                snprintf(buf, sizeof buf, "I(class;expert) %.3f nats (max %.2f)  load H %.2f", h->mi, mx, h->load_h);
+            else if (form == 1) snprintf(buf, sizeof buf, "I(class;expert) %.3f nats  load H %.2f", h->mi, h->load_h);
+            else if (form == 2) snprintf(buf, sizeof buf, "I(class;expert) %.3f nats (max %.2f)", h->mi, mx);
+            else if (form == 3) snprintf(buf, sizeof buf, "I(class;expert) %.3f nats", h->mi);
+            else snprintf(buf, sizeof buf, "I(c;e) %.3f/%.2f", h->mi, mx);
+            if (utf8_cells(buf) <= r.w) break;
+        }
+        draw_text_cut(w, y + 1, r.x, r.w, A_BOLD, buf);
     } else {
         snprintf(buf, sizeof buf, "I(c;e) %.3f/%.2f", h->mi, log((double)kmin));
-        draw_text(w, y, x + 1, r.x + r.w - x - 1, A_BOLD, buf);
+        draw_text_cut(w, y, x + 1, r.x + r.w - x - 1, A_BOLD, buf);
     }
 }
 

@@ -85,7 +85,7 @@ static void help_build(void) {
 static const char *const browse_lines[] = {
     "Session list",
     "  Up/Down PgUp/PgDn Home/End  move     Enter  open the session",
-    "  m or space  mark (two marked: c compares them)   c  compare",
+    "  m or space  mark (2 to 8: c compares them)       c  compare",
     "  s / S     sort by the next column / reverse    /  filter (Esc clears)",
     "  r         rescan the folder                   q  quit",
     "",

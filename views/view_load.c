@@ -122,7 +122,8 @@ static void load_draw(View *v, WINDOW *w, Rect r) {
     const ViewCtx *c = v->ctx;
     const Theme *t = c->theme;
     if (!l->have) {
-        draw_text(w, r.y + r.h / 2, r.x + 1, r.w - 2, t->role[TH_DIM], "waiting for the first logged step...");
+        draw_wrapped(w, r.y + (r.h > 3 ? r.h / 2 - 1 : 0), r.x + 1, r.w - 2, r.h, t->role[TH_DIM],
+                     "waiting for the first logged step...");
         return;
     }
     const int lw = 4, bw = r.w * 2 / 5 < 11 ? 11 : r.w * 2 / 5 > 30 ? 30 : r.w * 2 / 5;
@@ -138,6 +139,16 @@ static void load_draw(View *v, WINDOW *w, Rect r) {
         x++;
     }
     x += draw_text(w, r.y, x, r.x + lw + hw - x, t->role[TH_DIM], " C");
+    if (rows < l->E) { /* hidden experts, in the bottom border */
+        char note[64];
+        const int below = l->E - l->scroll - rows;
+        int k = 0;
+        if (l->scroll > 0)
+            k += snprintf(note + k, sizeof note - (size_t)k, "%d above %s%s", l->scroll, t->utf8 ? "\u25b4" : "^",
+                          below > 0 ? " " : "");
+        if (below > 0) snprintf(note + k, sizeof note - (size_t)k, "+%d experts %s", below, t->utf8 ? "\u25be" : "v");
+        draw_more(w, r, t, note);
+    }
     if (rows < l->E) {
         char more[32];
         snprintf(more, sizeof more, "  e%d-%d/%d", l->scroll, l->scroll + rows - 1, l->E);

@@ -85,7 +85,13 @@ static void log_draw(View *v, WINDOW *w, Rect r) {
                          : ln->level == VIEW_LOG_CMD   ? TH_OVERRIDE
                          : ln->level == VIEW_LOG_EPOCH ? TH_GOOD
                                                        : TH_NORMAL;
-        draw_text(w, r.y + r.h - shown + i, r.x, r.w, t->role[role], ln->text);
+        draw_text_cut(w, r.y + r.h - shown + i, r.x, r.w, t->role[role], ln->text);
+    }
+    const int older = l->n - l->back - shown;
+    if (older > 0) {
+        char more[48];
+        snprintf(more, sizeof more, "+%d earlier %s", older, t->utf8 ? "\u25b4" : "^");
+        draw_more(w, r, t, more);
     }
 }
 

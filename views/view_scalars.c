@@ -143,10 +143,16 @@ static void scalars_draw(View *v, WINDOW *w, Rect r) {
         if (y < ymax) y++;
     }
     if (!s->have) {
-        if (y < ymax) draw_text(w, y, r.x + 1, r.w - 2, t->role[TH_DIM], "waiting for the first logged step...");
+        if (y < ymax)
+            draw_wrapped(w, y, r.x + 1, r.w - 2, ymax - y, t->role[TH_DIM], "waiting for the first logged step...");
         return;
     }
     const int lw = 9, vw = 12, sw = r.w - lw - vw - 1;
+    if (s->nrows > ymax - y) { /* rows that do not fit, in the bottom border */
+        char more[48];
+        snprintf(more, sizeof more, "+%d rows %s", s->nrows - (ymax - y), t->utf8 ? "\u25be" : "v");
+        draw_more(w, r, t, more);
+    }
     for (int i = 0; i < s->nrows && y < ymax; i++, y++) {
         const ScalarSpec *sp = &s->spec[i];
         char val[48];

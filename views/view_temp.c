@@ -22,8 +22,16 @@ typedef struct {
     float last_tau;
     int have;
     long anneal_step; /* step of the last anneal, -1 if none */
+    int logscale;     /* key `l`: log tau axis */
     Canvas cv;
 } TempView;
+
+static int temp_key(View *v, int key) {
+    TempView *tv = v->self;
+    if (key != 'l') return 0;
+    tv->logscale = !tv->logscale;
+    return 1;
+}
 
 static void temp_free(View *v) {
     TempView *tv = v->self;
@@ -85,29 +93,39 @@ static void temp_title(const View *v, char *buf, size_t n) {
     else snprintf(buf, n, "Temperature  %s %.3g  %s", tau, (double)now, tau_kind_name(tv->plan.base.kind));
 }
 
+/* One legend item at (r.y, x): drawn whole or not at all (then, once, "…" marks what is left out).
+ * Returns the cells used. */
+static int legend_item(WINDOW *w, Rect r, int x, int *cut, attr_t a, const char *s) {
+    const int n = utf8_cells(s), room = r.x + r.w - x;
+    if (!*cut && n <= room) return draw_text(w, r.y, x, room, a, s);
+    if (!*cut && room >= 1) draw_text(w, r.y, r.x + r.w - 1, 1, A_BOLD, MB_CUR_MAX > 1 ? "\u2026" : "~");
+    *cut = 1;
+    return 0;
+}
+
 static void temp_draw(View *v, WINDOW *w, Rect r) {
     TempView *tv = v->self;
     const ViewCtx *c = v->ctx;
     const Theme *t = c->theme;
     const TauPlan *p = &tv->plan;
     // legend (and the override, spelled out, so it shows without colour too)
-    int x = r.x;
-    x += draw_text(w, r.y, x, r.x + r.w - x, t->role[TH_PLAN], t->utf8 ? "\u2500 plan  " : "- plan  ");
-    x += draw_text(w, r.y, x, r.x + r.w - x, t->role[TH_USED], t->utf8 ? "\u2501 used  " : "= used  ");
-    if (c->browse)
-        x += draw_text(w, r.y, x, r.x + r.w - x, t->role[TH_NOW], t->utf8 ? "\u2502 cursor  " : "| cursor  ");
-    else x += draw_text(w, r.y, x, r.x + r.w - x, t->role[TH_NOW], t->utf8 ? "\u2502 now  " : "| now  ");
+    int x = r.x, cut = 0;
+    x += legend_item(w, r, x, &cut, t->role[TH_PLAN], t->utf8 ? "\u2508 plan  " : ": plan  ");
+    x += legend_item(w, r, x, &cut, t->role[TH_USED], t->utf8 ? "\u2501 used  " : "= used  ");
+    if (c->browse) x += legend_item(w, r, x, &cut, t->role[TH_NOW], t->utf8 ? "\u2502 cursor  " : "| cursor  ");
+    else x += legend_item(w, r, x, &cut, t->role[TH_NOW], t->utf8 ? "\u2502 now  " : "| now  ");
     if (p->has_override) {
         char ov[96];
         snprintf(ov, sizeof ov, "%s OVERRIDE %s=%.3g @%ld", t->utf8 ? "\u2504" : "--", t->utf8 ? "\u03c4" : "tau",
                  (double)p->override_tau, p->override_step);
-        x += draw_text(w, r.y, x, r.x + r.w - x, t->role[TH_OVERRIDE], ov);
+        x += legend_item(w, r, x, &cut, t->role[TH_OVERRIDE], ov);
     } else if (p->has_replacement) {
         char an[96];
         snprintf(an, sizeof an, "anneal %s %.3g%s%.3g @%ld", tau_kind_name(p->repl.kind), (double)p->repl.tau0,
                  t->utf8 ? "\u2192" : "->", (double)p->repl.tau1, p->repl.start);
-        x += draw_text(w, r.y, x, r.x + r.w - x, t->role[TH_WARN], an);
+        x += legend_item(w, r, x, &cut, t->role[TH_WARN], an);
     }
+    if (tv->logscale) legend_item(w, r, x, &cut, t->role[TH_DIM], "[l] log");
     const int lw = 6, pw = r.w - lw - 2, ph = r.h - 2;
     if (pw < 8 || ph < 1) return;
     if (canvas_resize(&tv->cv, pw, ph)) return;
@@ -136,7 +154,8 @@ static void temp_draw(View *v, WINDOW *w, Rect r) {
         lo = fmin(lo, ulo);
         hi = fmax(hi, uhi);
     }
-    axis_autoscale_zero(&ay, lo, hi, ph / 2 + 1 > 2 ? ph / 2 + 1 : 2);
+    if (tv->logscale && lo > 0) axis_autoscale_log(&ay, lo, hi, ph / 2 + 1 > 2 ? ph / 2 + 1 : 2);
+    else axis_autoscale_zero(&ay, lo, hi, ph / 2 + 1 > 2 ? ph / 2 + 1 : 2);
     const int dh = tv->cv.dh;
     // plan
     int px = -1, py = -1;
@@ -145,9 +164,12 @@ static void temp_draw(View *v, WINDOW *w, Rect r) {
             px = -1;
             continue;
         }
+        /* dotted: one dot in three columns, steps drawn as a dotted vertical run, so the plan reads
+         * apart from the solid line of the tau used without colour */
         const int y = dh - 1 - axis_map(&ay, plan[i], dh);
-        if (px >= 0) canvas_line(&tv->cv, px, py, i, y, T_PLAN);
-        else canvas_dot(&tv->cv, i, y, T_PLAN);
+        if (px >= 0 && abs(y - py) > 1)
+            for (int yy = (y < py ? y : py) + 1; yy < (y < py ? py : y); yy += 2) canvas_dot(&tv->cv, i, yy, T_PLAN);
+        if (i % 3 == 0 || (px >= 0 && y != py)) canvas_dot(&tv->cv, i, y, T_PLAN);
         px = i;
         py = y;
     }
@@ -184,4 +206,5 @@ const ViewClass view_temp_class = {
     .update = temp_update,
     .draw = temp_draw,
     .title = temp_title,
+    .on_key = temp_key,
 };

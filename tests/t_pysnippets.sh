@@ -1,0 +1,89 @@
+#!/usr/bin/env bash
+# t_pysnippets.sh — the README's Python blocks run as written: "Loading a checkpoint into PyTorch"
+# (Debian python3-torch + python3-h5py at /usr/bin/python3) rebuilds the model of checkpoints at
+# widths 0.25, 0.5 and 1 (moe, and a dense head) from config_json, loads /weights and /buffers and
+# must reproduce the test accuracy moelab recorded for that evaluation (within 2 of 1000 images:
+# float rounding can flip a near-tie); "Reading a session with h5py" runs on a finished session
+# (same accuracy) and on a session still in its first epoch (no evaluation yet). Skipped with a
+# message when the Python modules or Fashion-MNIST are missing.
+set -u
+BIN=${1:?usage: t_pysnippets.sh path/to/moelab}
+SRC=${MOELAB_SRC:-$(cd "$(dirname "$0")/.." && pwd)}
+PY=/usr/bin/python3
+FM=/usr/share/datasets/fashion-mnist
+T=$(mktemp -d)
+trainer=
+trap '[ -n "$trainer" ] && kill -CONT "$trainer" 2>/dev/null && kill "$trainer" 2>/dev/null; wait 2>/dev/null; rm -rf "$T"' EXIT
+pass=0; fail=0
+ok()  { echo "PASS  $*"; pass=$((pass + 1)); }
+bad() { echo "FAIL  $*"; fail=$((fail + 1)); }
+if ! [ -x "$PY" ] || ! "$PY" -c 'import h5py, numpy' 2>/dev/null; then
+  echo "SKIP  $PY with h5py and numpy is not installed (Debian: python3-h5py)"; exit 0
+fi
+have_torch=1; "$PY" -c 'import torch' 2>/dev/null || { have_torch=0; echo "SKIP  (PyTorch part) python3-torch is not installed"; }
+
+# the python block after a README heading
+block() { awk -v h="$1" 'index($0, h) == 1 {f = 1; next} f && /^```python/ {p = 1; next} p && /^```/ {exit} p' "$SRC/README.md"; }
+block "#### Reading a session with h5py" >"$T/read.py"
+block "#### Loading a checkpoint into PyTorch" >"$T/load.py"
+[ -s "$T/read.py" ] && ok "README h5py block found ($(wc -l <"$T/read.py") lines)" || bad "no h5py block in README"
+[ -s "$T/load.py" ] && ok "README PyTorch block found ($(wc -l <"$T/load.py") lines)" || bad "no PyTorch block in README"
+
+if [ -d "$FM" ]; then
+  # a 2048 / 1000 image subset of Fashion-MNIST as an IDX folder (the full set trains too long for ctest)
+  "$PY" - "$FM" "$T/fashion-mnist" <<'PYEOF' || bad "making the Fashion-MNIST subset"
+import gzip, os, sys
+src, dst = sys.argv[1:3]; os.makedirs(dst)
+for name, n in (("train-images-idx3-ubyte", 2048), ("train-labels-idx1-ubyte", 2048),
+                ("t10k-images-idx3-ubyte", 1000), ("t10k-labels-idx1-ubyte", 1000)):
+    p = os.path.join(src, name); b = (gzip.open(p + ".gz") if os.path.exists(p + ".gz") else open(p, "rb")).read()
+    hdr, per = (16, 784) if "images" in name else (8, 1)
+    open(os.path.join(dst, name), "wb").write(b[:4] + n.to_bytes(4, "big") + b[8:hdr] + b[hdr:hdr + n * per])
+PYEOF
+  i=0
+  for args in "--width 0.25" "--width 0.5" "--width 1" "--width 0.5 --head dense" "--width 0.25 --backbone std --bias-mode logits --k 1"; do
+    i=$((i + 1)); s="$T/s$i"
+    if ! "$BIN" train --headless --dataset "$T/fashion-mnist" --epochs 2 --hidden 32 --lr 0.1 --threads 1 --session "$s" $args >"$T/train$i.log" 2>&1; then
+      bad "train $args: $(tail -2 "$T/train$i.log")"; continue
+    fi
+    ck=$(ls "$s"/ckpt-*.h5 | sort -V | tail -1)
+    if [ "$have_torch" = 1 ]; then
+      out=$("$PY" "$T/load.py" "$ck" "$T/fashion-mnist" 2>&1)
+      read -r pt ml < <(sed -nE 's/^PyTorch test accuracy ([0-9.]+), moelab ([0-9.]+)$/\1 \2/p' <<<"$out")
+      if [ -n "${pt:-}" ] && awk -v a="$pt" -v b="$ml" 'BEGIN { d = a - b; if (d < 0) d = -d; exit !(d <= 0.0021 && b > 0.15) }'; then
+        ok "PyTorch loader, $args: $out"
+      else bad "PyTorch loader, $args: $out"; fi
+      # for the record: what loading /weights alone gives
+      sed 's/for g in ("weights", "buffers")/for g in ("weights",)/; /assert not unexpected/d' "$T/load.py" >"$T/load_nobuf.py"
+      out=$("$PY" "$T/load_nobuf.py" "$ck" "$T/fashion-mnist" 2>&1)
+      [ "$i" = 1 ] && echo "note  without /buffers: $out"
+    fi
+    if [ "$i" = 1 ]; then
+      out=$("$PY" "$T/read.py" "$s/live.h5" 2>&1); rc=$?
+      acc=$("$PY" -c "import h5py,sys; print(f\"{h5py.File(sys.argv[1])['evals/test_acc'][-1]:.4f}\")" "$s/live.h5")
+      if [ $rc = 0 ] && grep -q "epoch 2: test accuracy $acc (a fraction)" <<<"$out" && [ "$(grep -c ' 0\.[0-9][0-9] ' <<<"$out")" -ge 10 ]; then
+        ok "h5py block on a finished session: epoch 2, accuracy $acc, 10 class rows"
+      else bad "h5py block on a finished session (rc $rc, want accuracy $acc): $out"; fi
+    fi
+  done
+else
+  echo "SKIP  (checkpoint part) $FM is missing (Debian: dataset-fashion-mnist)"
+fi
+
+# the h5py block before the first evaluation: a run with a long first epoch, read while it trains
+"$BIN" train --headless --dataset synthetic:32x32x3:10:30000 --epochs 1 --threads 1 --log-every 1 --session "$T/live" >"$T/live.log" 2>&1 &
+trainer=$!
+got=
+for _ in $(seq 1 600); do
+  if [ -f "$T/live/live.h5" ] && out=$("$PY" "$T/read.py" "$T/live/live.h5" 2>&1) && grep -q '^step ' <<<"$out"; then got=1; break; fi
+  kill -0 "$trainer" 2>/dev/null || break
+  sleep 0.2
+done
+kill -STOP "$trainer" 2>/dev/null
+if [ -n "$got" ] && grep -q "no evaluation yet" <<<"$out"; then ok "h5py block while the first epoch trains: $(tr '\n' ' ' <<<"$out")"
+elif [ -n "$got" ]; then bad "the run evaluated before the h5py block could read it (machine too fast?): $out"
+else bad "h5py block never read the running session: ${out:-}"; fi
+kill -CONT "$trainer" 2>/dev/null; kill "$trainer" 2>/dev/null; wait "$trainer" 2>/dev/null; trainer=
+
+echo "t_pysnippets: $pass passed, $fail failed"
+[ "$fail" = 0 ]

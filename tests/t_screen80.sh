@@ -1,0 +1,106 @@
+#!/usr/bin/env bash
+# t_screen80.sh — 80x24 is complete, driven through tmux: on the live screen and in the browser
+# every panel that hides rows or columns says so ("+N classes", "+N experts", "+N rows", earlier
+# log lines), no panel title or log line ends in a cut number (titles cut at a word with "…";
+# "C=128" stays whole or goes whole), "waiting for the first evaluation" is shown whole, the zoom
+# key shows the heatmap whole (all 10 classes, no hidden-rows note); the curves' `m` key cycles the
+# EMA smoothing shown in the title (0.9 -> 0.99 -> 0 -> 0.6); under NO_COLOR test loss and test
+# accuracy have distinct glyphs (● / ○) in the legend and in the plot; the browser list keeps the
+# start of a long session name. Every wait polls capture-pane with a timeout.
+set -u
+BIN=${1:?usage: t_screen80.sh path/to/moelab}
+if ! command -v tmux >/dev/null 2>&1; then echo "SKIP: tmux is not installed"; exit 0; fi
+BIN=$(cd "$(dirname "$BIN")" && pwd)/$(basename "$BIN")
+T=$(mktemp -d)
+TM=(tmux -u -L moelab80-$$ -f /dev/null)
+S=s80
+cleanup() { "${TM[@]}" kill-server >/dev/null 2>&1; rm -rf "$T"; }
+trap cleanup EXIT
+"${TM[@]}" new-session -d -s keepalive "sleep 100000" >/dev/null 2>&1
+pass=0; fail=0
+ok()  { echo "PASS  $*"; pass=$((pass + 1)); }
+bad() { echo "FAIL  $*"; fail=$((fail + 1)); }
+check() { local what=$1; shift; if "$@"; then ok "$what"; else bad "$what"; fi; }
+cap() { "${TM[@]}" capture-pane -p -t "$S" 2>/dev/null; }
+keys() { "${TM[@]}" send-keys -t "$S" "$@"; }
+wait_for() { # wait_for REGEX [SECONDS]
+  local pat=$1 limit=${2:-10} i
+  for ((i = 0; i < limit * 10; i++)); do cap | grep -Eq -- "$pat" && return 0; sleep 0.1; done
+  return 1
+}
+start() { # start ENV COMMAND...
+  local envs=$1; shift
+  "${TM[@]}" kill-session -t "$S" >/dev/null 2>&1
+  "${TM[@]}" new-session -d -x 80 -y 24 -s "$S" "cd '$T' && env LANG=C.UTF-8 LC_ALL=C.UTF-8 TERM=screen-256color $envs $*; sleep 1000"
+}
+# no title (a frame's top line) and no log line ends in a digit cut by the frame
+no_cut_numbers() {
+  local out; out=$(cap)
+  ! grep -E '^[┌└]' <<<"$out" | grep -Eq '[0-9.]─' &&
+    ! grep -E '^│(epoch|\[step)' <<<"$out" | grep -Eq '[0-9.]│$'
+}
+# C=128: E 8, k 2, B 128, cf 4 (C = ceil(cf k B / E) = 128); 10 classes, a slow enough first epoch
+RUN="train --dataset synthetic:16x16x3:10:12800 --width 0.25 --batch 128 --experts 8 --k 2 --hidden 16 --cf 4 --epochs 40 --threads 1"
+
+# ---- live screen
+start "" "$BIN" $RUN --session live
+check "live: the first evaluation is awaited" wait_for 'evaluation \(end of' 20
+cap >"$T/wait.txt"
+check "live: 'waiting for the first evaluation (end of epoch 1, or \`eval\`)' is shown whole (wrapped)" \
+  bash -c "grep -Eq '│ waiting for the first +│' '$T/wait.txt' && grep -Eq '│ evaluation \(end of +│' '$T/wait.txt' && grep -Eq '│ epoch 1, or .eval.\) +│' '$T/wait.txt'"
+check "live: the first evaluation arrives" wait_for 'Class x expert.* epoch|\+[0-9]+ classes' 60
+sleep 1
+out=$(cap)
+echo "$out" >"$T/live.txt"
+check "live: the class x expert panel says it hides classes (+N classes)" grep -Eq '\+[0-9]+ (classes|cls)' "$T/live.txt"
+check "live: the expert load panel says it hides experts (+4 experts)" grep -Eq '\+4 experts' "$T/live.txt"
+check "live: the routing panel says it hides rows (+N rows)" grep -Eq '\+[0-9]+ rows' "$T/live.txt"
+check "live: C=128 is never cut to C=12" bash -c "! grep -Eq 'C=12([^8]|$)' '$T/live.txt'"
+check "live: no title or log line ends in a cut number" no_cut_numbers
+check "live: cut titles end with …" grep -q '…' "$T/live.txt"
+# smoothing
+check "curves: the title shows ema 0.9 (default)" wait_for 'Loss & accuracy  ema 0.9 ' 3
+keys m; check "curves: m -> ema 0.99" wait_for 'Loss & accuracy  ema 0.99 ' 3
+keys m; check "curves: m -> ema 0 (raw)" wait_for 'Loss & accuracy  ema 0 ' 3
+keys m; check "curves: m -> ema 0.6" wait_for 'Loss & accuracy  ema 0.6 ' 3
+# zoom: the heatmap whole
+keys Tab; sleep 0.2
+for i in 1 2 3 4 5; do cap | grep -q '> Class x expert' && break; keys Tab; sleep 0.2; done
+keys z
+check "zoom: the heatmap shows all 10 classes" wait_for 'class9' 3
+check "zoom: and no hidden-rows note" bash -c "! ${TM[*]} capture-pane -p -t $S | grep -Eq '\+[0-9]+ (classes|cls)'"
+keys z
+keys q; sleep 0.3; keys y
+sleep 1
+
+# ---- NO_COLOR: distinct glyphs for test loss and test accuracy
+start "NO_COLOR=1" "$BIN" train --dataset synthetic:16x16x3:4:2048 --width 0.25 --batch 32 --experts 4 --hidden 16 --epochs 30 --threads 1 --no-session
+check "NO_COLOR: legend ● loss and ○ acc% (the short legend at 80 columns)" wait_for '● loss +○ acc%' 20
+wait_for 'epoch  *4/30' 30 >/dev/null
+plot=$(cap | sed -n 5,9p)
+check "NO_COLOR: both glyphs in the plot" bash -c "grep -q '●' <<<'$plot' && grep -q '○' <<<'$plot'"
+check "NO_COLOR: no colour codes" bash -c "! ${TM[*]} capture-pane -p -e -t $S | grep -Eq $'\e\\\\[([0-9;]*;)?3[0-7]m'"
+keys q; sleep 0.3; keys y
+
+# ---- browser at 80x24
+mkdir -p "$T/b"
+"$BIN" train --headless --dataset synthetic:16x16x3:10:2048 --width 0.25 --batch 32 --experts 8 --hidden 16 --epochs 2 --threads 1 \
+  --session "$T/b/a-very-long-session-name-that-does-not-fit-the-column-END" >/dev/null 2>&1
+start "" "$BIN" browse b
+check "browser list: a long name keeps its start (and its end)" wait_for '^ *a-very-lo.*….*END ' 10
+check "browser list: not cut from the left" bash -c "! ${TM[*]} capture-pane -p -t $S | grep -Eq '^ *\.\.'"
+check "browser list: the columns that do not fit are named (+dataset,... ▸)" wait_for '\+dataset.* ▸' 3
+keys Enter
+check "browser session: opens at 80x24" wait_for 'cursor: epoch 2/2' 10
+sleep 0.5
+cap >"$T/browse.txt"
+check "browser session: the class x expert panel says it hides classes" grep -Eq '\+[0-9]+ (classes|cls)' "$T/browse.txt"
+check "browser session: the expert load panel says it hides experts" grep -Eq '\+[0-9]+ experts' "$T/browse.txt"
+check "browser session: the routing panel says it hides rows" grep -Eq '\+[0-9]+ rows' "$T/browse.txt"
+check "browser session: no title or log line ends in a cut number" no_cut_numbers
+keys m
+check "browser session: m cycles the smoothing" wait_for 'Loss & accuracy  ema 0.99' 3
+keys q
+
+echo "t_screen80: $pass passed, $fail failed"
+[ "$fail" = 0 ]
