@@ -174,6 +174,10 @@ static const OptSpec opts[] = {
     {"steps", "N", G_BENCH, "timed steps per measurement", I32(steps, 1, 1000000)},
     {"repeat", "R", G_BENCH, "measurements per head, median reported", I32(repeat, 1, 1000)},
     {"heads", "LIST", G_BENCH, "comma list of heads to time", STR(heads)},
+    {"profile", NULL, G_BENCH, "per-layer forward/backward time table (ms per step, % of step, GEMM vs other)",
+     FLAG(profile, 1), .dflt = ""},
+    {"scaling", NULL, G_BENCH, "also time each head with 1 thread and print the speed-up of --threads",
+     FLAG(scaling, 1), .dflt = ""},
 
     {"help", NULL, G_END, "this text", FN(set_help), .dflt = ""},
 };

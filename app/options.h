@@ -16,6 +16,8 @@ typedef struct {
     int steps;                   /* bench: timed steps */
     int repeat;                  /* bench: repetitions (median reported) */
     char heads[64];              /* bench: comma list of heads */
+    int profile;                 /* bench: --profile, the per-layer time table */
+    int scaling;                 /* bench: --scaling, also time 1 thread and print the speed-up */
     char commands[APP_PATH_MAX]; /* --commands FILE */
     int coarse;                  /* --labels coarse */
     char session[APP_PATH_MAX];  /* --session DIR ("" = sessions/<dataset>-<head>-<time>) */

@@ -77,16 +77,16 @@ void conv3x3_forward(float *out, float *col, const float *inp, const float *w, i
                      int stride) {
     const int N = B * conv_out_size(H, stride) * conv_out_size(W, stride);
     im2col3x3(col, inp, B, C, H, W, stride);
-    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, OC, N, C * 9, 1.0f, w, C * 9, col, N, 0.0f, out, N);
+    ML_SGEMM(CblasRowMajor, CblasNoTrans, CblasNoTrans, OC, N, C * 9, 1.0f, w, C * 9, col, N, 0.0f, out, N);
 }
 
 void conv3x3_backward(float *dinp, float *dw, float *dcol, const float *dout, const float *col, const float *w, int B,
                       int C, int H, int W, int OC, int stride) {
     const int N = B * conv_out_size(H, stride) * conv_out_size(W, stride);
     const int K = C * 9;
-    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, OC, K, N, 1.0f, dout, N, col, N, 1.0f, dw, K);
+    ML_SGEMM(CblasRowMajor, CblasNoTrans, CblasTrans, OC, K, N, 1.0f, dout, N, col, N, 1.0f, dw, K);
     if (!dinp) return;
-    cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, K, N, OC, 1.0f, w, K, dout, N, 0.0f, dcol, N);
+    ML_SGEMM(CblasRowMajor, CblasTrans, CblasNoTrans, K, N, OC, 1.0f, w, K, dout, N, 0.0f, dcol, N);
     col2im3x3(dinp, dcol, B, C, H, W, stride);
 }
 
@@ -298,11 +298,11 @@ void dwconv3x3_backward(float *dinp, float *dw, const float *dout, const float *
 /* ---------------------------------------------------------------- pointwise 1x1 */
 
 void pwconv_forward(float *out, const float *inp, const float *w, int N, int C, int OC) {
-    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, OC, N, C, 1.0f, w, C, inp, N, 0.0f, out, N);
+    ML_SGEMM(CblasRowMajor, CblasNoTrans, CblasNoTrans, OC, N, C, 1.0f, w, C, inp, N, 0.0f, out, N);
 }
 
 void pwconv_backward(float *dinp, float *dw, const float *dout, const float *inp, const float *w, int N, int C,
                      int OC) {
-    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, OC, C, N, 1.0f, dout, N, inp, N, 1.0f, dw, C);
-    if (dinp) cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, C, N, OC, 1.0f, w, C, dout, N, 0.0f, dinp, N);
+    ML_SGEMM(CblasRowMajor, CblasNoTrans, CblasTrans, OC, C, N, 1.0f, dout, N, inp, N, 1.0f, dw, C);
+    if (dinp) ML_SGEMM(CblasRowMajor, CblasTrans, CblasNoTrans, C, N, OC, 1.0f, w, C, dout, N, 0.0f, dinp, N);
 }

@@ -297,15 +297,21 @@ void model_init_params(Model *m, Rng *rng) {
 #define BUFP(i) (m->buf + m->bufs[i].off)
 #define A(off) (m->act + (off))
 
-/* stage timing for --profile: PROF(slot) closes the stage that began at the previous mark */
-#define PROF_BEGIN double prof_t = m->profile ? ml_now() : 0.0
-#define PROF(arr, slot)                  \
-    do {                                 \
-        if (m->profile) {                \
-            double t_ = ml_now();        \
-            m->arr[slot] += t_ - prof_t; \
-            prof_t = t_;                 \
-        }                                \
+/* stage timing for --profile: PROF(slot) closes the stage that began at the previous mark; the
+ * time spent inside ML_SGEMM during the stage goes to the matching _gemm array as well */
+#define PROF_BEGIN                                      \
+    double prof_t = m->profile ? ml_now() : 0.0;        \
+    double prof_g = m->profile ? ml_gemm_seconds : 0.0; \
+    if (m->profile) ml_gemm_timing = 1
+#define PROF(arr, slot)                                 \
+    do {                                                \
+        if (m->profile) {                               \
+            double t_ = ml_now(), g_ = ml_gemm_seconds; \
+            m->arr[slot] += t_ - prof_t;                \
+            m->arr##_gemm[slot] += g_ - prof_g;         \
+            prof_t = t_;                                \
+            prof_g = g_;                                \
+        }                                               \
     } while (0)
 
 const float *model_forward(Model *m, int B, int training, float tau, Rng *rng) {
