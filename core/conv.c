@@ -90,6 +90,98 @@ void conv3x3_backward(float *dinp, float *dw, float *dcol, const float *dout, co
     col2im3x3(dinp, dcol, B, C, H, W, stride);
 }
 
+/* ---------------------------------------------------------------- direct 3x3, stride 1, few channels */
+
+/* 8 floats: a GCC/clang vector extension (one AVX2 register; split by the compiler on narrower
+ * targets). Loaded through memcpy (unaligned), never passed to or returned from a function. */
+typedef float v8f __attribute__((vector_size(32)));
+#define V8_LOAD(v, p) memcpy(&(v), (p), sizeof(v8f))
+#define VW 8
+
+#define DIRECT_MAX_C 4
+#define DIRECT_MAX_W 256
+
+/* Stores the first n (1..VW) lanes of v at d. */
+static inline __attribute__((always_inline)) void v8_store_n(float *d, v8f v, int n) {
+    if (n == VW) memcpy(d, &v, sizeof v);
+    else
+        for (int i = 0; i < n; i++) d[i] = v[i];
+}
+
+/* One output row of 2 output channels over up to 4 chunks of VW columns: 8 accumulators, per tap
+ * 2 broadcast weights and 4 row loads. K = C * 9 is a literal in each instance. */
+static inline __attribute__((always_inline)) void direct_row2(float *d0, float *d1, const float *rows, int RW,
+                                                              const float *w0, const float *w1, int j0, int nj, int W,
+                                                              const int K) {
+    v8f a00 = {0}, a01 = {0}, a02 = {0}, a03 = {0}, a10 = {0}, a11 = {0}, a12 = {0}, a13 = {0};
+    for (int t = 0; t < K; t++) {
+        const float *r = rows + (t / 3) * RW + t % 3 + VW * j0;
+        v8f x0, x1, x2, x3;
+        V8_LOAD(x0, r);
+        V8_LOAD(x1, r + VW);
+        V8_LOAD(x2, r + 2 * VW);
+        V8_LOAD(x3, r + 3 * VW);
+        const float u = w0[t], v = w1[t];
+        a00 += u * x0;
+        a01 += u * x1;
+        a02 += u * x2;
+        a03 += u * x3;
+        a10 += v * x0;
+        a11 += v * x1;
+        a12 += v * x2;
+        a13 += v * x3;
+    }
+    const v8f r0[4] = {a00, a01, a02, a03}, r1[4] = {a10, a11, a12, a13};
+    for (int q = 0; q < nj; q++) {
+        const int c0 = VW * (j0 + q), n = W - c0 < VW ? W - c0 : VW;
+        v8_store_n(d0 + c0, r0[q], n);
+        v8_store_n(d1 + c0, r1[q], n);
+    }
+}
+
+static inline __attribute__((always_inline)) void direct_rows(float *out, const float *rows, int RW, const float *w,
+                                                              int OC, int W, long os, const int K) {
+    const int nch = (W + VW - 1) / VW;
+    for (int j0 = 0; j0 < nch; j0 += 4) {
+        const int nj = nch - j0 < 4 ? nch - j0 : 4;
+        for (int o = 0; o < OC; o += 2) {
+            const int o1 = o + 1 < OC ? o + 1 : o; /* odd OC: the last channel twice, stored once */
+            direct_row2(out + o * os, out + o1 * os, rows, RW, w + (long)o * K, w + (long)o1 * K, j0, nj, W, K);
+        }
+    }
+}
+
+void conv3x3s1_direct_forward(float *out, const float *inp, const float *w, int B, int C, int H, int W, int OC) {
+    ML_ASSERT(C >= 1 && C <= DIRECT_MAX_C && W <= DIRECT_MAX_W);
+    /* padded rows: column -1 at index 0, then W columns, then zeros up to 4 whole chunks past W */
+    const int RW = ((W + VW - 1) / VW + 4) * VW;
+    const long HW = (long)H * W, os = (long)B * H * W;
+#pragma omp parallel
+    {
+        float rows[DIRECT_MAX_C * 3 * (DIRECT_MAX_W + 5 * VW)];
+#pragma omp for collapse(2) schedule(static)
+        for (int b = 0; b < B; b++) {
+            for (int oy = 0; oy < H; oy++) {
+                for (int c = 0; c < C; c++)
+                    for (int ky = 0; ky < 3; ky++) {
+                        float *r = rows + (c * 3 + ky) * RW;
+                        const int iy = oy - 1 + ky;
+                        memset(r, 0, sizeof(float) * RW);
+                        if (iy >= 0 && iy < H)
+                            memcpy(r + 1, inp + ((long)c * B + b) * HW + (long)iy * W, sizeof(float) * W);
+                    }
+                float *dst = out + (long)b * HW + (long)oy * W;
+                switch (C) {
+                case 1: direct_rows(dst, rows, RW, w, OC, W, os, 9); break;
+                case 2: direct_rows(dst, rows, RW, w, OC, W, os, 18); break;
+                case 3: direct_rows(dst, rows, RW, w, OC, W, os, 27); break;
+                default: direct_rows(dst, rows, RW, w, OC, W, os, 36); break;
+                }
+            }
+        }
+    }
+}
+
 /* ---------------------------------------------------------------- depthwise 3x3 */
 
 /* The plane kernels are force-inlined with a literal stride so that the compiler specialises
@@ -169,12 +261,71 @@ dw2_plane_forward(float *o, const float *plane, const float *wc, const int H, co
     }
 }
 
+/* The input gradient of one input row of a stride-2 plane, written whole: even column 2j is
+ * sum_p w1_p d_p[j], odd column 2j+1 is sum_p (w0_p d_p[j+1] + w2_p d_p[j]) over the row's np
+ * (output row, ky) pairs, accumulated in registers in the order of the earlier per-pair passes
+ * (pair by pair, the w0 term before the w2 term), so the values are unchanged. */
+static inline __attribute__((always_inline)) void dw2_row_dinp(float *restrict dr, const float *d, const float *wc,
+                                                               const int *oys, const int *kys, int np, const int W,
+                                                               const int Wo) {
+    const int half = W / 2;
+    if (np == 2) {
+        const float *d0 = d + (long)oys[0] * Wo, *d1 = d + (long)oys[1] * Wo;
+        const float *w0 = wc + kys[0] * 3, *w1 = wc + kys[1] * 3;
+        const int jn = half < Wo - 1 ? half : Wo - 1; /* columns j with j + 1 < Wo */
+        for (int j = 0; j < jn; j++) {
+            float e = 0.0f, o = 0.0f;
+            e += w0[1] * d0[j];
+            o += w0[0] * d0[j + 1];
+            o += w0[2] * d0[j];
+            e += w1[1] * d1[j];
+            o += w1[0] * d1[j + 1];
+            o += w1[2] * d1[j];
+            dr[2 * j] = e;
+            dr[2 * j + 1] = o;
+        }
+        for (int j = jn; j < Wo; j++) {
+            float e = 0.0f, o = 0.0f;
+            e += w0[1] * d0[j];
+            if (j + 1 < Wo) o += w0[0] * d0[j + 1];
+            o += w0[2] * d0[j];
+            e += w1[1] * d1[j];
+            if (j + 1 < Wo) o += w1[0] * d1[j + 1];
+            o += w1[2] * d1[j];
+            dr[2 * j] = e;
+            if (j < half) dr[2 * j + 1] = o;
+        }
+    } else if (np == 1) {
+        const float *d0 = d + (long)oys[0] * Wo;
+        const float *w0 = wc + kys[0] * 3;
+        const int jn = half < Wo - 1 ? half : Wo - 1;
+        for (int j = 0; j < jn; j++) {
+            float e = 0.0f, o = 0.0f;
+            e += w0[1] * d0[j];
+            o += w0[0] * d0[j + 1];
+            o += w0[2] * d0[j];
+            dr[2 * j] = e;
+            dr[2 * j + 1] = o;
+        }
+        for (int j = jn; j < Wo; j++) {
+            float e = 0.0f, o = 0.0f;
+            e += w0[1] * d0[j];
+            if (j + 1 < Wo) o += w0[0] * d0[j + 1];
+            o += w0[2] * d0[j];
+            dr[2 * j] = e;
+            if (j < half) dr[2 * j + 1] = o;
+        }
+    } else {
+        for (int i = 0; i < W; i++) dr[i] = 0.0f;
+    }
+}
+
 /* Visits every input row once: its (output row, ky) pairs accumulate the weight gradient into
  * acc (9, Wo) and the input gradient of the row, which is then written whole (no memset). */
 static inline __attribute__((always_inline)) void dw2_plane_backward(float *di, float *acc, const float *plane,
                                                                      const float *d, const float *wc, const int H,
                                                                      const int W, const int Ho, const int Wo) {
-    float E[DW_MAX_W + 1], O[DW_MAX_W + 2], dE[DW_MAX_W + 1], dO[DW_MAX_W + 2];
+    float E[DW_MAX_W + 1], O[DW_MAX_W + 2];
     for (int iy = 0; iy < H; iy++) {
         int oys[2], kys[2], np = 0;
         if (iy % 2 == 0) {
@@ -193,10 +344,6 @@ static inline __attribute__((always_inline)) void dw2_plane_backward(float *di, 
             }
         }
         deinterleave_row(E, O, plane + (long)iy * W, W, Wo);
-        if (di) {
-            memset(dE, 0, sizeof(float) * Wo);
-            memset(dO, 0, sizeof(float) * (Wo + 1));
-        }
         for (int p = 0; p < np; p++) {
             const float *drow = d + (long)oys[p] * Wo;
             const int ky = kys[p];
@@ -206,20 +353,8 @@ static inline __attribute__((always_inline)) void dw2_plane_backward(float *di, 
                 a1[ox] += drow[ox] * E[ox];
                 a2[ox] += drow[ox] * O[ox + 1];
             }
-            if (di) {
-                const float w0 = wc[ky * 3], w1 = wc[ky * 3 + 1], w2 = wc[ky * 3 + 2];
-                for (int ox = 0; ox < Wo; ox++) {
-                    dO[ox] += w0 * drow[ox];
-                    dE[ox] += w1 * drow[ox];
-                }
-                for (int ox = 0; ox < Wo; ox++) dO[ox + 1] += w2 * drow[ox];
-            }
         }
-        if (di) {
-            float *restrict dr = di + (long)iy * W;
-            for (int j = 0; j < Wo; j++) dr[2 * j] = dE[j];
-            for (int j = 0; j < W / 2; j++) dr[2 * j + 1] = dO[j + 1];
-        }
+        if (di) dw2_row_dinp(di + (long)iy * W, d, wc, oys, kys, np, W, Wo);
     }
 }
 

@@ -395,8 +395,8 @@ void model_backward(Model *m, const int32_t *labels, int B) {
         const int N = B * u->Ho * u->Wo;
         const float *in = i == 0 ? A(m->a_x) : A(m->units[i - 1].out);
         float *din = i == 0 ? NULL : dnext;
-        bn_backward(dcur, G(u->gamma), G(u->beta), dcur, A(u->out), A(u->z), A(u->mean), A(u->rstd), P(u->gamma), u->OC,
-                    N, 1);
+        bn_relu_backward(dcur, G(u->gamma), G(u->beta), dcur, A(u->z), A(u->mean), A(u->rstd), P(u->gamma), P(u->beta),
+                         u->OC, N);
         switch (u->kind) {
         case UNIT_FULL3X3:
             conv3x3_backward(din, G(u->w), m->dcol, dcur, A(u->col), P(u->w), B, u->C, u->H, u->W, u->OC, u->stride);

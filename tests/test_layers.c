@@ -189,6 +189,33 @@ static void test_bn(int relu) {
     bn_backward(dy, dg2, db2, dy, c.out, c.x, c.mean, c.rstd, c.g, c.C, c.N, relu);
     bn_backward(dx, dg, db, c.R, c.out, c.x, c.mean, c.rstd, c.g, c.C, c.N, relu);
     CHECK(memcmp(dy, dx, sizeof(float) * n) == 0, "batchnorm%s backward in place == out of place", relu ? "+relu" : "");
+    if (relu) {
+        /* bn_relu_backward (mask recomputed from x) gives bn_backward's values bit for bit, here and
+         * on a long channel that takes the vectorised blocks */
+        float dg3[3] = {0}, db3[3] = {0}, *dx3 = malloc(sizeof(float) * n);
+        float dg1[3] = {0}, db1[3] = {0};
+        bn_backward(dx, dg1, db1, c.R, c.out, c.x, c.mean, c.rstd, c.g, c.C, c.N, 1);
+        bn_relu_backward(dx3, dg3, db3, c.R, c.x, c.mean, c.rstd, c.g, c.b, c.C, c.N);
+        int same =
+            !memcmp(dx3, dx, sizeof(float) * n) && !memcmp(dg1, dg3, sizeof dg3) && !memcmp(db1, db3, sizeof db3);
+        const int C2 = 2, N2 = 5000;
+        float *x2 = randv((long)C2 * N2, 1.5f), *y2 = malloc(sizeof(float) * C2 * N2), *r2 = randv((long)C2 * N2, 1);
+        float *d2a = malloc(sizeof(float) * C2 * N2), *d2b = malloc(sizeof(float) * C2 * N2);
+        float g2[2] = {0.7f, -1.3f}, b2[2] = {0.2f, 0.4f}, m2[2], s2[2], ga[2] = {0}, gb[2] = {0}, ba[2] = {0},
+              bb[2] = {0};
+        bn_forward_train(y2, m2, s2, x2, g2, b2, NULL, NULL, 0.1f, C2, N2, 1);
+        bn_backward(d2a, ga, ba, r2, y2, x2, m2, s2, g2, C2, N2, 1);
+        bn_relu_backward(d2b, gb, bb, r2, x2, m2, s2, g2, b2, C2, N2);
+        same = same && !memcmp(d2a, d2b, sizeof(float) * C2 * N2) && !memcmp(ga, gb, sizeof ga) &&
+               !memcmp(ba, bb, sizeof ba);
+        CHECK(same, "bn_relu_backward == bn_backward(relu = 1), bit for bit (3x40 and 2x5000)");
+        free(dx3);
+        free(x2);
+        free(y2);
+        free(r2);
+        free(d2a);
+        free(d2b);
+    }
     /* training output is normalised per channel (no relu): mean ~ beta, std ~ |gamma| */
     if (!relu) {
         double m = 0, v = 0;
