@@ -48,6 +48,40 @@ void linear_backward(float *dinp, float *dw, float *dbias, const float *dout, co
     if (dinp) ML_SGEMM(CblasRowMajor, CblasNoTrans, CblasNoTrans, B, IC, OC, 1.0f, dout, OC, w, IC, 0.0f, dinp, IC);
 }
 
+void bias_relu_forward(float *out, const float *bias, int B, int OC) {
+#pragma omp parallel for schedule(static) if ((long)B * OC > 16384)
+    for (int b = 0; b < B; b++) {
+        float *r = out + (long)b * OC;
+        for (int o = 0; o < OC; o++) {
+            float v = r[o] + bias[o];
+            r[o] = v > 0.0f ? v : 0.0f;
+        }
+    }
+}
+
+/* Columns are split into blocks of RB_COLS, one block per task; inside a block the rows run in
+ * order, so each column's sum is the same serial sum whatever the thread count. */
+#define RB_COLS 256
+void relu_bias_backward(float *dout, float *dbias, const float *out, int B, int OC) {
+    const int nblk = (OC + RB_COLS - 1) / RB_COLS;
+#pragma omp parallel for schedule(static) if ((long)B * OC > 16384)
+    for (int k = 0; k < nblk; k++) {
+        const int o0 = k * RB_COLS, o1 = o0 + RB_COLS < OC ? o0 + RB_COLS : OC;
+        float s[RB_COLS] = {0};
+        for (int b = 0; b < B; b++) {
+            float *d = dout + (long)b * OC;
+            const float *y = out + (long)b * OC;
+            for (int o = o0; o < o1; o++) {
+                const float g = y[o] > 0.0f ? d[o] : 0.0f;
+                d[o] = g;
+                s[o - o0] += g;
+            }
+        }
+        if (dbias)
+            for (int o = o0; o < o1; o++) dbias[o] += s[o - o0];
+    }
+}
+
 double xent_forward(float *probs, const float *logits, const int32_t *labels, int B, int K, int *correct) {
     double loss = 0.0;
     int ok = 0;

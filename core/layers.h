@@ -81,6 +81,14 @@ void linear_forward(float *out, const float *inp, const float *w, const float *b
 void linear_backward(float *dinp, float *dw, float *dbias, const float *dout, const float *inp, const float *w, int B,
                      int IC, int OC);
 
+/* The MLP epilogues. out (B, OC) = relu(out + bias) in place (after linear_forward with a NULL
+ * bias: the same values as linear_forward with the bias, then relu_forward).
+ * dout (B, OC) masked in place by out > 0 (out: the forward's ReLU output), and dbias (OC) += its
+ * column sums if non-NULL (each column summed over the rows in order, starting from 0, then
+ * added: linear_backward's dbias values). */
+void bias_relu_forward(float *out, const float *bias, int B, int OC);
+void relu_bias_backward(float *dout, float *dbias, const float *out, int B, int OC);
+
 /* ---- softmax cross-entropy. probs (B, K) <- softmax(logits); returns the mean loss over B and
  * counts correct argmax predictions into *correct (if non-NULL). Labels in [0, K). */
 double xent_forward(float *probs, const float *logits, const int32_t *labels, int B, int K, int *correct);

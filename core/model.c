@@ -347,8 +347,8 @@ const float *model_forward(Model *m, int B, int training, float tau, Rng *rng) {
     if (m->cfg.head.kind == HEAD_DENSE) {
         const int kh = m->cfg.head.k * m->cfg.head.h;
         float *h1 = A(m->a_h1);
-        linear_forward(h1, feat, P(m->fc1_w), P(m->fc1_b), B, d, kh);
-        relu_forward(h1, h1, (long)B * kh);
+        linear_forward(h1, feat, P(m->fc1_w), NULL, B, d, kh);
+        bias_relu_forward(h1, P(m->fc1_b), B, kh); /* bias + ReLU in one pass */
         linear_forward(y, h1, P(m->fc2_w), P(m->fc2_b), B, kh, d);
         for (long i = 0; i < (long)B * d; i++) y[i] += feat[i];
     } else {
@@ -379,8 +379,8 @@ void model_backward(Model *m, const int32_t *labels, int B) {
         const int kh = m->cfg.head.k * m->cfg.head.h;
         float *h1 = A(m->a_h1);
         linear_backward(m->dh1, G(m->fc2_w), G(m->fc2_b), m->dy, h1, P(m->fc2_w), B, kh, d);
-        relu_backward(m->dh1, m->dh1, h1, (long)B * kh);
-        linear_backward(m->dfeat, G(m->fc1_w), G(m->fc1_b), m->dh1, feat, P(m->fc1_w), B, d, kh);
+        relu_bias_backward(m->dh1, G(m->fc1_b), h1, B, kh); /* ReLU mask + bias gradient in one pass */
+        linear_backward(m->dfeat, G(m->fc1_w), NULL, m->dh1, feat, P(m->fc1_w), B, d, kh);
         for (long i = 0; i < (long)B * d; i++) m->dfeat[i] += m->dy[i];
     } else {
         moe_backward(&m->moe, m->dfeat, &m->moe_g, m->dy, feat, &m->moe_p, B);

@@ -4,6 +4,7 @@
  * order, expert MLP forward/backward on a contiguous row block); the three heads' forward and
  * backward; statistics; bias update; FLOP accounting; names. */
 #include "core/moe.h"
+#include "core/layers.h"
 
 #include <cblas.h>
 #include <float.h>
@@ -275,15 +276,11 @@ static void moe_expert_bwd_(const MoeConfig *c, const MoeParams *p, MoeParams *g
     moe_colsum_acc_(gb2, dyo, n, d);
     // dhid (n, h) = dyo W2_e, masked by the ReLU
     ML_SGEMM(CblasRowMajor, CblasNoTrans, CblasNoTrans, n, h, d, 1.0f, dyo, d, w2, h, 0.0f, dhid, h);
-#pragma omp parallel for if ((long)n * h > MOE_PAR_MIN)
-    for (int i = 0; i < n; i++) {
-        float *r = dhid + (size_t)i * h;
-        const float *a = hid + (size_t)i * h;
-        for (int j = 0; j < h; j++) r[j] = a[j] > 0.0f ? r[j] : 0.0f;
-    }
-    // dW1_e (h, d) += dhid^T xin; db1_e += colsum(dhid)
+    // the ReLU mask and db1_e += colsum(dhid) in one pass, split over column blocks (each column's
+    // sum runs over the rows in order, as moe_colsum_acc_ does: the same values)
+    relu_bias_backward(dhid, gb1, hid, n, h);
+    // dW1_e (h, d) += dhid^T xin
     ML_SGEMM(CblasRowMajor, CblasTrans, CblasNoTrans, h, d, n, 1.0f, dhid, h, xin, d, 1.0f, gw1, d);
-    moe_colsum_acc_(gb1, dhid, n, h);
     // dxin (n, d) = dhid W1_e (+ beta dxin)
     ML_SGEMM(CblasRowMajor, CblasNoTrans, CblasNoTrans, n, d, h, 1.0f, dhid, h, w1, d, beta_dx, dxin, d);
 }

@@ -496,6 +496,43 @@ static void test_model_oom(void) {
           status);
 }
 
+/* bias_relu_forward and relu_bias_backward against the separate passes they replace (the same
+ * values bit for bit), on a shape that spans several column blocks */
+static void test_mlp_epilogues(void) {
+    const int B = 37, OC = 600;
+    const long n = (long)B * OC;
+    float *z = randv(n, 1), *bias = randv(OC, 0.5f), *d = randv(n, 1);
+    float *y1 = malloc(sizeof(float) * n), *y2 = malloc(sizeof(float) * n);
+    float *d1 = malloc(sizeof(float) * n), *d2 = malloc(sizeof(float) * n);
+    float *db1 = calloc(OC, 4), *db2 = calloc(OC, 4), *dw = calloc((long)OC * B, 4), *eye = calloc((long)B * B, 4);
+    memcpy(y1, z, sizeof(float) * n);
+    for (int b = 0; b < B; b++)
+        for (int o = 0; o < OC; o++) y1[(long)b * OC + o] += bias[o];
+    relu_forward(y1, y1, n);
+    memcpy(y2, z, sizeof(float) * n);
+    bias_relu_forward(y2, bias, B, OC);
+    CHECK(!memcmp(y1, y2, sizeof(float) * n), "bias_relu_forward == bias add then relu_forward (bit for bit)");
+    relu_backward(d1, d, y1, n);
+    /* linear_backward's dbias on the masked gradient: identity input so that only dbias matters */
+    for (int b = 0; b < B; b++) eye[(long)b * B + b] = 1.0f;
+    linear_backward(NULL, dw, db1, d1, eye, NULL, B, B, OC);
+    memcpy(d2, d, sizeof(float) * n);
+    relu_bias_backward(d2, db2, y2, B, OC);
+    CHECK(!memcmp(d1, d2, sizeof(float) * n) && !memcmp(db1, db2, sizeof(float) * OC),
+          "relu_bias_backward == relu_backward then linear_backward's dbias (bit for bit)");
+    free(z);
+    free(bias);
+    free(d);
+    free(y1);
+    free(y2);
+    free(d1);
+    free(d2);
+    free(db1);
+    free(db2);
+    free(dw);
+    free(eye);
+}
+
 int main(void) {
     rng_seed(&rng, 12345);
     test_conv3x3(1, 6, 6);
@@ -513,6 +550,7 @@ int main(void) {
     test_relu();
     test_gap();
     test_linear();
+    test_mlp_epilogues();
     test_xent();
     test_model(BACKBONE_DW, 1, 5);
     test_model(BACKBONE_STD, 3, 6);
