@@ -31,12 +31,6 @@ void conv3x3_forward(float *out, float *col, const float *inp, const float *w, i
 void conv3x3_backward(float *dinp, float *dw, float *dcol, const float *dout, const float *col, const float *w, int B,
                       int C, int H, int W, int OC, int stride);
 
-/* Direct 3x3 convolution, stride 1, pad 1, for inputs with few channels (the stem: C <= 4,
- * W <= 256): out (OC, B, H, W) = w (OC, C, 3, 3) * inp (C, B, H, W), no im2col. Each output is
- * summed over (c, ky, kx) in that order. Its backward is conv3x3_backward on im2col3x3 of inp. */
-void conv3x3s1_direct_forward(float *out, const float *inp, const float *w, int B, int C, int H, int W, int OC);
-static inline int conv3x3s1_direct_ok(int C, int W, int stride) { return stride == 1 && C <= 4 && W <= 256; }
-
 /* ---- depthwise convolution 3x3 (groups = C), pad 1, any stride */
 /* out (C, B, Ho, Wo), inp (C, B, H, W), w (C, 1, 3, 3) */
 void dwconv3x3_forward(float *out, const float *inp, const float *w, int B, int C, int H, int W, int stride);
