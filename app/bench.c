@@ -120,6 +120,19 @@ static void profile_head(Model *m, Optimizer *opt, const int32_t *labels, int B,
     printf("profile head=%s steps=%d rows_ms=%.4f step_ms=%.4f gemm_ms=%.4f\n", name, steps, rows, step_ms, gemm);
 }
 
+/* The machine's load next to the figures: with more runnable threads than cores, OpenMP's
+ * spinning barriers wait for descheduled threads and the figures say little about the code. */
+static void print_load(void) {
+    double la[1];
+    const int cores = omp_get_num_procs();
+    if (getloadavg(la, 1) != 1) return;
+    printf("load average (1 min) %.2f on %d cores", la[0], cores);
+    if (la[0] > cores + 1.0) /* the 1-min average includes this program's own previous rounds */
+        printf(": OVERSUBSCRIBED, other work competes for the cores (figures are not representative;\n"
+               "  OMP_WAIT_POLICY=passive helps a loaded machine, spinning helps a quiet one)");
+    printf("\n");
+}
+
 int cmd_bench(int argc, char **argv) {
     AppOptions o;
     app_options_defaults(&o);
@@ -138,7 +151,9 @@ int cmd_bench(int argc, char **argv) {
     int nsg = o.repeat < 16 ? o.repeat : 16;
     for (int i = 0; i < nsg; i++) sg[i] = sgemm_rate(1024, 10);
     const double sgemm = median(sg, nsg);
-    printf("OpenBLAS SGEMM 1024x1024x1024: %.1f GFLOP/s (%d threads)\n\n", sgemm, tc->threads);
+    printf("OpenBLAS SGEMM 1024x1024x1024: %.1f GFLOP/s (%d threads)\n", sgemm, tc->threads);
+    print_load();
+    printf("\n");
     printf("%-10s %9s %9s %11s %9s %8s %10s %10s\n", "head", "train/s", "ms/step", "MFLOP/img", "GFLOP/s", "%SGEMM",
            "eval img/s", "eval/train");
     char heads[64];
