@@ -214,6 +214,10 @@ static const OptSpec opts[] = {
      "model to time: the reference model (with --heads), or the 64x64 backbone-MoE model of README \"MoE in the "
      "backbone\" / its dense baseline",
      FN(set_bench_model), CHOICES("reference", "backbone-moe", "backbone-ffn"), .current = now_bench_model},
+    {"profile", NULL, G_BENCH, "per-layer forward/backward time table (ms per step, % of step, GEMM vs other)",
+     FLAG(profile, 1), .dflt = ""},
+    {"scaling", NULL, G_BENCH, "also time each head with 1 thread and print the speed-up of --threads",
+     FLAG(scaling, 1), .dflt = ""},
 
     {"help", NULL, G_END, "this text", FN(set_help), .dflt = ""},
 };

@@ -17,6 +17,8 @@ typedef struct {
     int repeat;                  /* bench: repetitions (median reported) */
     char heads[64];              /* bench: comma list of heads */
     char bench_model[32];        /* bench: reference | backbone-moe | backbone-ffn */
+    int profile;                 /* bench: --profile, the per-layer time table */
+    int scaling;                 /* bench: --scaling, also time 1 thread and print the speed-up */
     char commands[APP_PATH_MAX]; /* --commands FILE */
     int coarse;                  /* --labels coarse */
     char session[APP_PATH_MAX];  /* --session DIR ("" = sessions/<dataset>-<head>-<time>) */
@@ -38,12 +40,12 @@ int bench_backbone_model(const AppOptions *o);
 
 /* One row of the option table as --help shows it (for the man page and the shell completion). */
 typedef struct {
-    const char *name;                /* without "--" */
-    const char *group;               /* heading of its group (NULL: none) */
-    const char *const *choices;      /* the words a choice option takes, NULL-terminated; NULL if free */
-    int takes_value;                 /* 0 for a flag */
-    char metavar[512];               /* "N", "dw|std", or "" for a flag */
-    char text[2048];                 /* help text with the default, as in --help */
+    const char *name;           /* without "--" */
+    const char *group;          /* heading of its group (NULL: none) */
+    const char *const *choices; /* the words a choice option takes, NULL-terminated; NULL if free */
+    int takes_value;            /* 0 for a flag */
+    char metavar[512];          /* "N", "dw|std", or "" for a flag */
+    char text[2048];            /* help text with the default, as in --help */
 } AppOptionInfo;
 /* Row i: 0 visible, 1 hidden (accepted, not in --help), -1 past the end. */
 int app_option_info(int i, AppOptionInfo *out);

@@ -112,6 +112,9 @@ void ml_free(void *p) { free(p); }
 
 /* ---- clock */
 
+_Thread_local int ml_gemm_timing;
+_Thread_local double ml_gemm_seconds;
+
 double ml_now(void) {
     struct timespec ts;
     clock_gettime(CLOCK_MONOTONIC, &ts);

@@ -47,6 +47,23 @@ void ml_free(void *p);
 /* Monotonic wall clock in seconds. */
 double ml_now(void);
 
+/* GEMM time accounting for `moelab bench --profile`: the layer kernels call ML_SGEMM (cblas_sgemm's
+ * arguments) instead of cblas_sgemm; while ml_gemm_timing is set on the calling thread, the wall
+ * time inside the call is added to ml_gemm_seconds. Thread-local: OpenBLAS threads the product
+ * internally, so the caller's thread sees each call whole. */
+extern _Thread_local int ml_gemm_timing;
+extern _Thread_local double ml_gemm_seconds;
+#define ML_SGEMM(...)                             \
+    do {                                          \
+        if (ml_gemm_timing) {                     \
+            const double ml_t0_ = ml_now();       \
+            cblas_sgemm(__VA_ARGS__);             \
+            ml_gemm_seconds += ml_now() - ml_t0_; \
+        } else {                                  \
+            cblas_sgemm(__VA_ARGS__);             \
+        }                                         \
+    } while (0)
+
 /* ---- running risky work in a child process
  *
  * ml_run_isolated(fn, arg, timeout_ms, &res) forks; the child (stdout and stderr sent to

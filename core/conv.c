@@ -77,16 +77,16 @@ void conv3x3_forward(float *out, float *col, const float *inp, const float *w, i
                      int stride) {
     const int N = B * conv_out_size(H, stride) * conv_out_size(W, stride);
     im2col3x3(col, inp, B, C, H, W, stride);
-    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, OC, N, C * 9, 1.0f, w, C * 9, col, N, 0.0f, out, N);
+    ML_SGEMM(CblasRowMajor, CblasNoTrans, CblasNoTrans, OC, N, C * 9, 1.0f, w, C * 9, col, N, 0.0f, out, N);
 }
 
 void conv3x3_backward(float *dinp, float *dw, float *dcol, const float *dout, const float *col, const float *w, int B,
                       int C, int H, int W, int OC, int stride) {
     const int N = B * conv_out_size(H, stride) * conv_out_size(W, stride);
     const int K = C * 9;
-    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, OC, K, N, 1.0f, dout, N, col, N, 1.0f, dw, K);
+    ML_SGEMM(CblasRowMajor, CblasNoTrans, CblasTrans, OC, K, N, 1.0f, dout, N, col, N, 1.0f, dw, K);
     if (!dinp) return;
-    cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, K, N, OC, 1.0f, w, K, dout, N, 0.0f, dcol, N);
+    ML_SGEMM(CblasRowMajor, CblasTrans, CblasNoTrans, K, N, OC, 1.0f, w, K, dout, N, 0.0f, dcol, N);
     col2im3x3(dinp, dcol, B, C, H, W, stride);
 }
 
@@ -169,12 +169,71 @@ dw2_plane_forward(float *o, const float *plane, const float *wc, const int H, co
     }
 }
 
+/* The input gradient of one input row of a stride-2 plane, written whole: even column 2j is
+ * sum_p w1_p d_p[j], odd column 2j+1 is sum_p (w0_p d_p[j+1] + w2_p d_p[j]) over the row's np
+ * (output row, ky) pairs, accumulated in registers in the order of the earlier per-pair passes
+ * (pair by pair, the w0 term before the w2 term), so the values are unchanged. */
+static inline __attribute__((always_inline)) void dw2_row_dinp(float *restrict dr, const float *d, const float *wc,
+                                                               const int *oys, const int *kys, int np, const int W,
+                                                               const int Wo) {
+    const int half = W / 2;
+    if (np == 2) {
+        const float *d0 = d + (long)oys[0] * Wo, *d1 = d + (long)oys[1] * Wo;
+        const float *w0 = wc + kys[0] * 3, *w1 = wc + kys[1] * 3;
+        const int jn = half < Wo - 1 ? half : Wo - 1; /* columns j with j + 1 < Wo */
+        for (int j = 0; j < jn; j++) {
+            float e = 0.0f, o = 0.0f;
+            e += w0[1] * d0[j];
+            o += w0[0] * d0[j + 1];
+            o += w0[2] * d0[j];
+            e += w1[1] * d1[j];
+            o += w1[0] * d1[j + 1];
+            o += w1[2] * d1[j];
+            dr[2 * j] = e;
+            dr[2 * j + 1] = o;
+        }
+        for (int j = jn; j < Wo; j++) {
+            float e = 0.0f, o = 0.0f;
+            e += w0[1] * d0[j];
+            if (j + 1 < Wo) o += w0[0] * d0[j + 1];
+            o += w0[2] * d0[j];
+            e += w1[1] * d1[j];
+            if (j + 1 < Wo) o += w1[0] * d1[j + 1];
+            o += w1[2] * d1[j];
+            dr[2 * j] = e;
+            if (j < half) dr[2 * j + 1] = o;
+        }
+    } else if (np == 1) {
+        const float *d0 = d + (long)oys[0] * Wo;
+        const float *w0 = wc + kys[0] * 3;
+        const int jn = half < Wo - 1 ? half : Wo - 1;
+        for (int j = 0; j < jn; j++) {
+            float e = 0.0f, o = 0.0f;
+            e += w0[1] * d0[j];
+            o += w0[0] * d0[j + 1];
+            o += w0[2] * d0[j];
+            dr[2 * j] = e;
+            dr[2 * j + 1] = o;
+        }
+        for (int j = jn; j < Wo; j++) {
+            float e = 0.0f, o = 0.0f;
+            e += w0[1] * d0[j];
+            if (j + 1 < Wo) o += w0[0] * d0[j + 1];
+            o += w0[2] * d0[j];
+            dr[2 * j] = e;
+            if (j < half) dr[2 * j + 1] = o;
+        }
+    } else {
+        for (int i = 0; i < W; i++) dr[i] = 0.0f;
+    }
+}
+
 /* Visits every input row once: its (output row, ky) pairs accumulate the weight gradient into
  * acc (9, Wo) and the input gradient of the row, which is then written whole (no memset). */
 static inline __attribute__((always_inline)) void dw2_plane_backward(float *di, float *acc, const float *plane,
                                                                      const float *d, const float *wc, const int H,
                                                                      const int W, const int Ho, const int Wo) {
-    float E[DW_MAX_W + 1], O[DW_MAX_W + 2], dE[DW_MAX_W + 1], dO[DW_MAX_W + 2];
+    float E[DW_MAX_W + 1], O[DW_MAX_W + 2];
     for (int iy = 0; iy < H; iy++) {
         int oys[2], kys[2], np = 0;
         if (iy % 2 == 0) {
@@ -193,10 +252,6 @@ static inline __attribute__((always_inline)) void dw2_plane_backward(float *di, 
             }
         }
         deinterleave_row(E, O, plane + (long)iy * W, W, Wo);
-        if (di) {
-            memset(dE, 0, sizeof(float) * Wo);
-            memset(dO, 0, sizeof(float) * (Wo + 1));
-        }
         for (int p = 0; p < np; p++) {
             const float *drow = d + (long)oys[p] * Wo;
             const int ky = kys[p];
@@ -206,20 +261,8 @@ static inline __attribute__((always_inline)) void dw2_plane_backward(float *di, 
                 a1[ox] += drow[ox] * E[ox];
                 a2[ox] += drow[ox] * O[ox + 1];
             }
-            if (di) {
-                const float w0 = wc[ky * 3], w1 = wc[ky * 3 + 1], w2 = wc[ky * 3 + 2];
-                for (int ox = 0; ox < Wo; ox++) {
-                    dO[ox] += w0 * drow[ox];
-                    dE[ox] += w1 * drow[ox];
-                }
-                for (int ox = 0; ox < Wo; ox++) dO[ox + 1] += w2 * drow[ox];
-            }
         }
-        if (di) {
-            float *restrict dr = di + (long)iy * W;
-            for (int j = 0; j < Wo; j++) dr[2 * j] = dE[j];
-            for (int j = 0; j < W / 2; j++) dr[2 * j + 1] = dO[j + 1];
-        }
+        if (di) dw2_row_dinp(di + (long)iy * W, d, wc, oys, kys, np, W, Wo);
     }
 }
 
@@ -298,11 +341,11 @@ void dwconv3x3_backward(float *dinp, float *dw, const float *dout, const float *
 /* ---------------------------------------------------------------- pointwise 1x1 */
 
 void pwconv_forward(float *out, const float *inp, const float *w, int N, int C, int OC) {
-    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, OC, N, C, 1.0f, w, C, inp, N, 0.0f, out, N);
+    ML_SGEMM(CblasRowMajor, CblasNoTrans, CblasNoTrans, OC, N, C, 1.0f, w, C, inp, N, 0.0f, out, N);
 }
 
 void pwconv_backward(float *dinp, float *dw, const float *dout, const float *inp, const float *w, int N, int C,
                      int OC) {
-    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, OC, C, N, 1.0f, dout, N, inp, N, 1.0f, dw, C);
-    if (dinp) cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, C, N, OC, 1.0f, w, C, dout, N, 0.0f, dinp, N);
+    ML_SGEMM(CblasRowMajor, CblasNoTrans, CblasTrans, OC, C, N, 1.0f, dout, N, inp, N, 1.0f, dw, C);
+    if (dinp) ML_SGEMM(CblasRowMajor, CblasTrans, CblasNoTrans, C, N, OC, 1.0f, w, C, dout, N, 0.0f, dinp, N);
 }

@@ -1,6 +1,7 @@
 /* dense.c — global average pooling, linear layers and softmax cross-entropy.
  * Per-sample tensors are row-major (B, D); pooled inputs come in the conv layout (C, B, HW). */
 #include "layers.h"
+#include "common.h"
 
 #include <cblas.h>
 #include <math.h>
@@ -29,7 +30,7 @@ void gap_backward(float *dinp, const float *dout, int B, int C, int HW) {
 }
 
 void linear_forward(float *out, const float *inp, const float *w, const float *bias, int B, int IC, int OC) {
-    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, B, OC, IC, 1.0f, inp, IC, w, IC, 0.0f, out, OC);
+    ML_SGEMM(CblasRowMajor, CblasNoTrans, CblasTrans, B, OC, IC, 1.0f, inp, IC, w, IC, 0.0f, out, OC);
     if (bias)
         for (int b = 0; b < B; b++)
             for (int o = 0; o < OC; o++) out[(long)b * OC + o] += bias[o];
@@ -37,14 +38,48 @@ void linear_forward(float *out, const float *inp, const float *w, const float *b
 
 void linear_backward(float *dinp, float *dw, float *dbias, const float *dout, const float *inp, const float *w, int B,
                      int IC, int OC) {
-    cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, OC, IC, B, 1.0f, dout, OC, inp, IC, 1.0f, dw, IC);
+    ML_SGEMM(CblasRowMajor, CblasTrans, CblasNoTrans, OC, IC, B, 1.0f, dout, OC, inp, IC, 1.0f, dw, IC);
     if (dbias)
         for (int o = 0; o < OC; o++) {
             float s = 0.0f;
             for (int b = 0; b < B; b++) s += dout[(long)b * OC + o];
             dbias[o] += s;
         }
-    if (dinp) cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, B, IC, OC, 1.0f, dout, OC, w, IC, 0.0f, dinp, IC);
+    if (dinp) ML_SGEMM(CblasRowMajor, CblasNoTrans, CblasNoTrans, B, IC, OC, 1.0f, dout, OC, w, IC, 0.0f, dinp, IC);
+}
+
+void bias_relu_forward(float *out, const float *bias, int B, int OC) {
+#pragma omp parallel for schedule(static) if ((long)B * OC > 16384)
+    for (int b = 0; b < B; b++) {
+        float *r = out + (long)b * OC;
+        for (int o = 0; o < OC; o++) {
+            float v = r[o] + bias[o];
+            r[o] = v > 0.0f ? v : 0.0f;
+        }
+    }
+}
+
+/* Columns are split into blocks of RB_COLS, one block per task; inside a block the rows run in
+ * order, so each column's sum is the same serial sum whatever the thread count. */
+#define RB_COLS 256
+void relu_bias_backward(float *dout, float *dbias, const float *out, int B, int OC) {
+    const int nblk = (OC + RB_COLS - 1) / RB_COLS;
+#pragma omp parallel for schedule(static) if ((long)B * OC > 16384)
+    for (int k = 0; k < nblk; k++) {
+        const int o0 = k * RB_COLS, o1 = o0 + RB_COLS < OC ? o0 + RB_COLS : OC;
+        float s[RB_COLS] = {0};
+        for (int b = 0; b < B; b++) {
+            float *d = dout + (long)b * OC;
+            const float *y = out + (long)b * OC;
+            for (int o = o0; o < o1; o++) {
+                const float g = y[o] > 0.0f ? d[o] : 0.0f;
+                d[o] = g;
+                s[o - o0] += g;
+            }
+        }
+        if (dbias)
+            for (int o = o0; o < o1; o++) dbias[o] += s[o - o0];
+    }
 }
 
 double xent_forward(float *probs, const float *logits, const int32_t *labels, int B, int K, int *correct) {

@@ -55,6 +55,11 @@ void bn_forward_eval(float *out, const float *inp, const float *gamma, const flo
 void bn_backward(float *dinp, float *dgamma, float *dbeta, const float *dout, const float *out, const float *inp,
                  const float *mean, const float *rstd, const float *gamma, int C, int N, int relu);
 
+/* bn_backward with relu = 1 and the same values, without reading the forward output: the ReLU
+ * mask is recomputed from inp, gamma and beta (which must be the forward's). */
+void bn_relu_backward(float *dinp, float *dgamma, float *dbeta, const float *dout, const float *inp, const float *mean,
+                      const float *rstd, const float *gamma, const float *beta, int C, int N);
+
 /* ---- ReLU, element-wise over n values (in place allowed) */
 void relu_forward(float *out, const float *inp, long n);
 /* dinp = dout * (out > 0) (in place allowed) */
@@ -69,6 +74,14 @@ void linear_forward(float *out, const float *inp, const float *w, const float *b
 /* dw (OC, IC) +=, dbias (OC) += (if non-NULL), dinp (B, IC) overwritten if non-NULL */
 void linear_backward(float *dinp, float *dw, float *dbias, const float *dout, const float *inp, const float *w, int B,
                      int IC, int OC);
+
+/* The MLP epilogues. out (B, OC) = relu(out + bias) in place (after linear_forward with a NULL
+ * bias: the same values as linear_forward with the bias, then relu_forward).
+ * dout (B, OC) masked in place by out > 0 (out: the forward's ReLU output), and dbias (OC) += its
+ * column sums if non-NULL (each column summed over the rows in order, starting from 0, then
+ * added: linear_backward's dbias values). */
+void bias_relu_forward(float *out, const float *bias, int B, int OC);
+void relu_bias_backward(float *dout, float *dbias, const float *out, int B, int OC);
 
 /* ---- softmax cross-entropy. probs (B, K) <- softmax(logits); returns the mean loss over B and
  * counts correct argmax predictions into *correct (if non-NULL). Labels in [0, K). */

@@ -512,15 +512,21 @@ void model_init_params(Model *m, Rng *rng) {
 #define BUFP(i) (m->buf + m->bufs[i].off)
 #define A(off) (m->act + (off))
 
-/* stage timing for --profile: PROF(slot) closes the stage that began at the previous mark */
-#define PROF_BEGIN double prof_t = m->profile ? ml_now() : 0.0
-#define PROF(arr, slot)                  \
-    do {                                 \
-        if (m->profile) {                \
-            double t_ = ml_now();        \
-            m->arr[slot] += t_ - prof_t; \
-            prof_t = t_;                 \
-        }                                \
+/* stage timing for --profile: PROF(slot) closes the stage that began at the previous mark; the
+ * time spent inside ML_SGEMM during the stage goes to the matching _gemm array as well */
+#define PROF_BEGIN                                      \
+    double prof_t = m->profile ? ml_now() : 0.0;        \
+    double prof_g = m->profile ? ml_gemm_seconds : 0.0; \
+    if (m->profile) ml_gemm_timing = 1
+#define PROF(arr, slot)                                 \
+    do {                                                \
+        if (m->profile) {                               \
+            double t_ = ml_now(), g_ = ml_gemm_seconds; \
+            m->arr[slot] += t_ - prof_t;                \
+            m->arr##_gemm[slot] += g_ - prof_g;         \
+            prof_t = t_;                                \
+            prof_g = g_;                                \
+        }                                               \
     } while (0)
 
 const float *model_forward(Model *m, int B, int training, float tau, Rng *rng) {
@@ -564,8 +570,8 @@ const float *model_forward(Model *m, int B, int training, float tau, Rng *rng) {
     if (m->cfg.head.kind == HEAD_DENSE) {
         const int kh = m->cfg.head.k * m->cfg.head.h;
         float *h1 = A(m->a_h1);
-        linear_forward(h1, feat, P(m->fc1_w), P(m->fc1_b), B, d, kh);
-        relu_forward(h1, h1, (long)B * kh);
+        linear_forward(h1, feat, P(m->fc1_w), NULL, B, d, kh);
+        bias_relu_forward(h1, P(m->fc1_b), B, kh); /* bias + ReLU in one pass */
         linear_forward(y, h1, P(m->fc2_w), P(m->fc2_b), B, kh, d);
         for (long i = 0; i < (long)B * d; i++) y[i] += feat[i];
     } else {
@@ -596,8 +602,8 @@ void model_backward(Model *m, const int32_t *labels, int B) {
         const int kh = m->cfg.head.k * m->cfg.head.h;
         float *h1 = A(m->a_h1);
         linear_backward(m->dh1, G(m->fc2_w), G(m->fc2_b), m->dy, h1, P(m->fc2_w), B, kh, d);
-        relu_backward(m->dh1, m->dh1, h1, (long)B * kh);
-        linear_backward(m->dfeat, G(m->fc1_w), G(m->fc1_b), m->dh1, feat, P(m->fc1_w), B, d, kh);
+        relu_bias_backward(m->dh1, G(m->fc1_b), h1, B, kh); /* ReLU mask + bias gradient in one pass */
+        linear_backward(m->dfeat, G(m->fc1_w), NULL, m->dh1, feat, P(m->fc1_w), B, d, kh);
         for (long i = 0; i < (long)B * d; i++) m->dfeat[i] += m->dy[i];
     } else {
         moe_backward(&m->moe, m->dfeat, &m->moe_g, m->dy, feat, &m->moe_p, B);
@@ -621,8 +627,8 @@ void model_backward(Model *m, const int32_t *labels, int B) {
         const int sp = i > 0 ? m->unit_stage[i - 1] : -1; /* this unit's input: a layer's output? */
         const float *in = i == 0 ? A(m->a_x) : sp >= 0 && m->a_bbl[sp] >= 0 ? A(m->a_bbl[sp]) : A(m->units[i - 1].out);
         float *din = i == 0 ? NULL : dnext;
-        bn_backward(dcur, G(u->gamma), G(u->beta), dcur, A(u->out), A(u->z), A(u->mean), A(u->rstd), P(u->gamma), u->OC,
-                    N, 1);
+        bn_relu_backward(dcur, G(u->gamma), G(u->beta), dcur, A(u->z), A(u->mean), A(u->rstd), P(u->gamma), P(u->beta),
+                         u->OC, N);
         switch (u->kind) {
         case UNIT_FULL3X3:
             conv3x3_backward(din, G(u->w), m->dcol, dcur, A(u->col), P(u->w), B, u->C, u->H, u->W, u->OC, u->stride);

@@ -119,7 +119,8 @@ typedef struct {
     int profile;
     long prof_steps;                                                     /* steps counted by the caller */
     double prof_fwd[MODEL_MAX_UNITS + 3], prof_bwd[MODEL_MAX_UNITS + 3]; /* units, pool, head, classifier+loss */
-    int last_B;                                                          /* batch size of the last forward */
+    double prof_fwd_gemm[MODEL_MAX_UNITS + 3], prof_bwd_gemm[MODEL_MAX_UNITS + 3]; /* of which inside ML_SGEMM */
+    int last_B;                                                                    /* batch size of the last forward */
     int last_training;
 } Model;
 

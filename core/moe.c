@@ -4,6 +4,7 @@
  * order, expert MLP forward/backward on a contiguous row block); the three heads' forward and
  * backward; statistics; bias update; FLOP accounting; names. */
 #include "core/moe.h"
+#include "core/layers.h"
 
 #include <cblas.h>
 #include <float.h>
@@ -235,7 +236,7 @@ static void moe_expert_fwd_(const MoeConfig *c, const MoeParams *p, int e, const
     int d = c->d, h = c->h;
     const float *w1 = p->w1 + (size_t)e * h * d, *b1 = p->b1 + (size_t)e * h;
     const float *w2 = p->w2 + (size_t)e * d * h, *b2 = p->b2 + (size_t)e * d;
-    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, n, h, d, 1.0f, xin, d, w1, d, 0.0f, hid, h);
+    ML_SGEMM(CblasRowMajor, CblasNoTrans, CblasTrans, n, h, d, 1.0f, xin, d, w1, d, 0.0f, hid, h);
 #pragma omp parallel for if ((long)n * h > MOE_PAR_MIN)
     for (int i = 0; i < n; i++) {
         float *r = hid + (size_t)i * h;
@@ -244,7 +245,7 @@ static void moe_expert_fwd_(const MoeConfig *c, const MoeParams *p, int e, const
             r[j] = v > 0.0f ? v : 0.0f;
         }
     }
-    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, n, d, h, 1.0f, hid, h, w2, h, 0.0f, yo, d);
+    ML_SGEMM(CblasRowMajor, CblasNoTrans, CblasTrans, n, d, h, 1.0f, hid, h, w2, h, 0.0f, yo, d);
 #pragma omp parallel for if ((long)n * d > MOE_PAR_MIN)
     for (int i = 0; i < n; i++) {
         float *r = yo + (size_t)i * d;
@@ -271,21 +272,17 @@ static void moe_expert_bwd_(const MoeConfig *c, const MoeParams *p, MoeParams *g
     float *gw1 = g->w1 + (size_t)e * h * d, *gb1 = g->b1 + (size_t)e * h;
     float *gw2 = g->w2 + (size_t)e * d * h, *gb2 = g->b2 + (size_t)e * d;
     // dW2_e (d, h) += dyo^T hid; db2_e += colsum(dyo)
-    cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, d, h, n, 1.0f, dyo, d, hid, h, 1.0f, gw2, h);
+    ML_SGEMM(CblasRowMajor, CblasTrans, CblasNoTrans, d, h, n, 1.0f, dyo, d, hid, h, 1.0f, gw2, h);
     moe_colsum_acc_(gb2, dyo, n, d);
     // dhid (n, h) = dyo W2_e, masked by the ReLU
-    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, n, h, d, 1.0f, dyo, d, w2, h, 0.0f, dhid, h);
-#pragma omp parallel for if ((long)n * h > MOE_PAR_MIN)
-    for (int i = 0; i < n; i++) {
-        float *r = dhid + (size_t)i * h;
-        const float *a = hid + (size_t)i * h;
-        for (int j = 0; j < h; j++) r[j] = a[j] > 0.0f ? r[j] : 0.0f;
-    }
-    // dW1_e (h, d) += dhid^T xin; db1_e += colsum(dhid)
-    cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, h, d, n, 1.0f, dhid, h, xin, d, 1.0f, gw1, d);
-    moe_colsum_acc_(gb1, dhid, n, h);
+    ML_SGEMM(CblasRowMajor, CblasNoTrans, CblasNoTrans, n, h, d, 1.0f, dyo, d, w2, h, 0.0f, dhid, h);
+    // the ReLU mask and db1_e += colsum(dhid) in one pass, split over column blocks (each column's
+    // sum runs over the rows in order, as moe_colsum_acc_ does: the same values)
+    relu_bias_backward(dhid, gb1, hid, n, h);
+    // dW1_e (h, d) += dhid^T xin
+    ML_SGEMM(CblasRowMajor, CblasTrans, CblasNoTrans, h, d, n, 1.0f, dhid, h, xin, d, 1.0f, gw1, d);
     // dxin (n, d) = dhid W1_e (+ beta dxin)
-    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, n, d, h, 1.0f, dhid, h, w1, d, beta_dx, dxin, d);
+    ML_SGEMM(CblasRowMajor, CblasNoTrans, CblasNoTrans, n, d, h, 1.0f, dhid, h, w1, d, beta_dx, dxin, d);
 }
 
 // Normalised entropy H(v / sum v) / log n of a non-negative vector (1 when n == 1, 0 if sum 0).
@@ -598,8 +595,8 @@ static void moe_backward_sample_(MoeHead *m, float *dx, MoeParams *g, const floa
     float fsel[MOE_MAX_EXPERTS];
     for (int e = 0; e < E; e++) fsel[e] = (float)m->stats.demand[e] / (float)B;
     moe_router_bwd_(m, B, fsel);
-    cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, E, d, B, 1.0f, m->dz, E, x, d, 1.0f, g->router, d);
-    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, B, d, E, 1.0f, m->dz, E, p->router, d, 1.0f, dx, d);
+    ML_SGEMM(CblasRowMajor, CblasTrans, CblasNoTrans, E, d, B, 1.0f, m->dz, E, x, d, 1.0f, g->router, d);
+    ML_SGEMM(CblasRowMajor, CblasNoTrans, CblasNoTrans, B, d, E, 1.0f, m->dz, E, p->router, d, 1.0f, dx, d);
 }
 
 // ---------------------------------------------------------------- softmoe-batch (Puigcerver et al.)
@@ -637,11 +634,11 @@ static void moe_forward_batch_(MoeHead *m, float *y, const float *x, const MoePa
         for (int s = 0; s < S; s++) db[s] *= csum[s];
     }
     // slot inputs X~ (S, d) = D^T x; experts on their P slots; y = x + Cw Y~
-    cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, S, d, B, 1.0f, m->disp, S, x, d, 0.0f, m->xg, d);
+    ML_SGEMM(CblasRowMajor, CblasTrans, CblasNoTrans, S, d, B, 1.0f, m->disp, S, x, d, 0.0f, m->xg, d);
     for (int e = 0; e < E; e++)
         moe_expert_fwd_(c, p, e, m->xg + (size_t)e * P * d, P, m->hid + (size_t)e * P * h, m->yo + (size_t)e * P * d);
     memcpy(y, x, (size_t)B * d * sizeof(float));
-    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, B, d, S, 1.0f, m->p, S, m->yo, d, 1.0f, y, d);
+    ML_SGEMM(CblasRowMajor, CblasNoTrans, CblasNoTrans, B, d, S, 1.0f, m->p, S, m->yo, d, 1.0f, y, d);
     // statistics on per-expert weights W_be = sum of the combine weights of e's slots
     MoeStepStats *st = &m->stats;
     memset(st->demand, 0, sizeof st->demand);
@@ -682,15 +679,15 @@ static void moe_backward_batch_(MoeHead *m, float *dx, MoeParams *g, const float
     const MoeConfig *c = &m->cfg;
     int E = c->E, d = c->d, h = c->h, S = m->S, P = m->P;
     // dCw (B, S) = dy Y~^T; dY~ (S, d) = Cw^T dy
-    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, B, S, d, 1.0f, dy, d, m->yo, d, 0.0f, m->dp, S);
-    cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, S, d, B, 1.0f, m->p, S, dy, d, 0.0f, m->dyo, d);
+    ML_SGEMM(CblasRowMajor, CblasNoTrans, CblasTrans, B, S, d, 1.0f, dy, d, m->yo, d, 0.0f, m->dp, S);
+    ML_SGEMM(CblasRowMajor, CblasTrans, CblasNoTrans, S, d, B, 1.0f, m->p, S, dy, d, 0.0f, m->dyo, d);
     for (int e = 0; e < E; e++)
         moe_expert_bwd_(c, p, g, e, m->xg + (size_t)e * P * d, P, m->hid + (size_t)e * P * h,
                         m->dyo + (size_t)e * P * d, m->dhid + (size_t)e * P * h, m->dxg + (size_t)e * P * d, 0.0f);
     // dD (B, S) = x dX~^T; dx = dy + D dX~
-    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, B, S, d, 1.0f, x, d, m->dxg, d, 0.0f, m->dd, S);
+    ML_SGEMM(CblasRowMajor, CblasNoTrans, CblasTrans, B, S, d, 1.0f, x, d, m->dxg, d, 0.0f, m->dd, S);
     memcpy(dx, dy, (size_t)B * d * sizeof(float));
-    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, B, d, S, 1.0f, m->disp, S, m->dxg, d, 1.0f, dx, d);
+    ML_SGEMM(CblasRowMajor, CblasNoTrans, CblasNoTrans, B, d, S, 1.0f, m->disp, S, m->dxg, d, 1.0f, dx, d);
     // logits: row-softmax backward (combine) + column-softmax backward (dispatch), then / tau
     float *cdot = m->colbuf;
     for (int s = 0; s < S; s++) cdot[s] = 0.0f;
@@ -714,8 +711,8 @@ static void moe_backward_batch_(MoeHead *m, float *dx, MoeParams *g, const float
             for (int s = 0; s < S; s++) dzb[s] += zc * l * (float)exp((double)zb[s] - m->lse[b]);
         }
     }
-    cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, S, d, B, 1.0f, m->dz, S, x, d, 1.0f, g->router, d);
-    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, B, d, S, 1.0f, m->dz, S, p->router, d, 1.0f, dx, d);
+    ML_SGEMM(CblasRowMajor, CblasTrans, CblasNoTrans, S, d, B, 1.0f, m->dz, S, x, d, 1.0f, g->router, d);
+    ML_SGEMM(CblasRowMajor, CblasNoTrans, CblasNoTrans, B, d, S, 1.0f, m->dz, S, p->router, d, 1.0f, dx, d);
 }
 
 // ---------------------------------------------------------------- public forward / backward
@@ -723,7 +720,7 @@ static void moe_backward_batch_(MoeHead *m, float *dx, MoeParams *g, const float
 // z (B, S) = x W_r^T and the logsumexp of each row (for L_z); returns sum_b lse_b^2.
 static double moe_logits_(MoeHead *m, const float *x, const float *router, int B) {
     int S = m->S, d = m->cfg.d;
-    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, B, S, d, 1.0f, x, d, router, d, 0.0f, m->z, S);
+    ML_SGEMM(CblasRowMajor, CblasNoTrans, CblasTrans, B, S, d, 1.0f, x, d, router, d, 0.0f, m->z, S);
     double lz = 0.0;
     for (int b = 0; b < B; b++) {
         m->lse[b] = moe_lse_(m->z + (size_t)b * S, S);
@@ -851,8 +848,8 @@ void moe_route_backward(MoeHead *m, float *dx, float *grouter, const float *x, c
     float fsel[MOE_MAX_EXPERTS];
     for (int e = 0; e < E; e++) fsel[e] = (float)m->stats.demand[e] / (float)B;
     moe_router_bwd_(m, B, fsel);
-    cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, E, d, B, 1.0f, m->dz, E, x, d, 1.0f, grouter, d);
-    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, B, d, E, 1.0f, m->dz, E, router, d, 1.0f, dx, d);
+    ML_SGEMM(CblasRowMajor, CblasTrans, CblasNoTrans, E, d, B, 1.0f, m->dz, E, x, d, 1.0f, grouter, d);
+    ML_SGEMM(CblasRowMajor, CblasNoTrans, CblasNoTrans, B, d, E, 1.0f, m->dz, E, router, d, 1.0f, dx, d);
 }
 
 void moe_backward(MoeHead *m, float *dx, MoeParams *g, const float *dy, const float *x, const MoeParams *p, int B) {

@@ -78,11 +78,11 @@ void moeconv_forward(MoeConv *L, float *y, const float *x, int B, float tau, int
         const long N = (long)n * HW;
         const size_t o = (size_t)r->off[e] * HW;
         float *xe = L->xg + o * C, *he = L->hid + o * h, *ye = L->yo + o * C;
-        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, h, (int)N, C, 1.0f, L->p.w1[e], C, xe, (int)N, 0.0f, he,
-                    (int)N);
+        ML_SGEMM(CblasRowMajor, CblasNoTrans, CblasNoTrans, h, (int)N, C, 1.0f, L->p.w1[e], C, xe, (int)N, 0.0f, he,
+                 (int)N);
         mc_bias_act_(he, L->p.b1[e], h, N, 1);
-        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, C, (int)N, h, 1.0f, L->p.w2[e], h, he, (int)N, 0.0f, ye,
-                    (int)N);
+        ML_SGEMM(CblasRowMajor, CblasNoTrans, CblasNoTrans, C, (int)N, h, 1.0f, L->p.w2[e], h, he, (int)N, 0.0f, ye,
+                 (int)N);
         mc_bias_act_(ye, L->p.b2[e], C, N, 0);
     }
     // combine: y = x + sum over the sample's kept pairs (ranks in order) of g * yo
@@ -139,20 +139,20 @@ void moeconv_backward(MoeConv *L, float *dx, const float *dy, const float *x, in
         const float *xe = L->xg + o * C, *he = L->hid + o * h;
         float *dye = L->dyo + o * C, *dhe = L->dhid + o * h;
         // dW2 (C, h) += dyo hid^T; db2 += row sums of dyo
-        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, C, h, (int)N, 1.0f, dye, (int)N, he, (int)N, 1.0f,
-                    L->g.w2[e], h);
+        ML_SGEMM(CblasRowMajor, CblasNoTrans, CblasTrans, C, h, (int)N, 1.0f, dye, (int)N, he, (int)N, 1.0f, L->g.w2[e],
+                 h);
         mc_rowsum_acc_(L->g.b2[e], dye, C, N);
         // dhid (h, N) = W2^T dyo, masked by the ReLU
-        cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, h, (int)N, C, 1.0f, L->p.w2[e], h, dye, (int)N, 0.0f, dhe,
-                    (int)N);
+        ML_SGEMM(CblasRowMajor, CblasTrans, CblasNoTrans, h, (int)N, C, 1.0f, L->p.w2[e], h, dye, (int)N, 0.0f, dhe,
+                 (int)N);
         mc_relu_mask_(dhe, he, (long)h * N);
         // dW1 (h, C) += dhid xg^T; db1 += row sums of dhid
-        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, h, C, (int)N, 1.0f, dhe, (int)N, xe, (int)N, 1.0f,
-                    L->g.w1[e], C);
+        ML_SGEMM(CblasRowMajor, CblasNoTrans, CblasTrans, h, C, (int)N, 1.0f, dhe, (int)N, xe, (int)N, 1.0f, L->g.w1[e],
+                 C);
         mc_rowsum_acc_(L->g.b1[e], dhe, h, N);
         // dxg (C, N) = W1^T dhid, into dyo's block
-        cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, C, (int)N, h, 1.0f, L->p.w1[e], C, dhe, (int)N, 0.0f, dye,
-                    (int)N);
+        ML_SGEMM(CblasRowMajor, CblasTrans, CblasNoTrans, C, (int)N, h, 1.0f, L->p.w1[e], C, dhe, (int)N, 0.0f, dye,
+                 (int)N);
     }
     // router: dpool (B, C) from the gates (and L_aux, L_z), then through the pooling
     memset(L->dpool, 0, sizeof(float) * (size_t)B * C);
@@ -184,28 +184,25 @@ void ffnconv_forward(FfnConv *L, float *y, const float *x, int B) {
     ML_ASSERT(B >= 1 && B <= L->Bmax);
     const int C = L->C, hk = L->hidden;
     const long N = (long)B * L->HW;
-    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, hk, (int)N, C, 1.0f, L->w1, C, x, (int)N, 0.0f, L->hid,
-                (int)N);
+    ML_SGEMM(CblasRowMajor, CblasNoTrans, CblasNoTrans, hk, (int)N, C, 1.0f, L->w1, C, x, (int)N, 0.0f, L->hid, (int)N);
     mc_bias_act_(L->hid, L->b1, hk, N, 1);
     memcpy(y, x, sizeof(float) * (size_t)C * N);
-    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, C, (int)N, hk, 1.0f, L->w2, hk, L->hid, (int)N, 1.0f, y,
-                (int)N);
+    ML_SGEMM(CblasRowMajor, CblasNoTrans, CblasNoTrans, C, (int)N, hk, 1.0f, L->w2, hk, L->hid, (int)N, 1.0f, y,
+             (int)N);
     mc_bias_act_(y, L->b2, C, N, 0);
 }
 
 void ffnconv_backward(FfnConv *L, float *dx, const float *dy, const float *x, int B) {
     const int C = L->C, hk = L->hidden;
     const long N = (long)B * L->HW;
-    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, C, hk, (int)N, 1.0f, dy, (int)N, L->hid, (int)N, 1.0f, L->gw2,
-                hk);
+    ML_SGEMM(CblasRowMajor, CblasNoTrans, CblasTrans, C, hk, (int)N, 1.0f, dy, (int)N, L->hid, (int)N, 1.0f, L->gw2,
+             hk);
     mc_rowsum_acc_(L->gb2, dy, C, N);
-    cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, hk, (int)N, C, 1.0f, L->w2, hk, dy, (int)N, 0.0f, L->dhid,
-                (int)N);
+    ML_SGEMM(CblasRowMajor, CblasTrans, CblasNoTrans, hk, (int)N, C, 1.0f, L->w2, hk, dy, (int)N, 0.0f, L->dhid,
+             (int)N);
     mc_relu_mask_(L->dhid, L->hid, (long)hk * N);
-    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, hk, C, (int)N, 1.0f, L->dhid, (int)N, x, (int)N, 1.0f, L->gw1,
-                C);
+    ML_SGEMM(CblasRowMajor, CblasNoTrans, CblasTrans, hk, C, (int)N, 1.0f, L->dhid, (int)N, x, (int)N, 1.0f, L->gw1, C);
     mc_rowsum_acc_(L->gb1, L->dhid, hk, N);
     memcpy(dx, dy, sizeof(float) * (size_t)C * N);
-    cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, C, (int)N, hk, 1.0f, L->w1, C, L->dhid, (int)N, 1.0f, dx,
-                (int)N);
+    ML_SGEMM(CblasRowMajor, CblasTrans, CblasNoTrans, C, (int)N, hk, 1.0f, L->w1, C, L->dhid, (int)N, 1.0f, dx, (int)N);
 }

@@ -195,6 +195,64 @@ void bn_backward(float *dinp, float *dgamma, float *dbeta, const float *dout, co
     }
 }
 
+/* bn_backward with relu = 1, the ReLU mask recomputed from the input as the forward did
+ * (x a + b > 0 with a = gamma rstd, b = beta - mean a, the same float expression), so that the
+ * forward output is not read: two streams (dy, x) in the sums pass instead of three. The values
+ * are those of bn_backward. */
+static void bwd_sums_relu(const float *dy, const float *x, int n, float m, float rs, float a, float bb, double *sdy,
+                          double *sdyx) {
+    double s1 = 0.0, s2 = 0.0;
+    for (int i0 = 0; i0 < n; i0 += BLOCK) {
+        const int i1 = i0 + BLOCK < n ? i0 + BLOCK : n;
+        float a1[LANES] = {0}, a2[LANES] = {0};
+        int i = i0;
+        for (; i + LANES <= i1; i += LANES)
+            for (int j = 0; j < LANES; j++) {
+                float t = x[i + j] * a + bb;
+                float g = t > 0.0f ? dy[i + j] : 0.0f;
+                a1[j] += g;
+                a2[j] += g * ((x[i + j] - m) * rs);
+            }
+        float t1 = 0.0f, t2 = 0.0f;
+        for (; i < i1; i++) {
+            float t = x[i] * a + bb;
+            float g = t > 0.0f ? dy[i] : 0.0f;
+            t1 += g;
+            t2 += g * ((x[i] - m) * rs);
+        }
+        for (int j = 0; j < LANES; j++) {
+            t1 += a1[j];
+            t2 += a2[j];
+        }
+        s1 += t1;
+        s2 += t2;
+    }
+    *sdy = s1;
+    *sdyx = s2;
+}
+
+void bn_relu_backward(float *dinp, float *dgamma, float *dbeta, const float *dout, const float *inp, const float *mean,
+                      const float *rstd, const float *gamma, const float *beta, int C, int N) {
+#pragma omp parallel for schedule(static)
+    for (int c = 0; c < C; c++) {
+        const float *dy = dout + (long)c * N, *x = inp + (long)c * N;
+        float *dx = dinp + (long)c * N;
+        const float m = mean[c], rs = rstd[c];
+        const float a = gamma[c] * rs, bb = beta[c] - m * a; /* the forward's scale and shift */
+        double sdy, sdyx;
+        bwd_sums_relu(dy, x, N, m, rs, a, bb, &sdy, &sdyx);
+        dgamma[c] += (float)sdyx;
+        dbeta[c] += (float)sdy;
+        const float k = gamma[c] * rs;
+        const float mdy = (float)(sdy / N), mdyx = (float)(sdyx / N);
+        for (int i = 0; i < N; i++) {
+            float t = x[i] * a + bb;
+            float g = t > 0.0f ? dy[i] : 0.0f;
+            dx[i] = k * (g - mdy - (x[i] - m) * rs * mdyx);
+        }
+    }
+}
+
 void relu_forward(float *out, const float *inp, long n) {
 #pragma omp parallel for schedule(static) if (n > 65536)
     for (long i = 0; i < n; i++) out[i] = inp[i] > 0.0f ? inp[i] : 0.0f;

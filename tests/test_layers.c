@@ -189,6 +189,33 @@ static void test_bn(int relu) {
     bn_backward(dy, dg2, db2, dy, c.out, c.x, c.mean, c.rstd, c.g, c.C, c.N, relu);
     bn_backward(dx, dg, db, c.R, c.out, c.x, c.mean, c.rstd, c.g, c.C, c.N, relu);
     CHECK(memcmp(dy, dx, sizeof(float) * n) == 0, "batchnorm%s backward in place == out of place", relu ? "+relu" : "");
+    if (relu) {
+        /* bn_relu_backward (mask recomputed from x) gives bn_backward's values bit for bit, here and
+         * on a long channel that takes the vectorised blocks */
+        float dg3[3] = {0}, db3[3] = {0}, *dx3 = malloc(sizeof(float) * n);
+        float dg1[3] = {0}, db1[3] = {0};
+        bn_backward(dx, dg1, db1, c.R, c.out, c.x, c.mean, c.rstd, c.g, c.C, c.N, 1);
+        bn_relu_backward(dx3, dg3, db3, c.R, c.x, c.mean, c.rstd, c.g, c.b, c.C, c.N);
+        int same =
+            !memcmp(dx3, dx, sizeof(float) * n) && !memcmp(dg1, dg3, sizeof dg3) && !memcmp(db1, db3, sizeof db3);
+        const int C2 = 2, N2 = 5000;
+        float *x2 = randv((long)C2 * N2, 1.5f), *y2 = malloc(sizeof(float) * C2 * N2), *r2 = randv((long)C2 * N2, 1);
+        float *d2a = malloc(sizeof(float) * C2 * N2), *d2b = malloc(sizeof(float) * C2 * N2);
+        float g2[2] = {0.7f, -1.3f}, b2[2] = {0.2f, 0.4f}, m2[2], s2[2], ga[2] = {0}, gb[2] = {0}, ba[2] = {0},
+              bb[2] = {0};
+        bn_forward_train(y2, m2, s2, x2, g2, b2, NULL, NULL, 0.1f, C2, N2, 1);
+        bn_backward(d2a, ga, ba, r2, y2, x2, m2, s2, g2, C2, N2, 1);
+        bn_relu_backward(d2b, gb, bb, r2, x2, m2, s2, g2, b2, C2, N2);
+        same = same && !memcmp(d2a, d2b, sizeof(float) * C2 * N2) && !memcmp(ga, gb, sizeof ga) &&
+               !memcmp(ba, bb, sizeof ba);
+        CHECK(same, "bn_relu_backward == bn_backward(relu = 1), bit for bit (3x40 and 2x5000)");
+        free(dx3);
+        free(x2);
+        free(y2);
+        free(r2);
+        free(d2a);
+        free(d2b);
+    }
     /* training output is normalised per channel (no relu): mean ~ beta, std ~ |gamma| */
     if (!relu) {
         double m = 0, v = 0;
@@ -469,6 +496,43 @@ static void test_model_oom(void) {
           status);
 }
 
+/* bias_relu_forward and relu_bias_backward against the separate passes they replace (the same
+ * values bit for bit), on a shape that spans several column blocks */
+static void test_mlp_epilogues(void) {
+    const int B = 37, OC = 600;
+    const long n = (long)B * OC;
+    float *z = randv(n, 1), *bias = randv(OC, 0.5f), *d = randv(n, 1);
+    float *y1 = malloc(sizeof(float) * n), *y2 = malloc(sizeof(float) * n);
+    float *d1 = malloc(sizeof(float) * n), *d2 = malloc(sizeof(float) * n);
+    float *db1 = calloc(OC, 4), *db2 = calloc(OC, 4), *dw = calloc((long)OC * B, 4), *eye = calloc((long)B * B, 4);
+    memcpy(y1, z, sizeof(float) * n);
+    for (int b = 0; b < B; b++)
+        for (int o = 0; o < OC; o++) y1[(long)b * OC + o] += bias[o];
+    relu_forward(y1, y1, n);
+    memcpy(y2, z, sizeof(float) * n);
+    bias_relu_forward(y2, bias, B, OC);
+    CHECK(!memcmp(y1, y2, sizeof(float) * n), "bias_relu_forward == bias add then relu_forward (bit for bit)");
+    relu_backward(d1, d, y1, n);
+    /* linear_backward's dbias on the masked gradient: identity input so that only dbias matters */
+    for (int b = 0; b < B; b++) eye[(long)b * B + b] = 1.0f;
+    linear_backward(NULL, dw, db1, d1, eye, NULL, B, B, OC);
+    memcpy(d2, d, sizeof(float) * n);
+    relu_bias_backward(d2, db2, y2, B, OC);
+    CHECK(!memcmp(d1, d2, sizeof(float) * n) && !memcmp(db1, db2, sizeof(float) * OC),
+          "relu_bias_backward == relu_backward then linear_backward's dbias (bit for bit)");
+    free(z);
+    free(bias);
+    free(d);
+    free(y1);
+    free(y2);
+    free(d1);
+    free(d2);
+    free(db1);
+    free(db2);
+    free(dw);
+    free(eye);
+}
+
 int main(void) {
     rng_seed(&rng, 12345);
     test_conv3x3(1, 6, 6);
@@ -486,6 +550,7 @@ int main(void) {
     test_relu();
     test_gap();
     test_linear();
+    test_mlp_epilogues();
     test_xent();
     test_model(BACKBONE_DW, 1, 5);
     test_model(BACKBONE_STD, 3, 6);

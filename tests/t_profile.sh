@@ -1,0 +1,45 @@
+#!/usr/bin/env bash
+# t_profile.sh — `moelab bench --profile` and `--scaling`: for each head, the per-layer table has a
+# row for every layer, its printed rows add up to its "sum of rows", and the sum of rows is the
+# step's wall time within 10% (a consistency check of the accounting: every part of a step is in
+# some row, none twice; no absolute time is asserted). The bench line carries the evaluation rate
+# and --scaling prints a 1-thread rate and a speed-up.
+set -u
+BIN=${1:?usage: t_profile.sh path/to/moelab}
+pass=0; fail=0
+ok()  { echo "PASS  $*"; pass=$((pass + 1)); }
+bad() { echo "FAIL  $*"; fail=$((fail + 1)); }
+# MOELAB_QUICK (sanitizer builds): a narrower, smaller-batch model
+small=()
+[ -n "${MOELAB_QUICK:-}" ] && small=(--width 0.25 --batch 16)
+out=$("$BIN" bench --profile --scaling --threads 1 --steps 3 --repeat 1 --heads dense,moe "${small[@]}" 2>&1)
+rc=$?
+[ "$rc" = 0 ] && ok "bench --profile --scaling exits 0" || bad "bench --profile exit $rc: $(head -c 400 <<<"$out")"
+
+for head in dense moe; do
+  table=$(awk -v h="$head" '$0 ~ "^profile, " h " head" {on=1; next} on && /^profile head=/ {exit} on' <<<"$out")
+  for layer in stem block1.dw block1.pw block2.dw block2.pw block3.dw block3.pw pool head classifier loss+update; do
+    if grep -q "^  $layer " <<<"$table"; then ok "$head: profile row $layer"; else bad "$head: no profile row $layer"; fi
+  done
+  # the printed totals (column 4) of the layer rows against the printed sum of rows
+  chk=$(awk '/^  (sum of rows|step|layer) / {if ($1 == "sum") s = $4; next} /^  [a-z]/ {t += $4; n++}
+             END {d = t - s; if (d < 0) d = -d; printf "%d %.2f %.2f %s", n, t, s, (n >= 11 && d <= 0.01 * n + 0.01) ? "ok" : "bad"}' <<<"$table")
+  [ "${chk##* }" = ok ] && ok "$head: the rows add up to the sum of rows ($chk)" || bad "$head: rows vs sum of rows: $chk"
+  line=$(grep "^profile head=$head " <<<"$out")
+  rows=$(sed -E 's/.*rows_ms=([0-9.]+).*/\1/' <<<"$line")
+  step=$(sed -E 's/.*step_ms=([0-9.]+).*/\1/' <<<"$line")
+  gemm=$(sed -E 's/.*gemm_ms=([0-9.]+).*/\1/' <<<"$line")
+  if [ -n "$line" ] && awk -v r="$rows" -v s="$step" 'BEGIN {exit !(s > 0 && r / s >= 0.9 && r / s <= 1.1)}'; then
+    ok "$head: per-layer times add up to the step time within 10% ($rows vs $step ms)"
+  else bad "$head: per-layer sum $rows ms vs step $step ms (line: $line)"; fi
+  if awk -v g="$gemm" -v r="$rows" 'BEGIN {exit !(g > 0 && g < r)}'; then ok "$head: GEMM time in (0, step) ($gemm ms)"
+  else bad "$head: GEMM time $gemm ms of $rows"; fi
+  b=$(grep "^bench head=$head " <<<"$out")
+  if grep -Eq 'eval_img_per_s=[0-9]*[1-9][0-9]*\.' <<<"$b" && grep -q 'eval_ratio=' <<<"$b"; then ok "$head: evaluation rate printed"
+  else bad "$head: no evaluation rate in: $b"; fi
+  if grep -Eq "^scaling head=$head threads=1 img_per_s_1=[0-9.]+ img_per_s_n=[0-9.]+ speedup=[0-9.]+" <<<"$out"; then
+    ok "$head: --scaling prints the speed-up"
+  else bad "$head: no scaling line"; fi
+done
+echo "t_profile: $pass passed, $fail failed"
+[ "$fail" = 0 ]
