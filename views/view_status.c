@@ -96,7 +96,8 @@ static void status_draw(View *v, WINDOW *w, Rect r) {
     char buf[1024];
 
     // row 0: what is running. When the row is short, the dataset sizes go first, then the key
-    // hint; then a long session folder keeps only its tail; the backbone goes last.
+    // hint; then a long session folder keeps only its tail; the model goes last, shown as "…"
+    // so that the row says something is hidden.
     draw_fill(w, r.y, r.x, r.w, base);
     const char *sess = s->session[0] ? s->session : "-";
     const char *keys = " ? help  q quit ";
@@ -106,7 +107,7 @@ static void status_draw(View *v, WINDOW *w, Rect r) {
     int x = r.x, keys_shown = 0;
     for (int level = 0; level < 5; level++) {
         snprintf(buf, sizeof buf, " moelab%s%s%s%s%s%s%s%ssession ", sep, c->dataset, level < 1 ? sizes : "", sep,
-                 level < 4 ? c->model : "", level < 4 ? sep : "", c->head, sep);
+                 level < 4 ? c->model : (t->utf8 ? "\u2026" : "~"), sep, c->head, sep); /* "…": the model is hidden */
         const int need = utf8_cells(buf) + (level < 3 ? sl0 : (sl0 < 16 ? sl0 : 16)) + (level < 2 ? kl : 0);
         if (need <= r.w || level == 4) {
             x = r.x + draw_text(w, r.y, r.x, r.w, base | A_BOLD, buf);
