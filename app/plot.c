@@ -7,6 +7,7 @@
 #include "app.h"
 #include "browse.h"
 #include "commands.h"
+#include "sweep_verdict.h"
 
 #include <errno.h>
 #include <limits.h>
@@ -371,7 +372,23 @@ static int plot_sweep(Out *o, const char *in, const char *path, char *msg, size_
     Ctx c = {.sw = &s, .title = title};
     snprintf(title, sizeof title, "%s: MoE - dense vs rho", name);
     int bad = emit(o, "gap_rho", d_gap_rho, &c);
-    snprintf(title, sizeof title, "%s: gap per configuration", name);
+    /* a preset's sweep: the verdict on its claim in the title, the whole block in verdict.txt */
+    const VerdictKind vk = verdict_infer(&s);
+    if (vk != VERDICT_NONE) {
+        char vpath[1200];
+        snprintf(vpath, sizeof vpath, "%s/verdict.txt", o->dir);
+        FILE *vf = fopen(vpath, "w");
+        const Verdict v = verdict_print(vk, &s, vf ? vf : stderr);
+        if (!vf || fclose(vf) != 0) {
+            fprintf(stderr, "moelab plot: %s: %s\n", vpath, strerror(errno));
+            bad = 1;
+        } else if (o->verbose) {
+            printf("%s\n", vpath);
+        }
+        snprintf(title, sizeof title, "%s: gap per configuration (verdict: %s)", name, verdict_name(v));
+    } else {
+        snprintf(title, sizeof title, "%s: gap per configuration", name);
+    }
     bad |= emit(o, "configs", d_configs, &c);
     sweep_summary_free(&s);
     return bad ? 1 : 0;

@@ -78,6 +78,13 @@ check "a 16-run sweep finishes" [ -s W/sweep.h5 ]
 "$BIN" plot W --format all > wplot.log 2>&1; rc=$?
 check "moelab plot W (a sweep folder) exits 0" [ $rc = 0 ]
 valid_figs W/figures gap_rho configs
+check "a hidden x head sweep gets the claim-1 verdict block in verdict.txt" \
+  grep -Eq '(supports|contradicts|inconclusive)' W/figures/verdict.txt
+if have pdftotext; then
+  check "the configs figure's title carries the same verdict" \
+    [ "$(pdftotext W/figures/configs.pdf - | tr '\n' ' ' | grep -oE 'verdict: [a-z]+' | head -1)" = \
+      "verdict: $(grep -oE '(supports|contradicts|inconclusive)' W/figures/verdict.txt | tail -1)" ]
+fi
 "$BIN" plot W/sweep.h5 --format svg --out W2 > w2.log 2>&1
 check "moelab plot W/sweep.h5 works too" [ -s W2/gap_rho.svg ]
 if have pdftotext; then
