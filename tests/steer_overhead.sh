@@ -47,7 +47,8 @@ PID=
 python3 - "$T/csv/steps.csv" "$T/rounds" <<'EOF'
 import csv, statistics, sys
 rows = list(csv.DictReader(open(sys.argv[1])))
-pts = [(float(r["wall_time"]), float(r["img_per_s"])) for r in rows]
+wt = "wall_time_unix_s" if rows and "wall_time_unix_s" in rows[0] else "wall_time"  # export names units since #18
+pts = [(float(r[wt]), float(r["img_per_s"])) for r in rows]
 def med(lo, hi):
     v = [x for t, x in pts if lo + 2 <= t <= hi]
     return statistics.median(v) if v else float("nan"), len(v)
