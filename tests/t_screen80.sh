@@ -54,6 +54,8 @@ out=$(cap)
 echo "$out" >"$T/live.txt"
 check "live: the class x expert panel says it hides classes (+N classes)" grep -Eq '\+[0-9]+ (classes|cls)' "$T/live.txt"
 check "live: the expert load panel says it hides experts (+N experts; N depends on whether a collapse banner takes a row)" grep -Eq '\+[0-9]+ experts' "$T/live.txt"
+check "live: the status row ends in … when it drops segments (test acc, tau, lr, elapsed at 80 columns)" \
+  bash -c "sed -n 2p '$T/live.txt' | grep -q '…\$'"
 check "live: the routing panel says it hides rows (+N rows)" grep -Eq '\+[0-9]+ rows' "$T/live.txt"
 check "live: C=128 is never cut to C=12" bash -c "! grep -Eq 'C=12([^8]|$)' '$T/live.txt'"
 check "live: no title or log line ends in a cut number" no_cut_numbers

@@ -79,10 +79,14 @@ static void status_update(View *v, const ViewMsg *m) {
     }
 }
 
-/* Appends a segment when it fits in the remaining width; returns the new column. */
-static int put_seg(WINDOW *w, int y, int x, int xmax, attr_t a, const char *text) {
+/* Appends a segment when it fits in the remaining width; returns the new column. A segment that
+ * does not fit sets *dropped (the row then ends in "…", so it says that it hides something). */
+static int put_seg(WINDOW *w, int y, int x, int xmax, attr_t a, const char *text, int *dropped) {
     const int len = utf8_cells(text);
-    if (x + len > xmax) return x;
+    if (x + len > xmax) {
+        *dropped = 1;
+        return x;
+    }
     draw_text(w, y, x, len, a, text);
     return x + len;
 }
@@ -126,12 +130,13 @@ static void status_draw(View *v, WINDOW *w, Rect r) {
     }
     if (r.h < 2) return;
 
-    // row 1: where it is
-    const int y = r.y + 1, xmax = r.x + r.w;
+    // row 1: where it is (the last cell is kept for the "…" of dropped segments)
+    const int y = r.y + 1, xmax = r.x + r.w - 1;
+    int dropped = 0;
     draw_fill(w, y, r.x, r.w, A_NORMAL);
     x = r.x;
     snprintf(buf, sizeof buf, " %s ", s->state);
-    x = put_seg(w, y, x, xmax, t->role[s->state_role] | (t->color ? 0 : A_REVERSE), buf);
+    x = put_seg(w, y, x, xmax, t->role[s->state_role] | (t->color ? 0 : A_REVERSE), buf, &dropped);
     const long total = c->total_steps > 0 ? c->total_steps : 1;
     const double frac = (double)s->step / total;
     if (c->browse) /* a saved session: the cursor's evaluation epoch and step */
@@ -139,7 +144,7 @@ static void status_draw(View *v, WINDOW *w, Rect r) {
     else
         snprintf(buf, sizeof buf, " epoch %d/%d  step %ld/%ld ", s->epoch < c->epochs ? s->epoch + 1 : c->epochs,
                  c->epochs, s->step, c->total_steps);
-    x = put_seg(w, y, x, xmax, A_BOLD, buf);
+    x = put_seg(w, y, x, xmax, A_BOLD, buf, &dropped);
     char rate[32], eta[32], el[32];
     if (s->img_per_s > 0) snprintf(rate, sizeof rate, "%.0f img/s", s->img_per_s);
     else snprintf(rate, sizeof rate, "-- img/s");
@@ -155,32 +160,34 @@ static void status_draw(View *v, WINDOW *w, Rect r) {
     if (bw >= 6) {
         char bar[128];
         bar_cells(bar, sizeof bar, frac, bw, t->utf8);
-        x = put_seg(w, y, x, xmax, A_NORMAL, "[");
+        x = put_seg(w, y, x, xmax, A_NORMAL, "[", &dropped);
         draw_text(w, y, x, bw, t->role[TH_BAR] | (t->color ? 0 : A_BOLD), bar);
         x += bw;
-        x = put_seg(w, y, x, xmax, A_NORMAL, "]");
+        x = put_seg(w, y, x, xmax, A_NORMAL, "]", &dropped);
     }
-    x = put_seg(w, y, x, xmax, A_NORMAL, tail);
+    x = put_seg(w, y, x, xmax, A_NORMAL, tail, &dropped);
     /* optional segments, in order of importance */
     if (s->note[0]) {
         snprintf(buf, sizeof buf, "  %s", s->note);
-        x = put_seg(w, y, x, xmax, t->role[TH_WARN], buf);
+        x = put_seg(w, y, x, xmax, t->role[TH_WARN], buf, &dropped);
     }
     if (s->have_eval) {
         snprintf(buf, sizeof buf, "  test acc %.2f%%", 100.0 * s->test_acc);
-        x = put_seg(w, y, x, xmax, t->role[TH_ACC], buf);
+        x = put_seg(w, y, x, xmax, t->role[TH_ACC], buf, &dropped);
     }
     if (s->have_step && c->has_moe) {
         snprintf(buf, sizeof buf, "  %s %.3g", t->utf8 ? "\u03c4" : "tau", (double)s->tau);
-        x = put_seg(w, y, x, xmax, A_NORMAL, buf);
+        x = put_seg(w, y, x, xmax, A_NORMAL, buf, &dropped);
     }
     if (s->have_step) {
         snprintf(buf, sizeof buf, "  lr %.3g", (double)s->lr);
-        x = put_seg(w, y, x, xmax, A_NORMAL, buf);
+        x = put_seg(w, y, x, xmax, A_NORMAL, buf, &dropped);
     }
-    if (c->browse) return;
-    snprintf(buf, sizeof buf, "  elapsed %s", el);
-    put_seg(w, y, x, xmax, t->role[TH_DIM], buf);
+    if (!c->browse) {
+        snprintf(buf, sizeof buf, "  elapsed %s", el);
+        put_seg(w, y, x, xmax, t->role[TH_DIM], buf, &dropped);
+    }
+    if (dropped) draw_text(w, y, xmax, 1, t->role[TH_DIM], t->utf8 ? "\u2026" : "~");
 }
 
 const ViewClass view_status_class = {
