@@ -130,8 +130,8 @@ static void status_draw(View *v, WINDOW *w, Rect r) {
     }
     if (r.h < 2) return;
 
-    // row 1: where it is (the last cell is kept for the "…" of dropped segments)
-    const int y = r.y + 1, xmax = r.x + r.w - 1;
+    // row 1: where it is; a dropped segment puts "…" in the last cell when that cell is free
+    const int y = r.y + 1, xmax = r.x + r.w;
     int dropped = 0;
     draw_fill(w, y, r.x, r.w, A_NORMAL);
     x = r.x;
@@ -185,9 +185,9 @@ static void status_draw(View *v, WINDOW *w, Rect r) {
     }
     if (!c->browse) {
         snprintf(buf, sizeof buf, "  elapsed %s", el);
-        put_seg(w, y, x, xmax, t->role[TH_DIM], buf, &dropped);
+        x = put_seg(w, y, x, xmax, t->role[TH_DIM], buf, &dropped);
     }
-    if (dropped) draw_text(w, y, xmax, 1, t->role[TH_DIM], t->utf8 ? "\u2026" : "~");
+    if (dropped && x < xmax) draw_text(w, y, xmax - 1, 1, t->role[TH_DIM], t->utf8 ? "\u2026" : "~");
 }
 
 const ViewClass view_status_class = {
