@@ -57,3 +57,61 @@ const char *cmd_origin_name(int origin) {
                                         [CMD_FROM_RULE] = "rule"};
     return origin >= 0 && origin < (int)(sizeof names / sizeof *names) ? names[origin] : "";
 }
+
+void step_record_layer(const StepRecord *in, int i, StepRecord *out) {
+    if (out != in) *out = *in;
+    if (i < 0 || i >= in->nlayers) return;
+    const StepLayer *l = &in->layer[i];
+    out->has_moe = 1;
+    out->moe = l->moe;
+    out->tau = (float)l->moe.tau;
+    out->rho_realized = l->rho_realized;
+    out->dead_experts = l->dead_experts;
+    out->window_load_entropy = l->window_load_entropy;
+    out->collapsed = l->collapsed;
+    out->collapse_reason = l->collapse_reason;
+    out->collapse_views = l->collapse_views;
+    out->collapse_first_step = l->collapse_first_step;
+    memcpy(out->collapse_text, l->collapse_text, sizeof out->collapse_text);
+}
+
+void eval_record_layer(const EvalRecord *in, int i, EvalRecord *out) {
+    if (out != in) *out = *in;
+    if (i < 0 || i >= in->nlayers) return;
+    const EvalLayer *l = &in->layer[i];
+    out->has_moe = 1;
+    out->train_drop_frac = l->train_drop_frac;
+    out->train_maxvio = l->train_maxvio;
+    out->train_rho_realized = l->train_rho_realized;
+    out->window_load_entropy = l->window_load_entropy;
+    out->window_first_share = l->window_first_share;
+    out->dead_experts = l->dead_experts;
+    out->epoch_tau = l->epoch_tau;
+    out->epoch_l_aux = l->epoch_l_aux;
+    out->epoch_clean_first_share = l->epoch_clean_first_share;
+    out->collapsed = l->collapsed;
+    out->collapse_reason = l->collapse_reason;
+    out->collapse_views = l->collapse_views;
+    out->collapse_first_step = l->collapse_first_step;
+    out->collapse_first_train = l->collapse_first_train;
+    out->collapse_first_clean = l->collapse_first_clean;
+    out->collapse_first_eval = l->collapse_first_eval;
+    out->classes = l->classes;
+    out->experts = l->experts;
+    out->class_expert = l->class_expert;
+    out->mutual_info = l->mutual_info;
+    out->test_load_entropy = l->test_load_entropy;
+    out->test_first_share = l->test_first_share;
+    out->test_dead_first = l->test_dead_first;
+    out->test_dead_topk = l->test_dead_topk;
+    out->tsne_n = l->tsne_n;
+    out->feat_dim = l->feat_dim;
+    out->tsne_feat = l->tsne_feat;
+    out->tsne_expert = l->tsne_expert;
+}
+
+int run_record_layer_find(const RunRecord *r, const char *name) {
+    for (int i = 0; i < r->nlayers; i++)
+        if (!strcmp(r->layer[i].name, name)) return i;
+    return -1;
+}

@@ -12,6 +12,54 @@
 #include "moe.h"
 #include "tau.h"
 
+/* ---- routed layers (issue #14 phase 2). A run has nlayers routed layers, 0..REC_MAX_LAYERS: the
+ * backbone MoE layers in stage order ("moe0".."moe3"), then the head ("head") if it routes. Layer i
+ * has the same index in RunRecord.layer, StepRecord.layer and EvalRecord.layer. The records'
+ * top-level routing fields (has_moe, moe, rho_realized, dead_experts, window_*, class_expert,
+ * test_*, tsne_*, ...) describe the *primary* layer: the head when it routes, otherwise the first
+ * backbone layer; the collapse fields (collapsed, collapse_reason, collapse_views,
+ * collapse_first_*) are the union over all layers, and collapse_text names the first flagged
+ * layer ("moe2: clean router collapsed: ..."). rho_realized at the top level is the model total.
+ * step_record_layer / eval_record_layer project layer i into a whole record, so a view made for
+ * one router shows any layer unchanged. nlayers == 0: no layer routes (or an old producer). */
+#define REC_MAX_LAYERS 5 /* MODEL_MAX_BBL backbone layers + the head */
+#define REC_LAYER_NAME 16
+
+typedef struct {
+    char name[REC_LAYER_NAME]; /* "moe2" (checkpoint tensors backbone.moe2.*), "head" */
+    int stage;                 /* backbone stage 0..3 it follows; -1 for the head */
+    int kind;                  /* HeadKind of its routing (HEAD_MOE for backbone layers) */
+    int E, k, h;               /* experts, top-k, expert hidden width */
+    int capacity;              /* training slots per expert per batch (B when dropless) */
+    double rho_nominal;        /* its routed FLOPs / the model's FLOPs per sample */
+} LayerInfo;
+
+typedef struct {
+    MoeStepStats moe;           /* this layer's statistics of the batch (moe.tau: its temperature) */
+    double rho_realized;        /* this layer's routed FLOPs actually spent / the model's FLOPs */
+    int dead_experts;           /* over the window */
+    double window_load_entropy; /* over the window */
+    int collapsed, collapse_reason, collapse_views;
+    long collapse_first_step; /* -1: never */
+    char collapse_text[192];  /* collapse_describe of its first flagged view ("" if none) */
+} StepLayer;
+
+typedef struct {
+    double train_drop_frac, train_maxvio, train_rho_realized; /* epoch means */
+    double window_load_entropy, window_first_share;
+    int dead_experts;
+    double epoch_tau, epoch_l_aux, epoch_clean_first_share;
+    int collapsed, collapse_reason, collapse_views;
+    long collapse_first_step, collapse_first_train, collapse_first_clean, collapse_first_eval;
+    int classes, experts;
+    const int *class_expert; /* (classes, experts) first-choice counts on the test set */
+    double mutual_info, test_load_entropy, test_first_share;
+    int test_dead_first, test_dead_topk;
+    int tsne_n, feat_dim;
+    const float *tsne_feat; /* (tsne_n, feat_dim) the layer's pooled router input */
+    const int *tsne_expert; /* (tsne_n) first-choice expert in this layer */
+} EvalLayer;
+
 /* The run's description, fixed after trainer_init (trainer_describe fills it). */
 typedef struct {
     TrainConfig cfg;            /* the launch configuration with its step totals filled in */
@@ -25,7 +73,9 @@ typedef struct {
     long n_params;
     double rho_nominal, flops_per_sample;
     long steps_per_epoch, total_steps;
-    int tsne_n; /* test samples in the t-SNE sample (0 for dense heads) */
+    int tsne_n;  /* test samples in the t-SNE sample (0 for dense heads) */
+    int nlayers; /* routed layers (see "routed layers" above) */
+    LayerInfo layer[REC_MAX_LAYERS];
 } RunRecord;
 
 typedef struct {
@@ -48,6 +98,8 @@ typedef struct {
     int collapse_pad_;        /* (no padding) */
     long collapse_first_step; /* first step any view was flagged (-1: never) */
     char collapse_text[192];  /* collapse_describe of the first flagged view ("" if none) */
+    int nlayers;              /* routed layers (RunRecord.layer has their names) */
+    StepLayer layer[REC_MAX_LAYERS];
 } StepRecord;
 
 typedef struct {
@@ -79,7 +131,19 @@ typedef struct {
     const float *tsne_feat;    /* (tsne_n, feat_dim) pooled features of fixed test samples */
     const int *tsne_expert;    /* (tsne_n) first-choice expert */
     const int32_t *tsne_label; /* (tsne_n) class */
+    int nlayers;               /* routed layers (RunRecord.layer has their names) */
+    EvalLayer layer[REC_MAX_LAYERS];
 } EvalRecord;
+
+/* *out = *in with layer i's fields in the top-level routing fields (has_moe = 1, moe, tau =
+ * moe.tau, rho_realized, dead_experts, window_load_entropy, collapse_*): what a one-router view
+ * shows for layer i. i outside [0, nlayers) copies in unchanged. */
+void step_record_layer(const StepRecord *in, int i, StepRecord *out);
+/* The same for an evaluation (has_moe = 1, classes/experts/class_expert, test_*, tsne_* with
+ * tsne_label shared, epoch means, collapse_*). */
+void eval_record_layer(const EvalRecord *in, int i, EvalRecord *out);
+/* Index of the layer called name in r->layer (-1 if none). */
+int run_record_layer_find(const RunRecord *r, const char *name);
 
 /* The epoch line of headless runs and of the live screen's log (one place for its format):
  * "epoch 3/10  step 1404  train loss ... acc ...%  test loss ... acc ...%  N img/s  T s", or for
