@@ -183,14 +183,15 @@ const char *cmd_origin_prefix(CmdOrigin o);
 const char *cmd_origin_strip(const char *text, CmdOrigin *o);
 typedef struct {
     CmdKind kind;
-    CmdParam param;    /* CMD_SET */
-    double value;      /* CMD_SET */
-    long n;            /* CMD_STEP: steps to run while paused */
-    TauSchedule sched; /* CMD_ANNEAL: the new schedule (start/total filled by the trainer) */
-    char text[256];    /* the command as typed, normalised; goes to the event log */
-    char rule[224];    /* CMD_ON_COLLAPSE: "pause", "off" or the commands ("set tau 2; set alpha 0.05") */
-    int origin;        /* CmdOrigin: where it came from (written to the event log with it) */
-    long tag;          /* the control socket's request id (0: none): its reply waits for it */
+    CmdParam param;             /* CMD_SET */
+    double value;               /* CMD_SET */
+    long n;                     /* CMD_STEP: steps to run while paused */
+    TauSchedule sched;          /* CMD_ANNEAL: the new schedule (start/total filled by the trainer) */
+    char text[256];             /* the command as typed, normalised; goes to the event log */
+    char rule[224];             /* CMD_ON_COLLAPSE: "pause", "off" or the commands ("set tau 2; set alpha 0.05") */
+    int origin;                 /* CmdOrigin: where it came from (written to the event log with it) */
+    long tag;                   /* the control socket's request id (0: none): its reply waits for it */
+    char layer[REC_LAYER_NAME]; /* routing knobs and anneal: the layer of an "@moe2" / "@head" suffix; "" = all */
 } TrainerCmd;
 
 /* The temperature part of a command, on a plan alone: `set tau` overrides from `step`, `anneal`
@@ -222,6 +223,7 @@ typedef struct {
     char text[384];
     int has_plan; /* set/anneal: the temperature plan after the command */
     TauPlan plan;
+    int layer; /* has_plan: the routed layer (RunRecord.layer index) whose plan it is; -1: every layer */
 } TrainerEvent;
 
 /* The loop's state as the UI shows it (published after every step and state change). */

@@ -684,6 +684,7 @@ static void emit(Loop *L, TrainerEventKind kind, const TrainerCmd *c, int logged
     ev.cmd = c ? c->kind : CMD_HELP;
     ev.logged = logged;
     ev.origin = c ? c->origin : CMD_FROM_NONE;
+    ev.layer = -1; /* the one plan every layer follows (per-layer plans: #14 phase 2) */
     const int o = snprintf(ev.text, sizeof ev.text, "%s", cmd_origin_prefix(ev.origin));
     va_list ap;
     va_start(ap, fmt);
