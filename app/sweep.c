@@ -62,6 +62,7 @@ static void sweep_help(void) {
            "  --with KEY=W1,W2     pair an option with the preceding --vary axis, value by value\n"
            "                       (e.g. --vary k=1,2,4 --with cf=2.5,1.25,0.625)\n"
            "  --seeds N            seeds 1..N per configuration (3)\n"
+           "  --seed-from S        seeds S..S+N-1 instead (a rerun of a preset with other seeds)\n"
            "  --out DIR            sweep folder (presets: sweeps/<preset>[-full])\n"
            "  --jobs N             N runs at once, each with (cores / N) threads unless --threads is given (1)\n"
            "  --shard I/N          only the runs whose index %% N == I (Slurm arrays: I = $SLURM_ARRAY_TASK_ID);\n"
@@ -260,6 +261,8 @@ static int plan_args(Plan *p, int argc, char **argv, int first) {
             if (r < 0 || plan_axis(p, "--with", v, 1)) return -1;
         } else if ((r = opt_value(argc, argv, &i, "--seeds", &v))) {
             if (r < 0 || parse_count("--seeds", v, 1, 10000, &p->seeds)) return -1;
+        } else if ((r = opt_value(argc, argv, &i, "--seed-from", &v))) {
+            if (r < 0 || parse_count("--seed-from", v, 1, 1000000, &p->seed0)) return -1;
         } else if ((r = opt_value(argc, argv, &i, "--jobs", &v))) {
             if (r < 0 || parse_count("--jobs", v, 1, 1024, &p->jobs)) return -1;
         } else if ((r = opt_value(argc, argv, &i, "--out", &v))) {
@@ -314,6 +317,7 @@ static int plan_from_argv(Plan *p, int argc, char **argv, const Preset **preset_
     memset(p, 0, sizeof *p);
     p->last_leader = -1;
     p->seeds = 3;
+    p->seed0 = 1;
     p->jobs = 1;
     p->shard_n = 1;
     const char *pname = NULL;
@@ -390,6 +394,7 @@ static int do_collect(const char dir[PATH_N]) {
     memset(&p, 0, sizeof p);
     p.last_leader = -1;
     p.seeds = 3;
+    p.seed0 = 1;
     p.jobs = 1;
     p.shard_n = 1;
     int rc = plan_args(&p, l.n, l.v, 1) || p.collect[0] || p.out[0] ? -1 : 0;

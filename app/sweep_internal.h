@@ -50,6 +50,7 @@ typedef struct {
     Axis axes[MAX_AXES];
     int last_leader;
     int seeds;
+    int seed0; /* --seed-from: the first seed (1); the runs use seeds seed0..seed0+seeds-1 */
     char out[PATH_N];
     int jobs;
     int shard_i, shard_n;

@@ -81,13 +81,13 @@ int run_child_args(const Plan *p, int r, int threads, StrList *l) {
     char th[32], dir[DIR_N];
     snprintf(th, sizeof th, "%d", threads);
     run_dir(p, r, dir, sizeof dir);
-    if (run_train_args(p, r % p->nconfigs, r / p->nconfigs + 1, l)) return -1;
+    if (run_train_args(p, r % p->nconfigs, r / p->nconfigs + p->seed0, l)) return -1;
     if (!p->user_threads && (sl_push(l, "--threads") || sl_push(l, th))) return -1;
     return sl_push(l, "--session") || sl_push(l, dir) ? -1 : 0;
 }
 
 void run_name(const Plan *p, int r, char *buf, size_t n) {
-    const int c = r % p->nconfigs, seed = r / p->nconfigs + 1;
+    const int c = r % p->nconfigs, seed = r / p->nconfigs + p->seed0;
     snprintf(buf, n, "%s%sseed=%d", p->label[c], p->label[c][0] ? "," : "", seed);
 }
 
@@ -307,6 +307,8 @@ int plan_args_line(const Plan *p, char *buf, size_t n) {
     char s[32];
     snprintf(s, sizeof s, "%d", p->seeds);
     if (!rc) rc = sl_push(&l, "--seeds") || sl_push(&l, s);
+    snprintf(s, sizeof s, "%d", p->seed0);
+    if (!rc && p->seed0 != 1) rc = sl_push(&l, "--seed-from") || sl_push(&l, s);
     if (!rc) command_line_join(buf, n, l.n, l.v);
     sl_free(&l);
     return rc ? -1 : 0;

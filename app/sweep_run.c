@@ -106,7 +106,7 @@ static int session_matches(const Plan *p, int r, const char *dir, char *why, siz
         return 0;
     }
     StrList stored = {.n = ac, .cap = ac + 1, .v = av}, want = {0};
-    run_train_args(p, r % p->nconfigs, r / p->nconfigs + 1, &want);
+    run_train_args(p, r % p->nconfigs, r / p->nconfigs + p->seed0, &want);
     normalize_args(&stored);
     normalize_args(&want);
     char a[4096], b[4096];

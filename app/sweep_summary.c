@@ -18,7 +18,7 @@ void read_run_row(const Plan *p, int r, SweepRun *row) {
     memset(row, 0, sizeof *row);
     row->index = r;
     row->config = r % p->nconfigs;
-    row->seed = (uint64_t)(r / p->nconfigs + 1);
+    row->seed = (uint64_t)(r / p->nconfigs + p->seed0);
     run_name(p, r, row->name, sizeof row->name);
     row->final_acc = row->best_acc = row->rho_nominal = row->rho_realized = row->seconds = NAN;
     row->clean_share = row->test_share = NAN;

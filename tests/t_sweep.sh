@@ -82,6 +82,20 @@ check "--collect exits 0 with every run present" [ $rc = 0 ]
 check "shards + --collect: summary.csv equals the single run's (but timing)" same_csv A/summary.csv B/summary.csv
 check "shards + --collect: runs.csv equals the single run's (but timing)" same_csv A/runs.csv B/runs.csv
 
+# 3b. --seed-from: the same grid with seeds 2..3; seed 2 is the same run as A's seed 2
+"$BIN" sweep "${S[@]}" --seed-from 2 --out SF > SF.log 2>&1; rc=$?
+check "--seed-from 2 exits 0" [ $rc = 0 ]
+check "--seed-from 2 --seeds 2: folders for seeds 2 and 3 ($(folders SF))" \
+    [ "$(folders SF)" = "head=dense,seed=2 head=dense,seed=3 head=moe,seed=2 head=moe,seed=3" ]
+check "sweep.args records --seed-from 2" grep -q -- '--seeds 2 --seed-from 2' SF/sweep.args
+# the final accuracy of run NAME in a runs.csv (its name column is quoted: it holds commas)
+run_acc() { grep -F "\"$2\"" "$1" | sed 's/^[0-9]*,"[^"]*",//' | cut -d, -f5; }
+fa=$(run_acc A/runs.csv head=moe,seed=2)
+fs=$(run_acc SF/runs.csv head=moe,seed=2)
+check "seed 2 gives the same final accuracy in both sweeps ($fa, $fs)" [ -n "$fa" -a "$fa" = "$fs" ]
+"$BIN" sweep "${S[@]}" --seed-from 0 --out SF0 > SF0.log 2>&1; rc=$?
+check "--seed-from 0 is refused with exit 2" [ $rc = 2 ]
+
 # 4. --jobs 2
 "$BIN" sweep "${S[@]}" --out J --jobs 2 > J.log 2>&1; rc=$?
 check "--jobs 2 exits 0" [ $rc = 0 ]
