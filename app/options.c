@@ -140,8 +140,8 @@ static const OptSpec opts[] = {
     {"experts", "E", G_MODEL, "number of experts", I32(train.model.head.E, 1, MOE_MAX_EXPERTS)},
     {"k", "K", G_MODEL, "experts per sample", I32(train.model.head.k, 1, MOE_MAX_EXPERTS)},
     {"moe-after", "LIST", G_MODEL,
-     "routed conv-FFN layers after these backbone stages (0 = stem, 1..3 = block s), e.g. 2,3; routing knobs and "
-     "tau are the head's",
+     "routed conv-FFN layers after these backbone stages (0 = stem, 1..3 = block s), e.g. 2,3 (or 2+3, the form of a "
+     "sweep value; none); routing knobs and tau are the head's",
      FN(set_moe_after), .dflt = "none"},
     {"ffn-after", "LIST", G_MODEL, "the matched dense baseline: one conv-FFN of hidden k*h after these stages",
      FN(set_ffn_after), .dflt = "none"},
@@ -449,13 +449,21 @@ static int set_on_collapse(AppOptions *o, const char *a, const char *cmd) {
 
 /* A comma list of 1..MODEL_MAX_BBL whole numbers in [lo, hi] into v (*n of them); -1 after a
  * message. */
-static int int_list(const char *opt, const char *a, long lo, long hi, int *v, int *n) {
+/* A stage or width list: "2,3", or "2+3" (the form a sweep value uses: `--vary moe-after=2+3,3`),
+ * or "none" for the stage lists (none_ok: no layers, as the default). */
+static int int_list(const char *opt, const char *a, long lo, long hi, int *v, int *n, int none_ok) {
     char buf[256];
+    if (none_ok && !strcmp(a, "none")) {
+        *n = 0;
+        return 0;
+    }
     if (strlen(a) >= sizeof buf || !*a) {
         fprintf(stderr, "moelab: --%s: '%s' is not a comma list of numbers\n", opt, a);
         return -1;
     }
     snprintf(buf, sizeof buf, "%s", a);
+    for (char *c = buf; *c; c++)
+        if (*c == '+') *c = ',';
     int cnt = 0;
     for (char *save = NULL, *t = strtok_r(buf, ",", &save); t; t = strtok_r(NULL, ",", &save)) {
         long x;
@@ -466,7 +474,7 @@ static int int_list(const char *opt, const char *a, long lo, long hi, int *v, in
         if (integer(opt, t, lo, hi, &x)) return -1;
         v[cnt++] = (int)x;
     }
-    if (cnt == 0 || a[strlen(a) - 1] == ',' || a[0] == ',' || strstr(a, ",,")) {
+    if (cnt == 0 || strchr(",+", a[strlen(a) - 1]) || strchr(",+", a[0]) || strstr(buf, ",,")) {
         fprintf(stderr, "moelab: --%s: '%s' is not a comma list of numbers\n", opt, a);
         return -1;
     }
@@ -480,23 +488,23 @@ static int set_bench_model(AppOptions *o, const char *a, const char *cmd) {
 }
 static int set_moe_after(AppOptions *o, const char *a, const char *cmd) {
     ModelConfig *m = &o->train.model;
-    return int_list("moe-after", a, 0, 3, m->moe_after, &m->moe_n);
+    return int_list("moe-after", a, 0, 3, m->moe_after, &m->moe_n, 1);
 }
 static int set_ffn_after(AppOptions *o, const char *a, const char *cmd) {
     ModelConfig *m = &o->train.model;
-    return int_list("ffn-after", a, 0, 3, m->ffn_after, &m->ffn_n);
+    return int_list("ffn-after", a, 0, 3, m->ffn_after, &m->ffn_n, 1);
 }
 static int set_moe_hidden(AppOptions *o, const char *a, const char *cmd) {
     ModelConfig *m = &o->train.model;
-    return int_list("moe-hidden", a, 1, 1 << 16, m->bb_hidden, &m->bb_nh);
+    return int_list("moe-hidden", a, 1, 1 << 16, m->bb_hidden, &m->bb_nh, 0);
 }
 static int set_moe_experts(AppOptions *o, const char *a, const char *cmd) {
     ModelConfig *m = &o->train.model;
-    return int_list("moe-experts", a, 1, MOE_MAX_EXPERTS, m->bb_E, &m->bb_nE);
+    return int_list("moe-experts", a, 1, MOE_MAX_EXPERTS, m->bb_E, &m->bb_nE, 0);
 }
 static int set_moe_k(AppOptions *o, const char *a, const char *cmd) {
     ModelConfig *m = &o->train.model;
-    return int_list("moe-k", a, 1, MOE_MAX_EXPERTS, m->bb_k, &m->bb_nk);
+    return int_list("moe-k", a, 1, MOE_MAX_EXPERTS, m->bb_k, &m->bb_nk, 0);
 }
 
 /* Stores argument a of row r. 0, 1 (stop parsing: --help) or -1 after a message. */

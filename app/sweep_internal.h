@@ -64,7 +64,7 @@ typedef struct {
     int nconfigs, nruns;
     int *vidx;                     /* (nconfigs * naxes) value index of axis a in config c */
     char (*label)[SWEEP_NAME_MAX]; /* (nconfigs) "k=v,k=v" ("" without axes) */
-    char (*head)[24];              /* (nconfigs) head kind */
+    char (*head)[24];              /* (nconfigs) what routes: head kind, "moe-backbone" (dense head after MoE layers) */
     int *baseline;                 /* (nconfigs) matching dense configuration or -1 */
     int *alias;                    /* (nconfigs) the first configuration that trains the same model
                                     * (itself if none): its runs stand for this one's */

@@ -100,7 +100,7 @@ void run_dir(const Plan *p, int r, char *buf, size_t n) {
 const char *config_label(const Plan *p, int c) { return p->label[c][0] ? p->label[c] : "(base)"; }
 
 /* What identifies a trained model: the options with every field the configuration's head does
- * not read reset to its default (dense ignores the routing, temperature, collapse thresholds
+ * not read reset to its default (a model where nothing routes ignores the routing, temperature, collapse thresholds
  * and rule; soft heads ignore noise, capacity and priority), and the thread count cleared
  * (runs of one sweep use one count). Two configurations with equal identities train the same
  * model: a sweep trains it once. */
@@ -110,7 +110,7 @@ static void config_identity(AppOptions *o) {
     TrainConfig *t = &o->train;
     MoeConfig *h = &t->model.head;
     t->threads = 0;
-    if (h->kind == HEAD_DENSE) {
+    if (h->kind == HEAD_DENSE && t->model.moe_n == 0) { /* nothing routes (backbone MoE layers read the head's knobs) */
         const int k = h->k, hid = h->h;
         *h = d.model.head;
         h->kind = HEAD_DENSE;
@@ -260,7 +260,12 @@ int plan_build(Plan *p) {
             free(ident);
             return -1;
         }
-        snprintf(p->head[c], sizeof p->head[c], "%s", moe_head_name(o2.train.model.head.kind));
+        /* what routes: the head's kind, or "moe-backbone" for a dense head after backbone MoE layers;
+         * "dense" only when nothing routes (the baselines) */
+        snprintf(p->head[c], sizeof p->head[c], "%s",
+                 o2.train.model.head.kind == HEAD_DENSE && o2.train.model.moe_n > 0
+                     ? "moe-backbone"
+                     : moe_head_name(o2.train.model.head.kind));
         config_identity(&o2);
         ident[c] = o2;
         p->alias[c] = c;
@@ -273,9 +278,13 @@ int plan_build(Plan *p) {
     free(ident);
     p->ndistinct = 0;
     for (int c = 0; c < p->nconfigs; c++) p->ndistinct += p->alias[c] == c;
-    for (int a = 0; a < p->naxes; a++)
-        if (!strcmp(p->axes[a].key, "head")) head_axis = p->axes[a].leader >= 0 ? p->axes[a].leader : a;
-    /* the matching dense configuration: head dense, same value on every axis outside the head's group */
+    /* the routing axis: head, or moe-after (with --with ffn-after=...: MoE layers vs the matched dense ones) */
+    for (int pass = 0; pass < 2 && head_axis < 0; pass++)
+        for (int a = 0; a < p->naxes; a++)
+            if (!strcmp(p->axes[a].key, pass ? "moe-after" : "head"))
+                head_axis = p->axes[a].leader >= 0 ? p->axes[a].leader : a;
+    /* the matching dense configuration: nothing routes, same value on every axis outside the routing
+     * axis's group */
     for (int c = 0; c < p->nconfigs; c++) {
         p->baseline[c] = -1;
         if (head_axis < 0 || !strcmp(p->head[c], "dense")) continue;

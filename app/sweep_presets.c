@@ -33,6 +33,16 @@ static const char *const tp_quick[] = {"--width", "0.5", "--epochs", "4", "--k",
                                        "--with", "tau1=1,0.1,0.3,0.1", "--vary", "head=moe,dense", "--seeds", "2", NULL};
 static const char *const tp_full[] = {"--width", "1", "--epochs", "30", "--k", "1", "--vary", "schedule=const,linear,linear,sigmoid",
                                       "--with", "tau1=1,0.1,0.3,0.1", "--vary", "head=moe,dense", "--seeds", "5", NULL};
+/* imagenet-topk (claim 2, the backbone version): MoE layers after stages 2 and 3 of a 64x64 model
+ * (h 50, 100: nominal rho 0.376 at k = 1) against the matched dense layers (hidden k*h), the
+ * layers' k = 1, 2, 4 (--moe-k: the dense head keeps k 1, so its width is the same for every k)
+ * with cf as in topk-rho (one kept pair per sample): realized rho equal across k */
+static const char *const it_quick[] = {"--dataset", "synthetic:64x64x3:100:8000", "--width", "1", "--epochs", "4",
+                                       "--head", "dense", "--k", "1", "--moe-hidden", "50,100", "--vary", "moe-k=1,2,4", "--with", "cf=0,0.5,0.25",
+                                       "--vary", "moe-after=2+3,none", "--with", "ffn-after=none,2+3", "--seeds", "2", NULL};
+static const char *const it_full[] = {"--dataset", "synthetic:64x64x3:100", "--width", "1", "--epochs", "30",
+                                      "--head", "dense", "--k", "1", "--moe-hidden", "50,100", "--vary", "moe-k=1,2,4", "--with", "cf=0,0.5,0.25",
+                                      "--vary", "moe-after=2+3,none", "--with", "ffn-after=none,2+3", "--seeds", "5", NULL};
 static const char *const bb_quick[] = {"--width", "0.5", "--epochs", "2", "--vary", "backbone=dw,std", "--vary", "head=moe,dense",
                                        "--seeds", "2", NULL};
 static const char *const bb_full[] = {"--width", "1", "--epochs", "30", "--vary", "backbone=dw,std", "--vary", "head=moe,dense",
@@ -44,6 +54,10 @@ static const Preset presets[] = {
      "the gap's sign as h (hence rho) grows, both backbones; dense has the same k*h active width", VERDICT_HIDDEN},
     {"topk-rho", tk_quick, tk_full,
      "cf per k (k=1 dropless, cf=1/k otherwise) keeps one routed pair per sample: realized rho is the same for every k",
+     VERDICT_TOPK},
+    {"imagenet-topk", it_quick, it_full,
+     "64x64, MoE layers after stages 2, 3 (h 50, 100) vs the matched dense layers, k = 1, 2, 4 at one kept pair per "
+     "sample (cf 1/k): realized rho held fixed near 0.38; give an ImageNet-64 file with --dataset",
      VERDICT_TOPK},
     {"softmoe", sm_quick, sm_full, "soft MoE per sample (dense over experts) vs over the batch (samples mix)",
      VERDICT_SOFTMOE},

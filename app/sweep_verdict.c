@@ -40,7 +40,8 @@ static void gap_text(const SweepConfig *k, char *buf, size_t n) {
     else snprintf(buf, n, "gap %+.2f pp [%+.2f, %+.2f]", 100 * k->gap, 100 * k->gap_lo, 100 * k->gap_hi);
 }
 
-static int is_moe(const SweepConfig *k) { return !strcmp(k->head, "moe"); }
+/* top-k routing: the moe head, or backbone MoE layers before a dense head */
+static int is_moe(const SweepConfig *k) { return !strcmp(k->head, "moe") || !strcmp(k->head, "moe-backbone"); }
 
 /* ---- claim 1: the gap's sign reverses as rho grows, on each backbone */
 static Verdict v_hidden(const SweepSummary *s, FILE *o) {
@@ -107,10 +108,11 @@ static Verdict v_topk(const SweepSummary *s, FILE *o) {
     for (int c = 0; c < s->nconfigs; c++) {
         const SweepConfig *k = &s->configs[c];
         if (!is_moe(k) || k->baseline < 0) continue;
-        const int kv = atoi(value_of(s, c, "k"));
+        const char *kname = axis_of(s, "k") >= 0 ? "k" : "moe-k"; /* the head's k or the backbone layers' */
+        const int kv = atoi(value_of(s, c, kname));
         char g[96];
         gap_text(k, g, sizeof g);
-        fprintf(o, "          k=%-2s cf %-5s rho realized %.4f (nominal %.3f)  %s  n %d\n", value_of(s, c, "k"),
+        fprintf(o, "          k=%-2s cf %-5s rho realized %.4f (nominal %.3f)  %s  n %d\n", value_of(s, c, kname),
                 value_of(s, c, "cf")[0] ? value_of(s, c, "cf") : "-", k->rho_realized, k->rho_nominal, g, k->n);
         nk++;
         if (isnan(k->rho_realized)) missing = 1;
@@ -217,7 +219,9 @@ static Verdict v_temperature(const SweepSummary *s, FILE *o) {
 
 VerdictKind verdict_infer(const SweepSummary *s) {
     const int head = axis_of(s, "head");
-    if (head < 0) return VERDICT_NONE;
+    if (head < 0) /* backbone MoE layers against their matched dense layers */
+        return axis_of(s, "moe-after") >= 0 && (axis_of(s, "k") >= 0 || axis_of(s, "moe-k") >= 0) ? VERDICT_TOPK
+                                                                                                  : VERDICT_NONE;
     if (axis_of(s, "schedule") >= 0) return VERDICT_TEMPERATURE;
     if (axis_of(s, "hidden") >= 0) return VERDICT_HIDDEN;
     if (axis_of(s, "k") >= 0) return VERDICT_TOPK;

@@ -44,7 +44,7 @@ typedef struct {
  * columns compare final test accuracy with the matching dense configuration (baseline). */
 typedef struct {
     char label[SWEEP_NAME_MAX]; /* e.g. "head=moe,hidden=256" ("(base)" without axes) */
-    char head[24];              /* head kind of this configuration */
+    char head[24];              /* what routes: head kind, or "moe-backbone" (dense head, MoE layers) */
     int n, n_expected;          /* finished runs; seeds */
     int baseline;               /* index of the dense configuration it is compared with, -1 */
     double final_mean, final_sd, best_mean, best_sd;

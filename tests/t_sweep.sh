@@ -96,6 +96,30 @@ check "seed 2 gives the same final accuracy in both sweeps ($fa, $fs)" [ -n "$fa
 "$BIN" sweep "${S[@]}" --seed-from 0 --out SF0 > SF0.log 2>&1; rc=$?
 check "--seed-from 0 is refused with exit 2" [ $rc = 2 ]
 
+# 3c. backbone MoE layers against their matched dense layers (the imagenet-topk form): the routing
+# axis is moe-after, its --with ffn-after the baseline; list values take + ("2+3")
+BB=(--dataset synthetic:16x16x3:4:256 --width 0.25 --batch 32 --experts 4 --moe-hidden 16 --epochs 1 --threads 1
+    --head dense --k 1 --vary moe-k=1,2 --with cf=0,0.5 --vary moe-after=2+3,none --with ffn-after=none,2+3 --seeds 2)
+"$BIN" sweep "${BB[@]}" --out BBS > BBS.log 2>&1; rc=$?
+check "backbone sweep exits 0" [ $rc = 0 ]
+check "backbone sweep: 8 session folders" [ "$(ls -d BBS/moe-k=* | wc -l)" = 8 ]
+check "a run trained with --moe-after 2+3 --ffn-after none" \
+    grep -q -- '--moe-k 1 --cf 0 --moe-after 2+3 --ffn-after none' BBS/logs/moe-k=1,cf=0,moe-after=2+3,ffn-after=none,seed=1.log
+bl=$(grep -F '"moe-k=2,cf=0.5,moe-after=2+3,ffn-after=none",' BBS/summary.csv | grep -o '"moe-k=2,cf=0.5,moe-after=none,ffn-after=2+3"')
+check "summary.csv: the MoE-layer row is compared with the dense-layer row of the same k" [ -n "$bl" ]
+check "summary.csv: MoE-layer rows are kind moe-backbone, dense-layer rows dense" \
+    bash -c "[ \$(grep -c ',moe-backbone,' BBS/summary.csv) = 2 ] && [ \$(grep -c ',dense,' BBS/summary.csv) = 2 ]"
+check "the verdict block is claim 2's, with realized rho per k" \
+    bash -c "grep -q '^claim 2' BBS.log && [ \$(grep -cE '^ +k=[12] +cf .* rho realized [0-9.]+' BBS.log) = 2 ]"
+check "one kept pair per sample at every k: realized rho equal across k" grep -q 'realized rho equal within' BBS.log
+"$BIN" sweep --preset imagenet-topk --out IT --dry-run > IT.log 2>&1; rc=$?
+check "imagenet-topk: 6 configurations x 2 seeds at 64x64 (dry run)" \
+    bash -c "[ $rc = 0 ] && grep -q '6 configurations x 2 seeds = 12 runs' IT.log && grep -q 'synthetic:64x64x3:100' IT.log"
+"$BIN" train --dataset synthetic:16x16x3:4:256 --moe-after none --ffn-after 2+3 --dry-run > none.log 2>&1; rc=$?
+check "--moe-after none --ffn-after 2+3 is a valid model" [ $rc = 0 ]
+"$BIN" train --dataset synthetic:16x16x3:4:256 --moe-after 2+ --dry-run > bad.log 2>&1; rc=$?
+check "--moe-after 2+ is refused with exit 2" [ $rc = 2 ]
+
 # 4. --jobs 2
 "$BIN" sweep "${S[@]}" --out J --jobs 2 > J.log 2>&1; rc=$?
 check "--jobs 2 exits 0" [ $rc = 0 ]
