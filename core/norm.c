@@ -27,22 +27,16 @@ typedef int v8i __attribute__((vector_size(32)));
 #else
 #define V8_NO_CONTRACT(v) (void)0
 #endif
-static inline v8f v8_load(const float *p) {
-    v8f v;
-    memcpy(&v, p, sizeof v);
-    return v;
-}
-static inline v8f v8_splat(float x) { return (v8f){x, x, x, x, x, x, x, x}; }
-/* g = t > 0 ? d : 0, lane by lane */
-static inline v8f v8_mask_pos(v8f t, v8f d) {
-    const v8i m = t > v8_splat(0.0f);
-    v8i di;
-    memcpy(&di, &d, sizeof di);
-    di &= m;
-    v8f r;
-    memcpy(&r, &di, sizeof r);
-    return r;
-}
+/* macros, not functions: a 32-byte vector argument or return value warns (-Wpsabi) where AVX is off */
+#define V8_LOAD(p)                     \
+    ({                                 \
+        v8f v8_;                       \
+        memcpy(&v8_, (p), sizeof v8_); \
+        v8_;                           \
+    })
+#define V8_SPLAT(x) ((v8f){(x), (x), (x), (x), (x), (x), (x), (x)})
+/* t > 0 ? d : 0, lane by lane */
+#define V8_MASK_POS(t, d) ((v8f)((v8i)(d) & ((t) > V8_SPLAT(0.0f))))
 /* t += acc[0] + ... + acc[LANES - 1], in that order */
 static inline float v8_flush(float t, const v8f *acc) {
     float a[LANES];
@@ -55,14 +49,14 @@ static inline float v8_flush(float t, const v8f *acc) {
  * difference of large sums away from cancellation */
 static void shifted_moments(const float *x, int n, float k, double *sum, double *sumsq) {
     double s = 0.0, q = 0.0;
-    const v8f kv = v8_splat(k);
+    const v8f kv = V8_SPLAT(k);
     for (int i0 = 0; i0 < n; i0 += BLOCK) {
         const int i1 = i0 + BLOCK < n ? i0 + BLOCK : n;
         v8f a[NV] = {{0}}, b[NV] = {{0}};
         int i = i0;
         for (; i + LANES <= i1; i += LANES)
             for (int v = 0; v < NV; v++) {
-                v8f d = v8_load(x + i + 8 * v) - kv;
+                v8f d = V8_LOAD(x + i + 8 * v) - kv;
                 a[v] += d;
                 v8f dd = d * d;
                 V8_NO_CONTRACT(dd);
@@ -243,16 +237,16 @@ void bn_backward(float *dinp, float *dgamma, float *dbeta, const float *dout, co
 static void bwd_sums_relu(const float *dy, const float *x, int n, float m, float rs, float a, float bb, double *sdy,
                           double *sdyx) {
     double s1 = 0.0, s2 = 0.0;
-    const v8f av = v8_splat(a), bv = v8_splat(bb), mv = v8_splat(m), rv = v8_splat(rs);
+    const v8f av = V8_SPLAT(a), bv = V8_SPLAT(bb), mv = V8_SPLAT(m), rv = V8_SPLAT(rs);
     for (int i0 = 0; i0 < n; i0 += BLOCK) {
         const int i1 = i0 + BLOCK < n ? i0 + BLOCK : n;
         v8f a1[NV] = {{0}}, a2[NV] = {{0}};
         int i = i0;
         for (; i + LANES <= i1; i += LANES)
             for (int v = 0; v < NV; v++) {
-                const v8f xv = v8_load(x + i + 8 * v);
+                const v8f xv = V8_LOAD(x + i + 8 * v);
                 const v8f t = xv * av + bv;
-                const v8f g = v8_mask_pos(t, v8_load(dy + i + 8 * v));
+                const v8f g = V8_MASK_POS(t, V8_LOAD(dy + i + 8 * v));
                 a1[v] += g;
                 a2[v] += g * ((xv - mv) * rv);
             }
