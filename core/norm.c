@@ -4,6 +4,7 @@
 #include "layers.h"
 
 #include <math.h>
+#include <string.h>
 
 /* Reductions are written with LANES independent float accumulators, flushed into doubles every
  * BLOCK elements: the compiler vectorises them without -ffast-math, the order is fixed (so the
@@ -11,19 +12,55 @@
 #define LANES 16
 #define BLOCK 1024
 
+/* The LANES accumulators are held as LANES / 8 vectors of 8 floats (GCC/clang vector extensions):
+ * lane j of vector v is accumulator 8v + j, updated with the same float operations in the same
+ * order as the scalar form `acc[j] += ...` (the compiler had kept those arrays on the stack and
+ * shuffled them); the results are those of the scalar form bit for bit. */
+typedef float v8f __attribute__((vector_size(32)));
+typedef int v8i __attribute__((vector_size(32)));
+#define NV (LANES / 8)
+/* The scalar form's vectorised code rounded d * d before adding it (no FMA) in shifted_moments;
+ * this keeps the compiler from contracting the vector form into an FMA (x86 with AVX, where the
+ * checksums of tests/bitident.txt are recorded). */
+#if defined(__GNUC__) && defined(__AVX__)
+#define V8_NO_CONTRACT(v) __asm__("" : "+x"(v))
+#else
+#define V8_NO_CONTRACT(v) (void)0
+#endif
+/* macros, not functions: a 32-byte vector argument or return value warns (-Wpsabi) where AVX is off */
+#define V8_LOAD(p)                     \
+    ({                                 \
+        v8f v8_;                       \
+        memcpy(&v8_, (p), sizeof v8_); \
+        v8_;                           \
+    })
+#define V8_SPLAT(x) ((v8f){(x), (x), (x), (x), (x), (x), (x), (x)})
+/* t > 0 ? d : 0, lane by lane */
+#define V8_MASK_POS(t, d) ((v8f)((v8i)(d) & ((t) > V8_SPLAT(0.0f))))
+/* t += acc[0] + ... + acc[LANES - 1], in that order */
+static inline float v8_flush(float t, const v8f *acc) {
+    float a[LANES];
+    memcpy(a, acc, sizeof a);
+    for (int j = 0; j < LANES; j++) t += a[j];
+    return t;
+}
+
 /* sums of (x - k) and (x - k)^2 in one pass; shifting by a sample value k keeps the
  * difference of large sums away from cancellation */
 static void shifted_moments(const float *x, int n, float k, double *sum, double *sumsq) {
     double s = 0.0, q = 0.0;
+    const v8f kv = V8_SPLAT(k);
     for (int i0 = 0; i0 < n; i0 += BLOCK) {
         const int i1 = i0 + BLOCK < n ? i0 + BLOCK : n;
-        float a[LANES] = {0}, b[LANES] = {0};
+        v8f a[NV] = {{0}}, b[NV] = {{0}};
         int i = i0;
         for (; i + LANES <= i1; i += LANES)
-            for (int j = 0; j < LANES; j++) {
-                float d = x[i + j] - k;
-                a[j] += d;
-                b[j] += d * d;
+            for (int v = 0; v < NV; v++) {
+                v8f d = V8_LOAD(x + i + 8 * v) - kv;
+                a[v] += d;
+                v8f dd = d * d;
+                V8_NO_CONTRACT(dd);
+                b[v] += dd;
             }
         float ta = 0.0f, tb = 0.0f;
         for (; i < i1; i++) {
@@ -31,10 +68,8 @@ static void shifted_moments(const float *x, int n, float k, double *sum, double 
             ta += d;
             tb += d * d;
         }
-        for (int j = 0; j < LANES; j++) {
-            ta += a[j];
-            tb += b[j];
-        }
+        ta = v8_flush(ta, a);
+        tb = v8_flush(tb, b);
         s += ta;
         q += tb;
     }
@@ -202,16 +237,18 @@ void bn_backward(float *dinp, float *dgamma, float *dbeta, const float *dout, co
 static void bwd_sums_relu(const float *dy, const float *x, int n, float m, float rs, float a, float bb, double *sdy,
                           double *sdyx) {
     double s1 = 0.0, s2 = 0.0;
+    const v8f av = V8_SPLAT(a), bv = V8_SPLAT(bb), mv = V8_SPLAT(m), rv = V8_SPLAT(rs);
     for (int i0 = 0; i0 < n; i0 += BLOCK) {
         const int i1 = i0 + BLOCK < n ? i0 + BLOCK : n;
-        float a1[LANES] = {0}, a2[LANES] = {0};
+        v8f a1[NV] = {{0}}, a2[NV] = {{0}};
         int i = i0;
         for (; i + LANES <= i1; i += LANES)
-            for (int j = 0; j < LANES; j++) {
-                float t = x[i + j] * a + bb;
-                float g = t > 0.0f ? dy[i + j] : 0.0f;
-                a1[j] += g;
-                a2[j] += g * ((x[i + j] - m) * rs);
+            for (int v = 0; v < NV; v++) {
+                const v8f xv = V8_LOAD(x + i + 8 * v);
+                const v8f t = xv * av + bv;
+                const v8f g = V8_MASK_POS(t, V8_LOAD(dy + i + 8 * v));
+                a1[v] += g;
+                a2[v] += g * ((xv - mv) * rv);
             }
         float t1 = 0.0f, t2 = 0.0f;
         for (; i < i1; i++) {
@@ -220,10 +257,8 @@ static void bwd_sums_relu(const float *dy, const float *x, int n, float m, float
             t1 += g;
             t2 += g * ((x[i] - m) * rs);
         }
-        for (int j = 0; j < LANES; j++) {
-            t1 += a1[j];
-            t2 += a2[j];
-        }
+        t1 = v8_flush(t1, a1);
+        t2 = v8_flush(t2, a2);
         s1 += t1;
         s2 += t2;
     }
