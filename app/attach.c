@@ -35,6 +35,7 @@
 
 #include "views/draw.h"
 #include "views/plot.h"
+#include "views/panels.h"
 #include "views/view.h"
 
 #define RELOAD_SEC 1.0 /* live.h5 re-read period */
@@ -52,10 +53,9 @@ typedef struct {
     HistoryFed fed;
     TauSchedule base;
     ViewCtx ctx;
-    View v[PANEL_COUNT];
-    int have[PANEL_COUNT];
+    Panels ps; /* the live screen's panels (views/panels.c) */
     View help;
-    WINDOW *win[PANEL_COUNT];
+    WINDOW *win[PANEL_COUNT]; /* [PANEL_CMD]: the command line */
     Rect wrect[PANEL_COUNT];
     WINDOW *overlay;
     Theme theme;
@@ -95,9 +95,9 @@ static void alog(Attach *a, int level, const char *fmt, ...) {
     va_start(ap, fmt);
     vsnprintf(buf, sizeof buf, fmt, ap);
     va_end(ap);
-    if (a->have[PANEL_LOG]) {
+    if (a->ps.have[PANEL_LOG]) {
         const ViewMsg m = {.kind = VIEW_MSG_LOG, .level = level, .text = buf};
-        view_update(&a->v[PANEL_LOG], &m);
+        view_update(&a->ps.v[PANEL_LOG], &m);
     }
     a->dirty = 1;
 }
@@ -214,7 +214,7 @@ static void reload(Attach *a) {
     if (a->fed.steps > nh.nsteps) a->fed.steps = nh.nsteps; /* rows dropped by a resume */
     if (a->fed.evals > nh.nevals) a->fed.evals = nh.nevals;
     if (a->fed.events > nh.nevents) a->fed.events = nh.nevents;
-    if (history_feed(&a->cur, a->v, a->have, &a->fed, -1, &a->base)) a->dirty = 1;
+    if (history_feed(&a->cur, &a->ps, &a->fed, -1, &a->base)) a->dirty = 1;
     if (a->run_ended)
         snprintf(a->state, sizeof a->state, "%s", !strcmp(nh.info.status, "finished") ? "FINISHED" : "ENDED");
     if (nh.nsteps > 0 && a->fd < 0) a->step = nh.steps[nh.nsteps - 1].step;
@@ -279,11 +279,8 @@ static void render(Attach *a) {
     char note[96];
     fill_status(a, &rs, note, sizeof note);
     const ViewMsg sm = {.kind = VIEW_MSG_STATUS, .status = &rs};
-    for (int p = 0; p < PANEL_COUNT; p++)
-        if (a->have[p]) view_update(&a->v[p], &sm);
-    const LayoutOptions lo = {
-        .has_moe = a->ctx.has_moe, .banner = view_banner_active(&a->v[PANEL_BANNER]), .zoom = a->zoom ? a->focus : -1};
-    layout_compute(&a->lay, W, H, &lo);
+    panels_update(&a->ps, &sm);
+    panels_layout(&a->ps, &a->lay, W, H, a->zoom ? a->focus : -1);
     if (W != a->last_W || H != a->last_H || a->force_clear) {
         werase(stdscr);
         wnoutrefresh(stdscr);
@@ -292,13 +289,14 @@ static void render(Attach *a) {
         a->force_clear = 0;
     }
     if (a->lay.too_small) {
-        for (int p = 0; p < PANEL_COUNT; p++)
-            if (p != PANEL_CMD) drop_window(a, p);
-        werase(stdscr);
-        char msg[96];
-        snprintf(msg, sizeof msg, "terminal too small (need %dx%d, have %dx%d)", LAYOUT_MIN_W, LAYOUT_MIN_H, W, H);
-        draw_text(stdscr, H > 2 ? H / 2 - 1 : 0, 0, W, a->theme.role[TH_WARN] | A_BOLD, msg);
-        wnoutrefresh(stdscr);
+        panels_drop_windows(&a->ps);
+        if (a->overlay) {
+            delwin(a->overlay);
+            a->overlay = NULL;
+        }
+        char st[96];
+        snprintf(st, sizeof st, "%s  step %ld/%ld", rs.state, rs.step, a->total);
+        panels_too_small(&a->theme, W, H, st);
         if (H >= 2) {
             WINDOW *cw = panel_window(a, PANEL_CMD, (Rect){0, H - 1, W, 1});
             if (cw) {
@@ -309,26 +307,7 @@ static void render(Attach *a) {
         doupdate();
         return;
     }
-    for (int p = 0; p < PANEL_COUNT; p++) {
-        if (p == PANEL_CMD) continue;
-        if (!layout_visible(&a->lay, p) || !a->have[p]) {
-            drop_window(a, p);
-            continue;
-        }
-        const Rect r = a->lay.r[p];
-        WINDOW *w = panel_window(a, p, r);
-        if (!w) continue;
-        werase(w);
-        if (p == PANEL_STATUS || p == PANEL_BANNER) {
-            view_draw(&a->v[p], w, (Rect){0, 0, r.w, r.h});
-        } else {
-            char title[256];
-            view_title(&a->v[p], title, sizeof title);
-            draw_frame(w, &a->theme, title, a->focus == p);
-            view_draw(&a->v[p], w, (Rect){1, 1, r.w - 2, r.h - 2});
-        }
-        wnoutrefresh(w);
-    }
+    panels_draw(&a->ps, &a->lay, a->focus, 1);
     if (a->overlay) {
         delwin(a->overlay);
         a->overlay = NULL;
@@ -419,16 +398,19 @@ static void handle_key(Attach *a, int c) {
         case ' ': send_request(a, REQ_COMMAND, a->paused ? "resume" : "pause"); return;
         case '\t': {
             Layout plain;
-            const LayoutOptions lo = {.has_moe = a->ctx.has_moe, .banner = 0, .zoom = -1};
-            layout_compute(&plain, a->lay.cols, a->lay.lines, &lo);
+            panels_layout(&a->ps, &plain, a->lay.cols, a->lay.lines, -1);
             const int next = layout_next_focus(&plain, a->focus);
             if (next >= 0) a->focus = next;
             return;
         }
-        case 'l':
         case '[':
         case ']':
-            if (a->focus >= 0 && a->have[a->focus] && view_on_key(&a->v[a->focus], c)) return;
+        case '{':
+        case '}':
+            if (panels_key(&a->ps, a->focus, c)) return;
+            break;
+        case 'l':
+            if (a->focus >= 0 && a->ps.have[a->focus] && view_on_key(&a->ps.v[a->focus], c)) return;
             break;
         default: break;
         }
@@ -505,7 +487,7 @@ static int attach_session(const char *dir) {
     theme_init(&a->theme, utf8, 0);
     history_view_ctx(&a->h0, &a->theme, &a->ctx, &a->base);
     int rc = 0;
-    if (view_make_panels(a->v, a->have, &a->ctx) || view_init(&a->help, &view_help_class, &a->ctx)) {
+    if (panels_init(&a->ps, &a->ctx) || view_init(&a->help, &view_help_class, &a->ctx)) {
         restore_terminal();
         fprintf(stderr, "moelab attach: out of memory\n");
         rc = 1;
@@ -517,7 +499,7 @@ static int attach_session(const char *dir) {
         alog(a, VIEW_LOG_WARN, "%s", err);
     alog(a, VIEW_LOG_INFO, "attached to %s: %ld steps and %d evaluations so far; q detaches (the run goes on)", dir,
          a->h0.nsteps > 0 ? a->h0.steps[a->h0.nsteps - 1].step : 0L, a->h0.nevals);
-    history_feed(&a->h0, a->v, a->have, &a->fed, -1, &a->base);
+    history_feed(&a->h0, &a->ps, &a->fed, -1, &a->base);
     a->step = a->h0.nsteps > 0 ? a->h0.steps[a->h0.nsteps - 1].step : 0;
     a->total = a->h0.total_steps;
     struct sigaction sa, o_int, o_term, o_hup;
@@ -568,7 +550,7 @@ static int attach_session(const char *dir) {
 out:
     for (int p = 0; p < PANEL_COUNT; p++) drop_window(a, p);
     if (a->overlay) delwin(a->overlay);
-    view_free_panels(a->v, a->have);
+    panels_free(&a->ps);
     if (a->help.cls) view_free(&a->help);
     restore_terminal();
     delscreen(scr);

@@ -30,6 +30,7 @@
 #include <unistd.h>
 
 #include "views/draw.h"
+#include "views/panels.h"
 #include "views/view.h"
 
 #define FRAME_SEC 0.1      /* at most ~10 redraws a second */
@@ -48,10 +49,9 @@ typedef struct {
     SCREEN *screen;
     Theme theme;
     ViewCtx ctx;
-    View views[PANEL_COUNT]; /* by PanelId; PANEL_CMD has none */
-    int have_view[PANEL_COUNT];
+    Panels ps; /* the panels (views/panels.c) */
     View help;
-    WINDOW *win[PANEL_COUNT];
+    WINDOW *win[PANEL_COUNT]; /* [PANEL_CMD]: the command line (the panels' windows are in ps) */
     Rect wrect[PANEL_COUNT];
     WINDOW *overlay;
     Layout lay;
@@ -161,14 +161,11 @@ static void ui_log(Tui *ui, int level, const char *fmt, ...) {
     vsnprintf(buf, sizeof buf, fmt, ap);
     va_end(ap);
     const ViewMsg m = {.kind = VIEW_MSG_LOG, .level = level, .text = buf};
-    view_update(&ui->views[PANEL_LOG], &m);
+    view_update(&ui->ps.v[PANEL_LOG], &m);
     ui->dirty = 1;
 }
 
-static void broadcast(Tui *ui, const ViewMsg *m) {
-    for (int p = 0; p < PANEL_COUNT; p++)
-        if (ui->have_view[p]) view_update(&ui->views[p], m);
-}
+static void broadcast(Tui *ui, const ViewMsg *m) { panels_update(&ui->ps, m); }
 
 // ---------------------------------------------------------------------------------------------
 // commands (UI thread)
@@ -267,18 +264,15 @@ static void drain(Tui *ui) {
         switch (ev->kind) {
         case WEV_APPLIED:
             ui_log(ui, VIEW_LOG_CMD, "[step %ld] %s", ev->step, ev->text);
-            if (ev->has_plan) {
-                const ViewMsg m = {.kind = VIEW_MSG_PLAN, .plan = &ev->plan, .at_step = ev->step};
-                broadcast(ui, &m);
-            }
-            if (ev->cmd == CMD_RESUME) view_banner_set_note(&ui->views[PANEL_BANNER], NULL);
+            if (ev->has_plan) panels_plan(&ui->ps, &ev->plan, ev->step, ev->layer);
+            if (ev->cmd == CMD_RESUME) view_banner_set_note(&ui->ps.v[PANEL_BANNER], NULL);
             if (ev->cmd == CMD_PAUSE && !strncmp(ev->text, "rule: ", 6)) { /* the on-collapse rule paused it */
                 char note[512];
                 snprintf(note, sizeof note,
                          "COLLAPSE at step %ld: training PAUSED by the on-collapse rule (%.300s). "
                          "`resume` continues",
                          ev->step, ev->text + 6);
-                view_banner_set_note(&ui->views[PANEL_BANNER], note);
+                view_banner_set_note(&ui->ps.v[PANEL_BANNER], note);
             }
             break;
         case WEV_FAILED: ui_log(ui, VIEW_LOG_ERROR, "[step %ld] error: %s", ev->step, ev->text); break;
@@ -294,7 +288,7 @@ static void drain(Tui *ui) {
             snprintf(note, sizeof note,
                      "NaN/inf loss at step %ld: training paused. Try `set lr 0.01` then `resume` (or q to quit)",
                      ev->step + 1);
-            view_banner_set_note(&ui->views[PANEL_BANNER], note);
+            view_banner_set_note(&ui->ps.v[PANEL_BANNER], note);
             break;
         }
         }
@@ -423,12 +417,7 @@ static void render(Tui *ui) {
     fill_status(ui, &rs, note, sizeof note);
     const ViewMsg sm = {.kind = VIEW_MSG_STATUS, .status = &rs};
     broadcast(ui, &sm);
-    const LayoutOptions lo = {
-        .has_moe = ui->ctx.has_moe,
-        .banner = view_banner_active(&ui->views[PANEL_BANNER]),
-        .zoom = ui->zoom ? ui->focus : -1,
-    };
-    layout_compute(&ui->lay, W, H, &lo);
+    panels_layout(&ui->ps, &ui->lay, W, H, ui->zoom ? ui->focus : -1);
     if (W != ui->last_cols || H != ui->last_lines || ui->lay.too_small != ui->last_too_small || ui->force_clear) {
         werase(stdscr);
         wnoutrefresh(stdscr);
@@ -438,22 +427,14 @@ static void render(Tui *ui) {
         ui->force_clear = 0;
     }
     if (ui->lay.too_small) {
-        for (int p = 0; p < PANEL_COUNT; p++)
-            if (p != PANEL_CMD) drop_window(ui, p);
+        panels_drop_windows(&ui->ps);
         if (ui->overlay) {
             delwin(ui->overlay);
             ui->overlay = NULL;
         }
-        werase(stdscr);
-        char msg[96];
-        snprintf(msg, sizeof msg, "terminal too small (need %dx%d, have %dx%d)", LAYOUT_MIN_W, LAYOUT_MIN_H, W, H);
-        const int y = H > 2 ? H / 2 - 1 : 0;
-        draw_text(stdscr, y, W > (int)strlen(msg) ? (W - (int)strlen(msg)) / 2 : 0, W, ui->theme.role[TH_WARN] | A_BOLD,
-                  msg);
         char st[96];
         snprintf(st, sizeof st, "%s  step %ld/%ld", rs.state, rs.step, ui->ctx.total_steps);
-        if (H > 3) draw_text(stdscr, y + 1, W > (int)strlen(st) ? (W - (int)strlen(st)) / 2 : 0, W, A_NORMAL, st);
-        wnoutrefresh(stdscr);
+        panels_too_small(&ui->theme, W, H, st);
         if (H >= 2) {
             WINDOW *cw = panel_window(ui, PANEL_CMD, (Rect){0, H - 1, W, 1});
             if (cw) {
@@ -464,26 +445,7 @@ static void render(Tui *ui) {
         doupdate();
         return;
     }
-    for (int p = 0; p < PANEL_COUNT; p++) {
-        if (p == PANEL_CMD) continue;
-        if (!layout_visible(&ui->lay, p) || !ui->have_view[p]) {
-            drop_window(ui, p);
-            continue;
-        }
-        const Rect r = ui->lay.r[p];
-        WINDOW *w = panel_window(ui, p, r);
-        if (!w) continue;
-        werase(w);
-        if (p == PANEL_STATUS || p == PANEL_BANNER) {
-            view_draw(&ui->views[p], w, (Rect){0, 0, r.w, r.h});
-        } else {
-            char title[256];
-            view_title(&ui->views[p], title, sizeof title);
-            draw_frame(w, &ui->theme, title, ui->focus == p);
-            view_draw(&ui->views[p], w, (Rect){1, 1, r.w - 2, r.h - 2});
-        }
-        wnoutrefresh(w);
-    }
+    panels_draw(&ui->ps, &ui->lay, ui->focus, 1);
     if (ui->help_on) {
         int hw, hh;
         view_help_size(&hw, &hh);
@@ -515,10 +477,11 @@ static void render(Tui *ui) {
 // keys
 
 static int focused_view_key(Tui *ui, int c) {
-    if (c == 'm' && ui->have_view[PANEL_CURVES]) return view_on_key(&ui->views[PANEL_CURVES], c); /* smoothing */
-    if (c != 'l' && c != '[' && c != ']') return 0;
-    if (ui->focus < 0 || !ui->have_view[ui->focus]) return 0;
-    return view_on_key(&ui->views[ui->focus], c);
+    if (c == 'm' && ui->ps.have[PANEL_CURVES]) return view_on_key(&ui->ps.v[PANEL_CURVES], c); /* smoothing */
+    if (panels_key(&ui->ps, ui->focus, c)) return 1; /* [ ] layer or scroll, { } scroll */
+    if (c != 'l') return 0;
+    if (ui->focus < 0 || !ui->ps.have[ui->focus]) return 0;
+    return view_on_key(&ui->ps.v[ui->focus], c);
 }
 
 static void handle_key(Tui *ui, int c) {
@@ -572,8 +535,7 @@ static void handle_key(Tui *ui, int c) {
             return;
         case '\t': {
             Layout plain;
-            const LayoutOptions lo = {.has_moe = ui->ctx.has_moe, .banner = 0, .zoom = -1};
-            layout_compute(&plain, ui->lay.cols, ui->lay.lines, &lo);
+            panels_layout(&ui->ps, &plain, ui->lay.cols, ui->lay.lines, -1);
             const int next = layout_next_focus(&plain, ui->focus);
             if (next >= 0) ui->focus = next;
             ui->dirty = 1;
@@ -674,19 +636,20 @@ static void fill_ctx(Tui *ui) {
     c->dead_window = (t->cfg.route.window + c->log_every - 1) / c->log_every;
     c->plan = t->tau;
     c->lr0 = t->cfg.lr.base;
+    RunRecord rr;
+    trainer_describe(t, &rr);
+    c->nlayers = rr.nlayers < REC_MAX_LAYERS ? rr.nlayers : REC_MAX_LAYERS;
+    memcpy(c->layer, rr.layer, sizeof c->layer);
 }
 
 static int make_views(Tui *ui) {
-    if (view_make_panels(ui->views, ui->have_view, &ui->ctx)) return -1;
+    if (panels_init(&ui->ps, &ui->ctx)) return -1;
     return view_init(&ui->help, &view_help_class, &ui->ctx);
 }
 
 static void free_views(Tui *ui) {
-    for (int p = 0; p < PANEL_COUNT; p++) {
-        drop_window(ui, p);
-        if (ui->have_view[p]) view_free(&ui->views[p]);
-        ui->have_view[p] = 0;
-    }
+    for (int p = 0; p < PANEL_COUNT; p++) drop_window(ui, p);
+    panels_free(&ui->ps);
     if (ui->overlay) delwin(ui->overlay);
     ui->overlay = NULL;
     view_free(&ui->help);
@@ -821,7 +784,7 @@ static void tui_start(Tui *ui, int utf8) {
     ui_log(ui, VIEW_LOG_INFO, "? for help; space pauses; type commands below (set tau 0.3, anneal exp now 0.05, ...)");
     if (ui->hooks->history) { /* a resumed run: its history before the resume step (app/history_feed.c) */
         HistoryFed fed = {0};
-        history_feed(ui->hooks->history, ui->views, ui->have_view, &fed, ui->t->step, NULL);
+        history_feed(ui->hooks->history, &ui->ps, &fed, ui->t->step, NULL);
         ui_log(ui, VIEW_LOG_INFO, "resumed at step %ld: %ld step records and %d evaluations before it", ui->t->step,
                fed.steps, fed.evals);
     }
