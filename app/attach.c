@@ -17,6 +17,7 @@
 #include "commands.h"
 #include "control.h"
 #include "history_feed.h"
+#include "screen.h"
 #include "tui_cmdline.h"
 
 #include <errno.h>
@@ -53,11 +54,8 @@ typedef struct {
     HistoryFed fed;
     TauSchedule base;
     ViewCtx ctx;
-    Panels ps; /* the live screen's panels (views/panels.c) */
+    Panels ps; /* the live screen's panels (views/panels.c); the frame is app/screen.c's */
     View help;
-    WINDOW *win[PANEL_COUNT]; /* [PANEL_CMD]: the command line */
-    Rect wrect[PANEL_COUNT];
-    WINDOW *overlay;
     Theme theme;
     Layout lay;
     int fd; /* the control socket (-1 once the run went away) */
@@ -76,7 +74,7 @@ typedef struct {
     int focus, zoom, help_on, confirm_quit, leave;
     double q_at; /* > 0: q pressed on an empty line at this time; detach unless more keys follow */
     double next_reload, next_status, t_open;
-    int dirty, force_clear, last_W, last_H;
+    int dirty, force_clear, last_W, last_H, last_small;
 } Attach;
 
 static volatile sig_atomic_t g_sig;
@@ -223,29 +221,8 @@ static void reload(Attach *a) {
 // ---------------------------------------------------------------------------------------------
 // drawing (the live screen's layout)
 
-static void drop_window(Attach *a, int p) {
-    if (a->win[p]) delwin(a->win[p]);
-    a->win[p] = NULL;
-    memset(&a->wrect[p], 0, sizeof a->wrect[p]);
-}
-
-static WINDOW *panel_window(Attach *a, int p, Rect r) {
-    if (a->win[p] && !memcmp(&a->wrect[p], &r, sizeof r)) return a->win[p];
-    drop_window(a, p);
-    a->win[p] = newwin(r.h, r.w, r.y, r.x);
-    if (!a->win[p]) return NULL;
-    a->wrect[p] = r;
-    leaveok(a->win[p], TRUE);
-    if (p == PANEL_CMD) {
-        leaveok(a->win[p], FALSE);
-        keypad(a->win[p], FALSE);
-        nodelay(a->win[p], TRUE);
-        cmdline_set_window(a->win[p], &a->theme);
-    }
-    return a->win[p];
-}
-
-static void draw_cmdline(Attach *a, WINDOW *w) {
+static void draw_cmdline(WINDOW *w, void *user) {
+    Attach *a = user;
     if (a->confirm_quit) {
         werase(w);
         const char *q = "Stop the run? It stops after the current step and writes its checkpoint. (y/n) ";
@@ -273,66 +250,27 @@ static void fill_status(Attach *a, RunStatus *rs, char *note, size_t noten) {
 }
 
 static void render(Attach *a) {
-    int H, W;
-    getmaxyx(stdscr, H, W);
     RunStatus rs;
-    char note[96];
+    char note[96], small[96];
     fill_status(a, &rs, note, sizeof note);
     const ViewMsg sm = {.kind = VIEW_MSG_STATUS, .status = &rs};
     panels_update(&a->ps, &sm);
-    panels_layout(&a->ps, &a->lay, W, H, a->zoom ? a->focus : -1);
-    if (W != a->last_W || H != a->last_H || a->force_clear) {
-        werase(stdscr);
-        wnoutrefresh(stdscr);
-        a->last_W = W;
-        a->last_H = H;
-        a->force_clear = 0;
-    }
-    if (a->lay.too_small) {
-        panels_drop_windows(&a->ps);
-        if (a->overlay) {
-            delwin(a->overlay);
-            a->overlay = NULL;
-        }
-        char st[96];
-        snprintf(st, sizeof st, "%s  step %ld/%ld", rs.state, rs.step, a->total);
-        panels_too_small(&a->theme, W, H, st);
-        if (H >= 2) {
-            WINDOW *cw = panel_window(a, PANEL_CMD, (Rect){0, H - 1, W, 1});
-            if (cw) {
-                draw_cmdline(a, cw);
-                wnoutrefresh(cw);
-            }
-        }
-        doupdate();
-        return;
-    }
-    panels_draw(&a->ps, &a->lay, a->focus, 1);
-    if (a->overlay) {
-        delwin(a->overlay);
-        a->overlay = NULL;
-    }
-    if (a->help_on) {
-        int hw, hh;
-        view_help_size(&hw, &hh);
-        if (hw > W - 2) hw = W - 2;
-        if (hh > H - 3) hh = H - 3;
-        a->overlay = newwin(hh, hw, (H - hh) / 2, (W - hw) / 2);
-        if (a->overlay) {
-            werase(a->overlay);
-            char title[128];
-            view_title(&a->help, title, sizeof title);
-            draw_frame(a->overlay, &a->theme, title, 2);
-            view_draw(&a->help, a->overlay, (Rect){2, 1, hw - 4, hh - 2});
-            wnoutrefresh(a->overlay);
-        }
-    }
-    WINDOW *cw = panel_window(a, PANEL_CMD, a->lay.r[PANEL_CMD]);
-    if (cw) {
-        draw_cmdline(a, cw);
-        wnoutrefresh(cw);
-    }
-    doupdate();
+    snprintf(small, sizeof small, "%s  step %ld/%ld", rs.state, rs.step, a->total);
+    const ScreenFrame f = {.ps = &a->ps,
+                           .theme = &a->theme,
+                           .zoom = a->zoom,
+                           .focus = a->focus,
+                           .help = &a->help,
+                           .help_on = a->help_on,
+                           .small_note = small,
+                           .draw_cmdline = draw_cmdline,
+                           .user = a,
+                           .last_cols = &a->last_W,
+                           .last_lines = &a->last_H,
+                           .last_small = &a->last_small,
+                           .force_clear = a->force_clear};
+    screen_render(&f, &a->lay);
+    a->force_clear = 0;
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -397,10 +335,7 @@ static void handle_key(Attach *a, int c) {
         case 'z': a->zoom = !a->zoom; return;
         case ' ': send_request(a, REQ_COMMAND, a->paused ? "resume" : "pause"); return;
         case '\t': {
-            Layout plain;
-            panels_layout(&a->ps, &plain, a->lay.cols, a->lay.lines, -1);
-            const int next = layout_next_focus(&plain, a->focus);
-            if (next >= 0) a->focus = next;
+            a->focus = screen_next_focus(&a->ps, a->lay.cols, a->lay.lines, a->focus);
             return;
         }
         case '[':
@@ -534,12 +469,13 @@ static int attach_session(const char *dir) {
         if (pr < 0 && errno != EINTR) break;
         if (pr > 0 && (pf[0].revents & (POLLHUP | POLLERR | POLLNVAL))) break; /* the terminal went away */
         if (pr > 0 && a->fd >= 0 && pf[1].revents) read_socket(a);
-        if (pr > 0 && (pf[0].revents & POLLIN) && a->win[PANEL_CMD])
+        WINDOW *cw = cmdline_window_get();
+        if (pr > 0 && (pf[0].revents & POLLIN) && cw)
             for (int guard = 0; guard < 4096 && !a->leave; guard++) {
-                const int c = wgetch(a->win[PANEL_CMD]);
+                const int c = wgetch(cw);
                 if (c == ERR) break;
                 handle_key(a, c);
-                if (!a->win[PANEL_CMD]) break;
+                if (cmdline_window_get() != cw) break;
             }
     }
     sigaction(SIGINT, &o_int, NULL);
@@ -548,8 +484,7 @@ static int attach_session(const char *dir) {
     cmdline_history_close();
     cmdline_free();
 out:
-    for (int p = 0; p < PANEL_COUNT; p++) drop_window(a, p);
-    if (a->overlay) delwin(a->overlay);
+    screen_drop_windows(&a->ps);
     panels_free(&a->ps);
     if (a->help.cls) view_free(&a->help);
     restore_terminal();

@@ -14,6 +14,7 @@
 #include "tui.h"
 #include "commands.h"
 #include "history_feed.h"
+#include "screen.h"
 #include "tui_cmdline.h"
 #include "tui_worker.h"
 
@@ -49,11 +50,8 @@ typedef struct {
     SCREEN *screen;
     Theme theme;
     ViewCtx ctx;
-    Panels ps; /* the panels (views/panels.c) */
+    Panels ps; /* the panels (views/panels.c); the frame is app/screen.c's */
     View help;
-    WINDOW *win[PANEL_COUNT]; /* [PANEL_CMD]: the command line (the panels' windows are in ps) */
-    Rect wrect[PANEL_COUNT];
-    WINDOW *overlay;
     Layout lay;
     int last_cols, last_lines, last_too_small;
     int focus, zoom, help_on, confirm_quit, swallow;
@@ -374,30 +372,8 @@ static void fill_status(Tui *ui, RunStatus *rs, char *note, size_t noten) {
 // ---------------------------------------------------------------------------------------------
 // drawing
 
-static void drop_window(Tui *ui, int p) {
-    if (ui->win[p]) delwin(ui->win[p]);
-    ui->win[p] = NULL;
-    memset(&ui->wrect[p], 0, sizeof ui->wrect[p]);
-}
-
-/* The window of panel p at rectangle r (re-created when the rectangle changed). */
-static WINDOW *panel_window(Tui *ui, int p, Rect r) {
-    if (ui->win[p] && !memcmp(&ui->wrect[p], &r, sizeof r)) return ui->win[p];
-    drop_window(ui, p);
-    ui->win[p] = newwin(r.h, r.w, r.y, r.x);
-    if (!ui->win[p]) return NULL;
-    ui->wrect[p] = r;
-    leaveok(ui->win[p], TRUE);
-    if (p == PANEL_CMD) {
-        leaveok(ui->win[p], FALSE);
-        keypad(ui->win[p], FALSE); /* readline gets raw escape sequences */
-        nodelay(ui->win[p], TRUE);
-        cmdline_set_window(ui->win[p], &ui->theme);
-    }
-    return ui->win[p];
-}
-
-static void draw_cmdline(Tui *ui, WINDOW *w) {
+static void draw_cmdline(WINDOW *w, void *user) {
+    Tui *ui = user;
     if (ui->confirm_quit) {
         werase(w);
         const char *q = "Quit training? The run stops after the current step. (y/n) ";
@@ -410,67 +386,27 @@ static void draw_cmdline(Tui *ui, WINDOW *w) {
 }
 
 static void render(Tui *ui) {
-    int H, W;
-    getmaxyx(stdscr, H, W);
     RunStatus rs;
-    char note[160];
+    char note[160], small[96];
     fill_status(ui, &rs, note, sizeof note);
     const ViewMsg sm = {.kind = VIEW_MSG_STATUS, .status = &rs};
     broadcast(ui, &sm);
-    panels_layout(&ui->ps, &ui->lay, W, H, ui->zoom ? ui->focus : -1);
-    if (W != ui->last_cols || H != ui->last_lines || ui->lay.too_small != ui->last_too_small || ui->force_clear) {
-        werase(stdscr);
-        wnoutrefresh(stdscr);
-        ui->last_cols = W;
-        ui->last_lines = H;
-        ui->last_too_small = ui->lay.too_small;
-        ui->force_clear = 0;
-    }
-    if (ui->lay.too_small) {
-        panels_drop_windows(&ui->ps);
-        if (ui->overlay) {
-            delwin(ui->overlay);
-            ui->overlay = NULL;
-        }
-        char st[96];
-        snprintf(st, sizeof st, "%s  step %ld/%ld", rs.state, rs.step, ui->ctx.total_steps);
-        panels_too_small(&ui->theme, W, H, st);
-        if (H >= 2) {
-            WINDOW *cw = panel_window(ui, PANEL_CMD, (Rect){0, H - 1, W, 1});
-            if (cw) {
-                draw_cmdline(ui, cw);
-                wnoutrefresh(cw);
-            }
-        }
-        doupdate();
-        return;
-    }
-    panels_draw(&ui->ps, &ui->lay, ui->focus, 1);
-    if (ui->help_on) {
-        int hw, hh;
-        view_help_size(&hw, &hh);
-        if (hw > W - 2) hw = W - 2;
-        if (hh > H - 3) hh = H - 3;
-        if (ui->overlay) delwin(ui->overlay);
-        ui->overlay = newwin(hh, hw, (H - hh) / 2, (W - hw) / 2);
-        if (ui->overlay) {
-            werase(ui->overlay);
-            char title[128];
-            view_title(&ui->help, title, sizeof title);
-            draw_frame(ui->overlay, &ui->theme, title, 2);
-            view_draw(&ui->help, ui->overlay, (Rect){2, 1, hw - 4, hh - 2});
-            wnoutrefresh(ui->overlay);
-        }
-    } else if (ui->overlay) {
-        delwin(ui->overlay);
-        ui->overlay = NULL;
-    }
-    WINDOW *cw = panel_window(ui, PANEL_CMD, ui->lay.r[PANEL_CMD]);
-    if (cw) {
-        draw_cmdline(ui, cw);
-        wnoutrefresh(cw);
-    }
-    doupdate();
+    snprintf(small, sizeof small, "%s  step %ld/%ld", rs.state, rs.step, ui->ctx.total_steps);
+    const ScreenFrame f = {.ps = &ui->ps,
+                           .theme = &ui->theme,
+                           .zoom = ui->zoom,
+                           .focus = ui->focus,
+                           .help = &ui->help,
+                           .help_on = ui->help_on,
+                           .small_note = small,
+                           .draw_cmdline = draw_cmdline,
+                           .user = ui,
+                           .last_cols = &ui->last_cols,
+                           .last_lines = &ui->last_lines,
+                           .last_small = &ui->last_too_small,
+                           .force_clear = ui->force_clear};
+    screen_render(&f, &ui->lay);
+    ui->force_clear = 0;
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -534,10 +470,7 @@ static void handle_key(Tui *ui, int c) {
             ui->dirty = 1;
             return;
         case '\t': {
-            Layout plain;
-            panels_layout(&ui->ps, &plain, ui->lay.cols, ui->lay.lines, -1);
-            const int next = layout_next_focus(&plain, ui->focus);
-            if (next >= 0) ui->focus = next;
+            ui->focus = screen_next_focus(&ui->ps, ui->lay.cols, ui->lay.lines, ui->focus);
             ui->dirty = 1;
             return;
         }
@@ -565,13 +498,13 @@ static void handle_key(Tui *ui, int c) {
 }
 
 static void read_keys(Tui *ui) {
-    WINDOW *cw = ui->win[PANEL_CMD];
+    WINDOW *cw = cmdline_window_get();
     if (!cw) return;
     for (int guard = 0; guard < 4096; guard++) {
-        const int c = wgetch(ui->win[PANEL_CMD]);
+        const int c = wgetch(cw);
         if (c == ERR) break;
         handle_key(ui, c);
-        if (!ui->win[PANEL_CMD]) break;
+        if (cmdline_window_get() != cw) break; /* a resize made it again */
     }
     ui->swallow = 0;
 }
@@ -648,10 +581,8 @@ static int make_views(Tui *ui) {
 }
 
 static void free_views(Tui *ui) {
-    for (int p = 0; p < PANEL_COUNT; p++) drop_window(ui, p);
+    screen_drop_windows(&ui->ps);
     panels_free(&ui->ps);
-    if (ui->overlay) delwin(ui->overlay);
-    ui->overlay = NULL;
     view_free(&ui->help);
 }
 

@@ -185,6 +185,31 @@ void cmdline_set_window(WINDOW *w, const Theme *t) {
     cl.theme = t;
 }
 
+static WINDOW *g_win;
+static Rect g_rect;
+
+void cmdline_window_drop(void) {
+    if (g_win) delwin(g_win);
+    if (cl.win == g_win) cl.win = NULL;
+    g_win = NULL;
+    memset(&g_rect, 0, sizeof g_rect);
+}
+
+WINDOW *cmdline_window(Rect r, const Theme *t) {
+    if (g_win && !memcmp(&g_rect, &r, sizeof r)) return g_win;
+    cmdline_window_drop();
+    g_win = newwin(r.h, r.w, r.y, r.x);
+    if (!g_win) return NULL;
+    g_rect = r;
+    leaveok(g_win, FALSE);
+    keypad(g_win, FALSE); /* readline gets raw escape sequences */
+    nodelay(g_win, TRUE);
+    cmdline_set_window(g_win, t);
+    return g_win;
+}
+
+WINDOW *cmdline_window_get(void) { return g_win; }
+
 void cmdline_feed(int byte) {
     if (!cl.installed) return;
     cl.byte = byte & 0xff;
