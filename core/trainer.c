@@ -539,41 +539,81 @@ ml_status trainer_tau_apply(TauPlan *plan, const TrainerCmd *c, long step, long 
     return ml_fail(ML_ERR_ARG, "not a temperature command");
 }
 
+/* The routed layers a command's "@layer" suffix selects: -1 for all (no suffix), else the index;
+ * -2 with the message set (and its status in *st) when the run has no such layer. */
+static int cmd_layer(const Trainer *t, const TrainerCmd *c, const char *what, ml_status *st) {
+    if (!c->layer[0]) return -1;
+    const int i = trainer_layer_find(t, c->layer);
+    if (i >= 0) return i;
+    char names[128] = "";
+    size_t o = 0;
+    for (int j = 0; j < trainer_nlayers(t) && o < sizeof names; j++)
+        o += (size_t)snprintf(names + o, sizeof names - o, "%s@%s", j ? ", " : "", layer_name(t, j));
+    if (!strcmp(c->layer, "head"))
+        *st = ml_fail(ML_ERR_STATE, "%s @head: the %s head does not route%s%s", what,
+                      moe_head_name(t->cfg.model.head.kind), o ? "; routed layers: " : "", names);
+    else
+        *st = ml_fail(ML_ERR_ARG, "%s: no routed layer '%s' in this run (%s%s)", what, c->layer,
+                      o ? "routed layers: " : "none", names);
+    return -2;
+}
+
+/* Routed layer i's temperature plan (i == nbl: the head's). */
+static TauPlan *layer_plan(Trainer *t, int i) { return i < t->nbl ? &t->bl[i].tau : &t->tau; }
+
 ml_status trainer_apply(Trainer *t, const TrainerCmd *c) {
     MoeConfig *h = &t->model.moe.cfg;
     const int moe = model_has_routing(&t->model); /* the head or a backbone layer routes */
-    if (c->kind == CMD_ANNEAL) {
-        if (!moe)
-            return ml_fail(ML_ERR_STATE, "anneal: the %s head has no router temperature",
-                           moe_head_name(t->cfg.model.head.kind));
-        return trainer_tau_apply(&t->tau, c, t->step, t->total_steps);
-    }
-    if (c->kind != CMD_SET) return ml_fail(ML_ERR_ARG, "not a parameter command");
-    const double v = c->value;
-    if (!isfinite(v)) return ml_fail(ML_ERR_ARG, "set: value must be finite");
-    const CmdParamInfo *pi = cmd_param_info(c->param);
-    if (!pi) return ml_fail(ML_ERR_ARG, "set: unknown parameter");
-    if (pi->needs_moe && !moe) /* the params.h table says which parameters belong to the router */
-        return ml_fail(ML_ERR_STATE, "set: the %s head has no routing parameters",
+    const char *what = c->kind == CMD_ANNEAL ? "anneal" : "set";
+    if (c->kind == CMD_ANNEAL && !moe)
+        return ml_fail(ML_ERR_STATE, "anneal: the %s head has no router temperature",
                        moe_head_name(t->cfg.model.head.kind));
-    const ml_status range = cmd_param_check(c->param, v); /* the bounds of params.h */
-    if (range != ML_OK) return range;
-    if (c->param == PARAM_TAU) return trainer_tau_apply(&t->tau, c, t->step, t->total_steps);
+    if (c->kind != CMD_SET && c->kind != CMD_ANNEAL) return ml_fail(ML_ERR_ARG, "not a parameter command");
+    const double v = c->value;
+    const CmdParamInfo *pi = c->kind == CMD_SET ? cmd_param_info(c->param) : NULL;
+    if (c->kind == CMD_SET) {
+        if (!isfinite(v)) return ml_fail(ML_ERR_ARG, "set: value must be finite");
+        if (!pi) return ml_fail(ML_ERR_ARG, "set: unknown parameter");
+        if (pi->needs_moe && !moe) /* the params.h table says which parameters belong to the router */
+            return ml_fail(ML_ERR_STATE, "set: the %s head has no routing parameters",
+                           moe_head_name(t->cfg.model.head.kind));
+        if (c->param == PARAM_LR && c->layer[0])
+            return ml_fail(ML_ERR_ARG, "set lr: the learning rate is the whole model's (no @%s)", c->layer);
+        const ml_status range = cmd_param_check(c->param, v); /* the bounds of params.h */
+        if (range != ML_OK) return range;
+    }
+    ml_status lst = ML_OK;
+    const int li = cmd_layer(t, c, what, &lst);
+    if (li == -2) return lst;
+    if (trainer_tau_command(c)) {
+        /* every plan (the head's one also stands for the model-wide temperature) or one layer's:
+         * applied to copies first, so a refused command changes none */
+        TauPlan next[MODEL_MAX_BBL + 1];
+        const int n = t->nbl + 1;
+        for (int i = 0; i < n; i++) {
+            next[i] = *layer_plan(t, i);
+            if (li >= 0 && i != li) continue;
+            const ml_status st = trainer_tau_apply(&next[i], c, t->step, t->total_steps);
+            if (st != ML_OK) return st;
+        }
+        for (int i = 0; i < n; i++) *layer_plan(t, i) = next[i];
+        return ML_OK;
+    }
     if (c->param == PARAM_LR) {
         t->lr_override = (float)v;
         return ML_OK;
     }
-    /* the routing knobs: stored once, in the head's live MoeConfig */
+    /* the routing knobs: the head's live MoeConfig and every backbone layer's, or one of them */
     float *const knob[PARAM_COUNT] = {[PARAM_CF] = &h->cf,
                                       [PARAM_ALPHA] = &h->alpha,
                                       [PARAM_BETA] = &h->beta,
                                       [PARAM_NOISE] = &h->noise,
                                       [PARAM_BIAS_RATE] = &h->bias_rate};
     if ((int)c->param >= 0 && c->param < PARAM_COUNT && knob[c->param]) {
-        *knob[c->param] = (float)v;
-        /* the backbone MoE layers share the head's knobs (phase 1: no per-layer commands) */
+        if (li < 0 || li == t->nbl) *knob[c->param] = (float)v;
         const size_t off = (size_t)((char *)knob[c->param] - (char *)h);
-        for (int i = 0; i < t->model.nmoec; i++) *(float *)((char *)&t->model.moec[i].route.cfg + off) = (float)v;
+        for (int i = 0; i < t->nbl; i++)
+            if (li < 0 || li == i) *(float *)((char *)&t->model.moec[t->bl[i].mi].route.cfg + off) = (float)v;
         return ML_OK;
     }
     return ml_fail(ML_ERR_ARG, "set: unknown parameter");
@@ -672,7 +712,8 @@ static const char *const rng_paths[4] = {"/rng/init", "/rng/data", "/rng/noise",
  * collapse windows and views, epoch sums and temperature plan (format 2) */
 #define BB_ROWS_(X, s)                                                                                                \
     X(s, "bias")                                                                                                      \
-    X(s, "cf") X(s, "alpha") X(s, "beta") X(s, "noise") X(s, "bias_rate") X(s, "routewin/ring") X(s, "routewin/n")    \
+    X(s, "cf")                                                                                                        \
+    X(s, "alpha") X(s, "beta") X(s, "noise") X(s, "bias_rate") X(s, "routewin/ring") X(s, "routewin/n")               \
         X(s, "routewin/head") X(s, "routewin/pushed") X(s, "routewin/sum") X(s, "routewin/zero_run")                  \
             X(s, "routewin/ent_ring") X(s, "routewin/share_ring") X(s, "routewin/share_sum") X(s, "routewin/ent_sum") \
                 X(s, "routewin_clean/ring") X(s, "routewin_clean/n") X(s, "routewin_clean/head")                      \
@@ -683,11 +724,12 @@ static const char *const rng_paths[4] = {"/rng/init", "/rng/data", "/rng/noise",
                                     X(s, "ep_drop") X(s, "ep_maxvio") X(s, "ep_rho") X(s, "ep_tau") X(s, "ep_aux")    \
                                         X(s, "ep_clean") X(s, "tau_base") X(s, "tau_repl") X(s, "tau_has_override")   \
                                             X(s, "tau_override") X(s, "tau_override_step") X(s, "tau_has_replacement")
-#define BB_VIEW_(X, s, v)                                                                             \
-    X(s, "collapse/" v "/flag")                                                                       \
-    X(s, "collapse/" v "/reason") X(s, "collapse/" v "/expert") X(s, "collapse/" v "/dead")           \
-        X(s, "collapse/" v "/share") X(s, "collapse/" v "/entropy") X(s, "collapse/" v "/first_step") \
-            X(s, "collapse/" v "/episodes") X(s, "collapse/" v "/since")
+#define BB_VIEW_(X, s, v)                                                                                \
+    X(s, "collapse/" v "/flag")                                                                          \
+    X(s, "collapse/" v "/reason")                                                                        \
+    X(s, "collapse/" v "/expert") X(s, "collapse/" v "/dead") X(s, "collapse/" v "/share")               \
+        X(s, "collapse/" v "/entropy") X(s, "collapse/" v "/first_step") X(s, "collapse/" v "/episodes") \
+            X(s, "collapse/" v "/since")
 #define BB_PATH_(s, x) "/backbone/moe" #s "/" x,
 #define BB_ONE_(s, x) +1
 enum { BB_NROWS = 0 BB_ROWS_(BB_ONE_, 0) };
@@ -985,7 +1027,7 @@ static void emit(Loop *L, TrainerEventKind kind, const TrainerCmd *c, int logged
     ev.cmd = c ? c->kind : CMD_HELP;
     ev.logged = logged;
     ev.origin = c ? c->origin : CMD_FROM_NONE;
-    ev.layer = -1; /* the one plan every layer follows (per-layer plans: #14 phase 2) */
+    ev.layer = -1; /* every layer's plan changed (the common plan), or the one of an @layer suffix */
     const int o = snprintf(ev.text, sizeof ev.text, "%s", cmd_origin_prefix(ev.origin));
     va_list ap;
     va_start(ap, fmt);
@@ -993,7 +1035,9 @@ static void emit(Loop *L, TrainerEventKind kind, const TrainerCmd *c, int logged
     va_end(ap);
     if (c && (c->kind == CMD_SET || c->kind == CMD_ANNEAL) && kind == TEV_APPLIED) {
         ev.has_plan = 1;
-        ev.plan = L->t->tau;
+        const int li = c->layer[0] ? trainer_layer_find(L->t, c->layer) : -1;
+        ev.layer = li;
+        ev.plan = li >= 0 ? *layer_plan(L->t, li) : L->t->tau;
     }
     L->h->on_event(&ev, L->h->user);
 }
