@@ -696,6 +696,13 @@ static int tui_open_screen(Tui *ui, int *utf8) {
         return -1;
     }
     cmdline_init("moelab> ", on_line, on_cmdline_msg, ui);
+    { /* completion after `@`: the run's routed layers */
+        static RunRecord rr;
+        trainer_describe(ui->t, &rr);
+        const char *names[REC_MAX_LAYERS];
+        for (int i = 0; i < rr.nlayers; i++) names[i] = rr.layer[i].name;
+        cmdline_set_layers(names, rr.nlayers);
+    }
     ml_log_set(log_sink, &ui->w);
     char err[1200];
     if (cmdline_history_path(ui->hist_path, sizeof ui->hist_path))

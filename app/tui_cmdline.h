@@ -23,6 +23,8 @@ typedef void (*cmdline_msg_fn)(int level, const char *text, void *user);
 
 /* Installs the readline callback handler. 0, or -1 (readline could not be set up). */
 int cmdline_init(const char *prompt, cmdline_line_fn on_line, cmdline_msg_fn on_msg, void *user);
+/* The run's routed layers ("moe2", "head"): completed after `@` in set / anneal (at most 8). */
+void cmdline_set_layers(const char *const *names, int n);
 /* Removes the handler and restores readline's globals. */
 void cmdline_free(void);
 /* The window the line is drawn into (re-set after every resize) and the theme. */
