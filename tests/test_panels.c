@@ -159,11 +159,11 @@ static void test_layered(void) {
     CHECK(lay.r[PANEL_HEATMAP].y + lay.r[PANEL_HEATMAP].h == lay.strip.y, "under the panels");
     panels_draw(&ps, &lay, PANEL_HEATMAP, 1);
     WINDOW *hw = ps.win[PANEL_HEATMAP], *sw = ps.win[PANEL_COUNT];
-    CHECK(hw && strstr(row(hw, 0), "moe2 (1/2)"), "heatmap frame title: '%s'", row(hw, 0));
-    CHECK(ps.win[PANEL_LOAD] && strstr(row(ps.win[PANEL_LOAD], 0), "moe2 (1/2)"), "load title: '%s'",
+    CHECK(hw && strstr(row(hw, 0), "Class x expert") && strstr(row(hw, 0), " - moe2 "), "heatmap frame title: '%s'", row(hw, 0));
+    CHECK(ps.win[PANEL_LOAD] && strstr(row(ps.win[PANEL_LOAD], 0), " - moe2 "), "load title: '%s'",
           row(ps.win[PANEL_LOAD], 0));
-    CHECK(ps.win[PANEL_TEMP] && strstr(row(ps.win[PANEL_TEMP], 0), "moe2 (1/2)"), "temperature title");
-    CHECK(ps.win[PANEL_SCALARS] && strstr(row(ps.win[PANEL_SCALARS], 0), "moe2 (1/2)"), "scalars title");
+    CHECK(ps.win[PANEL_TEMP] && strstr(row(ps.win[PANEL_TEMP], 0), " - moe2"), "temperature title");
+    CHECK(ps.win[PANEL_SCALARS] && strstr(row(ps.win[PANEL_SCALARS], 0), " - moe2"), "scalars title");
     CHECK(hw && strstr(row(hw, 1), "e3") && !strstr(row(hw, 1), "e4"), "layer 0's heatmap has 4 experts: '%s'",
           row(hw, 1));
     if (getenv("PANELS_DEBUG")) {
@@ -182,7 +182,7 @@ static void test_layered(void) {
     panels_draw(&ps, &lay, PANEL_HEATMAP, 1);
     hw = ps.win[PANEL_HEATMAP];
     sw = ps.win[PANEL_COUNT];
-    CHECK(hw && strstr(row(hw, 0), "head (2/2)") && !strstr(row(hw, 0), "moe2"), "title after ]: '%s'", row(hw, 0));
+    CHECK(hw && strstr(row(hw, 0), " - head ") && !strstr(row(hw, 0), "moe2"), "title after ]: '%s'", row(hw, 0));
     CHECK(hw && strstr(row(hw, 1), "e4"), "layer 1's heatmap has 8 experts: '%s'", row(hw, 1));
     CHECK(sw && strstr(row(sw, 1), "> head") && !strstr(row(sw, 0), "> moe2"), "the strip marks the selection");
     CHECK(panels_key(&ps, PANEL_HEATMAP, ']') == 1 && ps.sel == 0, "] wraps around");
@@ -204,8 +204,10 @@ static void test_layered(void) {
 
     /* a narrow frame: the view's title is cut, the tag stays whole */
     panels_title(&ps, PANEL_HEATMAP, 30, 1, title, sizeof title);
-    CHECK(strstr(title, "head (2/2)") && utf8_cells(title) <= 30 - 8, "cut before the tag: '%s' (%d cells)", title,
-          utf8_cells(title));
+    CHECK(strstr(title, " - head") && strstr(title, "~") && utf8_cells(title) <= 30 - 8,
+          "cut before the layer's name: '%s' (%d cells)", title, utf8_cells(title));
+    panels_title(&ps, PANEL_LOAD, 200, 0, title, sizeof title);
+    CHECK(strstr(title, " - head (2/2)") && !strstr(title, "~"), "wide: whole title and tag: '%s'", title);
 
     /* 80x24: two layers fit in two rows */
     panels_layout(&ps, &lay, 80, 24, -1);

@@ -183,19 +183,22 @@ void panels_title(const Panels *ps, int p, int width, int focused, char *buf, si
         return;
     }
     const int utf8 = ps->ctx->theme->utf8;
-    char sep[64];
-    snprintf(sep, sizeof sep, " %s %s", utf8 ? "\u00b7" : "-", tag);
+    const char *dot = utf8 ? "\u00b7" : "-";
+    char full[96], brief[64];
+    snprintf(full, sizeof full, " %s %s", dot, tag);                            /* " · moe2 (1/2)" */
+    snprintf(brief, sizeof brief, " %s %s", dot, ps->ctx->layer[ps->sel].name); /* " · moe2" */
     /* draw_frame prints " [> ]title " from column 2 and keeps the last two columns of the border */
-    const int avail = width - 5 - 1 - (focused == 1 ? 2 : 0);
-    const int room = avail - utf8_cells(sep);
-    if (utf8_cells(title) <= room) {
-        snprintf(buf, n, "%s%s", title, sep);
-    } else if (room >= 4) {
+    const int avail = width - 5 - 1 - (focused == 1 ? 2 : 0), cells = utf8_cells(title);
+    if (cells + utf8_cells(full) <= avail) {
+        snprintf(buf, n, "%s%s", title, full);
+    } else if (cells + utf8_cells(brief) <= avail) {
+        snprintf(buf, n, "%s%s", title, brief); /* the strip shows the count */
+    } else if (avail - utf8_cells(brief) >= 4) {
         char cut[256];
-        cut_title(title, room, utf8, cut, sizeof cut);
-        snprintf(buf, n, "%s%s", cut, sep);
+        cut_title(title, avail - utf8_cells(brief), utf8, cut, sizeof cut);
+        snprintf(buf, n, "%s%s", cut, brief);
     } else {
-        snprintf(buf, n, "%s", tag); /* a very narrow panel: the layer at least */
+        snprintf(buf, n, "%s", ps->ctx->layer[ps->sel].name); /* a very narrow panel: the layer at least */
     }
 }
 

@@ -52,7 +52,8 @@ int panels_key(Panels *ps, int focus, int c);
 /* "moe2 (1/2)" for the per-layer panels of a layered set, "" otherwise. */
 void panels_layer_tag(const Panels *ps, int p, char *buf, size_t n);
 /* Panel p's title for a frame `width` cells wide: the view's title, in a layered set followed by
- * " · moe2 (1/2)"; when both do not fit the view's title is cut (ending in "…"), never the tag. */
+ * " · moe2 (1/2)", or " · moe2" when that does not fit; when neither fits the view's title is cut
+ * (ending in "…"), never the layer's name. */
 void panels_title(const Panels *ps, int p, int width, int focused, char *buf, size_t n);
 /* Rows of the all-layers strip in a terminal of `lines` rows (0 without one). */
 int panels_strip_rows(const Panels *ps, int lines);
