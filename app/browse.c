@@ -234,8 +234,6 @@ static void apply_cursor(Loaded *L, int ev, const char *note) {
     const long at = e ? e->step : h->nsteps > 0 ? h->steps[h->nsteps - 1].step : 0;
     const long si = session_history_step_at(h, at);
     const StepRecord *sr = si >= 0 ? &h->steps[si] : NULL;
-    TauPlan plan;
-    browse_plan_at(h, &L->base, at, &plan);
     const ViewMsg cm = {.kind = VIEW_MSG_CURSOR, .at_step = at, .eval = e, .step = sr};
     RunStatus rs = {0};
     rs.state = state_of(h->info.status);
@@ -249,7 +247,7 @@ static void apply_cursor(Loaded *L, int ev, const char *note) {
     rs.session = L->name;
     rs.note = note;
     const ViewMsg sm = {.kind = VIEW_MSG_STATUS, .status = &rs};
-    panels_plan(&L->ps, &plan, at, -1);
+    history_plans(h, &L->ps, &L->base, at);
     panels_update(&L->ps, &cm);
     panels_update(&L->ps, &sm);
     rebuild_log(L, at);

@@ -77,6 +77,19 @@ static void log_line(Panels *ps, int level, const char *text) {
     view_update(&ps->v[PANEL_LOG], &m);
 }
 
+void history_plans(const SessionHistory *h, Panels *ps, const TauSchedule *base, long step) {
+    TauPlan plan;
+    if (!panels_layered(ps)) {
+        browse_plan_at(h, base, step, &plan);
+        panels_plan(ps, &plan, step, -1);
+        return;
+    }
+    for (int i = 0; i < ps->nlayers; i++) {
+        browse_plan_at_layer(h, base, step, ps->ctx->layer[i].name, &plan);
+        panels_plan(ps, &plan, step, i);
+    }
+}
+
 long history_feed(const SessionHistory *h, Panels *ps, HistoryFed *fed, long max_step, const TauSchedule *base) {
     long n = 0;
     const long lim = max_step < 0 ? LONG_MAX : max_step;
@@ -108,9 +121,7 @@ long history_feed(const SessionHistory *h, Panels *ps, HistoryFed *fed, long max
     }
     if (base && (tau_cmds || n)) {
         const long at = fed->steps > 0 ? h->steps[fed->steps - 1].step : 0;
-        TauPlan plan;
-        browse_plan_at(h, base, at, &plan);
-        panels_plan(ps, &plan, at, -1);
+        history_plans(h, ps, base, at);
     }
     return n;
 }

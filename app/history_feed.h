@@ -27,5 +27,8 @@ int history_view_ctx(const SessionHistory *h, const Theme *theme, ViewCtx *c, Ta
  * launch schedule and the logged `set tau` / `anneal` commands. The one feed of the live screen's
  * resume, `moelab attach` and the browser. Returns the rows fed. */
 long history_feed(const SessionHistory *h, Panels *ps, HistoryFed *fed, long max_step, const TauSchedule *base);
+/* The temperature panels at `step`: each routed layer's plan rebuilt from the launch schedule and
+ * the logged commands for it (those without an `@layer` suffix and its own). */
+void history_plans(const SessionHistory *h, Panels *ps, const TauSchedule *base, long step);
 
 #endif

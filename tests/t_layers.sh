@@ -3,7 +3,7 @@
 # `--moe-after 2 --head moe` (synthetic data, --threads 1) at 80x24 shows both layers in the
 # all-layers strip, the heatmap / load / routing titles name the selected layer, `]` switches them
 # to the other layer (and the strip's marker moves), `[` back; at 120x40 the titles carry the
-# whole tag "moe2 (1/2)"; the browser on the saved session does the same (when the session holds
+# whole tag "moe2 (1/2)"; `set tau 0.3 @moe2` overrides moe2's temperature panel only; the browser on the saved session does the same (when the session holds
 # per-layer records); three routed layers at 80x24 give the one-line summary; a run with one
 # routed layer has no strip and no tag. Every wait polls capture-pane with a timeout. Prints
 # PASS/FAIL lines and "N passed, M failed"; exits 0 only if none failed.
@@ -125,6 +125,24 @@ check "three layers: ] -> head" wait_title 'Class.*· head' 5
 check "three layers: the run finishes" wait_for 'FINISHED' 120
 keys q
 check "three layers: q exits" wait_for 'EXITED-three' 20
+
+# ---- one layer's temperature: `set tau 0.3 @moe2` reaches moe2's panel only (120x40)
+start tau 120 40 "$BIN" train $RUN --epochs 400 --moe-after 2 --head moe --no-session
+check "tau: the run trains" wait_for 'RUNNING +epoch' 60
+"${TM[@]}" send-keys -t "$S" -l 'set tau 0.3 @moe2'
+keys Enter
+check "tau: the command lands in the log with its step" wait_for '\[step [0-9]+\] set tau 0.3 @moe2' 20
+check "tau: moe2's temperature panel shows the override" wait_title 'Temperature +τ 0.3 +OVERRIDE.*· moe2' 10
+keys ']'
+check "tau: the head's temperature panel has none" wait_title 'Temperature.*· head' 5
+check "tau: (no OVERRIDE in the head's title)" no_title 'Temperature.*OVERRIDE.*· head'
+"${TM[@]}" send-keys -t "$S" -l 'set tau 2 @head'
+keys Enter
+check "tau: set tau 2 @head overrides the head's" wait_title 'Temperature +τ 2 +OVERRIDE.*· head' 10
+keys q
+sleep 0.5
+keys y
+check "tau: q y stops the run" wait_for 'EXITED-tau' 30
 
 # ---- one routed layer: the screen of before (no strip, no tag, [ ] scroll)
 start one 80 24 "$BIN" train $RUN --epochs 2 --head moe --no-session
