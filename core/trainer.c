@@ -677,6 +677,7 @@ void trainer_describe(const Trainer *t, RunRecord *r) {
         }
         const double routed = i < t->nbl ? c->k * m->moec[t->bl[i].mi].flops_expert : m->flops_routed;
         li->rho_nominal = total > 0 ? routed / total : 0.0;
+        li->feat_dim = i < t->nbl ? m->moec[t->bl[i].mi].C : m->d;
     }
 }
 
