@@ -296,7 +296,9 @@ static void tsne_start(Browser *b, int ev) {
         return;
     }
     int n = 0, d = 0;
-    if (session_history_tsne(h, ev, &j->X, &j->expert, &j->label, &n, &d) != ML_OK) {
+    const int layer = panels_layered(&b->a.ps) ? b->a.ps.sel : -1; /* the selected routed layer's router input */
+    if ((layer >= 0 ? session_history_layer_tsne(h, layer, ev, &j->X, &j->expert, &j->label, &n, &d)
+                    : session_history_tsne(h, ev, &j->X, &j->expert, &j->label, &n, &d)) != ML_OK) {
         char m[600];
         snprintf(m, sizeof m, "no t-SNE for this session: %s", ml_last_error());
         view_tsne_set(&b->tsne, NULL, NULL, NULL, 0, epoch, m, NULL);
@@ -608,7 +610,10 @@ static void draw_session(Browser *b, int W, int H) {
     panels_draw(&L->ps, &lay, b->focus, 0);
     if (b->tsne_on) {
         const int y0 = lay.r[PANEL_BANNER].h ? 3 : 2;
-        panel(&b->theme, &b->tsne, (Rect){0, y0, W, H - 1 - y0}, 1, NULL, 1);
+        char tag[64], pre[80] = "";
+        panels_layer_tag(&L->ps, PANEL_HEATMAP, tag, sizeof tag); /* "moe2 (1/2)" with two or more layers */
+        if (tag[0]) snprintf(pre, sizeof pre, "%s %s ", tag, b->theme.utf8 ? "\u00b7" : "-");
+        panel(&b->theme, &b->tsne, (Rect){0, y0, W, H - 1 - y0}, 1, pre, 1);
     }
     draw_hint(b, H - 1, W);
 }
@@ -1205,7 +1210,10 @@ static int key_view(Browser *b, int c) {
     case ']':
     case '{':
     case '}':
-        if (b->screen == SCR_SESSION && !b->tsne_on) panels_key(&b->a.ps, b->focus, c);
+        if (b->screen != SCR_SESSION) break;
+        if (!b->tsne_on) panels_key(&b->a.ps, b->focus, c);
+        else if ((c == '[' || c == ']') && panels_cycle(&b->a.ps, c == ']' ? 1 : -1))
+            tsne_start(b, b->ev); /* the t-SNE of the other layer */
         break;
     default:
         if (c >= '0' && c <= '9') {

@@ -10,24 +10,6 @@
 #include <stdio.h>
 #include <string.h>
 
-/* The routed layers of a history. The session reader fills the records' layers (issue #14 phase
- * 2); until it names them in the history, the layers of the last step record are taken with
- * their statistics' E and k and numbered names. */
-static int history_layers(const SessionHistory *h, LayerInfo *li) {
-    if (h->nsteps <= 0) return 0;
-    const StepRecord *r = &h->steps[h->nsteps - 1];
-    const int n = r->nlayers < REC_MAX_LAYERS ? r->nlayers : REC_MAX_LAYERS;
-    for (int i = 0; i < n; i++) {
-        memset(&li[i], 0, sizeof li[i]);
-        snprintf(li[i].name, sizeof li[i].name, "layer%d", i);
-        li[i].E = r->layer[i].moe.E;
-        li[i].k = r->layer[i].moe.k;
-        li[i].capacity = r->layer[i].moe.capacity;
-        li[i].stage = -1;
-    }
-    return n;
-}
-
 int history_view_ctx(const SessionHistory *h, const Theme *theme, ViewCtx *c, TauSchedule *base) {
     const SessionInfo *i = &h->info;
     memset(c, 0, sizeof *c);
@@ -67,7 +49,8 @@ int history_view_ctx(const SessionHistory *h, const Theme *theme, ViewCtx *c, Ta
     session_config_num(cfg, "lr.base", -FLT_MAX, FLT_MAX, &lr);
     c->lr0 = (float)lr;
     json_decref(cfg);
-    c->nlayers = history_layers(h, c->layer);
+    c->nlayers = h->nlayers < REC_MAX_LAYERS ? h->nlayers : REC_MAX_LAYERS; /* /layers (format 2) */
+    memcpy(c->layer, h->layer, sizeof c->layer);
     return have_base;
 }
 

@@ -4,7 +4,7 @@
 # all-layers strip, the heatmap / load / routing titles name the selected layer, `]` switches them
 # to the other layer (and the strip's marker moves), `[` back; at 120x40 the titles carry the
 # whole tag "moe2 (1/2)"; `set tau 0.3 @moe2` overrides moe2's temperature panel only; the browser on the saved session does the same (when the session holds
-# per-layer records); three routed layers at 80x24 give the one-line summary; a run with one
+# per-layer records), and its t-SNE follows the layer; three routed layers at 80x24 give the one-line summary; a run with one
 # routed layer has no strip and no tag. Every wait polls capture-pane with a timeout. Prints
 # PASS/FAIL lines and "N passed, M failed"; exits 0 only if none failed.
 set -u
@@ -105,6 +105,13 @@ if wait_for '^▸ moe2 +load H' 5; then
   check "browser: the cursor moves, the layer stays" wait_for 'cursor: epoch 5/6' 5
   check "browser: still the head's heatmap" wait_title 'Class.*· head' 3
   check "browser: layer tags are never cut" tags_whole
+  keys t
+  check "browser: t-SNE of the head's router input (title names it)" wait_title 'head \(2/2\) · ' 10
+  check "browser: the head's t-SNE finishes" wait_for 'points, [0-9.]+ s; nearest neighbour' 60
+  keys ']'
+  check "browser: ] in the t-SNE: moe2's (title)" wait_title 'moe2 \(1/2\) · ' 10
+  check "browser: moe2's t-SNE finishes" wait_for 'points, [0-9.]+ s; nearest neighbour' 60
+  keys t
 else
   echo "SKIP  browser: the saved session has no per-layer records (the session reader of branch 'layers' fills them); the browser shows the primary layer as before"
   check "browser: without per-layer records, no strip and no tag" bash -c "! grep -Eq '· moe2|^▸ ' <<<\"\$(${TM[*]} capture-pane -p -t $S)\""
