@@ -4,7 +4,8 @@
 # all-layers strip, the heatmap / load / routing titles name the selected layer, `]` switches them
 # to the other layer (and the strip's marker moves), `[` back; at 120x40 the titles carry the
 # whole tag "moe2 (1/2)"; `set tau 0.3 @moe2` overrides moe2's temperature panel only; the browser on the saved session does the same (when the session holds
-# per-layer records), and its t-SNE follows the layer; three routed layers at 80x24 give the one-line summary; a run with one
+# per-layer records), and its t-SNE follows the layer; `moelab attach` to a headless two-layer
+# run has the same strip, titles and keys; three routed layers at 80x24 give the one-line summary; a run with one
 # routed layer has no strip and no tag. Every wait polls capture-pane with a timeout. Prints
 # PASS/FAIL lines and "N passed, M failed"; exits 0 only if none failed.
 set -u
@@ -14,7 +15,12 @@ BIN=$(cd "$(dirname "$BIN")" && pwd)/$(basename "$BIN")
 T=$(mktemp -d)
 TM=(tmux -L moelablayers-$$ -f /dev/null)
 S=lay
-cleanup() { "${TM[@]}" kill-server >/dev/null 2>&1; rm -rf "$T"; }
+RUNPID=
+cleanup() {
+  [ -n "$RUNPID" ] && kill "$RUNPID" 2>/dev/null
+  "${TM[@]}" kill-server >/dev/null 2>&1
+  rm -rf "$T"
+}
 trap cleanup EXIT
 "${TM[@]}" kill-server >/dev/null 2>&1
 "${TM[@]}" new-session -d -s keepalive "sleep 100000" >/dev/null 2>&1
@@ -118,6 +124,29 @@ else
 fi
 keys q
 check "browser: q quits" wait_for 'EXITED-browse' 10
+
+# ---- moelab attach to a headless two-layer run: the same strip, titles and keys (80x24)
+(cd "$T" && exec "$BIN" train --headless $RUN --epochs 400 --moe-after 2 --head moe --session "$T/hl" >"$T/hl.log" 2>&1) &
+RUNPID=$!
+for ((i = 0; i < 600; i++)); do
+  e=$("$BIN" ctl "$T/hl" status 2>/dev/null | sed -n 's/.* epoch=\([0-9]*\).*/\1/p')
+  [ -n "$e" ] && [ "$e" -ge 2 ] && break
+  sleep 0.1
+done
+check "attach: the headless run trains (2 epochs)" test -n "$e" -a "${e:-0}" -ge 2
+start attach 80 24 "$BIN" attach "$T/hl"
+check "attach: the strip shows moe2, selected" wait_for '^▸ moe2 +load H [0-9.]+ +top-1' 20
+check "attach: and the head" wait_for '^  head +load H [0-9.]+ +top-1' 5
+check "attach: the heatmap's title names moe2" wait_title 'Class.*· moe2' 30
+keys ']'
+check "attach: ] switches the heatmap to the head" wait_title 'Class.*· head' 5
+check "attach: the strip marks the head" wait_for '^▸ head +load H' 5
+check "attach: layer tags are never cut" tags_whole
+keys q
+check "attach: q detaches" wait_for 'EXITED-attach' 10
+"$BIN" ctl "$T/hl" quit >/dev/null 2>&1
+for ((i = 0; i < 300; i++)); do kill -0 "$RUNPID" 2>/dev/null || break; sleep 0.1; done
+RUNPID=
 
 # ---- three routed layers at 80x24: the one-line summary
 start three 80 24 "$BIN" train $RUN --epochs 2 --moe-after 1,2 --head moe --no-session
