@@ -17,6 +17,7 @@
 #include "commands.h"
 #include "control.h"
 #include "history_feed.h"
+#include "screen.h"
 #include "tui_cmdline.h"
 
 #include <errno.h>
@@ -35,6 +36,7 @@
 
 #include "views/draw.h"
 #include "views/plot.h"
+#include "views/panels.h"
 #include "views/view.h"
 
 #define RELOAD_SEC 1.0 /* live.h5 re-read period */
@@ -52,12 +54,8 @@ typedef struct {
     HistoryFed fed;
     TauSchedule base;
     ViewCtx ctx;
-    View v[PANEL_COUNT];
-    int have[PANEL_COUNT];
+    Panels ps; /* the live screen's panels (views/panels.c); the frame is app/screen.c's */
     View help;
-    WINDOW *win[PANEL_COUNT];
-    Rect wrect[PANEL_COUNT];
-    WINDOW *overlay;
     Theme theme;
     Layout lay;
     int fd; /* the control socket (-1 once the run went away) */
@@ -76,7 +74,7 @@ typedef struct {
     int focus, zoom, help_on, confirm_quit, leave;
     double q_at; /* > 0: q pressed on an empty line at this time; detach unless more keys follow */
     double next_reload, next_status, t_open;
-    int dirty, force_clear, last_W, last_H;
+    int dirty, force_clear, last_W, last_H, last_small;
 } Attach;
 
 static volatile sig_atomic_t g_sig;
@@ -95,9 +93,9 @@ static void alog(Attach *a, int level, const char *fmt, ...) {
     va_start(ap, fmt);
     vsnprintf(buf, sizeof buf, fmt, ap);
     va_end(ap);
-    if (a->have[PANEL_LOG]) {
+    if (a->ps.have[PANEL_LOG]) {
         const ViewMsg m = {.kind = VIEW_MSG_LOG, .level = level, .text = buf};
-        view_update(&a->v[PANEL_LOG], &m);
+        view_update(&a->ps.v[PANEL_LOG], &m);
     }
     a->dirty = 1;
 }
@@ -214,7 +212,7 @@ static void reload(Attach *a) {
     if (a->fed.steps > nh.nsteps) a->fed.steps = nh.nsteps; /* rows dropped by a resume */
     if (a->fed.evals > nh.nevals) a->fed.evals = nh.nevals;
     if (a->fed.events > nh.nevents) a->fed.events = nh.nevents;
-    if (history_feed(&a->cur, a->v, a->have, &a->fed, -1, &a->base)) a->dirty = 1;
+    if (history_feed(&a->cur, &a->ps, &a->fed, -1, &a->base)) a->dirty = 1;
     if (a->run_ended)
         snprintf(a->state, sizeof a->state, "%s", !strcmp(nh.info.status, "finished") ? "FINISHED" : "ENDED");
     if (nh.nsteps > 0 && a->fd < 0) a->step = nh.steps[nh.nsteps - 1].step;
@@ -223,29 +221,8 @@ static void reload(Attach *a) {
 // ---------------------------------------------------------------------------------------------
 // drawing (the live screen's layout)
 
-static void drop_window(Attach *a, int p) {
-    if (a->win[p]) delwin(a->win[p]);
-    a->win[p] = NULL;
-    memset(&a->wrect[p], 0, sizeof a->wrect[p]);
-}
-
-static WINDOW *panel_window(Attach *a, int p, Rect r) {
-    if (a->win[p] && !memcmp(&a->wrect[p], &r, sizeof r)) return a->win[p];
-    drop_window(a, p);
-    a->win[p] = newwin(r.h, r.w, r.y, r.x);
-    if (!a->win[p]) return NULL;
-    a->wrect[p] = r;
-    leaveok(a->win[p], TRUE);
-    if (p == PANEL_CMD) {
-        leaveok(a->win[p], FALSE);
-        keypad(a->win[p], FALSE);
-        nodelay(a->win[p], TRUE);
-        cmdline_set_window(a->win[p], &a->theme);
-    }
-    return a->win[p];
-}
-
-static void draw_cmdline(Attach *a, WINDOW *w) {
+static void draw_cmdline(WINDOW *w, void *user) {
+    Attach *a = user;
     if (a->confirm_quit) {
         werase(w);
         const char *q = "Stop the run? It stops after the current step and writes its checkpoint. (y/n) ";
@@ -273,87 +250,27 @@ static void fill_status(Attach *a, RunStatus *rs, char *note, size_t noten) {
 }
 
 static void render(Attach *a) {
-    int H, W;
-    getmaxyx(stdscr, H, W);
     RunStatus rs;
-    char note[96];
+    char note[96], small[96];
     fill_status(a, &rs, note, sizeof note);
     const ViewMsg sm = {.kind = VIEW_MSG_STATUS, .status = &rs};
-    for (int p = 0; p < PANEL_COUNT; p++)
-        if (a->have[p]) view_update(&a->v[p], &sm);
-    const LayoutOptions lo = {
-        .has_moe = a->ctx.has_moe, .banner = view_banner_active(&a->v[PANEL_BANNER]), .zoom = a->zoom ? a->focus : -1};
-    layout_compute(&a->lay, W, H, &lo);
-    if (W != a->last_W || H != a->last_H || a->force_clear) {
-        werase(stdscr);
-        wnoutrefresh(stdscr);
-        a->last_W = W;
-        a->last_H = H;
-        a->force_clear = 0;
-    }
-    if (a->lay.too_small) {
-        for (int p = 0; p < PANEL_COUNT; p++)
-            if (p != PANEL_CMD) drop_window(a, p);
-        werase(stdscr);
-        char msg[96];
-        snprintf(msg, sizeof msg, "terminal too small (need %dx%d, have %dx%d)", LAYOUT_MIN_W, LAYOUT_MIN_H, W, H);
-        draw_text(stdscr, H > 2 ? H / 2 - 1 : 0, 0, W, a->theme.role[TH_WARN] | A_BOLD, msg);
-        wnoutrefresh(stdscr);
-        if (H >= 2) {
-            WINDOW *cw = panel_window(a, PANEL_CMD, (Rect){0, H - 1, W, 1});
-            if (cw) {
-                draw_cmdline(a, cw);
-                wnoutrefresh(cw);
-            }
-        }
-        doupdate();
-        return;
-    }
-    for (int p = 0; p < PANEL_COUNT; p++) {
-        if (p == PANEL_CMD) continue;
-        if (!layout_visible(&a->lay, p) || !a->have[p]) {
-            drop_window(a, p);
-            continue;
-        }
-        const Rect r = a->lay.r[p];
-        WINDOW *w = panel_window(a, p, r);
-        if (!w) continue;
-        werase(w);
-        if (p == PANEL_STATUS || p == PANEL_BANNER) {
-            view_draw(&a->v[p], w, (Rect){0, 0, r.w, r.h});
-        } else {
-            char title[256];
-            view_title(&a->v[p], title, sizeof title);
-            draw_frame(w, &a->theme, title, a->focus == p);
-            view_draw(&a->v[p], w, (Rect){1, 1, r.w - 2, r.h - 2});
-        }
-        wnoutrefresh(w);
-    }
-    if (a->overlay) {
-        delwin(a->overlay);
-        a->overlay = NULL;
-    }
-    if (a->help_on) {
-        int hw, hh;
-        view_help_size(&hw, &hh);
-        if (hw > W - 2) hw = W - 2;
-        if (hh > H - 3) hh = H - 3;
-        a->overlay = newwin(hh, hw, (H - hh) / 2, (W - hw) / 2);
-        if (a->overlay) {
-            werase(a->overlay);
-            char title[128];
-            view_title(&a->help, title, sizeof title);
-            draw_frame(a->overlay, &a->theme, title, 2);
-            view_draw(&a->help, a->overlay, (Rect){2, 1, hw - 4, hh - 2});
-            wnoutrefresh(a->overlay);
-        }
-    }
-    WINDOW *cw = panel_window(a, PANEL_CMD, a->lay.r[PANEL_CMD]);
-    if (cw) {
-        draw_cmdline(a, cw);
-        wnoutrefresh(cw);
-    }
-    doupdate();
+    panels_update(&a->ps, &sm);
+    snprintf(small, sizeof small, "%s  step %ld/%ld", rs.state, rs.step, a->total);
+    const ScreenFrame f = {.ps = &a->ps,
+                           .theme = &a->theme,
+                           .zoom = a->zoom,
+                           .focus = a->focus,
+                           .help = &a->help,
+                           .help_on = a->help_on,
+                           .small_note = small,
+                           .draw_cmdline = draw_cmdline,
+                           .user = a,
+                           .last_cols = &a->last_W,
+                           .last_lines = &a->last_H,
+                           .last_small = &a->last_small,
+                           .force_clear = a->force_clear};
+    screen_render(&f, &a->lay);
+    a->force_clear = 0;
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -418,17 +335,17 @@ static void handle_key(Attach *a, int c) {
         case 'z': a->zoom = !a->zoom; return;
         case ' ': send_request(a, REQ_COMMAND, a->paused ? "resume" : "pause"); return;
         case '\t': {
-            Layout plain;
-            const LayoutOptions lo = {.has_moe = a->ctx.has_moe, .banner = 0, .zoom = -1};
-            layout_compute(&plain, a->lay.cols, a->lay.lines, &lo);
-            const int next = layout_next_focus(&plain, a->focus);
-            if (next >= 0) a->focus = next;
+            a->focus = screen_next_focus(&a->ps, a->lay.cols, a->lay.lines, a->focus);
             return;
         }
-        case 'l':
         case '[':
         case ']':
-            if (a->focus >= 0 && a->have[a->focus] && view_on_key(&a->v[a->focus], c)) return;
+        case '{':
+        case '}':
+            if (panels_key(&a->ps, a->focus, c)) return;
+            break;
+        case 'l':
+            if (a->focus >= 0 && a->ps.have[a->focus] && view_on_key(&a->ps.v[a->focus], c)) return;
             break;
         default: break;
         }
@@ -505,7 +422,7 @@ static int attach_session(const char *dir) {
     theme_init(&a->theme, utf8, 0);
     history_view_ctx(&a->h0, &a->theme, &a->ctx, &a->base);
     int rc = 0;
-    if (view_make_panels(a->v, a->have, &a->ctx) || view_init(&a->help, &view_help_class, &a->ctx)) {
+    if (panels_init(&a->ps, &a->ctx) || view_init(&a->help, &view_help_class, &a->ctx)) {
         restore_terminal();
         fprintf(stderr, "moelab attach: out of memory\n");
         rc = 1;
@@ -517,7 +434,7 @@ static int attach_session(const char *dir) {
         alog(a, VIEW_LOG_WARN, "%s", err);
     alog(a, VIEW_LOG_INFO, "attached to %s: %ld steps and %d evaluations so far; q detaches (the run goes on)", dir,
          a->h0.nsteps > 0 ? a->h0.steps[a->h0.nsteps - 1].step : 0L, a->h0.nevals);
-    history_feed(&a->h0, a->v, a->have, &a->fed, -1, &a->base);
+    history_feed(&a->h0, &a->ps, &a->fed, -1, &a->base);
     a->step = a->h0.nsteps > 0 ? a->h0.steps[a->h0.nsteps - 1].step : 0;
     a->total = a->h0.total_steps;
     struct sigaction sa, o_int, o_term, o_hup;
@@ -552,12 +469,13 @@ static int attach_session(const char *dir) {
         if (pr < 0 && errno != EINTR) break;
         if (pr > 0 && (pf[0].revents & (POLLHUP | POLLERR | POLLNVAL))) break; /* the terminal went away */
         if (pr > 0 && a->fd >= 0 && pf[1].revents) read_socket(a);
-        if (pr > 0 && (pf[0].revents & POLLIN) && a->win[PANEL_CMD])
+        WINDOW *cw = cmdline_window_get();
+        if (pr > 0 && (pf[0].revents & POLLIN) && cw)
             for (int guard = 0; guard < 4096 && !a->leave; guard++) {
-                const int c = wgetch(a->win[PANEL_CMD]);
+                const int c = wgetch(cw);
                 if (c == ERR) break;
                 handle_key(a, c);
-                if (!a->win[PANEL_CMD]) break;
+                if (cmdline_window_get() != cw) break;
             }
     }
     sigaction(SIGINT, &o_int, NULL);
@@ -566,9 +484,8 @@ static int attach_session(const char *dir) {
     cmdline_history_close();
     cmdline_free();
 out:
-    for (int p = 0; p < PANEL_COUNT; p++) drop_window(a, p);
-    if (a->overlay) delwin(a->overlay);
-    view_free_panels(a->v, a->have);
+    screen_drop_windows(&a->ps);
+    panels_free(&a->ps);
     if (a->help.cls) view_free(&a->help);
     restore_terminal();
     delscreen(scr);

@@ -13,6 +13,7 @@
 #define _GNU_SOURCE
 #include "browse.h"
 #include "app.h"
+#include "history_feed.h"
 
 #include <errno.h>
 #include <float.h>
@@ -37,6 +38,7 @@
 #include "runsession.h" /* provides: sessions_root */
 #include "sessions/sweep_h5.h"
 #include "views/draw.h"
+#include "views/panels.h"
 #include "views/view.h"
 #include "plot.h"
 
@@ -52,8 +54,7 @@ typedef struct {
     ViewCtx ctx;
     TauSchedule base; /* launch temperature schedule */
     int have_base;
-    View v[PANEL_COUNT];
-    int have_v[PANEL_COUNT];
+    Panels ps; /* the live screen's panels (views/panels.c) */
     int loaded;
     char name[512];
 } Loaded;
@@ -131,53 +132,14 @@ static void set_msg(Browser *b, const char *fmt, ...) {
 // loading a session into views
 
 static void loaded_free(Loaded *L) {
-    view_free_panels(L->v, L->have_v);
+    panels_free(&L->ps);
     session_history_free(&L->h);
     L->loaded = 0;
 }
 
 static void fill_ctx(Loaded *L, const Theme *theme) {
-    const SessionHistory *h = &L->h;
-    const SessionInfo *i = &h->info;
-    ViewCtx *c = &L->ctx;
-    memset(c, 0, sizeof *c);
-    c->theme = theme;
-    c->browse = 1;
-    snprintf(c->dataset, sizeof c->dataset, "%s %dx%dx%d", i->dataset, h->image_h, h->image_w, h->image_c);
-    c->classes = h->K;
-    c->class_names = h->class_names;
-    c->n_train = h->n_train;
-    c->n_test = h->n_test;
-    snprintf(c->model, sizeof c->model, "%s w=%g d=%d", i->backbone, (double)i->width, h->d);
-    c->has_moe = h->E > 0;
-    c->E = h->E;
-    c->k = i->k;
-    c->h = i->hidden;
-    json_t *cfg = session_config_parse(h->config_json); /* NULL if not JSON: the defaults below */
-    double cf = 0;
-    session_config_num(cfg, "model.head.cf", -HUGE_VAL, HUGE_VAL, &cf);
-    if (c->has_moe) snprintf(c->head, sizeof c->head, "%s E=%d k=%d h=%d cf=%g", i->head, c->E, c->k, c->h, cf);
-    else snprintf(c->head, sizeof c->head, "dense k*h=%d", c->k * c->h);
-    c->batch = h->batch;
-    c->capacity = h->nsteps > 0 && h->steps[h->nsteps - 1].has_moe ? h->steps[h->nsteps - 1].moe.capacity : h->batch;
-    c->epochs = i->epochs;
-    c->log_every = h->log_every > 0 ? h->log_every : 1;
-    c->steps_per_epoch = h->steps_per_epoch;
-    c->total_steps = h->total_steps;
-    c->rho_nominal = h->rho_nominal;
-    long win = 100;
-    session_config_long(cfg, "route.window", 1, INT_MAX, &win);
-    c->dead_window = (int)((win + c->log_every - 1) / c->log_every);
-    L->have_base = browse_tau_schedule(h->config_json, &L->base) == 0;
-    if (!L->have_base) {
-        tau_schedule_defaults(&L->base);
-        L->base.total = h->total_steps > 0 ? h->total_steps : 1;
-    }
-    tau_plan_init(&c->plan, &L->base);
-    double lr = 0;
-    session_config_num(cfg, "lr.base", -FLT_MAX, FLT_MAX, &lr);
-    c->lr0 = (float)lr;
-    json_decref(cfg);
+    L->have_base = history_view_ctx(&L->h, theme, &L->ctx, &L->base); /* app/history_feed.c */
+    L->ctx.browse = 1;
 }
 
 /* Loads a session and feeds its whole history into fresh views. 0, or -1 (message in err). */
@@ -193,21 +155,13 @@ static int load_session(Loaded *L, const char *path, const char *name, const The
     }
     snprintf(L->name, sizeof L->name, "%s", name);
     fill_ctx(L, theme);
-    if (view_make_panels(L->v, L->have_v, &L->ctx)) {
+    if (panels_init(&L->ps, &L->ctx)) {
         snprintf(err, errn, "out of memory");
         loaded_free(L);
         return -1;
     }
-    for (long s = 0; s < L->h.nsteps; s++) {
-        const ViewMsg m = {.kind = VIEW_MSG_STEP, .step = &L->h.steps[s]};
-        for (int p = 0; p < PANEL_COUNT; p++)
-            if (L->have_v[p]) view_update(&L->v[p], &m);
-    }
-    for (int e = 0; e < L->h.nevals; e++) {
-        const ViewMsg m = {.kind = VIEW_MSG_EVAL, .eval = &L->h.evals[e]};
-        for (int p = 0; p < PANEL_COUNT; p++)
-            if (L->have_v[p]) view_update(&L->v[p], &m);
-    }
+    HistoryFed fed = {0}; /* the log it writes is rebuilt around the cursor (apply_cursor) */
+    history_feed(&L->h, &L->ps, &fed, -1, NULL);
     L->loaded = 1;
     return 0;
 }
@@ -233,12 +187,12 @@ static void log_line(View *v, int level, const char *fmt, ...) {
 
 /* The log panel around the cursor: events and evaluations up to it, a marker, a few after. */
 static void rebuild_log(Loaded *L, long at_step) {
-    if (!L->have_v[PANEL_LOG]) return;
-    View *v = &L->v[PANEL_LOG];
+    if (!L->ps.have[PANEL_LOG]) return;
+    View *v = &L->ps.v[PANEL_LOG];
     view_free(v);
-    L->have_v[PANEL_LOG] = 0;
+    L->ps.have[PANEL_LOG] = 0;
     if (view_init(v, &view_log_class, &L->ctx)) return;
-    L->have_v[PANEL_LOG] = 1;
+    L->ps.have[PANEL_LOG] = 1;
     const SessionHistory *h = &L->h;
     long ie = 0;
     int iv = 0, after = 0, marked = 0;
@@ -280,9 +234,6 @@ static void apply_cursor(Loaded *L, int ev, const char *note) {
     const long at = e ? e->step : h->nsteps > 0 ? h->steps[h->nsteps - 1].step : 0;
     const long si = session_history_step_at(h, at);
     const StepRecord *sr = si >= 0 ? &h->steps[si] : NULL;
-    TauPlan plan;
-    browse_plan_at(h, &L->base, at, &plan);
-    const ViewMsg pm = {.kind = VIEW_MSG_PLAN, .plan = &plan, .at_step = at};
     const ViewMsg cm = {.kind = VIEW_MSG_CURSOR, .at_step = at, .eval = e, .step = sr};
     RunStatus rs = {0};
     rs.state = state_of(h->info.status);
@@ -296,12 +247,9 @@ static void apply_cursor(Loaded *L, int ev, const char *note) {
     rs.session = L->name;
     rs.note = note;
     const ViewMsg sm = {.kind = VIEW_MSG_STATUS, .status = &rs};
-    for (int p = 0; p < PANEL_COUNT; p++) {
-        if (!L->have_v[p]) continue;
-        if (p == PANEL_TEMP) view_update(&L->v[p], &pm);
-        view_update(&L->v[p], &cm);
-        view_update(&L->v[p], &sm);
-    }
+    history_plans(h, &L->ps, &L->base, at);
+    panels_update(&L->ps, &cm);
+    panels_update(&L->ps, &sm);
     rebuild_log(L, at);
 }
 
@@ -348,7 +296,9 @@ static void tsne_start(Browser *b, int ev) {
         return;
     }
     int n = 0, d = 0;
-    if (session_history_tsne(h, ev, &j->X, &j->expert, &j->label, &n, &d) != ML_OK) {
+    const int layer = panels_layered(&b->a.ps) ? b->a.ps.sel : -1; /* the selected routed layer's router input */
+    if ((layer >= 0 ? session_history_layer_tsne(h, layer, ev, &j->X, &j->expert, &j->label, &n, &d)
+                    : session_history_tsne(h, ev, &j->X, &j->expert, &j->label, &n, &d)) != ML_OK) {
         char m[600];
         snprintf(m, sizeof m, "no t-SNE for this session: %s", ml_last_error());
         view_tsne_set(&b->tsne, NULL, NULL, NULL, 0, epoch, m, NULL);
@@ -651,19 +601,19 @@ static void draw_hint(Browser *b, int y, int W) {
 
 static void draw_session(Browser *b, int W, int H) {
     Loaded *L = &b->a;
-    const LayoutOptions lo = {.has_moe = L->ctx.has_moe,
-                              .banner = view_banner_active(&L->v[PANEL_BANNER]),
-                              .zoom = b->zoom && !b->tsne_on ? b->focus : -1};
     Layout lay;
-    layout_compute(&lay, W, H, &lo);
-    panel(&b->theme, &L->v[PANEL_STATUS], lay.r[PANEL_STATUS], 0, NULL, 0);
-    if (layout_visible(&lay, PANEL_BANNER)) panel(&b->theme, &L->v[PANEL_BANNER], lay.r[PANEL_BANNER], 0, NULL, 0);
+    panels_layout(&L->ps, &lay, W, H, b->zoom && !b->tsne_on ? b->focus : -1);
+    if (b->tsne_on) { /* the t-SNE takes the panels' place */
+        for (int p = PANEL_CURVES; p <= PANEL_LOG; p++) lay.r[p] = (Rect){0, 0, 0, 0};
+        lay.strip = (Rect){0, 0, 0, 0};
+    }
+    panels_draw(&L->ps, &lay, b->focus, 0);
     if (b->tsne_on) {
         const int y0 = lay.r[PANEL_BANNER].h ? 3 : 2;
-        panel(&b->theme, &b->tsne, (Rect){0, y0, W, H - 1 - y0}, 1, NULL, 1);
-    } else {
-        for (int p = PANEL_CURVES; p <= PANEL_LOG; p++)
-            if (layout_visible(&lay, p) && L->have_v[p]) panel(&b->theme, &L->v[p], lay.r[p], b->focus == p, NULL, 1);
+        char tag[64], pre[80] = "";
+        panels_layer_tag(&L->ps, PANEL_HEATMAP, tag, sizeof tag); /* "moe2 (1/2)" with two or more layers */
+        if (tag[0]) snprintf(pre, sizeof pre, "%s %s ", tag, b->theme.utf8 ? "\u00b7" : "-");
+        panel(&b->theme, &b->tsne, (Rect){0, y0, W, H - 1 - y0}, 1, pre, 1);
     }
     draw_hint(b, H - 1, W);
 }
@@ -684,12 +634,12 @@ static void draw_compare(Browser *b, int W, int H) {
              b->b.h.nevals, b->a.h.info.status, b->b.h.info.status);
     draw_fill(stdscr, 1, 0, W, A_NORMAL);
     draw_text(stdscr, 1, 0, W, A_BOLD, buf);
-    panel(t, &b->a.v[PANEL_CURVES], cl.r[CMP_CURVES], 0, NULL, 1);
+    panel(t, &b->a.ps.v[PANEL_CURVES], cl.r[CMP_CURVES], 0, NULL, 1);
     panel(t, &b->diff, cl.r[CMP_DIFF], 0, NULL, 1);
-    if (b->a.have_v[PANEL_HEATMAP]) panel(t, &b->a.v[PANEL_HEATMAP], cl.r[CMP_HEAT_A], 0, "A: ", 1);
-    else panel(t, &b->a.v[PANEL_SCALARS], cl.r[CMP_HEAT_A], 0, "A: ", 1);
-    if (b->b.have_v[PANEL_HEATMAP]) panel(t, &b->b.v[PANEL_HEATMAP], cl.r[CMP_HEAT_B], 0, "B: ", 1);
-    else panel(t, &b->b.v[PANEL_SCALARS], cl.r[CMP_HEAT_B], 0, "B: ", 1);
+    if (b->a.ps.have[PANEL_HEATMAP]) panel(t, &b->a.ps.v[PANEL_HEATMAP], cl.r[CMP_HEAT_A], 0, "A: ", 1);
+    else panel(t, &b->a.ps.v[PANEL_SCALARS], cl.r[CMP_HEAT_A], 0, "A: ", 1);
+    if (b->b.ps.have[PANEL_HEATMAP]) panel(t, &b->b.ps.v[PANEL_HEATMAP], cl.r[CMP_HEAT_B], 0, "B: ", 1);
+    else panel(t, &b->b.ps.v[PANEL_SCALARS], cl.r[CMP_HEAT_B], 0, "B: ", 1);
     draw_hint(b, H - 1, W);
 }
 
@@ -765,7 +715,7 @@ static void draw_multi(Browser *b, int W, int H) {
         const Rect r = {cc * w0, 2 + top + rr * hh, cc == per - 1 ? W - cc * w0 : w0, hh};
         char pre[64];
         snprintf(pre, sizeof pre, "%s %.12s: ", view_multi_glyph(t, i), L->name);
-        panel(t, L->have_v[PANEL_HEATMAP] ? &L->v[PANEL_HEATMAP] : &L->v[PANEL_SCALARS], r, 0, pre, 1);
+        panel(t, L->ps.have[PANEL_HEATMAP] ? &L->ps.v[PANEL_HEATMAP] : &L->ps.v[PANEL_SCALARS], r, 0, pre, 1);
     }
     draw_hint(b, H - 1, W);
 }
@@ -876,11 +826,11 @@ static int open_compare(Browser *b, const BrowseEntry *ea, const BrowseEntry *eb
     /* B's history overlaid on A's curves */
     for (long s = 0; s < b->b.h.nsteps; s++) {
         const ViewMsg m = {.kind = VIEW_MSG_STEP, .step = &b->b.h.steps[s], .slot = 1};
-        view_update(&b->a.v[PANEL_CURVES], &m);
+        view_update(&b->a.ps.v[PANEL_CURVES], &m);
     }
     for (int e = 0; e < b->b.h.nevals; e++) {
         const ViewMsg m = {.kind = VIEW_MSG_EVAL, .eval = &b->b.h.evals[e], .slot = 1};
-        view_update(&b->a.v[PANEL_CURVES], &m);
+        view_update(&b->a.ps.v[PANEL_CURVES], &m);
     }
     view_free(&b->diff);
     view_init(&b->diff, &view_diff_class, &b->a.ctx);
@@ -1217,8 +1167,8 @@ static int key_view(Browser *b, int c) {
             break;
         }
         if (c == 'l' && b->screen == SCR_SESSION && !b->tsne_on &&
-            (b->focus == PANEL_CURVES || b->focus == PANEL_TEMP) && b->a.have_v[b->focus]) {
-            view_on_key(&b->a.v[b->focus], 'l'); /* log axis of the curves or the temperature */
+            (b->focus == PANEL_CURVES || b->focus == PANEL_TEMP) && b->a.ps.have[b->focus]) {
+            view_on_key(&b->a.ps.v[b->focus], 'l'); /* log axis of the curves or the temperature */
             break;
         }
         move_cursor(b, +1, 0);
@@ -1241,15 +1191,14 @@ static int key_view(Browser *b, int c) {
         break;
     case 'p': export_figures(b); break;
     case 'm': /* smoothing of the loss curves */
-        if (!b->tsne_on && b->a.have_v[PANEL_CURVES]) view_on_key(&b->a.v[PANEL_CURVES], 'm');
+        if (!b->tsne_on && b->a.ps.have[PANEL_CURVES]) view_on_key(&b->a.ps.v[PANEL_CURVES], 'm');
         break;
     case '\t':
         if (b->screen == SCR_SESSION && !b->tsne_on) {
             int H, W;
             getmaxyx(stdscr, H, W);
             Layout plain;
-            const LayoutOptions lo = {.has_moe = b->a.ctx.has_moe, .banner = 0, .zoom = -1};
-            layout_compute(&plain, W, H, &lo);
+            panels_layout(&b->a.ps, &plain, W, H, -1);
             const int nf = layout_next_focus(&plain, b->focus);
             if (nf >= 0) b->focus = nf;
         }
@@ -1259,7 +1208,12 @@ static int key_view(Browser *b, int c) {
         break;
     case '[':
     case ']':
-        if (b->screen == SCR_SESSION && b->a.have_v[b->focus]) view_on_key(&b->a.v[b->focus], c);
+    case '{':
+    case '}':
+        if (b->screen != SCR_SESSION) break;
+        if (!b->tsne_on) panels_key(&b->a.ps, b->focus, c);
+        else if ((c == '[' || c == ']') && panels_cycle(&b->a.ps, c == ']' ? 1 : -1))
+            tsne_start(b, b->ev); /* the t-SNE of the other layer */
         break;
     default:
         if (c >= '0' && c <= '9') {

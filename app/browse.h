@@ -79,6 +79,10 @@ int browse_tau_schedule(const char *config_json, TauSchedule *s);
 /* The temperature plan in effect at `step`: the launch schedule with the session's logged `set tau`
  * and `anneal` commands up to that step applied, as the trainer applied them. */
 void browse_plan_at(const SessionHistory *h, const TauSchedule *base, long step, TauPlan *plan);
+/* The same for one routed layer: only the commands without an `@layer` suffix or with `@layer`
+ * (layer NULL: every command, as browse_plan_at). */
+void browse_plan_at_layer(const SessionHistory *h, const TauSchedule *base, long step, const char *layer,
+                          TauPlan *plan);
 
 int cmd_browse(int argc, char **argv);
 

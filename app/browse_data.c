@@ -59,13 +59,19 @@ int browse_tau_schedule(const char *config_json, TauSchedule *s) {
 }
 
 void browse_plan_at(const SessionHistory *h, const TauSchedule *base, long step, TauPlan *plan) {
+    browse_plan_at_layer(h, base, step, NULL, plan);
+}
+
+void browse_plan_at_layer(const SessionHistory *h, const TauSchedule *base, long step, const char *layer,
+                          TauPlan *plan) {
     tau_plan_init(plan, base);
     for (long i = 0; i < h->nevents; i++) {
         const SessionEventRow *e = &h->events[i];
         if (e->step > step) break;
         TrainerCmd c;
         char err[128];
-        if (command_parse(e->text, &c, err, sizeof err)) continue; /* resume, snapshot notes... */
+        if (command_parse(e->text, &c, err, sizeof err)) continue;   /* resume, snapshot notes... */
+        if (layer && c.layer[0] && strcmp(c.layer, layer)) continue; /* another layer's */
         if (trainer_tau_command(&c)) trainer_tau_apply(plan, &c, e->step, h->total_steps); /* as the trainer did */
     }
 }

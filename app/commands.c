@@ -104,6 +104,8 @@ static int parse_on_collapse(const char *rest, TrainerCmd *cmd, char *err, size_
     return 0;
 }
 
+static int command_parse_words(const char *w, char **tok, int n, TrainerCmd *cmd, char *err, size_t errn);
+
 int command_parse(const char *line, TrainerCmd *cmd, char *err, size_t errn) {
     memset(cmd, 0, sizeof *cmd);
     {
@@ -132,6 +134,45 @@ int command_parse(const char *line, TrainerCmd *cmd, char *err, size_t errn) {
     }
     for (char *p = tok[0]; *p; p++) *p = (char)tolower((unsigned char)*p);
     const char *w = tok[0];
+    /* a routing knob or anneal for one routed layer: a last word "@moe2" / "@head" (the trainer
+     * checks that the run has it) */
+    char layer[REC_LAYER_NAME] = "";
+    if (n >= 2 && tok[n - 1][0] == '@') {
+        const char *nm = tok[n - 1] + 1;
+        size_t len = strlen(nm);
+        int ok = len > 0 && len < sizeof layer;
+        for (size_t i = 0; ok && i < len; i++) ok = isalnum((unsigned char)nm[i]) || nm[i] == '_' || nm[i] == '-';
+        if (strcmp(w, "set") && strcmp(w, "anneal")) {
+            snprintf(err, errn, "%s: only set and anneal take an @layer suffix", w);
+            return -1;
+        }
+        if (!ok) {
+            snprintf(err, errn, "%s: '%.40s' is not a layer suffix (e.g. @moe2, @head)", w, tok[n - 1]);
+            return -1;
+        }
+        for (size_t i = 0; i < len; i++) layer[i] = (char)tolower((unsigned char)nm[i]);
+        layer[len] = 0;
+        n--;
+    }
+    int rc = command_parse_words(w, tok, n, cmd, err, errn);
+    if (rc == 0 && layer[0]) {
+        if (cmd->kind == CMD_SET && cmd->param == PARAM_LR) {
+            snprintf(err, errn, "set lr: the learning rate is the whole model's (no @layer)");
+            return -1;
+        }
+        snprintf(cmd->layer, sizeof cmd->layer, "%s", layer);
+        const size_t tl = strlen(cmd->text);
+        if (tl + 2 + strlen(layer) >= sizeof cmd->text) {
+            snprintf(err, errn, "command too long");
+            return -1;
+        }
+        snprintf(cmd->text + tl, sizeof cmd->text - tl, " @%s", layer);
+    }
+    return rc;
+}
+
+/* The words of one command (tok[0..n), the @layer suffix removed) into *cmd. */
+static int command_parse_words(const char *w, char **tok, int n, TrainerCmd *cmd, char *err, size_t errn) {
     if (!strcmp(w, "pause") || !strcmp(w, "resume") || !strcmp(w, "quit") || !strcmp(w, "help") ||
         !strcmp(w, "snapshot") || !strcmp(w, "eval") || !strcmp(w, "exit")) {
         if (n > 1) {

@@ -10,7 +10,7 @@
 #include <stdio.h>
 #include <string.h>
 
-void history_view_ctx(const SessionHistory *h, const Theme *theme, ViewCtx *c, TauSchedule *base) {
+int history_view_ctx(const SessionHistory *h, const Theme *theme, ViewCtx *c, TauSchedule *base) {
     const SessionInfo *i = &h->info;
     memset(c, 0, sizeof *c);
     c->theme = theme;
@@ -39,7 +39,8 @@ void history_view_ctx(const SessionHistory *h, const Theme *theme, ViewCtx *c, T
     long win = 100;
     session_config_long(cfg, "route.window", 1, INT_MAX, &win);
     c->dead_window = (int)((win + c->log_every - 1) / c->log_every);
-    if (browse_tau_schedule(h->config_json, base) != 0) {
+    const int have_base = browse_tau_schedule(h->config_json, base) == 0;
+    if (!have_base) {
         tau_schedule_defaults(base);
         base->total = h->total_steps > 0 ? h->total_steps : 1;
     }
@@ -48,26 +49,36 @@ void history_view_ctx(const SessionHistory *h, const Theme *theme, ViewCtx *c, T
     session_config_num(cfg, "lr.base", -FLT_MAX, FLT_MAX, &lr);
     c->lr0 = (float)lr;
     json_decref(cfg);
+    c->nlayers = h->nlayers < REC_MAX_LAYERS ? h->nlayers : REC_MAX_LAYERS; /* /layers (format 2) */
+    memcpy(c->layer, h->layer, sizeof c->layer);
+    return have_base;
 }
 
-static void send_all(View v[PANEL_COUNT], const int have[PANEL_COUNT], const ViewMsg *m) {
-    for (int p = 0; p < PANEL_COUNT; p++)
-        if (have[p]) view_update(&v[p], m);
-}
-
-static void log_line(View v[PANEL_COUNT], const int have[PANEL_COUNT], int level, const char *text) {
-    if (!have[PANEL_LOG]) return;
+static void log_line(Panels *ps, int level, const char *text) {
+    if (!ps->have[PANEL_LOG]) return;
     const ViewMsg m = {.kind = VIEW_MSG_LOG, .level = level, .text = text};
-    view_update(&v[PANEL_LOG], &m);
+    view_update(&ps->v[PANEL_LOG], &m);
 }
 
-long history_feed(const SessionHistory *h, View v[PANEL_COUNT], const int have[PANEL_COUNT], HistoryFed *fed,
-                  long max_step, const TauSchedule *base) {
+void history_plans(const SessionHistory *h, Panels *ps, const TauSchedule *base, long step) {
+    TauPlan plan;
+    if (!panels_layered(ps)) {
+        browse_plan_at(h, base, step, &plan);
+        panels_plan(ps, &plan, step, -1);
+        return;
+    }
+    for (int i = 0; i < ps->nlayers; i++) {
+        browse_plan_at_layer(h, base, step, ps->ctx->layer[i].name, &plan);
+        panels_plan(ps, &plan, step, i);
+    }
+}
+
+long history_feed(const SessionHistory *h, Panels *ps, HistoryFed *fed, long max_step, const TauSchedule *base) {
     long n = 0;
     const long lim = max_step < 0 ? LONG_MAX : max_step;
     for (; fed->steps < h->nsteps && h->steps[fed->steps].step <= lim; fed->steps++, n++) {
         const ViewMsg m = {.kind = VIEW_MSG_STEP, .step = &h->steps[fed->steps]};
-        send_all(v, have, &m);
+        panels_update(ps, &m);
     }
     int tau_cmds = 0;
     char line[512];
@@ -78,25 +89,22 @@ long history_feed(const SessionHistory *h, View v[PANEL_COUNT], const int have[P
         if (ev_ok && (!eval_ok || h->events[fed->events].step <= h->evals[fed->evals].step)) {
             const SessionEventRow *e = &h->events[fed->events++];
             snprintf(line, sizeof line, "[step %ld] %s", e->step, e->text);
-            log_line(v, have, VIEW_LOG_CMD, line);
+            log_line(ps, VIEW_LOG_CMD, line);
             TrainerCmd c;
             char err[256];
             if (command_parse(e->text, &c, err, sizeof err) == 0 && trainer_tau_command(&c)) tau_cmds++;
         } else {
             const EvalRecord *e = &h->evals[fed->evals++];
             const ViewMsg m = {.kind = VIEW_MSG_EVAL, .eval = e};
-            send_all(v, have, &m);
+            panels_update(ps, &m);
             eval_record_line(e, h->info.epochs, 1, line, sizeof line);
-            log_line(v, have, VIEW_LOG_EPOCH, line);
+            log_line(ps, VIEW_LOG_EPOCH, line);
         }
         n++;
     }
     if (base && (tau_cmds || n)) {
         const long at = fed->steps > 0 ? h->steps[fed->steps - 1].step : 0;
-        TauPlan plan;
-        browse_plan_at(h, base, at, &plan);
-        const ViewMsg m = {.kind = VIEW_MSG_PLAN, .plan = &plan, .at_step = at};
-        if (have[PANEL_TEMP]) view_update(&v[PANEL_TEMP], &m);
+        history_plans(h, ps, base, at);
     }
     return n;
 }

@@ -14,6 +14,7 @@
 #include "tui.h"
 #include "commands.h"
 #include "history_feed.h"
+#include "screen.h"
 #include "tui_cmdline.h"
 #include "tui_worker.h"
 
@@ -30,6 +31,7 @@
 #include <unistd.h>
 
 #include "views/draw.h"
+#include "views/panels.h"
 #include "views/view.h"
 
 #define FRAME_SEC 0.1      /* at most ~10 redraws a second */
@@ -48,12 +50,8 @@ typedef struct {
     SCREEN *screen;
     Theme theme;
     ViewCtx ctx;
-    View views[PANEL_COUNT]; /* by PanelId; PANEL_CMD has none */
-    int have_view[PANEL_COUNT];
+    Panels ps; /* the panels (views/panels.c); the frame is app/screen.c's */
     View help;
-    WINDOW *win[PANEL_COUNT];
-    Rect wrect[PANEL_COUNT];
-    WINDOW *overlay;
     Layout lay;
     int last_cols, last_lines, last_too_small;
     int focus, zoom, help_on, confirm_quit, swallow;
@@ -161,14 +159,11 @@ static void ui_log(Tui *ui, int level, const char *fmt, ...) {
     vsnprintf(buf, sizeof buf, fmt, ap);
     va_end(ap);
     const ViewMsg m = {.kind = VIEW_MSG_LOG, .level = level, .text = buf};
-    view_update(&ui->views[PANEL_LOG], &m);
+    view_update(&ui->ps.v[PANEL_LOG], &m);
     ui->dirty = 1;
 }
 
-static void broadcast(Tui *ui, const ViewMsg *m) {
-    for (int p = 0; p < PANEL_COUNT; p++)
-        if (ui->have_view[p]) view_update(&ui->views[p], m);
-}
+static void broadcast(Tui *ui, const ViewMsg *m) { panels_update(&ui->ps, m); }
 
 // ---------------------------------------------------------------------------------------------
 // commands (UI thread)
@@ -267,18 +262,15 @@ static void drain(Tui *ui) {
         switch (ev->kind) {
         case WEV_APPLIED:
             ui_log(ui, VIEW_LOG_CMD, "[step %ld] %s", ev->step, ev->text);
-            if (ev->has_plan) {
-                const ViewMsg m = {.kind = VIEW_MSG_PLAN, .plan = &ev->plan, .at_step = ev->step};
-                broadcast(ui, &m);
-            }
-            if (ev->cmd == CMD_RESUME) view_banner_set_note(&ui->views[PANEL_BANNER], NULL);
+            if (ev->has_plan) panels_plan(&ui->ps, &ev->plan, ev->step, ev->layer);
+            if (ev->cmd == CMD_RESUME) view_banner_set_note(&ui->ps.v[PANEL_BANNER], NULL);
             if (ev->cmd == CMD_PAUSE && !strncmp(ev->text, "rule: ", 6)) { /* the on-collapse rule paused it */
                 char note[512];
                 snprintf(note, sizeof note,
                          "COLLAPSE at step %ld: training PAUSED by the on-collapse rule (%.300s). "
                          "`resume` continues",
                          ev->step, ev->text + 6);
-                view_banner_set_note(&ui->views[PANEL_BANNER], note);
+                view_banner_set_note(&ui->ps.v[PANEL_BANNER], note);
             }
             break;
         case WEV_FAILED: ui_log(ui, VIEW_LOG_ERROR, "[step %ld] error: %s", ev->step, ev->text); break;
@@ -294,7 +286,7 @@ static void drain(Tui *ui) {
             snprintf(note, sizeof note,
                      "NaN/inf loss at step %ld: training paused. Try `set lr 0.01` then `resume` (or q to quit)",
                      ev->step + 1);
-            view_banner_set_note(&ui->views[PANEL_BANNER], note);
+            view_banner_set_note(&ui->ps.v[PANEL_BANNER], note);
             break;
         }
         }
@@ -380,30 +372,8 @@ static void fill_status(Tui *ui, RunStatus *rs, char *note, size_t noten) {
 // ---------------------------------------------------------------------------------------------
 // drawing
 
-static void drop_window(Tui *ui, int p) {
-    if (ui->win[p]) delwin(ui->win[p]);
-    ui->win[p] = NULL;
-    memset(&ui->wrect[p], 0, sizeof ui->wrect[p]);
-}
-
-/* The window of panel p at rectangle r (re-created when the rectangle changed). */
-static WINDOW *panel_window(Tui *ui, int p, Rect r) {
-    if (ui->win[p] && !memcmp(&ui->wrect[p], &r, sizeof r)) return ui->win[p];
-    drop_window(ui, p);
-    ui->win[p] = newwin(r.h, r.w, r.y, r.x);
-    if (!ui->win[p]) return NULL;
-    ui->wrect[p] = r;
-    leaveok(ui->win[p], TRUE);
-    if (p == PANEL_CMD) {
-        leaveok(ui->win[p], FALSE);
-        keypad(ui->win[p], FALSE); /* readline gets raw escape sequences */
-        nodelay(ui->win[p], TRUE);
-        cmdline_set_window(ui->win[p], &ui->theme);
-    }
-    return ui->win[p];
-}
-
-static void draw_cmdline(Tui *ui, WINDOW *w) {
+static void draw_cmdline(WINDOW *w, void *user) {
+    Tui *ui = user;
     if (ui->confirm_quit) {
         werase(w);
         const char *q = "Quit training? The run stops after the current step. (y/n) ";
@@ -416,109 +386,38 @@ static void draw_cmdline(Tui *ui, WINDOW *w) {
 }
 
 static void render(Tui *ui) {
-    int H, W;
-    getmaxyx(stdscr, H, W);
     RunStatus rs;
-    char note[160];
+    char note[160], small[96];
     fill_status(ui, &rs, note, sizeof note);
     const ViewMsg sm = {.kind = VIEW_MSG_STATUS, .status = &rs};
     broadcast(ui, &sm);
-    const LayoutOptions lo = {
-        .has_moe = ui->ctx.has_moe,
-        .banner = view_banner_active(&ui->views[PANEL_BANNER]),
-        .zoom = ui->zoom ? ui->focus : -1,
-    };
-    layout_compute(&ui->lay, W, H, &lo);
-    if (W != ui->last_cols || H != ui->last_lines || ui->lay.too_small != ui->last_too_small || ui->force_clear) {
-        werase(stdscr);
-        wnoutrefresh(stdscr);
-        ui->last_cols = W;
-        ui->last_lines = H;
-        ui->last_too_small = ui->lay.too_small;
-        ui->force_clear = 0;
-    }
-    if (ui->lay.too_small) {
-        for (int p = 0; p < PANEL_COUNT; p++)
-            if (p != PANEL_CMD) drop_window(ui, p);
-        if (ui->overlay) {
-            delwin(ui->overlay);
-            ui->overlay = NULL;
-        }
-        werase(stdscr);
-        char msg[96];
-        snprintf(msg, sizeof msg, "terminal too small (need %dx%d, have %dx%d)", LAYOUT_MIN_W, LAYOUT_MIN_H, W, H);
-        const int y = H > 2 ? H / 2 - 1 : 0;
-        draw_text(stdscr, y, W > (int)strlen(msg) ? (W - (int)strlen(msg)) / 2 : 0, W, ui->theme.role[TH_WARN] | A_BOLD,
-                  msg);
-        char st[96];
-        snprintf(st, sizeof st, "%s  step %ld/%ld", rs.state, rs.step, ui->ctx.total_steps);
-        if (H > 3) draw_text(stdscr, y + 1, W > (int)strlen(st) ? (W - (int)strlen(st)) / 2 : 0, W, A_NORMAL, st);
-        wnoutrefresh(stdscr);
-        if (H >= 2) {
-            WINDOW *cw = panel_window(ui, PANEL_CMD, (Rect){0, H - 1, W, 1});
-            if (cw) {
-                draw_cmdline(ui, cw);
-                wnoutrefresh(cw);
-            }
-        }
-        doupdate();
-        return;
-    }
-    for (int p = 0; p < PANEL_COUNT; p++) {
-        if (p == PANEL_CMD) continue;
-        if (!layout_visible(&ui->lay, p) || !ui->have_view[p]) {
-            drop_window(ui, p);
-            continue;
-        }
-        const Rect r = ui->lay.r[p];
-        WINDOW *w = panel_window(ui, p, r);
-        if (!w) continue;
-        werase(w);
-        if (p == PANEL_STATUS || p == PANEL_BANNER) {
-            view_draw(&ui->views[p], w, (Rect){0, 0, r.w, r.h});
-        } else {
-            char title[256];
-            view_title(&ui->views[p], title, sizeof title);
-            draw_frame(w, &ui->theme, title, ui->focus == p);
-            view_draw(&ui->views[p], w, (Rect){1, 1, r.w - 2, r.h - 2});
-        }
-        wnoutrefresh(w);
-    }
-    if (ui->help_on) {
-        int hw, hh;
-        view_help_size(&hw, &hh);
-        if (hw > W - 2) hw = W - 2;
-        if (hh > H - 3) hh = H - 3;
-        if (ui->overlay) delwin(ui->overlay);
-        ui->overlay = newwin(hh, hw, (H - hh) / 2, (W - hw) / 2);
-        if (ui->overlay) {
-            werase(ui->overlay);
-            char title[128];
-            view_title(&ui->help, title, sizeof title);
-            draw_frame(ui->overlay, &ui->theme, title, 2);
-            view_draw(&ui->help, ui->overlay, (Rect){2, 1, hw - 4, hh - 2});
-            wnoutrefresh(ui->overlay);
-        }
-    } else if (ui->overlay) {
-        delwin(ui->overlay);
-        ui->overlay = NULL;
-    }
-    WINDOW *cw = panel_window(ui, PANEL_CMD, ui->lay.r[PANEL_CMD]);
-    if (cw) {
-        draw_cmdline(ui, cw);
-        wnoutrefresh(cw);
-    }
-    doupdate();
+    snprintf(small, sizeof small, "%s  step %ld/%ld", rs.state, rs.step, ui->ctx.total_steps);
+    const ScreenFrame f = {.ps = &ui->ps,
+                           .theme = &ui->theme,
+                           .zoom = ui->zoom,
+                           .focus = ui->focus,
+                           .help = &ui->help,
+                           .help_on = ui->help_on,
+                           .small_note = small,
+                           .draw_cmdline = draw_cmdline,
+                           .user = ui,
+                           .last_cols = &ui->last_cols,
+                           .last_lines = &ui->last_lines,
+                           .last_small = &ui->last_too_small,
+                           .force_clear = ui->force_clear};
+    screen_render(&f, &ui->lay);
+    ui->force_clear = 0;
 }
 
 // ---------------------------------------------------------------------------------------------
 // keys
 
 static int focused_view_key(Tui *ui, int c) {
-    if (c == 'm' && ui->have_view[PANEL_CURVES]) return view_on_key(&ui->views[PANEL_CURVES], c); /* smoothing */
-    if (c != 'l' && c != '[' && c != ']') return 0;
-    if (ui->focus < 0 || !ui->have_view[ui->focus]) return 0;
-    return view_on_key(&ui->views[ui->focus], c);
+    if (c == 'm' && ui->ps.have[PANEL_CURVES]) return view_on_key(&ui->ps.v[PANEL_CURVES], c); /* smoothing */
+    if (panels_key(&ui->ps, ui->focus, c)) return 1; /* [ ] layer or scroll, { } scroll */
+    if (c != 'l') return 0;
+    if (ui->focus < 0 || !ui->ps.have[ui->focus]) return 0;
+    return view_on_key(&ui->ps.v[ui->focus], c);
 }
 
 static void handle_key(Tui *ui, int c) {
@@ -571,11 +470,7 @@ static void handle_key(Tui *ui, int c) {
             ui->dirty = 1;
             return;
         case '\t': {
-            Layout plain;
-            const LayoutOptions lo = {.has_moe = ui->ctx.has_moe, .banner = 0, .zoom = -1};
-            layout_compute(&plain, ui->lay.cols, ui->lay.lines, &lo);
-            const int next = layout_next_focus(&plain, ui->focus);
-            if (next >= 0) ui->focus = next;
+            ui->focus = screen_next_focus(&ui->ps, ui->lay.cols, ui->lay.lines, ui->focus);
             ui->dirty = 1;
             return;
         }
@@ -603,13 +498,13 @@ static void handle_key(Tui *ui, int c) {
 }
 
 static void read_keys(Tui *ui) {
-    WINDOW *cw = ui->win[PANEL_CMD];
+    WINDOW *cw = cmdline_window_get();
     if (!cw) return;
     for (int guard = 0; guard < 4096; guard++) {
-        const int c = wgetch(ui->win[PANEL_CMD]);
+        const int c = wgetch(cw);
         if (c == ERR) break;
         handle_key(ui, c);
-        if (!ui->win[PANEL_CMD]) break;
+        if (cmdline_window_get() != cw) break; /* a resize made it again */
     }
     ui->swallow = 0;
 }
@@ -674,21 +569,20 @@ static void fill_ctx(Tui *ui) {
     c->dead_window = (t->cfg.route.window + c->log_every - 1) / c->log_every;
     c->plan = t->tau;
     c->lr0 = t->cfg.lr.base;
+    RunRecord rr;
+    trainer_describe(t, &rr);
+    c->nlayers = rr.nlayers < REC_MAX_LAYERS ? rr.nlayers : REC_MAX_LAYERS;
+    memcpy(c->layer, rr.layer, sizeof c->layer);
 }
 
 static int make_views(Tui *ui) {
-    if (view_make_panels(ui->views, ui->have_view, &ui->ctx)) return -1;
+    if (panels_init(&ui->ps, &ui->ctx)) return -1;
     return view_init(&ui->help, &view_help_class, &ui->ctx);
 }
 
 static void free_views(Tui *ui) {
-    for (int p = 0; p < PANEL_COUNT; p++) {
-        drop_window(ui, p);
-        if (ui->have_view[p]) view_free(&ui->views[p]);
-        ui->have_view[p] = 0;
-    }
-    if (ui->overlay) delwin(ui->overlay);
-    ui->overlay = NULL;
+    screen_drop_windows(&ui->ps);
+    panels_free(&ui->ps);
     view_free(&ui->help);
 }
 
@@ -802,6 +696,13 @@ static int tui_open_screen(Tui *ui, int *utf8) {
         return -1;
     }
     cmdline_init("moelab> ", on_line, on_cmdline_msg, ui);
+    { /* completion after `@`: the run's routed layers */
+        static RunRecord rr;
+        trainer_describe(ui->t, &rr);
+        const char *names[REC_MAX_LAYERS];
+        for (int i = 0; i < rr.nlayers; i++) names[i] = rr.layer[i].name;
+        cmdline_set_layers(names, rr.nlayers);
+    }
     ml_log_set(log_sink, &ui->w);
     char err[1200];
     if (cmdline_history_path(ui->hist_path, sizeof ui->hist_path))
@@ -821,7 +722,7 @@ static void tui_start(Tui *ui, int utf8) {
     ui_log(ui, VIEW_LOG_INFO, "? for help; space pauses; type commands below (set tau 0.3, anneal exp now 0.05, ...)");
     if (ui->hooks->history) { /* a resumed run: its history before the resume step (app/history_feed.c) */
         HistoryFed fed = {0};
-        history_feed(ui->hooks->history, ui->views, ui->have_view, &fed, ui->t->step, NULL);
+        history_feed(ui->hooks->history, &ui->ps, &fed, ui->t->step, NULL);
         ui_log(ui, VIEW_LOG_INFO, "resumed at step %ld: %ld step records and %d evaluations before it", ui->t->step,
                fed.steps, fed.evals);
     }

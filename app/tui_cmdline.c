@@ -34,7 +34,23 @@ static struct {
     int hist_ok;
     int hist_warned;
     const char *const *comp_words; /* candidates of the completion in progress */
+    char layer_buf[8][24];         /* the run's routed layers, for completion after `@` */
+    const char *layer_words[9];    /* names (NULL-terminated) */
+    const char *layer_at_words[9]; /* "@name" */
+    char layer_at_buf[8][26];
 } cl;
+
+void cmdline_set_layers(const char *const *names, int n) {
+    if (n > 8) n = 8;
+    for (int i = 0; i < n; i++) {
+        snprintf(cl.layer_buf[i], sizeof cl.layer_buf[i], "%s", names[i]);
+        snprintf(cl.layer_at_buf[i], sizeof cl.layer_at_buf[i], "@%s", names[i]);
+        cl.layer_words[i] = cl.layer_buf[i];
+        cl.layer_at_words[i] = cl.layer_at_buf[i];
+    }
+    cl.layer_words[n < 0 ? 0 : n] = NULL;
+    cl.layer_at_words[n < 0 ? 0 : n] = NULL;
+}
 
 /* Completions after `anneal KIND`: "now" right after the kind, then min= and the keys the kind
  * reads (every key for an unknown kind), from the tables of core/tau.h. */
@@ -104,7 +120,12 @@ static char **cl_complete(const char *text, int start, int end) {
     for (char *save = NULL, *p = strtok_r(before, " \t", &save); p && nw < 4; p = strtok_r(NULL, " \t", &save))
         words[nw++] = p;
     cl.comp_words = NULL;
-    if (nw == 0) cl.comp_words = command_words;
+    const int knob = nw >= 2 && (!strcmp(words[0], "set") || !strcmp(words[0], "anneal") ||
+                                 !strcmp(words[0], "on-collapse")); /* a routing knob or anneal: @layer */
+    if (knob && start > 0 && rl_line_buffer[start - 1] == '@' && cl.layer_words[0])
+        cl.comp_words = cl.layer_words; /* readline broke the word at the '@' */
+    else if (knob && text[0] == '@' && cl.layer_words[0]) cl.comp_words = cl.layer_at_words;
+    else if (nw == 0) cl.comp_words = command_words;
     else if (!strcmp(words[0], "set") && nw == 1) cl.comp_words = cmd_param_words;
     else if (!strcmp(words[0], "anneal") && nw == 1) cl.comp_words = tau_kind_names;
     else if (!strcmp(words[0], "anneal") && nw >= 2) cl.comp_words = anneal_words(words[1], nw == 2);
@@ -184,6 +205,31 @@ void cmdline_set_window(WINDOW *w, const Theme *t) {
     cl.win = w;
     cl.theme = t;
 }
+
+static WINDOW *g_win;
+static Rect g_rect;
+
+void cmdline_window_drop(void) {
+    if (g_win) delwin(g_win);
+    if (cl.win == g_win) cl.win = NULL;
+    g_win = NULL;
+    memset(&g_rect, 0, sizeof g_rect);
+}
+
+WINDOW *cmdline_window(Rect r, const Theme *t) {
+    if (g_win && !memcmp(&g_rect, &r, sizeof r)) return g_win;
+    cmdline_window_drop();
+    g_win = newwin(r.h, r.w, r.y, r.x);
+    if (!g_win) return NULL;
+    g_rect = r;
+    leaveok(g_win, FALSE);
+    keypad(g_win, FALSE); /* readline gets raw escape sequences */
+    nodelay(g_win, TRUE);
+    cmdline_set_window(g_win, t);
+    return g_win;
+}
+
+WINDOW *cmdline_window_get(void) { return g_win; }
 
 void cmdline_feed(int byte) {
     if (!cl.installed) return;

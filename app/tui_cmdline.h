@@ -12,6 +12,7 @@
 #include <stdio.h>
 #include <curses.h>
 
+#include "views/layout.h"
 #include "views/theme.h"
 
 /* A complete line (malloc'd: the callee frees it), or NULL for end of input (Ctrl-D on an
@@ -22,10 +23,20 @@ typedef void (*cmdline_msg_fn)(int level, const char *text, void *user);
 
 /* Installs the readline callback handler. 0, or -1 (readline could not be set up). */
 int cmdline_init(const char *prompt, cmdline_line_fn on_line, cmdline_msg_fn on_msg, void *user);
+/* The run's routed layers ("moe2", "head"): completed after `@` in set / anneal (at most 8). */
+void cmdline_set_layers(const char *const *names, int n);
 /* Removes the handler and restores readline's globals. */
 void cmdline_free(void);
 /* The window the line is drawn into (re-set after every resize) and the theme. */
 void cmdline_set_window(WINDOW *w, const Theme *t);
+/* The command line's window at rectangle r (made again when r changed; keys are read from it:
+ * non-blocking, raw bytes for readline, the cursor left where the line is edited), set with
+ * cmdline_set_window. NULL if it cannot be made. The live screen's and attach's one window. */
+WINDOW *cmdline_window(Rect r, const Theme *t);
+/* The window made by cmdline_window (NULL: none). */
+WINDOW *cmdline_window_get(void);
+/* Deletes it. */
+void cmdline_window_drop(void);
 /* Passes one input byte to readline (which may call on_line and redisplay). */
 void cmdline_feed(int byte);
 /* 1 if the line is empty and readline is not in the middle of a key sequence, search or

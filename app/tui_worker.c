@@ -227,6 +227,7 @@ static void w_on_event(const TrainerEvent *e, void *user) {
     snprintf(ev.text, sizeof ev.text, "%s", e->text);
     ev.has_plan = e->has_plan;
     if (e->has_plan) ev.plan = e->plan;
+    ev.layer = e->has_plan ? e->layer : -1;
     publish_event(w, &ev);
 }
 

@@ -41,6 +41,7 @@ typedef struct {
     char text[384];
     int has_plan; /* set/anneal: the temperature plan after the command */
     TauPlan plan;
+    int layer; /* has_plan: the routed layer whose plan it is (TrainerEvent.layer; -1: every layer) */
 } WorkerEvent;
 
 typedef struct {

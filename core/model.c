@@ -554,7 +554,8 @@ const float *model_forward(Model *m, int B, int training, float tau, Rng *rng) {
         in = A(u->out);
         const int s = m->unit_stage[i]; /* a routed or dense layer after this stage */
         if (s >= 0 && m->stage_moe[s] >= 0) {
-            moeconv_forward(&m->moec[m->stage_moe[s]], A(m->a_bbl[s]), in, B, tau, training, rng);
+            MoeConv *L = &m->moec[m->stage_moe[s]];
+            moeconv_forward(L, A(m->a_bbl[s]), in, B, L->tau_own > 0 ? L->tau_own : tau, training, rng);
             in = A(m->a_bbl[s]);
         } else if (s >= 0 && m->stage_ffn[s] >= 0) {
             ffnconv_forward(&m->ffnc[m->stage_ffn[s]], A(m->a_bbl[s]), in, B);
@@ -667,6 +668,19 @@ double model_rho_realized(const Model *m) {
     const double fixed = m->flops_backbone + m->flops_bb_extra + (moe_head ? m->flops_router : m->flops_head_active) +
                          m->flops_classifier;
     return fixed + routed > 0 ? routed / (fixed + routed) : 0.0;
+}
+
+double model_layer_rho_realized(const Model *m, int i) {
+    const MoeConfig *hc = &m->cfg.head;
+    const int moe_head = hc->kind != HEAD_DENSE;
+    if (m->nmoec == 0) return i < 0 ? model_rho_realized(m) : 0.0;
+    double routed = moe_head ? m->moe.stats.pairs_per_sample * m->flops_expert : 0.0;
+    for (int j = 0; j < m->nmoec; j++) routed += m->moec[j].route.stats.pairs_per_sample * m->moec[j].flops_expert;
+    const double fixed = m->flops_backbone + m->flops_bb_extra + (moe_head ? m->flops_router : m->flops_head_active) +
+                         m->flops_classifier;
+    const double mine = i < 0 ? (moe_head ? m->moe.stats.pairs_per_sample * m->flops_expert : 0.0)
+                              : m->moec[i].route.stats.pairs_per_sample * m->moec[i].flops_expert;
+    return fixed + routed > 0 ? mine / (fixed + routed) : 0.0;
 }
 
 double model_backbone_aux_loss(const Model *m) {

@@ -146,6 +146,9 @@ double model_flops(const Model *m);
 double model_rho_nominal(const Model *m);
 /* rho of the last forward: kept pairs of the head and of every backbone MoE layer. */
 double model_rho_realized(const Model *m);
+/* The share of that: routed layer i's kept pairs (i = model.moec index; -1: the head) over the
+ * model's realized FLOPs; with no backbone layer the head's is model_rho_realized. */
+double model_layer_rho_realized(const Model *m, int i);
 /* 1 if anything routes: a moe / softmoe head or a backbone MoE layer. */
 int model_has_routing(const Model *m);
 /* alpha*L_aux + beta*L_z of the backbone MoE layers' last forward (the head's is not included). */

@@ -44,6 +44,9 @@ typedef struct {
     MoeConvParams p, g;                // views into the model's parameter / gradient buffers
     int t_router;                      // tensor-table index of the router; the experts' tensors follow it
     double flops_router, flops_expert; // per sample: 2*C*E; one expert pair H*W*4*C*h
+    float tau_own;                     // > 0: its own temperature (the trainer's per-layer plan), used by
+                                       // model_forward instead of the model-wide one; 0: the model's
+    int pad_;
     // activations kept for the backward (the model's activation buffer)
     float *pool; // (Bmax, C) pooled router input
     float *xg;   // (C, R) R = k*Bmax*HW gathered inputs; expert e's block starts at C*HW*off[e], (C, n_e*HW)

@@ -32,6 +32,8 @@ typedef struct {
     int E, k, h;               /* experts, top-k, expert hidden width */
     int capacity;              /* training slots per expert per batch (B when dropless) */
     double rho_nominal;        /* its routed FLOPs / the model's FLOPs per sample */
+    int feat_dim;              /* its router input width (its t-SNE features): channels C; the head: d */
+    int pad_;
 } LayerInfo;
 
 typedef struct {

@@ -23,7 +23,7 @@ typedef enum {
     SV_LR,  /* one LrSchedule (an HDF5 compound) */
 } StateType;
 
-#define STATE_MAX_VARS 160 /* the head rows + 6 per backbone MoE layer */
+#define STATE_MAX_VARS 400 /* the head rows + 72 per backbone MoE layer */
 
 typedef struct {
     const char *path; /* HDF5 path in the checkpoint, e.g. "/trainer/step" */
@@ -32,6 +32,9 @@ typedef struct {
     int rank; /* 0 (scalar), 1 or 2 */
     long dims[2];
     const char *hint; /* appended to a shape mismatch message (NULL: the model hint) */
+    int since;        /* format_version that added the row: a checkpoint of an older version lacks it and
+                       * the restore keeps the row's current value (the trainer_init one) */
+    int pad_;
 } StateVar;
 
 typedef struct {

@@ -89,6 +89,35 @@ ml_status trainer_init(Trainer *t, const TrainConfig *cfg, const BatchSource *sr
         return ml_fail(ML_ERR_NOMEM, "out of memory");
     }
     for (int i = 0; i < ds->n_train; i++) t->perm[i] = i;
+    if (model_has_routing(&t->model)) { /* the t-SNE sample (its labels) is shared by every routed layer */
+        t->tsne_n = c->tsne_samples < ds->n_test ? c->tsne_samples : ds->n_test;
+        if (t->tsne_n < 0) t->tsne_n = 0;
+        t->tsne_label = ml_alloc(sizeof(int32_t) * (t->tsne_n + 1));
+        if (!t->tsne_label) {
+            trainer_free(t);
+            return ml_fail(ML_ERR_NOMEM, "out of memory");
+        }
+    }
+    /* the backbone MoE layers in stage order: their own plans, collapse states and evaluation outputs */
+    for (int s = 0; s < MODEL_MAX_BBL; s++) {
+        if (t->model.stage_moe[s] < 0) continue;
+        TrainerLayer *l = &t->bl[t->nbl];
+        l->mi = t->model.stage_moe[s];
+        const MoeConv *L = &t->model.moec[l->mi];
+        tau_plan_init(&l->tau, &c->tau);
+        if ((st = collapse_init(&l->coll, &c->route, L->route.cfg.E, 0)) != ML_OK) {
+            trainer_free(t);
+            return ml_fail(st, "backbone layer %s: %s", L->name, ml_last_error());
+        }
+        t->nbl++; /* from here trainer_free frees its collapse state */
+        l->class_expert = ml_alloc(sizeof(int) * ds->classes * L->route.cfg.E);
+        l->tsne_feat = ml_alloc(sizeof(float) * (t->tsne_n * (long)L->C + 1));
+        l->tsne_expert = ml_alloc(sizeof(int) * (t->tsne_n + 1));
+        if (!l->class_expert || !l->tsne_feat || !l->tsne_expert) {
+            trainer_free(t);
+            return ml_fail(ML_ERR_NOMEM, "out of memory");
+        }
+    }
     if (c->model.head.kind != HEAD_DENSE) {
         const int E = c->model.head.E, d = t->model.d;
         const int soft = c->model.head.kind == HEAD_SOFTMOE_SAMPLE || c->model.head.kind == HEAD_SOFTMOE_BATCH;
@@ -96,13 +125,10 @@ ml_status trainer_init(Trainer *t, const TrainConfig *cfg, const BatchSource *sr
             trainer_free(t);
             return st;
         }
-        t->tsne_n = c->tsne_samples < ds->n_test ? c->tsne_samples : ds->n_test;
-        if (t->tsne_n < 0) t->tsne_n = 0;
         t->class_expert = ml_alloc(sizeof(int) * ds->classes * E);
         t->tsne_feat = ml_alloc(sizeof(float) * (t->tsne_n * (long)d + 1));
         t->tsne_expert = ml_alloc(sizeof(int) * (t->tsne_n + 1));
-        t->tsne_label = ml_alloc(sizeof(int32_t) * (t->tsne_n + 1));
-        if (!t->class_expert || !t->tsne_feat || !t->tsne_expert || !t->tsne_label) {
+        if (!t->class_expert || !t->tsne_feat || !t->tsne_expert) {
             trainer_free(t);
             return ml_fail(ML_ERR_NOMEM, "out of memory");
         }
@@ -122,6 +148,12 @@ void trainer_free(Trainer *t) {
     ml_free(t->tsne_feat);
     ml_free(t->tsne_expert);
     ml_free(t->tsne_label);
+    for (int i = 0; i < t->nbl; i++) {
+        collapse_free(&t->bl[i].coll);
+        ml_free(t->bl[i].class_expert);
+        ml_free(t->bl[i].tsne_feat);
+        ml_free(t->bl[i].tsne_expert);
+    }
     memset(t, 0, sizeof *t);
 }
 
@@ -134,6 +166,47 @@ static void trainer_collapse_fill(const CollapseState *cs, int *collapsed, int *
     collapse_describe(cs, collapse_view_first(*views), text, n);
 }
 
+int trainer_nlayers(const Trainer *t) { return t->nbl + (t->cfg.model.head.kind != HEAD_DENSE); }
+
+int trainer_layer_find(const Trainer *t, const char *name) {
+    for (int i = 0; i < t->nbl; i++)
+        if (!strcmp(t->model.moec[t->bl[i].mi].name, name)) return i;
+    return t->cfg.model.head.kind != HEAD_DENSE && !strcmp(name, "head") ? t->nbl : -1;
+}
+
+/* Routed layer i's name and collapse state (i == nbl: the head's). */
+static const char *layer_name(const Trainer *t, int i) { return i < t->nbl ? t->model.moec[t->bl[i].mi].name : "head"; }
+static const CollapseState *layer_coll(const Trainer *t, int i) { return i < t->nbl ? &t->bl[i].coll : &t->coll; }
+
+/* The top-level collapse fields: the union over every routed layer; the text is the first flagged
+ * layer's description, named ("moe2: ...") when the run has more than one routed layer. */
+static void trainer_collapse_union(const Trainer *t, int *collapsed, int *reason, int *views, long *first, char *text,
+                                   size_t n) {
+    const int nl = trainer_nlayers(t);
+    *collapsed = *reason = *views = 0;
+    *first = -1;
+    if (text && n) text[0] = 0;
+    for (int i = 0; i < nl; i++) {
+        const CollapseState *cs = layer_coll(t, i);
+        int r = 0;
+        const int v = collapse_views(cs, &r);
+        if (v && !*views && text && n) {
+            size_t o = nl > 1 ? (size_t)snprintf(text, n, "%s: ", layer_name(t, i)) : 0;
+            if (o >= n) o = n - 1;
+            collapse_describe(cs, collapse_view_first(v), text + o, n - o);
+        }
+        *views |= v;
+        *reason |= r;
+        if (cs->first_step >= 0 && (*first < 0 || cs->first_step < *first)) *first = cs->first_step;
+    }
+    *collapsed = *views != 0;
+}
+
+/* The temperature of every backbone layer at this step (its own plan). */
+static void trainer_layer_taus(Trainer *t) {
+    for (int i = 0; i < t->nbl; i++) t->model.moec[t->bl[i].mi].tau_own = tau_plan_value(&t->bl[i].tau, t->step);
+}
+
 ml_status trainer_step(Trainer *t, StepRecord *rec) {
     const int B = t->cfg.model.batch;
     Model *m = &t->model;
@@ -142,6 +215,11 @@ ml_status trainer_step(Trainer *t, StepRecord *rec) {
         t->ep_loss = t->ep_acc = 0.0;
         t->ep_drop = t->ep_maxvio = t->ep_rho = 0.0;
         t->ep_tau = t->ep_aux = t->ep_clean = 0.0;
+        t->ep_rho_head = 0.0;
+        for (int i = 0; i < t->nbl; i++) {
+            TrainerLayer *l = &t->bl[i];
+            l->ep_drop = l->ep_maxvio = l->ep_rho = l->ep_tau = l->ep_aux = l->ep_clean = 0.0;
+        }
         t->ep_batches = 0;
         t->t_epoch = ml_now();
     }
@@ -149,6 +227,7 @@ ml_status trainer_step(Trainer *t, StepRecord *rec) {
                 t->cfg.augment ? &t->rng_aug : NULL);
     const float tau = tau_plan_value(&t->tau, t->step);
     const float lr = t->lr_override > 0 ? t->lr_override : lr_value(&t->cfg.lr, t->step);
+    trainer_layer_taus(t);
     model_forward(m, B, 1, tau, &t->rng_noise);
     int correct = 0;
     const double loss = model_loss(m, t->labels, B, &correct);
@@ -178,6 +257,20 @@ ml_status trainer_step(Trainer *t, StepRecord *rec) {
         rho_real = model_rho_realized(m);
         t->ep_rho += rho_real;
     }
+    if (is_moe && t->nbl > 0) t->ep_rho_head += model_layer_rho_realized(m, -1);
+    for (int i = 0; i < t->nbl; i++) { /* every backbone layer's statistics, as the head's */
+        TrainerLayer *l = &t->bl[i];
+        const MoeStepStats *ls = &m->moec[l->mi].route.stats;
+        collapse_push_step(&l->coll, ls, t->step + 1);
+        l->fired |= l->coll.fired;
+        l->coll.fired = 0;
+        l->ep_drop += ls->drop_frac;
+        l->ep_maxvio += ls->maxvio;
+        l->ep_rho += model_layer_rho_realized(m, l->mi);
+        l->ep_tau += ls->tau;
+        l->ep_aux += ls->l_aux;
+        l->ep_clean += ls->clean_first_share;
+    }
     model_backbone_update_bias(m);
     t->step++;
     t->pos++;
@@ -201,14 +294,34 @@ ml_status trainer_step(Trainer *t, StepRecord *rec) {
         rec->has_moe = is_moe;
         rec->rho_realized = rho_real; /* also for a dense head after backbone MoE layers */
         rec->collapse_first_step = -1;
+        /* every routed layer: the backbone layers, then the head */
+        rec->nlayers = trainer_nlayers(t);
+        for (int i = 0; i < rec->nlayers; i++) {
+            StepLayer *sl = &rec->layer[i];
+            const CollapseState *cs = layer_coll(t, i);
+            sl->moe = i < t->nbl ? m->moec[t->bl[i].mi].route.stats : m->moe.stats;
+            sl->rho_realized = model_layer_rho_realized(m, i < t->nbl ? t->bl[i].mi : -1);
+            sl->dead_experts = routewin_dead_count(&cs->train, NULL);
+            sl->window_load_entropy = routewin_load_entropy(&cs->train);
+            trainer_collapse_fill(cs, &sl->collapsed, &sl->collapse_reason, &sl->collapse_views,
+                                  &sl->collapse_first_step, sl->collapse_text, sizeof sl->collapse_text);
+        }
         if (is_moe) {
             rec->moe = m->moe.stats;
             rec->rho_realized = rho_real;
             rec->dead_experts = routewin_dead_count(&t->coll.train, NULL);
             rec->window_load_entropy = routewin_load_entropy(&t->coll.train);
-            trainer_collapse_fill(&t->coll, &rec->collapsed, &rec->collapse_reason, &rec->collapse_views,
-                                  &rec->collapse_first_step, rec->collapse_text, sizeof rec->collapse_text);
+        } else if (t->nbl > 0) { /* a dense head: the primary layer is the first backbone layer */
+            const StepLayer *pl = &rec->layer[0];
+            rec->has_moe = 1;
+            rec->moe = pl->moe;
+            rec->tau = (float)pl->moe.tau;
+            rec->dead_experts = pl->dead_experts;
+            rec->window_load_entropy = pl->window_load_entropy;
         }
+        if (rec->nlayers > 0)
+            trainer_collapse_union(t, &rec->collapsed, &rec->collapse_reason, &rec->collapse_views,
+                                   &rec->collapse_first_step, rec->collapse_text, sizeof rec->collapse_text);
     }
     if (t->pos >= t->steps_per_epoch) {
         t->pos = 0;
@@ -227,9 +340,15 @@ ml_status trainer_evaluate(Trainer *t, double *loss_out, double *acc_out) {
     const int E = t->cfg.model.head.E, d = m->d;
     const int tstride = t->tsne_n > 0 ? n_test / t->tsne_n : 0;
     int tn = 0;
+    const int route = model_has_routing(m);
     if (is_moe) memset(t->class_expert, 0, sizeof(int) * t->src.classes * E);
     memset(t->eval_selected, 0, sizeof t->eval_selected);
     memset(t->eval_gate, 0, sizeof t->eval_gate);
+    for (int l = 0; l < t->nbl; l++) {
+        memset(t->bl[l].class_expert, 0, sizeof(int) * t->src.classes * m->moec[t->bl[l].mi].route.cfg.E);
+        memset(t->bl[l].eval_selected, 0, sizeof t->bl[l].eval_selected);
+    }
+    trainer_layer_taus(t);
     for (int i = 0; i < n_test; i += B) {
         const int nb = n_test - i < B ? n_test - i : B;
         for (int j = 0; j < nb; j++) t->eval_idx[j] = i + j;
@@ -238,18 +357,34 @@ ml_status trainer_evaluate(Trainer *t, double *loss_out, double *acc_out) {
         int c = 0;
         loss += model_loss(m, t->labels, nb, &c) * nb;
         correct += c;
-        if (!is_moe) continue;
-        classexp_add(t->class_expert, t->labels, m->moe.first_choice, nb, E);
-        for (int e = 0; e < E; e++) {
-            t->eval_selected[e] += m->moe.stats.demand[e]; /* all k, before capacity */
-            t->eval_gate[e] += (double)m->moe.stats.mean_gate[e] * nb;
+        if (!route) continue;
+        if (is_moe) {
+            classexp_add(t->class_expert, t->labels, m->moe.first_choice, nb, E);
+            for (int e = 0; e < E; e++) {
+                t->eval_selected[e] += m->moe.stats.demand[e]; /* all k, before capacity */
+                t->eval_gate[e] += (double)m->moe.stats.mean_gate[e] * nb;
+            }
+        }
+        for (int l = 0; l < t->nbl; l++) {
+            TrainerLayer *tl = &t->bl[l];
+            const MoeHead *r = &m->moec[tl->mi].route;
+            classexp_add(tl->class_expert, t->labels, r->first_choice, nb, r->cfg.E);
+            for (int e = 0; e < r->cfg.E; e++) tl->eval_selected[e] += r->stats.demand[e];
         }
         /* the fixed t-SNE sample: every tstride-th test image */
         for (int j = 0; j < nb && tstride > 0; j++) {
             const int gi = i + j;
             if (gi % tstride || tn >= t->tsne_n) continue;
-            memcpy(t->tsne_feat + (long)tn * d, m->act + m->a_feat + (long)j * d, sizeof(float) * d);
-            t->tsne_expert[tn] = m->moe.first_choice[j];
+            if (is_moe) {
+                memcpy(t->tsne_feat + (long)tn * d, m->act + m->a_feat + (long)j * d, sizeof(float) * d);
+                t->tsne_expert[tn] = m->moe.first_choice[j];
+            }
+            for (int l = 0; l < t->nbl; l++) { /* each layer's pooled router input */
+                TrainerLayer *tl = &t->bl[l];
+                const MoeConv *L = &m->moec[tl->mi];
+                memcpy(tl->tsne_feat + (long)tn * L->C, L->pool + (long)j * L->C, sizeof(float) * L->C);
+                tl->tsne_expert[tn] = L->route.first_choice[j];
+            }
             t->tsne_label[tn] = t->labels[j];
             tn++;
         }
@@ -260,40 +395,23 @@ ml_status trainer_evaluate(Trainer *t, double *loss_out, double *acc_out) {
     return ML_OK;
 }
 
-/* The routing part of an EvalRecord: the last evaluation and the epoch's sums; the evaluation
- * view of the collapse flag is judged here. */
-static void fill_eval_routing(Trainer *t, EvalRecord *er) {
-    const Model *m = &t->model;
-    if (t->cfg.model.head.kind == HEAD_DENSE) {
-        if (m->nmoec > 0) { /* backbone MoE layers route: their rho (phase 1: no per-layer statistics) */
-            er->rho_nominal = model_rho_nominal(m);
-            er->train_rho_realized = t->ep_rho / (t->ep_batches > 0 ? (double)t->ep_batches : 1.0);
-        }
-        return;
-    }
-    const int K = t->src.classes, E = t->cfg.model.head.E;
-    er->has_moe = 1;
-    er->rho_nominal = model_rho_nominal(m);
-    const double nb = t->ep_batches > 0 ? (double)t->ep_batches : 1.0;
-    er->train_drop_frac = t->ep_drop / nb;
-    er->train_maxvio = t->ep_maxvio / nb;
-    er->train_rho_realized = t->ep_rho / nb;
-    er->epoch_tau = t->ep_tau / nb;
-    er->epoch_l_aux = t->ep_aux / nb;
-    er->epoch_clean_first_share = t->ep_clean / nb;
-    if (t->ep_batches == 0) er->epoch_tau = tau_plan_value(&t->tau, t->step);
-    er->window_load_entropy = routewin_load_entropy(&t->coll.train);
-    er->window_first_share = routewin_max_share(&t->coll.train);
-    er->dead_experts = routewin_dead_count(&t->coll.train, NULL);
-    er->classes = K;
-    er->experts = E;
-    er->class_expert = t->class_expert;
-    er->mutual_info = classexp_mutual_info(t->class_expert, K, E);
+/* The test-set statistics of one routed layer's last evaluation (first choices in class_expert,
+ * all-k selections, gate mass for soft heads), and its evaluation view judged on them. */
+static void eval_layer_fill(Trainer *t, CollapseState *cs, const int *class_expert, const long *selected,
+                            const double *gate, int E, EvalLayer *out) {
+    const int K = t->src.classes;
+    out->window_load_entropy = routewin_load_entropy(&cs->train);
+    out->window_first_share = routewin_max_share(&cs->train);
+    out->dead_experts = routewin_dead_count(&cs->train, NULL);
+    out->classes = K;
+    out->experts = E;
+    out->class_expert = class_expert;
+    out->mutual_info = classexp_mutual_info(class_expert, K, E);
     long load[MOE_MAX_EXPERTS] = {0}, tot = 0;
     for (int c = 0; c < K; c++)
         for (int e = 0; e < E; e++) {
-            load[e] += t->class_expert[c * E + e];
-            tot += t->class_expert[c * E + e];
+            load[e] += class_expert[c * E + e];
+            tot += class_expert[c * E + e];
         }
     double h = 0.0;
     long mx = 0;
@@ -305,26 +423,102 @@ static void fill_eval_routing(Trainer *t, EvalRecord *er) {
         }
         if (load[e] > mx) mx = load[e];
         dead_first += load[e] == 0;
-        dead_topk += t->eval_selected[e] == 0;
+        dead_topk += selected[e] == 0;
     }
-    er->test_load_entropy = E > 1 ? h / log(E) : 1.0;
-    er->test_first_share = tot > 0 ? (double)mx / tot : 0.0;
-    er->test_dead_first = dead_first;
-    er->test_dead_topk = dead_topk;
+    out->test_load_entropy = E > 1 ? h / log(E) : 1.0;
+    out->test_first_share = tot > 0 ? (double)mx / tot : 0.0;
+    out->test_dead_first = dead_first;
+    out->test_dead_topk = dead_topk;
     /* the evaluation view: first choices and all-k selections (soft heads: gate mass) */
-    CollapseEvalInput ci = {.E = E, .selected_dead = t->coll.soft ? -1 : dead_topk};
-    for (int e = 0; e < E; e++) ci.load[e] = t->coll.soft ? t->eval_gate[e] : (double)load[e];
-    collapse_push_eval(&t->coll, &ci, t->step);
+    CollapseEvalInput ci = {.E = E, .selected_dead = cs->soft ? -1 : dead_topk};
+    for (int e = 0; e < E; e++) ci.load[e] = cs->soft ? gate[e] : (double)load[e];
+    collapse_push_eval(cs, &ci, t->step);
     char text[192];
-    trainer_collapse_fill(&t->coll, &er->collapsed, &er->collapse_reason, &er->collapse_views, &er->collapse_first_step,
+    trainer_collapse_fill(cs, &out->collapsed, &out->collapse_reason, &out->collapse_views, &out->collapse_first_step,
                           text, sizeof text);
-    er->collapse_first_train = t->coll.view[CVIEW_TRAIN].first_step;
-    er->collapse_first_clean = t->coll.view[CVIEW_CLEAN].first_step;
-    er->collapse_first_eval = t->coll.view[CVIEW_EVAL].first_step;
-    er->tsne_n = t->tsne_n;
-    er->feat_dim = m->d;
-    er->tsne_feat = t->tsne_feat;
-    er->tsne_expert = t->tsne_expert;
+    out->collapse_first_train = cs->view[CVIEW_TRAIN].first_step;
+    out->collapse_first_clean = cs->view[CVIEW_CLEAN].first_step;
+    out->collapse_first_eval = cs->view[CVIEW_EVAL].first_step;
+}
+
+/* The routing part of an EvalRecord: the last evaluation and the epoch's sums of every routed
+ * layer (the evaluation views of their collapse flags are judged here); the top level is the
+ * primary layer's (the head when it routes, else the first backbone layer) with the collapse
+ * fields the union over the layers. */
+static void fill_eval_routing(Trainer *t, EvalRecord *er) {
+    const Model *m = &t->model;
+    const int nl = trainer_nlayers(t);
+    if (nl == 0) return;
+    const double nb = t->ep_batches > 0 ? (double)t->ep_batches : 1.0;
+    er->nlayers = nl;
+    for (int i = 0; i < nl; i++) {
+        EvalLayer *el = &er->layer[i];
+        if (i < t->nbl) {
+            TrainerLayer *l = &t->bl[i];
+            const MoeConv *L = &m->moec[l->mi];
+            el->train_drop_frac = l->ep_drop / nb;
+            el->train_maxvio = l->ep_maxvio / nb;
+            el->train_rho_realized = l->ep_rho / nb;
+            el->epoch_tau = t->ep_batches == 0 ? tau_plan_value(&l->tau, t->step) : l->ep_tau / nb;
+            el->epoch_l_aux = l->ep_aux / nb;
+            el->epoch_clean_first_share = l->ep_clean / nb;
+            static const double no_gate[MOE_MAX_EXPERTS];
+            eval_layer_fill(t, &l->coll, l->class_expert, l->eval_selected, no_gate, L->route.cfg.E, el);
+            l->fired |= l->coll.fired;
+            l->coll.fired = 0;
+            el->tsne_n = t->tsne_n;
+            el->feat_dim = L->C;
+            el->tsne_feat = l->tsne_feat;
+            el->tsne_expert = l->tsne_expert;
+        } else { /* the head */
+            el->train_drop_frac = t->ep_drop / nb;
+            el->train_maxvio = t->ep_maxvio / nb;
+            el->train_rho_realized = (t->nbl > 0 ? t->ep_rho_head : t->ep_rho) / nb;
+            el->epoch_tau = t->ep_batches == 0 ? tau_plan_value(&t->tau, t->step) : t->ep_tau / nb;
+            el->epoch_l_aux = t->ep_aux / nb;
+            el->epoch_clean_first_share = t->ep_clean / nb;
+            eval_layer_fill(t, &t->coll, t->class_expert, t->eval_selected, t->eval_gate, t->cfg.model.head.E, el);
+            el->tsne_n = t->tsne_n;
+            el->feat_dim = m->d;
+            el->tsne_feat = t->tsne_feat;
+            el->tsne_expert = t->tsne_expert;
+        }
+    }
+    const EvalLayer *p = &er->layer[t->cfg.model.head.kind != HEAD_DENSE ? t->nbl : 0];
+    er->has_moe = 1;
+    er->rho_nominal = model_rho_nominal(m);
+    er->train_drop_frac = p->train_drop_frac;
+    er->train_maxvio = p->train_maxvio;
+    er->train_rho_realized = t->ep_rho / nb; /* the model total */
+    er->epoch_tau = p->epoch_tau;
+    er->epoch_l_aux = p->epoch_l_aux;
+    er->epoch_clean_first_share = p->epoch_clean_first_share;
+    er->window_load_entropy = p->window_load_entropy;
+    er->window_first_share = p->window_first_share;
+    er->dead_experts = p->dead_experts;
+    er->classes = p->classes;
+    er->experts = p->experts;
+    er->class_expert = p->class_expert;
+    er->mutual_info = p->mutual_info;
+    er->test_load_entropy = p->test_load_entropy;
+    er->test_first_share = p->test_first_share;
+    er->test_dead_first = p->test_dead_first;
+    er->test_dead_topk = p->test_dead_topk;
+    char text[192];
+    trainer_collapse_union(t, &er->collapsed, &er->collapse_reason, &er->collapse_views, &er->collapse_first_step, text,
+                           sizeof text);
+    er->collapse_first_train = er->collapse_first_clean = er->collapse_first_eval = -1;
+    for (int i = 0; i < nl; i++) {
+        long *f[3] = {&er->collapse_first_train, &er->collapse_first_clean, &er->collapse_first_eval};
+        const long g[3] = {er->layer[i].collapse_first_train, er->layer[i].collapse_first_clean,
+                           er->layer[i].collapse_first_eval};
+        for (int v = 0; v < 3; v++)
+            if (g[v] >= 0 && (*f[v] < 0 || g[v] < *f[v])) *f[v] = g[v];
+    }
+    er->tsne_n = p->tsne_n;
+    er->feat_dim = p->feat_dim;
+    er->tsne_feat = p->tsne_feat;
+    er->tsne_expert = p->tsne_expert;
     er->tsne_label = t->tsne_label;
 }
 
@@ -345,41 +539,81 @@ ml_status trainer_tau_apply(TauPlan *plan, const TrainerCmd *c, long step, long 
     return ml_fail(ML_ERR_ARG, "not a temperature command");
 }
 
+/* The routed layers a command's "@layer" suffix selects: -1 for all (no suffix), else the index;
+ * -2 with the message set (and its status in *st) when the run has no such layer. */
+static int cmd_layer(const Trainer *t, const TrainerCmd *c, const char *what, ml_status *st) {
+    if (!c->layer[0]) return -1;
+    const int i = trainer_layer_find(t, c->layer);
+    if (i >= 0) return i;
+    char names[128] = "";
+    size_t o = 0;
+    for (int j = 0; j < trainer_nlayers(t) && o < sizeof names; j++)
+        o += (size_t)snprintf(names + o, sizeof names - o, "%s@%s", j ? ", " : "", layer_name(t, j));
+    if (!strcmp(c->layer, "head"))
+        *st = ml_fail(ML_ERR_STATE, "%s @head: the %s head does not route%s%s", what,
+                      moe_head_name(t->cfg.model.head.kind), o ? "; routed layers: " : "", names);
+    else
+        *st = ml_fail(ML_ERR_ARG, "%s: no routed layer '%s' in this run (%s%s)", what, c->layer,
+                      o ? "routed layers: " : "none", names);
+    return -2;
+}
+
+/* Routed layer i's temperature plan (i == nbl: the head's). */
+static TauPlan *layer_plan(Trainer *t, int i) { return i < t->nbl ? &t->bl[i].tau : &t->tau; }
+
 ml_status trainer_apply(Trainer *t, const TrainerCmd *c) {
     MoeConfig *h = &t->model.moe.cfg;
     const int moe = model_has_routing(&t->model); /* the head or a backbone layer routes */
-    if (c->kind == CMD_ANNEAL) {
-        if (!moe)
-            return ml_fail(ML_ERR_STATE, "anneal: the %s head has no router temperature",
-                           moe_head_name(t->cfg.model.head.kind));
-        return trainer_tau_apply(&t->tau, c, t->step, t->total_steps);
-    }
-    if (c->kind != CMD_SET) return ml_fail(ML_ERR_ARG, "not a parameter command");
-    const double v = c->value;
-    if (!isfinite(v)) return ml_fail(ML_ERR_ARG, "set: value must be finite");
-    const CmdParamInfo *pi = cmd_param_info(c->param);
-    if (!pi) return ml_fail(ML_ERR_ARG, "set: unknown parameter");
-    if (pi->needs_moe && !moe) /* the params.h table says which parameters belong to the router */
-        return ml_fail(ML_ERR_STATE, "set: the %s head has no routing parameters",
+    const char *what = c->kind == CMD_ANNEAL ? "anneal" : "set";
+    if (c->kind == CMD_ANNEAL && !moe)
+        return ml_fail(ML_ERR_STATE, "anneal: the %s head has no router temperature",
                        moe_head_name(t->cfg.model.head.kind));
-    const ml_status range = cmd_param_check(c->param, v); /* the bounds of params.h */
-    if (range != ML_OK) return range;
-    if (c->param == PARAM_TAU) return trainer_tau_apply(&t->tau, c, t->step, t->total_steps);
+    if (c->kind != CMD_SET && c->kind != CMD_ANNEAL) return ml_fail(ML_ERR_ARG, "not a parameter command");
+    const double v = c->value;
+    const CmdParamInfo *pi = c->kind == CMD_SET ? cmd_param_info(c->param) : NULL;
+    if (c->kind == CMD_SET) {
+        if (!isfinite(v)) return ml_fail(ML_ERR_ARG, "set: value must be finite");
+        if (!pi) return ml_fail(ML_ERR_ARG, "set: unknown parameter");
+        if (pi->needs_moe && !moe) /* the params.h table says which parameters belong to the router */
+            return ml_fail(ML_ERR_STATE, "set: the %s head has no routing parameters",
+                           moe_head_name(t->cfg.model.head.kind));
+        if (c->param == PARAM_LR && c->layer[0])
+            return ml_fail(ML_ERR_ARG, "set lr: the learning rate is the whole model's (no @%s)", c->layer);
+        const ml_status range = cmd_param_check(c->param, v); /* the bounds of params.h */
+        if (range != ML_OK) return range;
+    }
+    ml_status lst = ML_OK;
+    const int li = cmd_layer(t, c, what, &lst);
+    if (li == -2) return lst;
+    if (trainer_tau_command(c)) {
+        /* every plan (the head's one also stands for the model-wide temperature) or one layer's:
+         * applied to copies first, so a refused command changes none */
+        TauPlan next[MODEL_MAX_BBL + 1];
+        const int n = t->nbl + 1;
+        for (int i = 0; i < n; i++) {
+            next[i] = *layer_plan(t, i);
+            if (li >= 0 && i != li) continue;
+            const ml_status st = trainer_tau_apply(&next[i], c, t->step, t->total_steps);
+            if (st != ML_OK) return st;
+        }
+        for (int i = 0; i < n; i++) *layer_plan(t, i) = next[i];
+        return ML_OK;
+    }
     if (c->param == PARAM_LR) {
         t->lr_override = (float)v;
         return ML_OK;
     }
-    /* the routing knobs: stored once, in the head's live MoeConfig */
+    /* the routing knobs: the head's live MoeConfig and every backbone layer's, or one of them */
     float *const knob[PARAM_COUNT] = {[PARAM_CF] = &h->cf,
                                       [PARAM_ALPHA] = &h->alpha,
                                       [PARAM_BETA] = &h->beta,
                                       [PARAM_NOISE] = &h->noise,
                                       [PARAM_BIAS_RATE] = &h->bias_rate};
     if ((int)c->param >= 0 && c->param < PARAM_COUNT && knob[c->param]) {
-        *knob[c->param] = (float)v;
-        /* the backbone MoE layers share the head's knobs (phase 1: no per-layer commands) */
+        if (li < 0 || li == t->nbl) *knob[c->param] = (float)v;
         const size_t off = (size_t)((char *)knob[c->param] - (char *)h);
-        for (int i = 0; i < t->model.nmoec; i++) *(float *)((char *)&t->model.moec[i].route.cfg + off) = (float)v;
+        for (int i = 0; i < t->nbl; i++)
+            if (li < 0 || li == i) *(float *)((char *)&t->model.moec[t->bl[i].mi].route.cfg + off) = (float)v;
         return ML_OK;
     }
     return ml_fail(ML_ERR_ARG, "set: unknown parameter");
@@ -421,7 +655,30 @@ void trainer_describe(const Trainer *t, RunRecord *r) {
     r->flops_per_sample = model_flops(&t->model);
     r->steps_per_epoch = t->steps_per_epoch;
     r->total_steps = t->total_steps;
-    r->tsne_n = t->cfg.model.head.kind != HEAD_DENSE ? t->tsne_n : 0;
+    r->tsne_n = model_has_routing(&t->model) ? t->tsne_n : 0; /* the primary layer's sample */
+    const Model *m = &t->model;
+    const double total = model_flops(m);
+    const int B = t->cfg.model.batch;
+    r->nlayers = trainer_nlayers(t);
+    for (int i = 0; i < r->nlayers; i++) {
+        LayerInfo *li = &r->layer[i];
+        const MoeConfig *c = i < t->nbl ? &m->moec[t->bl[i].mi].route.cfg : &m->moe.cfg;
+        snprintf(li->name, sizeof li->name, "%s", layer_name(t, i));
+        li->stage = i < t->nbl ? m->moec[t->bl[i].mi].stage : -1;
+        li->kind = c->kind;
+        li->E = c->E;
+        li->k = c->k;
+        li->h = c->h;
+        if (c->kind == HEAD_SOFTMOE_BATCH) li->capacity = moe_slots(c, B);
+        else if (c->kind != HEAD_MOE || !(c->cf > 0.0f)) li->capacity = B;
+        else { /* moe.c's rule: ceil(cf k B / E), within 1..B */
+            long C = (long)ceil((double)c->cf * c->k * B / c->E * (1.0 - 1e-6));
+            li->capacity = (int)(C < 1 ? 1 : C > B ? B : C);
+        }
+        const double routed = i < t->nbl ? c->k * m->moec[t->bl[i].mi].flops_expert : m->flops_routed;
+        li->rho_nominal = total > 0 ? routed / total : 0.0;
+        li->feat_dim = i < t->nbl ? m->moec[t->bl[i].mi].C : m->d;
+    }
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -441,19 +698,54 @@ static void sv(StateView *v, const char *path, void *ptr, StateType type, long d
     r->dims[0] = d0 < 0 ? 1 : d0;
     r->dims[1] = d1 < 0 ? 1 : d1;
     r->hint = hint;
+    r->since = 1;
+}
+/* a row added in format_version 2 (a version-1 checkpoint lacks it: the restore keeps its value) */
+static void sv2(StateView *v, const char *path, void *ptr, StateType type, long d0, long d1, const char *hint) {
+    sv(v, path, ptr, type, d0, d1, hint);
+    v->vars[v->nvars - 1].since = 2;
 }
 #define SCALAR -1, -1
 
 static const char *const rng_paths[4] = {"/rng/init", "/rng/data", "/rng/noise", "/rng/aug"};
 
-/* checkpoint rows of the backbone MoE layer after stage s */
-#define BB_PATHS_(s)                                                                                                   \
-    {                                                                                                                  \
-        "/backbone/moe" #s "/bias", "/backbone/moe" #s "/cf", "/backbone/moe" #s "/alpha", "/backbone/moe" #s "/beta", \
-            "/backbone/moe" #s "/noise", "/backbone/moe" #s "/bias_rate"                                               \
-    }
-static const char *const bb_state_paths[MODEL_MAX_BBL][6] = {BB_PATHS_(0), BB_PATHS_(1), BB_PATHS_(2), BB_PATHS_(3)};
-#undef BB_PATHS_
+/* checkpoint rows of the backbone MoE layer after stage s: its bias and knobs (format 1), and its
+ * collapse windows and views, epoch sums and temperature plan (format 2) */
+#define BB_ROWS_(X, s)                                                                                                \
+    X(s, "bias")                                                                                                      \
+    X(s, "cf")                                                                                                        \
+    X(s, "alpha") X(s, "beta") X(s, "noise") X(s, "bias_rate") X(s, "routewin/ring") X(s, "routewin/n")               \
+        X(s, "routewin/head") X(s, "routewin/pushed") X(s, "routewin/sum") X(s, "routewin/zero_run")                  \
+            X(s, "routewin/ent_ring") X(s, "routewin/share_ring") X(s, "routewin/share_sum") X(s, "routewin/ent_sum") \
+                X(s, "routewin_clean/ring") X(s, "routewin_clean/n") X(s, "routewin_clean/head")                      \
+                    X(s, "routewin_clean/pushed") X(s, "routewin_clean/sum") X(s, "routewin_clean/zero_run")          \
+                        X(s, "routewin_clean/ent_ring") X(s, "routewin_clean/share_ring")                             \
+                            X(s, "routewin_clean/share_sum") X(s, "routewin_clean/ent_sum") BB_VIEW_(X, s, "train")   \
+                                BB_VIEW_(X, s, "clean") BB_VIEW_(X, s, "eval") X(s, "collapse/first_step")            \
+                                    X(s, "ep_drop") X(s, "ep_maxvio") X(s, "ep_rho") X(s, "ep_tau") X(s, "ep_aux")    \
+                                        X(s, "ep_clean") X(s, "tau_base") X(s, "tau_repl") X(s, "tau_has_override")   \
+                                            X(s, "tau_override") X(s, "tau_override_step") X(s, "tau_has_replacement")
+#define BB_VIEW_(X, s, v)                                                                                \
+    X(s, "collapse/" v "/flag")                                                                          \
+    X(s, "collapse/" v "/reason")                                                                        \
+    X(s, "collapse/" v "/expert") X(s, "collapse/" v "/dead") X(s, "collapse/" v "/share")               \
+        X(s, "collapse/" v "/entropy") X(s, "collapse/" v "/first_step") X(s, "collapse/" v "/episodes") \
+            X(s, "collapse/" v "/since")
+#define BB_PATH_(s, x) "/backbone/moe" #s "/" x,
+#define BB_ONE_(s, x) +1
+enum { BB_NROWS = 0 BB_ROWS_(BB_ONE_, 0) };
+static const char *const bb_state_paths[MODEL_MAX_BBL][BB_NROWS] = {
+    {BB_ROWS_(BB_PATH_, 0)}, {BB_ROWS_(BB_PATH_, 1)}, {BB_ROWS_(BB_PATH_, 2)}, {BB_ROWS_(BB_PATH_, 3)}};
+#undef BB_ROWS_
+#undef BB_VIEW_
+#undef BB_PATH_
+#undef BB_ONE_
+#define BB_FORMAT1_ROWS 6 /* rows 0..5 exist since format 1; the rest since format 2 */
+
+/* The rows of one collapse state (two windows, three views, first step) under paths p[0..47], in
+ * the order of the backbone tables above and of the head's /trainer/... tables below. since: the
+ * format version of the rows. */
+static void sv_coll(StateView *v, CollapseState *cs, const char *const *p, int since);
 
 /* What a checkpoint read must satisfy before it is committed (staged[i] = vars[i]'s data). */
 static ml_status state_check(const void *owner, void *const *staged) {
@@ -564,6 +856,24 @@ void trainer_state(Trainer *t, StateView *v) {
         sv(v, p[4], &L->route.cfg.noise, SV_F32, SCALAR, NULL);
         sv(v, p[5], &L->route.cfg.bias_rate, SV_F32, SCALAR, NULL);
     }
+    /* their collapse states, epoch sums and temperature plans (format 2; bl[i] is stage order) */
+    for (int i = 0; i < t->nbl; i++) {
+        TrainerLayer *l = &t->bl[i];
+        const char *const *p = bb_state_paths[t->model.moec[l->mi].stage] + BB_FORMAT1_ROWS;
+        sv_coll(v, &l->coll, p, 2);
+        p += 2 * 10 + 3 * 9 + 1;
+        double *ep[6] = {&l->ep_drop, &l->ep_maxvio, &l->ep_rho, &l->ep_tau, &l->ep_aux, &l->ep_clean};
+        for (int k = 0; k < 6; k++) sv2(v, p[k], ep[k], SV_F64, SCALAR, NULL);
+        p += 6;
+        sv2(v, p[0], &l->tau.base, SV_TAU, SCALAR, NULL);
+        sv2(v, p[1], &l->tau.repl, SV_TAU, SCALAR, NULL);
+        sv2(v, p[2], &l->tau.has_override, SV_I32, SCALAR, NULL);
+        sv2(v, p[3], &l->tau.override_tau, SV_F32, SCALAR, NULL);
+        sv2(v, p[4], &l->tau.override_step, SV_I64, SCALAR, NULL);
+        sv2(v, p[5], &l->tau.has_replacement, SV_I32, SCALAR, NULL);
+    }
+    if (t->nbl > 0 && t->cfg.model.head.kind != HEAD_DENSE)
+        sv2(v, "/trainer/ep_rho_head", &t->ep_rho_head, SV_F64, SCALAR, NULL);
     sv(v, "/trainer/ep_tau", &t->ep_tau, SV_F64, SCALAR, NULL);
     sv(v, "/trainer/ep_aux", &t->ep_aux, SV_F64, SCALAR, NULL);
     sv(v, "/trainer/ep_clean", &t->ep_clean, SV_F64, SCALAR, NULL);
@@ -583,19 +893,62 @@ void trainer_state(Trainer *t, StateView *v) {
     sv(v, "/moe/bias_rate", &h->bias_rate, SV_F32, SCALAR, NULL);
     /* the two windows of the collapse views (training: /trainer/routewin, clean router:
      * /trainer/routewin_clean) and the views' flags and first steps */
-    static const char *const wpaths[2][11] = {
-        {"/trainer/routewin/ring", "/trainer/routewin/n", "/trainer/routewin/head", "/trainer/routewin/pushed",
-         "/trainer/routewin/sum", "/trainer/routewin/zero_run", "/trainer/routewin/ent_ring",
-         "/trainer/routewin/share_ring", "/trainer/routewin/share_sum", "/trainer/routewin/ent_sum"},
-        {"/trainer/routewin_clean/ring", "/trainer/routewin_clean/n", "/trainer/routewin_clean/head",
-         "/trainer/routewin_clean/pushed", "/trainer/routewin_clean/sum", "/trainer/routewin_clean/zero_run",
-         "/trainer/routewin_clean/ent_ring", "/trainer/routewin_clean/share_ring", "/trainer/routewin_clean/share_sum",
-         "/trainer/routewin_clean/ent_sum"},
-    };
-    for (int i = 0; i < 2; i++) {
-        RouteWin *w = i ? &t->coll.clean : &t->coll.train;
-        const char *const *p = wpaths[i];
-        const int W = w->cfg.window;
+    static const char *const head_coll_paths[] = {"/trainer/routewin/ring",
+                                                  "/trainer/routewin/n",
+                                                  "/trainer/routewin/head",
+                                                  "/trainer/routewin/pushed",
+                                                  "/trainer/routewin/sum",
+                                                  "/trainer/routewin/zero_run",
+                                                  "/trainer/routewin/ent_ring",
+                                                  "/trainer/routewin/share_ring",
+                                                  "/trainer/routewin/share_sum",
+                                                  "/trainer/routewin/ent_sum",
+                                                  "/trainer/routewin_clean/ring",
+                                                  "/trainer/routewin_clean/n",
+                                                  "/trainer/routewin_clean/head",
+                                                  "/trainer/routewin_clean/pushed",
+                                                  "/trainer/routewin_clean/sum",
+                                                  "/trainer/routewin_clean/zero_run",
+                                                  "/trainer/routewin_clean/ent_ring",
+                                                  "/trainer/routewin_clean/share_ring",
+                                                  "/trainer/routewin_clean/share_sum",
+                                                  "/trainer/routewin_clean/ent_sum",
+                                                  "/trainer/collapse/train/flag",
+                                                  "/trainer/collapse/train/reason",
+                                                  "/trainer/collapse/train/expert",
+                                                  "/trainer/collapse/train/dead",
+                                                  "/trainer/collapse/train/share",
+                                                  "/trainer/collapse/train/entropy",
+                                                  "/trainer/collapse/train/first_step",
+                                                  "/trainer/collapse/train/episodes",
+                                                  "/trainer/collapse/train/since",
+                                                  "/trainer/collapse/clean/flag",
+                                                  "/trainer/collapse/clean/reason",
+                                                  "/trainer/collapse/clean/expert",
+                                                  "/trainer/collapse/clean/dead",
+                                                  "/trainer/collapse/clean/share",
+                                                  "/trainer/collapse/clean/entropy",
+                                                  "/trainer/collapse/clean/first_step",
+                                                  "/trainer/collapse/clean/episodes",
+                                                  "/trainer/collapse/clean/since",
+                                                  "/trainer/collapse/eval/flag",
+                                                  "/trainer/collapse/eval/reason",
+                                                  "/trainer/collapse/eval/expert",
+                                                  "/trainer/collapse/eval/dead",
+                                                  "/trainer/collapse/eval/share",
+                                                  "/trainer/collapse/eval/entropy",
+                                                  "/trainer/collapse/eval/first_step",
+                                                  "/trainer/collapse/eval/episodes",
+                                                  "/trainer/collapse/eval/since",
+                                                  "/trainer/collapse/first_step"};
+    _Static_assert(sizeof head_coll_paths / sizeof *head_coll_paths == 2 * 10 + 3 * 9 + 1, "48 collapse rows");
+    sv_coll(v, &t->coll, head_coll_paths, 1);
+}
+
+static void sv_coll(StateView *v, CollapseState *cs, const char *const *p, int since) {
+    for (int i = 0; i < 2; i++, p += 10) {
+        RouteWin *w = i ? &cs->clean : &cs->train;
+        const int W = w->cfg.window, E = cs->E;
         sv(v, p[0], w->ring, SV_I32, W, E, "(compare --route-window)");
         sv(v, p[1], &w->n, SV_I32, SCALAR, NULL);
         sv(v, p[2], &w->head, SV_I32, SCALAR, NULL);
@@ -606,21 +959,10 @@ void trainer_state(Trainer *t, StateView *v) {
         sv(v, p[7], w->share_ring, SV_F64, W, -1, NULL);
         sv(v, p[8], &w->share_sum, SV_F64, SCALAR, NULL);
         sv(v, p[9], &w->ent_sum, SV_F64, SCALAR, NULL);
+        for (int k = v->nvars - 10; k < v->nvars; k++) v->vars[k].since = since;
     }
-    static const char *const cpaths[CVIEW_COUNT][9] = {
-        {"/trainer/collapse/train/flag", "/trainer/collapse/train/reason", "/trainer/collapse/train/expert",
-         "/trainer/collapse/train/dead", "/trainer/collapse/train/share", "/trainer/collapse/train/entropy",
-         "/trainer/collapse/train/first_step", "/trainer/collapse/train/episodes", "/trainer/collapse/train/since"},
-        {"/trainer/collapse/clean/flag", "/trainer/collapse/clean/reason", "/trainer/collapse/clean/expert",
-         "/trainer/collapse/clean/dead", "/trainer/collapse/clean/share", "/trainer/collapse/clean/entropy",
-         "/trainer/collapse/clean/first_step", "/trainer/collapse/clean/episodes", "/trainer/collapse/clean/since"},
-        {"/trainer/collapse/eval/flag", "/trainer/collapse/eval/reason", "/trainer/collapse/eval/expert",
-         "/trainer/collapse/eval/dead", "/trainer/collapse/eval/share", "/trainer/collapse/eval/entropy",
-         "/trainer/collapse/eval/first_step", "/trainer/collapse/eval/episodes", "/trainer/collapse/eval/since"},
-    };
-    for (int i = 0; i < CVIEW_COUNT; i++) {
-        CollapseView *cv = &t->coll.view[i];
-        const char *const *p = cpaths[i];
+    for (int i = 0; i < CVIEW_COUNT; i++, p += 9) {
+        CollapseView *cv = &cs->view[i];
         sv(v, p[0], &cv->flag, SV_I32, SCALAR, NULL);
         sv(v, p[1], &cv->reason, SV_I32, SCALAR, NULL);
         sv(v, p[2], &cv->expert, SV_I32, SCALAR, NULL);
@@ -630,8 +972,10 @@ void trainer_state(Trainer *t, StateView *v) {
         sv(v, p[6], &cv->first_step, SV_I64, SCALAR, NULL);
         sv(v, p[7], &cv->episodes, SV_I64, SCALAR, NULL);
         sv(v, p[8], &cv->since, SV_I64, SCALAR, NULL);
+        for (int k = v->nvars - 9; k < v->nvars; k++) v->vars[k].since = since;
     }
-    sv(v, "/trainer/collapse/first_step", &t->coll.first_step, SV_I64, SCALAR, NULL);
+    sv(v, p[0], &cs->first_step, SV_I64, SCALAR, NULL);
+    v->vars[v->nvars - 1].since = since;
 }
 #undef SCALAR
 
@@ -684,7 +1028,7 @@ static void emit(Loop *L, TrainerEventKind kind, const TrainerCmd *c, int logged
     ev.cmd = c ? c->kind : CMD_HELP;
     ev.logged = logged;
     ev.origin = c ? c->origin : CMD_FROM_NONE;
-    ev.layer = -1; /* the one plan every layer follows (per-layer plans: #14 phase 2) */
+    ev.layer = -1; /* every layer's plan changed (the common plan), or the one of an @layer suffix */
     const int o = snprintf(ev.text, sizeof ev.text, "%s", cmd_origin_prefix(ev.origin));
     va_list ap;
     va_start(ap, fmt);
@@ -692,7 +1036,9 @@ static void emit(Loop *L, TrainerEventKind kind, const TrainerCmd *c, int logged
     va_end(ap);
     if (c && (c->kind == CMD_SET || c->kind == CMD_ANNEAL) && kind == TEV_APPLIED) {
         ev.has_plan = 1;
-        ev.plan = L->t->tau;
+        const int li = c->layer[0] ? trainer_layer_find(L->t, c->layer) : -1;
+        ev.layer = li;
+        ev.plan = li >= 0 ? *layer_plan(L->t, li) : L->t->tau;
     }
     L->h->on_event(&ev, L->h->user);
 }
@@ -799,19 +1145,32 @@ static void loop_apply(Loop *L, const TrainerCmd *c) {
  * (once): pause (interactive) / stop (headless), or its commands with origin CMD_FROM_RULE. */
 static void loop_collapse(Loop *L, int rule) {
     Trainer *t = L->t;
-    const int fired = L->fired;
-    L->fired = 0;
-    if (!fired || t->cfg.model.head.kind == HEAD_DENSE) return;
+    const int nl = trainer_nlayers(t);
+    int any = 0;
     char first[192] = "";
-    for (int v = 0; v < CVIEW_COUNT; v++) {
-        if (!(fired & (1 << v))) continue;
-        char d[192];
-        collapse_describe(&t->coll, v, d, sizeof d);
-        if (!first[0]) snprintf(first, sizeof first, "%s", d);
-        emit(L, TEV_COLLAPSE, NULL, 1, "collapse at step %ld (%s view, episode %ld%s): %s", t->step,
-             collapse_view_name(v), t->coll.view[v].episodes,
-             t->coll.view[v].first_step == t->step && t->coll.first_step == t->step ? ", first" : "", d);
+    for (int i = 0; i < nl; i++) { /* the backbone layers in stage order, then the head */
+        const int fired = i < t->nbl ? t->bl[i].fired : t->cfg.model.head.kind != HEAD_DENSE ? L->fired : 0;
+        if (i < t->nbl) t->bl[i].fired = 0;
+        if (!fired) continue;
+        any = 1;
+        const CollapseState *cs = layer_coll(t, i);
+        char name[REC_LAYER_NAME + 2] = ""; /* "moe2: " when more than one layer routes */
+        if (nl > 1) snprintf(name, sizeof name, "%s: ", layer_name(t, i));
+        for (int v = 0; v < CVIEW_COUNT; v++) {
+            if (!(fired & (1 << v))) continue;
+            char d[192];
+            collapse_describe(cs, v, d, sizeof d);
+            if (!first[0]) {
+                snprintf(first, sizeof first, "%s", name);
+                collapse_describe(cs, v, first + strlen(first), sizeof first - strlen(first));
+            }
+            emit(L, TEV_COLLAPSE, NULL, 1, "collapse at step %ld (%s view, episode %ld%s): %s%s", t->step,
+                 collapse_view_name(v), cs->view[v].episodes,
+                 cs->view[v].first_step == t->step && cs->first_step == t->step ? ", first" : "", name, d);
+        }
     }
+    L->fired = 0;
+    if (!any) return;
     if (!rule || t->rule_done || (!t->rule_pause && !t->rule[0])) return;
     t->rule_done = 1;
     TrainerCmd c;

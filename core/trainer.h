@@ -20,6 +20,22 @@
 
 typedef struct Trainer Trainer;
 
+/* One backbone MoE layer's own statistics and temperature (the head's are the Trainer's fields
+ * coll, tau, ep_*, class_expert, tsne_*). Trainer.bl[i] is routed layer i of the records
+ * (RunRecord.layer[i]): the backbone layers in stage order, the head after them. */
+typedef struct {
+    TauPlan tau;                         /* its temperature plan (starts as the launch plan) */
+    CollapseState coll;                  /* its collapse flag on three views */
+    double ep_drop, ep_maxvio, ep_rho;   /* sums of the current epoch: drop fraction, MaxVio, its rho */
+    double ep_tau, ep_aux, ep_clean;     /* tau, L_aux, clean first-choice share */
+    int *class_expert;                   /* (classes, E) first choices of the last evaluation */
+    float *tsne_feat;                    /* (tsne_n, C) its pooled router input of the t-SNE sample */
+    int *tsne_expert;                    /* (tsne_n) its first choice */
+    long eval_selected[MOE_MAX_EXPERTS]; /* (E) all-k selections in the last evaluation */
+    int mi;                              /* its index in model.moec */
+    int fired;                           /* collapse views that rose since the last boundary */
+} TrainerLayer;
+
 /* What trainer_run is driven by. Every member may be NULL / 0. */
 typedef struct {
     /* The command source: the next command due at this step boundary (`step` = steps completed),
@@ -88,11 +104,20 @@ struct Trainer {
     int rule_done;      /* 1 once the rule was applied */
     char rule[224];     /* the on-collapse commands ("" none), parsed by TrainHooks.parse_rule */
     TrainerState state; /* what on_state publishes */
+    /* ---- the backbone MoE layers (issue #14 phase 2), in stage order */
+    TrainerLayer bl[MODEL_MAX_BBL];
+    double ep_rho_head; /* the head's own rho summed over the current epoch (ep_rho: the model total) */
+    int nbl;            /* backbone MoE layers (model.nmoec) */
+    int bl_pad_;
 };
 
 /* src is copied (its ctx must outlive the trainer). */
 ml_status trainer_init(Trainer *t, const TrainConfig *cfg, const BatchSource *src);
 void trainer_free(Trainer *t);
+/* Routed layers of the records: nbl backbone layers, then the head if it routes. */
+int trainer_nlayers(const Trainer *t);
+/* The routed layer called name ("moe2", "head"): its records index, or -1. */
+int trainer_layer_find(const Trainer *t, const char *name);
 /* The run's description for sessions and views. */
 void trainer_describe(const Trainer *t, RunRecord *r);
 /* The resumable state as a table over this trainer (see state.h). */

@@ -524,9 +524,9 @@ static ml_status read_all(hid_t file, const StateView *v, Stage *s, const char *
     int64_t fv = 0;
     ml_status st = h5u_read_attr_i64(file, "format_version", &fv, f);
     if (st != ML_OK) return st;
-    if (fv != SESSION_FORMAT_VERSION)
-        return ml_fail(ML_ERR_FORMAT, "%s: format_version %lld, this moelab reads %d", f, (long long)fv,
-                       SESSION_FORMAT_VERSION);
+    if (fv < 1 || fv > SESSION_FORMAT_VERSION)
+        return ml_fail(ML_ERR_FORMAT, "%s: format_version %lld, this moelab reads 1..%d (written by a newer moelab?)",
+                       f, (long long)fv, SESSION_FORMAT_VERSION);
     Entry *en = ml_alloc(sizeof(Entry) * MAX_ENTRIES);
     if (!en) return ml_fail(ML_ERR_NOMEM, "out of memory");
     const int np = param_entries(m, en);
@@ -542,11 +542,23 @@ static ml_status read_all(hid_t file, const StateView *v, Stage *s, const char *
         snprintf(path, sizeof path, "/buffers/%s", be[i].name);
         st = h5u_check_shape(file, path, be[i].ndim, be[i].dims, f, SHAPE_HINT);
     }
+    /* rows added after the checkpoint's format version that it lacks: the restore keeps their
+     * current (trainer_init) values */
+    char *absent = ml_alloc((size_t)(v->nvars > 0 ? v->nvars : 1));
+    if (!absent) {
+        ml_free(en);
+        return ml_fail(ML_ERR_NOMEM, "out of memory");
+    }
+    for (int i = 0; i < v->nvars; i++) {
+        absent[i] = v->vars[i].since > fv && H5Lexists(file, v->vars[i].path, H5P_DEFAULT) <= 0;
+        H5Eclear2(H5E_DEFAULT);
+    }
     for (int i = 0; i < v->nvars && st == ML_OK; i++) {
         const StateVar *r = &v->vars[i];
         hsize_t d[2];
         var_dims(r, d);
-        if (r->rank > 0) st = h5u_check_shape(file, r->path, r->rank, d, f, r->hint ? r->hint : SHAPE_HINT);
+        if (r->rank > 0 && !absent[i])
+            st = h5u_check_shape(file, r->path, r->rank, d, f, r->hint ? r->hint : SHAPE_HINT);
     }
     if (st == ML_OK && !moe && H5Lexists(file, "/moe", H5P_DEFAULT) > 0)
         st =
@@ -579,6 +591,10 @@ static ml_status read_all(hid_t file, const StateView *v, Stage *s, const char *
     ml_free(en);
     for (int i = 0; i < v->nvars && st == ML_OK; i++) {
         const StateVar *r = &v->vars[i];
+        if (absent[i]) {
+            memcpy(s->var[i], r->ptr, state_type_size(r->type) * (size_t)state_var_count(r));
+            continue;
+        }
         hid_t ft, mt;
         int owned;
         hsize_t d[2];
@@ -589,6 +605,7 @@ static ml_status read_all(hid_t file, const StateView *v, Stage *s, const char *
         else if (st == ML_OK)
             st = check_crc_path(file, r->path, s->var[i], state_type_size(r->type) * (size_t)state_var_count(r), f);
     }
+    ml_free(absent);
     if (st != ML_OK) return st;
     /* what the values must satisfy (a damaged index must never reach the data source) */
     if (v->check && v->check(v->owner, s->var) != ML_OK) {
@@ -704,9 +721,9 @@ ml_status ckpt_validate(const char *path, long *step) {
     if (st != ML_OK) return st;
     int64_t fv = 0, s = 0;
     st = h5u_read_attr_i64(file, "format_version", &fv, path);
-    if (st == ML_OK && fv != SESSION_FORMAT_VERSION)
-        st = ml_fail(ML_ERR_FORMAT, "%s: format_version %lld, this moelab reads %d", path, (long long)fv,
-                     SESSION_FORMAT_VERSION);
+    if (st == ML_OK && (fv < 1 || fv > SESSION_FORMAT_VERSION))
+        st = ml_fail(ML_ERR_FORMAT, "%s: format_version %lld, this moelab reads 1..%d (written by a newer moelab?)",
+                     path, (long long)fv, SESSION_FORMAT_VERSION);
     if (st == ML_OK) st = h5u_read_attr_i64(file, "step", &s, path);
     static const char *required[] = {
         "/weights",           "/buffers",      "/optimizer/m",  "/optimizer/t", "/rng/init",

@@ -174,10 +174,12 @@ static ml_status export_scalars(hid_t f, const char *path, const char *outdir, c
     return st;
 }
 
-/* expert_load.csv, one row per (step record, expert): the four (T, E) datasets of /steps. */
-static ml_status export_expert_load(hid_t f, const char *path, const char *outdir, int E, long rows) {
+/* expert_load.csv, one row per (step record, expert): the four (T, E) datasets of /steps (or of
+ * a layer's steps group). */
+static ml_status export_expert_load(hid_t f, const char *path, const char *outdir, int E, long rows, const char *group,
+                                    const char *file) {
     Csv c;
-    ml_status st = csv_open(&c, outdir, "expert_load.csv");
+    ml_status st = csv_open(&c, outdir, file);
     if (st != ML_OK) return st;
     double *step = NULL;
     int32_t *demand = NULL, *kept = NULL;
@@ -185,9 +187,12 @@ static ml_status export_expert_load(hid_t f, const char *path, const char *outdi
     fputs("step,expert,demand_pairs,kept_pairs,mean_gate_prob,bias_logit", c.f);
     csv_eol(&c);
     if (E > 0 && rows > 0) {
-        st = sess_read_rows(f, "/steps/step", (hsize_t)rows, H5T_NATIVE_DOUBLE, (void **)&step, path);
+        char vb[5][96];
+        static const char *const vn[5] = {"step", "demand", "kept", "mean_gate", "bias"};
+        for (int v = 0; v < 5; v++) snprintf(vb[v], sizeof vb[v], "%s/%s", group, vn[v]);
+        st = sess_read_rows(f, vb[0], (hsize_t)rows, H5T_NATIVE_DOUBLE, (void **)&step, path);
         /* the [T, E] datasets may be a block behind the scalars while a writer is active */
-        const char *vec[4] = {"/steps/demand", "/steps/kept", "/steps/mean_gate", "/steps/bias"};
+        const char *vec[4] = {vb[1], vb[2], vb[3], vb[4]};
         for (int v = 0; st == ML_OK && v < 4; v++) {
             hid_t d = H5Dopen2(f, vec[v], H5P_DEFAULT);
             const long r = d >= 0 ? sess_rows(d) : -1;
@@ -405,9 +410,12 @@ static ml_status export_config(hid_t f, const char *path, const char *outdir) {
     return st != ML_OK ? st : cs;
 }
 
-static ml_status export_class_expert(hid_t f, const char *path, const char *outdir, int E, long rows) {
+static ml_status export_class_expert(hid_t f, const char *path, const char *outdir, int E, long rows, const char *group,
+                                     const char *file) {
     Csv c;
-    ml_status st = csv_open(&c, outdir, "class_expert.csv");
+    ml_status st = csv_open(&c, outdir, file);
+    char ds[96];
+    snprintf(ds, sizeof ds, "%s/class_expert", group);
     if (st != ML_OK) return st;
     fputs("eval,epoch,class,class_name", c.f);
     for (int e = 0; e < E; e++) fprintf(c.f, ",e%d_first_choices", e);
@@ -419,18 +427,17 @@ static ml_status export_class_expert(hid_t f, const char *path, const char *outd
     if (E > 0 && rows > 0) {
         st = sess_read_strings(f, "/run/class_names", &names, &K, path);
         if (st == ML_OK) {
-            hid_t d = H5Dopen2(f, "/evals/class_expert", H5P_DEFAULT);
+            hid_t d = H5Dopen2(f, ds, H5P_DEFAULT);
             hsize_t dims[4];
             const int r = d >= 0 ? h5u_dims(d, dims, 4, 1) : -1;
             h5u_close(d);
             if (r != 3 || dims[1] != (hsize_t)K || dims[2] != (hsize_t)E)
-                st = ml_fail(ML_ERR_FORMAT, "%s: /evals/class_expert is not (N, %d, %d)", path, K, E);
+                st = ml_fail(ML_ERR_FORMAT, "%s: %s is not (N, %d, %d)", path, ds, K, E);
             else if ((long)dims[0] < rows) rows = (long)dims[0];
         }
         if (st == ML_OK)
             st = sess_read_rows(f, "/evals/epoch", (hsize_t)rows, H5T_NATIVE_DOUBLE, (void **)&epoch, path);
-        if (st == ML_OK)
-            st = sess_read_rows(f, "/evals/class_expert", (hsize_t)rows, H5T_NATIVE_INT32, (void **)&ce, path);
+        if (st == ML_OK) st = sess_read_rows(f, ds, (hsize_t)rows, H5T_NATIVE_INT32, (void **)&ce, path);
         for (long i = 0; st == ML_OK && i < rows; i++) {
             for (int k = 0; k < K; k++) {
                 fprintf(c.f, "%ld,", i);
@@ -477,6 +484,39 @@ static ml_status export_events(hid_t f, const char *path, const char *outdir) {
     return st != ML_OK ? st : cs;
 }
 
+/* Format 2: per routed layer NAME, layer_NAME_steps.csv, layer_NAME_expert_load.csv,
+ * layer_NAME_evals.csv and layer_NAME_class_expert.csv, the same tables as the top level's. */
+static ml_status export_layers(hid_t f, const char *path, const char *outdir, long nevals) {
+    char names[REC_MAX_LAYERS][REC_LAYER_NAME];
+    int nl = 0;
+    ml_status st = sess_read_layers(f, names, &nl, path);
+    for (int l = 0; l < nl && st == ML_OK; l++) {
+        char g[64], file[96];
+        long ns = 0, ne = 0;
+        snprintf(g, sizeof g, "/layers/%s/steps", names[l]);
+        snprintf(file, sizeof file, "layer_%s_steps.csv", names[l]);
+        st = export_scalars(f, path, outdir, g, sess_layer_step_cols, LSC_N, file, &ns);
+        int64_t E = 0;
+        char gp[64];
+        snprintf(gp, sizeof gp, "/layers/%s", names[l]);
+        hid_t lg = st == ML_OK ? H5Gopen2(f, gp, H5P_DEFAULT) : -1;
+        if (st == ML_OK && lg < 0) st = h5u_fail(ML_ERR_FORMAT, path, gp, "cannot open group");
+        if (st == ML_OK) st = h5u_read_attr_i64(lg, "experts", &E, path);
+        h5u_close(lg);
+        if (st == ML_OK && (E < 1 || E > MOE_MAX_EXPERTS))
+            st = ml_fail(ML_ERR_FORMAT, "%s: %s@experts = %lld", path, gp, (long long)E);
+        snprintf(file, sizeof file, "layer_%s_expert_load.csv", names[l]);
+        if (st == ML_OK) st = export_expert_load(f, path, outdir, (int)E, ns, g, file);
+        snprintf(g, sizeof g, "/layers/%s/evals", names[l]);
+        snprintf(file, sizeof file, "layer_%s_evals.csv", names[l]);
+        if (st == ML_OK) st = export_scalars(f, path, outdir, g, sess_layer_eval_cols, LEC_N, file, &ne);
+        if (ne > nevals) ne = nevals; /* class_expert.csv takes the epoch from /evals/epoch */
+        snprintf(file, sizeof file, "layer_%s_class_expert.csv", names[l]);
+        if (st == ML_OK) st = export_class_expert(f, path, outdir, (int)E, ne, g, file);
+    }
+    return st;
+}
+
 ml_status session_export_csv(const char *dir, const char *outdir) {
     h5u_quiet();
     char path[H5U_PATH_MAX];
@@ -493,12 +533,13 @@ ml_status session_export_csv(const char *dir, const char *outdir) {
     if (st == ML_OK) st = h5u_mkdirs(outdir);
     long nsteps = 0, nevals = 0;
     if (st == ML_OK) st = export_scalars(f, path, outdir, "/steps", sess_step_cols, SC_N, "steps.csv", &nsteps);
-    if (st == ML_OK) st = export_expert_load(f, path, outdir, (int)E, nsteps);
+    if (st == ML_OK) st = export_expert_load(f, path, outdir, (int)E, nsteps, "/steps", "expert_load.csv");
     if (st == ML_OK) st = export_scalars(f, path, outdir, "/evals", sess_eval_cols, EC_N, "evals.csv", &nevals);
-    if (st == ML_OK) st = export_class_expert(f, path, outdir, (int)E, nevals);
+    if (st == ML_OK) st = export_class_expert(f, path, outdir, (int)E, nevals, "/evals", "class_expert.csv");
     if (st == ML_OK) st = export_tsne(f, path, outdir, nevals);
     if (st == ML_OK) st = export_config(f, path, outdir);
     if (st == ML_OK) st = export_events(f, path, outdir);
+    if (st == ML_OK) st = export_layers(f, path, outdir, nevals);
     H5Fclose(f);
     H5Eclear2(H5E_DEFAULT);
     return st;

@@ -365,6 +365,223 @@ static ml_status read_evals(const Ld *L, SessionHistory *h) {
     return ML_OK;
 }
 
+/* ------------------------------------------------------------------ /layers (format 2) */
+
+/* An integer attribute of group path g (0 when missing). */
+static long layer_attr(const Ld *L, hid_t g, const char *name) {
+    int64_t v = 0;
+    if (h5u_read_attr_i64(g, name, &v, L->path) != ML_OK) v = 0;
+    H5Eclear2(H5E_DEFAULT);
+    return (long)v;
+}
+
+/* Rows of every dataset of layer group gp/sub (cols) and its per-expert ones: the minimum into *n. */
+static ml_status layer_rows(const Ld *L, const char *gp, const SessCol *cols, int ncols, long *n) {
+    char name[256];
+    long r = 0;
+    for (int c = 0; c < ncols; c++) {
+        snprintf(name, sizeof name, "%s/%s", gp, cols[c].name);
+        ml_status st = ds_shape(L, name, 1, NULL, &r, NULL);
+        if (st != ML_OK) return st;
+        if (r < *n) *n = r;
+    }
+    return ML_OK;
+}
+
+static ml_status read_layers_v2(const Ld *L, SessionHistory *h) {
+    char names[REC_MAX_LAYERS][REC_LAYER_NAME];
+    int nl = 0;
+    ml_status st = sess_read_layers(L->f, names, &nl, L->path);
+    if (st != ML_OK || nl == 0) return st;
+    const int K = h->K;
+    long ns = h->nsteps, ne = h->nevals;
+    char gp[64], name[160];
+    int ltn[REC_MAX_LAYERS] = {0};
+    for (int l = 0; l < nl; l++) {
+        LayerInfo *li = &h->layer[l];
+        snprintf(li->name, sizeof li->name, "%s", names[l]);
+        snprintf(gp, sizeof gp, "/layers/%s", names[l]);
+        hid_t g = H5Gopen2(L->f, gp, H5P_DEFAULT);
+        if (g < 0) return h5u_fail(ML_ERR_FORMAT, L->path, gp, "cannot open group");
+        li->stage = (int)layer_attr(L, g, "stage");
+        li->E = (int)layer_attr(L, g, "experts");
+        li->k = (int)layer_attr(L, g, "k");
+        li->h = (int)layer_attr(L, g, "hidden");
+        li->capacity = (int)layer_attr(L, g, "capacity");
+        double rho = 0;
+        if (h5u_read_attr_f64(g, "rho_nominal", &rho, L->path) == ML_OK) li->rho_nominal = rho;
+        char kind[32] = "moe";
+        h5u_read_attr_str(g, "kind", kind, sizeof kind, L->path);
+        H5Eclear2(H5E_DEFAULT);
+        H5Gclose(g);
+        HeadKind hk = HEAD_MOE;
+        if (moe_parse_head(kind, &hk) == ML_OK) li->kind = (int)hk;
+        if (li->E < 1 || li->E > MOE_MAX_EXPERTS)
+            return ml_fail(ML_ERR_FORMAT, "%s: %s@experts is %d", L->path, gp, li->E);
+        snprintf(name, sizeof name, "%s/steps", gp);
+        if ((st = layer_rows(L, name, sess_layer_step_cols, LSC_N, &ns)) != ML_OK) return st;
+        const long E = li->E;
+        for (int c = 0; c < SV_N; c++) {
+            long r = 0;
+            snprintf(name, sizeof name, "%s/steps/%s", gp, sess_step_vecs[c].name);
+            if ((st = ds_shape(L, name, 2, &E, &r, NULL)) != ML_OK) return st;
+            if (r < ns) ns = r;
+        }
+        snprintf(name, sizeof name, "%s/evals", gp);
+        if ((st = layer_rows(L, name, sess_layer_eval_cols, LEC_N, &ne)) != ML_OK) return st;
+        const long ke[2] = {K, E};
+        long r = 0;
+        snprintf(name, sizeof name, "%s/evals/class_expert", gp);
+        if ((st = ds_shape(L, name, 3, ke, &r, NULL)) != ML_OK) return st;
+        if (r < ne) ne = r;
+        snprintf(name, sizeof name, "%s/evals/tsne_features", gp);
+        if (H5Lexists(L->f, name, H5P_DEFAULT) > 0) {
+            hsize_t dims[4] = {0};
+            const long any2[2] = {-1, -1};
+            if ((st = ds_shape(L, name, 3, any2, &r, dims)) != ML_OK) return st;
+            if (dims[2] > INT_MAX) return ml_fail(ML_ERR_FORMAT, "%s: %s has dims beyond int", L->path, name);
+            if (dims[1] > INT_MAX) return ml_fail(ML_ERR_FORMAT, "%s: %s has dims beyond int", L->path, name);
+            li->feat_dim = (int)dims[2];
+            ltn[l] = (int)dims[1];
+            if (r < ne) ne = r;
+        }
+        H5Eclear2(H5E_DEFAULT);
+    }
+    /* the rows every layer has (a crash can leave the per-layer columns shorter) */
+    h->nsteps = ns;
+    h->nevals = (int)ne;
+    h->nlayers = nl;
+    for (int l = 0; l < nl && st == ML_OK; l++) {
+        const LayerInfo *li = &h->layer[l];
+        const int E = li->E;
+        for (int c = 0; c < LSC_N && st == ML_OK && ns > 0; c++) {
+            const SessCol *col = &sess_layer_step_cols[c];
+            if (col->field == SF_ROW) continue;
+            snprintf(name, sizeof name, "/layers/%s/steps/%s", li->name, col->name);
+            double *dv = NULL;
+            if ((st = sess_read_rows(L->f, name, (hsize_t)ns, H5T_NATIVE_DOUBLE, (void **)&dv, L->path)) != ML_OK)
+                break;
+            for (long i = 0; i < ns; i++) sess_col_set(col, &h->steps[i].layer[l], dv[i]);
+            ml_free(dv);
+        }
+        for (int c = 0; c < SV_N && st == ML_OK && ns > 0; c++) {
+            snprintf(name, sizeof name, "/layers/%s/steps/%s", li->name, sess_step_vecs[c].name);
+            void *buf = NULL;
+            const int is_int = sess_step_vecs[c].is_int;
+            st = sess_read_rows(L->f, name, (hsize_t)ns, is_int ? H5T_NATIVE_INT32 : H5T_NATIVE_FLOAT, &buf, L->path);
+            if (st != ML_OK) break;
+            const int32_t *iv = buf;
+            const float *fv = buf;
+            for (long i = 0; i < ns; i++) {
+                MoeStepStats *m = &h->steps[i].layer[l].moe;
+                for (int e = 0; e < E; e++) {
+                    const size_t j = (size_t)i * (size_t)E + (size_t)e;
+                    if (c == SV_DEMAND) m->demand[e] = iv[j];
+                    else if (c == SV_KEPT) m->kept[e] = iv[j];
+                    else if (c == SV_MEAN_GATE) m->mean_gate[e] = fv[j];
+                    else m->bias[e] = fv[j];
+                }
+            }
+            ml_free(buf);
+        }
+        for (long i = 0; i < ns; i++) { /* what the columns do not hold */
+            MoeStepStats *m = &h->steps[i].layer[l].moe;
+            m->B = h->batch;
+            m->E = E;
+            m->k = li->k;
+            m->training = 1;
+            m->dropless = m->capacity >= h->batch;
+            h->steps[i].nlayers = nl;
+        }
+        for (int c = 0; c < LEC_N && st == ML_OK && ne > 0; c++) {
+            const SessCol *col = &sess_layer_eval_cols[c];
+            if (col->field == SF_ROW) continue;
+            snprintf(name, sizeof name, "/layers/%s/evals/%s", li->name, col->name);
+            double *dv = NULL;
+            if ((st = sess_read_rows(L->f, name, (hsize_t)ne, H5T_NATIVE_DOUBLE, (void **)&dv, L->path)) != ML_OK)
+                break;
+            for (long i = 0; i < ne; i++) sess_col_set(col, &h->evals[i].layer[l], dv[i]);
+            ml_free(dv);
+        }
+        if (st == ML_OK && ne > 0) {
+            snprintf(name, sizeof name, "/layers/%s/evals/class_expert", li->name);
+            st = sess_read_rows(L->f, name, (hsize_t)ne, H5T_NATIVE_INT, (void **)&h->lce[l], L->path);
+        }
+        for (long i = 0; i < ne && st == ML_OK; i++) {
+            EvalLayer *el = &h->evals[i].layer[l];
+            el->classes = K;
+            el->experts = E;
+            el->class_expert = h->lce[l] + (size_t)i * (size_t)K * (size_t)E;
+            el->tsne_n = ltn[l];
+            el->feat_dim = li->feat_dim;
+            h->evals[i].nlayers = nl;
+        }
+    }
+    return st;
+}
+
+/* A version-1 file: a routing head is the one routed layer, its columns the top-level ones. */
+static void layers_from_v1(SessionHistory *h) {
+    if (h->E <= 0) return;
+    h->nlayers = 1;
+    LayerInfo *li = &h->layer[0];
+    snprintf(li->name, sizeof li->name, "head");
+    li->stage = -1;
+    HeadKind hk = HEAD_MOE;
+    if (moe_parse_head(h->info.head, &hk) == ML_OK) li->kind = (int)hk;
+    li->E = h->E;
+    li->k = h->info.k;
+    li->h = h->info.hidden;
+    li->capacity = h->nsteps > 0 ? h->steps[h->nsteps - 1].moe.capacity : h->batch;
+    li->rho_nominal = h->rho_nominal;
+    li->feat_dim = h->d;
+    for (long i = 0; i < h->nsteps; i++) {
+        StepRecord *s = &h->steps[i];
+        StepLayer *l = &s->layer[0];
+        s->nlayers = 1;
+        l->moe = s->moe;
+        l->rho_realized = s->rho_realized;
+        l->dead_experts = s->dead_experts;
+        l->window_load_entropy = s->window_load_entropy;
+        l->collapsed = s->collapsed;
+        l->collapse_reason = s->collapse_reason;
+        l->collapse_views = s->collapse_views;
+        l->collapse_first_step = s->collapse_first_step;
+        memcpy(l->collapse_text, s->collapse_text, sizeof l->collapse_text);
+    }
+    for (int i = 0; i < h->nevals; i++) {
+        EvalRecord *v = &h->evals[i];
+        EvalLayer *l = &v->layer[0];
+        v->nlayers = 1;
+        l->train_drop_frac = v->train_drop_frac;
+        l->train_maxvio = v->train_maxvio;
+        l->train_rho_realized = v->train_rho_realized;
+        l->window_load_entropy = v->window_load_entropy;
+        l->window_first_share = v->window_first_share;
+        l->dead_experts = v->dead_experts;
+        l->epoch_tau = v->epoch_tau;
+        l->epoch_l_aux = v->epoch_l_aux;
+        l->epoch_clean_first_share = v->epoch_clean_first_share;
+        l->collapsed = v->collapsed;
+        l->collapse_reason = v->collapse_reason;
+        l->collapse_views = v->collapse_views;
+        l->collapse_first_step = v->collapse_first_step;
+        l->collapse_first_train = v->collapse_first_train;
+        l->collapse_first_clean = v->collapse_first_clean;
+        l->collapse_first_eval = v->collapse_first_eval;
+        l->classes = v->classes;
+        l->experts = v->experts;
+        l->class_expert = v->class_expert;
+        l->mutual_info = v->mutual_info;
+        l->test_load_entropy = v->test_load_entropy;
+        l->test_first_share = v->test_first_share;
+        l->test_dead_first = v->test_dead_first;
+        l->test_dead_topk = v->test_dead_topk;
+        l->tsne_n = v->tsne_n;
+        l->feat_dim = v->feat_dim;
+    }
+}
+
 /* ------------------------------------------------------------------ load / free */
 
 void session_history_free(SessionHistory *h) {
@@ -375,6 +592,7 @@ void session_history_free(SessionHistory *h) {
     ml_free(h->evals);
     ml_free(h->eval_wall);
     ml_free(h->ce);
+    for (int l = 0; l < REC_MAX_LAYERS; l++) ml_free(h->lce[l]);
     free(h->events);
     memset(h, 0, sizeof *h);
 }
@@ -414,6 +632,8 @@ ml_status session_history_load(const char *dir_or_file, SessionHistory *h) {
     if (st == ML_OK) st = read_events(&L, h);
     if (st == ML_OK) st = read_steps(&L, h, cfg);
     if (st == ML_OK) st = read_evals(&L, h);
+    if (st == ML_OK && h->info.format_version >= 2) st = read_layers_v2(&L, h);
+    else if (st == ML_OK) layers_from_v1(h);
     json_decref(cfg);
     ml_free(json);
     if (H5Fclose(f) < 0 && st == ML_OK) st = h5u_fail(ML_ERR_FORMAT, path, "", "cannot close");
@@ -527,6 +747,50 @@ static ml_status read_one_row(hid_t f, const char *path, const char *name, int e
         return st;
     }
     *out = buf;
+    return ML_OK;
+}
+
+ml_status session_history_layer_tsne(const SessionHistory *h, int l, int ev, float **feat, int **expert, int **label,
+                                     int *n, int *d) {
+    h5u_quiet();
+    if (feat) *feat = NULL;
+    if (expert) *expert = NULL;
+    if (label) *label = NULL;
+    if (n) *n = 0;
+    if (d) *d = 0;
+    if (!h || !feat || !expert || !label || !n || !d)
+        return ml_fail(ML_ERR_ARG, "session_history_layer_tsne: missing argument");
+    if (l < 0 || l >= h->nlayers) return ml_fail(ML_ERR_ARG, "%s: no routed layer %d", h->path, l);
+    if (h->info.format_version < 2) return session_history_tsne(h, ev, feat, expert, label, n, d); /* the head */
+    if (ev < 0 || ev >= h->nevals)
+        return ml_fail(ML_ERR_ARG, "%s: evaluation %d is out of range (%d loaded)", h->path, ev, h->nevals);
+    const int tn = h->evals[ev].layer[l].tsne_n, fd = h->evals[ev].layer[l].feat_dim;
+    if (tn <= 0 || fd <= 0) return ml_fail(ML_ERR_ARG, "%s: layer %s has no t-SNE sample", h->path, h->layer[l].name);
+    char path[H5U_PATH_MAX], nf[96], ne_[96], nl[96];
+    hid_t f = -1;
+    ml_status st = sess_open_read(h->path, &f, path, sizeof path);
+    if (st != ML_OK) return st;
+    snprintf(nf, sizeof nf, "/layers/%s/evals/tsne_features", h->layer[l].name);
+    snprintf(ne_, sizeof ne_, "/layers/%s/evals/tsne_expert", h->layer[l].name);
+    snprintf(nl, sizeof nl, "/layers/%s/evals/tsne_label", h->layer[l].name);
+    const hsize_t nd[2] = {(hsize_t)tn, (hsize_t)fd}, n1 = (hsize_t)tn;
+    void *fb = NULL, *eb = NULL, *lb = NULL;
+    st = read_one_row(f, path, nf, ev, 2, nd, H5T_NATIVE_FLOAT, &fb);
+    if (st == ML_OK) st = read_one_row(f, path, ne_, ev, 1, &n1, H5T_NATIVE_INT, &eb);
+    if (st == ML_OK) st = read_one_row(f, path, nl, ev, 1, &n1, H5T_NATIVE_INT, &lb);
+    H5Fclose(f);
+    H5Eclear2(H5E_DEFAULT);
+    if (st != ML_OK) {
+        ml_free(fb);
+        ml_free(eb);
+        ml_free(lb);
+        return st;
+    }
+    *feat = fb;
+    *expert = eb;
+    *label = lb;
+    *n = tn;
+    *d = fd;
     return ML_OK;
 }
 

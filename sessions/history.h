@@ -43,6 +43,12 @@ typedef struct {
     /* /events */
     long nevents;
     SessionEventRow *events; /* (nevents) malloc'd */
+    /* the routed layers (format 2: /layers; a version-1 file with a routing head: the head, from
+     * the top-level columns). steps[i].layer / evals[i].layer are filled (nlayers each), their
+     * class_expert pointing into lce[l]; t-SNE pointers NULL (session_history_layer_tsne) */
+    int nlayers;
+    LayerInfo layer[REC_MAX_LAYERS]; /* name, stage, kind, E, k, h, capacity, rho_nominal, feat_dim */
+    int *lce[REC_MAX_LAYERS];        /* (nevals, K, E_l); NULL where it is the top-level ce */
 } SessionHistory;
 
 /* Reads DIR/live.h5 (or a path to an .h5 file) into h (zeroed first). On error h is left empty
@@ -70,5 +76,9 @@ void session_history_events_around(const SessionHistory *h, long step, int befor
  * --tsne-samples 0) or ev is out of range. */
 ml_status session_history_tsne(const SessionHistory *h, int ev, float **feat, int **expert, int **label, int *n,
                                int *d);
+
+/* The same for routed layer l (its pooled router input; format 2). ML_ERR_ARG without one. */
+ml_status session_history_layer_tsne(const SessionHistory *h, int l, int ev, float **feat, int **expert, int **label,
+                                     int *n, int *d);
 
 #endif

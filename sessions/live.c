@@ -29,8 +29,21 @@ enum {
     DS_TSNE_LABEL,
     DS_EVENTS,
     DS_STATUS,
-    DS_N
+    DS_BASE_N
 };
+/* format 2: the datasets of routed layer l, at LDS(l, LD_*) */
+enum {
+    LD_STEP0 = 0,
+    LD_SVEC0 = LD_STEP0 + LSC_N,
+    LD_EVAL0 = LD_SVEC0 + SV_N,
+    LD_CLASS_EXPERT = LD_EVAL0 + LEC_N,
+    LD_TSNE_FEAT,
+    LD_TSNE_EXPERT,
+    LD_TSNE_LABEL,
+    LD_N
+};
+#define DS_N (DS_BASE_N + REC_MAX_LAYERS * LD_N)
+#define LDS(l, j) (DS_BASE_N + (l)*LD_N + (j))
 
 #define STEP_CHUNK 512 /* rows per chunk of the /steps scalars (4 KiB) */
 #define SVEC_CHUNK 256 /* rows per chunk of the /steps [T, E] datasets */
@@ -42,7 +55,7 @@ struct SessionLive {
     hid_t file;
     hid_t ds[DS_N];        /* -1 when absent (dense head, no t-SNE sample) */
     char dirty[DS_N];      /* written since the last flush */
-    char dspath[DS_N][48]; /* for messages */
+    char dspath[DS_N][64]; /* for messages */
     hid_t event_type, status_type;
     int E, K, tsne_n, feat_dim;
     hsize_t n_steps, n_evals, n_events; /* rows in the file */
@@ -53,7 +66,15 @@ struct SessionLive {
     int fd;                                                  /* the file's descriptor for the space guard (-1: none) */
     hsize_t reserved;                                        /* bytes reserved with posix_fallocate */
     int failed;                                              /* sticky: the first write error disables the writer */
-    int hdf5_broken;                                         /* the error happened inside HDF5 (not the space guard) */
+    int version;                                             /* format_version of the file (1: no /layers) */
+    int nlayers;                                             /* routed layers with datasets under /layers */
+    char lname[REC_MAX_LAYERS][REC_LAYER_NAME];
+    int lE[REC_MAX_LAYERS], lfeat[REC_MAX_LAYERS]; /* experts, t-SNE feature width of each layer */
+    int ltsne_n;                                   /* t-SNE samples of the layers (0: none stored) */
+    double lsbuf[REC_MAX_LAYERS][LSC_N][SESSION_STEP_BLOCK];
+    int32_t lvi[REC_MAX_LAYERS][2][SESSION_STEP_BLOCK * MOE_MAX_EXPERTS];
+    float lvf[REC_MAX_LAYERS][2][SESSION_STEP_BLOCK * MOE_MAX_EXPERTS];
+    int hdf5_broken; /* the error happened inside HDF5 (not the space guard) */
     ml_status fail_st;
     char fail_msg[1024];
 };
@@ -64,15 +85,32 @@ static void live_init_table(struct SessionLive *p) {
     p->file = p->event_type = p->status_type = -1;
     p->fd = -1;
     for (int i = 0; i < DS_N; i++) p->ds[i] = -1;
-    for (int c = 0; c < SC_N; c++) snprintf(p->dspath[DS_STEP0 + c], 48, "/steps/%s", sess_step_cols[c].name);
-    for (int c = 0; c < SV_N; c++) snprintf(p->dspath[DS_SVEC0 + c], 48, "/steps/%s", sess_step_vecs[c].name);
-    for (int c = 0; c < EC_N; c++) snprintf(p->dspath[DS_EVAL0 + c], 48, "/evals/%s", sess_eval_cols[c].name);
-    snprintf(p->dspath[DS_CLASS_EXPERT], 48, "/evals/class_expert");
-    snprintf(p->dspath[DS_TSNE_FEAT], 48, "/evals/tsne_features");
-    snprintf(p->dspath[DS_TSNE_EXPERT], 48, "/evals/tsne_expert");
-    snprintf(p->dspath[DS_TSNE_LABEL], 48, "/evals/tsne_label");
-    snprintf(p->dspath[DS_EVENTS], 48, "/events");
-    snprintf(p->dspath[DS_STATUS], 48, "/status");
+    for (int c = 0; c < SC_N; c++) snprintf(p->dspath[DS_STEP0 + c], 64, "/steps/%s", sess_step_cols[c].name);
+    for (int c = 0; c < SV_N; c++) snprintf(p->dspath[DS_SVEC0 + c], 64, "/steps/%s", sess_step_vecs[c].name);
+    for (int c = 0; c < EC_N; c++) snprintf(p->dspath[DS_EVAL0 + c], 64, "/evals/%s", sess_eval_cols[c].name);
+    snprintf(p->dspath[DS_CLASS_EXPERT], 64, "/evals/class_expert");
+    snprintf(p->dspath[DS_TSNE_FEAT], 64, "/evals/tsne_features");
+    snprintf(p->dspath[DS_TSNE_EXPERT], 64, "/evals/tsne_expert");
+    snprintf(p->dspath[DS_TSNE_LABEL], 64, "/evals/tsne_label");
+    snprintf(p->dspath[DS_EVENTS], 64, "/events");
+    snprintf(p->dspath[DS_STATUS], 64, "/status");
+}
+
+/* The dataset paths of the routed layers p->lname[0..nlayers). */
+static void live_layer_paths(struct SessionLive *p) {
+    for (int l = 0; l < p->nlayers; l++) {
+        const char *n = p->lname[l];
+        for (int c = 0; c < LSC_N; c++)
+            snprintf(p->dspath[LDS(l, LD_STEP0 + c)], 64, "/layers/%s/steps/%s", n, sess_layer_step_cols[c].name);
+        for (int c = 0; c < SV_N; c++)
+            snprintf(p->dspath[LDS(l, LD_SVEC0 + c)], 64, "/layers/%s/steps/%s", n, sess_step_vecs[c].name);
+        for (int c = 0; c < LEC_N; c++)
+            snprintf(p->dspath[LDS(l, LD_EVAL0 + c)], 64, "/layers/%s/evals/%s", n, sess_layer_eval_cols[c].name);
+        snprintf(p->dspath[LDS(l, LD_CLASS_EXPERT)], 64, "/layers/%s/evals/class_expert", n);
+        snprintf(p->dspath[LDS(l, LD_TSNE_FEAT)], 64, "/layers/%s/evals/tsne_features", n);
+        snprintf(p->dspath[LDS(l, LD_TSNE_EXPERT)], 64, "/layers/%s/evals/tsne_expert", n);
+        snprintf(p->dspath[LDS(l, LD_TSNE_LABEL)], 64, "/layers/%s/evals/tsne_label", n);
+    }
 }
 
 /* Space guard. HDF5 1.10.8 cannot recover from a write error inside a flush: the metadata cache
@@ -206,7 +244,7 @@ static ml_status live_append_rows(struct SessionLive *p, int i, hsize_t n0, hsiz
 static ml_status live_write_steps(struct SessionLive *p) {
     if (p->nbuf == 0) return ML_OK;
     const hsize_t cnt = (hsize_t)p->nbuf, n0 = p->n_steps;
-    ml_status st = live_reserve(p, 2 * cnt * (SC_N * 8 + SV_N * 4 * (hsize_t)p->E));
+    ml_status st = live_reserve(p, 2 * cnt * (SC_N * 8 + SV_N * 4 * (hsize_t)p->E) * (hsize_t)(1 + p->nlayers));
     if (st != ML_OK) return st;
     for (int c = 0; c < SC_N && st == ML_OK; c++)
         if (p->ds[DS_STEP0 + c] >= 0) /* an optional column a session from an older moelab lacks */
@@ -217,6 +255,17 @@ static ml_status live_write_steps(struct SessionLive *p) {
         const int is_int = sess_step_vecs[c].is_int;
         const void *src = is_int ? (const void *)p->vbuf_i[c == SV_KEPT] : (const void *)p->vbuf_f[c == SV_BIAS];
         st = live_append_rows(p, DS_SVEC0 + c, n0, cnt, &e, 1, is_int ? H5T_NATIVE_INT32 : H5T_NATIVE_FLOAT, src);
+    }
+    for (int l = 0; l < p->nlayers && st == ML_OK; l++) {
+        for (int c = 0; c < LSC_N && st == ML_OK; c++)
+            st = live_append_rows(p, LDS(l, LD_STEP0 + c), n0, cnt, NULL, 0, H5T_NATIVE_DOUBLE, p->lsbuf[l][c]);
+        const hsize_t le = (hsize_t)p->lE[l];
+        for (int c = 0; c < SV_N && st == ML_OK; c++) {
+            const int is_int = sess_step_vecs[c].is_int;
+            const void *src = is_int ? (const void *)p->lvi[l][c == SV_KEPT] : (const void *)p->lvf[l][c == SV_BIAS];
+            st = live_append_rows(p, LDS(l, LD_SVEC0 + c), n0, cnt, &le, 1,
+                                  is_int ? H5T_NATIVE_INT32 : H5T_NATIVE_FLOAT, src);
+        }
     }
     if (st != ML_OK) return live_h5failed(p, st);
     p->n_steps += cnt;
@@ -312,6 +361,11 @@ static ml_status write_run_group(struct SessionLive *p, const SessionInfo *info,
     char created[40];
     h5u_iso_time(created, sizeof created);
     if (st == ML_OK) st = h5u_attr_i64(g, "format_version", SESSION_FORMAT_VERSION, f);
+    if (st == ML_OK && t->nlayers > 0) { /* the routed layers, in the order of /layers (format 2) */
+        const char *names[REC_MAX_LAYERS];
+        for (int l = 0; l < t->nlayers; l++) names[l] = t->layer[l].name;
+        st = h5u_attr_strv(g, "layers", names, t->nlayers, f);
+    }
     if (st == ML_OK) st = h5u_attr_str(g, "moelab_version", MOELAB_VERSION, f);
     if (st == ML_OK) st = h5u_attr_str(g, "command_line", info->command_line ? info->command_line : "", f);
     if (st == ML_OK) st = h5u_attr_str(g, "config_json", json, f);
@@ -368,6 +422,115 @@ static ml_status write_run_group(struct SessionLive *p, const SessionInfo *info,
     }
     ml_free(json);
     h5u_close(g);
+    return st;
+}
+
+/* The t-SNE datasets of layer l: n samples of fd features. */
+static ml_status create_layer_tsne(struct SessionLive *p, int l, int n, int fd) {
+    const int32_t ifill32 = -1;
+    const float fnan = NAN;
+    const hsize_t nd[2] = {(hsize_t)n, (hsize_t)fd}, n1 = (hsize_t)n;
+    ml_status st = create_ext(p, LDS(l, LD_TSNE_FEAT), H5T_IEEE_F32LE, 2, nd, 1, &fnan,
+                              "(N_eval, n, C) the layer's pooled router input of a fixed test sample");
+    if (st == ML_OK)
+        st = create_ext(p, LDS(l, LD_TSNE_EXPERT), H5T_STD_I32LE, 1, &n1, 1, &ifill32,
+                        "(N_eval, n) first-choice expert of each sample in this layer");
+    if (st == ML_OK)
+        st = create_ext(p, LDS(l, LD_TSNE_LABEL), H5T_STD_I32LE, 1, &n1, 1, &ifill32,
+                        "(N_eval, n) class of each sample");
+    if (st == ML_OK) p->lfeat[l] = fd;
+    return st;
+}
+
+/* The fill row of layer l's per-evaluation arrays (class_expert, t-SNE) at row n0, for a record
+ * without per-layer data. */
+static ml_status live_pad_layer_eval(struct SessionLive *p, int l, hsize_t n0) {
+    ml_status st = ML_OK;
+    const int want[3] = {LD_CLASS_EXPERT, LD_TSNE_FEAT, LD_TSNE_EXPERT};
+    for (int j = 0; j < 4 && st == ML_OK; j++) { /* extend to n0 + 1 rows: the fill value */
+        const int i = LDS(l, j < 3 ? want[j] : LD_TSNE_LABEL);
+        if (p->ds[i] < 0) continue;
+        hsize_t d[4];
+        if (h5u_dims(p->ds[i], d, 4, 0) < 1) return h5u_fail(ML_ERR_IO, p->path, p->dspath[i], "cannot read shape");
+        d[0] = n0 + 1;
+        if (H5Dset_extent(p->ds[i], d) < 0) return h5u_fail(ML_ERR_IO, p->path, p->dspath[i], "cannot extend dataset");
+        p->dirty[i] = 1;
+    }
+    return st;
+}
+
+/* Format 2: /layers/<name> for every routed layer (attributes from its LayerInfo), with steps and
+ * evals groups holding its columns. */
+static ml_status create_layers(struct SessionLive *p, const RunRecord *t) {
+    const char *f = p->path;
+    const double nan = NAN;
+    const int64_t ifill = -1;
+    const int32_t ifill32 = -1;
+    const float fnan = NAN;
+    hid_t g = -1;
+    ml_status st = make_group(p->file, "layers", &g, f);
+    if (st == ML_OK) st = h5u_attr_i64(g, "count", t->nlayers, f);
+    if (st == ML_OK && t->nlayers > 0) {
+        const char *names[REC_MAX_LAYERS];
+        for (int l = 0; l < t->nlayers; l++) names[l] = t->layer[l].name;
+        st = h5u_attr_strv(g, "names", names, t->nlayers, f);
+        for (int l = 0; l < t->nlayers && st == ML_OK; l++) { /* also one scalar each, for C readers */
+            char an[16];
+            snprintf(an, sizeof an, "name_%d", l);
+            st = h5u_attr_str(g, an, names[l], f);
+        }
+    }
+    h5u_close(g);
+    p->nlayers = t->nlayers;
+    for (int l = 0; l < p->nlayers; l++) {
+        snprintf(p->lname[l], sizeof p->lname[l], "%s", t->layer[l].name);
+        p->lE[l] = t->layer[l].E;
+        p->lfeat[l] = t->layer[l].feat_dim;
+    }
+    live_layer_paths(p);
+    for (int l = 0; l < p->nlayers && st == ML_OK; l++) {
+        const LayerInfo *li = &t->layer[l];
+        char gp[64];
+        snprintf(gp, sizeof gp, "/layers/%s", li->name);
+        if ((st = make_group(p->file, gp, &g, f)) != ML_OK) break;
+        st = h5u_attr_i64(g, "stage", li->stage, f);
+        if (st == ML_OK) st = h5u_attr_str(g, "kind", moe_head_name((HeadKind)li->kind), f);
+        if (st == ML_OK) st = h5u_attr_i64(g, "experts", li->E, f);
+        if (st == ML_OK) st = h5u_attr_i64(g, "k", li->k, f);
+        if (st == ML_OK) st = h5u_attr_i64(g, "hidden", li->h, f);
+        if (st == ML_OK) st = h5u_attr_i64(g, "capacity", li->capacity, f);
+        if (st == ML_OK) st = h5u_attr_f64(g, "rho_nominal", li->rho_nominal, f);
+        h5u_close(g);
+        hid_t sg = -1;
+        snprintf(gp, sizeof gp, "/layers/%s/steps", li->name);
+        if (st == ML_OK) st = make_group(p->file, gp, &sg, f);
+        h5u_close(sg);
+        snprintf(gp, sizeof gp, "/layers/%s/evals", li->name);
+        if (st == ML_OK) st = make_group(p->file, gp, &sg, f);
+        h5u_close(sg);
+        for (int c = 0; c < LSC_N && st == ML_OK; c++) {
+            const int is_int = sess_layer_step_cols[c].is_int;
+            st = create_ext(p, LDS(l, LD_STEP0 + c), is_int ? H5T_STD_I64LE : H5T_IEEE_F64LE, 0, NULL, STEP_CHUNK,
+                            is_int ? (const void *)&ifill : (const void *)&nan, sess_layer_step_cols[c].desc);
+        }
+        const hsize_t e = (hsize_t)li->E;
+        for (int c = 0; c < SV_N && st == ML_OK; c++) {
+            const int is_int = sess_step_vecs[c].is_int;
+            st = create_ext(p, LDS(l, LD_SVEC0 + c), is_int ? H5T_STD_I32LE : H5T_IEEE_F32LE, 1, &e, SVEC_CHUNK,
+                            is_int ? (const void *)&ifill32 : (const void *)&fnan, sess_step_vecs[c].desc);
+        }
+        for (int c = 0; c < LEC_N && st == ML_OK; c++) {
+            const int is_int = sess_layer_eval_cols[c].is_int;
+            st = create_ext(p, LDS(l, LD_EVAL0 + c), is_int ? H5T_STD_I64LE : H5T_IEEE_F64LE, 0, NULL, EVAL_CHUNK,
+                            is_int ? (const void *)&ifill : (const void *)&nan, sess_layer_eval_cols[c].desc);
+        }
+        const hsize_t ke[2] = {(hsize_t)p->K, (hsize_t)li->E};
+        if (st == ML_OK)
+            st = create_ext(p, LDS(l, LD_CLASS_EXPERT), H5T_STD_I32LE, 2, ke, 1, &ifill32,
+                            "(N_eval, classes, experts) test samples of class c whose first choice in this layer is e");
+        if (st == ML_OK && t->tsne_n > 0 && p->lfeat[l] > 0) st = create_layer_tsne(p, l, t->tsne_n, p->lfeat[l]);
+    }
+    p->ltsne_n = t->tsne_n;
     return st;
 }
 
@@ -461,6 +624,8 @@ static ml_status create_schema(struct SessionLive *p, const SessionInfo *info, c
             st = create_ext(p, DS_TSNE_LABEL, H5T_STD_I32LE, 1, &n1, 1, &ifill32, "(N_eval, n) class of each sample");
     }
     if (st != ML_OK) return st;
+
+    if ((st = create_layers(p, t)) != ML_OK) return st;
 
     /* /events */
     {
@@ -573,6 +738,21 @@ ml_status session_append_step(SessionWriter *w, const StepRecord *r) {
             p->vbuf_f[1][b * E + e] = have ? r->moe.bias[e] : 0.0f;
         }
     }
+    for (int l = 0; l < p->nlayers; l++) { /* format 2: each routed layer's projection */
+        const int have_l = l < r->nlayers;
+        const StepLayer *sl = &r->layer[have_l ? l : 0];
+        double lrow[LSC_N];
+        sess_layer_step_row(sl, r->step, lrow);
+        for (int c = 0; c < LSC_N; c++) p->lsbuf[l][c][b] = have_l || c == LSC_STEP ? lrow[c] : NAN;
+        const int E = p->lE[l];
+        for (int e = 0; e < E; e++) {
+            const int have = have_l && e < sl->moe.E;
+            p->lvi[l][0][b * E + e] = have ? sl->moe.demand[e] : 0;
+            p->lvi[l][1][b * E + e] = have ? sl->moe.kept[e] : 0;
+            p->lvf[l][0][b * E + e] = have ? sl->moe.mean_gate[e] : 0.0f;
+            p->lvf[l][1][b * E + e] = have ? sl->moe.bias[e] : 0.0f;
+        }
+    }
     p->nbuf++;
     if (p->nbuf >= SESSION_STEP_BLOCK) return live_write_steps(p);
     return ML_OK;
@@ -592,7 +772,22 @@ ml_status session_append_eval(SessionWriter *w, const EvalRecord *r) {
             return ml_fail(ML_ERR_ARG, "%s: eval record has a t-SNE sample of %d x %d, the session %d x %d", p->path,
                            r->tsne_n, r->feat_dim, p->tsne_n, p->feat_dim);
     }
+    for (int l = 0; l < p->nlayers && l < r->nlayers; l++) { /* a record without layers: fill rows */
+        const EvalLayer *el = &r->layer[l];
+        if (el->classes != p->K || el->experts != p->lE[l] || !el->class_expert)
+            return ml_fail(ML_ERR_ARG, "%s: eval record has no %dx%d class x expert matrix for layer %s", p->path, p->K,
+                           p->lE[l], p->lname[l]);
+        if (p->ds[LDS(l, LD_TSNE_FEAT)] >= 0 && (el->tsne_n != p->ltsne_n || el->feat_dim != p->lfeat[l] ||
+                                                 !el->tsne_feat || !el->tsne_expert || !r->tsne_label))
+            return ml_fail(ML_ERR_ARG,
+                           "%s: eval record has a t-SNE sample of %d x %d for layer %s, the session %d x %d", p->path,
+                           el->tsne_n, el->feat_dim, p->lname[l], p->ltsne_n, p->lfeat[l]);
+    }
     if ((st = live_write_steps(p)) != ML_OK) return st;
+    hsize_t lbytes = 0;
+    for (int l = 0; l < p->nlayers; l++)
+        lbytes += 2 * ((hsize_t)p->ltsne_n * (hsize_t)(p->lfeat[l] + 1) * 4 + (hsize_t)p->K * p->lE[l] * 4 + LEC_N * 8);
+    if ((st = live_reserve(p, lbytes)) != ML_OK) return st;
     const hsize_t bytes =
         2 * ((hsize_t)p->tsne_n * (hsize_t)(p->feat_dim + 2) * 4 + (hsize_t)p->K * p->E * 4 + EC_N * 8);
     if ((st = live_reserve(p, bytes)) != ML_OK) return st;
@@ -610,6 +805,33 @@ ml_status session_append_eval(SessionWriter *w, const EvalRecord *r) {
             st = live_append_rows(p, DS_TSNE_FEAT, n0, 1, nd, 2, H5T_NATIVE_FLOAT, r->tsne_feat);
             if (st == ML_OK) st = live_append_rows(p, DS_TSNE_EXPERT, n0, 1, &n1, 1, H5T_NATIVE_INT, r->tsne_expert);
             if (st == ML_OK) st = live_append_rows(p, DS_TSNE_LABEL, n0, 1, &n1, 1, H5T_NATIVE_INT32, r->tsne_label);
+        }
+    }
+    for (int l = 0; l < p->nlayers && st == ML_OK; l++) {
+        double lrow[LEC_N];
+        const int have = l < r->nlayers;
+        sess_layer_eval_row(&r->layer[have ? l : 0], r->step, lrow);
+        if (!have) { /* fill values (NaN, -1) for a record without per-layer data */
+            for (int c = 0; c < LEC_N; c++)
+                if (sess_layer_eval_cols[c].field != SF_ROW) lrow[c] = sess_layer_eval_cols[c].is_int ? -1.0 : NAN;
+        }
+        for (int c = 0; c < LEC_N && st == ML_OK; c++)
+            st = live_append_rows(p, LDS(l, LD_EVAL0 + c), n0, 1, NULL, 0, H5T_NATIVE_DOUBLE, &lrow[c]);
+        if (!have) {
+            if (st == ML_OK) st = live_pad_layer_eval(p, l, n0);
+            continue;
+        }
+        const hsize_t ke[2] = {(hsize_t)p->K, (hsize_t)p->lE[l]};
+        if (st == ML_OK)
+            st = live_append_rows(p, LDS(l, LD_CLASS_EXPERT), n0, 1, ke, 2, H5T_NATIVE_INT, r->layer[l].class_expert);
+        if (st == ML_OK && p->ds[LDS(l, LD_TSNE_FEAT)] >= 0) {
+            const hsize_t nd[2] = {(hsize_t)p->ltsne_n, (hsize_t)p->lfeat[l]}, n1 = (hsize_t)p->ltsne_n;
+            st = live_append_rows(p, LDS(l, LD_TSNE_FEAT), n0, 1, nd, 2, H5T_NATIVE_FLOAT, r->layer[l].tsne_feat);
+            if (st == ML_OK)
+                st =
+                    live_append_rows(p, LDS(l, LD_TSNE_EXPERT), n0, 1, &n1, 1, H5T_NATIVE_INT, r->layer[l].tsne_expert);
+            if (st == ML_OK)
+                st = live_append_rows(p, LDS(l, LD_TSNE_LABEL), n0, 1, &n1, 1, H5T_NATIVE_INT32, r->tsne_label);
         }
     }
     if (st != ML_OK) return live_h5failed(p, st);
@@ -792,9 +1014,17 @@ static ml_status append_plan(struct SessionLive *p, long resume_step, hsize_t *k
     int64_t v = 0, E = 0, K = 0;
     ml_status st = h5u_read_attr_i64(p->file, "format_version", &v, f);
     if (st != ML_OK) return st;
-    if (v != SESSION_FORMAT_VERSION)
-        return ml_fail(ML_ERR_FORMAT, "%s: format_version %lld, this moelab reads %d", f, (long long)v,
-                       SESSION_FORMAT_VERSION);
+    if (v < 1 || v > SESSION_FORMAT_VERSION)
+        return ml_fail(ML_ERR_FORMAT, "%s: format_version %lld, this moelab reads 1..%d (written by a newer moelab?)",
+                       f, (long long)v, SESSION_FORMAT_VERSION);
+    p->version = (int)v;
+    /* format 2: the routed layers (a version-1 file has none: appends to it stay version 1) */
+    p->nlayers = 0;
+    if (v >= 2) {
+        st = sess_read_layers(p->file, p->lname, &p->nlayers, f);
+        if (st != ML_OK) return st;
+        live_layer_paths(p);
+    }
     hid_t run = H5Gopen2(p->file, "run", H5P_DEFAULT);
     if (run < 0) return h5u_fail(ML_ERR_FORMAT, f, "/run", "cannot open group");
     st = h5u_read_attr_i64(run, "experts", &E, f);
@@ -805,7 +1035,7 @@ static ml_status append_plan(struct SessionLive *p, long resume_step, hsize_t *k
         return ml_fail(ML_ERR_FORMAT, "%s: /run has experts = %lld, classes = %lld", f, (long long)E, (long long)K);
     p->E = (int)E;
     p->K = (int)K;
-    for (int i = 0; i < DS_N && st == ML_OK; i++) {
+    for (int i = 0; i < DS_BASE_N && st == ML_OK; i++) {
         const int per_expert = (i >= DS_SVEC0 && i < DS_SVEC0 + SV_N) || i == DS_CLASS_EXPERT;
         const int tsne = i == DS_TSNE_FEAT || i == DS_TSNE_EXPERT || i == DS_TSNE_LABEL;
         const int optional = (i >= DS_STEP0 && i < DS_STEP0 + SC_N && sess_step_cols[i - DS_STEP0].optional) ||
@@ -833,10 +1063,41 @@ static ml_status append_plan(struct SessionLive *p, long resume_step, hsize_t *k
             p->feat_dim = (int)d[2];
         }
     }
+    for (int l = 0; l < p->nlayers && st == ML_OK; l++) {
+        for (int j = 0; j < LD_N && st == ML_OK; j++)
+            st = open_ds(p, LDS(l, j), j != LD_TSNE_FEAT && j != LD_TSNE_EXPERT && j != LD_TSNE_LABEL);
+        hsize_t d[4];
+        if (st == ML_OK && h5u_dims(p->ds[LDS(l, LD_SVEC0)], d, 4, 0) == 2) p->lE[l] = (int)d[1];
+        else if (st == ML_OK) st = ml_fail(ML_ERR_FORMAT, "%s: %s is not (T, E)", f, p->dspath[LDS(l, LD_SVEC0)]);
+        if (st == ML_OK && (h5u_dims(p->ds[LDS(l, LD_CLASS_EXPERT)], d, 4, 0) != 3 || d[1] != (hsize_t)p->K ||
+                            d[2] != (hsize_t)p->lE[l]))
+            st = ml_fail(ML_ERR_FORMAT, "%s: %s is not (N, %d, %d)", f, p->dspath[LDS(l, LD_CLASS_EXPERT)], p->K,
+                         p->lE[l]);
+        if (st == ML_OK && p->lE[l] > MOE_MAX_EXPERTS)
+            st = ml_fail(ML_ERR_FORMAT, "%s: layer %s has %d experts", f, p->lname[l], p->lE[l]);
+        if (st == ML_OK && p->ds[LDS(l, LD_TSNE_FEAT)] >= 0) {
+            if (h5u_dims(p->ds[LDS(l, LD_TSNE_FEAT)], d, 4, 0) != 3 || p->ds[LDS(l, LD_TSNE_EXPERT)] < 0 ||
+                p->ds[LDS(l, LD_TSNE_LABEL)] < 0)
+                st = ml_fail(ML_ERR_FORMAT, "%s: the t-SNE datasets of layer %s are incomplete", f, p->lname[l]);
+            else {
+                p->ltsne_n = (int)d[1];
+                p->lfeat[l] = (int)d[2];
+            }
+        }
+    }
     if (st != ML_OK) return st;
 
     /* common lengths (a crash inside a block write can leave the columns ragged) */
     long ns = -1, ne = -1;
+    for (int l = 0; l < p->nlayers; l++)
+        for (int j = 0; j < LD_N; j++) {
+            const int i = LDS(l, j);
+            if (p->ds[i] < 0) continue;
+            const long r = ds_rows(p, i);
+            if (r < 0) return h5u_fail(ML_ERR_FORMAT, f, p->dspath[i], "cannot read shape");
+            long *m = j < LD_EVAL0 ? &ns : &ne;
+            if (*m < 0 || r < *m) *m = r;
+        }
     for (int i = DS_STEP0; i < DS_SVEC0 + SV_N; i++) {
         if (p->ds[i] < 0) continue;
         const long r = ds_rows(p, i);
@@ -873,6 +1134,10 @@ static ml_status append_apply(struct SessionLive *p, hsize_t ks, hsize_t ke, hsi
     if ((st = set_rows(p, DS_STEP0, DS_SVEC0 + SV_N, ks)) != ML_OK) return st;
     if ((st = set_rows(p, DS_EVAL0, DS_EVENTS, ke)) != ML_OK) return st;
     if ((st = set_rows(p, DS_EVENTS, DS_EVENTS + 1, kv)) != ML_OK) return st;
+    for (int l = 0; l < p->nlayers; l++) {
+        if ((st = set_rows(p, LDS(l, LD_STEP0), LDS(l, LD_EVAL0), ks)) != ML_OK) return st;
+        if ((st = set_rows(p, LDS(l, LD_EVAL0), LDS(l, LD_N), ke)) != ML_OK) return st;
+    }
     p->n_steps = ks;
     p->n_evals = ke;
     p->n_events = kv;

@@ -8,12 +8,40 @@
 #include "h5util.h"
 #include "schema.h"
 
+#include <ctype.h>
 #include <errno.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+
+ml_status sess_read_layers(hid_t file, char names[][REC_LAYER_NAME], int *n, const char *path) {
+    *n = 0;
+    const htri_t ex = H5Lexists(file, "/layers", H5P_DEFAULT);
+    if (ex <= 0) {
+        H5Eclear2(H5E_DEFAULT);
+        return ML_OK;
+    }
+    hid_t g = H5Gopen2(file, "/layers", H5P_DEFAULT);
+    if (g < 0) return h5u_fail(ML_ERR_FORMAT, path, "/layers", "cannot open group");
+    int64_t cnt = 0;
+    ml_status st = h5u_read_attr_i64(g, "count", &cnt, path);
+    if (st == ML_OK && (cnt < 0 || cnt > REC_MAX_LAYERS))
+        st = ml_fail(ML_ERR_FORMAT, "%s: /layers@count is %lld (at most %d)", path, (long long)cnt, REC_MAX_LAYERS);
+    for (int l = 0; l < (int)cnt && st == ML_OK; l++) {
+        char an[16], buf[64];
+        snprintf(an, sizeof an, "name_%d", l);
+        st = h5u_read_attr_str(g, an, buf, sizeof buf, path);
+        int ok = st == ML_OK && buf[0] && strlen(buf) < REC_LAYER_NAME;
+        for (const char *c = buf; ok && *c; c++) ok = isalnum((unsigned char)*c) || *c == '_' || *c == '-';
+        if (st == ML_OK && !ok) st = ml_fail(ML_ERR_FORMAT, "%s: /layers@%s is not a layer name", path, an);
+        if (st == ML_OK) snprintf(names[l], REC_LAYER_NAME, "%s", buf);
+    }
+    H5Gclose(g);
+    if (st == ML_OK) *n = (int)cnt;
+    return st;
+}
 
 ml_status sess_open_read(const char *dir, hid_t *file, char *path, size_t n) {
     *file = -1;
@@ -52,8 +80,10 @@ ml_status sess_open_read(const char *dir, hid_t *file, char *path, size_t n) {
     }
     if (v < 1 || v > SESSION_FORMAT_VERSION) {
         H5Fclose(f);
-        return ml_fail(ML_ERR_FORMAT, "%s: format_version %lld, this moelab reads 1..%d", path, (long long)v,
-                       SESSION_FORMAT_VERSION);
+        return ml_fail(ML_ERR_FORMAT,
+                       "%s: format_version %lld, this moelab reads 1..%d (written by a newer moelab? upgrade to "
+                       "open it)",
+                       path, (long long)v, SESSION_FORMAT_VERSION);
     }
     *file = f;
     return ML_OK;

@@ -129,10 +129,95 @@ const SessCol sess_eval_cols[EC_N] = {
                            offsetof(EvalRecord, test_dead_topk), 1},
 };
 
+#define LS_(ID, name, is_int, desc, field, member) \
+    [LSC_##ID] = {name, is_int, desc, field, offsetof(StepLayer, member), 0}
+const SessCol sess_layer_step_cols[LSC_N] = {
+    [LSC_STEP] = {"step", 1, "steps completed, this one included", SF_ROW, 0, 0},
+    LS_(TAU, "tau", 0, "the layer's router temperature", SF_F64, moe.tau),
+    LS_(DROP_FRAC, "drop_frac", 0, "dropped pairs / (B k)", SF_F64, moe.drop_frac),
+    LS_(NO_EXPERT_FRAC, "no_expert_frac", 0, "samples with every pair dropped / B", SF_F64, moe.no_expert_frac),
+    LS_(GATE_ENTROPY, "gate_entropy", 0, "mean gate entropy / log E", SF_F64, moe.gate_entropy),
+    LS_(LOAD_ENTROPY, "load_entropy", 0, "entropy of the kept load / log E", SF_F64, moe.load_entropy),
+    LS_(MAXVIO, "maxvio", 0, "max kept / mean kept - 1", SF_F64, moe.maxvio),
+    LS_(CONFIDENCE, "confidence", 0, "mean combine weight of the kept pairs", SF_F64, moe.confidence),
+    LS_(L_AUX, "l_aux", 0, "load-balancing loss (unweighted)", SF_F64, moe.l_aux),
+    LS_(L_Z, "l_z", 0, "router z-loss (unweighted)", SF_F64, moe.l_z),
+    LS_(CAPACITY, "capacity", 1, "expert capacity C used (B when dropless)", SF_I32, moe.capacity),
+    LS_(PAIRS_PER_SAMPLE, "pairs_per_sample", 0, "kept pairs / B", SF_F64, moe.pairs_per_sample),
+    LS_(RHO_REALIZED, "rho_realized", 0, "the layer's routed FLOPs actually spent / the model's", SF_F64, rho_realized),
+    LS_(DEAD_EXPERTS, "dead_experts", 1, "experts with no kept pair over the window", SF_I32, dead_experts),
+    LS_(COLLAPSED, "collapsed", 1, "the layer's collapse flag (any view)", SF_I32, collapsed),
+    LS_(COLLAPSE_REASON, "collapse_reason", 1, "COLLAPSE_* bits: 1 entropy, 2 share, 4 dead", SF_I32, collapse_reason),
+    LS_(WINDOW_LOAD_ENTROPY, "window_load_entropy", 0, "load entropy / log E over the window", SF_F64,
+        window_load_entropy),
+    LS_(FIRST_SHARE, "first_share", 0, "largest share of (noisy) first choices in the batch", SF_F64, moe.first_share),
+    LS_(CLEAN_FIRST_SHARE, "clean_first_share", 0, "largest share of first choices without selection noise", SF_F64,
+        moe.clean_first_share),
+    LS_(CLEAN_LOAD_ENTROPY, "clean_load_entropy", 0, "entropy of the first choices without selection noise / log E",
+        SF_F64, moe.clean_load_entropy),
+    LS_(CLEAN_DEAD, "clean_dead", 1, "experts no sample of the batch picks first without selection noise", SF_I32,
+        moe.clean_dead),
+    LS_(FIRST_AGREE, "first_agree", 0, "fraction of samples whose noisy first choice is the clean one", SF_F64,
+        moe.first_agree),
+    LS_(COLLAPSE_VIEWS, "collapse_views", 1, "collapse views flagged: 1 training, 2 clean router, 4 evaluation", SF_I32,
+        collapse_views),
+    LS_(COLLAPSE_FIRST_STEP, "collapse_first_step", 1, "first step any view of the layer was flagged (-1: never)",
+        SF_I64, collapse_first_step),
+};
+#undef LS_
+
+#define LE_(ID, name, is_int, desc, field, member) \
+    [LEC_##ID] = {name, is_int, desc, field, offsetof(EvalLayer, member), 0}
+const SessCol sess_layer_eval_cols[LEC_N] = {
+    [LEC_STEP] = {"step", 1, "steps completed", SF_ROW, 0, 0},
+    LE_(TRAIN_DROP_FRAC, "train_drop_frac", 0, "epoch mean of drop_frac", SF_F64, train_drop_frac),
+    LE_(TRAIN_MAXVIO, "train_maxvio", 0, "epoch mean of maxvio", SF_F64, train_maxvio),
+    LE_(TRAIN_RHO_REALIZED, "train_rho_realized", 0, "epoch mean of the layer's rho_realized", SF_F64,
+        train_rho_realized),
+    LE_(WINDOW_LOAD_ENTROPY, "window_load_entropy", 0, "load entropy / log E over the window", SF_F64,
+        window_load_entropy),
+    LE_(WINDOW_FIRST_SHARE, "window_first_share", 0, "mean largest first-choice share over the window", SF_F64,
+        window_first_share),
+    LE_(DEAD_EXPERTS, "dead_experts", 1, "dead experts at the evaluation", SF_I32, dead_experts),
+    LE_(COLLAPSED, "collapsed", 1, "the layer's collapse flag (any view)", SF_I32, collapsed),
+    LE_(COLLAPSE_REASON, "collapse_reason", 1, "COLLAPSE_* bits: 1 entropy, 2 share, 4 dead", SF_I32, collapse_reason),
+    LE_(MUTUAL_INFO, "mutual_info", 0, "I(class; expert) on the test set, nats", SF_F64, mutual_info),
+    LE_(TEST_LOAD_ENTROPY, "test_load_entropy", 0, "first-choice load entropy / log E on the test set", SF_F64,
+        test_load_entropy),
+    LE_(TEST_FIRST_SHARE, "test_first_share", 0, "largest share of first choices on the test set", SF_F64,
+        test_first_share),
+    LE_(TEST_DEAD_FIRST, "test_dead_first", 1, "experts no test sample picks first", SF_I32, test_dead_first),
+    LE_(TEST_DEAD_TOPK, "test_dead_topk", 1, "experts no test sample has among its k selected", SF_I32, test_dead_topk),
+    LE_(COLLAPSE_VIEWS, "collapse_views", 1, "collapse views flagged: 1 training, 2 clean router, 4 evaluation", SF_I32,
+        collapse_views),
+    LE_(COLLAPSE_FIRST_STEP, "collapse_first_step", 1, "first step any view of the layer was flagged (-1: never)",
+        SF_I64, collapse_first_step),
+    LE_(COLLAPSE_FIRST_TRAIN, "collapse_first_train", 1, "first step the training view was flagged (-1: never)", SF_I64,
+        collapse_first_train),
+    LE_(COLLAPSE_FIRST_CLEAN, "collapse_first_clean", 1, "first step the clean-router view was flagged (-1: never)",
+        SF_I64, collapse_first_clean),
+    LE_(COLLAPSE_FIRST_EVAL, "collapse_first_eval", 1, "first step the evaluation view was flagged (-1: never)", SF_I64,
+        collapse_first_eval),
+    LE_(EPOCH_TAU, "epoch_tau", 0, "mean tau of the layer over the epoch's steps", SF_F64, epoch_tau),
+    LE_(EPOCH_L_AUX, "epoch_l_aux", 0, "mean L_aux over the epoch's steps", SF_F64, epoch_l_aux),
+    LE_(EPOCH_CLEAN_FIRST_SHARE, "epoch_clean_first_share", 0, "mean clean first-choice share over the epoch", SF_F64,
+        epoch_clean_first_share),
+};
+#undef LE_
+
+void sess_layer_step_row(const StepLayer *l, long step, double *v) {
+    for (int c = 0; c < LSC_N; c++) v[c] = sess_col_get(&sess_layer_step_cols[c], l, (double)step);
+}
+
+void sess_layer_eval_row(const EvalLayer *l, long step, double *v) {
+    for (int c = 0; c < LEC_N; c++) v[c] = sess_col_get(&sess_layer_eval_cols[c], l, (double)step);
+}
+
 double sess_col_get(const SessCol *c, const void *rec, double wall_time) {
     const char *p = (const char *)rec + c->off;
     switch (c->field) {
-    case SF_WALL: return wall_time;
+    case SF_WALL:
+    case SF_ROW: return wall_time;
     case SF_F64: return *(const double *)p;
     case SF_F32: return *(const float *)p;
     case SF_I32: return *(const int *)p;
@@ -144,7 +229,8 @@ double sess_col_get(const SessCol *c, const void *rec, double wall_time) {
 void sess_col_set(const SessCol *c, void *rec, double v) {
     char *p = (char *)rec + c->off;
     switch (c->field) {
-    case SF_WALL: break;
+    case SF_WALL:
+    case SF_ROW: break;
     case SF_F64: *(double *)p = v; break;
     case SF_F32: *(float *)p = (float)v; break;
     case SF_I32: *(int *)p = !(v == v) ? 0 : v > INT_MAX ? INT_MAX : v < INT_MIN ? INT_MIN : (int)v; break;

@@ -10,7 +10,8 @@
 #include "core/records.h"
 
 /* Where a column's value lives in its record (StepRecord for /steps, EvalRecord for /evals). */
-typedef enum { SF_WALL, SF_F64, SF_F32, SF_I32, SF_I64 } SessField;
+/* SF_ROW: the row's step, for the per-layer tables (a StepLayer / EvalLayer has no step). */
+typedef enum { SF_WALL, SF_F64, SF_F32, SF_I32, SF_I64, SF_ROW } SessField;
 
 typedef struct {
     const char *name; /* dataset name under /steps or /evals */
@@ -21,7 +22,8 @@ typedef struct {
     int optional;     /* added after format_version 1's first release: older sessions lack it
                          * (readers leave the member 0, appends to such a session skip it) */
 } SessCol;
-/* The value of column c in record rec, and the reverse (ints clamped to their type). */
+/* The value of column c in record rec, and the reverse (ints clamped to their type); wall_time
+ * is also the value of an SF_ROW column. */
 double sess_col_get(const SessCol *c, const void *rec, double wall_time);
 void sess_col_set(const SessCol *c, void *rec, double v);
 
@@ -103,6 +105,74 @@ enum {
 };
 extern const SessCol sess_eval_cols[EC_N];
 void sess_eval_row(const EvalRecord *r, double wall_time, double *v);
+
+/* ---- format_version 2: per routed layer (RunRecord.layer), /layers/<name>/steps/<col> and
+ * /layers/<name>/evals/<col>. The offsets are StepLayer's / EvalLayer's (the step column: SF_ROW;
+ * the epoch is /evals/epoch of the same row); per-expert vectors
+ * /layers/<name>/steps/{demand,kept,mean_gate,bias} (T, E_layer) and per evaluation
+ * /layers/<name>/evals/class_expert (N, K, E_layer), tsne_features (N, n, C_layer), tsne_expert
+ * (N, n). */
+enum {
+    LSC_STEP,
+    LSC_TAU,
+    LSC_DROP_FRAC,
+    LSC_NO_EXPERT_FRAC,
+    LSC_GATE_ENTROPY,
+    LSC_LOAD_ENTROPY,
+    LSC_MAXVIO,
+    LSC_CONFIDENCE,
+    LSC_L_AUX,
+    LSC_L_Z,
+    LSC_CAPACITY,
+    LSC_PAIRS_PER_SAMPLE,
+    LSC_RHO_REALIZED,
+    LSC_DEAD_EXPERTS,
+    LSC_COLLAPSED,
+    LSC_COLLAPSE_REASON,
+    LSC_WINDOW_LOAD_ENTROPY,
+    LSC_FIRST_SHARE,
+    LSC_CLEAN_FIRST_SHARE,
+    LSC_CLEAN_LOAD_ENTROPY,
+    LSC_CLEAN_DEAD,
+    LSC_FIRST_AGREE,
+    LSC_COLLAPSE_VIEWS,
+    LSC_COLLAPSE_FIRST_STEP,
+    LSC_N
+};
+extern const SessCol sess_layer_step_cols[LSC_N];
+enum {
+    LEC_STEP,
+    LEC_TRAIN_DROP_FRAC,
+    LEC_TRAIN_MAXVIO,
+    LEC_TRAIN_RHO_REALIZED,
+    LEC_WINDOW_LOAD_ENTROPY,
+    LEC_WINDOW_FIRST_SHARE,
+    LEC_DEAD_EXPERTS,
+    LEC_COLLAPSED,
+    LEC_COLLAPSE_REASON,
+    LEC_MUTUAL_INFO,
+    LEC_TEST_LOAD_ENTROPY,
+    LEC_TEST_FIRST_SHARE,
+    LEC_TEST_DEAD_FIRST,
+    LEC_TEST_DEAD_TOPK,
+    LEC_COLLAPSE_VIEWS,
+    LEC_COLLAPSE_FIRST_STEP,
+    LEC_COLLAPSE_FIRST_TRAIN,
+    LEC_COLLAPSE_FIRST_CLEAN,
+    LEC_COLLAPSE_FIRST_EVAL,
+    LEC_EPOCH_TAU,
+    LEC_EPOCH_L_AUX,
+    LEC_EPOCH_CLEAN_FIRST_SHARE,
+    LEC_N
+};
+extern const SessCol sess_layer_eval_cols[LEC_N];
+/* One layer row of a step / an evaluation at `step` (every column as double). */
+void sess_layer_step_row(const StepLayer *l, long step, double *v);
+void sess_layer_eval_row(const EvalLayer *l, long step, double *v);
+
+/* The routed layers of a format-2 file: /layers@count and @name_<i> into names, their number in
+ * *n (0 when the file has no /layers: version 1). ML_ERR_FORMAT for a damaged list. */
+ml_status sess_read_layers(hid_t file, char names[][REC_LAYER_NAME], int *n, const char *path);
 
 #define SESS_EVENT_TEXT 256
 typedef struct {

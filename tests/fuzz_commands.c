@@ -49,6 +49,9 @@ static void fuzz_seeds(void (*run)(const uint8_t *, size_t)) {
         "anneal exp now 0.1 every=1e12\nanneal linear 0 0\nanneal bogus\nset\nset x 1\nstep -3\nstep 99999999999999999999\n",
         "at 0 on-collapse set tau 2; set alpha 0.05\nat 1 on-collapse pause\nat 2 On-Collapse off\nat 3 on-collapse\n"
         "at 4 on-collapse ;;\nat 5 on-collapse quit\nat 6 on-collapse set tau 2;on-collapse pause\nat 7 on-collapse eval; snapshot\n",
+        "at 0 set tau 0.3 @moe2\nat 1 anneal exp now 0.05 @head\nset cf 2 @MOE0\nset lr 0.1 @moe2\nset tau 1 @\n"
+        "set tau 1 @@x\npause @moe2\nset tau @moe2\n@moe2\nset noise 0 @aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa\n"
+        "at 2 on-collapse set tau 2 @moe3; set alpha 0.05 @head\nanneal linear 1 0.1 @moe1 # socket\n",
     };
     for (size_t i = 0; i < sizeof seeds / sizeof *seeds; i++) run((const uint8_t *)seeds[i], strlen(seeds[i]));
     char big[2000];

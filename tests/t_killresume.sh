@@ -100,5 +100,55 @@ else bad "no ckpt-21.h5 was written"; fi
 [ $rc = 0 ] && grep -q 'final metrics MATCH' R.log && ok "replay of the resumed session: MATCH" || bad "replay: rc $rc, $(tail -1 R.log)"
 [ "$(weights C-replay)" = "$WA" ] && ok "replay's final weights equal the uninterrupted run's" || bad "replay's weights differ"
 
+# a backbone-MoE session (a routed layer after stage 2 and the moe head) with per-layer commands:
+# a resume from a middle checkpoint, and kills at random moments, give the uninterrupted run's
+# weights, per-layer state (/backbone: collapse windows, epoch sums, temperature plans) and
+# per-layer history; replay of its commands (with @layer suffixes) reports MATCH
+cat > bcmds <<'EOF'
+at 10 set tau 0.3 @moe2
+at 17 anneal exp now 0.1 @head
+at 24 set cf 2 @moe2
+at 30 set alpha 0.05
+EOF
+BEP=6; [ -n "${MOELAB_QUICK:-}" ] && BEP=4
+RUNB=(train --headless --dataset synthetic:16x16x3:4:512 --width 0.25 --batch 32 --experts 4 --hidden 16 --threads 1
+      --seed 5 --epochs $BEP --ckpt-steps 8 --keep 0 --moe-after 2 --moe-hidden 8 --commands bcmds --route-window 8)
+bweights() { h5dump -A 0 -g /weights -g /optimizer -g /rng -g /schedule -g /backbone -g /trainer "$(final_ckpt "$1")" | tail -n +2 | sha256sum | cut -c1-16; }
+bhistory() {
+  local d
+  for d in /steps/step /steps/loss /steps/tau /evals/test_acc /layers/moe2/steps/tau /layers/moe2/steps/kept \
+           /layers/moe2/steps/capacity /layers/moe2/steps/collapsed /layers/head/steps/tau /layers/moe2/evals/mutual_info \
+           /layers/moe2/evals/class_expert /layers/head/evals/class_expert; do
+    h5dump -A 0 -d $d "$1/live.h5" | tail -n +2
+  done | sha256sum | cut -c1-16
+}
+"$BIN" "${RUNB[@]}" --session B > B.log 2>&1 || bad "the backbone-MoE run failed: $(tail -2 B.log)"
+WB=$(bweights B); HB=$(bhistory B)
+grep -q "set tau 0.3 @moe2" B.log && ok "the backbone run applied 'set tau 0.3 @moe2'" || bad "no 'set tau 0.3 @moe2' in the log"
+h5dump -d /events B/live.h5 | grep -q 'set tau 0.3 @moe2' && ok "'set tau 0.3 @moe2' is in the event log" || bad "event log lacks the @moe2 command"
+cp -r B BM; mid=$(ls BM | sed -n 's/^ckpt-\([0-9]*\)\.h5$/\1/p' | sort -n | sed -n 3p)
+for f in BM/ckpt-*.h5; do n=${f#BM/ckpt-}; n=${n%.h5}; [ "$n" -gt "$mid" ] && rm -f "$f"; done
+"$BIN" train --resume BM > BM.log 2>&1
+[ "$(bweights BM)" = "$WB" ] && [ "$(bhistory BM)" = "$HB" ] \
+  && ok "backbone-MoE resume from ckpt-$mid: weights, per-layer state and per-layer history equal the uninterrupted run's" \
+  || bad "backbone-MoE resume from ckpt-$mid differs (weights $(bweights BM) vs $WB, history $(bhistory BM) vs $HB)"
+t0=$(date +%s%N); "$BIN" "${RUNB[@]}" --session B2 > /dev/null 2>&1; t1=$(date +%s%N)
+bms=$(( (t1 - t0) / 1000000 )); [ $bms -lt 200 ] && bms=200
+bok=0; BT=3
+for trial in $(seq $BT); do
+  S=BK$trial
+  "$BIN" "${RUNB[@]}" --session $S > $S.log 2>&1 &
+  pid=$!
+  sleep "$(awk -v r=$RANDOM -v ms=$bms 'BEGIN { printf "%.3f", (0.3 + (r % 1000) / 1000.0 * 0.6) * ms / 1000.0 }')"
+  kill -9 $pid 2>/dev/null; wait $pid 2>/dev/null
+  if [ -z "$(ls $S/ckpt-*.h5 2>/dev/null)" ]; then rm -rf $S; "$BIN" "${RUNB[@]}" --session $S >> $S.log 2>&1
+  elif [ "$(status $S)" != '"finished"' ]; then "$BIN" train --resume $S >> $S.log 2>&1; fi
+  [ "$(bweights $S)" = "$WB" ] && [ "$(bhistory $S)" = "$HB" ] && bok=$((bok + 1)) \
+    || echo "INFO backbone trial $trial differs: $(tail -2 $S.log)"
+done
+[ $bok = $BT ] && ok "backbone-MoE kill/resume: $BT of $BT trials equal the uninterrupted run" || bad "backbone-MoE kill/resume: $bok of $BT equal"
+"$BIN" replay B --session B-replay > BR.log 2>&1; rc=$?
+[ $rc = 0 ] && grep -q 'final metrics MATCH' BR.log && ok "replay of the session with @layer commands: MATCH" || bad "replay of B: rc $rc, $(tail -1 BR.log)"
+
 echo "t_killresume: $pass passed, $fail failed"
 [ $fail = 0 ]

@@ -9,6 +9,7 @@
  *     evaluation view only;
  *   - softmoe-sample judged by gate mass: uniform gates (zero router, whose argmax ties all go to
  *     e0) are not flagged, gates concentrated on one expert are;
+ *   - per layer: a collapsed backbone MoE layer next to a healthy head flags that layer only;
  *   - CollapseState alone: first step and episodes per view, thresholds, the on-collapse rule of
  *     the loop (applied once, origin rule, pause in an interactive loop, stop in a headless one). */
 #include <math.h>
@@ -129,6 +130,87 @@ static void test_hidden_by_noise(const Dataset *ds) {
         }
         trainer_free(&t);
     }
+}
+
+/* Per-layer collapse: a backbone MoE layer (after stage 2) whose router sends every sample to e3
+ * (no selection noise for it: `set noise 0 @moe2`) next to a healthy head. Only moe2's flag rises;
+ * the record's union and banner text name it, the head's own state stays clean, and the loop's
+ * collapse event names the layer. */
+static StepRecord g_bb_last;
+static char g_bb_event[384];
+static int g_bb_head_events;
+static void bb_step(const StepRecord *r, void *u) {
+    (void)u;
+    g_bb_last = *r;
+}
+static void bb_event(const TrainerEvent *e, void *u) {
+    (void)u;
+    if (e->kind != TEV_COLLAPSE) return;
+    if (!g_bb_event[0]) snprintf(g_bb_event, sizeof g_bb_event, "%s", e->text);
+    if (strstr(e->text, "head: ")) g_bb_head_events++;
+}
+static void test_backbone_layer(const Dataset *ds) {
+    TrainConfig c;
+    config(&c, HEAD_MOE);
+    c.model.moe_n = 1;
+    c.model.moe_after[0] = 2;
+    c.model.bb_nh = 1;
+    c.model.bb_hidden[0] = 8;
+    Trainer t;
+    if (trainer_init_ds(&t, &c, ds) != ML_OK) {
+        CHECK(0, "trainer_init: %s", ml_last_error());
+        return;
+    }
+    healthy_router(&t, 4.0f);
+    MoeConv *L = &t.model.moec[0];
+    const int E = L->route.cfg.E, C = L->C;
+    for (int i = 0; i < E * C; i++) L->p.router[i] = 0.0f;
+    for (int j = 0; j < C; j++) L->p.router[(size_t)3 * C + j] = 1.0f;
+    TrainerCmd cmd;
+    memset(&cmd, 0, sizeof cmd);
+    cmd.kind = CMD_SET;
+    cmd.param = PARAM_NOISE;
+    cmd.value = 0.0;
+    snprintf(cmd.layer, sizeof cmd.layer, "moe2");
+    CHECK(trainer_apply(&t, &cmd) == ML_OK && L->route.cfg.noise == 0.0f && t.model.moe.cfg.noise > 0.0f,
+          "set noise 0 @moe2: moe2's noise only");
+    TrainHooks h;
+    memset(&h, 0, sizeof h);
+    h.on_step = bb_step;
+    h.on_event = bb_event;
+    const RunEnd end = trainer_run(&t, &h);
+    const StepRecord *r = &g_bb_last;
+    CHECK(end == RUN_FINISHED && r->nlayers == 2, "the run finished with two routed layers (%d)", r->nlayers);
+    CHECK(r->layer[0].collapsed && (r->layer[0].collapse_views & CVIEW_BIT_TRAIN) && r->layer[0].moe.first_share > 0.99,
+          "moe2 is flagged on its training view (first share %.2f, views %d)", r->layer[0].moe.first_share,
+          r->layer[0].collapse_views);
+    CHECK(t.bl[0].coll.view[CVIEW_TRAIN].first_step == c.route.min_steps &&
+              r->layer[0].collapse_first_step == c.route.min_steps,
+          "moe2 first flagged at step %ld (the window judges from %d steps)", r->layer[0].collapse_first_step,
+          c.route.min_steps);
+    CHECK(!r->layer[1].collapsed && t.coll.first_step == -1 && g_bb_head_events == 0,
+          "the healthy head is not flagged (views %d, first step %ld, %d head events)", r->layer[1].collapse_views,
+          t.coll.first_step, g_bb_head_events);
+    CHECK(r->collapsed && r->collapse_first_step == r->layer[0].collapse_first_step &&
+              !strncmp(r->collapse_text, "moe2: training collapsed", 24),
+          "the record's union flags the run and its text names the layer: \"%.60s\"", r->collapse_text);
+    CHECK(strstr(g_bb_event, "collapse at step 10 (training view, episode 1, first): moe2: ") != NULL,
+          "the collapse event names the layer: \"%.90s\"", g_bb_event);
+    EvalRecord er;
+    CHECK(trainer_eval_record(&t, &er, 0) == ML_OK && er.nlayers == 2 && er.layer[0].test_first_share > 0.99 &&
+              er.layer[0].test_dead_first == E - 1 && er.layer[0].feat_dim == C && er.layer[1].feat_dim == t.model.d,
+          "evaluation: moe2 sends %.0f%% of test first choices to one expert (%d dead), t-SNE of its %d channels",
+          100 * er.layer[0].test_first_share, er.layer[0].test_dead_first, er.layer[0].feat_dim);
+    long tot = 0, e3 = 0;
+    for (int k = 0; k < er.layer[0].classes; k++)
+        for (int e = 0; e < E; e++) {
+            tot += er.layer[0].class_expert[k * E + e];
+            if (e == 3) e3 += er.layer[0].class_expert[k * E + e];
+        }
+    CHECK(tot == t.src.n_test && e3 == tot && er.layer[0].mutual_info < 1e-9,
+          "moe2's class x expert matrix: all %ld test samples in column e3, I(class;expert) = %g", tot,
+          er.layer[0].mutual_info);
+    trainer_free(&t);
 }
 
 /* A test split of one repeated image: every test sample routes to the same first expert. */
@@ -374,6 +456,7 @@ int main(void) {
     test_softmoe_gate_mass(&ds);
     test_state();
     test_rule(&ds);
+    test_backbone_layer(&ds);
     dataset_free(&ds);
     printf("%d failure(s)\n", g_failures);
     return g_failures ? 1 : 0;

@@ -39,6 +39,19 @@ int main(void) {
     ok_parse("help", CMD_HELP, "help");
     TrainerCmd c;
     char err[256];
+    /* one routed layer: the @layer suffix is kept in the normalised text (event log, replay) */
+    ok_parse("set tau 0.3 @moe2", CMD_SET, "set tau 0.3 @moe2");
+    ok_parse("anneal exp now 0.05 @Head", CMD_ANNEAL, "anneal exp now 0.05 @head");
+    ok_parse("set cf 2 @moe0  # socket", CMD_SET, "set cf 2 @moe0");
+    command_parse("set tau 0.3 @moe2", &c, err, sizeof err);
+    CHECK(!strcmp(c.layer, "moe2") && c.param == PARAM_TAU && c.value == 0.3, "set tau 0.3 @moe2: layer '%s'", c.layer);
+    command_parse("set tau 0.3", &c, err, sizeof err);
+    CHECK(c.layer[0] == 0, "no suffix: every layer (layer '%s')", c.layer);
+    bad_parse("set lr 0.1 @moe2", "the learning rate is the whole model's");
+    bad_parse("pause @moe2", "only set and anneal take an @layer suffix");
+    bad_parse("set tau 1 @", "is not a layer suffix");
+    bad_parse("set tau 1 @a/b", "is not a layer suffix");
+    bad_parse("set tau @moe2", "usage: set");
     command_parse("set alpha 0.02", &c, err, sizeof err);
     CHECK(c.param == PARAM_ALPHA && c.value == 0.02, "set alpha 0.02 -> PARAM_ALPHA 0.02");
     command_parse("anneal sigmoid 1.0 0.1 s=12 c=0.3 min=0.05", &c, err, sizeof err);
@@ -200,6 +213,50 @@ int main(void) {
     command_parse("set tau 0.5", &c, err, sizeof err);
     CHECK(trainer_apply(&t, &c) == ML_ERR_STATE && strstr(ml_last_error(), "dense"), "set tau on a dense head: %s",
           ml_last_error());
+    trainer_free(&t);
+    /* per-layer knobs: a backbone MoE layer after stage 2 and the moe head */
+    cfg.model.head.kind = HEAD_MOE;
+    cfg.model.moe_n = 1;
+    cfg.model.moe_after[0] = 2;
+    CHECK(trainer_init_ds(&t, &cfg, &ds) == ML_OK && trainer_nlayers(&t) == 2 && trainer_layer_find(&t, "moe2") == 0 &&
+              trainer_layer_find(&t, "head") == 1,
+          "backbone layer + head: two routed layers (moe2, head)");
+    const float tau0 = tau_plan_value(&t.tau, t.step);
+    command_parse("set tau 0.3 @moe2", &c, err, sizeof err);
+    CHECK(trainer_apply(&t, &c) == ML_OK && tau_plan_value(&t.bl[0].tau, t.step) == 0.3f &&
+              tau_plan_value(&t.tau, t.step) == tau0,
+          "set tau 0.3 @moe2 changes moe2's plan only (moe2 %g, head %g)", tau_plan_value(&t.bl[0].tau, t.step),
+          tau_plan_value(&t.tau, t.step));
+    command_parse("set cf 2 @head", &c, err, sizeof err);
+    const float cf_bb = t.model.moec[0].route.cfg.cf;
+    CHECK(trainer_apply(&t, &c) == ML_OK && t.model.moe.cfg.cf == 2.0f && t.model.moec[0].route.cfg.cf == cf_bb,
+          "set cf 2 @head leaves moe2's cf (%g)", t.model.moec[0].route.cfg.cf);
+    command_parse("set alpha 0.125", &c, err, sizeof err);
+    CHECK(trainer_apply(&t, &c) == ML_OK && t.model.moe.cfg.alpha == 0.125f &&
+              t.model.moec[0].route.cfg.alpha == 0.125f,
+          "set alpha without a suffix reaches every layer");
+    trainer_step(&t, &rec);
+    CHECK(rec.nlayers == 2 && fabs(rec.layer[0].moe.tau - 0.3) < 1e-6 && fabs(rec.layer[1].moe.tau - tau0) < 1e-6 &&
+              rec.tau == tau0,
+          "the step record: moe2 ran at tau %g, the head at %g (top level %g)", rec.layer[0].moe.tau,
+          rec.layer[1].moe.tau, rec.tau);
+    command_parse("anneal linear now 0.5 @moe2", &c, err, sizeof err);
+    CHECK(trainer_apply(&t, &c) == ML_OK && fabsf(tau_plan_value(&t.bl[0].tau, t.total_steps) - 0.5f) < 1e-6f &&
+              tau_plan_value(&t.tau, t.total_steps) != 0.5f,
+          "anneal ... @moe2 replaces moe2's schedule only");
+    command_parse("set tau 1 @moe3", &c, err, sizeof err);
+    CHECK(trainer_apply(&t, &c) == ML_ERR_ARG && strstr(ml_last_error(), "no routed layer 'moe3'") &&
+              strstr(ml_last_error(), "@moe2, @head"),
+          "an unknown layer is refused naming the valid ones: %s", ml_last_error());
+    trainer_free(&t);
+    cfg.model.head.kind = HEAD_DENSE;
+    CHECK(trainer_init_ds(&t, &cfg, &ds) == ML_OK && trainer_nlayers(&t) == 1, "dense head + moe2: one routed layer");
+    command_parse("set tau 0.5 @head", &c, err, sizeof err);
+    CHECK(trainer_apply(&t, &c) == ML_ERR_STATE && strstr(ml_last_error(), "does not route"),
+          "a dense-head run refuses @head: %s", ml_last_error());
+    command_parse("set tau 0.5", &c, err, sizeof err);
+    CHECK(trainer_apply(&t, &c) == ML_OK && tau_plan_value(&t.bl[0].tau, t.step) == 0.5f,
+          "set tau (no suffix) reaches the backbone layer of a dense-head run");
     trainer_free(&t);
     dataset_free(&ds);
     printf("%d failure(s)\n", g_failures);

@@ -375,9 +375,11 @@ static void verify_live_file(const char *file, const Trainer *t, double t0, doub
     CHECK(f >= 0, "closed live.h5 opens with a plain (non-SWMR) HDF5 reader");
     if (f < 0) return;
     char s[4096];
-    CHECK(h5_attr_i64(f, "format_version") == 1, "root @format_version = 1");
+    CHECK(h5_attr_i64(f, "format_version") == SESSION_FORMAT_VERSION, "root @format_version = %d",
+          SESSION_FORMAT_VERSION);
     hid_t run = H5Gopen2(f, "/run", H5P_DEFAULT);
-    CHECK(h5_attr_i64(run, "format_version") == 1, "/run @format_version = 1");
+    CHECK(h5_attr_i64(run, "format_version") == SESSION_FORMAT_VERSION, "/run @format_version = %d",
+          SESSION_FORMAT_VERSION);
     CHECK(h5_attr_str(run, "command_line", s, sizeof s) == 0 && !strcmp(s, g_cmdline),
           "/run @command_line is the exact command line");
     char json[8192];
@@ -727,10 +729,10 @@ static void test_live(const Dataset *ds) {
             best = g_ev[i].r.test_acc;
             best_ep = g_ev[i].r.epoch;
         }
-    CHECK(st == ML_OK && !strcmp(in.status, "finished") && in.format_version == 1 && !strcmp(in.head, "moe") &&
-              in.experts == 4 && in.k == 2 && in.hidden == 16 && in.classes == 4 && in.epochs == 3 &&
-              !strcmp(in.dataset, "synthetic") && !strcmp(in.dataset_spec_out, g_spec) && !strcmp(in.backbone, "dw") &&
-              in.width == 0.25f && in.seed == 1,
+    CHECK(st == ML_OK && !strcmp(in.status, "finished") && in.format_version == SESSION_FORMAT_VERSION &&
+              !strcmp(in.head, "moe") && in.experts == 4 && in.k == 2 && in.hidden == 16 && in.classes == 4 &&
+              in.epochs == 3 && !strcmp(in.dataset, "synthetic") && !strcmp(in.dataset_spec_out, g_spec) &&
+              !strcmp(in.backbone, "dw") && in.width == 0.25f && in.seed == 1,
           "session_read_info: status %s, head %s E %d k %d h %d, dataset %s", in.status, in.head, in.experts, in.k,
           in.hidden, in.dataset);
     CHECK(in.steps_logged == g_nrec && in.last_step == g_rec[g_nrec - 1].step && in.evals == g_nev &&
@@ -1235,8 +1237,8 @@ static void test_export_damaged(const Dataset *ds) {
     FILE *fp = fopen(csv, "r");
     if (fp && !fgets(hdr, sizeof hdr, fp)) hdr[0] = 0;
     if (fp) fclose(fp);
-    CHECK(made && st == ML_OK && file_lines(csv) == 71 && strstr(hdr, "loss_nats,") && !strstr(hdr, "clean_first_share") &&
-              !strstr(hdr, "first_agree") && strstr(hdr, "clean_dead"),
+    CHECK(made && st == ML_OK && file_lines(csv) == 71 && strstr(hdr, "loss_nats,") &&
+              !strstr(hdr, "clean_first_share") && !strstr(hdr, "first_agree") && strstr(hdr, "clean_dead"),
           "a session without the optional columns (older moelab) exports without them: %s",
           st ? ml_last_error() : "ok");
     free(good);
@@ -1592,7 +1594,8 @@ static void test_ckpt_roundtrip(const Dataset *ds) {
          h5_rows(f, "/buffers/backbone.stem.bn.running_var", dims, &nd) == 8 &&
          H5Lexists(f, "/weights/head.experts.fc1.weight", H5P_DEFAULT) == 0;
     CHECK(ok, "state_dict names and PyTorch shapes: experts split per expert, dw conv (C, 1, 3, 3), BN buffers");
-    CHECK(h5_attr_i64(f, "step") == 40 && h5_attr_i64(f, "format_version") == 1, "checkpoint @step, @format_version");
+    CHECK(h5_attr_i64(f, "step") == 40 && h5_attr_i64(f, "format_version") == SESSION_FORMAT_VERSION,
+          "checkpoint @step, @format_version");
     free(w);
     H5Fclose(f);
     char js[65536];

@@ -279,6 +279,12 @@ static const FieldRow trainer_fields[] = {
     F(lr_override, 1, NULL),
     F(ckpt_step, 0, "set to the restored step by the restore"),
     F(state, 0, "what the loop publishes (rebuilt from step/epoch)"),
+    F(bl, 1,
+      "per backbone layer: collapse state, epoch sums and plan are /backbone/moe<s>/ rows; mi, buffers and "
+      "fired transient"),
+    F(ep_rho_head, 1, NULL),
+    F(nbl, 0, "derived from the model"),
+    F(bl_pad_, 0, "padding"),
 };
 #undef F
 
@@ -331,6 +337,8 @@ static void test_state_table(const Dataset *ds) {
             const FieldRow *f = &trainer_fields[i];
             if (!f->state || !strcmp(f->name, "model") || !strcmp(f->name, "opt")) continue;
             if (!strcmp(f->name, "coll") && !head) continue; /* dense heads have no routing window */
+            if ((!strcmp(f->name, "bl") || !strcmp(f->name, "ep_rho_head")) && t.nbl == 0)
+                continue; /* no backbone MoE layer in this configuration */
             const char *base = (const char *)&t + f->off;
             int hit = 0;
             for (int k = 0; k < v.nvars && !hit; k++) {

@@ -29,7 +29,10 @@ int layout_compute(Layout *l, int cols, int lines, const LayoutOptions *o) {
     l->r[PANEL_CMD] = rect_make(0, bottom, W, 1);
     const int logh = clampi(H / 5, 5, 12);
     l->r[PANEL_LOG] = rect_make(0, bottom - logh, W, logh);
-    const int mh = bottom - logh - top; /* rows for the panels: >= 24 - 1 - 5 - 3 = 15 */
+    int strip = o->strip > 0 ? o->strip : 0;
+    if (strip > layout_strip_budget(H)) strip = layout_strip_budget(H);
+    if (strip) l->strip = rect_make(0, bottom - logh - strip, W, strip);
+    const int mh = bottom - logh - top - strip; /* rows for the panels: >= 24 - 1 - 5 - 3 - 2 = 13 */
     if (o->has_moe) {
         const int h1 = (mh + 1) / 2, h2 = mh - h1, y2 = top + h1;
         if (W >= 160) {
@@ -54,9 +57,15 @@ int layout_compute(Layout *l, int cols, int lines, const LayoutOptions *o) {
     }
     if (o->zoom >= PANEL_CURVES && o->zoom <= PANEL_LOG && layout_visible(l, o->zoom)) {
         for (int p = PANEL_CURVES; p <= PANEL_LOG; p++) l->r[p] = rect_make(0, 0, 0, 0);
-        l->r[o->zoom] = rect_make(0, top, W, bottom - top);
+        l->r[o->zoom] = rect_make(0, top, W, bottom - top - strip);
+        if (strip) l->strip = rect_make(0, bottom - strip, W, strip);
     }
     return 0;
+}
+
+int layout_strip_budget(int lines) {
+    const int b = (lines - 20) / 2;
+    return clampi(b, 1, 5);
 }
 
 int layout_visible(const Layout *l, int panel) {

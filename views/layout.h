@@ -35,18 +35,22 @@ typedef struct {
     int has_moe; /* routing panels shown */
     int banner;  /* a banner row under the status bar */
     int zoom;    /* a panel id to zoom, or -1 */
+    int strip;   /* rows of the all-layers strip (0: none): full width under the panels, above the log */
 } LayoutOptions;
 
 typedef struct {
     int cols, lines;
     int too_small; /* below LAYOUT_MIN_W x LAYOUT_MIN_H: nothing placed */
     Rect r[PANEL_COUNT];
+    Rect strip; /* the all-layers strip (empty without one) */
 } Layout;
 
 /* Computes the panel rectangles for a cols x lines terminal. Returns 0, or -1 when the terminal
  * is too small (l->too_small set, every rectangle empty). A zoom on a panel that the layout does
  * not show is ignored. */
 int layout_compute(Layout *l, int cols, int lines, const LayoutOptions *o);
+/* Rows of the all-layers strip for a terminal of `lines` rows: at most (lines - 20) / 2, 1..5. */
+int layout_strip_budget(int lines);
 /* 1 if the panel has a non-empty rectangle. */
 int layout_visible(const Layout *l, int panel);
 /* The next focusable panel (curves .. log, in screen order) after `cur` that is visible; `cur`

@@ -34,11 +34,14 @@ typedef struct {
     int batch, epochs, log_every;
     long steps_per_epoch, total_steps;
     double rho_nominal;
-    int dead_window;       /* records (not steps) in the dead-expert window */
-    TauPlan plan;          /* the temperature plan at launch */
-    float lr0;             /* peak learning rate */
-    int browse;            /* 1: a saved session (the marker is a cursor, not "now") */
-    char slot_name[2][48]; /* compare: names of the two runs in legends ("" when alone) */
+    int dead_window;                 /* records (not steps) in the dead-expert window */
+    TauPlan plan;                    /* the temperature plan at launch */
+    float lr0;                       /* peak learning rate */
+    int browse;                      /* 1: a saved session (the marker is a cursor, not "now") */
+    char slot_name[2][48];           /* compare: names of the two runs in legends ("" when alone) */
+    int nlayers;                     /* routed layers (RunRecord.layer); 0: none or an old producer */
+    LayerInfo layer[REC_MAX_LAYERS]; /* their names, E, k, h, capacity */
+    int layer_view;                  /* the per-layer contexts of views/panels.c: layer + 1 (0: the run) */
 } ViewCtx;
 
 /* Live state of the run shown by the status bar (refreshed every frame). */
@@ -108,6 +111,13 @@ extern const ViewClass view_help_class;    /* help overlay */
 extern const ViewClass view_tsne_class;    /* t-SNE scatter of an evaluation's test features */
 extern const ViewClass view_diff_class;    /* compare: routing scalars of two runs and B - A */
 extern const ViewClass view_multi_class;   /* compare of 3..8 runs: curves overlaid (views/view_multi.c) */
+extern const ViewClass view_layers_class;  /* the all-layers strip: one line per routed layer (no frame) */
+
+/* view_layers: the selected layer (marked in the strip). */
+void view_layers_select(View *v, int sel);
+/* view_layers: rows the strip wants in a rect of `rows` rows at most: ctx->nlayers when they all
+ * fit, else 1 (the one-line summary with its "+N layers" marker). */
+int view_layers_rows(const ViewCtx *ctx, int rows);
 
 /* view_multi: at most VIEW_MULTI_MAX runs; STEP / EVAL messages carry the run in .slot. */
 #define VIEW_MULTI_MAX 8

@@ -1,0 +1,299 @@
+/* test_panels.c — the panel set of the live screen, attach and the browser (views/panels.c) with
+ * records built here (two routed layers, nlayers = 2, and one): per-layer panels fed with their
+ * layer's projection, `[` / `]` cycling the layer and the layer's name in the titles, the plan of
+ * one layer reaching only its temperature panel, the all-layers strip (one line per layer, the
+ * one-line summary with "+N layers" when the rows do not hold them) and its place in the layout,
+ * titles cut before the layer tag, and a one-layer run laid out and titled as before. Drawn into
+ * curses windows of a terminal opened on /dev/null and read back with winnstr. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "views/panels.h"
+#include "views/plot.h"
+
+static int failures, checks;
+
+#define CHECK(cond, ...)                                \
+    do {                                                \
+        checks++;                                       \
+        if (!(cond)) {                                  \
+            failures++;                                 \
+            printf("FAIL %s:%d: ", __FILE__, __LINE__); \
+            printf(__VA_ARGS__);                        \
+            printf("\n");                               \
+        }                                               \
+    } while (0)
+
+/* Row y of window w as text (trailing blanks kept). */
+static const char *row(WINDOW *w, int y) {
+    static char buf[512];
+    buf[0] = '\0';
+    if (!w) return buf;
+    const int n = mvwinnstr(w, y, 0, buf, (int)sizeof buf - 1);
+    if (n < 0) buf[0] = '\0';
+    return buf;
+}
+
+static void ctx_make(ViewCtx *c, const Theme *t, int nlayers) {
+    memset(c, 0, sizeof *c);
+    c->theme = t;
+    snprintf(c->dataset, sizeof c->dataset, "synthetic 16x16x3");
+    c->classes = 3;
+    c->n_train = c->n_test = 100;
+    snprintf(c->model, sizeof c->model, "dw w=0.25 d=64");
+    snprintf(c->head, sizeof c->head, "moe E=4 k=2 h=16 cf=1.25");
+    c->has_moe = 1;
+    c->E = 4;
+    c->k = 2;
+    c->h = 16;
+    c->capacity = 10;
+    c->batch = 16;
+    c->epochs = 2;
+    c->log_every = 1;
+    c->steps_per_epoch = 10;
+    c->total_steps = 20;
+    c->dead_window = 10;
+    TauSchedule s;
+    tau_schedule_defaults(&s);
+    s.total = 20;
+    tau_plan_init(&c->plan, &s);
+    c->nlayers = nlayers;
+    static const char *const names[] = {"moe2", "head", "moe0", "moe1", "moe3"};
+    for (int i = 0; i < nlayers; i++) {
+        snprintf(c->layer[i].name, sizeof c->layer[i].name, "%s", names[i]);
+        c->layer[i].E = i == 1 ? 8 : 4;
+        c->layer[i].k = 2;
+        c->layer[i].h = 16;
+        c->layer[i].capacity = i == 1 ? 5 : 10;
+        c->layer[i].stage = i == 1 ? -1 : 2;
+    }
+}
+
+/* A step with layer i's statistics distinct: layer 1 ("head") collapsed, its entropy low. */
+static void step_make(StepRecord *r, long step, int nlayers) {
+    memset(r, 0, sizeof *r);
+    r->step = step;
+    r->epoch = 1;
+    r->loss = r->loss_total = 1.0;
+    r->acc = 0.5;
+    r->tau = 1;
+    r->has_moe = 1;
+    r->moe.B = 16;
+    r->moe.E = 4;
+    r->moe.k = 2;
+    r->moe.capacity = 10;
+    r->collapse_first_step = -1;
+    r->nlayers = nlayers;
+    for (int i = 0; i < nlayers; i++) {
+        StepLayer *l = &r->layer[i];
+        l->moe = r->moe;
+        l->moe.E = i == 1 ? 8 : 4;
+        l->moe.capacity = i == 1 ? 5 : 10;
+        l->moe.first_share = i == 1 ? 0.9 : 0.3;
+        l->moe.drop_frac = i == 1 ? 0.25 : 0.0;
+        l->moe.tau = 1;
+        l->window_load_entropy = i == 1 ? 0.125 : 0.875;
+        l->dead_experts = i == 1 ? 6 : 0;
+        l->collapsed = i == 1;
+        l->collapse_first_step = i == 1 ? step : -1;
+    }
+    r->collapsed = nlayers > 1;
+}
+
+static void test_layered(void) {
+    Theme t;
+    theme_init(&t, 0, 1);
+    ViewCtx ctx;
+    ctx_make(&ctx, &t, 2);
+    Panels ps;
+    CHECK(panels_init(&ps, &ctx) == 0, "init");
+    CHECK(panels_layered(&ps) && ps.nlayers == 2 && ps.sel == 0, "two layers: layered, layer 0 shown");
+    CHECK(ps.have[PANEL_HEATMAP] && ps.v[PANEL_HEATMAP].self == ps.lv[0][PANEL_HEATMAP].self,
+          "the heatmap shown is layer 0's");
+    CHECK(ps.lv[1][PANEL_LOAD].ctx->E == 8 && ps.lv[0][PANEL_LOAD].ctx->E == 4, "each layer's views know its E");
+    CHECK(ps.have_strip, "a strip");
+    for (long s = 1; s <= 5; s++) {
+        StepRecord r;
+        step_make(&r, s, 2);
+        const ViewMsg m = {.kind = VIEW_MSG_STEP, .step = &r};
+        panels_update(&ps, &m);
+    }
+    /* an evaluation: layer 0's class x expert puts every class on e1, layer 1's on e6 */
+    int ce0[3 * 4] = {0}, ce1[3 * 8] = {0};
+    for (int c = 0; c < 3; c++) {
+        ce0[c * 4 + 1] = 10;
+        ce1[c * 8 + 6] = 10;
+    }
+    EvalRecord e;
+    memset(&e, 0, sizeof e);
+    e.epoch = 1;
+    e.step = 5;
+    e.has_moe = 1;
+    e.classes = 3;
+    e.experts = 4;
+    e.class_expert = ce0;
+    e.collapse_first_step = -1;
+    e.nlayers = 2;
+    for (int i = 0; i < 2; i++) {
+        e.layer[i].classes = 3;
+        e.layer[i].experts = i ? 8 : 4;
+        e.layer[i].class_expert = i ? ce1 : ce0;
+        e.layer[i].mutual_info = i ? 0.0 : 0.5;
+        e.layer[i].collapse_first_step = -1;
+    }
+    const ViewMsg em = {.kind = VIEW_MSG_EVAL, .eval = &e};
+    panels_update(&ps, &em);
+
+    char title[320];
+    panels_title(&ps, PANEL_HEATMAP, 60, 0, title, sizeof title);
+    CHECK(strstr(title, "Class x expert") && strstr(title, "moe2 (1/2)"), "heatmap title names layer 1/2: '%s'", title);
+    panels_title(&ps, PANEL_CURVES, 60, 0, title, sizeof title);
+    CHECK(!strstr(title, "moe2"), "the curves are the run's, no layer tag: '%s'", title);
+
+    /* drawn at 120x40: titles, the heatmap's columns and the strip */
+    Layout lay;
+    panels_layout(&ps, &lay, 120, 40, -1);
+    CHECK(lay.strip.h == 2 && lay.strip.w == 120, "120x40: a two-row strip (%dx%d)", lay.strip.w, lay.strip.h);
+    CHECK(lay.strip.y + lay.strip.h == lay.r[PANEL_LOG].y, "the strip sits right above the log");
+    CHECK(lay.r[PANEL_HEATMAP].y + lay.r[PANEL_HEATMAP].h == lay.strip.y, "under the panels");
+    panels_draw(&ps, &lay, PANEL_HEATMAP, 1);
+    WINDOW *hw = ps.win[PANEL_HEATMAP], *sw = ps.win[PANEL_COUNT];
+    CHECK(hw && strstr(row(hw, 0), "Class x expert") && strstr(row(hw, 0), " - moe2 "), "heatmap frame title: '%s'", row(hw, 0));
+    CHECK(ps.win[PANEL_LOAD] && strstr(row(ps.win[PANEL_LOAD], 0), " - moe2 "), "load title: '%s'",
+          row(ps.win[PANEL_LOAD], 0));
+    CHECK(ps.win[PANEL_TEMP] && strstr(row(ps.win[PANEL_TEMP], 0), " - moe2"), "temperature title");
+    CHECK(ps.win[PANEL_SCALARS] && strstr(row(ps.win[PANEL_SCALARS], 0), " - moe2"), "scalars title");
+    CHECK(hw && strstr(row(hw, 1), "e3") && !strstr(row(hw, 1), "e4"), "layer 0's heatmap has 4 experts: '%s'",
+          row(hw, 1));
+    if (getenv("PANELS_DEBUG")) {
+        for (int y = 0; y < lay.r[PANEL_HEATMAP].h; y++) printf("H|%s\n", row(hw, y));
+        for (int y = 0; y < 2; y++) printf("S|%s\n", row(sw, y));
+    }
+    CHECK(sw && strstr(row(sw, 0), "> moe2") && strstr(row(sw, 0), "ok") && strstr(row(sw, 0), "top-1  30%"),
+          "strip line 1: '%s'", row(sw, 0));
+    CHECK(sw && strstr(row(sw, 1), "head") && strstr(row(sw, 1), "COLLAPSE") && strstr(row(sw, 1), "dead 6/8") &&
+              strstr(row(sw, 1), "drop 25.0%") && strstr(row(sw, 1), "load H 0.125"),
+          "strip line 2 shows the collapsed unselected layer: '%s'", row(sw, 1));
+
+    /* ] : the other layer */
+    CHECK(panels_key(&ps, PANEL_HEATMAP, ']') == 1 && ps.sel == 1, "] selects layer 2");
+    CHECK(ps.v[PANEL_HEATMAP].self == ps.lv[1][PANEL_HEATMAP].self, "the heatmap shown is layer 1's");
+    panels_draw(&ps, &lay, PANEL_HEATMAP, 1);
+    hw = ps.win[PANEL_HEATMAP];
+    sw = ps.win[PANEL_COUNT];
+    CHECK(hw && strstr(row(hw, 0), " - head ") && !strstr(row(hw, 0), "moe2"), "title after ]: '%s'", row(hw, 0));
+    CHECK(hw && strstr(row(hw, 1), "e4"), "layer 1's heatmap has 8 experts: '%s'", row(hw, 1));
+    CHECK(sw && strstr(row(sw, 1), "> head") && !strstr(row(sw, 0), "> moe2"), "the strip marks the selection");
+    CHECK(panels_key(&ps, PANEL_HEATMAP, ']') == 1 && ps.sel == 0, "] wraps around");
+    CHECK(panels_key(&ps, PANEL_HEATMAP, '[') == 1 && ps.sel == 1, "[ goes back");
+    CHECK(panels_key(&ps, PANEL_LOG, '[') == 1 && ps.sel == 1, "the focused log scrolls with [, the layer stays");
+    CHECK(panels_key(&ps, PANEL_HEATMAP, 'x') == 0, "other keys are not the panels'");
+
+    /* a plan for layer 1 only */
+    TauPlan p1 = ctx.plan;
+    CHECK(tau_plan_set(&p1, 3, 0.25f) == ML_OK, "plan override");
+    panels_plan(&ps, &p1, 3, 1);
+    char t0[256], t1[256];
+    view_title(&ps.lv[0][PANEL_TEMP], t0, sizeof t0);
+    view_title(&ps.lv[1][PANEL_TEMP], t1, sizeof t1);
+    CHECK(strstr(t1, "OVERRIDE") && !strstr(t0, "OVERRIDE"), "layer 1's plan only: '%s' / '%s'", t0, t1);
+    panels_plan(&ps, &p1, 3, -1);
+    view_title(&ps.lv[0][PANEL_TEMP], t0, sizeof t0);
+    CHECK(strstr(t0, "OVERRIDE"), "-1: every layer's plan: '%s'", t0);
+
+    /* a narrow frame: the view's title is cut, the tag stays whole */
+    panels_title(&ps, PANEL_HEATMAP, 30, 1, title, sizeof title);
+    CHECK(strstr(title, " - head") && strstr(title, "~") && utf8_cells(title) <= 30 - 8,
+          "cut before the layer's name: '%s' (%d cells)", title, utf8_cells(title));
+    panels_title(&ps, PANEL_LOAD, 200, 0, title, sizeof title);
+    CHECK(strstr(title, " - head (2/2)") && !strstr(title, "~"), "wide: whole title and tag: '%s'", title);
+
+    /* 80x24: two layers fit in two rows */
+    panels_layout(&ps, &lay, 80, 24, -1);
+    CHECK(lay.strip.h == 2 && !lay.too_small, "80x24: two strip rows");
+    CHECK(lay.r[PANEL_HEATMAP].h >= 6, "80x24: the heatmap keeps %d rows", lay.r[PANEL_HEATMAP].h);
+    panels_layout(&ps, &lay, 80, 24, PANEL_HEATMAP);
+    CHECK(lay.strip.h == 2 && lay.strip.y + 2 == 23 && lay.r[PANEL_HEATMAP].y + lay.r[PANEL_HEATMAP].h == lay.strip.y,
+          "zoomed: the strip stays, over the command line");
+    panels_free(&ps);
+    panels_free(&ps); /* idempotent */
+}
+
+static void test_summary(void) {
+    Theme t;
+    theme_init(&t, 0, 1);
+    ViewCtx ctx;
+    ctx_make(&ctx, &t, 5);
+    Panels ps;
+    CHECK(panels_init(&ps, &ctx) == 0, "init 5 layers");
+    CHECK(panels_strip_rows(&ps, 24) == 1 && panels_strip_rows(&ps, 40) == 5, "5 layers: 1 row at 24 lines, 5 at 40");
+    StepRecord r;
+    step_make(&r, 1, 5);
+    r.layer[4].collapsed = 1; /* moe3 too */
+    const ViewMsg m = {.kind = VIEW_MSG_STEP, .step = &r};
+    panels_update(&ps, &m);
+    Layout lay;
+    panels_layout(&ps, &lay, 80, 24, -1);
+    CHECK(lay.strip.h == 1, "80x24: a one-line summary");
+    panels_draw(&ps, &lay, PANEL_CURVES, 1);
+    const char *s = row(ps.win[PANEL_COUNT], 0);
+    const char *h = strstr(s, "head"), *m3 = strstr(s, "moe3"), *m2 = strstr(s, "moe2");
+    if (getenv("PANELS_DEBUG")) printf("S|%s\n", s);
+    CHECK(h && m3 && (!m2 || (h < m2 && m3 < m2)), "collapsed layers first: '%s'", s);
+    CHECK(strstr(s, "+") && strstr(s, " layers"), "what did not fit is marked '+N layers': '%s'", s);
+    int shown = 0;
+    for (int i = 0; i < 5; i++) shown += strstr(s, ctx.layer[i].name) != NULL;
+    char more[32];
+    snprintf(more, sizeof more, "+%d layers", 5 - shown);
+    CHECK(shown < 5 && strstr(s, more), "the marker counts the %d hidden layers: '%s'", 5 - shown, s);
+    panels_layout(&ps, &lay, 120, 40, -1);
+    CHECK(lay.strip.h == 5, "120x40: one line per layer");
+    panels_free(&ps);
+}
+
+static void test_one_layer(void) {
+    Theme t;
+    theme_init(&t, 0, 1);
+    for (int n = 0; n <= 1; n++) {
+        ViewCtx ctx;
+        ctx_make(&ctx, &t, n);
+        Panels ps;
+        CHECK(panels_init(&ps, &ctx) == 0, "init %d layers", n);
+        CHECK(!panels_layered(&ps) && !ps.have_strip && panels_strip_rows(&ps, 40) == 0, "%d layers: one set", n);
+        Layout a, b;
+        panels_layout(&ps, &a, 80, 24, -1);
+        const LayoutOptions lo = {.has_moe = 1, .banner = 0, .zoom = -1};
+        layout_compute(&b, 80, 24, &lo);
+        CHECK(!memcmp(&a, &b, sizeof a), "%d layers: the layout of before", n);
+        StepRecord r;
+        step_make(&r, 1, n);
+        const ViewMsg m = {.kind = VIEW_MSG_STEP, .step = &r};
+        panels_update(&ps, &m);
+        char title[320], plain[320];
+        panels_title(&ps, PANEL_HEATMAP, 60, 0, title, sizeof title);
+        view_title(&ps.v[PANEL_HEATMAP], plain, sizeof plain);
+        CHECK(!strcmp(title, plain), "%d layers: the view's own title '%s'", n, title);
+        CHECK(panels_key(&ps, PANEL_HEATMAP, ']') == 1 && ps.sel == 0, "%d layers: ] scrolls the heatmap", n);
+        panels_free(&ps);
+    }
+}
+
+int main(void) {
+    FILE *out = fopen("/dev/null", "w"), *in = fopen("/dev/null", "r");
+    SCREEN *scr = out && in ? newterm("xterm", out, in) : NULL;
+    if (!scr && out && in) scr = newterm("vt100", out, in);
+    if (!scr) {
+        printf("test_panels: cannot open a curses terminal on /dev/null (no xterm/vt100 terminfo)\n");
+        return 1;
+    }
+    test_layered();
+    test_summary();
+    test_one_layer();
+    endwin();
+    delscreen(scr);
+    fclose(out);
+    fclose(in);
+    printf("test_panels: %d checks, %d failures\n", checks, failures);
+    return failures ? 1 : 0;
+}
