@@ -645,7 +645,7 @@ static void draw_hint(Browser *b, int y, int W) {
     const char *h =
         b->screen == SCR_LIST      ? "Enter open  m mark  c compare  s/S sort  / filter  r rescan  ? help  q quit"
         : b->screen == SCR_COMPARE ? "Left/Right epoch  Home/End  0-9 Enter epoch  p figures  ? help  Esc/q back"
-        : b->screen == SCR_MULTI   ? "Left/Right epoch  Home/End  0-9 Enter epoch  l loss/accuracy  Esc/q back"
+        : b->screen == SCR_MULTI   ? "Left/Right epoch  Home/End  0-9 Enter epoch  l loss/acc  p figures  Esc/q back"
         : b->tsne_on               ? "c colour by class/expert  Left/Right epoch  t/Esc close  ? help"
                      : "Left/Right epoch  Home/End  0-9 Enter epoch  t t-SNE  tab focus  z zoom  ? help  Esc/q back";
     draw_text(stdscr, y, 0, W, t->role[TH_DIM], h);
@@ -1221,12 +1221,17 @@ static int key_list(Browser *b, int c) {
     return 0;
 }
 
-/* `p`: the figures of what is on screen (the session, or the two compared) as PDF and PNG, at the
+/* `p`: the figures of what is on screen (the session, the two compared, or the 3..8 compared) as PDF and PNG, at the
  * cursor's epoch, by `moelab plot` (app/plot.c) in this process; the hint row says where. */
 static void export_figures(Browser *b) {
-    const char *in[2] = {b->a.h.path, b->b.h.path};
-    const int n = b->screen == SCR_COMPARE ? 2 : 1;
-    const int epoch = b->ev >= 0 && b->ev < b->a.h.nevals ? b->a.h.evals[b->ev].epoch : -1;
+    const char *in[VIEW_MULTI_MAX] = {b->a.h.path, b->b.h.path};
+    int n = b->screen == SCR_COMPARE ? 2 : 1;
+    int epoch = b->ev >= 0 && b->ev < b->a.h.nevals ? b->a.h.evals[b->ev].epoch : -1;
+    if (b->screen == SCR_MULTI) { /* the 3..8 compared: the multi-run figures at the cursor's epoch */
+        n = b->nmulti < VIEW_MULTI_MAX ? b->nmulti : VIEW_MULTI_MAX;
+        for (int i = 0; i < n; i++) in[i] = b->multi[i].h.path;
+        epoch = b->cmp_epoch > 0 ? b->cmp_epoch : -1;
+    }
     char msg[1024];
     int rc = plot_run(in, n, NULL, PLOT_PDF | PLOT_PNG, epoch, 0, msg, sizeof msg);
     if (rc == 2 && epoch >= 0) rc = plot_run(in, n, NULL, PLOT_PDF | PLOT_PNG, -1, 0, msg, sizeof msg);
