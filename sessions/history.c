@@ -278,6 +278,10 @@ static ml_status read_steps(const Ld *L, SessionHistory *h, const json_t *cfg) {
     char name[64];
     long ns = -1, r = 0;
     ml_status st = ML_OK;
+    /* following: no row beyond those held in the first column is no new row (the length is the
+     * columns' minimum); only then refresh every column */
+    if (L->cap && (st = ds_shape(L, "/steps/step", 1, NULL, &r, NULL)) != ML_OK) return st;
+    if (L->cap && r == h->nsteps) return ML_OK;
     for (int c = 0; c < SC_N; c++) {
         snprintf(name, sizeof name, "/steps/%s", sess_step_cols[c].name);
         if (sess_step_cols[c].optional && H5Lexists(L->f, name, H5P_DEFAULT) <= 0) {
@@ -369,6 +373,8 @@ static ml_status read_evals(const Ld *L, SessionHistory *h) {
     char name[64];
     long ne = -1, r = 0;
     ml_status st = ML_OK;
+    if (L->cap && (st = ds_shape(L, "/evals/epoch", 1, NULL, &r, NULL)) != ML_OK) return st; /* as read_steps */
+    if (L->cap && r == h->nevals) return ML_OK;
     for (int c = 0; c < EC_N; c++) {
         snprintf(name, sizeof name, "/evals/%s", sess_eval_cols[c].name);
         if (sess_eval_cols[c].optional && H5Lexists(L->f, name, H5P_DEFAULT) <= 0) {
