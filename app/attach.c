@@ -2,7 +2,8 @@
  * process (headless under nohup, tmux, a Slurm job), steering it through its control socket.
  *
  *   - the panels are the live screen's (views/), fed from the session's live.h5 (SWMR reads,
- *     app/history_feed.c): the whole history at once, then every second what the run appended;
+ *     app/history_feed.c): the whole history at once, then every second what the run appended
+ *     (only the new rows are read: session_follow_poll);
  *   - the command line (readline, as on the live screen) sends each line to DIR/control.sock and
  *     shows the reply in the log; `status` is asked every second for the status bar;
  *   - q (empty command line) detaches and leaves the run going; `quit` stops the run after a y/n;
@@ -48,9 +49,10 @@ enum { REQ_STATUS, REQ_COMMAND };
 
 typedef struct {
     const char *dir;
-    SessionHistory h0; /* the first load: the views' class names point into it */
-    SessionHistory cur;
+    SessionHistory h0;  /* the first load: the views' class names point into it */
+    SessionHistory cur; /* a whole re-read after the follower lost the file (else h0 is followed) */
     int have_cur;
+    SessionFollow *follow; /* appends the new rows of live.h5 to the followed history */
     HistoryFed fed;
     TauSchedule base;
     ViewCtx ctx;
@@ -203,19 +205,30 @@ static void read_socket(Attach *a) {
 // ---------------------------------------------------------------------------------------------
 // live.h5
 
+/* What the run appended since the last look: the follower reads only the new rows (SWMR refresh
+ * of each dataset, sessions/follow.c); when it cannot (no follower yet, the file replaced, rows
+ * dropped by a resume, a read caught mid-write) the whole file is re-read and followed from there. */
 static void reload(Attach *a) {
-    SessionHistory nh;
-    if (session_history_load(a->dir, &nh) != ML_OK) return; /* a write in progress: next time */
-    if (a->have_cur) session_history_free(&a->cur);
-    a->cur = nh;
-    a->have_cur = 1;
-    if (a->fed.steps > nh.nsteps) a->fed.steps = nh.nsteps; /* rows dropped by a resume */
-    if (a->fed.evals > nh.nevals) a->fed.evals = nh.nevals;
-    if (a->fed.events > nh.nevents) a->fed.events = nh.nevents;
-    if (history_feed(&a->cur, &a->ps, &a->fed, -1, &a->base)) a->dirty = 1;
+    SessionHistory *h = a->have_cur ? &a->cur : &a->h0;
+    if (!a->follow || session_follow_poll(a->follow, h, NULL) != ML_OK) {
+        session_follow_close(a->follow);
+        a->follow = NULL;
+        SessionHistory nh;
+        if (session_history_load(a->dir, &nh) != ML_OK) return; /* a write in progress: next time */
+        if (a->have_cur) session_history_free(&a->cur);
+        a->cur = nh; /* (h0 stays: the views' class names point into it) */
+        a->have_cur = 1;
+        h = &a->cur;
+        a->follow = session_follow_open(h);
+    }
+    const SessionHistory *nh = h;
+    if (a->fed.steps > nh->nsteps) a->fed.steps = nh->nsteps; /* rows dropped by a resume */
+    if (a->fed.evals > nh->nevals) a->fed.evals = nh->nevals;
+    if (a->fed.events > nh->nevents) a->fed.events = nh->nevents;
+    if (history_feed(nh, &a->ps, &a->fed, -1, &a->base)) a->dirty = 1;
     if (a->run_ended)
-        snprintf(a->state, sizeof a->state, "%s", !strcmp(nh.info.status, "finished") ? "FINISHED" : "ENDED");
-    if (nh.nsteps > 0 && a->fd < 0) a->step = nh.steps[nh.nsteps - 1].step;
+        snprintf(a->state, sizeof a->state, "%s", !strcmp(nh->info.status, "finished") ? "FINISHED" : "ENDED");
+    if (nh->nsteps > 0 && a->fd < 0) a->step = nh->steps[nh->nsteps - 1].step;
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -435,6 +448,7 @@ static int attach_session(const char *dir) {
     alog(a, VIEW_LOG_INFO, "attached to %s: %ld steps and %d evaluations so far; q detaches (the run goes on)", dir,
          a->h0.nsteps > 0 ? a->h0.steps[a->h0.nsteps - 1].step : 0L, a->h0.nevals);
     history_feed(&a->h0, &a->ps, &a->fed, -1, &a->base);
+    a->follow = session_follow_open(&a->h0); /* NULL: the first reload re-reads */
     a->step = a->h0.nsteps > 0 ? a->h0.steps[a->h0.nsteps - 1].step : 0;
     a->total = a->h0.total_steps;
     struct sigaction sa, o_int, o_term, o_hup;
@@ -497,6 +511,7 @@ out:
     }
     if (!rc)
         printf("moelab attach: %s %s at step %ld\n", a->run_ended ? "the run ended:" : "detached from", dir, a->step);
+    session_follow_close(a->follow);
     if (a->have_cur) session_history_free(&a->cur);
     session_history_free(&a->h0);
     free(a);

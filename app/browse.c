@@ -347,9 +347,10 @@ static void tsne_poll(Browser *b) {
         const double ae = tsne_knn_agreement(j->Y, j->n, j->expert);
         const double ac = tsne_knn_agreement(j->Y, j->n, j->label);
         char info[160];
+        /* segments (view_tsne_set): the agreement figures first, dropped whole when short */
         snprintf(info, sizeof info,
-                 "%d points, %.1f s; nearest neighbour in the map has the same expert %.0f%%, same class %.0f%%", j->n,
-                 j->seconds, 100 * ae, 100 * ac);
+                 "nearest neighbour in the map: same expert %.0f%%\n, same class %.0f%%\n; %d points\n, %.1f s",
+                 100 * ae, 100 * ac, j->n, j->seconds);
         view_tsne_set(&b->tsne, j->Y, j->expert, j->label, j->n, j->epoch, NULL, info);
     }
     b->dirty = 1;
@@ -428,14 +429,27 @@ static void draw_list(Browser *b, int W, int H) {
         running += !strcmp(b->list.e[i].status, "running");
         damaged += !b->list.e[i].ok;
     }
-    snprintf(buf, sizeof buf, " moelab browse %s %s  %d sessions%s%s  (%d running, %d damaged)%s%s",
-             t->utf8 ? "\u2502" : "|", b->root, b->list.n, b->filter[0] ? ", filter: " : "", b->filter, running,
-             damaged, marked ? ", marked: " : "", marked == 1 ? "1 (mark one more to compare)" : "");
-    if (marked >= 2) { /* the count after the text, "N (c compares)" */
-        const size_t n = strlen(buf);
-        snprintf(buf + n, sizeof buf - n, "%d (c compares)", marked);
+    /* the columns that do not fit, named at the right end of the title bar (the header row is full) */
+    char hid[160] = "";
+    {
+        size_t n = 0;
+        int k = 0;
+        for (int c = 0; c < BCOL_COUNT; c++)
+            if (!wd[c]) n += (size_t)snprintf(hid + n, sizeof hid - n, "%s%s", k++ ? "," : "+", browse_col_name(c));
+        if (k) snprintf(hid + n, sizeof hid - n, " %s", t->utf8 ? "\u25b8" : ">");
     }
-    draw_text(stdscr, 0, 0, W, t->role[TH_STATUS] | A_BOLD, buf);
+    const int hw = hid[0] ? utf8_cells(hid) + 1 : 0;
+    /* the title in segments, dropped whole (draw_segs) left of that note */
+    char s0[600], s1[48], s2[300], s3[64], s4[64];
+    snprintf(s0, sizeof s0, " moelab browse %s %s", t->utf8 ? "\u2502" : "|", b->root);
+    snprintf(s1, sizeof s1, "  %d sessions", b->list.n);
+    snprintf(s2, sizeof s2, "%s%s", b->filter[0] ? ", filter: " : "", b->filter);
+    snprintf(s3, sizeof s3, "  (%d running, %d damaged)", running, damaged);
+    if (marked >= 2) snprintf(s4, sizeof s4, ", marked: %d (c compares)", marked);
+    else snprintf(s4, sizeof s4, "%s", marked == 1 ? ", marked: 1 (mark one more to compare)" : "");
+    const DrawSeg ts[5] = {{s0, 9}, {s1, 6}, {s2, 7}, {s3, 3}, {s4, 8}};
+    draw_segs(stdscr, 0, 0, W - hw, t->role[TH_STATUS] | A_BOLD, ts, 5);
+    if (hid[0]) draw_text(stdscr, 0, W - hw > 0 ? W - hw : 0, hw, t->role[TH_STATUS] | A_BOLD, hid);
     /* header */
     int x = 2;
     for (int c = 0; c < BCOL_COUNT; c++) {
@@ -446,18 +460,6 @@ static void draw_list(Browser *b, int W, int H) {
         if (right) draw_textf(stdscr, 1, x, wd[c], t->role[TH_TITLE], "%*s", wd[c], buf);
         else draw_text(stdscr, 1, x, wd[c], t->role[TH_TITLE], buf);
         x += wd[c] + 1;
-    }
-    { /* the columns that do not fit, named at the end of the header */
-        char hid[160] = "";
-        size_t n = 0;
-        int k = 0;
-        for (int c = 0; c < BCOL_COUNT; c++)
-            if (!wd[c]) n += (size_t)snprintf(hid + n, sizeof hid - n, "%s%s", k++ ? "," : "+", browse_col_name(c));
-        if (k) {
-            snprintf(hid + n, sizeof hid - n, " %s", t->utf8 ? "\u25b8" : ">");
-            const int hw = utf8_cells(hid); /* right end of the title bar (the header row is full) */
-            draw_text(stdscr, 0, W - hw - 1 > 0 ? W - hw - 1 : 0, hw + 1, t->role[TH_STATUS] | A_BOLD, hid);
-        }
     }
     /* a sweep's summary under the list: one row per configuration (at most a third of the screen) */
     int sw_rows = 0;
@@ -593,7 +595,7 @@ static void draw_hint(Browser *b, int y, int W) {
     const char *h =
         b->screen == SCR_LIST      ? "Enter open  m mark  c compare  s/S sort  / filter  r rescan  ? help  q quit"
         : b->screen == SCR_COMPARE ? "Left/Right epoch  Home/End  0-9 Enter epoch  p figures  ? help  Esc/q back"
-        : b->screen == SCR_MULTI   ? "Left/Right epoch  Home/End  0-9 Enter epoch  l loss/accuracy  Esc/q back"
+        : b->screen == SCR_MULTI   ? "Left/Right epoch  Home/End  0-9 Enter epoch  l loss/acc  p figures  Esc/q back"
         : b->tsne_on               ? "c colour by class/expert  Left/Right epoch  t/Esc close  ? help"
                      : "Left/Right epoch  Home/End  0-9 Enter epoch  t t-SNE  tab focus  z zoom  ? help  Esc/q back";
     draw_text(stdscr, y, 0, W, t->role[TH_DIM], h);
@@ -623,17 +625,26 @@ static void draw_compare(Browser *b, int W, int H) {
     layout_compare(&cl, W, H);
     const Theme *t = &b->theme;
     /* status: the two runs and the epoch */
-    char buf[1400];
     draw_fill(stdscr, 0, 0, W, t->role[TH_STATUS]);
-    snprintf(buf, sizeof buf, " moelab compare %s A: %s (%s%s%s) %s B: %s (%s%s%s)", t->utf8 ? "\u2502" : "|",
-             b->a.name, b->a.ctx.head, b->a.ctx.has_moe ? ", " : "",
-             b->a.ctx.has_moe ? tau_kind_name(b->a.base.kind) : "", t->utf8 ? "\u2502" : "|", b->b.name, b->b.ctx.head,
-             b->b.ctx.has_moe ? ", " : "", b->b.ctx.has_moe ? tau_kind_name(b->b.base.kind) : "");
-    draw_text(stdscr, 0, 0, W, t->role[TH_STATUS] | A_BOLD, buf);
-    snprintf(buf, sizeof buf, " epoch %d  (A has %d evaluations, B %d)   A: %s   B: %s", b->cmp_epoch, b->a.h.nevals,
-             b->b.h.nevals, b->a.h.info.status, b->b.h.info.status);
+    /* segments dropped whole when the row is short (draw_segs): the configurations first */
+    const char *bar = t->utf8 ? "\u2502" : "|";
+    char an[540], ac[160], bn[540], bc[160];
+    snprintf(an, sizeof an, " %s A: %s", bar, b->a.name);
+    snprintf(ac, sizeof ac, " (%s%s%s)", b->a.ctx.head, b->a.ctx.has_moe ? ", " : "",
+             b->a.ctx.has_moe ? tau_kind_name(b->a.base.kind) : "");
+    snprintf(bn, sizeof bn, " %s B: %s", bar, b->b.name);
+    snprintf(bc, sizeof bc, " (%s%s%s)", b->b.ctx.head, b->b.ctx.has_moe ? ", " : "",
+             b->b.ctx.has_moe ? tau_kind_name(b->b.base.kind) : "");
+    const DrawSeg hs[5] = {{" moelab compare", 9}, {an, 8}, {ac, 2}, {bn, 8}, {bc, 2}};
+    draw_segs(stdscr, 0, 0, W, t->role[TH_STATUS] | A_BOLD, hs, 5);
+    char ep[64], ev[96], as[64], bs[64];
+    snprintf(ep, sizeof ep, " epoch %d", b->cmp_epoch);
+    snprintf(ev, sizeof ev, "  (A has %d evaluations, B %d)", b->a.h.nevals, b->b.h.nevals);
+    snprintf(as, sizeof as, "   A: %s", b->a.h.info.status);
+    snprintf(bs, sizeof bs, "   B: %s", b->b.h.info.status);
+    const DrawSeg es[4] = {{ep, 9}, {ev, 2}, {as, 5}, {bs, 5}};
     draw_fill(stdscr, 1, 0, W, A_NORMAL);
-    draw_text(stdscr, 1, 0, W, A_BOLD, buf);
+    draw_segs(stdscr, 1, 0, W, A_BOLD, es, 4);
     panel(t, &b->a.ps.v[PANEL_CURVES], cl.r[CMP_CURVES], 0, NULL, 1);
     panel(t, &b->diff, cl.r[CMP_DIFF], 0, NULL, 1);
     if (b->a.ps.have[PANEL_HEATMAP]) panel(t, &b->a.ps.v[PANEL_HEATMAP], cl.r[CMP_HEAT_A], 0, "A: ", 1);
@@ -653,10 +664,20 @@ static void draw_multi(Browser *b, int W, int H) {
     snprintf(buf, sizeof buf, " moelab compare %s %d runs  epoch %d", t->utf8 ? "\u2502" : "|", n, b->cmp_epoch);
     draw_text(stdscr, 0, 0, W, t->role[TH_STATUS] | A_BOLD, buf);
     draw_fill(stdscr, 1, 0, W, A_NORMAL);
+    /* one coloured segment per run: with its status when it fits, else the name alone, else
+     * "…" and the rest are in the table below */
     int x = 1;
     for (int i = 0; i < n && x < W; i++) {
         const Loaded *L = &b->multi[i];
+        const int room = W - x - (i + 1 < n ? 1 : 0); /* a cell for the "…" of later runs */
         snprintf(buf, sizeof buf, "%s %s: %s  ", view_multi_glyph(t, i), L->name, L->h.info.status);
+        if (utf8_cells(buf) > room) snprintf(buf, sizeof buf, "%s %s  ", view_multi_glyph(t, i), L->name);
+        if (utf8_cells(buf) > room && utf8_cells(buf) - 2 <= W - x && i + 1 == n)
+            snprintf(buf, sizeof buf, "%s %s", view_multi_glyph(t, i), L->name);
+        if (utf8_cells(buf) > room) {
+            draw_text(stdscr, 1, x, W - x, t->role[TH_DIM], t->utf8 ? "\u2026" : "~");
+            break;
+        }
         x += draw_text(stdscr, 1, x, W - x, view_multi_attr(t, i), buf);
     }
     const int body = H - 3;
@@ -674,36 +695,54 @@ static void draw_multi(Browser *b, int W, int H) {
         int nw = cw - 50; /* the name column takes what the numbers leave */
         if (nw < 6) nw = 6;
         if (nw > 24) nw = 24;
-        snprintf(buf, sizeof buf, "  %-*s %5s %7s %7s %7s %6s %5s %4s", nw, "run", "epoch", "test%", "best%", "loss",
-                 "I(c;e)", "loadH", "dead");
+        /* the number columns that fit, whole (the rest are named in the bottom border) */
+        static const char *const head[] = {"epoch", "test%", "best%", "loss", "I(c;e)", "loadH", "dead"};
+        static const int colw[] = {5, 7, 7, 7, 6, 5, 4};
+        enum { NCOL = 7 };
+        int ncol = 0, used = 2 + nw;
+        while (ncol < NCOL && used + 1 + colw[ncol] <= cw) used += 1 + colw[ncol++];
+        int o = snprintf(buf, sizeof buf, "  %-*s", nw, "run");
+        for (int c = 0; c < ncol; c++) o += snprintf(buf + o, sizeof buf - (size_t)o, " %*s", colw[c], head[c]);
         draw_text(tw_, 1, 1, cw, t->role[TH_AXIS] | A_BOLD, buf);
         for (int i = 0; i < n && 2 + i < top - 1; i++) {
             const Loaded *L = &b->multi[i];
             const SessionHistory *h = &L->h;
-            char name[32];
-            if ((int)strlen(L->name) > nw) snprintf(name, sizeof name, "%.*s~", nw - 1, L->name);
+            char name[128];
+            if (utf8_cells(L->name) > nw)
+                snprintf(name, sizeof name, "%.*s%s", nw - 1, L->name, t->utf8 ? "\u2026" : "~");
             else snprintf(name, sizeof name, "%.31s", L->name);
+            int nl = (int)strlen(name);
+            for (int pad = utf8_cells(name); pad < nw && nl + 1 < (int)sizeof name; pad++) name[nl++] = ' ';
+            name[nl] = '\0';
             if (h->nevals == 0) {
-                snprintf(buf, sizeof buf, "%s %-*s  no evaluation", view_multi_glyph(t, i), nw, name);
+                snprintf(buf, sizeof buf, "%s %s  no evaluation", view_multi_glyph(t, i), name);
             } else {
                 const EvalRecord *e = &h->evals[h->nevals - 1];
                 double best = 0;
                 for (int k = 0; k < h->nevals; k++)
                     if (h->evals[k].test_acc > best) best = h->evals[k].test_acc;
-                char dead[16];
-                if (L->ctx.has_moe) snprintf(dead, sizeof dead, "%d", e->dead_experts);
-                else snprintf(dead, sizeof dead, "-");
-                snprintf(buf, sizeof buf, "%s %-*s %5d %7.2f %7.2f %7.4f %6.3f %5.3f %4s", view_multi_glyph(t, i), nw,
-                         name, e->epoch, 100 * e->test_acc, 100 * best, e->test_loss, e->mutual_info,
-                         e->test_load_entropy, dead);
+                char cell[NCOL][24];
+                snprintf(cell[0], sizeof cell[0], "%d", e->epoch);
+                snprintf(cell[1], sizeof cell[1], "%.2f", 100 * e->test_acc);
+                snprintf(cell[2], sizeof cell[2], "%.2f", 100 * best);
+                snprintf(cell[3], sizeof cell[3], "%.4f", e->test_loss);
+                snprintf(cell[4], sizeof cell[4], "%.3f", e->mutual_info);
+                snprintf(cell[5], sizeof cell[5], "%.3f", e->test_load_entropy);
+                if (L->ctx.has_moe) snprintf(cell[6], sizeof cell[6], "%d", e->dead_experts);
+                else snprintf(cell[6], sizeof cell[6], "-");
+                o = snprintf(buf, sizeof buf, "%s %s", view_multi_glyph(t, i), name);
+                for (int c = 0; c < ncol; c++) o += snprintf(buf + o, sizeof buf - (size_t)o, " %*s", colw[c], cell[c]);
             }
             draw_text(tw_, 2 + i, 1, cw, view_multi_attr(t, i) & ~A_BOLD, buf);
         }
-        if (n > top - 3) {
-            char more[32];
-            snprintf(more, sizeof more, "+%d runs %s", n - (top - 3), t->utf8 ? "\u25be" : "v");
-            draw_more(tw_, (Rect){1, 1, tw - 2, top - 2}, t, more);
-        }
+        char more[64] = "";
+        if (n > top - 3)
+            snprintf(more, sizeof more, "+%d runs %s%s", n - (top - 3), t->utf8 ? "\u25be" : "v",
+                     ncol < NCOL ? " " : "");
+        if (ncol < NCOL)
+            snprintf(more + strlen(more), sizeof more - strlen(more), "+%d cols %s", NCOL - ncol,
+                     t->utf8 ? "\u25b8" : ">");
+        if (more[0]) draw_more(tw_, (Rect){1, 1, tw - 2, top - 2}, t, more);
         wnoutrefresh(tw_);
         delwin(tw_);
     }
@@ -1132,12 +1171,17 @@ static int key_list(Browser *b, int c) {
     return 0;
 }
 
-/* `p`: the figures of what is on screen (the session, or the two compared) as PDF and PNG, at the
+/* `p`: the figures of what is on screen (the session, the two compared, or the 3..8 compared) as PDF and PNG, at the
  * cursor's epoch, by `moelab plot` (app/plot.c) in this process; the hint row says where. */
 static void export_figures(Browser *b) {
-    const char *in[2] = {b->a.h.path, b->b.h.path};
-    const int n = b->screen == SCR_COMPARE ? 2 : 1;
-    const int epoch = b->ev >= 0 && b->ev < b->a.h.nevals ? b->a.h.evals[b->ev].epoch : -1;
+    const char *in[VIEW_MULTI_MAX] = {b->a.h.path, b->b.h.path};
+    int n = b->screen == SCR_COMPARE ? 2 : 1;
+    int epoch = b->ev >= 0 && b->ev < b->a.h.nevals ? b->a.h.evals[b->ev].epoch : -1;
+    if (b->screen == SCR_MULTI) { /* the 3..8 compared: the multi-run figures at the cursor's epoch */
+        n = b->nmulti < VIEW_MULTI_MAX ? b->nmulti : VIEW_MULTI_MAX;
+        for (int i = 0; i < n; i++) in[i] = b->multi[i].h.path;
+        epoch = b->cmp_epoch > 0 ? b->cmp_epoch : -1;
+    }
     char msg[1024];
     int rc = plot_run(in, n, NULL, PLOT_PDF | PLOT_PNG, epoch, 0, msg, sizeof msg);
     if (rc == 2 && epoch >= 0) rc = plot_run(in, n, NULL, PLOT_PDF | PLOT_PNG, -1, 0, msg, sizeof msg);

@@ -37,6 +37,7 @@
 
 #include "history.h"
 #include "h5util.h"
+#include "history_tail.h"
 #include "schema.h"
 
 #include <errno.h>
@@ -51,8 +52,28 @@
 typedef struct {
     hid_t f;
     const char *path;
-    double fsize; /* bytes of the file when opened */
+    double fsize;     /* bytes of the file when opened */
+    SessTailCap *cap; /* NULL: a whole load (arrays of the exact size); else the rows already held
+                         * are kept and the arrays grow geometrically (session_history_tail) */
 } Ld;
+
+/* Makes *p (ml_alloc'd, `have` elements of `elem` bytes) hold `need` elements: exactly for a
+ * whole load, else with room to grow (cap: the elements it holds). */
+static int grow(const Ld *L, void **p, size_t elem, long have, long need, long *cap) {
+    if (L->cap && need <= *cap && *p) return 0;
+    long nc = need;
+    if (L->cap) {
+        nc = *cap * 2 > need ? *cap * 2 : need;
+        if (nc < 64) nc = 64;
+    }
+    void *q = ml_alloc(elem * (size_t)nc);
+    if (!q) return -1;
+    if (*p && have > 0) memcpy(q, *p, elem * (size_t)have);
+    ml_free(*p);
+    *p = q;
+    if (L->cap) *cap = nc;
+    return 0;
+}
 
 /* More than the file could hold (see the top comment)? */
 static int too_big(const Ld *L, double elems, double elem_bytes) {
@@ -150,30 +171,62 @@ static ml_status read_run(const Ld *L, SessionHistory *h, char *json, size_t jso
     return ML_OK;
 }
 
+/* Is row `row` of the f8 dataset `name` still `want`? A resume drops rows and appends new ones,
+ * which can bring a dataset back to the length it had: the last row held then has another wall
+ * time (the rows held are not the file's any more). */
+static ml_status same_row(const Ld *L, const char *name, long row, double want) {
+    if (row < 0) return ML_OK;
+    double *v = NULL;
+    ml_status st = sess_read_rows_at(L->f, name, (hsize_t)row, 1, H5T_NATIVE_DOUBLE, (void **)&v, L->path);
+    if (st == ML_OK && !(v[0] == want))
+        st = ml_fail(ML_ERR_FORMAT, "%s: %s row %ld changed (rewritten by a resume?)", L->path, name, row);
+    ml_free(v);
+    return st;
+}
+
 /* ------------------------------------------------------------------ /events */
 
+/* h->nevents rows are held (0 for a whole load): the rows after them. */
 static ml_status read_events(const Ld *L, SessionHistory *h) {
     long n = 0;
+    const long have = h->nevents;
     ml_status st = ds_shape(L, "/events", 1, NULL, &n, NULL);
     if (st != ML_OK) return st;
     if (too_big(L, (double)n, 16.0))
         return ml_fail(ML_ERR_FORMAT, "%s: /events claims %ld rows (damaged?)", L->path, n);
-    if (n == 0) return ML_OK;
+    if (n < have) return ml_fail(ML_ERR_FORMAT, "%s: /events lost rows (%ld, was %ld)", L->path, n, have);
+    if (n == have) return ML_OK;
     hid_t t = sess_event_type();
     if (t < 0) return h5u_fail(ML_ERR_FORMAT, L->path, "/events", "cannot make the event type");
     SessEvent *rows = NULL;
-    st = sess_read_rows(L->f, "/events", (hsize_t)n, t, (void **)&rows, L->path);
+    /* following: the last row held too, to see that it is still the file's (same_row) */
+    const long from = have > 0 ? have - 1 : 0;
+    st = sess_read_rows_at(L->f, "/events", (hsize_t)from, (hsize_t)(n - from), t, (void **)&rows, L->path);
     H5Tclose(t);
     if (st != ML_OK) return st;
-    h->events = calloc((size_t)n, sizeof *h->events);
-    if (!h->events) {
+    if (have > 0 &&
+        !(rows[0].wall_time == h->events[have - 1].wall_time && (long)rows[0].step == h->events[have - 1].step)) {
         ml_free(rows);
-        return ml_fail(ML_ERR_NOMEM, "%s: out of memory reading /events", L->path);
+        return ml_fail(ML_ERR_FORMAT, "%s: /events row %ld changed (rewritten by a resume?)", L->path, have - 1);
     }
-    for (long i = 0; i < n; i++) {
-        h->events[i].step = (long)rows[i].step;
-        h->events[i].wall_time = rows[i].wall_time;
-        memcpy(h->events[i].text, rows[i].text, SESS_EVENT_TEXT);
+    long cap0 = L->cap ? L->cap->events : 0;
+    if (L->cap ? n > cap0 : 1) { /* malloc'd (session_history_free) */
+        const long nc = L->cap ? (cap0 * 2 > n ? cap0 * 2 : n < 64 ? 64 : n) : n;
+        SessionEventRow *ne = calloc((size_t)nc, sizeof *ne);
+        if (!ne) {
+            ml_free(rows);
+            return ml_fail(ML_ERR_NOMEM, "%s: out of memory reading /events", L->path);
+        }
+        if (have > 0) memcpy(ne, h->events, sizeof *ne * (size_t)have);
+        free(h->events);
+        h->events = ne;
+        if (L->cap) L->cap->events = nc;
+    }
+    for (long i = have; i < n; i++) {
+        const SessEvent *r = &rows[i - from];
+        h->events[i].step = (long)r->step;
+        h->events[i].wall_time = r->wall_time;
+        memcpy(h->events[i].text, r->text, SESS_EVENT_TEXT);
         h->events[i].text[SESS_EVENT_TEXT - 1] = 0;
     }
     h->nevents = n;
@@ -198,8 +251,8 @@ static int event_set_cf(const SessionEventRow *e, double *cf) {
 
 /* The scalar columns of `group` (a table of schema.c) into n records of rec_size bytes at recs,
  * the wall_time column into wall. Optional columns a file lacks are left 0. */
-static ml_status read_columns(const Ld *L, const char *group, const SessCol *cols, int ncols, long n, void *recs,
-                              size_t rec_size, double *wall) {
+static ml_status read_columns(const Ld *L, const char *group, const SessCol *cols, int ncols, long r0, long n,
+                              void *recs, size_t rec_size, double *wall) {
     char name[96];
     for (int c = 0; c < ncols; c++) {
         const SessCol *col = &cols[c];
@@ -209,11 +262,12 @@ static ml_status read_columns(const Ld *L, const char *group, const SessCol *col
             continue;
         }
         double *dv = NULL;
-        const ml_status st = sess_read_rows(L->f, name, (hsize_t)n, H5T_NATIVE_DOUBLE, (void **)&dv, L->path);
+        const ml_status st =
+            sess_read_rows_at(L->f, name, (hsize_t)r0, (hsize_t)(n - r0), H5T_NATIVE_DOUBLE, (void **)&dv, L->path);
         if (st != ML_OK) return st;
-        for (long i = 0; i < n; i++) {
-            if (col->field == SF_WALL) wall[i] = dv[i];
-            else sess_col_set(col, (char *)recs + (size_t)i * rec_size, dv[i]);
+        for (long i = r0; i < n; i++) {
+            if (col->field == SF_WALL) wall[i] = dv[i - r0];
+            else sess_col_set(col, (char *)recs + (size_t)i * rec_size, dv[i - r0]);
         }
         ml_free(dv);
     }
@@ -224,6 +278,10 @@ static ml_status read_steps(const Ld *L, SessionHistory *h, const json_t *cfg) {
     char name[64];
     long ns = -1, r = 0;
     ml_status st = ML_OK;
+    /* following: no row beyond those held in the first column is no new row (the length is the
+     * columns' minimum); only then refresh every column */
+    if (L->cap && (st = ds_shape(L, "/steps/step", 1, NULL, &r, NULL)) != ML_OK) return st;
+    if (L->cap && r == h->nsteps) return ML_OK;
     for (int c = 0; c < SC_N; c++) {
         snprintf(name, sizeof name, "/steps/%s", sess_step_cols[c].name);
         if (sess_step_cols[c].optional && H5Lexists(L->f, name, H5P_DEFAULT) <= 0) {
@@ -241,28 +299,38 @@ static ml_status read_steps(const Ld *L, SessionHistory *h, const json_t *cfg) {
     }
     if (too_big(L, (double)ns, 8.0 * SC_N))
         return ml_fail(ML_ERR_FORMAT, "%s: /steps claims %ld rows (damaged?)", L->path, ns);
-    h->steps = ml_alloc(sizeof *h->steps * (size_t)ns);
-    h->step_wall = ml_alloc(sizeof *h->step_wall * (size_t)ns);
-    if (!h->steps || !h->step_wall) return ml_fail(ML_ERR_NOMEM, "%s: out of memory for %ld step rows", L->path, ns);
-    h->nsteps = ns;
-    if (ns == 0) return ML_OK;
+    const long have = h->nsteps; /* rows held (0 for a whole load): read the rows after them */
+    if (ns < have) return ml_fail(ML_ERR_FORMAT, "%s: /steps lost rows (%ld, was %ld)", L->path, ns, have);
+    if (L->cap && ns == have) return ML_OK;
+    if (have > 0 && (st = same_row(L, "/steps/wall_time", have - 1, h->step_wall[have - 1])) != ML_OK) return st;
+    long c0 = L->cap ? L->cap->steps : 0, c1 = c0;
+    if (grow(L, (void **)&h->steps, sizeof *h->steps, have, ns, &c0) ||
+        grow(L, (void **)&h->step_wall, sizeof *h->step_wall, have, ns, &c1))
+        return ml_fail(ML_ERR_NOMEM, "%s: out of memory for %ld step rows", L->path, ns);
+    if (L->cap) L->cap->steps = c0 < c1 ? c0 : c1;
+    if (ns == have) return ML_OK;
 
-    if ((st = read_columns(L, "/steps", sess_step_cols, SC_N, ns, h->steps, sizeof *h->steps, h->step_wall)) != ML_OK)
+    if ((st = read_columns(L, "/steps", sess_step_cols, SC_N, have, ns, h->steps, sizeof *h->steps, h->step_wall)) !=
+        ML_OK)
         return st;
-    if (E == 0) return ML_OK;
+    if (E == 0) {
+        h->nsteps = ns;
+        return ML_OK;
+    }
 
     for (int c = 0; c < SV_N; c++) {
         snprintf(name, sizeof name, "/steps/%s", sess_step_vecs[c].name);
         void *buf = NULL;
         const int is_int = sess_step_vecs[c].is_int;
-        st = sess_read_rows(L->f, name, (hsize_t)ns, is_int ? H5T_NATIVE_INT32 : H5T_NATIVE_FLOAT, &buf, L->path);
+        st = sess_read_rows_at(L->f, name, (hsize_t)have, (hsize_t)(ns - have),
+                               is_int ? H5T_NATIVE_INT32 : H5T_NATIVE_FLOAT, &buf, L->path);
         if (st != ML_OK) return st;
         const int32_t *iv = buf;
         const float *fv = buf;
-        for (long i = 0; i < ns; i++) {
+        for (long i = have; i < ns; i++) {
             MoeStepStats *m = &h->steps[i].moe;
             for (long e = 0; e < E; e++) {
-                const size_t j = (size_t)i * (size_t)E + (size_t)e;
+                const size_t j = (size_t)(i - have) * (size_t)E + (size_t)e;
                 switch (c) {
                 case SV_DEMAND: m->demand[e] = iv[j]; break;
                 case SV_KEPT: m->kept[e] = iv[j]; break;
@@ -281,8 +349,8 @@ static ml_status read_steps(const Ld *L, SessionHistory *h, const json_t *cfg) {
      * changed by "set cf X" events; unknown without a readable model.head.cf */
     double cf = 0;
     const int cf_known = session_config_num(cfg, "model.head.cf", -HUGE_VAL, HUGE_VAL, &cf) == 1;
-    long ev = 0;
-    for (long i = 0; i < ns; i++) {
+    long ev = 0; /* (the first row read walks the events before it) */
+    for (long i = have; i < ns; i++) {
         StepRecord *s = &h->steps[i];
         MoeStepStats *m = &s->moe;
         s->has_moe = 1;
@@ -295,6 +363,7 @@ static ml_status read_steps(const Ld *L, SessionHistory *h, const json_t *cfg) {
         if (!is_moe_head) m->dropless = 1;
         else m->dropless = m->capacity >= h->batch && (!cf_known || !(cf > 0));
     }
+    h->nsteps = ns;
     return ML_OK;
 }
 
@@ -304,6 +373,8 @@ static ml_status read_evals(const Ld *L, SessionHistory *h) {
     char name[64];
     long ne = -1, r = 0;
     ml_status st = ML_OK;
+    if (L->cap && (st = ds_shape(L, "/evals/epoch", 1, NULL, &r, NULL)) != ML_OK) return st; /* as read_steps */
+    if (L->cap && r == h->nevals) return ML_OK;
     for (int c = 0; c < EC_N; c++) {
         snprintf(name, sizeof name, "/evals/%s", sess_eval_cols[c].name);
         if (sess_eval_cols[c].optional && H5Lexists(L->f, name, H5P_DEFAULT) <= 0) {
@@ -342,18 +413,39 @@ static ml_status read_evals(const Ld *L, SessionHistory *h) {
     }
     if (ne > INT_MAX || too_big(L, (double)ne, 8.0 * EC_N + 4.0 * K * E))
         return ml_fail(ML_ERR_FORMAT, "%s: /evals claims %ld rows (damaged?)", L->path, ne);
-    h->evals = ml_alloc(sizeof *h->evals * (size_t)ne);
-    h->eval_wall = ml_alloc(sizeof *h->eval_wall * (size_t)ne);
-    if (!h->evals || !h->eval_wall) return ml_fail(ML_ERR_NOMEM, "%s: out of memory for %ld eval rows", L->path, ne);
-    h->nevals = (int)ne;
-    if (ne == 0) return ML_OK;
+    const long have = h->nevals; /* rows held (0 for a whole load): read the rows after them */
+    if (ne < have) return ml_fail(ML_ERR_FORMAT, "%s: /evals lost rows (%ld, was %ld)", L->path, ne, have);
+    if (L->cap && ne == have) return ML_OK;
+    if (have > 0 && (st = same_row(L, "/evals/wall_time", have - 1, h->eval_wall[have - 1])) != ML_OK) return st;
+    long c0 = L->cap ? L->cap->evals : 0, c1 = c0, c2 = c0;
+    if (grow(L, (void **)&h->evals, sizeof *h->evals, have, ne, &c0) ||
+        grow(L, (void **)&h->eval_wall, sizeof *h->eval_wall, have, ne, &c1))
+        return ml_fail(ML_ERR_NOMEM, "%s: out of memory for %ld eval rows", L->path, ne);
+    if (ne == have) return ML_OK;
 
-    if ((st = read_columns(L, "/evals", sess_eval_cols, EC_N, ne, h->evals, sizeof *h->evals, h->eval_wall)) != ML_OK)
+    if ((st = read_columns(L, "/evals", sess_eval_cols, EC_N, have, ne, h->evals, sizeof *h->evals, h->eval_wall)) !=
+        ML_OK)
         return st;
-    if (E == 0) return ML_OK;
-    st = sess_read_rows(L->f, "/evals/class_expert", (hsize_t)ne, H5T_NATIVE_INT, (void **)&h->ce, L->path);
+    if (E == 0) {
+        if (L->cap) L->cap->evals = c0 < c1 ? c0 : c1;
+        h->nevals = (int)ne;
+        return ML_OK;
+    }
+    int *ce = NULL;
+    const size_t ke = (size_t)K * (size_t)E;
+    st = sess_read_rows_at(L->f, "/evals/class_expert", (hsize_t)have, (hsize_t)(ne - have), H5T_NATIVE_INT,
+                           (void **)&ce, L->path);
     if (st != ML_OK) return st;
-    for (long i = 0; i < ne; i++) {
+    if (!L->cap) h->ce = ce; /* a whole load: the rows read are all */
+    else {
+        const int fail = grow(L, (void **)&h->ce, sizeof *h->ce * ke, have, ne, &c2);
+        if (!fail) memcpy(h->ce + (size_t)have * ke, ce, sizeof *ce * ke * (size_t)(ne - have));
+        ml_free(ce);
+        if (fail) return ml_fail(ML_ERR_NOMEM, "%s: out of memory for %ld eval rows", L->path, ne);
+        L->cap->evals = c0 < c1 ? (c0 < c2 ? c0 : c2) : (c1 < c2 ? c1 : c2);
+    }
+    h->nevals = (int)ne;
+    for (long i = 0; i < ne; i++) { /* (all: ce may have moved) */
         EvalRecord *v = &h->evals[i];
         v->has_moe = 1;
         v->classes = K;
@@ -621,7 +713,7 @@ ml_status session_history_load(const char *dir_or_file, SessionHistory *h) {
         return ml_fail(ML_ERR_ARG, "%s: path longer than %zu bytes", path, sizeof h->path - 1);
     }
     struct stat sb;
-    Ld L = {f, path, stat(path, &sb) == 0 ? (double)sb.st_size : 0.0};
+    Ld L = {f, path, stat(path, &sb) == 0 ? (double)sb.st_size : 0.0, NULL};
     char *json = ml_alloc(65536);
     if (!json) st = ml_fail(ML_ERR_NOMEM, "%s: out of memory", path);
     json_t *cfg = NULL;
@@ -649,6 +741,59 @@ ml_status session_history_load(const char *dir_or_file, SessionHistory *h) {
         h->log_every = d > 0 && d <= INT_MAX ? (int)d : 0;
     }
     return ML_OK;
+}
+
+/* ------------------------------------------------------------------ the rows added since (history_tail.h) */
+
+static ml_status read_status(const Ld *L, SessionInfo *info) {
+    hid_t d = H5Dopen2(L->f, "status", H5P_DEFAULT);
+    hid_t mt = h5u_str_type(SESS_STATUS_LEN), ft = d >= 0 ? H5Dget_type(d) : -1;
+    char buf[SESS_STATUS_LEN + 1];
+    memset(buf, 0, sizeof buf);
+    ml_status st = ML_OK;
+    if (d < 0 || mt < 0 || ft < 0 || H5Drefresh(d) < 0 || H5Tget_class(ft) != H5T_STRING ||
+        H5Tget_size(ft) != SESS_STATUS_LEN || H5Dread(d, mt, H5S_ALL, H5S_ALL, H5P_DEFAULT, buf) < 0)
+        st = h5u_fail(ML_ERR_FORMAT, L->path, "/status", "cannot read");
+    else {
+        buf[sizeof info->status - 1] = 0;
+        memcpy(info->status, buf, sizeof info->status);
+    }
+    h5u_close(ft);
+    h5u_close(mt);
+    h5u_close(d);
+    return st;
+}
+
+ml_status session_history_tail(hid_t f, const char *path, SessionHistory *h, SessTailCap *cap) {
+    h5u_quiet();
+    struct stat sb;
+    const Ld L = {f, path, stat(path, &sb) == 0 ? (double)sb.st_size : 0.0, cap};
+    const int ev0 = h->nevals;
+    ml_status st = read_status(&L, &h->info);
+    /* events before steps: the capacity factor in effect comes from `set cf` events */
+    if (st == ML_OK) st = read_events(&L, h);
+    if (st == ML_OK) st = read_steps(&L, h, cap->cfg);
+    if (st == ML_OK) st = read_evals(&L, h);
+    H5Eclear2(H5E_DEFAULT);
+    /* the summary of what is held (as session_read_info gives it) */
+    SessionInfo *i = &h->info;
+    i->steps_logged = h->nsteps;
+    if (h->nsteps > 0) {
+        i->last_step = h->steps[h->nsteps - 1].step;
+        i->last_wall_time = h->step_wall[h->nsteps - 1];
+    }
+    i->evals = h->nevals;
+    for (int k = ev0; k < h->nevals; k++) {
+        const EvalRecord *e = &h->evals[k];
+        i->last_epoch = e->epoch;
+        i->last_test_acc = e->test_acc;
+        if (isfinite(e->test_acc) && !(e->test_acc <= i->best_test_acc)) {
+            i->best_test_acc = e->test_acc;
+            i->best_epoch = e->epoch;
+        }
+    }
+    i->events = h->nevents;
+    return st;
 }
 
 /* ------------------------------------------------------------------ scrubber */

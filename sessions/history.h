@@ -81,4 +81,28 @@ ml_status session_history_tsne(const SessionHistory *h, int ev, float **feat, in
 ml_status session_history_layer_tsne(const SessionHistory *h, int l, int ev, float **feat, int **expert, int **label,
                                      int *n, int *d);
 
+/* ---- following a running session (sessions/follow.c): only the rows appended since */
+
+typedef struct SessionFollow SessionFollow; /* private */
+
+/* What a follower did (tests). */
+typedef struct {
+    long polls; /* session_follow_poll calls */
+    long rows;  /* rows appended (steps + evaluations + events) */
+    long fails; /* polls that returned an error */
+} SessionFollowStats;
+
+/* Keeps h's file (h->path, a history loaded by session_history_load) open read-only with
+ * SWMR-read to follow it. NULL with a message in ml_last_error() if it cannot be opened. */
+SessionFollow *session_follow_open(SessionHistory *h);
+/* Appends to h the /events, /steps and /evals rows the writer added since the last poll (or the
+ * load), each dataset refreshed, never re-reading the rows h holds; the records are the ones a
+ * whole session_history_load would give. h->info follows (status, counts). *added (may be NULL)
+ * = rows appended. An error (the file replaced, rows dropped by a resume, a damaged read) leaves
+ * h valid: close the follower, re-read with session_history_load and follow that. */
+ml_status session_follow_poll(SessionFollow *f, SessionHistory *h, long *added);
+void session_follow_stats(const SessionFollow *f, SessionFollowStats *out);
+/* Closes the file (NULL: nothing). */
+void session_follow_close(SessionFollow *f);
+
 #endif

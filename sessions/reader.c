@@ -43,7 +43,17 @@ ml_status sess_read_layers(hid_t file, char names[][REC_LAYER_NAME], int *n, con
     return st;
 }
 
+static ml_status open_read(const char *dir, hid_t *file, char *path, size_t n, int nolock);
+
 ml_status sess_open_read(const char *dir, hid_t *file, char *path, size_t n) {
+    return open_read(dir, file, path, n, 0);
+}
+
+ml_status sess_open_follow(const char *dir, hid_t *file, char *path, size_t n) {
+    return open_read(dir, file, path, n, 1);
+}
+
+static ml_status open_read(const char *dir, hid_t *file, char *path, size_t n, int nolock) {
     *file = -1;
     struct stat sb;
     if (!dir) return ml_fail(ML_ERR_ARG, "no session folder given");
@@ -65,6 +75,9 @@ ml_status sess_open_read(const char *dir, hid_t *file, char *path, size_t n) {
      * growing sleep, 100 times by default: on a corrupted file that is a hang of many seconds.
      * A few attempts cover a writer's torn pages; a real checksum error then fails fast. */
     H5Pset_metadata_read_attempts(fapl, SESS_READ_ATTEMPTS);
+    /* a reader that keeps the file open must not hold HDF5's file lock: it would make a resume
+     * (session_open_append) fail for as long as it follows */
+    if (nolock) H5Pset_file_locking(fapl, 0, 1);
     hid_t f = H5Fopen(path, H5F_ACC_RDONLY | H5F_ACC_SWMR_READ, fapl);
     if (f < 0) {
         const ml_status st = h5u_fail(ML_ERR_FORMAT, path, "", "cannot open (damaged or truncated?)");
@@ -112,6 +125,11 @@ static long rows_of(hid_t file, const char *name) {
 }
 
 ml_status sess_read_rows(hid_t file, const char *name, hsize_t rows, hid_t mem_type, void **out, const char *path) {
+    return sess_read_rows_at(file, name, 0, rows, mem_type, out, path);
+}
+
+ml_status sess_read_rows_at(hid_t file, const char *name, hsize_t first, hsize_t rows, hid_t mem_type, void **out,
+                            const char *path) {
     *out = NULL;
     if (H5Lexists(file, name, H5P_DEFAULT) <= 0) {
         H5Eclear2(H5E_DEFAULT);
@@ -122,11 +140,13 @@ ml_status sess_read_rows(hid_t file, const char *name, hsize_t rows, hid_t mem_t
     hsize_t dims[4], start[4] = {0, 0, 0, 0};
     const int r = h5u_dims(d, dims, 4, 1);
     ml_status st = ML_OK;
-    if (r < 1 || dims[0] < rows) {
+    if (r < 1 || dims[0] < first || dims[0] - first < rows) {
         H5Dclose(d);
         H5Eclear2(H5E_DEFAULT);
-        return ml_fail(ML_ERR_FORMAT, "%s: dataset %s has fewer than %llu rows", path, name, (unsigned long long)rows);
+        return ml_fail(ML_ERR_FORMAT, "%s: dataset %s has fewer than %llu rows", path, name,
+                       (unsigned long long)(first + rows));
     }
+    start[0] = first;
     dims[0] = rows;
     size_t elems = 1;
     for (int i = 0; i < r; i++) elems *= (size_t)dims[i];

@@ -194,11 +194,17 @@ hid_t sess_event_step_type(void);
  * Checks the root format_version. ML_ERR_IO if missing, ML_ERR_FORMAT otherwise. `path` gets
  * the file name for messages. */
 ml_status sess_open_read(const char *dir, hid_t *file, char *path, size_t n);
+/* The same without HDF5's file lock, for a reader that keeps the file open (session_follow_open):
+ * a writer can then reopen it (a resume) while it follows. */
+ml_status sess_open_follow(const char *dir, hid_t *file, char *path, size_t n);
 /* Rows (dim 0) of an open dataset, refreshed for SWMR, or -1. */
 long sess_rows(hid_t dset);
 /* Reads the first `rows` rows of `name` (dims beyond the first: the dataset's own) as mem_type
  * into a new ml_alloc'd buffer *out. ML_ERR_FORMAT on failure. */
 ml_status sess_read_rows(hid_t file, const char *name, hsize_t rows, hid_t mem_type, void **out, const char *path);
+/* The same for rows [first, first + rows) (the rows appended since a reader's last look). */
+ml_status sess_read_rows_at(hid_t file, const char *name, hsize_t first, hsize_t rows, hid_t mem_type, void **out,
+                            const char *path);
 /* The (n,) fixed-length strings of `name` into a new ml_alloc'd array of n pointers to
  * NUL-terminated strings (one block: release with ml_free(*out)). */
 ml_status sess_read_strings(hid_t file, const char *name, char ***out, int *n, const char *path);

@@ -131,7 +131,7 @@ keys End
 check "scrubber: End goes back to the last epoch" wait_for 'Class x expert +epoch 6' 3
 # t-SNE
 keys t
-check "t-SNE: the view opens and finishes with its figures" wait_for 'points, [0-9.]+ s; nearest neighbour in the map has the same expert [0-9]+%' 30
+check "t-SNE: the view opens and finishes with its figures" wait_for 'nearest neighbour in the map: same expert [0-9]+%, same class [0-9]+%; [0-9]+ points, [0-9.]+ s' 30
 check "t-SNE: coloured by expert, legend e0..e3" bash -c "out=\$(${TM[*]} capture-pane -p -t $S); grep -q 'colour = first-choice expert' <<<\"\$out\" && grep -Eq '0 e0 +[0-9]+' <<<\"\$out\""
 keys c
 check "t-SNE: c colours by class" wait_for 'colour = class' 3

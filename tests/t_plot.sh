@@ -89,6 +89,8 @@ fi
 check "moelab plot W/sweep.h5 works too" [ -s W2/gap_rho.svg ]
 if have pdftotext; then
   check "gap_rho labels both backbones" [ "$(pdftotext W/figures/gap_rho.pdf - | grep -cE 'backbone (dw|std)')" = 2 ]
+  # every configuration has finished runs, so a realized rho: the x axis says it uses it
+  check "gap_rho: x is the realized rho (axis label)" bash -c "pdftotext W/figures/gap_rho.pdf - | tr '\n' ' ' | grep -q 'FLOPs, realized'"
 fi
 
 # 3. comparing sessions
@@ -147,6 +149,18 @@ if have tmux; then
   check "browser: p on the compare screen writes the comparison" wait_for 'figures written: [0-9]+ files in figures-compare' 60
   check "browser: compare_curves.pdf and final_metrics.csv with 2 rows" \
     [ -s figures-compare/compare_curves.pdf -a "$(wc -l < figures-compare/final_metrics.csv)" = 3 ]
+  # the 3..8-run compare screen: p writes the multi-run figures of all three
+  rm -rf figures-compare
+  browse L
+  check "browser: the list (again)" wait_for 'Enter open' 20
+  "${TM[@]}" send-keys -t br g; for i in 1 2 3; do "${TM[@]}" send-keys -t br m; done
+  "${TM[@]}" send-keys -t br c
+  check "browser: three sessions compared (the 3-8 screen offers p)" wait_for 'compare .* 3 runs' 20
+  check "browser: its hint row names p" wait_for 'p figures' 5
+  "${TM[@]}" send-keys -t br p
+  check "browser: p on the 3-run compare writes the comparison" wait_for 'figures written: [0-9]+ files in figures-compare' 60
+  check "browser: compare_curves.pdf, compare_class_expert.png and final_metrics.csv with 3 rows" \
+    [ -s figures-compare/compare_curves.pdf -a -s figures-compare/compare_class_expert.png -a "$(wc -l < figures-compare/final_metrics.csv)" = 4 ]
 else
   echo "SKIP  tmux not installed: the browser's p key is not tested"
 fi

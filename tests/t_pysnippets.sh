@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # t_pysnippets.sh — the README's Python blocks run as written: "Loading a checkpoint into PyTorch"
 # (Debian python3-torch + python3-h5py at /usr/bin/python3) rebuilds the model of checkpoints at
-# widths 0.25, 0.5 and 1 (moe, and a dense head) from config_json, loads /weights and /buffers and
+# widths 0.25, 0.5 and 1 (moe, a dense head, softmoe-batch, and moe with an evaluation capacity:
+# --eval-cf 1 with gate priority, --eval-cf 0.5) from config_json, loads /weights and /buffers and
 # must reproduce the test accuracy moelab recorded for that evaluation (within 2 of 1000 images:
 # float rounding can flip a near-tie); "Reading a session with h5py" runs on a finished session
 # (same accuracy) and on a session still in its first epoch (no evaluation yet). Skipped with a
@@ -41,7 +42,8 @@ for name, n in (("train-images-idx3-ubyte", 2048), ("train-labels-idx1-ubyte", 2
     open(os.path.join(dst, name), "wb").write(b[:4] + n.to_bytes(4, "big") + b[8:hdr] + b[hdr:hdr + n * per])
 PYEOF
   i=0
-  for args in "--width 0.25" "--width 0.5" "--width 1" "--width 0.5 --head dense" "--width 0.25 --backbone std --bias-mode logits --k 1"; do
+  for args in "--width 0.25" "--width 0.5" "--width 1" "--width 0.5 --head dense" "--width 0.25 --backbone std --bias-mode logits --k 1" \
+    "--width 0.25 --head softmoe-batch" "--width 0.25 --eval-cf 1 --priority gate" "--width 0.25 --eval-cf 0.5"; do
     i=$((i + 1)); s="$T/s$i"
     if ! "$BIN" train --headless --dataset "$T/fashion-mnist" --epochs 2 --hidden 32 --lr 0.1 --threads 1 --session "$s" $args >"$T/train$i.log" 2>&1; then
       bad "train $args: $(tail -2 "$T/train$i.log")"; continue

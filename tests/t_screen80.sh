@@ -6,7 +6,9 @@
 # key shows the heatmap whole (all 10 classes, no hidden-rows note); the curves' `m` key cycles the
 # EMA smoothing shown in the title (0.9 -> 0.99 -> 0 -> 0.6); under NO_COLOR test loss and test
 # accuracy have distinct glyphs (● / ○) in the legend and in the plot; the browser list keeps the
-# start of a long session name. Every wait polls capture-pane with a timeout.
+# start of a long session name; on the compare screens (2 and 4 runs), the t-SNE view and the collapse
+# banner, text that does not fit is dropped in whole segments marked "…" (no number, no parenthesis
+# cut), and the 4-run metrics table says which columns it hides. Every wait polls capture-pane with a timeout.
 set -u
 BIN=${1:?usage: t_screen80.sh path/to/moelab}
 if ! command -v tmux >/dev/null 2>&1; then echo "SKIP: tmux is not installed"; exit 0; fi
@@ -102,6 +104,65 @@ check "browser session: the routing panel says it hides rows" grep -Eq '\+[0-9]+
 check "browser session: no title or log line ends in a cut number" no_cut_numbers
 keys m
 check "browser session: m cycles the smoothing" wait_for 'Loss & accuracy  ema 0.99' 3
+keys q
+
+# ---- compare (2 runs), compare (4 runs), t-SNE and the collapse banner at 80x24: text that does
+# not fit is dropped in whole segments marked "…", never cut inside a number or a parenthesis
+mkdir -p "$T/c"
+for i in 1 2 3 4; do
+  "$BIN" train --headless --dataset synthetic:16x16x3:10:1024 --width 0.25 --batch 32 --experts 8 --hidden 16 --epochs 2 \
+    --seed $i --threads 1 --collapse-share 0.05 --collapse-min-steps 10 --session "$T/c/cmp-run-$i" >/dev/null 2>&1 ||
+    bad "training cmp-run-$i"
+done
+row() { sed -n "$1p" "$2"; }
+balanced() { local l; l=$(row "$1" "$2"); [ "$(tr -cd '(' <<<"$l" | wc -c)" = "$(tr -cd ')' <<<"$l" | wc -c)" ]; }
+start "" "$BIN" browse c
+check "compare: the list" wait_for '4 sessions' 10
+keys Home; keys m; sleep 0.2; keys m; sleep 0.2; keys c
+check "compare (2 runs): opens" wait_for 'moelab compare .* A: cmp-run-1' 10
+sleep 0.5
+cap >"$T/cmp2.txt"
+check "compare (2 runs): the header names A and B, whole" bash -c "sed -n 1p '$T/cmp2.txt' | grep -q 'A: cmp-run-1' && sed -n 1p '$T/cmp2.txt' | grep -q 'B: cmp-run-2'"
+check "compare (2 runs): the header marks what it drops (…)" bash -c "sed -n 1p '$T/cmp2.txt' | grep -q '…'"
+check "compare (2 runs): no configuration cut inside its parentheses" balanced 1 "$T/cmp2.txt"
+check "compare (2 runs): the epoch row is whole or marked" bash -c "sed -n 2p '$T/cmp2.txt' | grep -Eq 'B: finished *\$|…'"
+check "compare (2 runs): no title or log line ends in a cut number" no_cut_numbers
+keys q
+check "compare: back to the list" wait_for 'Enter open' 5
+start "" "$BIN" browse c
+check "compare (4 runs): the list" wait_for '4 sessions' 10
+keys Home; for i in 1 2 3 4; do keys m; sleep 0.2; done; keys c
+check "compare (4 runs): opens" wait_for 'moelab compare .* 4 runs' 10
+sleep 0.5
+cap >"$T/cmp4.txt"
+check "compare (4 runs): the run row lists every run or ends in …" \
+  bash -c "sed -n 2p '$T/cmp4.txt' | grep -q 'cmp-run-4' || sed -n 2p '$T/cmp4.txt' | grep -q '… *\$'"
+check "compare (4 runs): the metrics table says which columns it hides (+N cols ▸)" grep -Eq '\+[0-9]+ cols ▸' "$T/cmp4.txt"
+check "compare (4 runs): 4 table rows, each ending in a whole number (loss, 4 decimals)" \
+  [ "$(grep -cE '│[●■▲◆] cmp-r… +[0-9]+ +[0-9.]+ +[0-9.]+ +[0-9]+\.[0-9]{4}│' "$T/cmp4.txt")" = 4 ]
+check "compare (4 runs): no title ends in a cut number" no_cut_numbers
+keys q
+start "" "$BIN" browse c
+check "t-SNE: the list" wait_for '4 sessions' 10
+keys Home; keys Enter
+check "session: opens" wait_for 'cursor: epoch 2/2' 10
+sleep 0.5
+cap >"$T/sess.txt"
+if grep -q 'EXPERT COLLAPSE' "$T/sess.txt"; then
+  check "banner: cut with … at a segment (not mid-phrase)" bash -c "grep 'EXPERT COLLAPSE' '$T/sess.txt' | grep -Eq '(collapsed|\)|[0-9])…'"
+  check "banner: no parenthesis left open" bash -c "l=\$(grep 'EXPERT COLLAPSE' '$T/sess.txt'); [ \$(tr -cd '(' <<<\"\$l\" | wc -c) = \$(tr -cd ')' <<<\"\$l\" | wc -c) ]"
+else
+  bad "banner: the collapse banner is shown (--collapse-share 0.05 flags every run)"
+fi
+keys t
+check "t-SNE: finishes" wait_for 'nearest neighbour in the map: same expert [0-9]+%' 60
+sleep 0.3
+cap >"$T/tsne.txt"
+sub=$(grep 'nearest neighbour' "$T/tsne.txt")
+check "t-SNE: the subtitle keeps both agreement figures (same expert N%, same class N%)" \
+  grep -Eq 'same expert [0-9]+%, same class [0-9]+%' <<<"$sub"
+check "t-SNE: what it drops is marked … and no number is cut" \
+  bash -c "grep -Eq 'same class [0-9]+%(; [0-9]+ points(, [0-9.]+ s *│|…)|…)' <<<'$sub'"
 keys q
 
 echo "t_screen80: $pass passed, $fail failed"

@@ -3,11 +3,13 @@
  * too-small cut-off; axis autoscaling and tick labels; heat-map colour binning; EMA smoothing;
  * ring buffers and the decimating series; the braille canvas and its ASCII fallback; progress
  * bars and duration formats. A plain main: 0 on success, 1 on any failure. */
+#include <locale.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "views/draw.h"
 #include "views/layout.h"
 #include "views/plot.h"
 #include "views/ring.h"
@@ -480,7 +482,47 @@ static void test_scatter(void) {
           "scatter symbols");
 }
 
+/* draw_fit_segs: whole segments or none, the lowest keep first, one "…" per dropped run, the
+ * first segment cut at a word only when it alone is too long. */
+static void test_fit_segs(void) {
+    char out[256];
+    if (!setlocale(LC_ALL, "C.UTF-8")) {
+        printf("test_fit_segs: no C.UTF-8 locale, skipped\n");
+        return;
+    }
+    const DrawSeg s[4] = {{"same expert 59%", 9}, {", same class 40%", 8}, {"; 204 points", 5}, {", 1.2 s", 4}};
+    CHECK(draw_fit_segs(s, 4, 80, 1, out, sizeof out) == 0 &&
+              !strcmp(out, "same expert 59%, same class 40%; 204 points, 1.2 s"),
+          "segments: all fit '%s'", out);
+    CHECK(draw_fit_segs(s, 4, 44, 1, out, sizeof out) == 1 &&
+              !strcmp(out, "same expert 59%, same class 40%; 204 points\u2026"),
+          "segments: the last dropped, marked '%s'", out);
+    CHECK(draw_fit_segs(s, 4, 32, 1, out, sizeof out) == 2 && !strcmp(out, "same expert 59%, same class 40%\u2026"),
+          "segments: the run of two dropped is one mark '%s'", out);
+    CHECK(draw_fit_segs(s, 4, 31, 0, out, sizeof out) == 3 && !strcmp(out, "same expert 59%~"),
+          "segments: ASCII mark, no number cut '%s'", out);
+    /* a middle segment with a low keep goes first and its mark stays in place */
+    const DrawSeg c[5] = {
+        {" compare", 9}, {" | A: alpha", 8}, {" (moe E=8 k=2)", 2}, {" | B: beta", 8}, {" (moe E=4 k=1)", 2}};
+    CHECK(draw_fit_segs(c, 5, 50, 1, out, sizeof out) == 1 &&
+              !strcmp(out, " compare | A: alpha (moe E=8 k=2) | B: beta\u2026"),
+          "segments: the later of a tie first '%s'", out);
+    CHECK(draw_fit_segs(c, 5, 33, 1, out, sizeof out) == 2 && !strcmp(out, " compare | A: alpha\u2026 | B: beta\u2026"),
+          "segments: a mark where each was dropped '%s'", out);
+    /* empty segments neither drop nor split a run */
+    const DrawSeg e[4] = {{"title", 9}, {"  4 sessions", 3}, {"", 7}, {"  (0 running)", 2}};
+    CHECK(draw_fit_segs(e, 4, 8, 1, out, sizeof out) == 2 && !strcmp(out, "title\u2026"),
+          "segments: empty ones skipped '%s'", out);
+    /* the first alone too long: cut at a word with the mark, never inside "C=128" */
+    const DrawSeg f[2] = {{"head moe C=128 of the run", 9}, {" more", 1}};
+    CHECK(draw_fit_segs(f, 2, 14, 1, out, sizeof out) == 1 && !strcmp(out, "head moe\u2026"), "segments: word cut '%s'",
+          out);
+    CHECK(utf8_cells(out) <= 14, "segments: within the width");
+    setlocale(LC_ALL, "C");
+}
+
 int main(void) {
+    test_fit_segs();
     test_layout();
     test_compare_layout();
     test_scatter();

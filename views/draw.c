@@ -66,17 +66,69 @@ int draw_text(WINDOW *w, int y, int x, int maxw, attr_t a, const char *s) {
     return cells;
 }
 
+/* The cut of draw_text_cut into out: s whole if it fits in maxw cells, else cut at a space with
+ * "…" ("~" without UTF-8) in the last cell. Returns the cells of out. */
+static int cut_text(const char *s, int maxw, int utf8, char *out, size_t cap) {
+    if (maxw <= 0) {
+        out[0] = '\0';
+        return 0;
+    }
+    if (utf8_cells(s) <= maxw) return fit_cells(s, maxw, out, cap);
+    fit_cells(s, maxw - 1, out, cap); /* room for the mark */
+    char *sp = strrchr(out, ' ');
+    if (sp && sp > out) *sp = '\0'; /* the last whole word */
+    size_t n = strlen(out);
+    while (n > 0 && out[n - 1] == ' ') out[--n] = '\0';
+    snprintf(out + n, cap - n, "%s", utf8 ? "\u2026" : "~");
+    return utf8_cells(out);
+}
+
 int draw_text_cut(WINDOW *w, int y, int x, int maxw, attr_t a, const char *s) {
     if (maxw <= 0 || !s) return 0;
     char buf[1024];
-    if (utf8_cells(s) <= maxw) return draw_text(w, y, x, maxw, a, s);
-    const int utf8 = MB_CUR_MAX > 1;
-    fit_cells(s, maxw - 1, buf, sizeof buf); /* room for the mark */
-    char *sp = strrchr(buf, ' ');
-    if (sp && sp > buf) *sp = '\0'; /* the last whole word */
-    size_t n = strlen(buf);
-    while (n > 0 && buf[n - 1] == ' ') buf[--n] = '\0';
-    snprintf(buf + n, sizeof buf - n, "%s", utf8 ? "\u2026" : "~");
+    cut_text(s, maxw, MB_CUR_MAX > 1, buf, sizeof buf);
+    return draw_text(w, y, x, maxw, a, buf);
+}
+
+int draw_fit_segs(const DrawSeg *seg, int n, int maxw, int utf8, char *out, size_t cap) {
+    enum { MAXSEG = 32 };
+    int cells[MAXSEG], drop[MAXSEG] = {0}, dropped = 0;
+    DrawSeg sg[MAXSEG];
+    int m = 0; /* the non-empty segments (an empty one neither drops nor splits a run of dropped ones) */
+    for (int i = 0; i < n && m < MAXSEG; i++)
+        if (seg[i].text && seg[i].text[0]) sg[m++] = seg[i];
+    seg = sg;
+    n = m;
+    if (cap == 0) return 0;
+    out[0] = '\0';
+    if (n <= 0 || maxw <= 0) return 0;
+    for (int i = 0; i < n; i++) cells[i] = utf8_cells(seg[i].text);
+    /* the width with the dropped runs as one mark each */
+    for (;;) {
+        int w = 0;
+        for (int i = 0; i < n; i++) w += drop[i] ? (i == 0 || !drop[i - 1]) : cells[i];
+        if (w <= maxw) break;
+        int pick = -1; /* the droppable segment to go first: lowest keep, the later of a tie */
+        for (int i = 1; i < n; i++)
+            if (!drop[i] && (pick < 0 || seg[i].keep <= seg[pick].keep)) pick = i;
+        if (pick < 0) break;
+        drop[pick] = 1;
+        dropped++;
+    }
+    char tmp[2048];
+    size_t o = 0;
+    for (int i = 0; i < n && o + 8 < sizeof tmp; i++) {
+        const char *t = drop[i] ? (i > 0 && drop[i - 1] ? "" : utf8 ? "\u2026" : "~") : seg[i].text;
+        o += (size_t)snprintf(tmp + o, sizeof tmp - o, "%s", t);
+        if (o >= sizeof tmp) o = sizeof tmp - 1;
+    }
+    cut_text(tmp, maxw, utf8, out, cap); /* the first segment alone too long: cut at a word */
+    return dropped;
+}
+
+int draw_segs(WINDOW *w, int y, int x, int maxw, attr_t a, const DrawSeg *seg, int n) {
+    char buf[1024];
+    draw_fit_segs(seg, n, maxw, MB_CUR_MAX > 1, buf, sizeof buf);
     return draw_text(w, y, x, maxw, a, buf);
 }
 

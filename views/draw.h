@@ -16,6 +16,19 @@ int draw_text(WINDOW *w, int y, int x, int maxw, attr_t a, const char *s);
 /* Like draw_text, but a text too long for maxw is cut at a space (never inside a word or number)
  * and ends with "…" ("~" without UTF-8), so what is hidden is marked. Returns the cells written. */
 int draw_text_cut(WINDOW *w, int y, int x, int maxw, attr_t a, const char *s);
+/* A line of segments, each kept whole or dropped whole (so no number is cut): when the segments
+ * do not fit in maxw cells, the droppable one with the lowest `keep` goes first (the later one of
+ * a tie; the first segment is never dropped), and each run of dropped segments is shown as one
+ * "…" ("~" without UTF-8) in its place. If the first segment alone is too long it is cut at a word
+ * as by draw_text_cut. */
+typedef struct {
+    const char *text;
+    int keep; /* higher: dropped later */
+} DrawSeg;
+/* The fitted line into out (cap bytes); returns the segments dropped. Pure (no curses). */
+int draw_fit_segs(const DrawSeg *seg, int n, int maxw, int utf8, char *out, size_t cap);
+/* draw_fit_segs drawn at (y, x) with attribute a; returns the cells written. */
+int draw_segs(WINDOW *w, int y, int x, int maxw, attr_t a, const DrawSeg *seg, int n);
 /* Writes " text " right-aligned into the bottom border of a panel whose inside is r (the row
  * under r): the panel's note of what it hides, e.g. "+4 experts ▾". */
 void draw_more(WINDOW *w, Rect r, const Theme *t, const char *text);

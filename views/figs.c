@@ -657,8 +657,23 @@ static int axis_index(const SweepSummary *s, const char *key) {
     return -1;
 }
 
+/* The x of a configuration in the gap figure: its realized rho when every configuration with a
+ * gap has one (the mean over its finished runs), else the nominal rho of all. */
+static int gap_rho_realized(const SweepSummary *s) {
+    int n = 0;
+    for (int c = 0; c < s->nconfigs; c++) {
+        const SweepConfig *k = &s->configs[c];
+        if (k->baseline < 0 || !isfinite(k->gap)) continue;
+        if (!(isfinite(k->rho_realized) && k->rho_realized > 0)) return 0;
+        n++;
+    }
+    return n > 0;
+}
+
 ml_status figs_sweep_gap_rho(const SweepSummary *s, const char *title, const char *path, FigFormat fmt) {
     const int ab = axis_index(s, "backbone");
+    const int realized = gap_rho_realized(s);
+#define GAP_X(k) (realized ? (k)->rho_realized : (k)->rho_nominal)
     /* groups: the distinct backbone values among configurations with a gap */
     const char *groups[FIG_NCAT];
     int ng = 0, ngap = 0;
@@ -671,7 +686,7 @@ ml_status figs_sweep_gap_rho(const SweepSummary *s, const char *title, const cha
         int j = 0;
         while (j < ng && strcmp(groups[j], g) != 0) j++;
         if (j == ng && ng < FIG_NCAT) groups[ng++] = g;
-        xlo = fmin(xlo, k->rho_nominal), xhi = fmax(xhi, k->rho_nominal);
+        xlo = fmin(xlo, GAP_X(k)), xhi = fmax(xhi, GAP_X(k));
         const double lo = isfinite(k->gap_lo) ? k->gap_lo : k->gap, hi = isfinite(k->gap_hi) ? k->gap_hi : k->gap;
         ylo = fmin(ylo, 100 * lo), yhi = fmax(yhi, 100 * hi);
     }
@@ -683,7 +698,8 @@ ml_status figs_sweep_gap_rho(const SweepSummary *s, const char *title, const cha
     axis_autoscale(&ax, fmax(0, xlo - 0.08 * xr), xhi + 0.08 * xr, 6);
     yaxis(&ay, ylo, yhi, 0);
     FigPanel p;
-    fig_panel(&p, f, 0, 0, fig_width(f), fig_height(f), &ax, &ay, title, "rho (routed fraction of FLOPs, nominal)",
+    fig_panel(&p, f, 0, 0, fig_width(f), fig_height(f), &ax, &ay, title,
+              realized ? "rho (routed fraction of FLOPs, realized)" : "rho (routed fraction of FLOPs, nominal)",
               "gap to dense (pp)");
     const FigStyle zero = plain((FigRGB){0, 0, 0}, 0.6, 0);
     fig_hline(&p, 0, &zero);
@@ -704,10 +720,10 @@ ml_status figs_sweep_gap_rho(const SweepSummary *s, const char *title, const cha
             const SweepConfig *k = &s->configs[c];
             if (k->baseline < 0 || !isfinite(k->gap)) continue;
             if (strcmp(ab >= 0 ? s->values[c * s->naxes + ab] : "all", groups[g]) != 0) continue;
-            gx[m] = k->rho_nominal + dodge;
+            gx[m] = GAP_X(k) + dodge;
             gy[m] = 100 * k->gap;
             m++;
-            fig_errbar(&p, k->rho_nominal + dodge, 100 * k->gap, 100 * k->gap_lo, 100 * k->gap_hi, &styles[g]);
+            fig_errbar(&p, GAP_X(k) + dodge, 100 * k->gap, 100 * k->gap_lo, 100 * k->gap_hi, &styles[g]);
         }
         /* join the points of a group in rho order */
         for (int i = 1; i < m; i++)
@@ -729,6 +745,7 @@ ml_status figs_sweep_gap_rho(const SweepSummary *s, const char *title, const cha
     snprintf(ci, sizeof ci, "bars: %.0f%% Welch CI, %d seeds", 100 * (s->ci_level > 0 ? s->ci_level : 0.95), s->seeds);
     fig_text(f, p.x + p.w - 3, p.y + 5, 5.5, 1, 0.5, 0, ci);
     return fig_close(f);
+#undef GAP_X
 }
 
 ml_status figs_sweep_configs(const SweepSummary *s, const char *title, const char *path, FigFormat fmt) {

@@ -46,7 +46,7 @@ ml_status figs_cmp_curves(const FigRun *r, int n, const char *path, FigFormat fm
 ml_status figs_cmp_heatmaps(const FigRun *r, const int *ev, int n, const char *path, FigFormat fmt);
 ml_status figs_cmp_table(const FigRun *r, int n, const char *path, FigFormat fmt);
 
-/* A sweep: the gap to the dense baseline with its 95% CI against nominal rho, one series per
+/* A sweep: the gap to the dense baseline with its 95% CI against rho (the realized rho when every configuration with a gap has one, else nominal; the axis label says which), one series per
  * value of the `backbone` axis (the paper's Fig. 2); and the gap with CI of every configuration
  * that has a baseline, in the order of the grid (the preset's axis). ML_ERR_ARG when the sweep
  * has no configuration with a gap (no head axis). */

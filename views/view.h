@@ -147,7 +147,8 @@ void view_banner_set_note(View *v, const char *text);
 int view_banner_active(const View *v);
 /* t-SNE view: the embedding Y (n, 2) of evaluation `epoch` with each point's first-choice expert
  * and class (copied). Y == NULL keeps the last embedding and only sets the message; a non-empty
- * msg ("computing...", an error) is shown instead of the plot; info is a line above it. */
+ * msg ("computing...", an error) is shown instead of the plot; info is a line above it,
+ * segments separated by "\n" that are dropped whole (the later first, with "…") when it is short. */
 void view_tsne_set(View *v, const float *Y, const int *expert, const int *label, int n, int epoch, const char *msg,
                    const char *info);
 /* 1 if the t-SNE view colours by class (key c), 0 by expert. */

@@ -41,28 +41,44 @@ static void banner_update(View *v, const ViewMsg *m) {
 static void banner_draw(View *v, WINDOW *w, Rect r) {
     BannerView *b = v->self;
     const Theme *t = v->ctx->theme;
-    char buf[640];
-    if (b->note[0]) snprintf(buf, sizeof buf, " %s", b->note);
-    else if (b->collapsed && b->text[0]) /* the live run: the view and what it measured */
-        snprintf(buf, sizeof buf, " EXPERT COLLAPSE: %s.%s", b->text,
-                 v->ctx->browse ? "" : "  Try: set alpha 0.05 | set tau 2");
-    else if (b->collapsed && b->views) { /* a stored step: the views that flagged it */ char names[64] = "";
+    /* segments, dropped whole when the row is short (the lowest keep first; draw_segs) */
+    char s0[600], s1[96], s2[64], s3[64], s4[64];
+    const char *try_ = v->ctx->browse ? "" : "  Try: set alpha 0.05 | set tau 2";
+    DrawSeg seg[5] = {{s0, 9}, {s1, 5}, {s2, 2}, {s3, 4}, {s4, 3}};
+    int n = 1;
+    s1[0] = s2[0] = s3[0] = s4[0] = '\0';
+    if (b->note[0]) snprintf(s0, sizeof s0, " %s", b->note);
+    else if (b->collapsed && b->text[0]) { /* the live run: the view and what it measured */
+        snprintf(s0, sizeof s0, " EXPERT COLLAPSE: %s.", b->text);
+        snprintf(s1, sizeof s1, "%s", try_);
+        seg[1].keep = 1;
+        n = 2;
+    } else if (b->collapsed && b->views) { /* a stored step: the views that flagged it */
+        char names[64] = "";
         size_t o = 0;
         for (int i = 0; i < CVIEW_COUNT; i++)
             if (b->views & (1 << i))
                 o += (size_t)snprintf(names + o, sizeof names - o, "%s%s", o ? " + " : "", collapse_view_name(i));
-        snprintf(buf, sizeof buf,
-                 " EXPERT COLLAPSE at step %ld: %s collapsed (%s); window load entropy %.2f, dead %d/%d", b->step,
-                 names, routewin_reason_text(b->reason), b->entropy, b->dead, b->E);
-    } else if (b->collapsed)
-        snprintf(buf, sizeof buf,
-                 " EXPERT COLLAPSE at step %ld (%s): window load entropy %.2f, dead experts %d/%d."
-                 "%s",
-                 b->step, routewin_reason_text(b->reason), b->entropy, b->dead, b->E,
-                 v->ctx->browse ? "" : "  Try: set alpha 0.05 | set tau 2 | set noise 1");
-    else buf[0] = '\0';
+        snprintf(s0, sizeof s0, " EXPERT COLLAPSE at step %ld:", b->step);
+        snprintf(s1, sizeof s1, " %s collapsed", names);
+        snprintf(s2, sizeof s2, " (%s)", routewin_reason_text(b->reason));
+        snprintf(s3, sizeof s3, "; window load entropy %.2f", b->entropy);
+        snprintf(s4, sizeof s4, ", dead %d/%d", b->dead, b->E);
+        n = 5;
+    } else if (b->collapsed) {
+        snprintf(s0, sizeof s0, " EXPERT COLLAPSE at step %ld", b->step);
+        snprintf(s1, sizeof s1, " (%s)", routewin_reason_text(b->reason));
+        snprintf(s2, sizeof s2, ": window load entropy %.2f", b->entropy);
+        snprintf(s3, sizeof s3, ", dead experts %d/%d.", b->dead, b->E);
+        snprintf(s4, sizeof s4, "%s%s", try_, v->ctx->browse ? "" : " | set noise 1");
+        seg[1].keep = 2;
+        seg[2].keep = 4;
+        seg[3].keep = 3;
+        seg[4].keep = 1;
+        n = 5;
+    } else s0[0] = '\0';
     draw_fill(w, r.y, r.x, r.w, t->role[TH_BANNER]);
-    draw_text(w, r.y, r.x, r.w, t->role[TH_BANNER], buf);
+    draw_segs(w, r.y, r.x, r.w, t->role[TH_BANNER], seg, n);
 }
 
 void view_banner_set_note(View *v, const char *text) {

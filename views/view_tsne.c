@@ -92,8 +92,19 @@ static void tsne_draw(View *v, WINDOW *w, Rect r) {
     const ViewCtx *c = v->ctx;
     const Theme *t = c->theme;
     int y0 = r.y;
-    if (s->info[0]) {
-        draw_text(w, y0, r.x, r.w, t->role[TH_DIM], s->info);
+    if (s->info[0]) { /* segments separated by '\n', the later dropped first */
+        char tmp[sizeof s->info];
+        snprintf(tmp, sizeof tmp, "%s", s->info);
+        DrawSeg seg[8];
+        int n = 0;
+        for (char *p = tmp; p && n < 8; n++) {
+            char *nl = strchr(p, '\n');
+            if (nl) *nl++ = '\0';
+            seg[n].text = p;
+            p = nl;
+        }
+        for (int i = 0; i < n; i++) seg[i].keep = n - i;
+        draw_segs(w, y0, r.x, r.w, t->role[TH_DIM], seg, n);
         y0++;
     }
     if (s->msg[0] || !s->Y) { /* computing, or an error: the message alone */
