@@ -77,8 +77,12 @@ int browse_col_parse(const char *s); /* -1 if unknown */
  * in ml_last_error()). */
 int browse_tau_schedule(const char *config_json, TauSchedule *s);
 /* The temperature plan in effect at `step`: the launch schedule with the session's logged `set tau`
- * and `anneal` commands up to that step applied, as the trainer applied them. */
+ * and `anneal` commands up to that step applied, as the trainer applied them: the plan of the
+ * primary routed layer (the head when it routes, else the first backbone layer). */
 void browse_plan_at(const SessionHistory *h, const TauSchedule *base, long step, TauPlan *plan);
+/* The same for one routed layer (its name: commands with another layer's @suffix are skipped). */
+void browse_plan_at_layer(const SessionHistory *h, const TauSchedule *base, long step, const char *layer,
+                          TauPlan *plan);
 
 int cmd_browse(int argc, char **argv);
 
