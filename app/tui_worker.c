@@ -136,6 +136,12 @@ static void publish_eval(TuiWorker *w, const EvalRecord *er) {
     c->tsne_feat = NULL;
     c->tsne_expert = NULL;
     c->tsne_label = NULL;
+    for (int l = 0; l < c->nlayers; l++) { /* the per-layer arrays stay with the trainer (not copied yet) */
+        c->layer[l].class_expert = NULL;
+        c->layer[l].tsne_n = 0;
+        c->layer[l].tsne_feat = NULL;
+        c->layer[l].tsne_expert = NULL;
+    }
     if (w->eq_n < WORKER_EVALQ) w->eq_n++;
     else w->eq_head = (w->eq_head + 1) % WORKER_EVALQ;
     pthread_mutex_unlock(&w->mu);
@@ -225,8 +231,9 @@ static void w_on_event(const TrainerEvent *e, void *user) {
     ev.wall = wall_now();
     ev.cmd = e->cmd;
     snprintf(ev.text, sizeof ev.text, "%s", e->text);
-    ev.has_plan = e->has_plan;
-    if (e->has_plan) ev.plan = e->plan;
+    /* the temperature panel shows the primary layer's plan: another layer's `... @moe2` leaves it */
+    ev.has_plan = e->has_plan && (e->layer < 0 || e->layer == trainer_primary_layer(w->t));
+    if (ev.has_plan) ev.plan = e->plan;
     publish_event(w, &ev);
 }
 
