@@ -77,7 +77,8 @@ int browse_col_parse(const char *s); /* -1 if unknown */
  * in ml_last_error()). */
 int browse_tau_schedule(const char *config_json, TauSchedule *s);
 /* The temperature plan in effect at `step`: the launch schedule with the session's logged `set tau`
- * and `anneal` commands up to that step applied, as the trainer applied them. */
+ * and `anneal` commands up to that step applied, as the trainer applied them: the plan of the
+ * primary routed layer (the head when it routes, else the first backbone layer). */
 void browse_plan_at(const SessionHistory *h, const TauSchedule *base, long step, TauPlan *plan);
 /* The same for one routed layer: only the commands without an `@layer` suffix or with `@layer`
  * (layer NULL: every command, as browse_plan_at). */

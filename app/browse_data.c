@@ -58,10 +58,6 @@ int browse_tau_schedule(const char *config_json, TauSchedule *s) {
     return !bad && tau_validate(s) == ML_OK ? 0 : -1;
 }
 
-void browse_plan_at(const SessionHistory *h, const TauSchedule *base, long step, TauPlan *plan) {
-    browse_plan_at_layer(h, base, step, NULL, plan);
-}
-
 void browse_plan_at_layer(const SessionHistory *h, const TauSchedule *base, long step, const char *layer,
                           TauPlan *plan) {
     tau_plan_init(plan, base);
@@ -74,6 +70,12 @@ void browse_plan_at_layer(const SessionHistory *h, const TauSchedule *base, long
         if (layer && c.layer[0] && strcmp(c.layer, layer)) continue; /* another layer's */
         if (trainer_tau_command(&c)) trainer_tau_apply(plan, &c, e->step, h->total_steps); /* as the trainer did */
     }
+}
+
+void browse_plan_at(const SessionHistory *h, const TauSchedule *base, long step, TauPlan *plan) {
+    /* the primary layer's plan: the head when it routes, else the first backbone layer */
+    const char *primary = h->nlayers == 0 ? "head" : h->E > 0 ? h->layer[h->nlayers - 1].name : h->layer[0].name;
+    browse_plan_at_layer(h, base, step, primary, plan);
 }
 
 // ---------------------------------------------------------------------------------------------

@@ -39,8 +39,18 @@ int worker_init(TuiWorker *w, Trainer *t, const TuiHooks *hooks, int wake_fd, Sc
     w->sched = sched;
     w->nsched = nsched;
     atomic_init(&w->wake_pending, 0);
-    const int moe = t->cfg.model.head.kind != HEAD_DENSE;
-    w->ce_size = moe ? t->src.classes * t->cfg.model.head.E : 1;
+    /* one slot holds the top-level class x expert matrix and every routed layer's, packed */
+    RunRecord *rr = malloc(sizeof *rr);
+    if (!rr) return -1;
+    trainer_describe(t, rr);
+    int top_e = t->cfg.model.head.kind != HEAD_DENSE ? t->cfg.model.head.E : 0, sum_e = 0;
+    for (int l = 0; l < rr->nlayers; l++) {
+        sum_e += rr->layer[l].E;
+        if (rr->layer[l].E > top_e) top_e = rr->layer[l].E;
+    }
+    free(rr);
+    w->ce_size = t->src.classes * (top_e + sum_e);
+    if (w->ce_size < 1) w->ce_size = 1;
     w->sq = calloc(WORKER_STEPQ, sizeof *w->sq);
     w->evq = calloc(WORKER_EVQ, sizeof *w->evq);
     w->eq_counts = calloc((size_t)WORKER_EVALQ * w->ce_size, sizeof *w->eq_counts);
@@ -126,16 +136,33 @@ static void publish_eval(TuiWorker *w, const EvalRecord *er) {
     EvalRecord *c = &w->eq[slot];
     *c = *er;
     int *counts = w->eq_counts + (long)slot * w->ce_size;
-    if (er->has_moe && er->class_expert && er->classes * er->experts == w->ce_size) {
-        memcpy(counts, er->class_expert, sizeof *counts * w->ce_size);
+    long used = 0; /* the matrices packed into the slot: the top level's, then each layer's */
+    const long top = (long)er->classes * er->experts;
+    if (er->has_moe && er->class_expert && top > 0 && top <= w->ce_size) {
+        memcpy(counts, er->class_expert, sizeof *counts * (size_t)top);
         c->class_expert = counts;
+        used = top;
     } else {
         c->class_expert = NULL;
+    }
+    for (int l = 0; l < c->nlayers && l < REC_MAX_LAYERS; l++) {
+        const EvalLayer *src = &er->layer[l];
+        const long n = (long)src->classes * src->experts;
+        if (src->class_expert && n > 0 && used + n <= w->ce_size) {
+            memcpy(counts + used, src->class_expert, sizeof *counts * (size_t)n);
+            c->layer[l].class_expert = counts + used;
+            used += n;
+        } else c->layer[l].class_expert = NULL;
     }
     c->tsne_n = 0; /* the t-SNE sample stays with the trainer (hooks get it) */
     c->tsne_feat = NULL;
     c->tsne_expert = NULL;
     c->tsne_label = NULL;
+    for (int l = 0; l < c->nlayers; l++) { /* the per-layer t-SNE samples stay with the trainer */
+        c->layer[l].tsne_n = 0;
+        c->layer[l].tsne_feat = NULL;
+        c->layer[l].tsne_expert = NULL;
+    }
     if (w->eq_n < WORKER_EVALQ) w->eq_n++;
     else w->eq_head = (w->eq_head + 1) % WORKER_EVALQ;
     pthread_mutex_unlock(&w->mu);
@@ -340,11 +367,14 @@ void worker_drain(TuiWorker *w, WorkerDrain *d) {
     for (int i = 0; i < w->eq_n; i++) {
         const int slot = (w->eq_head + i) % WORKER_EVALQ;
         d->evals[i] = w->eq[slot];
-        if (w->eq[slot].class_expert) {
-            int *dst = d->eval_counts + (long)i * w->ce_size;
-            memcpy(dst, w->eq[slot].class_expert, sizeof *dst * w->ce_size);
-            d->evals[i].class_expert = dst;
-        }
+        /* the slot's packed matrices, with every pointer moved to the copy */
+        const int *src = w->eq_counts + (long)slot * w->ce_size;
+        int *dst = d->eval_counts + (long)i * w->ce_size;
+        memcpy(dst, src, sizeof *dst * w->ce_size);
+        if (w->eq[slot].class_expert) d->evals[i].class_expert = dst + (w->eq[slot].class_expert - src);
+        for (int l = 0; l < w->eq[slot].nlayers && l < REC_MAX_LAYERS; l++)
+            if (w->eq[slot].layer[l].class_expert)
+                d->evals[i].layer[l].class_expert = dst + (w->eq[slot].layer[l].class_expert - src);
     }
     w->eq_head = (w->eq_head + w->eq_n) % WORKER_EVALQ;
     w->eq_n = 0;

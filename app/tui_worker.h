@@ -71,8 +71,8 @@ typedef struct {
     StepRecord *sq; /* (WORKER_STEPQ) */
     int sq_head, sq_n;
     EvalRecord eq[WORKER_EVALQ];
-    int *eq_counts; /* (WORKER_EVALQ, ce_size) deep copies of class_expert */
-    int ce_size;    /* classes * experts */
+    int *eq_counts; /* (WORKER_EVALQ, ce_size) deep copies of class_expert and each layer's, packed */
+    int ce_size;    /* classes * (top-level experts + every routed layer's experts) */
     int eq_head, eq_n;
     WorkerEvent *evq; /* (WORKER_EVQ) */
     int ev_head, ev_n;

@@ -168,6 +168,10 @@ static void trainer_collapse_fill(const CollapseState *cs, int *collapsed, int *
 
 int trainer_nlayers(const Trainer *t) { return t->nbl + (t->cfg.model.head.kind != HEAD_DENSE); }
 
+int trainer_primary_layer(const Trainer *t) {
+    return t->cfg.model.head.kind != HEAD_DENSE ? t->nbl : t->nbl > 0 ? 0 : -1;
+}
+
 int trainer_layer_find(const Trainer *t, const char *name) {
     for (int i = 0; i < t->nbl; i++)
         if (!strcmp(t->model.moec[t->bl[i].mi].name, name)) return i;
@@ -711,26 +715,27 @@ static const char *const rng_paths[4] = {"/rng/init", "/rng/data", "/rng/noise",
 
 /* checkpoint rows of the backbone MoE layer after stage s: its bias and knobs (format 1), and its
  * collapse windows and views, epoch sums and temperature plan (format 2) */
-#define BB_ROWS_(X, s)                                                                                                \
-    X(s, "bias")                                                                                                      \
-    X(s, "cf")                                                                                                        \
-    X(s, "alpha") X(s, "beta") X(s, "noise") X(s, "bias_rate") X(s, "routewin/ring") X(s, "routewin/n")               \
-        X(s, "routewin/head") X(s, "routewin/pushed") X(s, "routewin/sum") X(s, "routewin/zero_run")                  \
-            X(s, "routewin/ent_ring") X(s, "routewin/share_ring") X(s, "routewin/share_sum") X(s, "routewin/ent_sum") \
-                X(s, "routewin_clean/ring") X(s, "routewin_clean/n") X(s, "routewin_clean/head")                      \
-                    X(s, "routewin_clean/pushed") X(s, "routewin_clean/sum") X(s, "routewin_clean/zero_run")          \
-                        X(s, "routewin_clean/ent_ring") X(s, "routewin_clean/share_ring")                             \
-                            X(s, "routewin_clean/share_sum") X(s, "routewin_clean/ent_sum") BB_VIEW_(X, s, "train")   \
-                                BB_VIEW_(X, s, "clean") BB_VIEW_(X, s, "eval") X(s, "collapse/first_step")            \
-                                    X(s, "ep_drop") X(s, "ep_maxvio") X(s, "ep_rho") X(s, "ep_tau") X(s, "ep_aux")    \
-                                        X(s, "ep_clean") X(s, "tau_base") X(s, "tau_repl") X(s, "tau_has_override")   \
+#define BB_ROWS_(X, s)                                                                                              \
+    X(s, "bias")                                                                                                    \
+    X(s, "cf")                                                                                                      \
+    X(s, "alpha")                                                                                                   \
+    X(s, "beta") X(s, "noise") X(s, "bias_rate") X(s, "routewin/ring") X(s, "routewin/n") X(s, "routewin/head")     \
+        X(s, "routewin/pushed") X(s, "routewin/sum") X(s, "routewin/zero_run") X(s, "routewin/ent_ring")            \
+            X(s, "routewin/share_ring") X(s, "routewin/share_sum") X(s, "routewin/ent_sum")                         \
+                X(s, "routewin_clean/ring") X(s, "routewin_clean/n") X(s, "routewin_clean/head")                    \
+                    X(s, "routewin_clean/pushed") X(s, "routewin_clean/sum") X(s, "routewin_clean/zero_run")        \
+                        X(s, "routewin_clean/ent_ring") X(s, "routewin_clean/share_ring")                           \
+                            X(s, "routewin_clean/share_sum") X(s, "routewin_clean/ent_sum") BB_VIEW_(X, s, "train") \
+                                BB_VIEW_(X, s, "clean") BB_VIEW_(X, s, "eval") X(s, "collapse/first_step")          \
+                                    X(s, "ep_drop") X(s, "ep_maxvio") X(s, "ep_rho") X(s, "ep_tau") X(s, "ep_aux")  \
+                                        X(s, "ep_clean") X(s, "tau_base") X(s, "tau_repl") X(s, "tau_has_override") \
                                             X(s, "tau_override") X(s, "tau_override_step") X(s, "tau_has_replacement")
-#define BB_VIEW_(X, s, v)                                                                                \
-    X(s, "collapse/" v "/flag")                                                                          \
-    X(s, "collapse/" v "/reason")                                                                        \
-    X(s, "collapse/" v "/expert") X(s, "collapse/" v "/dead") X(s, "collapse/" v "/share")               \
-        X(s, "collapse/" v "/entropy") X(s, "collapse/" v "/first_step") X(s, "collapse/" v "/episodes") \
-            X(s, "collapse/" v "/since")
+#define BB_VIEW_(X, s, v)                                                                   \
+    X(s, "collapse/" v "/flag")                                                             \
+    X(s, "collapse/" v "/reason")                                                           \
+    X(s, "collapse/" v "/expert")                                                           \
+    X(s, "collapse/" v "/dead") X(s, "collapse/" v "/share") X(s, "collapse/" v "/entropy") \
+        X(s, "collapse/" v "/first_step") X(s, "collapse/" v "/episodes") X(s, "collapse/" v "/since")
 #define BB_PATH_(s, x) "/backbone/moe" #s "/" x,
 #define BB_ONE_(s, x) +1
 enum { BB_NROWS = 0 BB_ROWS_(BB_ONE_, 0) };
@@ -1132,7 +1137,7 @@ static void loop_apply(Loop *L, const TrainerCmd *c) {
             emit(L, TEV_FAILED, c, 0, "%s: %s", c->text, ml_last_error());
             return;
         }
-        if (t->cfg.model.head.kind == HEAD_DENSE)
+        if (!model_has_routing(&t->model))
             emit(L, TEV_NOTE, c, 0, "on-collapse: the %s head has no routing to collapse",
                  moe_head_name(t->cfg.model.head.kind));
         break;

@@ -116,6 +116,9 @@ ml_status trainer_init(Trainer *t, const TrainConfig *cfg, const BatchSource *sr
 void trainer_free(Trainer *t);
 /* Routed layers of the records: nbl backbone layers, then the head if it routes. */
 int trainer_nlayers(const Trainer *t);
+/* The primary routed layer (records index): the head when it routes, else the first backbone
+ * layer; -1 when nothing routes. */
+int trainer_primary_layer(const Trainer *t);
 /* The routed layer called name ("moe2", "head"): its records index, or -1. */
 int trainer_layer_find(const Trainer *t, const char *name);
 /* The run's description for sessions and views. */

@@ -99,7 +99,9 @@ static void live_init_table(struct SessionLive *p) {
 /* The dataset paths of the routed layers p->lname[0..nlayers). */
 static void live_layer_paths(struct SessionLive *p) {
     for (int l = 0; l < p->nlayers; l++) {
-        const char *n = p->lname[l];
+        char n[REC_LAYER_NAME]; /* a copy: the paths are written into *p */
+        memcpy(n, p->lname[l], sizeof n);
+        n[sizeof n - 1] = 0;
         for (int c = 0; c < LSC_N; c++)
             snprintf(p->dspath[LDS(l, LD_STEP0 + c)], 64, "/layers/%s/steps/%s", n, sess_layer_step_cols[c].name);
         for (int c = 0; c < SV_N; c++)

@@ -1,6 +1,6 @@
 /* schema.c — the live.h5 column tables, record-to-row mapping, event type, and the config JSON:
  * written (session_config_json) and read back (session_config_parse and its look-ups) with
- * jansson. See schema.h and the README's "Session files (format_version 1)". */
+ * jansson. See schema.h and the README's "Session files (format_version 2)". */
 #include "schema.h"
 #include "session.h"
 #include "h5util.h"

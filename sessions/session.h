@@ -4,7 +4,7 @@
  * A session is a folder:
  *     DIR/live.h5          config, every StepRecord / EvalRecord, event log, status (SWMR)
  *     DIR/ckpt-<step>.h5   weights, BN statistics, optimiser, RNG, schedules, data order
- * The schema (every group, dataset, shape, dtype and attribute) is in README "Session files (format_version 1)";
+ * The schema (every group, dataset, shape, dtype and attribute) is in README "Session files (format_version 2)";
  * SESSION_FORMAT_VERSION is stored as the `format_version` attribute of both kinds of file.
  * This module is the only one that includes hdf5.h; this header does not.
  *

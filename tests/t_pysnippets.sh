@@ -87,5 +87,19 @@ elif [ -n "$got" ]; then bad "the run evaluated before the h5py block could read
 else bad "h5py block never read the running session: ${out:-}"; fi
 kill -CONT "$trainer" 2>/dev/null; kill "$trainer" 2>/dev/null; wait "$trainer" 2>/dev/null; trainer=
 
+# the per-layer block on a backbone-MoE session (moe2 and head) and on the version-1 fixture
+block "#### Per-layer data with h5py" >"$T/layers.py"
+if [ -s "$T/layers.py" ]; then
+  "$BIN" train --headless --dataset synthetic:16x16x3:4:512 --width 0.25 --batch 64 --hidden 16 --head moe --log-every 2 --moe-after 2 --moe-hidden 8 \
+    --epochs 1 --threads 1 --session "$T/bb" >"$T/bb.log" 2>&1 || bad "backbone-MoE run: $(tail -2 "$T/bb.log")"
+  out=$("$PY" "$T/layers.py" "$T/bb/live.h5" 2>&1); rc=$?
+  if [ $rc = 0 ] && grep -q '^moe2: stage 2, E 8, k 2, tau 1, last kept load ' <<<"$out" && grep -q '^head: stage -1, E 8' <<<"$out" \
+     && [ "$(grep -c 'I(class;expert) [0-9.]* nats, test first share' <<<"$out")" = 2 ]; then
+    ok "per-layer h5py block: $(tr '\n' ' ' <<<"$out" | cut -c1-160)"
+  else bad "per-layer h5py block (rc $rc): $out"; fi
+  out=$("$PY" "$T/layers.py" "$SRC/tests/fixtures/v1-moe/live.h5" 2>&1)
+  grep -q 'a version-1 session' <<<"$out" && ok "per-layer block on the version-1 fixture: $out" || bad "per-layer block on v1: $out"
+else bad "no per-layer h5py block in README"; fi
+
 echo "t_pysnippets: $pass passed, $fail failed"
 [ "$fail" = 0 ]

@@ -36,12 +36,19 @@ echo 'at 3 set tau 0.5' > cmds
 "$BIN" train --resume R > R.log 2>&1; rc=$?
 [ $rc = 0 ] && grep -q 'finished at step 16' R.log && ok "the v1 session resumes to the end" || bad "resume: rc $rc: $(tail -2 R.log)"
 "$BIN" train --dataset synthetic:8x8x3:4:256 --head moe --epochs 2 --threads 1 --session U --headless --width 0.25 \
-  --batch 32 --tsne-samples 32 --hidden 16 --experts 4 --seed 3 --commands cmds --keep 1 > U.log 2>&1
-w() { h5dump -A 0 -g /weights -g /optimizer -g /rng -g /schedule "$1"/ckpt-16.h5 | tail -n +2 | sha256sum | cut -c1-16; }
+  --batch 32 --tsne-samples 32 --hidden 16 --experts 4 --seed 3 --commands cmds --keep 0 --ckpt-steps 12 > U.log 2>&1
+w() { h5dump -A 0 -g /weights -g /optimizer -g /rng -g /schedule "$1"/ckpt-$2.h5 | tail -n +2 | sha256sum | cut -c1-16; }
 hist() { for d in /steps/step /steps/loss /steps/tau /steps/kept /evals/test_acc /evals/class_expert; do h5dump -A 0 -d $d "$1/live.h5" | tail -n +2; done | sha256sum | cut -c1-16; }
-[ -f R/ckpt-16.h5 ] && [ "$(w R)" = "$(w U)" ] && ok "resumed weights, optimiser, RNG and schedule equal the uninterrupted run's ($(w U))" \
-  || bad "resumed weights $(w R 2>/dev/null) vs uninterrupted $(w U 2>/dev/null)"
-[ "$(hist R)" = "$(hist U)" ] && ok "resumed /steps and /evals equal the uninterrupted run's" || bad "history $(hist R) vs $(hist U)"
+# bit-identity needs the fixture's arithmetic: a Release build reproduces its step-12 weights; a
+# Debug / sanitizer build computes other roundings from step 1, so only the resume is checked there
+if [ "$(w U 12)" = "$(w "$FIX" 12)" ]; then
+  [ -f R/ckpt-16.h5 ] && [ "$(w R 16)" = "$(w U 16)" ] && ok "resumed weights, optimiser, RNG and schedule equal the uninterrupted run's ($(w U 16))" \
+    || bad "resumed weights $(w R 16 2>/dev/null) vs uninterrupted $(w U 16 2>/dev/null)"
+  [ "$(hist R)" = "$(hist U)" ] && ok "resumed /steps and /evals equal the uninterrupted run's" || bad "history $(hist R) vs $(hist U)"
+else
+  echo "INFO this build's step-12 weights differ from the fixture's (another build type: Debug / sanitizers): the final weights are not compared"
+  [ -f R/ckpt-16.h5 ] && ok "the resumed session wrote its final checkpoint" || bad "no R/ckpt-16.h5"
+fi
 v=$($PY -c 'import h5py,sys; print(h5py.File(sys.argv[1],"r").attrs["format_version"], "layers" in h5py.File(sys.argv[1],"r"))' R/live.h5)
 [ "$v" = "1 False" ] && ok "the appended live.h5 stays version 1 (no /layers)" || bad "appended live.h5: $v"
 "$BIN" plot R --out fig2 > plot2.txt 2>&1 && ok "the resumed v1 session loads" || bad "plot of the resumed session: $(tail -1 plot2.txt)"

@@ -105,6 +105,13 @@ static void eval_copy(EvalCopy *c, const EvalRecord *r) {
     c->r.tsne_feat = c->feat;
     c->r.tsne_expert = c->tex;
     c->r.tsne_label = c->tla;
+    /* the head's layer entry shares the top-level arrays (a head-only run has no other layer) */
+    for (int l = 0; l < r->nlayers; l++) {
+        EvalLayer *el = &c->r.layer[l];
+        el->class_expert = el->class_expert == r->class_expert ? c->ce : NULL;
+        el->tsne_feat = el->tsne_feat == r->tsne_feat ? c->feat : NULL;
+        el->tsne_expert = el->tsne_expert == r->tsne_expert ? c->tex : NULL;
+    }
 }
 
 static long file_lines(const char *path) {
