@@ -474,7 +474,8 @@ static int int_list(const char *opt, const char *a, long lo, long hi, int *v, in
         if (integer(opt, t, lo, hi, &x)) return -1;
         v[cnt++] = (int)x;
     }
-    if (cnt == 0 || strchr(",+", a[strlen(a) - 1]) || strchr(",+", a[0]) || strstr(buf, ",,")) {
+    if (cnt == 0 || strchr(",+", a[strlen(a) - 1]) || strchr(",+", a[0]) || strstr(a, ",,") || strstr(a, "++") ||
+        strstr(a, ",+") || strstr(a, "+,")) {
         fprintf(stderr, "moelab: --%s: '%s' is not a comma list of numbers\n", opt, a);
         return -1;
     }

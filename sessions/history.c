@@ -480,7 +480,9 @@ static ml_status layer_rows(const Ld *L, const char *gp, const SessCol *cols, in
     return ML_OK;
 }
 
-static ml_status read_layers_v2(const Ld *L, SessionHistory *h) {
+/* The per-layer rows of a format-2 file: step rows [s0, ns) and evaluation rows [e0, ne) (a whole
+ * load: 0, 0; a follower's poll: the rows it held before), ns / ne the rows every layer has. */
+static ml_status read_layers_v2(const Ld *L, SessionHistory *h, long s0, int e0) {
     char names[REC_MAX_LAYERS][REC_LAYER_NAME];
     int nl = 0;
     ml_status st = sess_read_layers(L->f, names, &nl, L->path);
@@ -543,31 +545,35 @@ static ml_status read_layers_v2(const Ld *L, SessionHistory *h) {
     h->nsteps = ns;
     h->nevals = (int)ne;
     h->nlayers = nl;
+    if (s0 > ns) s0 = ns;
+    if (e0 > ne) e0 = (int)ne;
     for (int l = 0; l < nl && st == ML_OK; l++) {
         const LayerInfo *li = &h->layer[l];
         const int E = li->E;
-        for (int c = 0; c < LSC_N && st == ML_OK && ns > 0; c++) {
+        for (int c = 0; c < LSC_N && st == ML_OK && ns > s0; c++) {
             const SessCol *col = &sess_layer_step_cols[c];
             if (col->field == SF_ROW) continue;
             snprintf(name, sizeof name, "/layers/%s/steps/%s", li->name, col->name);
             double *dv = NULL;
-            if ((st = sess_read_rows(L->f, name, (hsize_t)ns, H5T_NATIVE_DOUBLE, (void **)&dv, L->path)) != ML_OK)
+            if ((st = sess_read_rows_at(L->f, name, (hsize_t)s0, (hsize_t)(ns - s0), H5T_NATIVE_DOUBLE, (void **)&dv,
+                                        L->path)) != ML_OK)
                 break;
-            for (long i = 0; i < ns; i++) sess_col_set(col, &h->steps[i].layer[l], dv[i]);
+            for (long i = s0; i < ns; i++) sess_col_set(col, &h->steps[i].layer[l], dv[i - s0]);
             ml_free(dv);
         }
-        for (int c = 0; c < SV_N && st == ML_OK && ns > 0; c++) {
+        for (int c = 0; c < SV_N && st == ML_OK && ns > s0; c++) {
             snprintf(name, sizeof name, "/layers/%s/steps/%s", li->name, sess_step_vecs[c].name);
             void *buf = NULL;
             const int is_int = sess_step_vecs[c].is_int;
-            st = sess_read_rows(L->f, name, (hsize_t)ns, is_int ? H5T_NATIVE_INT32 : H5T_NATIVE_FLOAT, &buf, L->path);
+            st = sess_read_rows_at(L->f, name, (hsize_t)s0, (hsize_t)(ns - s0),
+                                   is_int ? H5T_NATIVE_INT32 : H5T_NATIVE_FLOAT, &buf, L->path);
             if (st != ML_OK) break;
             const int32_t *iv = buf;
             const float *fv = buf;
-            for (long i = 0; i < ns; i++) {
+            for (long i = s0; i < ns; i++) {
                 MoeStepStats *m = &h->steps[i].layer[l].moe;
                 for (int e = 0; e < E; e++) {
-                    const size_t j = (size_t)i * (size_t)E + (size_t)e;
+                    const size_t j = (size_t)(i - s0) * (size_t)E + (size_t)e;
                     if (c == SV_DEMAND) m->demand[e] = iv[j];
                     else if (c == SV_KEPT) m->kept[e] = iv[j];
                     else if (c == SV_MEAN_GATE) m->mean_gate[e] = fv[j];
@@ -576,7 +582,7 @@ static ml_status read_layers_v2(const Ld *L, SessionHistory *h) {
             }
             ml_free(buf);
         }
-        for (long i = 0; i < ns; i++) { /* what the columns do not hold */
+        for (long i = s0; i < ns; i++) { /* what the columns do not hold */
             MoeStepStats *m = &h->steps[i].layer[l].moe;
             m->B = h->batch;
             m->E = E;
@@ -585,19 +591,34 @@ static ml_status read_layers_v2(const Ld *L, SessionHistory *h) {
             m->dropless = m->capacity >= h->batch;
             h->steps[i].nlayers = nl;
         }
-        for (int c = 0; c < LEC_N && st == ML_OK && ne > 0; c++) {
+        for (int c = 0; c < LEC_N && st == ML_OK && ne > e0; c++) {
             const SessCol *col = &sess_layer_eval_cols[c];
             if (col->field == SF_ROW) continue;
             snprintf(name, sizeof name, "/layers/%s/evals/%s", li->name, col->name);
             double *dv = NULL;
-            if ((st = sess_read_rows(L->f, name, (hsize_t)ne, H5T_NATIVE_DOUBLE, (void **)&dv, L->path)) != ML_OK)
+            if ((st = sess_read_rows_at(L->f, name, (hsize_t)e0, (hsize_t)(ne - e0), H5T_NATIVE_DOUBLE, (void **)&dv,
+                                        L->path)) != ML_OK)
                 break;
-            for (long i = 0; i < ne; i++) sess_col_set(col, &h->evals[i].layer[l], dv[i]);
+            for (long i = e0; i < ne; i++) sess_col_set(col, &h->evals[i].layer[l], dv[i - e0]);
             ml_free(dv);
         }
-        if (st == ML_OK && ne > 0) {
+        if (st == ML_OK && ne > e0) { /* the held matrices, then the new rows' */
             snprintf(name, sizeof name, "/layers/%s/evals/class_expert", li->name);
-            st = sess_read_rows(L->f, name, (hsize_t)ne, H5T_NATIVE_INT, (void **)&h->lce[l], L->path);
+            const size_t per = (size_t)K * (size_t)E;
+            int *add = NULL, *all = ml_alloc(sizeof *all * per * (size_t)ne);
+            if (!all) st = ml_fail(ML_ERR_NOMEM, "%s: out of memory", L->path);
+            if (st == ML_OK)
+                st = sess_read_rows_at(L->f, name, (hsize_t)e0, (hsize_t)(ne - e0), H5T_NATIVE_INT, (void **)&add,
+                                       L->path);
+            if (st == ML_OK) {
+                if (e0 > 0 && h->lce[l]) memcpy(all, h->lce[l], sizeof *all * per * (size_t)e0);
+                memcpy(all + per * (size_t)e0, add, sizeof *all * per * (size_t)(ne - e0));
+                ml_free(h->lce[l]);
+                h->lce[l] = all;
+                all = NULL;
+            }
+            ml_free(add);
+            ml_free(all);
         }
         for (long i = 0; i < ne && st == ML_OK; i++) {
             EvalLayer *el = &h->evals[i].layer[l];
@@ -724,7 +745,7 @@ ml_status session_history_load(const char *dir_or_file, SessionHistory *h) {
     if (st == ML_OK) st = read_events(&L, h);
     if (st == ML_OK) st = read_steps(&L, h, cfg);
     if (st == ML_OK) st = read_evals(&L, h);
-    if (st == ML_OK && h->info.format_version >= 2) st = read_layers_v2(&L, h);
+    if (st == ML_OK && h->info.format_version >= 2) st = read_layers_v2(&L, h, 0, 0);
     else if (st == ML_OK) layers_from_v1(h);
     json_decref(cfg);
     ml_free(json);
@@ -769,11 +790,14 @@ ml_status session_history_tail(hid_t f, const char *path, SessionHistory *h, Ses
     struct stat sb;
     const Ld L = {f, path, stat(path, &sb) == 0 ? (double)sb.st_size : 0.0, cap};
     const int ev0 = h->nevals;
+    const long st0 = h->nsteps;
     ml_status st = read_status(&L, &h->info);
     /* events before steps: the capacity factor in effect comes from `set cf` events */
     if (st == ML_OK) st = read_events(&L, h);
     if (st == ML_OK) st = read_steps(&L, h, cap->cfg);
     if (st == ML_OK) st = read_evals(&L, h);
+    /* the routed layers' rows of the new steps and evaluations (format 2) */
+    if (st == ML_OK && h->info.format_version >= 2 && h->nlayers > 0) st = read_layers_v2(&L, h, st0, ev0);
     H5Eclear2(H5E_DEFAULT);
     /* the summary of what is held (as session_read_info gives it) */
     SessionInfo *i = &h->info;

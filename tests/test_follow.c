@@ -60,6 +60,14 @@ static void digest(const SessionHistory *h, char *out, size_t n) {
         e.tsne_feat = NULL;
         e.tsne_expert = NULL;
         e.tsne_label = NULL;
+        for (int l = 0; l < e.nlayers && l < REC_MAX_LAYERS; l++) { /* each routed layer's matrix, by value */
+            EvalLayer *el = &e.layer[l];
+            if (el->class_expert)
+                he = fnv(he, el->class_expert, sizeof(int) * (size_t)el->classes * (size_t)el->experts);
+            el->class_expert = NULL;
+            el->tsne_feat = NULL;
+            el->tsne_expert = NULL;
+        }
         he = fnv(he, &e, sizeof e);
         he = fnv(he, &h->eval_wall[i], sizeof h->eval_wall[i]);
     }
