@@ -113,10 +113,10 @@ if wait_for '^▸ moe2 +load H' 5; then
   check "browser: layer tags are never cut" tags_whole
   keys t
   check "browser: t-SNE of the head's router input (title names it)" wait_title 'head \(2/2\) · ' 10
-  check "browser: the head's t-SNE finishes" wait_for 'points, [0-9.]+ s; nearest neighbour' 60
+  check "browser: the head's t-SNE finishes" wait_for 'nearest neighbour in the map: same expert [0-9]+%' 60
   keys ']'
   check "browser: ] in the t-SNE: moe2's (title)" wait_title 'moe2 \(1/2\) · ' 10
-  check "browser: moe2's t-SNE finishes" wait_for 'points, [0-9.]+ s; nearest neighbour' 60
+  check "browser: moe2's t-SNE finishes" wait_for 'nearest neighbour in the map: same expert [0-9]+%' 60
   keys t
 else
   echo "SKIP  browser: the saved session has no per-layer records (the session reader of branch 'layers' fills them); the browser shows the primary layer as before"
@@ -165,6 +165,10 @@ check "three layers: q exits" wait_for 'EXITED-three' 20
 # ---- one layer's temperature: `set tau 0.3 @moe2` reaches moe2's panel only (120x40)
 start tau 120 40 "$BIN" train $RUN --epochs 400 --moe-after 2 --head moe --no-session
 check "tau: the run trains" wait_for 'RUNNING +epoch' 60
+# paused first: epoch lines of a fast run would scroll the command's log line away under load
+"${TM[@]}" send-keys -t "$S" -l 'pause'
+keys Enter
+check "tau: pause" wait_for 'PAUSED' 20
 "${TM[@]}" send-keys -t "$S" -l 'set tau 0.3 @moe2'
 keys Enter
 check "tau: the command lands in the log with its step" wait_for '\[step [0-9]+\] set tau 0.3 @moe2' 20
