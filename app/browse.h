@@ -80,6 +80,9 @@ int browse_tau_schedule(const char *config_json, TauSchedule *s);
  * and `anneal` commands up to that step applied, as the trainer applied them: the plan of the
  * primary routed layer (the head when it routes, else the first backbone layer). */
 void browse_plan_at(const SessionHistory *h, const TauSchedule *base, long step, TauPlan *plan);
+/* The name of the primary routed layer (the head when it routes, else the first backbone layer;
+ * "head" for a session without layers). */
+const char *browse_primary_layer(const SessionHistory *h);
 /* The same for one routed layer: only the commands without an `@layer` suffix or with `@layer`
  * (layer NULL: every command, as browse_plan_at). */
 void browse_plan_at_layer(const SessionHistory *h, const TauSchedule *base, long step, const char *layer,

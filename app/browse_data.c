@@ -72,10 +72,13 @@ void browse_plan_at_layer(const SessionHistory *h, const TauSchedule *base, long
     }
 }
 
+const char *browse_primary_layer(const SessionHistory *h) {
+    /* the head when it routes, else the first backbone layer */
+    return h->nlayers == 0 ? "head" : h->E > 0 ? h->layer[h->nlayers - 1].name : h->layer[0].name;
+}
+
 void browse_plan_at(const SessionHistory *h, const TauSchedule *base, long step, TauPlan *plan) {
-    /* the primary layer's plan: the head when it routes, else the first backbone layer */
-    const char *primary = h->nlayers == 0 ? "head" : h->E > 0 ? h->layer[h->nlayers - 1].name : h->layer[0].name;
-    browse_plan_at_layer(h, base, step, primary, plan);
+    browse_plan_at_layer(h, base, step, browse_primary_layer(h), plan);
 }
 
 // ---------------------------------------------------------------------------------------------

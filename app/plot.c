@@ -144,14 +144,17 @@ static int pick_eval(const SessionHistory *h, const char *name, int epoch, int *
     return 0;
 }
 
-static void prepare_plan(Run *R) {
+/* The temperature plan of the run's primary routed layer (layer NULL) or of the layer called layer,
+ * with the commands that changed it. */
+static void prepare_plan(Run *R, const char *layer) {
     const SessionHistory *h = &R->h;
     FigRun *r = &R->r;
     TauSchedule base;
     if (h->E <= 0 || browse_tau_schedule(h->config_json, &base) != 0) return;
     const long total = h->total_steps > 0 ? h->total_steps : (h->nsteps ? h->steps[h->nsteps - 1].step : 1);
     TauPlan end;
-    browse_plan_at(h, &base, LONG_MAX, &end);
+    if (!layer) layer = browse_primary_layer(h);
+    browse_plan_at_layer(h, &base, LONG_MAX, layer, &end);
     for (int i = 0; i < FIGS_PLAN_N; i++) {
         const long s = (long)llround((double)total * i / (FIGS_PLAN_N - 1));
         r->plan_step[i] = (double)s;
@@ -162,6 +165,7 @@ static void prepare_plan(Run *R) {
         TrainerCmd c;
         char err[128];
         if (command_parse(h->events[i].text, &c, err, sizeof err) || !trainer_tau_command(&c)) continue;
+        if (layer && c.layer[0] && strcmp(c.layer, layer)) continue; /* another layer's `... @moe2` */
         r->mark_step[r->nmarks] = h->events[i].step;
         snprintf(r->mark_text[r->nmarks], sizeof r->mark_text[0], "%.47s", h->events[i].text);
         r->nmarks++;
@@ -169,12 +173,16 @@ static void prepare_plan(Run *R) {
     r->has_plan = 1;
 }
 
-/* The t-SNE map of evaluation R->ev (when the session saved features). Failures leave it off. */
-static void prepare_tsne(Run *R, int verbose) {
+/* The t-SNE map of evaluation R->ev (when the session saved features): of the top-level features
+ * (layer < 0) or of routed layer `layer`'s router input. Failures leave it off. */
+static void prepare_tsne(Run *R, int verbose, int layer) {
     const SessionHistory *h = &R->h;
     int n = 0, d = 0;
     if (R->ev < 0 || h->E <= 0 || h->evals[R->ev].tsne_n < 4) return;
-    if (session_history_tsne(h, R->ev, &R->feat, &R->expert, &R->label, &n, &d) != ML_OK || n < 4) return;
+    const ml_status st = layer < 0
+                             ? session_history_tsne(h, R->ev, &R->feat, &R->expert, &R->label, &n, &d)
+                             : session_history_layer_tsne(h, layer, R->ev, &R->feat, &R->expert, &R->label, &n, &d);
+    if (st != ML_OK || n < 4) return;
     R->ymap = malloc(sizeof(float) * 2 * (size_t)n);
     if (!R->ymap) return;
     TsneConfig cfg;
@@ -205,9 +213,51 @@ static int run_load(Run *R, const char *in, int epoch, int tsne, int verbose, ch
     R->r.name = R->name;
     const int rc = pick_eval(&R->h, in, epoch, &R->ev, msg, msgn);
     if (rc) return rc;
-    prepare_plan(R);
-    if (tsne) prepare_tsne(R, verbose);
+    prepare_plan(R, NULL);
+    if (tsne) prepare_tsne(R, verbose, -1);
     return 0;
+}
+
+/* Routed layer l of a loaded run as a run of its own (R->h: the layer's view of the history,
+ * steps and evaluations projected with step_record_layer / eval_record_layer, its experts and
+ * class x expert matrices; everything else shared with src, which owns it): the per-layer figures
+ * of a run with two or more routed layers. Free with layer_run_free. 0, or -1 out of memory. */
+static int layer_run(const Run *src, int l, int tsne, int verbose, Run *R) {
+    const SessionHistory *h = &src->h;
+    memset(R, 0, sizeof *R);
+    R->h = *h;
+    R->h.steps = malloc(sizeof *R->h.steps * (size_t)(h->nsteps > 0 ? h->nsteps : 1));
+    R->h.evals = malloc(sizeof *R->h.evals * (size_t)(h->nevals > 0 ? h->nevals : 1));
+    if (!R->h.steps || !R->h.evals) {
+        free(R->h.steps);
+        free(R->h.evals);
+        memset(R, 0, sizeof *R);
+        return -1;
+    }
+    for (long i = 0; i < h->nsteps; i++) step_record_layer(&h->steps[i], l, &R->h.steps[i]);
+    for (int i = 0; i < h->nevals; i++) eval_record_layer(&h->evals[i], l, &R->h.evals[i]);
+    const LayerInfo *li = &h->layer[l];
+    R->h.E = li->E;
+    R->h.info.experts = li->E;
+    R->h.info.k = li->k;
+    if (h->lce[l]) R->h.ce = h->lce[l];
+    snprintf(R->name, sizeof R->name, "%.200s \u00b7 %s", src->name, li->name);
+    R->r.h = &R->h;
+    R->r.name = R->name;
+    R->ev = src->ev;
+    prepare_plan(R, li->name);
+    if (tsne) prepare_tsne(R, verbose, l);
+    return 0;
+}
+
+static void layer_run_free(Run *R) {
+    free(R->h.steps);
+    free(R->h.evals);
+    ml_free(R->feat);
+    ml_free(R->expert);
+    ml_free(R->label);
+    free(R->ymap);
+    memset(R, 0, sizeof *R);
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -259,21 +309,43 @@ static ml_status d_cmp_table(void *c, const char *p, FigFormat f) {
 // ---------------------------------------------------------------------------------------------
 // the three kinds of input
 
-static int plot_session(Out *o, Run *R) {
+/* The routing figures of one router (sfx: "" for the primary layer, "_moe2" for a layer's own). */
+static int plot_routing(Out *o, Run *R, const char *sfx) {
+    Ctx c = {.runs = R, .n = 1};
+    char nm[96];
+    int bad = 0;
+#define EMIT(base, fn) (snprintf(nm, sizeof nm, "%s%s", base, sfx), emit(o, nm, fn, &c))
+    if (R->ev >= 0) bad |= EMIT("class_expert", d_ce);
+    bad |= EMIT("expert_load", d_load);
+    if (R->r.has_plan) bad |= EMIT("temperature", d_temp);
+    bad |= EMIT("routing", d_routing);
+    if (R->r.tsne_n > 0) {
+        c.by_class = 0;
+        bad |= EMIT("tsne_expert", d_tsne);
+        c.by_class = 1;
+        bad |= EMIT("tsne_class", d_tsne);
+    }
+#undef EMIT
+    return bad;
+}
+
+static int plot_session(Out *o, Run *R, int tsne) {
     Ctx c = {.runs = R, .n = 1};
     const SessionHistory *h = &R->h;
     int bad = emit(o, "curves", d_curves, &c);
-    if (h->E > 0) {
-        if (R->ev >= 0) bad |= emit(o, "class_expert", d_ce, &c);
-        bad |= emit(o, "expert_load", d_load, &c);
-        if (R->r.has_plan) bad |= emit(o, "temperature", d_temp, &c);
-        bad |= emit(o, "routing", d_routing, &c);
-        if (R->r.tsne_n > 0) {
-            c.by_class = 0;
-            bad |= emit(o, "tsne_expert", d_tsne, &c);
-            c.by_class = 1;
-            bad |= emit(o, "tsne_class", d_tsne, &c);
+    if (h->E > 0) bad |= plot_routing(o, R, "");
+    /* two or more routed layers: each layer's routing figures too, named by the layer */
+    for (int l = 0; h->nlayers >= 2 && l < h->nlayers; l++) {
+        Run L;
+        if (layer_run(R, l, tsne, o->verbose, &L)) {
+            fprintf(stderr, "moelab plot: out of memory for layer %s\n", h->layer[l].name);
+            bad = 1;
+            break;
         }
+        char sfx[REC_LAYER_NAME + 2];
+        snprintf(sfx, sizeof sfx, "_%s", h->layer[l].name);
+        bad |= plot_routing(o, &L, sfx);
+        layer_run_free(&L);
     }
     return bad ? 1 : 0;
 }
@@ -449,7 +521,7 @@ int plot_run(const char *const *inputs, int n, const char *outdir, unsigned form
             snprintf(msg, msgn, "%s", ml_last_error());
             rc = 1;
         }
-        if (rc == 0) rc = n == 1 ? plot_session(&o, &runs[0]) : plot_compare(&o, runs, n, epoch);
+        if (rc == 0) rc = n == 1 ? plot_session(&o, &runs[0], 1) : plot_compare(&o, runs, n, epoch);
         for (int i = 0; i < n; i++) run_free(&runs[i]);
         free(runs);
     }

@@ -71,6 +71,32 @@ have pdftotext && check "the temperature figure lists the set tau command" \
 "$BIN" plot S --format png --epoch 1 --out E1 > e1.log 2>&1
 check "--epoch 1 --out E1 --format png: only PNGs, in E1" [ -s E1/class_expert.png -a ! -e E1/curves.pdf ]
 
+# 1b. two routed layers (a backbone MoE layer after stage 2 and the moe head): the primary layer's
+# figures as before, and each layer's routing figures named by the layer, titled with it, each
+# following its own temperature plan (a `set tau 0.5 @moe2` marks moe2's figure only)
+# (in a folder of its own: the browser checks below list the sessions of .)
+printf 'at 3 set tau 0.5 @moe2\n' > cmds2
+mkdir -p LL
+"$BIN" train --headless --dataset synthetic:16x16x3:4:256 --width 0.25 --batch 32 --experts 4 --hidden 16 --epochs 2 \
+  --threads 1 --log-every 2 --moe-after 2 --head moe --commands cmds2 --session LL/L > trainl.log 2>&1
+check "a two-layer session trains" grep -q 'finished' trainl.log
+"$BIN" plot LL/L --format all --out L/figures > plotl.log 2>&1; rc=$?
+check "moelab plot L (two routed layers) exits 0" [ $rc = 0 ]
+LAYER_FIGS="class_expert expert_load temperature routing tsne_expert tsne_class"
+valid_figs L/figures $SESSION_FIGS
+for l in moe2 head; do valid_figs L/figures $(for f in $LAYER_FIGS; do printf '%s_%s ' "$f" "$l"; done); done
+check "7 + 2 x 6 figures in 3 formats reported" grep -q '^57 files in L/figures$' plotl.log
+if have pdftotext; then
+  check "class_expert_moe2's title names moe2" grep -q 'L · moe2: test set' <(pdftotext L/figures/class_expert_moe2.pdf - 2>/dev/null)
+  check "class_expert_head's title names the head" grep -q 'L · head: test set' <(pdftotext L/figures/class_expert_head.pdf - 2>/dev/null)
+  check "moe2's temperature figure marks its set tau @moe2" \
+    grep -q 'set tau 0.5 @moe2' <(pdftotext L/figures/temperature_moe2.pdf - 2>/dev/null)
+  check "the head's temperature figure does not" \
+    bash -c "! pdftotext L/figures/temperature_head.pdf - 2>/dev/null | grep -q 'set tau 0.5'"
+  check "nor does the primary layer's (the head's) temperature figure" \
+    bash -c "! pdftotext L/figures/temperature.pdf - 2>/dev/null | grep -q 'set tau 0.5'"
+fi
+
 # 2. a sweep
 "$BIN" sweep --dataset synthetic:16x16x3:4:256 --width 0.25 --batch 32 --experts 4 --epochs 1 --threads 1 \
   --vary backbone=dw,std --vary hidden=16,32 --vary head=moe,dense --seeds 2 --out W > sweep.log 2>&1
