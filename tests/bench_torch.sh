@@ -10,6 +10,7 @@ ROUNDS=${2:-5}
 THREADS=${3:-$(nproc)}
 HERE=$(cd "$(dirname "$0")" && pwd)
 REF=${TORCH_REF:-$HERE/../../shared/anchors/torch_ref.py}
+. "$HERE/bench_field.sh"
 [ -f "$REF" ] || REF=$HERE/../shared/anchors/torch_ref.py
 [ -f "$REF" ] || REF=/work/shared/anchors/torch_ref.py
 have_torch=0
@@ -27,9 +28,9 @@ for head in dense moe; do
   mb=$(mktemp); tb=$(mktemp); sg=$(mktemp); rt=$(mktemp)
   for r in $(seq "$ROUNDS"); do
     line=$("$BIN" bench --heads "$head" --repeat 1 --steps 20 --threads "$THREADS" | grep '^bench ')
-    mi=$(sed -E 's/.*img_per_s=([0-9.]+).*/\1/' <<<"$line")
+    mi=$(bench_field "$line" img_per_s) # the training rate (not eval_img_per_s)
     echo "$mi" >> "$mb"
-    sed -E 's/.*sgemm_fraction=([0-9.]+).*/\1/' <<<"$line" >> "$sg"
+    bench_field "$line" sgemm_fraction >> "$sg"
     if [ "$have_torch" = 1 ]; then
       ti=$(/usr/bin/python3 "$REF" --head "$head" --threads "$THREADS" --steps 20 | sed -E 's/.*img\/s=([0-9.]+).*/\1/')
       echo "$ti" >> "$tb"

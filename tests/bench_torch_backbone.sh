@@ -10,6 +10,7 @@ ROUNDS=${2:-5}
 THREADS=${3:-$(nproc)}
 STEPS=${4:-10}
 HERE=$(cd "$(dirname "$0")" && pwd)
+. "$HERE/bench_field.sh"
 TWIN=$HERE/torch_backbone_moe.py
 have_torch=0
 if /usr/bin/python3 -c 'import torch' 2>/dev/null; then have_torch=1; fi
@@ -26,8 +27,8 @@ for model in "${MODELS[@]}"; do
   : > "$T/m"; : > "$T/t"; : > "$T/s"
   for r in $(seq "$ROUNDS"); do
     line=$("$BIN" bench --model "$model" --repeat 1 --steps "$STEPS" --threads "$THREADS" | grep '^bench ')
-    sed -E 's/.*img_per_s=([0-9.]+).*/\1/' <<<"$line" >> "$T/m"
-    sed -E 's/.*sgemm_fraction=([0-9.]+).*/\1/' <<<"$line" >> "$T/s"
+    bench_field "$line" img_per_s >> "$T/m" # the training rate (not eval_img_per_s)
+    bench_field "$line" sgemm_fraction >> "$T/s"
     if [ "$have_torch" = 1 ]; then
       # shellcheck disable=SC2086
       /usr/bin/python3 "$TWIN" $flag --threads "$THREADS" --steps "$STEPS" | sed -E 's/.*img\/s=([0-9.]+).*/\1/' >> "$T/t"

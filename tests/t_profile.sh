@@ -5,6 +5,7 @@
 # some row, none twice; no absolute time is asserted). The bench line carries the evaluation rate
 # and --scaling prints a 1-thread rate and a speed-up.
 set -u
+. "$(cd "$(dirname "$0")" && pwd)/bench_field.sh"
 BIN=${1:?usage: t_profile.sh path/to/moelab}
 pass=0; fail=0
 ok()  { echo "PASS  $*"; pass=$((pass + 1)); }
@@ -37,6 +38,12 @@ for head in dense moe; do
   b=$(grep "^bench head=$head " <<<"$out")
   if grep -Eq 'eval_img_per_s=[0-9]*[1-9][0-9]*\.' <<<"$b" && grep -q 'eval_ratio=' <<<"$b"; then ok "$head: evaluation rate printed"
   else bad "$head: no evaluation rate in: $b"; fi
+  # the benchmark scripts read the training rate with bench_field: the train/s column, not the eval rate
+  tr=$(bench_field "$b" img_per_s); er=$(bench_field "$b" eval_img_per_s)
+  col=$(awk -v h="$head" '$1 == h && $2 ~ /^[0-9]+$/ {print $2; exit}' <<<"$out")
+  if [ -n "$tr" ] && [ -n "$col" ] && awk -v a="$tr" -v c="$col" -v e="$er" 'BEGIN {exit !(int(a + 0.5) == c && a != e)}'; then
+    ok "$head: bench_field img_per_s is the training rate ($tr = train/s $col; eval $er)"
+  else bad "$head: bench_field img_per_s '$tr' vs train/s '$col' (eval '$er')"; fi
   if grep -Eq "^scaling head=$head threads=1 img_per_s_1=[0-9.]+ img_per_s_n=[0-9.]+ speedup=[0-9.]+" <<<"$out"; then
     ok "$head: --scaling prints the speed-up"
   else bad "$head: no scaling line"; fi
