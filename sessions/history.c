@@ -919,29 +919,17 @@ static ml_status read_one_row(hid_t f, const char *path, const char *name, int e
     return ML_OK;
 }
 
-ml_status session_history_layer_tsne(const SessionHistory *h, int l, int ev, float **feat, int **expert, int **label,
-                                     int *n, int *d) {
-    h5u_quiet();
-    if (feat) *feat = NULL;
-    if (expert) *expert = NULL;
-    if (label) *label = NULL;
-    if (n) *n = 0;
-    if (d) *d = 0;
-    if (!h || !feat || !expert || !label || !n || !d)
-        return ml_fail(ML_ERR_ARG, "session_history_layer_tsne: missing argument");
-    if (l < 0 || l >= h->nlayers) return ml_fail(ML_ERR_ARG, "%s: no routed layer %d", h->path, l);
-    if (h->info.format_version < 2) return session_history_tsne(h, ev, feat, expert, label, n, d); /* the head */
-    if (ev < 0 || ev >= h->nevals)
-        return ml_fail(ML_ERR_ARG, "%s: evaluation %d is out of range (%d loaded)", h->path, ev, h->nevals);
-    const int tn = h->evals[ev].layer[l].tsne_n, fd = h->evals[ev].layer[l].feat_dim;
-    if (tn <= 0 || fd <= 0) return ml_fail(ML_ERR_ARG, "%s: layer %s has no t-SNE sample", h->path, h->layer[l].name);
+/* Evaluation ev's t-SNE sample (tn points of width fd) from the datasets <group>/tsne_features,
+ * tsne_expert and tsne_label ("/evals" for the top level, "/layers/<name>/evals" for a layer). */
+static ml_status read_tsne(const SessionHistory *h, const char *group, int ev, int tn, int fd, float **feat,
+                           int **expert, int **label, int *n, int *d) {
     char path[H5U_PATH_MAX], nf[96], ne_[96], nl[96];
+    snprintf(nf, sizeof nf, "%s/tsne_features", group);
+    snprintf(ne_, sizeof ne_, "%s/tsne_expert", group);
+    snprintf(nl, sizeof nl, "%s/tsne_label", group);
     hid_t f = -1;
     ml_status st = sess_open_read(h->path, &f, path, sizeof path);
     if (st != ML_OK) return st;
-    snprintf(nf, sizeof nf, "/layers/%s/evals/tsne_features", h->layer[l].name);
-    snprintf(ne_, sizeof ne_, "/layers/%s/evals/tsne_expert", h->layer[l].name);
-    snprintf(nl, sizeof nl, "/layers/%s/evals/tsne_label", h->layer[l].name);
     const hsize_t nd[2] = {(hsize_t)tn, (hsize_t)fd}, n1 = (hsize_t)tn;
     void *fb = NULL, *eb = NULL, *lb = NULL;
     st = read_one_row(f, path, nf, ev, 2, nd, H5T_NATIVE_FLOAT, &fb);
@@ -963,43 +951,43 @@ ml_status session_history_layer_tsne(const SessionHistory *h, int l, int ev, flo
     return ML_OK;
 }
 
-ml_status session_history_tsne(const SessionHistory *h, int ev, float **feat, int **expert, int **label, int *n,
-                               int *d) {
+/* Clears the outputs; ML_ERR_ARG naming fn when one is missing. */
+static ml_status tsne_args(const SessionHistory *h, const char *fn, float **feat, int **expert, int **label, int *n,
+                           int *d) {
     h5u_quiet();
     if (feat) *feat = NULL;
     if (expert) *expert = NULL;
     if (label) *label = NULL;
     if (n) *n = 0;
     if (d) *d = 0;
-    if (!h || !feat || !expert || !label || !n || !d)
-        return ml_fail(ML_ERR_ARG, "session_history_tsne: missing argument");
+    if (!h || !feat || !expert || !label || !n || !d) return ml_fail(ML_ERR_ARG, "%s: missing argument", fn);
+    return ML_OK;
+}
+
+ml_status session_history_layer_tsne(const SessionHistory *h, int l, int ev, float **feat, int **expert, int **label,
+                                     int *n, int *d) {
+    ml_status st = tsne_args(h, "session_history_layer_tsne", feat, expert, label, n, d);
+    if (st != ML_OK) return st;
+    if (l < 0 || l >= h->nlayers) return ml_fail(ML_ERR_ARG, "%s: no routed layer %d", h->path, l);
+    if (h->info.format_version < 2) return session_history_tsne(h, ev, feat, expert, label, n, d); /* the head */
+    if (ev < 0 || ev >= h->nevals)
+        return ml_fail(ML_ERR_ARG, "%s: evaluation %d is out of range (%d loaded)", h->path, ev, h->nevals);
+    const int tn = h->evals[ev].layer[l].tsne_n, fd = h->evals[ev].layer[l].feat_dim;
+    if (tn <= 0 || fd <= 0) return ml_fail(ML_ERR_ARG, "%s: layer %s has no t-SNE sample", h->path, h->layer[l].name);
+    char group[64];
+    snprintf(group, sizeof group, "/layers/%s/evals", h->layer[l].name);
+    return read_tsne(h, group, ev, tn, fd, feat, expert, label, n, d);
+}
+
+ml_status session_history_tsne(const SessionHistory *h, int ev, float **feat, int **expert, int **label, int *n,
+                               int *d) {
+    ml_status st = tsne_args(h, "session_history_tsne", feat, expert, label, n, d);
+    if (st != ML_OK) return st;
     if (h->E <= 0) return ml_fail(ML_ERR_ARG, "%s: a dense head has no t-SNE sample", h->path);
     if (ev < 0 || ev >= h->nevals)
         return ml_fail(ML_ERR_ARG, "%s: evaluation %d is out of range (%d loaded)", h->path, ev, h->nevals);
     const int tn = h->evals[ev].tsne_n, fd = h->evals[ev].feat_dim;
     if (tn <= 0 || fd <= 0)
         return ml_fail(ML_ERR_ARG, "%s: the session has no t-SNE sample (--tsne-samples 0)", h->path);
-    char path[H5U_PATH_MAX];
-    hid_t f = -1;
-    ml_status st = sess_open_read(h->path, &f, path, sizeof path);
-    if (st != ML_OK) return st;
-    const hsize_t nd[2] = {(hsize_t)tn, (hsize_t)fd}, n1 = (hsize_t)tn;
-    void *fb = NULL, *eb = NULL, *lb = NULL;
-    st = read_one_row(f, path, "/evals/tsne_features", ev, 2, nd, H5T_NATIVE_FLOAT, &fb);
-    if (st == ML_OK) st = read_one_row(f, path, "/evals/tsne_expert", ev, 1, &n1, H5T_NATIVE_INT, &eb);
-    if (st == ML_OK) st = read_one_row(f, path, "/evals/tsne_label", ev, 1, &n1, H5T_NATIVE_INT, &lb);
-    H5Fclose(f);
-    H5Eclear2(H5E_DEFAULT);
-    if (st != ML_OK) {
-        ml_free(fb);
-        ml_free(eb);
-        ml_free(lb);
-        return st;
-    }
-    *feat = fb;
-    *expert = eb;
-    *label = lb;
-    *n = tn;
-    *d = fd;
-    return ML_OK;
+    return read_tsne(h, "/evals", ev, tn, fd, feat, expert, label, n, d);
 }
