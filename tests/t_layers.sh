@@ -162,6 +162,25 @@ check "three layers: the run finishes" wait_for 'FINISHED' 120
 keys q
 check "three layers: q exits" wait_for 'EXITED-three' 20
 
+# ---- the live screen holds each layer's own class x expert matrix (the worker copies every
+# layer's, not only the top level's): after the last evaluation, moe2's rows and the head's rows
+# both hold counts, and they differ (120x40: every class row visible)
+start mats 120 40 "$BIN" train $RUN --epochs 3 --moe-after 2 --head moe --no-session
+check "matrices: the run finishes" wait_for 'FINISHED' 120
+# the class rows of the heatmap panel (the first panel on those lines)
+rows() { cap | grep -o '│class[0-9]  *[0-9][0-9 ]*' | head -4 | tr -s ' '; }
+check "matrices: the heatmap shows moe2" wait_title 'Class.*· moe2' 5
+m2=$(rows)
+keys ']'
+check "matrices: ] -> the head's heatmap" wait_title 'Class.*· head' 5
+sleep 0.3
+hd=$(rows)
+check "matrices: moe2's class rows hold counts ($(echo $m2 | head -c 60))" [ "$(printf '%s\n' "$m2" | grep -c 'class')" -ge 2 ]
+check "matrices: the head's class rows hold counts ($(echo $hd | head -c 60))" [ "$(printf '%s\n' "$hd" | grep -c 'class')" -ge 2 ]
+check "matrices: the two layers' matrices differ" [ "$m2" != "$hd" ]
+keys q
+check "matrices: q exits" wait_for 'EXITED-mats' 20
+
 # ---- one layer's temperature: `set tau 0.3 @moe2` reaches moe2's panel only (120x40)
 start tau 120 40 "$BIN" train $RUN --epochs 400 --moe-after 2 --head moe --no-session
 check "tau: the run trains" wait_for 'RUNNING +epoch' 60
