@@ -13,7 +13,7 @@
  * = rho 0.06/0.21/0.51; std h 512/2048 = 0.08/0.25, quick stops there for time; paper: std up to
  * h 8192 = 0.57) */
 static const char *const hs_quick[] = {"--width", "0.5", "--epochs", "3", "--vary", "hidden=64,256,1024,512,2048",
-                                       "--with", "backbone=dw,dw,dw,std,std", "--vary", "head=moe,dense", "--seeds", "2", NULL};
+                                       "--with", "backbone=dw,dw,dw,std,std", "--vary", "head=moe,dense", "--seeds", "4", NULL};
 static const char *const hs_full[] = {"--width", "1", "--epochs", "30", "--vary",
                                       "hidden=32,64,128,256,512,1024,2048,128,256,512,1024,2048,4096,8192", "--with",
                                       "backbone=dw,dw,dw,dw,dw,dw,dw,std,std,std,std,std,std,std", "--vary", "head=moe,dense",
@@ -30,7 +30,7 @@ static const char *const sm_full[] = {"--width", "1", "--epochs", "30", "--vary"
                                       "--seeds", "5", NULL};
 /* temperature (paper Fig. 3): k = 1; constant, linear to 0.1, linear to 0.3, sigmoid to 0.1 */
 static const char *const tp_quick[] = {"--width", "0.5", "--epochs", "4", "--k", "1", "--vary", "schedule=const,linear,linear,sigmoid",
-                                       "--with", "tau1=1,0.1,0.3,0.1", "--vary", "head=moe,dense", "--seeds", "2", NULL};
+                                       "--with", "tau1=1,0.1,0.3,0.1", "--vary", "head=moe,dense", "--seeds", "4", NULL};
 static const char *const tp_full[] = {"--width", "1", "--epochs", "30", "--k", "1", "--vary", "schedule=const,linear,linear,sigmoid",
                                       "--with", "tau1=1,0.1,0.3,0.1", "--vary", "head=moe,dense", "--seeds", "5", NULL};
 /* imagenet-topk (claim 2, the backbone version): MoE layers after stages 2 and 3 of a 64x64 model
