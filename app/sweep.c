@@ -50,7 +50,8 @@ static void sweep_help(void) {
            "       moelab sweep --preset hidden-size|topk-rho|softmoe|temperature|backbone [--budget quick|paper]\n"
            "                    [train options] [--out DIR]\n"
            "       moelab sweep --collect DIR\n"
-           "       moelab sweep --show DIR|FILE.h5\n\n"
+           "       moelab sweep --show DIR|FILE.h5\n"
+           "       moelab sweep --agree A B\n\n"
            "Runs every combination of the --vary axes for seeds 1..N as a headless training session\n"
            "DIR/<axis=value,...,seed=S> and summarises them: per configuration the mean and sd of the final\n"
            "and best test accuracy and rho; for each non-dense configuration its gap to the dense one with\n"
@@ -69,6 +70,9 @@ static void sweep_help(void) {
            "                       merge with --collect when all shards are done\n"
            "  --collect DIR        rebuild the summary of DIR from the sessions present\n"
            "  --show DIR|FILE.h5   print the table stored in DIR/sweep.h5\n"
+           "  --agree A B          compare two sweeps of one grid run with different seeds (a preset and its\n"
+           "                       --seed-from rerun): verdicts, gap signs, the order by gap; exit status 0\n"
+           "                       when they agree, 1 when they do not, 2 on an error\n"
            "  --preset NAME        the paper's experiments, each followed by a verdict on its claim;\n"
            "                       --budget quick (default: Fashion-MNIST, 2 cores, under an hour each) or\n"
            "                       --budget paper (= --full: 5 seeds, 30 epochs, w 1):\n"
@@ -340,7 +344,8 @@ static int plan_from_argv(Plan *p, int argc, char **argv, const Preset **preset_
     if (pname) {
         if (!(pr = find_preset(pname))) {
             fprintf(stderr,
-                    "moelab sweep: --preset: '%s' is not hidden-size, topk-rho, softmoe, temperature or backbone\n",
+                    "moelab sweep: --preset: '%s' is not hidden-size, topk-rho, imagenet-topk, softmoe, temperature or "
+                    "backbone\n",
                     pname);
             return -1;
         }
@@ -418,17 +423,39 @@ static int do_collect(const char dir[PATH_N]) {
     return rc;
 }
 
+/* DIR (its sweep.h5) or FILE.h5 */
+static int read_summary(const char *arg, char path[DIR_N], SweepSummary *s) {
+    struct stat sb;
+    if (stat(arg, &sb) == 0 && S_ISDIR(sb.st_mode)) snprintf(path, DIR_N, "%s/sweep.h5", arg);
+    else snprintf(path, DIR_N, "%s", arg);
+    if (sweep_h5_read(path, s) != ML_OK) {
+        fprintf(stderr, "moelab sweep: %s\n", ml_last_error());
+        return -1;
+    }
+    return 0;
+}
+
+/* --agree A B: two reruns of one grid (sweep_agree.c); exit 0 agree, 1 disagree, 2 error */
+static int do_agree(const char *a, const char *b) {
+    char pa[DIR_N], pb[DIR_N];
+    SweepSummary A, B;
+    if (read_summary(a, pa, &A)) return 2;
+    if (read_summary(b, pb, &B)) {
+        sweep_summary_free(&A);
+        return 2;
+    }
+    Agreement g;
+    const int r = sweep_agree(&A, &B, a, b, stdout, &g);
+    sweep_summary_free(&A);
+    sweep_summary_free(&B);
+    return r ? 2 : g.agree ? 0 : 1;
+}
+
 /* --show: the table of a sweep.h5, without the sessions. */
 static int do_show(const char *arg) {
     char path[DIR_N];
-    struct stat sb;
-    if (stat(arg, &sb) == 0 && S_ISDIR(sb.st_mode)) snprintf(path, sizeof path, "%s/sweep.h5", arg);
-    else snprintf(path, sizeof path, "%s", arg);
     SweepSummary s;
-    if (sweep_h5_read(path, &s) != ML_OK) {
-        fprintf(stderr, "moelab sweep: %s\n", ml_last_error());
-        return 1;
-    }
+    if (read_summary(arg, path, &s)) return 1;
     int done = 0;
     for (int r = 0; r < s.nruns; r++) done += !strcmp(s.runs[r].status, "finished");
     printf("sweep     %s: %d configurations x %d seeds, %d of %d runs finished\n", path, s.nconfigs, s.seeds, done,
@@ -441,6 +468,14 @@ static int do_show(const char *arg) {
 }
 
 int cmd_sweep(int argc, char **argv) {
+    for (int i = 1; i < argc; i++)
+        if (!strcmp(argv[i], "--agree")) {
+            if (argc != 4 || i != 1) {
+                fprintf(stderr, "moelab sweep: --agree takes two sweep folders (or sweep.h5 files) and nothing else\n");
+                return 2;
+            }
+            return do_agree(argv[2], argv[3]);
+        }
     Plan p;
     const Preset *pr = NULL;
     int r = plan_from_argv(&p, argc, argv, &pr);

@@ -95,6 +95,19 @@ fs=$(run_acc SF/runs.csv head=moe,seed=2)
 check "seed 2 gives the same final accuracy in both sweeps ($fa, $fs)" [ -n "$fa" -a "$fa" = "$fs" ]
 "$BIN" sweep "${S[@]}" --seed-from 0 --out SF0 > SF0.log 2>&1; rc=$?
 check "--seed-from 0 is refused with exit 2" [ $rc = 2 ]
+# 3b'. --agree: a sweep against itself agrees; against its rerun the exit status follows the outcome
+"$BIN" sweep --agree A A > AG0.log 2>&1; rc=$?
+check "--agree A A exits 0 and says agree" [ $rc = 0 ] && grep -q '^-> agree' AG0.log
+check "--agree names both sweeps and their seeds" grep -q '^agree     A A (seeds 1-2) vs B A (seeds 1-2): 2 configurations matched, 1 with a gap in both' AG0.log
+check "--agree lists the gap with its sign in both" grep -Eq '^head=moe +[-+][0-9.]+ \[.*\] +[-+][0-9.]+ \[.*\] +[-+0]/[-+0]' AG0.log
+"$BIN" sweep --agree A SF > AG1.log 2>&1; rc=$?
+out=$(grep -c '^-> agree' AG1.log)
+check "--agree A SF: exit $rc matches its outcome line" [ \( $rc = 0 -a "$out" = 1 \) -o \( $rc = 1 -a "$(grep -c '^-> disagree' AG1.log)" = 1 \) ]
+check "--agree A SF: seeds 1-2 vs 2-3" grep -q '(seeds 1-2) vs B SF (seeds 2-3)' AG1.log
+"$BIN" sweep --agree A NOPE > AG2.log 2>&1; rc=$?
+check "--agree with a missing folder exits 2 with a message" [ $rc = 2 ] && grep -q 'NOPE' AG2.log
+"$BIN" sweep --agree A SF --seeds 2 > AG3.log 2>&1; rc=$?
+check "--agree with other options exits 2" [ $rc = 2 ] && grep -q 'two sweep folders' AG3.log
 
 # 3c. backbone MoE layers against their matched dense layers (the imagenet-topk form): the routing
 # axis is moe-after, its --with ffn-after the baseline; list values take + ("2+3")
@@ -185,8 +198,8 @@ check "topk-rho: cf per k (k=1 dropless, 1/k otherwise) goes with k" grep -q -- 
 check "hidden-size --budget paper: 7 hidden per backbone x 2 heads x 5 seeds" grep -q '28 configurations x 5 seeds = 140 runs' P2.log
 check "hidden-size: h goes with the backbone" grep -q -- '--hidden 8192 --backbone std --head dense --seed 5' P2.log
 "$BIN" sweep --preset temperature --out P --dry-run > P3.log 2>&1
-check "temperature: 4 schedules x moe,dense x 2 seeds, the dense baseline trained once per seed" \
-  grep -q '8 configurations x 2 seeds = 16 runs .*(10 trained: 3 configurations share' P3.log
+check "temperature: 4 schedules x moe,dense x 4 seeds, the dense baseline trained once per seed" \
+  grep -q '8 configurations x 4 seeds = 32 runs .*(20 trained: 3 configurations share' P3.log
 check "temperature: k 1, linear to 0.3" grep -q -- '--k 1 .*--schedule linear --tau1 0.3 --head moe --seed 1' P3.log
 "$BIN" sweep --preset temperature --budget nope --out P --dry-run > /dev/null 2>&1
 check "--budget takes quick or paper" [ $? = 2 ]

@@ -2,8 +2,12 @@
  * summaries: for every claim one that supports it, one that contradicts it and one that is
  * inconclusive (an interval spanning 0, too few seeds, or for topk-rho a realized rho that is not
  * held fixed); the printed block names the claim and the measured quantities; the claim a
- * summary tests is inferred from its axes. */
+ * summary tests is inferred from its axes. The agreement of two reruns (app/sweep_agree.c): the
+ * Welch separation of two gaps (a shared baseline cancels, separate ones add their variance),
+ * and agree / disagree for the same order, a swap within the noise, a reversed separated pair, a
+ * reversed sign and different verdicts. */
 #include "../app/sweep_verdict.c"
+#include "../app/sweep_agree.c"
 
 #include <stdlib.h>
 
@@ -195,12 +199,120 @@ static void test_infer(void) {
     check(run(VERDICT_NONE, &f, out, sizeof out) == V_INCONCLUSIVE && out[0] == 0, "VERDICT_NONE prints nothing");
 }
 
+/* ---- two reruns: a temperature-like grid, one dense baseline (index 0) and three moe configs
+ * with final accuracies m (sd sd, n seeds); gap and interval from those (normal approximation is
+ * enough here: the tests below pick values far from the edges) */
+static void rerun(Fake *f, const double m[3], double sd, double base_sd, int n) {
+    fake_init(f, 2, "schedule", "head", NULL);
+    SweepConfig *b = add(f, "const", "dense", NULL, "dense", n, NAN, NAN, NAN, -1);
+    b->final_mean = 0.88;
+    b->final_sd = base_sd;
+    static const char *sch[3] = {"const", "linear", "sigmoid"};
+    for (int i = 0; i < 3; i++) {
+        const double half = 2.0 * sqrt(sd * sd / n + base_sd * base_sd / n);
+        SweepConfig *k = add(f, sch[i], "moe", NULL, "moe", n, m[i] - 0.88, m[i] - 0.88 - half, m[i] - 0.88 + half, 0);
+        snprintf(k->label, sizeof k->label, "schedule=%s,head=moe", sch[i]);
+        k->final_mean = m[i];
+        k->final_sd = sd;
+        k->collapsed = 0;
+    }
+    snprintf(f->c[0].label, sizeof f->c[0].label, "schedule=const,head=dense");
+}
+
+static Agreement agree_of(const Fake *a, const Fake *b, char *out, size_t n) {
+    FILE *t = tmpfile();
+    Agreement g;
+    sweep_agree(&a->s, &b->s, "A", "B", t, &g);
+    rewind(t);
+    const size_t got = fread(out, 1, n - 1, t);
+    out[got] = 0;
+    fclose(t);
+    return g;
+}
+
+static void test_agree(void) {
+    Fake a, b;
+    char out[4096];
+    /* separation: 0.90 vs 0.87, sd 0.005, 4 seeds: separated both ways round */
+    const double m1[3] = {0.90, 0.87, 0.885};
+    rerun(&a, m1, 0.005, 0.005, 4);
+    check(agree_separated(&a.s, 1, 2, 0.95) == 1 && agree_separated(&a.s, 2, 1, 0.95) == -1,
+          "separated: 0.90 vs 0.87 (sd 0.005, n 4) is resolved, and antisymmetric");
+    check(agree_separated(&a.s, 1, 3, 0.95) == 1, "separated: 0.90 vs 0.885 resolved at sd 0.005");
+    /* a shared baseline cancels: a huge baseline sd does not hide a difference between two moe runs */
+    rerun(&a, m1, 0.005, 0.2, 4);
+    check(agree_separated(&a.s, 1, 2, 0.95) == 1, "separated: a shared baseline's spread cancels");
+    /* separate baselines add their variance: the same difference is no longer resolved */
+    Fake h;
+    fake_init(&h, 2, "hidden", "head", NULL);
+    SweepConfig *d1 = add(&h, "64", "dense", NULL, "dense", 4, NAN, NAN, NAN, -1);
+    d1->final_mean = 0.88, d1->final_sd = 0.2;
+    SweepConfig *k1 = add(&h, "64", "moe", NULL, "moe", 4, 0.02, -0.3, 0.3, 0);
+    k1->final_mean = 0.90, k1->final_sd = 0.005;
+    SweepConfig *d2 = add(&h, "256", "dense", NULL, "dense", 4, NAN, NAN, NAN, -1);
+    d2->final_mean = 0.88, d2->final_sd = 0.2;
+    SweepConfig *k2 = add(&h, "256", "moe", NULL, "moe", 4, -0.01, -0.3, 0.3, 2);
+    k2->final_mean = 0.87, k2->final_sd = 0.005;
+    check(agree_separated(&h.s, 1, 3, 0.95) == 0, "separated: different baselines add their spread (not resolved)");
+    k2->n = 1;
+    check(agree_separated(&h.s, 1, 3, 0.95) == 0, "separated: one seed decides nothing");
+    /* the same order, separated the same way in both: agree, tau +1 */
+    rerun(&a, m1, 0.005, 0.005, 4);
+    const double m2[3] = {0.901, 0.868, 0.884};
+    rerun(&b, m2, 0.005, 0.005, 4);
+    Agreement g = agree_of(&a, &b, out, sizeof out);
+    check(g.agree && g.matched == 4 && g.pairs == 3 && g.kendall == 1.0 && g.separated_both == 3 && !g.pair_reversed,
+          "agree: same order, every pair separated the same way (tau %+.2f, both %d)", g.kendall, g.separated_both);
+    check(strstr(out, "-> agree") && strstr(out, "verdict   A inconclusive, B inconclusive: the same"),
+          "agree: printed verdicts and the outcome");
+    /* two configurations within the noise swap places: still agree, tau < 1 */
+    const double m3[3] = {0.900, 0.8700, 0.8705}, m4[3] = {0.900, 0.8705, 0.8700};
+    rerun(&a, m3, 0.005, 0.005, 4);
+    rerun(&b, m4, 0.005, 0.005, 4);
+    g = agree_of(&a, &b, out, sizeof out);
+    check(g.agree && g.discordant == 1 && g.kendall < 1 && !g.pair_reversed && strstr(out, "within the seed noise"),
+          "agree: a swap within the noise is not a disagreement (tau %+.2f)", g.kendall);
+    /* a pair separated one way in A and the other way in B: disagree */
+    const double m5[3] = {0.90, 0.87, 0.885}, m6[3] = {0.87, 0.90, 0.885};
+    rerun(&a, m5, 0.005, 0.005, 4);
+    rerun(&b, m6, 0.005, 0.005, 4);
+    g = agree_of(&a, &b, out, sizeof out);
+    check(!g.agree && g.pair_reversed >= 1 && strstr(out, "reversed  schedule=const,head=moe vs schedule=linear"),
+          "disagree: a separated pair reversed (%d) is named", g.pair_reversed);
+    /* a gap positive in A and negative in B, both resolved */
+    const double m7[3] = {0.90, 0.885, 0.885}, m8[3] = {0.86, 0.885, 0.885};
+    rerun(&a, m7, 0.002, 0.002, 4);
+    rerun(&b, m8, 0.002, 0.002, 4);
+    g = agree_of(&a, &b, out, sizeof out);
+    check(!g.agree && g.sign_reversed == 1 && strstr(out, "+/-  REVERSED"), "disagree: a resolved gap sign reversed");
+    /* different verdicts, nothing reversed: hidden-size supports in A; in B the large-rho dw gap
+     * spans 0 (inconclusive); no sd, so no pair is separated */
+    hidden(&a, -0.02, 0.02, -0.02, 0.02, 0.005, 4);
+    hidden(&b, -0.02, 0.002, -0.02, 0.02, 0.005, 4);
+    for (int c = 0; c < a.s.nconfigs; c++) a.c[c].final_sd = b.c[c].final_sd = NAN;
+    g = agree_of(&a, &b, out, sizeof out);
+    check(!g.agree && g.has_verdict && !g.same_verdict && g.verdict_a == V_SUPPORTS && g.verdict_b == V_INCONCLUSIVE &&
+              !g.sign_reversed && !g.pair_reversed && strstr(out, "the verdicts differ"),
+          "disagree: supports vs inconclusive with no reversal");
+    /* a different grid: unmatched configurations are counted and said */
+    rerun(&a, m1, 0.005, 0.005, 4);
+    rerun(&b, m1, 0.005, 0.005, 4);
+    snprintf(b.c[3].label, sizeof b.c[3].label, "schedule=cosine,head=moe");
+    g = agree_of(&a, &b, out, sizeof out);
+    check(g.matched == 3 && g.unmatched == 2 && strstr(out, "not the same grid"), "agree: unmatched labels are said");
+    /* nothing with a gap in both: cannot tell, not agree */
+    for (int c = 1; c < 4; c++) b.c[c].baseline = -1;
+    g = agree_of(&a, &b, out, sizeof out);
+    check(!g.agree && strstr(out, "cannot tell"), "agree: no common gap -> cannot tell");
+}
+
 int main(void) {
     test_hidden();
     test_topk();
     test_softmoe();
     test_temperature();
     test_infer();
+    test_agree();
     printf("%d checks, %d failed\n", n_checks, n_failed);
     return n_failed ? 1 : 0;
 }
