@@ -192,7 +192,7 @@ check "... and nothing in it changes" diff C.before <(ls -lR --time-style=full-i
 
 # 8. presets expand to the paper's grids
 "$BIN" sweep --preset topk-rho --out P --dry-run > P.log 2>&1
-check "topk-rho: k 1,2,4 x moe,dense x 2 seeds = 12 runs" grep -q '6 configurations x 2 seeds = 12 runs' P.log
+check "topk-rho: k 1,2,4 x moe,dense x 4 seeds = 24 runs" grep -q '6 configurations x 4 seeds = 24 runs' P.log
 check "topk-rho: cf per k (k=1 dropless, 1/k otherwise) goes with k" grep -q -- '--k 4 --cf 0.25 --head moe --seed 2' P.log
 "$BIN" sweep --preset hidden-size --budget paper --out P --dry-run > P2.log 2>&1
 check "hidden-size --budget paper: 7 hidden per backbone x 2 heads x 5 seeds" grep -q '28 configurations x 5 seeds = 140 runs' P2.log
