@@ -54,7 +54,9 @@ typedef struct {
     ViewCtx ctx;
     TauSchedule base; /* launch temperature schedule */
     int have_base;
-    Panels ps; /* the live screen's panels (views/panels.c) */
+    Panels ps;             /* the live screen's panels (views/panels.c) */
+    HistoryFed fed;        /* what of h the panels have seen */
+    SessionFollow *follow; /* a running session: appends the rows its writer adds (sessions/follow.c) */
     int loaded;
     char name[512];
 } Loaded;
@@ -132,6 +134,8 @@ static void set_msg(Browser *b, const char *fmt, ...) {
 // loading a session into views
 
 static void loaded_free(Loaded *L) {
+    session_follow_close(L->follow);
+    L->follow = NULL;
     panels_free(&L->ps);
     session_history_free(&L->h);
     L->loaded = 0;
@@ -160,8 +164,8 @@ static int load_session(Loaded *L, const char *path, const char *name, const The
         loaded_free(L);
         return -1;
     }
-    HistoryFed fed = {0}; /* the log it writes is rebuilt around the cursor (apply_cursor) */
-    history_feed(&L->h, &L->ps, &fed, -1, NULL);
+    memset(&L->fed, 0, sizeof L->fed); /* the log it writes is rebuilt around the cursor (apply_cursor) */
+    history_feed(&L->h, &L->ps, &L->fed, -1, NULL);
     L->loaded = 1;
     return 0;
 }
@@ -844,6 +848,7 @@ static int open_session(Browser *b, const char *path, const char *name) {
     b->screen = SCR_SESSION;
     b->refresh_at = ml_now() + REFRESH_SEC;
     b->msg[0] = 0;
+    if (!strcmp(b->a.h.info.status, "running")) b->a.follow = session_follow_open(&b->a.h); /* NULL: re-read */
     session_cursor(b);
     return 0;
 }
@@ -960,19 +965,39 @@ static void leave_to_list(Browser *b) {
     list_rescan(b);
 }
 
-/* Re-reads a running session when it has grown. */
+/* A running session, every REFRESH_SEC: the follower appends what the writer added (only the new
+ * rows are read) and the panels are fed those rows; when it cannot (no follower yet, the file
+ * replaced, rows dropped by a resume, a read caught mid-write) the whole file is re-read and
+ * followed from there. */
 static void session_refresh(Browser *b) {
     if (b->screen != SCR_SESSION || !b->a.loaded) return;
     const double now = ml_now();
     if (now < b->refresh_at) return;
     b->refresh_at = now + REFRESH_SEC;
     if (strcmp(b->a.h.info.status, "running")) return;
-    SessionInfo i;
-    if (session_read_info(b->a.h.path, &i) != ML_OK) return; /* mid-write: try again next time */
-    const SessionInfo *o = &b->a.h.info;
-    if (i.steps_logged == o->steps_logged && i.evals == o->evals && i.events == o->events &&
-        !strcmp(i.status, o->status))
-        return;
+    if (b->a.follow) {
+        long added = 0;
+        if (session_follow_poll(b->a.follow, &b->a.h, &added) == ML_OK) {
+            if (!added && !strcmp(b->a.h.info.status, "running")) return;
+            history_feed(&b->a.h, &b->a.ps, &b->a.fed, -1, NULL);
+            if (strcmp(b->a.h.info.status, "running")) { /* finished, interrupted, failed: nothing more to follow */
+                session_follow_close(b->a.follow);
+                b->a.follow = NULL;
+            }
+            if (b->follow || b->ev >= b->a.h.nevals) b->ev = b->a.h.nevals - 1;
+            session_cursor(b);
+            return;
+        }
+        session_follow_close(b->a.follow); /* re-read the whole file below */
+        b->a.follow = NULL;
+    } else {
+        SessionInfo i;
+        if (session_read_info(b->a.h.path, &i) != ML_OK) return; /* mid-write: try again next time */
+        const SessionInfo *o = &b->a.h.info;
+        if (i.steps_logged == o->steps_logged && i.evals == o->evals && i.events == o->events &&
+            !strcmp(i.status, o->status))
+            return;
+    }
     char path[1024], name[512], err[600];
     snprintf(path, sizeof path, "%s", b->a.h.path);
     snprintf(name, sizeof name, "%s", b->a.name);
@@ -991,6 +1016,7 @@ static void session_refresh(Browser *b) {
     b->ev = follow || old_ev >= b->a.h.nevals ? b->a.h.nevals - 1 : old_ev;
     b->focus = focus;
     b->zoom = zoom;
+    if (!strcmp(b->a.h.info.status, "running")) b->a.follow = session_follow_open(&b->a.h); /* NULL: re-read */
     session_cursor(b);
 }
 
