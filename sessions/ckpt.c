@@ -20,6 +20,9 @@
 #include <unistd.h>
 #include <zlib.h>
 
+/* the end of the message for a format_version above SESSION_FORMAT_VERSION (search_ckpts tells it from damage) */
+#define NEWER_NOTE "written by a newer moelab?"
+
 #define SHAPE_HINT                                                                                                   \
     "(the checkpoint is for a different model or dataset: compare --width, --backbone, "                             \
     "--head, --experts, --k, --hidden, --moe-after, --ffn-after, --moe-hidden, --moe-experts, --moe-k, --batch and " \
@@ -525,8 +528,8 @@ static ml_status read_all(hid_t file, const StateView *v, Stage *s, const char *
     ml_status st = h5u_read_attr_i64(file, "format_version", &fv, f);
     if (st != ML_OK) return st;
     if (fv < 1 || fv > SESSION_FORMAT_VERSION)
-        return ml_fail(ML_ERR_FORMAT, "%s: format_version %lld, this moelab reads 1..%d (written by a newer moelab?)",
-                       f, (long long)fv, SESSION_FORMAT_VERSION);
+        return ml_fail(ML_ERR_FORMAT, "%s: format_version %lld, this moelab reads 1..%d (" NEWER_NOTE ")", f,
+                       (long long)fv, SESSION_FORMAT_VERSION);
     Entry *en = ml_alloc(sizeof(Entry) * MAX_ENTRIES);
     if (!en) return ml_fail(ML_ERR_NOMEM, "out of memory");
     const int np = param_entries(m, en);
@@ -722,8 +725,8 @@ ml_status ckpt_validate(const char *path, long *step) {
     int64_t fv = 0, s = 0;
     st = h5u_read_attr_i64(file, "format_version", &fv, path);
     if (st == ML_OK && (fv < 1 || fv > SESSION_FORMAT_VERSION))
-        st = ml_fail(ML_ERR_FORMAT, "%s: format_version %lld, this moelab reads 1..%d (written by a newer moelab?)",
-                     path, (long long)fv, SESSION_FORMAT_VERSION);
+        st = ml_fail(ML_ERR_FORMAT, "%s: format_version %lld, this moelab reads 1..%d (" NEWER_NOTE ")", path,
+                     (long long)fv, SESSION_FORMAT_VERSION);
     if (st == ML_OK) st = h5u_read_attr_i64(file, "step", &s, path);
     static const char *required[] = {
         "/weights",           "/buffers",      "/optimizer/m",  "/optimizer/t", "/rng/init",
@@ -836,7 +839,10 @@ static ml_status search_ckpts(const char *dir, StateView *v, const char *session
             continue;
         }
         if (ckpt_validate(p, NULL) != ML_OK) {
-            add_report(report, rn, "%s is damaged and was skipped: %s", c[i].name, ml_last_error());
+            const int newer = strstr(ml_last_error(), NEWER_NOTE) != NULL; /* not damage: a later format */
+            add_report(report, rn,
+                       newer ? "%s is a newer format and was skipped: %s" : "%s is damaged and was skipped: %s",
+                       c[i].name, ml_last_error());
             continue;
         }
         const char *bad = v ? not_ours(p, v, session_id, why, sizeof why) : NULL;

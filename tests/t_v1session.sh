@@ -66,6 +66,9 @@ $PY -c 'import h5py,sys; f=h5py.File(sys.argv[1],"r+"); f.attrs["format_version"
 "$BIN" train --resume NC > nc.txt 2>&1; rc=$?
 [ $rc != 0 ] && grep -q 'format_version 99' nc.txt && ok "a checkpoint of format_version 99 is refused: $(grep -m1 format_version nc.txt)" \
   || bad "format 99 checkpoint: rc $rc: $(tail -2 nc.txt)"
+grep -q 'ckpt-12.h5 is a newer format and was skipped' nc.txt && ! grep -q 'ckpt-12.h5 is damaged' nc.txt \
+  && ok "it is reported as a newer format, not as damage" \
+  || bad "format 99 checkpoint: rc $rc: $(tail -2 nc.txt)"
 
 echo "t_v1session: $pass passed, $fail failed"
 [ $fail = 0 ]
