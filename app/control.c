@@ -4,6 +4,7 @@
 #include "commands.h"
 
 #include <errno.h>
+#include <math.h>
 #include <fcntl.h>
 #include <poll.h>
 #include <pthread.h>
@@ -84,6 +85,11 @@ typedef struct {
     long step, total;
     int epoch, epochs, paused, numeric;
     double tau, loss, acc, test_acc, img_s;
+    int collapsed; /* any view of any routed layer, at the last step record */
+    int nlayers;   /* routed layers (0: a dense run) */
+    char layer[REC_MAX_LAYERS][REC_LAYER_NAME];
+    double layer_tau[REC_MAX_LAYERS]; /* each layer's temperature at the last step record */
+    int layer_collapsed[REC_MAX_LAYERS];
 } Status;
 
 struct ControlServer {
@@ -157,14 +163,25 @@ static void client_close(Client *c) {
 
 static void reply_status_locked(ControlServer *s, Client *c) {
     const Status *t = &s->st;
+    /* the routed layers after the fixed fields: " layers=moe2,head tau@moe2=0.3 collapsed@moe2=0 ..." */
+    char lay[REC_MAX_LAYERS * (2 * REC_LAYER_NAME + 48) + 16] = "";
+    size_t o = 0;
+    if (t->nlayers > 0) {
+        o += (size_t)snprintf(lay + o, sizeof lay - o, " layers=");
+        for (int i = 0; i < t->nlayers && o < sizeof lay; i++)
+            o += (size_t)snprintf(lay + o, sizeof lay - o, "%s%s", i ? "," : "", t->layer[i]);
+        for (int i = 0; i < t->nlayers && o < sizeof lay; i++)
+            o += (size_t)snprintf(lay + o, sizeof lay - o, " tau@%s=%.6g collapsed@%s=%d", t->layer[i], t->layer_tau[i],
+                                  t->layer[i], t->layer_collapsed[i]);
+    }
     reply_locked(c,
                  "ok step=%ld total=%ld epoch=%d epochs=%d state=%s tau=%.6g loss=%.6g acc=%.6g test_acc=%.6g "
-                 "img_s=%.1f pid=%ld session=%s",
+                 "img_s=%.1f collapsed=%d pid=%ld session=%s%s",
                  t->step, t->total, t->epoch, t->epochs,
                  t->numeric  ? "paused-nan"
                  : t->paused ? "paused"
                              : "running",
-                 t->tau, t->loss, t->acc, t->test_acc, t->img_s, (long)getpid(), s->dir);
+                 t->tau, t->loss, t->acc, t->test_acc, t->img_s, t->collapsed, (long)getpid(), s->dir, lay);
 }
 
 /* One complete line from client c (mutex held). */
@@ -568,6 +585,23 @@ void control_note_step(ControlServer *s, const StepRecord *r) {
     s->st.loss = r->loss;
     s->st.acc = r->acc;
     s->st.img_s = r->img_per_s;
+    s->st.collapsed = r->collapsed;
+    for (int i = 0; i < r->nlayers && i < s->st.nlayers; i++) {
+        s->st.layer_tau[i] = r->layer[i].moe.tau;
+        s->st.layer_collapsed[i] = r->layer[i].collapsed;
+    }
+    pthread_mutex_unlock(&s->mu);
+}
+
+void control_note_layers(ControlServer *s, const RunRecord *r) {
+    if (!s) return;
+    pthread_mutex_lock(&s->mu);
+    s->st.nlayers = r->nlayers < REC_MAX_LAYERS ? r->nlayers : REC_MAX_LAYERS;
+    for (int i = 0; i < s->st.nlayers; i++) {
+        snprintf(s->st.layer[i], sizeof s->st.layer[i], "%s", r->layer[i].name);
+        s->st.layer_tau[i] = NAN;
+        s->st.layer_collapsed[i] = 0;
+    }
     pthread_mutex_unlock(&s->mu);
 }
 

@@ -89,6 +89,8 @@ void control_note_state(ControlServer *s, const TrainerState *st);
 void control_note_step(ControlServer *s, const StepRecord *r);
 void control_note_eval(ControlServer *s, const EvalRecord *r);
 void control_note_run(ControlServer *s, long total_steps, int epochs);
+/* The routed layers' names (status adds layers=, tau@NAME= and collapsed@NAME= for each). */
+void control_note_layers(ControlServer *s, const RunRecord *r);
 
 /* ---- the client side (moelab attach, moelab ctl) */
 

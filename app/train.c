@@ -218,6 +218,12 @@ static int run_headless(Trainer *t, RunSession *rs, ScheduledCmd *cmds, int ncmd
         p.ctl = control_start(rs->dir, &ops, err, sizeof err);
         if (!p.ctl) h_ctl_log(NULL, 1, err);
         control_note_run(p.ctl, t->total_steps, t->cfg.epochs);
+        RunRecord *rr = malloc(sizeof *rr); /* large: the routed layers' names for status */
+        if (rr) {
+            trainer_describe(t, rr);
+            control_note_layers(p.ctl, rr);
+            free(rr);
+        }
     }
     TrainHooks h = {
         .next_cmd = h_next_cmd,

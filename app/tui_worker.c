@@ -68,6 +68,12 @@ int worker_init(TuiWorker *w, Trainer *t, const TuiHooks *hooks, int wake_fd, Sc
         w->ctl = control_start(hooks->control_dir, &ops, err, sizeof err);
         if (!w->ctl) worker_log(w, 1, err);
         control_note_run(w->ctl, t->total_steps, t->cfg.epochs);
+        RunRecord *lr = malloc(sizeof *lr); /* large: the routed layers' names for status */
+        if (lr) {
+            trainer_describe(t, lr);
+            control_note_layers(w->ctl, lr);
+            free(lr);
+        }
     }
     return 0;
 }
