@@ -56,11 +56,8 @@ typedef struct {
     HistoryFed fed;
     TauSchedule base;
     ViewCtx ctx;
-    Panels ps; /* the live screen's panels (views/panels.c); the frame is app/screen.c's */
-    View help;
-    Theme theme;
-    Layout lay;
-    int fd; /* the control socket (-1 once the run went away) */
+    Screen scr; /* panels, help, theme, layout, focus / zoom (app/screen.h) */
+    int fd;     /* the control socket (-1 once the run went away) */
     char in[8192];
     size_t inlen;
     int req[MAX_INFLIGHT]; /* kinds of the requests waiting for a reply, in order */
@@ -73,10 +70,10 @@ typedef struct {
     double img_s, tau;
     char state[24];
     int run_ended;
-    int focus, zoom, help_on, confirm_quit, leave;
+    int confirm_quit, leave;
     double q_at; /* > 0: q pressed on an empty line at this time; detach unless more keys follow */
     double next_reload, next_status, t_open;
-    int dirty, force_clear, last_W, last_H, last_small;
+    int dirty;
 } Attach;
 
 static volatile sig_atomic_t g_sig;
@@ -95,9 +92,9 @@ static void alog(Attach *a, int level, const char *fmt, ...) {
     va_start(ap, fmt);
     vsnprintf(buf, sizeof buf, fmt, ap);
     va_end(ap);
-    if (a->ps.have[PANEL_LOG]) {
+    if (a->scr.ps.have[PANEL_LOG]) {
         const ViewMsg m = {.kind = VIEW_MSG_LOG, .level = level, .text = buf};
-        view_update(&a->ps.v[PANEL_LOG], &m);
+        view_update(&a->scr.ps.v[PANEL_LOG], &m);
     }
     a->dirty = 1;
 }
@@ -225,7 +222,7 @@ static void reload(Attach *a) {
     if (a->fed.steps > nh->nsteps) a->fed.steps = nh->nsteps; /* rows dropped by a resume */
     if (a->fed.evals > nh->nevals) a->fed.evals = nh->nevals;
     if (a->fed.events > nh->nevents) a->fed.events = nh->nevents;
-    if (history_feed(nh, &a->ps, &a->fed, -1, &a->base)) a->dirty = 1;
+    if (history_feed(nh, &a->scr.ps, &a->fed, -1, &a->base)) a->dirty = 1;
     if (a->run_ended)
         snprintf(a->state, sizeof a->state, "%s", !strcmp(nh->info.status, "finished") ? "FINISHED" : "ENDED");
     if (nh->nsteps > 0 && a->fd < 0) a->step = nh->steps[nh->nsteps - 1].step;
@@ -239,7 +236,7 @@ static void draw_cmdline(WINDOW *w, void *user) {
     if (a->confirm_quit) {
         werase(w);
         const char *q = "Stop the run? It stops after the current step and writes its checkpoint. (y/n) ";
-        const int n = draw_text(w, 0, 0, getmaxx(w) - 1, a->theme.role[TH_WARN], q);
+        const int n = draw_text(w, 0, 0, getmaxx(w) - 1, a->scr.theme.role[TH_WARN], q);
         wmove(w, 0, n);
         return;
     }
@@ -267,23 +264,9 @@ static void render(Attach *a) {
     char note[96], small[96];
     fill_status(a, &rs, note, sizeof note);
     const ViewMsg sm = {.kind = VIEW_MSG_STATUS, .status = &rs};
-    panels_update(&a->ps, &sm);
+    panels_update(&a->scr.ps, &sm);
     snprintf(small, sizeof small, "%s  step %ld/%ld", rs.state, rs.step, a->total);
-    const ScreenFrame f = {.ps = &a->ps,
-                           .theme = &a->theme,
-                           .zoom = a->zoom,
-                           .focus = a->focus,
-                           .help = &a->help,
-                           .help_on = a->help_on,
-                           .small_note = small,
-                           .draw_cmdline = draw_cmdline,
-                           .user = a,
-                           .last_cols = &a->last_W,
-                           .last_lines = &a->last_H,
-                           .last_small = &a->last_small,
-                           .force_clear = a->force_clear};
-    screen_render(&f, &a->lay);
-    a->force_clear = 0;
+    screen_render(&a->scr, small, draw_cmdline, a);
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -306,7 +289,7 @@ static void on_line(char *line, void *user) {
         if (!strcmp(p, "detach")) a->leave = 1;
         else if (!strcmp(p, "status")) send_request(a, REQ_COMMAND, p);
         else if (command_parse(p, &c, err, sizeof err)) alog(a, VIEW_LOG_ERROR, "error: %s", err);
-        else if (c.kind == CMD_HELP) a->help_on = 1;
+        else if (c.kind == CMD_HELP) a->scr.help_on = 1;
         else if (c.kind == CMD_QUIT) a->confirm_quit = 1;
         else send_request(a, REQ_COMMAND, c.text);
     }
@@ -323,7 +306,7 @@ static void handle_key(Attach *a, int c) {
     if (c == KEY_RESIZE) return;
     if (c == 12) {
         clearok(curscr, TRUE);
-        a->force_clear = 1;
+        a->scr.force_clear = 1;
         return;
     }
     if (a->confirm_quit) {
@@ -331,8 +314,8 @@ static void handle_key(Attach *a, int c) {
         if (c == 'y' || c == 'Y') send_request(a, REQ_COMMAND, "quit");
         return;
     }
-    if (a->help_on) {
-        if (c == 27 || c == '?' || c == 'q') a->help_on = 0;
+    if (a->scr.help_on) {
+        if (c == 27 || c == '?' || c == 'q') a->scr.help_on = 0;
         return;
     }
     if (a->q_at > 0) { /* more keys right after q: a command that starts with q (`quit`) */
@@ -344,21 +327,21 @@ static void handle_key(Attach *a, int c) {
     if (cmdline_idle()) {
         switch (c) {
         case 'q': a->q_at = ml_now(); return;
-        case '?': a->help_on = 1; return;
-        case 'z': a->zoom = !a->zoom; return;
+        case '?': a->scr.help_on = 1; return;
+        case 'z': a->scr.zoom = !a->scr.zoom; return;
         case ' ': send_request(a, REQ_COMMAND, a->paused ? "resume" : "pause"); return;
         case '\t': {
-            a->focus = screen_next_focus(&a->ps, a->lay.cols, a->lay.lines, a->focus);
+            a->scr.focus = screen_next_focus(&a->scr.ps, a->scr.lay.cols, a->scr.lay.lines, a->scr.focus);
             return;
         }
         case '[':
         case ']':
         case '{':
         case '}':
-            if (panels_key(&a->ps, a->focus, c)) return;
+            if (panels_key(&a->scr.ps, a->scr.focus, c)) return;
             break;
         case 'l':
-            if (a->focus >= 0 && a->ps.have[a->focus] && view_on_key(&a->ps.v[a->focus], c)) return;
+            if (a->scr.focus >= 0 && a->scr.ps.have[a->scr.focus] && view_on_key(&a->scr.ps.v[a->scr.focus], c)) return;
             break;
         default: break;
         }
@@ -407,7 +390,7 @@ static int attach_session(const char *dir) {
     }
     a->dir = dir;
     a->fd = fd;
-    a->focus = PANEL_CURVES;
+    a->scr.focus = PANEL_CURVES;
     if (session_history_load(dir, &a->h0) != ML_OK) {
         fprintf(stderr, "moelab attach: %s\n", ml_last_error());
         close(fd);
@@ -432,10 +415,10 @@ static int attach_session(const char *dir) {
     intrflush(stdscr, FALSE);
     keypad(stdscr, FALSE);
     curs_set(1);
-    theme_init(&a->theme, utf8, 0);
-    history_view_ctx(&a->h0, &a->theme, &a->ctx, &a->base);
+    theme_init(&a->scr.theme, utf8, 0);
+    history_view_ctx(&a->h0, &a->scr.theme, &a->ctx, &a->base);
     int rc = 0;
-    if (panels_init(&a->ps, &a->ctx) || view_init(&a->help, &view_help_class, &a->ctx)) {
+    if (panels_init(&a->scr.ps, &a->ctx) || view_init(&a->scr.help, &view_help_class, &a->ctx)) {
         restore_terminal();
         fprintf(stderr, "moelab attach: out of memory\n");
         rc = 1;
@@ -447,7 +430,7 @@ static int attach_session(const char *dir) {
         alog(a, VIEW_LOG_WARN, "%s", err);
     alog(a, VIEW_LOG_INFO, "attached to %s: %ld steps and %d evaluations so far; q detaches (the run goes on)", dir,
          a->h0.nsteps > 0 ? a->h0.steps[a->h0.nsteps - 1].step : 0L, a->h0.nevals);
-    history_feed(&a->h0, &a->ps, &a->fed, -1, &a->base);
+    history_feed(&a->h0, &a->scr.ps, &a->fed, -1, &a->base);
     a->follow = session_follow_open(&a->h0); /* NULL: the first reload re-reads */
     a->step = a->h0.nsteps > 0 ? a->h0.steps[a->h0.nsteps - 1].step : 0;
     a->total = a->h0.total_steps;
@@ -498,9 +481,9 @@ static int attach_session(const char *dir) {
     cmdline_history_close();
     cmdline_free();
 out:
-    screen_drop_windows(&a->ps);
-    panels_free(&a->ps);
-    if (a->help.cls) view_free(&a->help);
+    screen_drop_windows(&a->scr.ps);
+    panels_free(&a->scr.ps);
+    if (a->scr.help.cls) view_free(&a->scr.help);
     restore_terminal();
     delscreen(scr);
     if (a->fd >= 0) {

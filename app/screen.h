@@ -6,21 +6,23 @@
 
 #include "views/panels.h"
 
+/* The screen's own state, embedded in the live screen's Tui (app/tui.c) and in attach's Attach
+ * (app/attach.c): the panels, the help overlay, the theme, the layout of the last frame and what
+ * the keys change (focus, zoom, help). */
 typedef struct {
-    Panels *ps;
-    const Theme *theme;
-    int zoom, focus; /* zoom: the focused panel takes the screen */
-    View *help;      /* the help overlay's view */
-    int help_on;
-    const char *small_note; /* second line of the too-small notice ("RUNNING  step 3/40"), may be NULL */
-    void (*draw_cmdline)(WINDOW *w, void *user); /* the command line into its window */
-    void *user;
-    int *last_cols, *last_lines, *last_small; /* the caller's memory of the last frame (clears on change) */
-    int force_clear;                          /* Ctrl-L */
-} ScreenFrame;
+    Panels ps;
+    View help; /* the help overlay's view */
+    Theme theme;
+    Layout lay;                            /* of the last frame */
+    int focus, zoom, help_on;              /* zoom: the focused panel takes the screen */
+    int force_clear;                       /* Ctrl-L: clear before the next frame */
+    int last_cols, last_lines, last_small; /* the last frame's size (a change clears the screen) */
+} Screen;
 
-/* Lays out (into *lay) and draws one frame, then doupdate. */
-void screen_render(const ScreenFrame *f, Layout *lay);
+/* Lays out (into s->lay) and draws one frame, then doupdate; clears s->force_clear. small_note:
+ * the second line of the too-small notice ("RUNNING  step 3/40"), may be NULL; draw_cmdline
+ * draws the command line into its window (user is its argument). */
+void screen_render(Screen *s, const char *small_note, void (*draw_cmdline)(WINDOW *w, void *user), void *user);
 /* Deletes the help overlay, the panels' windows and the command line's window. */
 void screen_drop_windows(Panels *ps);
 /* The focus after `cur` for the tab key (the panels' order at cols x lines). */

@@ -48,14 +48,10 @@ typedef struct {
     WorkerDrain d;
     int wake[2]; /* non-blocking pipe: trainer and signal handlers -> UI */
     SCREEN *screen;
-    Theme theme;
     ViewCtx ctx;
-    Panels ps; /* the panels (views/panels.c); the frame is app/screen.c's */
-    View help;
-    Layout lay;
-    int last_cols, last_lines, last_too_small;
-    int focus, zoom, help_on, confirm_quit, swallow;
-    int dirty, data_pending, force_clear;
+    Screen scr; /* panels, help, theme, layout, focus / zoom (app/screen.h) */
+    int confirm_quit, swallow;
+    int dirty, data_pending;
     double next_frame, last_frame, t_open;
     WorkerState st;   /* as of the last drain */
     int pause_target; /* -1, or the pause state we asked for and have not seen yet */
@@ -159,11 +155,11 @@ static void ui_log(Tui *ui, int level, const char *fmt, ...) {
     vsnprintf(buf, sizeof buf, fmt, ap);
     va_end(ap);
     const ViewMsg m = {.kind = VIEW_MSG_LOG, .level = level, .text = buf};
-    view_update(&ui->ps.v[PANEL_LOG], &m);
+    view_update(&ui->scr.ps.v[PANEL_LOG], &m);
     ui->dirty = 1;
 }
 
-static void broadcast(Tui *ui, const ViewMsg *m) { panels_update(&ui->ps, m); }
+static void broadcast(Tui *ui, const ViewMsg *m) { panels_update(&ui->scr.ps, m); }
 
 // ---------------------------------------------------------------------------------------------
 // commands (UI thread)
@@ -225,7 +221,7 @@ static void on_line(char *line, void *user) {
     if (command_parse(p, &c, err, sizeof err)) {
         ui_log(ui, VIEW_LOG_ERROR, "error: %s", err);
     } else if (c.kind == CMD_HELP) {
-        ui->help_on = 1;
+        ui->scr.help_on = 1;
     } else if (c.kind == CMD_QUIT) {
         request_quit(ui);
     } else if (send_cmd(ui, &c) == 0) {
@@ -262,15 +258,15 @@ static void drain(Tui *ui) {
         switch (ev->kind) {
         case WEV_APPLIED:
             ui_log(ui, VIEW_LOG_CMD, "[step %ld] %s", ev->step, ev->text);
-            if (ev->has_plan) panels_plan(&ui->ps, &ev->plan, ev->step, ev->layer);
-            if (ev->cmd == CMD_RESUME) view_banner_set_note(&ui->ps.v[PANEL_BANNER], NULL);
+            if (ev->has_plan) panels_plan(&ui->scr.ps, &ev->plan, ev->step, ev->layer);
+            if (ev->cmd == CMD_RESUME) view_banner_set_note(&ui->scr.ps.v[PANEL_BANNER], NULL);
             if (ev->cmd == CMD_PAUSE && !strncmp(ev->text, "rule: ", 6)) { /* the on-collapse rule paused it */
                 char note[512];
                 snprintf(note, sizeof note,
                          "COLLAPSE at step %ld: training PAUSED by the on-collapse rule (%.300s). "
                          "`resume` continues",
                          ev->step, ev->text + 6);
-                view_banner_set_note(&ui->ps.v[PANEL_BANNER], note);
+                view_banner_set_note(&ui->scr.ps.v[PANEL_BANNER], note);
             }
             break;
         case WEV_FAILED: ui_log(ui, VIEW_LOG_ERROR, "[step %ld] error: %s", ev->step, ev->text); break;
@@ -286,7 +282,7 @@ static void drain(Tui *ui) {
             snprintf(note, sizeof note,
                      "NaN/inf loss at step %ld: training paused. Try `set lr 0.01` then `resume` (or q to quit)",
                      ev->step + 1);
-            view_banner_set_note(&ui->ps.v[PANEL_BANNER], note);
+            view_banner_set_note(&ui->scr.ps.v[PANEL_BANNER], note);
             break;
         }
         }
@@ -377,7 +373,7 @@ static void draw_cmdline(WINDOW *w, void *user) {
     if (ui->confirm_quit) {
         werase(w);
         const char *q = "Quit training? The run stops after the current step. (y/n) ";
-        const int n = draw_text(w, 0, 0, getmaxx(w) - 1, ui->theme.role[TH_WARN], q);
+        const int n = draw_text(w, 0, 0, getmaxx(w) - 1, ui->scr.theme.role[TH_WARN], q);
         wmove(w, 0, n);
         return;
     }
@@ -392,32 +388,18 @@ static void render(Tui *ui) {
     const ViewMsg sm = {.kind = VIEW_MSG_STATUS, .status = &rs};
     broadcast(ui, &sm);
     snprintf(small, sizeof small, "%s  step %ld/%ld", rs.state, rs.step, ui->ctx.total_steps);
-    const ScreenFrame f = {.ps = &ui->ps,
-                           .theme = &ui->theme,
-                           .zoom = ui->zoom,
-                           .focus = ui->focus,
-                           .help = &ui->help,
-                           .help_on = ui->help_on,
-                           .small_note = small,
-                           .draw_cmdline = draw_cmdline,
-                           .user = ui,
-                           .last_cols = &ui->last_cols,
-                           .last_lines = &ui->last_lines,
-                           .last_small = &ui->last_too_small,
-                           .force_clear = ui->force_clear};
-    screen_render(&f, &ui->lay);
-    ui->force_clear = 0;
+    screen_render(&ui->scr, small, draw_cmdline, ui);
 }
 
 // ---------------------------------------------------------------------------------------------
 // keys
 
 static int focused_view_key(Tui *ui, int c) {
-    if (c == 'm' && ui->ps.have[PANEL_CURVES]) return view_on_key(&ui->ps.v[PANEL_CURVES], c); /* smoothing */
-    if (panels_key(&ui->ps, ui->focus, c)) return 1; /* [ ] layer or scroll, { } scroll */
+    if (c == 'm' && ui->scr.ps.have[PANEL_CURVES]) return view_on_key(&ui->scr.ps.v[PANEL_CURVES], c); /* smoothing */
+    if (panels_key(&ui->scr.ps, ui->scr.focus, c)) return 1; /* [ ] layer or scroll, { } scroll */
     if (c != 'l') return 0;
-    if (ui->focus < 0 || !ui->ps.have[ui->focus]) return 0;
-    return view_on_key(&ui->ps.v[ui->focus], c);
+    if (ui->scr.focus < 0 || !ui->scr.ps.have[ui->scr.focus]) return 0;
+    return view_on_key(&ui->scr.ps.v[ui->scr.focus], c);
 }
 
 static void handle_key(Tui *ui, int c) {
@@ -439,7 +421,7 @@ static void handle_key(Tui *ui, int c) {
     }
     if (c == 12) { /* Ctrl-L */
         clearok(curscr, TRUE);
-        ui->force_clear = 1;
+        ui->scr.force_clear = 1;
         ui->dirty = 1;
         return;
     }
@@ -455,9 +437,9 @@ static void handle_key(Tui *ui, int c) {
         cmdline_feed(c);
         return;
     }
-    if (ui->help_on) {
+    if (ui->scr.help_on) {
         if (c == 27 || c == '?' || c == 'q') {
-            ui->help_on = 0;
+            ui->scr.help_on = 0;
             ui->dirty = 1;
             if (c == 27) ui->swallow = 1;
         }
@@ -470,16 +452,16 @@ static void handle_key(Tui *ui, int c) {
             ui->dirty = 1;
             return;
         case '\t': {
-            ui->focus = screen_next_focus(&ui->ps, ui->lay.cols, ui->lay.lines, ui->focus);
+            ui->scr.focus = screen_next_focus(&ui->scr.ps, ui->scr.lay.cols, ui->scr.lay.lines, ui->scr.focus);
             ui->dirty = 1;
             return;
         }
         case 'z':
-            ui->zoom = !ui->zoom;
+            ui->scr.zoom = !ui->scr.zoom;
             ui->dirty = 1;
             return;
         case '?':
-            ui->help_on = 1;
+            ui->scr.help_on = 1;
             ui->dirty = 1;
             return;
         case 'q':
@@ -539,7 +521,7 @@ static void fill_ctx(Tui *ui) {
     const ModelConfig *mc = &t->cfg.model;
     ViewCtx *c = &ui->ctx;
     memset(c, 0, sizeof *c);
-    c->theme = &ui->theme;
+    c->theme = &ui->scr.theme;
     snprintf(c->dataset, sizeof c->dataset, "%s %dx%dx%d", ds->name, ds->h, ds->w, ds->c);
     c->classes = ds->classes;
     c->class_names = ds->class_names;
@@ -576,14 +558,14 @@ static void fill_ctx(Tui *ui) {
 }
 
 static int make_views(Tui *ui) {
-    if (panels_init(&ui->ps, &ui->ctx)) return -1;
-    return view_init(&ui->help, &view_help_class, &ui->ctx);
+    if (panels_init(&ui->scr.ps, &ui->ctx)) return -1;
+    return view_init(&ui->scr.help, &view_help_class, &ui->ctx);
 }
 
 static void free_views(Tui *ui) {
-    screen_drop_windows(&ui->ps);
-    panels_free(&ui->ps);
-    view_free(&ui->help);
+    screen_drop_windows(&ui->scr.ps);
+    panels_free(&ui->scr.ps);
+    view_free(&ui->scr.help);
 }
 
 static int pipe_nonblock(int fd[2]) {
@@ -689,7 +671,7 @@ static int tui_open_screen(Tui *ui, int *utf8) {
     intrflush(stdscr, FALSE);
     keypad(stdscr, FALSE);
     curs_set(1);
-    theme_init(&ui->theme, *utf8, 0);
+    theme_init(&ui->scr.theme, *utf8, 0);
     if (make_views(ui)) {
         terminal_restore();
         fprintf(stderr, "moelab train: out of memory\n");
@@ -715,14 +697,14 @@ static int tui_open_screen(Tui *ui, int *utf8) {
 static void tui_start(Tui *ui, int utf8) {
     ui_log(ui, VIEW_LOG_INFO, "moelab %s: %s, %s, %s; %d epochs x %ld steps, batch %d (%s%s)", MOELAB_VERSION,
            ui->ctx.dataset, ui->ctx.model, ui->ctx.head, ui->ctx.epochs, ui->ctx.steps_per_epoch, ui->ctx.batch,
-           theme_describe(&ui->theme), utf8 ? "" : ", ASCII");
+           theme_describe(&ui->scr.theme), utf8 ? "" : ", ASCII");
     if (ui->nsched)
         ui_log(ui, VIEW_LOG_INFO, "%d scheduled commands will be applied at their steps%s%s", ui->nsched,
                ui->hooks->cmds ? "" : " from ", ui->hooks->cmds ? "" : ui->o->commands);
     ui_log(ui, VIEW_LOG_INFO, "? for help; space pauses; type commands below (set tau 0.3, anneal exp now 0.05, ...)");
     if (ui->hooks->history) { /* a resumed run: its history before the resume step (app/history_feed.c) */
         HistoryFed fed = {0};
-        history_feed(ui->hooks->history, &ui->ps, &fed, ui->t->step, NULL);
+        history_feed(ui->hooks->history, &ui->scr.ps, &fed, ui->t->step, NULL);
         ui_log(ui, VIEW_LOG_INFO, "resumed at step %ld: %ld step records and %d evaluations before it", ui->t->step,
                fed.steps, fed.evals);
     }
@@ -834,7 +816,7 @@ int tui_run(const AppOptions *o, const Dataset *ds, Trainer *t, TuiHooks *hooks)
     ui->ds = ds;
     ui->t = t;
     ui->hooks = hooks ? hooks : &no_hooks;
-    ui->focus = PANEL_CURVES;
+    ui->scr.focus = PANEL_CURVES;
     ui->pause_target = -1;
     ui->wake[0] = ui->wake[1] = -1;
     ui->step0 = t->step;
