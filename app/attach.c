@@ -234,10 +234,7 @@ static void reload(Attach *a) {
 static void draw_cmdline(WINDOW *w, void *user) {
     Attach *a = user;
     if (a->confirm_quit) {
-        werase(w);
-        const char *q = "Stop the run? It stops after the current step and writes its checkpoint. (y/n) ";
-        const int n = draw_text(w, 0, 0, getmaxx(w) - 1, a->scr.theme.role[TH_WARN], q);
-        wmove(w, 0, n);
+        screen_confirm(w, &a->scr, "Stop the run? It stops after the current step and writes its checkpoint. (y/n) ");
         return;
     }
     cmdline_draw(a->fd < 0 ? "the run has ended: q leaves" : "commands go to the run; q detaches, ? help");

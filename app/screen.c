@@ -50,6 +50,12 @@ static void command_line(const Screen *f, Rect r, void (*draw_cmdline)(WINDOW *w
     wnoutrefresh(cw);
 }
 
+void screen_confirm(WINDOW *w, const Screen *s, const char *question) {
+    werase(w);
+    const int n = draw_text(w, 0, 0, getmaxx(w) - 1, s->theme.role[TH_WARN], question);
+    wmove(w, 0, n);
+}
+
 void screen_render(Screen *f, const char *small_note, void (*draw_cmdline)(WINDOW *w, void *user), void *user) {
     int H, W;
     Layout *lay = &f->lay;

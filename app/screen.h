@@ -23,6 +23,8 @@ typedef struct {
  * the second line of the too-small notice ("RUNNING  step 3/40"), may be NULL; draw_cmdline
  * draws the command line into its window (user is its argument). */
 void screen_render(Screen *s, const char *small_note, void (*draw_cmdline)(WINDOW *w, void *user), void *user);
+/* The command line as a y/n question (quit confirmations), the cursor after it. */
+void screen_confirm(WINDOW *w, const Screen *s, const char *question);
 /* Deletes the help overlay, the panels' windows and the command line's window. */
 void screen_drop_windows(Panels *ps);
 /* The focus after `cur` for the tab key (the panels' order at cols x lines). */

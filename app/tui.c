@@ -371,10 +371,7 @@ static void fill_status(Tui *ui, RunStatus *rs, char *note, size_t noten) {
 static void draw_cmdline(WINDOW *w, void *user) {
     Tui *ui = user;
     if (ui->confirm_quit) {
-        werase(w);
-        const char *q = "Quit training? The run stops after the current step. (y/n) ";
-        const int n = draw_text(w, 0, 0, getmaxx(w) - 1, ui->scr.theme.role[TH_WARN], q);
-        wmove(w, 0, n);
+        screen_confirm(w, &ui->scr, "Quit training? The run stops after the current step. (y/n) ");
         return;
     }
     const char *hint = ui->st.done ? "q: exit" : "type a command, ? for help";
