@@ -422,7 +422,8 @@ void pwconv_backward(float *dinp, float *dw, const float *dout, const float *inp
  * SGEMM rate: it is bound by its passes over the output (OpenBLAS scales C by beta, then
  * accumulates into it). The direct kernel works one output row at a time on zero-padded input
  * rows held in L1 and keeps 4 output channels x 16 columns in registers over the 27 taps, so each
- * output is written once. Stride 1, W a multiple of 8 (<= SD_MAX_W), C <= 4. Each output is the
+ * output is written once. Stride 1, W <= SD_MAX_W (a partial last vector of columns is computed
+ * on the rows' zero padding and stored in part), C <= 4. Each output is the
  * sum over the taps in order; it does not depend on the number of threads. One thread, batch 128,
  * 32x32x3 -> 32: 4.3-4.9 ms against 6.5-6.6 ms for im2col + SGEMM (minimum of 10 calls). A
  * direct weight gradient (fused with the batch-norm backward's second pass) was tried and dropped:
@@ -445,26 +446,33 @@ typedef float cv8f __attribute__((vector_size(32)));
 #define SD_ROW (SD_MAX_W + 16)
 
 int conv3x3_direct_ok(int C, int H, int W, int stride) {
-    return stride == 1 && C >= 1 && C <= 4 && W % 8 == 0 && W <= SD_MAX_W && H >= 1;
+    return stride == 1 && C >= 1 && C <= 4 && W >= 1 && W <= SD_MAX_W && H >= 1;
 }
 
 /* the padded input rows (c, ky) of output row oy: xp[c * 3 + ky][1 + ix] = x[c][iy][ix], zero
- * outside the image */
+ * outside the image (up to the end of a partial last vector of columns) */
 static inline void sd_rows(float (*xp)[SD_ROW], const float *inp, int b, int B, int C, int H, int W, int oy) {
     for (int c = 0; c < C; c++)
         for (int ky = 0; ky < 3; ky++) {
             float *r = xp[c * 3 + ky];
             const int iy = oy + ky - 1;
             r[0] = 0.0f;
-            r[W + 1] = 0.0f;
+            memset(r + W + 1, 0, sizeof(float) * 8);
             if (iy < 0 || iy >= H) memset(r + 1, 0, sizeof(float) * W);
             else memcpy(r + 1, inp + (((long)c * B + b) * H + iy) * W, sizeof(float) * W);
         }
 }
 
+/* the first n (< 8) lanes of v to d */
+static inline void cv8_store_part(float *d, cv8f v, int n) {
+    float t[8];
+    CV8_STORE(t, v);
+    memcpy(d, t, sizeof(float) * n);
+}
+
 /* z (OC, B, H, W) of sample b; each output is the sum over the taps k = (c, ky, kx) in order */
 static void sd_forward_sample(float *z, const float *inp, const float *w, int b, int B, int C, int H, int W, int OC) {
-    const int K = 9 * C, NV = W / 8;
+    const int K = 9 * C, NV = W / 8, tail = W % 8;
     const long N = (long)B * H * W;
     float xp[12][SD_ROW];
     for (int oy = 0; oy < H; oy++) {
@@ -515,13 +523,29 @@ static void sd_forward_sample(float *z, const float *inp, const float *w, int b,
                 CV8_STORE(d + 2 * N, a2);
                 CV8_STORE(d + 3 * N, a3);
             }
+            if (tail) { /* a partial last vector: the padded rows are zero beyond the image */
+                cv8f a0 = {0}, a1 = {0}, a2 = {0}, a3 = {0};
+                for (int k = 0; k < K; k++) {
+                    const cv8f x0 = CV8_LOAD(xp[k / 3] + k % 3 + 8 * NV);
+                    a0 += CV8_SPLAT(w0[k]) * x0;
+                    a1 += CV8_SPLAT(w1[k]) * x0;
+                    a2 += CV8_SPLAT(w2[k]) * x0;
+                    a3 += CV8_SPLAT(w3[k]) * x0;
+                }
+                float *d = zr + (long)o * N + 8 * NV;
+                cv8_store_part(d, a0, tail);
+                cv8_store_part(d + N, a1, tail);
+                cv8_store_part(d + 2 * N, a2, tail);
+                cv8_store_part(d + 3 * N, a3, tail);
+            }
         }
         for (; o < OC; o++) {
             const float *wo = w + (long)o * K;
-            for (int v = 0; v < NV; v++) {
+            for (int v = 0; v < NV + (tail > 0); v++) {
                 cv8f a0 = {0};
                 for (int k = 0; k < K; k++) a0 += CV8_SPLAT(wo[k]) * CV8_LOAD(xp[k / 3] + k % 3 + 8 * v);
-                CV8_STORE(zr + (long)o * N + 8 * v, a0);
+                if (v < NV) CV8_STORE(zr + (long)o * N + 8 * v, a0);
+                else cv8_store_part(zr + (long)o * N + 8 * v, a0, tail);
             }
         }
     }

@@ -94,8 +94,8 @@ long conv3x3_bn_work_doubles(int B, int OC, int chunk);
 void conv3x3_bn_stats_train(float *z, float *col, float *a, float *bb, float *mean, float *rstd, double *work,
                             const float *inp, const float *w, const float *gamma, const float *beta, float *run_mean,
                             float *run_var, float momentum, int B, int C, int H, int W, int OC, int stride, int chunk);
-/* ---- direct 3x3 convolution for few input channels (the stem): stride 1, pad 1, C <= 4, W a
- * multiple of 8 (conv3x3_direct_ok). z (OC, B, H, W) = conv(inp), each output summed over the
+/* ---- direct 3x3 convolution for few input channels (the stem): stride 1, pad 1, C <= 4,
+ * W <= 256 (conv3x3_direct_ok). z (OC, B, H, W) = conv(inp), each output summed over the
  * taps (c, ky, kx) in order. conv3x3_bn_stats_train uses it where it applies. */
 int conv3x3_direct_ok(int C, int H, int W, int stride);
 void conv3x3_direct_forward(float *z, const float *inp, const float *w, int B, int C, int H, int W, int OC);

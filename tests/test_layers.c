@@ -672,7 +672,9 @@ int main(void) {
     test_conv_bn_chunks(6, 3, 32, 32, 32, 1, 1); /* the stem: direct, a chunk per sample */
     test_conv_bn_chunks(5, 3, 8, 24, 6, 1, 2);   /* direct: 3 column vectors, OC not a multiple of 4 */
     test_conv_bn_chunks(5, 4, 16, 8, 9, 1, 3);   /* direct: 1 column vector, a short last chunk */
-    test_conv_bn_chunks(4, 3, 9, 9, 8, 1, 2);    /* SGEMM: W not a multiple of 8 */
+    test_conv_bn_chunks(4, 1, 28, 28, 32, 1, 1); /* direct: Fashion-MNIST's stem, a partial last vector */
+    test_conv_bn_chunks(4, 3, 9, 5, 8, 1, 2);    /* direct: W < 8 */
+    test_conv_bn_chunks(3, 2, 7, 300, 5, 1, 2);  /* SGEMM: W beyond the direct kernel's rows */
     test_conv_bn_chunks(5, 8, 12, 12, 16, 2, 2); /* SGEMM: stride 2, C > 4 */
     test_dw_bnin(1, 6, 6);
     test_dw_bnin(2, 4, 4);
@@ -689,6 +691,7 @@ int main(void) {
     test_xent();
     test_model(BACKBONE_DW, 1, 5);
     test_model(BACKBONE_DW, 3, 8); /* the direct stem, deferred batch norms */
+    test_model(BACKBONE_DW, 1, 7); /* the direct stem with a partial vector of columns */
     test_model(BACKBONE_STD, 3, 6);
     test_model_oom();
     printf("%d failure(s)\n", g_failures);
