@@ -463,12 +463,9 @@ static inline void sd_rows(float (*xp)[SD_ROW], const float *inp, int b, int B, 
         }
 }
 
-/* the first n (< 8) lanes of v to d */
-static inline void cv8_store_part(float *d, cv8f v, int n) {
-    float t[8];
-    CV8_STORE(t, v);
-    memcpy(d, t, sizeof(float) * n);
-}
+/* the first n (< 8) lanes of *v to d (by pointer: a 32-byte vector argument warns, -Wpsabi, where
+ * AVX is off) */
+static inline void cv8_store_part(float *d, const cv8f *v, int n) { memcpy(d, v, sizeof(float) * n); }
 
 /* z (OC, B, H, W) of sample b; each output is the sum over the taps k = (c, ky, kx) in order */
 static void sd_forward_sample(float *z, const float *inp, const float *w, int b, int B, int C, int H, int W, int OC) {
@@ -533,10 +530,10 @@ static void sd_forward_sample(float *z, const float *inp, const float *w, int b,
                     a3 += CV8_SPLAT(w3[k]) * x0;
                 }
                 float *d = zr + (long)o * N + 8 * NV;
-                cv8_store_part(d, a0, tail);
-                cv8_store_part(d + N, a1, tail);
-                cv8_store_part(d + 2 * N, a2, tail);
-                cv8_store_part(d + 3 * N, a3, tail);
+                cv8_store_part(d, &a0, tail);
+                cv8_store_part(d + N, &a1, tail);
+                cv8_store_part(d + 2 * N, &a2, tail);
+                cv8_store_part(d + 3 * N, &a3, tail);
             }
         }
         for (; o < OC; o++) {
@@ -545,7 +542,7 @@ static void sd_forward_sample(float *z, const float *inp, const float *w, int b,
                 cv8f a0 = {0};
                 for (int k = 0; k < K; k++) a0 += CV8_SPLAT(wo[k]) * CV8_LOAD(xp[k / 3] + k % 3 + 8 * v);
                 if (v < NV) CV8_STORE(zr + (long)o * N + 8 * v, a0);
-                else cv8_store_part(zr + (long)o * N + 8 * v, a0, tail);
+                else cv8_store_part(zr + (long)o * N + 8 * v, &a0, tail);
             }
         }
     }
