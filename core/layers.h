@@ -38,6 +38,18 @@ void dwconv3x3_forward(float *out, const float *inp, const float *w, int B, int 
 void dwconv3x3_backward(float *dinp, float *dw, const float *dout, const float *inp, const float *w, int B, int C,
                         int H, int W, int stride);
 
+/* The same with the input relu(x a_c + b_c) computed plane by plane from x (C, B, H, W), the
+ * producing unit's pre-BN output, instead of read from memory (model.c defers a unit's batch norm
+ * + ReLU to the depthwise unit that reads it: its output is never materialised). a, bb (C) are
+ * that unit's batch-norm scale and shift (bn_stats_train, bn_scale_shift_eval), applied with
+ * bn_forward_train's float expression, so the values are those of dwconv3x3_forward / _backward
+ * on bn_forward_train's output (relu = 1), bit for bit. H * W <= DW_BN_MAX_PLANE. */
+#define DW_BN_MAX_PLANE 4096
+void dwconv3x3_forward_bnin(float *out, const float *x, const float *a, const float *bb, const float *w, int B, int C,
+                            int H, int W, int stride);
+void dwconv3x3_backward_bnin(float *dinp, float *dw, const float *dout, const float *x, const float *a, const float *bb,
+                             const float *w, int B, int C, int H, int W, int stride);
+
 /* ---- pointwise convolution 1x1: out (OC, N) = w (OC, C) * inp (C, N), N = B*H*W */
 void pwconv_forward(float *out, const float *inp, const float *w, int N, int C, int OC);
 void pwconv_backward(float *dinp, float *dw, const float *dout, const float *inp, const float *w, int N, int C, int OC);
@@ -48,6 +60,14 @@ void pwconv_backward(float *dinp, float *dw, const float *dout, const float *inp
 #define BN_EPS 1e-5f
 void bn_forward_train(float *out, float *mean, float *rstd, const float *inp, const float *gamma, const float *beta,
                       float *run_mean, float *run_var, float momentum, int C, int N, int relu);
+/* bn_forward_train without the output: the same statistics (mean, rstd, running statistics) and
+ * the output's scale a and shift bb (C), y = relu(x a + bb), for a consumer that applies them
+ * itself (dwconv3x3_forward_bnin). */
+void bn_stats_train(float *a, float *bb, float *mean, float *rstd, const float *inp, const float *gamma,
+                    const float *beta, float *run_mean, float *run_var, float momentum, int C, int N);
+/* bn_forward_eval's scale and shift: y = relu?(x a + bb) */
+void bn_scale_shift_eval(float *a, float *bb, const float *gamma, const float *beta, const float *run_mean,
+                         const float *run_var, int C);
 void bn_forward_eval(float *out, const float *inp, const float *gamma, const float *beta, const float *run_mean,
                      const float *run_var, int C, int N, int relu);
 /* dinp (C, N) overwritten (may alias dout); dgamma, dbeta (C) +=. `out` is the forward output
@@ -59,6 +79,30 @@ void bn_backward(float *dinp, float *dgamma, float *dbeta, const float *dout, co
  * mask is recomputed from inp, gamma and beta (which must be the forward's). */
 void bn_relu_backward(float *dinp, float *dgamma, float *dbeta, const float *dout, const float *inp, const float *mean,
                       const float *rstd, const float *gamma, const float *beta, int C, int N);
+
+/* ---- 3x3 convolution + batch-norm statistics in chunks of samples
+ * conv3x3_forward followed by bn_stats_train, processed in chunks of `chunk` samples
+ * (conv3x3_bn_chunk: a function of the shape only): each chunk is im2col'ed into its columns of
+ * col (kept for conv3x3_backward), multiplied into z, and its batch-norm moments are taken while
+ * it is in cache; the chunks' moments are then combined in chunk order (in double). Chunks are
+ * spread over the OpenMP threads, each chunk's SGEMM on one thread. The results depend on the
+ * chunk partition, not on the number of threads. work: conv3x3_bn_work_doubles(B, OC, chunk).
+ * Writes z, col, a, bb, mean, rstd (and the running statistics if run_mean is non-NULL) like
+ * conv3x3_forward + bn_stats_train, with the moments summed chunk by chunk. */
+int conv3x3_bn_chunk(int C, int OC, int Ho, int Wo);
+long conv3x3_bn_work_doubles(int B, int OC, int chunk);
+void conv3x3_bn_stats_train(float *z, float *col, float *a, float *bb, float *mean, float *rstd, double *work,
+                            const float *inp, const float *w, const float *gamma, const float *beta, float *run_mean,
+                            float *run_var, float momentum, int B, int C, int H, int W, int OC, int stride, int chunk);
+/* ---- direct 3x3 convolution for few input channels (the stem): stride 1, pad 1, C <= 4,
+ * W <= 256 (conv3x3_direct_ok). z (OC, B, H, W) = conv(inp), each output summed over the
+ * taps (c, ky, kx) in order. conv3x3_bn_stats_train uses it where it applies. */
+int conv3x3_direct_ok(int C, int H, int W, int stride);
+void conv3x3_direct_forward(float *z, const float *inp, const float *w, int B, int C, int H, int W, int OC);
+/* building block (norm.c): the mean and the sum of squared deviations of x[0..n) */
+void bn_chunk_moments(const float *x, int n, double *mean, double *m2);
+/* out (C, N) = relu(z a_c + bb_c), bn_forward_train's output from bn_stats_train's a, bb */
+void bn_relu_apply(float *out, const float *z, const float *a, const float *bb, int C, int N);
 
 /* ---- ReLU, element-wise over n values (in place allowed) */
 void relu_forward(float *out, const float *inp, long n);

@@ -341,7 +341,7 @@ ml_status model_init(Model *m, const ModelConfig *cfg) {
     m->flops_classifier = 2.0 * d * cfg->classes;
 
     /* ---- activations (sized for Bmax) */
-    long na = 0, maxact = 0, maxcol = 0;
+    long na = 0, maxact = 0, maxcol = 0, maxcbw = 2;
     m->a_x = carve(&na, (long)cfg->in_c * Bmax * cfg->in_h * cfg->in_w);
     maxact = (long)cfg->in_c * Bmax * cfg->in_h * cfg->in_w;
     for (int i = 0; i < m->nunits; i++) {
@@ -354,6 +354,16 @@ ml_status model_init(Model *m, const ModelConfig *cfg) {
         u->out = carve(&na, outn);
         u->mean = carve(&na, u->OC);
         u->rstd = carve(&na, u->OC);
+        u->coef = carve(&na, 2L * u->OC);
+        if (u->kind == UNIT_FULL3X3) {
+            u->chunk = conv3x3_bn_chunk(u->C, u->OC, u->Ho, u->Wo);
+            const long nw = 2 * conv3x3_bn_work_doubles(Bmax, u->OC, u->chunk); /* in floats */
+            if (nw > maxcbw) maxcbw = nw;
+        }
+        /* the batch norm + ReLU of a unit read only by the next, depthwise unit is applied there */
+        const int st = m->unit_stage[i];
+        u->defer = i + 1 < m->nunits && m->units[i + 1].kind == UNIT_DW3X3 && u->Ho * u->Wo <= DW_BN_MAX_PLANE &&
+                   !(st >= 0 && (m->stage_moe[st] >= 0 || m->stage_ffn[st] >= 0));
         long inn = (long)u->C * Bmax * u->H * u->W;
         if (outn > maxact) maxact = outn;
         if (inn > maxact) maxact = inn;
@@ -391,6 +401,7 @@ ml_status model_init(Model *m, const ModelConfig *cfg) {
 
     long ns = 0;
     long o_g0 = carve(&ns, maxact), o_g1 = carve(&ns, maxact), o_dcol = carve(&ns, maxcol ? maxcol : 1);
+    long o_cbw = carve(&ns, maxcbw);
     long o_dfeat = carve(&ns, (long)Bmax * d), o_dy = carve(&ns, (long)Bmax * d);
     long o_dh1 = carve(&ns, hc->kind == HEAD_DENSE ? Bmax * kh : 1);
     long o_dl = carve(&ns, (long)Bmax * cfg->classes);
@@ -418,6 +429,7 @@ ml_status model_init(Model *m, const ModelConfig *cfg) {
     m->g0 = m->scratch + o_g0;
     m->g1 = m->scratch + o_g1;
     m->dcol = m->scratch + o_dcol;
+    m->cbwork = (double *)(m->scratch + o_cbw);
     m->dfeat = m->scratch + o_dfeat;
     m->dy = m->scratch + o_dy;
     m->dh1 = m->scratch + o_dh1;
@@ -538,20 +550,39 @@ const float *model_forward(Model *m, int B, int training, float tau, Rng *rng) {
     for (int i = 0; i < m->nunits; i++) {
         Unit *u = &m->units[i];
         const int N = B * u->Ho * u->Wo;
+        float *ca = A(u->coef), *cb = A(u->coef) + u->OC;
+        const Unit *pd = i > 0 && m->units[i - 1].defer ? &m->units[i - 1] : NULL; /* its BN + ReLU is ours */
         switch (u->kind) {
         case UNIT_FULL3X3:
-            conv3x3_forward(A(u->z), A(u->col), in, P(u->w), B, u->C, u->H, u->W, u->OC, u->stride);
+            if (training) /* conv + the batch statistics, chunk by chunk */
+                conv3x3_bn_stats_train(A(u->z), A(u->col), ca, cb, A(u->mean), A(u->rstd), m->cbwork, in, P(u->w),
+                                       P(u->gamma), P(u->beta), BUFP(u->run_mean), BUFP(u->run_var), m->cfg.bn_momentum,
+                                       B, u->C, u->H, u->W, u->OC, u->stride, u->chunk);
+            else if (conv3x3_direct_ok(u->C, u->H, u->W, u->stride)) /* no col needed */
+                conv3x3_direct_forward(A(u->z), in, P(u->w), B, u->C, u->H, u->W, u->OC);
+            else conv3x3_forward(A(u->z), A(u->col), in, P(u->w), B, u->C, u->H, u->W, u->OC, u->stride);
             break;
-        case UNIT_DW3X3: dwconv3x3_forward(A(u->z), in, P(u->w), B, u->C, u->H, u->W, u->stride); break;
+        case UNIT_DW3X3:
+            if (pd)
+                dwconv3x3_forward_bnin(A(u->z), A(pd->z), A(pd->coef), A(pd->coef) + pd->OC, P(u->w), B, u->C, u->H,
+                                       u->W, u->stride);
+            else dwconv3x3_forward(A(u->z), in, P(u->w), B, u->C, u->H, u->W, u->stride);
+            break;
         case UNIT_PW1X1: pwconv_forward(A(u->z), in, P(u->w), N, u->C, u->OC); break;
         }
-        if (training)
+        if (!training) {
+            bn_scale_shift_eval(ca, cb, P(u->gamma), P(u->beta), BUFP(u->run_mean), BUFP(u->run_var), u->OC);
+            if (!u->defer) bn_relu_apply(A(u->out), A(u->z), ca, cb, u->OC, N); /* bn_forward_eval's values */
+        } else if (u->kind == UNIT_FULL3X3) {
+            if (!u->defer) bn_relu_apply(A(u->out), A(u->z), ca, cb, u->OC, N);
+        } else if (u->defer) {
+            bn_stats_train(ca, cb, A(u->mean), A(u->rstd), A(u->z), P(u->gamma), P(u->beta), BUFP(u->run_mean),
+                           BUFP(u->run_var), m->cfg.bn_momentum, u->OC, N);
+        } else {
             bn_forward_train(A(u->out), A(u->mean), A(u->rstd), A(u->z), P(u->gamma), P(u->beta), BUFP(u->run_mean),
                              BUFP(u->run_var), m->cfg.bn_momentum, u->OC, N, 1);
-        else
-            bn_forward_eval(A(u->out), A(u->z), P(u->gamma), P(u->beta), BUFP(u->run_mean), BUFP(u->run_var), u->OC, N,
-                            1);
-        in = A(u->out);
+        }
+        in = u->defer ? NULL : A(u->out);
         const int s = m->unit_stage[i]; /* a routed or dense layer after this stage */
         if (s >= 0 && m->stage_moe[s] >= 0) {
             MoeConv *L = &m->moec[m->stage_moe[s]];
@@ -634,7 +665,15 @@ void model_backward(Model *m, const int32_t *labels, int B) {
         case UNIT_FULL3X3:
             conv3x3_backward(din, G(u->w), m->dcol, dcur, A(u->col), P(u->w), B, u->C, u->H, u->W, u->OC, u->stride);
             break;
-        case UNIT_DW3X3: dwconv3x3_backward(din, G(u->w), dcur, in, P(u->w), B, u->C, u->H, u->W, u->stride); break;
+        case UNIT_DW3X3:
+            if (i > 0 && m->units[i - 1].defer) {
+                const Unit *pd = &m->units[i - 1];
+                dwconv3x3_backward_bnin(din, G(u->w), dcur, A(pd->z), A(pd->coef), A(pd->coef) + pd->OC, P(u->w), B,
+                                        u->C, u->H, u->W, u->stride);
+            } else {
+                dwconv3x3_backward(din, G(u->w), dcur, in, P(u->w), B, u->C, u->H, u->W, u->stride);
+            }
+            break;
         case UNIT_PW1X1: pwconv_backward(din, G(u->w), dcur, in, P(u->w), B * u->H * u->W, u->C, u->OC); break;
         }
         float *t = dcur;

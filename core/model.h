@@ -68,6 +68,9 @@ typedef struct {
     long z;                /* (OC, B, Ho, Wo) conv output, pre-BN */
     long out;              /* (OC, B, Ho, Wo) after BN + ReLU */
     long mean, rstd;       /* (OC) batch statistics saved for the backward */
+    long coef;             /* (2, OC) the output's scale a and shift b: out = relu(z a + b) */
+    int defer;             /* 1: out is not materialised, the next (depthwise) unit computes it from z, coef */
+    int chunk;             /* FULL3X3: samples per chunk of conv3x3_bn_stats_train */
     double flops;          /* forward FLOPs per sample (2 per multiply-add) */
     char label[48];        /* "stem", "block1.dw", ... */
 } Unit;
@@ -102,6 +105,7 @@ typedef struct {
     long n_scratch;
     float *g0, *g1; /* ping-pong (max activation) */
     float *dcol;    /* (max C*9 x N) */
+    double *cbwork; /* conv3x3_bn_stats_train's per-chunk moments (the largest FULL3X3 unit) */
     float *dfeat, *dy, *dh1, *dlogits;
     /* FLOPs per sample, forward */
     double flops_backbone, flops_head_active, flops_routed, flops_classifier, flops_router;

@@ -157,23 +157,39 @@ static void bwd_sums(const float *dy, const float *x, const float *y, int n, flo
     *sdyx = s2;
 }
 
+/* channel c's batch statistics (mean[c], rstd[c], the running statistics) from its N values x;
+ * returns the scale and shift of the output, y = relu?(x a + b) */
+static inline void bn_channel_stats(const float *x, int N, int c, float *mean, float *rstd, const float *gamma,
+                                    const float *beta, float *run_mean, float *run_var, float momentum, float *a_out,
+                                    float *b_out) {
+    double s, ss;
+    shifted_moments(x, N, x[0], &s, &ss); /* one pass: sums of (x - x0) and (x - x0)^2 */
+    const double ms = s / N;
+    const double m = x[0] + ms;
+    double v = ss - s * ms; /* sum (x - m)^2 */
+    if (v < 0.0) v = 0.0;
+    const double var = v / N;
+    const float rs = (float)(1.0 / sqrt(var + BN_EPS));
+    mean[c] = (float)m;
+    rstd[c] = rs;
+    const float a = gamma[c] * rs;
+    *a_out = a;
+    *b_out = beta[c] - (float)m * a;
+    if (run_mean) {
+        const double unbiased = N > 1 ? v / (N - 1) : var;
+        run_mean[c] = (1.0f - momentum) * run_mean[c] + momentum * (float)m;
+        run_var[c] = (1.0f - momentum) * run_var[c] + momentum * (float)unbiased;
+    }
+}
+
 void bn_forward_train(float *out, float *mean, float *rstd, const float *inp, const float *gamma, const float *beta,
                       float *run_mean, float *run_var, float momentum, int C, int N, int relu) {
 #pragma omp parallel for schedule(static)
     for (int c = 0; c < C; c++) {
         const float *x = inp + (long)c * N;
         float *y = out + (long)c * N;
-        double s, ss;
-        shifted_moments(x, N, x[0], &s, &ss); /* one pass: sums of (x - x0) and (x - x0)^2 */
-        const double ms = s / N;
-        const double m = x[0] + ms;
-        double v = ss - s * ms; /* sum (x - m)^2 */
-        if (v < 0.0) v = 0.0;
-        const double var = v / N;
-        const float rs = (float)(1.0 / sqrt(var + BN_EPS));
-        mean[c] = (float)m;
-        rstd[c] = rs;
-        const float a = gamma[c] * rs, bb = beta[c] - (float)m * a;
+        float a, bb;
+        bn_channel_stats(x, N, c, mean, rstd, gamma, beta, run_mean, run_var, momentum, &a, &bb);
         if (relu)
             for (int i = 0; i < N; i++) {
                 float t = x[i] * a + bb;
@@ -181,11 +197,21 @@ void bn_forward_train(float *out, float *mean, float *rstd, const float *inp, co
             }
         else
             for (int i = 0; i < N; i++) y[i] = x[i] * a + bb;
-        if (run_mean) {
-            const double unbiased = N > 1 ? v / (N - 1) : var;
-            run_mean[c] = (1.0f - momentum) * run_mean[c] + momentum * (float)m;
-            run_var[c] = (1.0f - momentum) * run_var[c] + momentum * (float)unbiased;
-        }
+    }
+}
+
+void bn_stats_train(float *a, float *bb, float *mean, float *rstd, const float *inp, const float *gamma,
+                    const float *beta, float *run_mean, float *run_var, float momentum, int C, int N) {
+#pragma omp parallel for schedule(static)
+    for (int c = 0; c < C; c++)
+        bn_channel_stats(inp + (long)c * N, N, c, mean, rstd, gamma, beta, run_mean, run_var, momentum, &a[c], &bb[c]);
+}
+
+void bn_scale_shift_eval(float *a, float *bb, const float *gamma, const float *beta, const float *run_mean,
+                         const float *run_var, int C) {
+    for (int c = 0; c < C; c++) {
+        a[c] = gamma[c] / sqrtf(run_var[c] + BN_EPS);
+        bb[c] = beta[c] - run_mean[c] * a[c];
     }
 }
 
@@ -221,7 +247,8 @@ void bn_backward(float *dinp, float *dgamma, float *dbeta, const float *dout, co
         const float mdy = (float)(sdy / N), mdyx = (float)(sdyx / N);
         if (relu) {
             for (int i = 0; i < N; i++) {
-                float g = y[i] > 0.0f ? dy[i] : 0.0f;
+                const float d = dy[i];
+                const float g = y[i] > 0.0f ? d : 0.0f;
                 dx[i] = k * (g - mdy - (x[i] - m) * rs * mdyx);
             }
         } else {
@@ -281,9 +308,32 @@ void bn_relu_backward(float *dinp, float *dgamma, float *dbeta, const float *dou
         const float k = gamma[c] * rs;
         const float mdy = (float)(sdy / N), mdyx = (float)(sdyx / N);
         for (int i = 0; i < N; i++) {
-            float t = x[i] * a + bb;
-            float g = t > 0.0f ? dy[i] : 0.0f;
+            const float t = x[i] * a + bb, d = dy[i]; /* dy read unconditionally: a select, not a masked load */
+            const float g = t > 0.0f ? d : 0.0f;
             dx[i] = k * (g - mdy - (x[i] - m) * rs * mdyx);
+        }
+    }
+}
+
+/* ---- building blocks of the chunked convolution + batch norm (conv.c, convbn_*) */
+
+void bn_chunk_moments(const float *x, int n, double *mean, double *m2) {
+    double s, q;
+    shifted_moments(x, n, x[0], &s, &q);
+    const double ms = s / n;
+    *mean = x[0] + ms;
+    *m2 = q - s * ms;
+}
+
+void bn_relu_apply(float *out, const float *z, const float *a, const float *bb, int C, int N) {
+#pragma omp parallel for schedule(static)
+    for (int c = 0; c < C; c++) {
+        const float *x = z + (long)c * N;
+        float *y = out + (long)c * N;
+        const float av = a[c], bv = bb[c];
+        for (int i = 0; i < N; i++) {
+            float t = x[i] * av + bv;
+            y[i] = t > 0.0f ? t : 0.0f;
         }
     }
 }
@@ -295,5 +345,8 @@ void relu_forward(float *out, const float *inp, long n) {
 
 void relu_backward(float *dinp, const float *dout, const float *out, long n) {
 #pragma omp parallel for schedule(static) if (n > 65536)
-    for (long i = 0; i < n; i++) dinp[i] = out[i] > 0.0f ? dout[i] : 0.0f;
+    for (long i = 0; i < n; i++) {
+        const float d = dout[i]; /* read unconditionally: a select, not a masked load */
+        dinp[i] = out[i] > 0.0f ? d : 0.0f;
+    }
 }

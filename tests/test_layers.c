@@ -6,6 +6,7 @@
 #include "core/rng.h"
 #include "gradcheck.h"
 
+#include <omp.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/resource.h>
@@ -83,6 +84,77 @@ static void test_conv3x3(int s, int H, int W) {
     free(dcol);
 }
 
+/* The stem's forward: the direct convolution against im2col + SGEMM, and conv3x3_bn_stats_train
+ * (chunks of samples, moments combined in chunk order) against conv3x3_forward + bn_stats_train:
+ * the same values up to float rounding, the same im2col columns exactly, and bit-identical results
+ * for 1 and 3 threads (the chunk partition does not depend on the thread count). */
+static void test_conv_bn_chunks(int B, int C, int H, int W, int OC, int stride, int chunk) {
+    const int Ho = conv_out_size(H, stride), Wo = conv_out_size(W, stride), K = 9 * C;
+    const long nx = (long)C * B * H * W, N = (long)B * Ho * Wo;
+    float *x = randv(nx, 1), *w = randv((long)OC * K, 0.5f), *g = randv(OC, 0.3f), *be = randv(OC, 0.3f);
+    for (int c = 0; c < OC; c++) g[c] += 1.0f;
+    for (long i = 0; i < nx; i++) x[i] += 0.5f; /* a mean away from 0: the moments' combination matters */
+    float *z1 = calloc(OC * N, 4), *z2 = calloc(OC * N, 4), *z3 = calloc(OC * N, 4), *col1 = calloc(K * N, 4),
+          *col2 = calloc(K * N, 4), *col3 = calloc(K * N, 4);
+    float *st = calloc(12L * OC, 4); /* a, bb, mean, rstd, running mean and variance, for 1 and 2 */
+    float *a1 = st, *b1 = st + OC, *m1 = st + 2 * OC, *r1 = st + 3 * OC, *rm1 = st + 4 * OC, *rv1 = st + 5 * OC;
+    float *a2 = st + 6 * OC, *b2 = st + 7 * OC, *m2 = st + 8 * OC, *r2 = st + 9 * OC, *rm2 = st + 10 * OC,
+          *rv2 = st + 11 * OC;
+    for (int c = 0; c < OC; c++) rv1[c] = rv2[c] = 1.0f;
+    double *work = calloc(conv3x3_bn_work_doubles(B, OC, chunk), sizeof(double));
+    conv3x3_forward(z1, col1, x, w, B, C, H, W, OC, stride);
+    bn_stats_train(a1, b1, m1, r1, z1, g, be, rm1, rv1, 0.1f, OC, (int)N);
+    const int saved = omp_get_max_threads();
+    omp_set_num_threads(1);
+    conv3x3_bn_stats_train(z2, col2, a2, b2, m2, r2, work, x, w, g, be, rm2, rv2, 0.1f, B, C, H, W, OC, stride, chunk);
+    float *st3 = malloc(12L * OC * 4);
+    memcpy(st3, st, 12L * OC * 4);
+    for (int c = 0; c < OC; c++) st3[10 * OC + c] = 0.0f, st3[11 * OC + c] = 1.0f;
+    omp_set_num_threads(3);
+    conv3x3_bn_stats_train(z3, col3, st3 + 6 * OC, st3 + 7 * OC, st3 + 8 * OC, st3 + 9 * OC, work, x, w, g, be,
+                           st3 + 10 * OC, st3 + 11 * OC, 0.1f, B, C, H, W, OC, stride, chunk);
+    omp_set_num_threads(saved);
+    double dz = 0, zmax = 0, dm = 0, dr = 0, drv = 0;
+    for (long i = 0; i < OC * N; i++) {
+        dz = fmax(dz, fabs((double)z1[i] - z2[i]));
+        zmax = fmax(zmax, fabs(z1[i]));
+    }
+    for (int c = 0; c < OC; c++) {
+        dm = fmax(dm, fabs((double)m1[c] - m2[c]) / (fabs(m1[c]) + 1e-3));
+        dr = fmax(dr, fabs((double)r1[c] - r2[c]) / r1[c]);
+        drv = fmax(drv, fabs((double)rv1[c] - rv2[c]) / rv1[c]);
+    }
+    const char *path = conv3x3_direct_ok(C, H, W, stride) ? "direct" : "SGEMM";
+    CHECK(!memcmp(col1, col2, 4 * K * N), "conv3x3_bn_stats_train %dx%dx%d s%d (%s, chunk %d): im2col columns exact", H,
+          W, C, stride, path, chunk);
+    CHECK(dz <= 1e-5 * zmax, "conv3x3_bn_stats_train %dx%dx%d s%d (%s): z matches im2col + SGEMM (%.1e of %.1e)", H, W,
+          C, stride, path, dz, zmax);
+    CHECK(dm < 1e-4 && dr < 1e-5 && drv < 1e-5,
+          "conv3x3_bn_stats_train %dx%dx%d s%d: chunked moments match (mean %.1e, rstd %.1e, running var %.1e)", H, W,
+          C, stride, dm, dr, drv);
+    CHECK(!memcmp(z2, z3, 4 * OC * N) && !memcmp(st + 6 * OC, st3 + 6 * OC, 6L * OC * 4),
+          "conv3x3_bn_stats_train %dx%dx%d s%d: 1 and 3 threads give the same bits", H, W, C, stride);
+    if (conv3x3_direct_ok(C, H, W, stride)) {
+        memset(z3, 0, 4 * OC * N);
+        conv3x3_direct_forward(z3, x, w, B, C, H, W, OC);
+        CHECK(!memcmp(z2, z3, 4 * OC * N), "conv3x3_direct_forward %dx%dx%d: the chunked forward's z, bit for bit", H,
+              W, C);
+    }
+    free(x);
+    free(w);
+    free(g);
+    free(be);
+    free(z1);
+    free(z2);
+    free(z3);
+    free(col1);
+    free(col2);
+    free(col3);
+    free(st);
+    free(st3);
+    free(work);
+}
+
 /* ---------------------------------------------------------------- depthwise */
 typedef struct {
     int B, C, H, W, s;
@@ -115,6 +187,45 @@ static void test_dwconv(int s, int H, int W) {
     free(c.R);
     free(dx);
     free(dw);
+}
+
+/* The depthwise kernels with the producing unit's batch norm + ReLU applied plane by plane
+ * (dwconv3x3_*_bnin, model.c's deferred output) give the values of the kernels on the output of
+ * bn_forward_train, bit for bit, and bn_stats_train the same statistics. */
+static void test_dw_bnin(int s, int H, int W) {
+    const int B = 3, C = 5;
+    const long nx = (long)C * B * H * W, no = (long)C * B * conv_out_size(H, s) * conv_out_size(W, s);
+    float *z = randv(nx, 1), *w = randv(C * 9, 0.5f), *g = randv(C, 0.3f), *be = randv(C, 0.3f), *R = randv(no, 1);
+    for (int c = 0; c < C; c++) g[c] += 1.0f;
+    float *xin = calloc(nx, 4), *o1 = calloc(no, 4), *o2 = calloc(no, 4), *d1 = calloc(nx, 4), *d2 = calloc(nx, 4);
+    float m1[5], r1[5], m2[5], r2[5], a[5], bb[5], rm1[5] = {0}, rv1[5] = {1, 1, 1, 1, 1}, rm2[5] = {0},
+                                                   rv2[5] = {1, 1, 1, 1, 1}, w1[45] = {0}, w2[45] = {0};
+    bn_forward_train(xin, m1, r1, z, g, be, rm1, rv1, 0.1f, C, B * H * W, 1);
+    bn_stats_train(a, bb, m2, r2, z, g, be, rm2, rv2, 0.1f, C, B * H * W);
+    dwconv3x3_forward(o1, xin, w, B, C, H, W, s);
+    dwconv3x3_forward_bnin(o2, z, a, bb, w, B, C, H, W, s);
+    dwconv3x3_backward(d1, w1, R, xin, w, B, C, H, W, s);
+    dwconv3x3_backward_bnin(d2, w2, R, z, a, bb, w, B, C, H, W, s);
+    int nz = 0;
+    for (long i = 0; i < nx; i++) nz += xin[i] == 0.0f;
+    CHECK(nz > nx / 5 && nz < nx * 4 / 5, "dw bnin s%d %dx%d: the ReLU cuts part of the input (%d of %ld zero)", s, H,
+          W, nz, nx);
+    CHECK(!memcmp(m1, m2, sizeof m1) && !memcmp(r1, r2, sizeof r1) && !memcmp(rm1, rm2, sizeof rm1) &&
+              !memcmp(rv1, rv2, sizeof rv1),
+          "bn_stats_train s%d %dx%d: bn_forward_train's statistics, bit for bit", s, H, W);
+    CHECK(!memcmp(o1, o2, 4 * no) && !memcmp(d1, d2, 4 * nx) && !memcmp(w1, w2, sizeof w1),
+          "dwconv3x3 bnin s%d %dx%d: output, input and weight gradients of the materialised input, bit for bit", s, H,
+          W);
+    free(z);
+    free(w);
+    free(g);
+    free(be);
+    free(R);
+    free(xin);
+    free(o1);
+    free(o2);
+    free(d1);
+    free(d2);
 }
 
 /* ---------------------------------------------------------------- pointwise */
@@ -393,13 +504,27 @@ static double model_loss_ctx(void *p) {
     model_forward(c->m, c->B, 1, 1.0f, NULL);
     return model_loss(c->m, c->y, c->B, NULL);
 }
+/* the ReLU mask of a unit's output; a deferred output (model.h: the next unit applies the batch
+ * norm + ReLU itself) is not materialised, so its mask is z a + b > 0 */
+static uint64_t unit_mask_hash(const Model *m, const Unit *u, int B) {
+    const long per = (long)B * u->Ho * u->Wo, n = per * u->OC;
+    if (!u->defer) return fd_hash_mask(m->act + u->out, n);
+    const float *z = m->act + u->z, *a = m->act + u->coef;
+    float *t = malloc(sizeof(float) * n);
+    for (int ch = 0; ch < u->OC; ch++)
+        for (long i = 0; i < per; i++) t[ch * per + i] = z[ch * per + i] * a[ch] + a[u->OC + ch];
+    const uint64_t h = fd_hash_mask(t, n);
+    free(t);
+    return h;
+}
+
 static uint64_t model_sig(void *p) {
     ModelCtx *c = p;
     Model *m = c->m;
     uint64_t h = 0;
     for (int i = 0; i < m->nunits; i++) {
         const Unit *u = &m->units[i];
-        h = h * 31 + fd_hash_mask(m->act + u->out, (long)u->OC * c->B * u->Ho * u->Wo);
+        h = h * 31 + unit_mask_hash(m, u, c->B);
     }
     if (m->cfg.head.kind == HEAD_DENSE)
         h = h * 31 + fd_hash_mask(m->act + m->a_h1, (long)c->B * m->cfg.head.k * m->cfg.head.h);
@@ -544,6 +669,18 @@ int main(void) {
     test_dwconv(2, 8, 8); /* the size-specialised stride-2 kernels */
     test_dwconv(2, 16, 16);
     test_dwconv(2, 14, 14);
+    test_conv_bn_chunks(6, 3, 32, 32, 32, 1, 1); /* the stem: direct, a chunk per sample */
+    test_conv_bn_chunks(5, 3, 8, 24, 6, 1, 2);   /* direct: 3 column vectors, OC not a multiple of 4 */
+    test_conv_bn_chunks(5, 4, 16, 8, 9, 1, 3);   /* direct: 1 column vector, a short last chunk */
+    test_conv_bn_chunks(4, 1, 28, 28, 32, 1, 1); /* direct: Fashion-MNIST's stem, a partial last vector */
+    test_conv_bn_chunks(4, 3, 9, 5, 8, 1, 2);    /* direct: W < 8 */
+    test_conv_bn_chunks(3, 2, 7, 300, 5, 1, 2);  /* SGEMM: W beyond the direct kernel's rows */
+    test_conv_bn_chunks(5, 8, 12, 12, 16, 2, 2); /* SGEMM: stride 2, C > 4 */
+    test_dw_bnin(1, 6, 6);
+    test_dw_bnin(2, 4, 4);
+    test_dw_bnin(2, 7, 7);
+    test_dw_bnin(2, 16, 16);
+    test_dw_bnin(2, 32, 32);
     test_pwconv();
     test_bn(0);
     test_bn(1);
@@ -553,6 +690,8 @@ int main(void) {
     test_mlp_epilogues();
     test_xent();
     test_model(BACKBONE_DW, 1, 5);
+    test_model(BACKBONE_DW, 3, 8); /* the direct stem, deferred batch norms */
+    test_model(BACKBONE_DW, 1, 7); /* the direct stem with a partial vector of columns */
     test_model(BACKBONE_STD, 3, 6);
     test_model_oom();
     printf("%d failure(s)\n", g_failures);

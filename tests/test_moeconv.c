@@ -372,13 +372,27 @@ static double model_total_loss(void *p) {
     return l;
 }
 
+/* the ReLU mask of a unit's output; a deferred output (model.h: the next unit applies the batch
+ * norm + ReLU itself) is not materialised, so its mask is z a + b > 0 */
+static uint64_t unit_mask_hash(const Model *m, const Unit *u, int B) {
+    const long per = (long)B * u->Ho * u->Wo, n = per * u->OC;
+    if (!u->defer) return fd_hash_mask(m->act + u->out, n);
+    const float *z = m->act + u->z, *a = m->act + u->coef;
+    float *t = malloc(sizeof(float) * n);
+    for (int ch = 0; ch < u->OC; ch++)
+        for (long i = 0; i < per; i++) t[ch * per + i] = z[ch * per + i] * a[ch] + a[u->OC + ch];
+    const uint64_t h = fd_hash_mask(t, n);
+    free(t);
+    return h;
+}
+
 static uint64_t model_sig2(void *p) {
     ModelCtx *c = p;
     Model *m = c->m;
     uint64_t h = 0;
     for (int i = 0; i < m->nunits; i++) {
         const Unit *u = &m->units[i];
-        h = h * 31 + fd_hash_mask(m->act + u->out, (long)u->OC * c->B * u->Ho * u->Wo);
+        h = h * 31 + unit_mask_hash(m, u, c->B);
     }
     for (int i = 0; i < m->nmoec; i++) {
         const MoeConv *L = &m->moec[i];
