@@ -226,7 +226,7 @@ if wait_for '(RUNNING|PAUSED|FINISHED) +epoch' 30 && wait_for 'load H +[0-9.]+' 
   check "LANG=C: no braille characters" lacks "$BRAILLE" "$T/ascii.txt"
   check "LANG=C: plain ASCII screen" lacks '[^ -~]' "$T/ascii.txt"
   check "LANG=C: ASCII frames and curves" grep -q '^+- ' "$T/ascii.txt"
-  check "unwritable history directory: only a log line" wait_for 'history: cannot create the directory of /proc/moelab-no-such-dir' 2
+  check "unwritable history directory: only a log line" wait_for 'history: cannot create the directory of /proc/moelab-no-such-dir' 10
 else bad "LANG=C run did not start"; fi
 check "LANG=C: q exits" quit_tui
 
