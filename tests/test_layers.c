@@ -12,6 +12,7 @@
 #include <sys/resource.h>
 #include <sys/wait.h>
 #include <unistd.h>
+#include "unit_mask.h"
 
 static Rng rng;
 static float *randv(long n, float scale) {
@@ -503,19 +504,6 @@ static double model_loss_ctx(void *p) {
     ModelCtx *c = p;
     model_forward(c->m, c->B, 1, 1.0f, NULL);
     return model_loss(c->m, c->y, c->B, NULL);
-}
-/* the ReLU mask of a unit's output; a deferred output (model.h: the next unit applies the batch
- * norm + ReLU itself) is not materialised, so its mask is z a + b > 0 */
-static uint64_t unit_mask_hash(const Model *m, const Unit *u, int B) {
-    const long per = (long)B * u->Ho * u->Wo, n = per * u->OC;
-    if (!u->defer) return fd_hash_mask(m->act + u->out, n);
-    const float *z = m->act + u->z, *a = m->act + u->coef;
-    float *t = malloc(sizeof(float) * n);
-    for (int ch = 0; ch < u->OC; ch++)
-        for (long i = 0; i < per; i++) t[ch * per + i] = z[ch * per + i] * a[ch] + a[u->OC + ch];
-    const uint64_t h = fd_hash_mask(t, n);
-    free(t);
-    return h;
 }
 
 static uint64_t model_sig(void *p) {

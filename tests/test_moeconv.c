@@ -24,6 +24,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
+#include "unit_mask.h"
 
 // ---------------------------------------------------------------- one layer on malloc'd buffers
 
@@ -370,20 +371,6 @@ static double model_total_loss(void *p) {
     double l = model_loss(m, c->y, c->B, NULL) + model_backbone_aux_loss(m);
     if (m->cfg.head.kind != HEAD_DENSE) l += m->moe.cfg.alpha * m->moe.stats.l_aux + m->moe.cfg.beta * m->moe.stats.l_z;
     return l;
-}
-
-/* the ReLU mask of a unit's output; a deferred output (model.h: the next unit applies the batch
- * norm + ReLU itself) is not materialised, so its mask is z a + b > 0 */
-static uint64_t unit_mask_hash(const Model *m, const Unit *u, int B) {
-    const long per = (long)B * u->Ho * u->Wo, n = per * u->OC;
-    if (!u->defer) return fd_hash_mask(m->act + u->out, n);
-    const float *z = m->act + u->z, *a = m->act + u->coef;
-    float *t = malloc(sizeof(float) * n);
-    for (int ch = 0; ch < u->OC; ch++)
-        for (long i = 0; i < per; i++) t[ch * per + i] = z[ch * per + i] * a[ch] + a[u->OC + ch];
-    const uint64_t h = fd_hash_mask(t, n);
-    free(t);
-    return h;
 }
 
 static uint64_t model_sig2(void *p) {
