@@ -21,6 +21,7 @@
 #include "sweep_verdict.h"
 
 #include <math.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "core/stats.h"
@@ -85,8 +86,13 @@ int sweep_agree(const SweepSummary *A, const SweepSummary *B, const char *name_a
     seed_range(A, ra, sizeof ra);
     seed_range(B, rb, sizeof rb);
     /* configurations with a gap in both, in A's order */
-    int ia[256], ib[256], n = 0;
-    for (int c = 0; c < A->nconfigs && n < 256; c++) {
+    int *ia = malloc(sizeof(int) * (A->nconfigs + 1)), *ib = malloc(sizeof(int) * (A->nconfigs + 1)), n = 0;
+    if (!ia || !ib) {
+        free(ia);
+        free(ib);
+        return -1;
+    }
+    for (int c = 0; c < A->nconfigs; c++) {
         const int d = find_label(B, A->configs[c].label);
         if (d < 0) {
             g.unmatched++;
@@ -102,7 +108,11 @@ int sweep_agree(const SweepSummary *A, const SweepSummary *B, const char *name_a
     const VerdictKind ka = verdict_infer(A), kb = verdict_infer(B);
     if (ka != VERDICT_NONE || kb != VERDICT_NONE) {
         FILE *devnull = tmpfile();
-        if (!devnull) return -1;
+        if (!devnull) {
+            free(ia);
+            free(ib);
+            return -1;
+        }
         g.verdict_a = verdict_print(ka, A, devnull);
         g.verdict_b = verdict_print(kb, B, devnull);
         fclose(devnull);
@@ -173,6 +183,8 @@ int sweep_agree(const SweepSummary *A, const SweepSummary *B, const char *name_a
     if (n && g.pairs && !g.separated_a && !g.separated_b)
         fprintf(o, "          (neither sweep separates any pair at 95%%: the order of the configurations is within the "
                    "seed noise of both)\n");
+    free(ia);
+    free(ib);
     if (out) *out = g;
     return 0;
 }
