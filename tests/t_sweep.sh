@@ -108,6 +108,15 @@ check "--agree A SF: seeds 1-2 vs 2-3" grep -q '(seeds 1-2) vs B SF (seeds 2-3)'
 check "--agree with a missing folder exits 2 with a message" [ $rc = 2 ] && grep -q 'NOPE' AG2.log
 "$BIN" sweep --agree A SF --seeds 2 > AG3.log 2>&1; rc=$?
 check "--agree with other options exits 2" [ $rc = 2 ] && grep -q 'two sweep folders' AG3.log
+# a damaged sweep.h5 (truncated to half, or not HDF5 at all): a message naming it, no crash
+head -c $(( $(stat -c %s A/sweep.h5) / 2 )) A/sweep.h5 > half.h5
+printf 'not an hdf5 file\n' > junk.h5
+for f in half.h5 junk.h5; do
+  "$BIN" sweep --agree A $f > AG4.log 2>&1; rc=$?
+  check "--agree A $f: exit 2 with a message naming it" [ $rc = 2 ] && grep -q "$f" AG4.log && ! grep -qi 'sanitizer\|segmentation' AG4.log
+  "$BIN" sweep --show $f > SH4.log 2>&1; rc=$?
+  check "--show $f: exit 1 with a message naming it" [ $rc = 1 ] && grep -q "$f" SH4.log && ! grep -qi 'sanitizer\|segmentation' SH4.log
+done
 
 # 3c. backbone MoE layers against their matched dense layers (the imagenet-topk form): the routing
 # axis is moe-after, its --with ffn-after the baseline; list values take + ("2+3")
