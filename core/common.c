@@ -9,6 +9,7 @@
 #include "common.h"
 
 #include <errno.h>
+#include <omp.h>
 #include <fcntl.h>
 #include <poll.h>
 #include <pthread.h>
@@ -119,6 +120,32 @@ double ml_now(void) {
     struct timespec ts;
     clock_gettime(CLOCK_MONOTONIC, &ts);
     return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}
+
+int ml_par_items_worth(int n) {
+    const int t = omp_get_max_threads();
+    return t > 1 && n >= t && !omp_in_parallel();
+}
+
+void ml_par_items(int n, const int *order, void (*fn)(void *ctx, int i), void *ctx) {
+    const int timing = ml_gemm_timing;
+    const double t0 = timing ? ml_now() : 0.0;
+    double gemm = 0.0, busy = 0.0;
+#pragma omp parallel reduction(+ : gemm, busy)
+    {
+        const int was = ml_gemm_timing;
+        const double g0 = ml_gemm_seconds, b0 = timing ? ml_now() : 0.0;
+        ml_gemm_timing = timing;
+#pragma omp for schedule(dynamic, 1) nowait
+        for (int i = 0; i < n; i++) fn(ctx, order ? order[i] : i);
+        if (timing) {
+            busy += ml_now() - b0;
+            gemm += ml_gemm_seconds - g0;
+        }
+        ml_gemm_seconds = g0; /* each thread's own tally is left as it was */
+        ml_gemm_timing = was;
+    }
+    if (timing && busy > 0.0) ml_gemm_seconds += (ml_now() - t0) * (gemm / busy);
 }
 
 /* ---- isolated child processes */

@@ -64,6 +64,16 @@ extern _Thread_local double ml_gemm_seconds;
         }                                         \
     } while (0)
 
+/* Runs fn(ctx, order[i]) (fn(ctx, i) when order is NULL) for i in [0, n), each item whole on one
+ * OpenMP thread, the items taken one at a time in the given order (put the largest first). For
+ * independent products too small to thread well (a moe head's experts on ~32 rows each): BLAS
+ * calls inside run single-threaded, so an item's results do not depend on the thread count.
+ * Under `bench --profile` the loop's wall time is credited to GEMM in the proportion of the
+ * threads' busy time they spent inside ML_SGEMM. ml_par_items_worth says whether n items are
+ * enough to keep every thread busy (and we are not already inside a parallel region). */
+int ml_par_items_worth(int n);
+void ml_par_items(int n, const int *order, void (*fn)(void *ctx, int i), void *ctx);
+
 /* ---- running risky work in a child process
  *
  * ml_run_isolated(fn, arg, timeout_ms, &res) forks; the child (stdout and stderr sent to

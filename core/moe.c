@@ -456,17 +456,58 @@ static void moe_route_sparse_(MoeHead *m, int B, float tau, int training, Rng *r
     st->l_aux = E * laux;
 }
 
+// The experts of the moe head as items for ml_par_items: each expert's rows, hidden units and
+// gradients are its own, so they run side by side.
+typedef struct {
+    MoeHead *m;
+    const MoeParams *p;
+    MoeParams *g;
+} MoeExpertsCtx_;
+
+static void moe_expert_fwd_item_(void *vctx, int e) {
+    const MoeExpertsCtx_ *x = vctx;
+    MoeHead *m = x->m;
+    const int d = m->cfg.d, h = m->cfg.h, o = m->off[e], n = m->off[e + 1] - o;
+    moe_expert_fwd_(&m->cfg, x->p, e, m->xg + (size_t)o * d, n, m->hid + (size_t)o * h, m->yo + (size_t)o * d);
+}
+
+static void moe_expert_bwd_item_(void *vctx, int e) {
+    const MoeExpertsCtx_ *x = vctx;
+    MoeHead *m = x->m;
+    const int d = m->cfg.d, h = m->cfg.h, o = m->off[e], n = m->off[e + 1] - o;
+    moe_expert_bwd_(&m->cfg, x->p, x->g, e, m->xg + (size_t)o * d, n, m->hid + (size_t)o * h, m->dyo + (size_t)o * d,
+                    m->dhid + (size_t)o * h, m->dxg + (size_t)o * d, 0.0f);
+}
+
+// Experts by decreasing row count (ties by index): the largest are handed out first.
+static void moe_size_order_(const MoeHead *m, int *order) {
+    const int E = m->cfg.E;
+    for (int e = 0; e < E; e++) {
+        int i = e;
+        const int n = m->off[e + 1] - m->off[e];
+        while (i > 0 && m->off[order[i - 1] + 1] - m->off[order[i - 1]] < n) {
+            order[i] = order[i - 1];
+            i--;
+        }
+        order[i] = e;
+    }
+}
+
 // The moe head's experts on the routed rows: gather, expert MLPs, gated combine.
 static void moe_experts_sparse_(MoeHead *m, float *y, const float *x, const MoeParams *p, int B) {
     const MoeConfig *c = &m->cfg;
-    int E = c->E, k = c->k, d = c->d, h = c->h;
+    int E = c->E, k = c->k, d = c->d;
     int nrows = m->nrows;
 #pragma omp parallel for if ((long)nrows * d > MOE_PAR_MIN)
     for (int j = 0; j < nrows; j++)
         memcpy(m->xg + (size_t)j * d, x + (size_t)m->row_src[j] * d, (size_t)d * sizeof(float));
-    for (int e = 0; e < E; e++) {
-        int o = m->off[e], n = m->off[e + 1] - o;
-        moe_expert_fwd_(c, p, e, m->xg + (size_t)o * d, n, m->hid + (size_t)o * h, m->yo + (size_t)o * d);
+    MoeExpertsCtx_ ctx = {m, p, NULL};
+    if (ml_par_items_worth(E)) { /* experts side by side, one thread each */
+        int order[MOE_MAX_EXPERTS];
+        moe_size_order_(m, order);
+        ml_par_items(E, order, moe_expert_fwd_item_, &ctx);
+    } else {
+        for (int e = 0; e < E; e++) moe_expert_fwd_item_(&ctx, e);
     }
 #pragma omp parallel for if ((long)B * d * k > MOE_PAR_MIN)
     for (int b = 0; b < B; b++) {
@@ -485,7 +526,7 @@ static void moe_experts_sparse_(MoeHead *m, float *y, const float *x, const MoeP
 static void moe_backward_sparse_(MoeHead *m, float *dx, MoeParams *g, const float *dy, const float *x,
                                  const MoeParams *p, int B) {
     const MoeConfig *c = &m->cfg;
-    int E = c->E, k = c->k, d = c->d, h = c->h;
+    int E = c->E, k = c->k, d = c->d;
     int nrows = m->nrows;
     // per gathered row: dyo = gate * dy[b], dgate = dy[b] . yo
     memset(m->dgate, 0, (size_t)B * k * sizeof(float));
@@ -502,10 +543,13 @@ static void moe_backward_sparse_(MoeHead *m, float *dx, MoeParams *g, const floa
         }
         m->dgate[(size_t)b * k + r] = s;
     }
-    for (int e = 0; e < E; e++) {
-        int o = m->off[e], n = m->off[e + 1] - o;
-        moe_expert_bwd_(c, p, g, e, m->xg + (size_t)o * d, n, m->hid + (size_t)o * h, m->dyo + (size_t)o * d,
-                        m->dhid + (size_t)o * h, m->dxg + (size_t)o * d, 0.0f);
+    MoeExpertsCtx_ ctx = {m, p, g};
+    if (ml_par_items_worth(E)) {
+        int order[MOE_MAX_EXPERTS];
+        moe_size_order_(m, order);
+        ml_par_items(E, order, moe_expert_bwd_item_, &ctx);
+    } else {
+        for (int e = 0; e < E; e++) moe_expert_bwd_item_(&ctx, e);
     }
     // dx = dy (residual) + scattered expert input gradients, ranks in order
 #pragma omp parallel for if ((long)B * d * k > MOE_PAR_MIN)

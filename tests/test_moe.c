@@ -11,6 +11,7 @@
 #include "core/tau.h"
 
 #include <math.h>
+#include <omp.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -581,6 +582,77 @@ static void test_determinism(void) {
     free(y1);
     free(y2);
     free(sel1);
+    bench_free(&t);
+}
+
+// The experts run side by side (ml_par_items), each on one thread with single-threaded BLAS: the
+// head's forward and backward are the same bits at 1 and at 3 threads, with products big enough
+// (40 x 256 x 64) that OpenBLAS would thread them if it were called from one thread.
+static void par_count_(void *ctx, int i) {
+    int *seen = ctx;
+#pragma omp atomic
+    seen[i]++;
+}
+
+static void test_experts_side_by_side(void) {
+    MoeConfig c;
+    moe_config_defaults(&c);
+    c.d = 64;
+    c.h = 256;
+    c.E = 8;
+    c.k = 2;
+    const int B = 160;
+    Bench t;
+    bench_init(&t, &c, B, 41);
+    Rng rx;
+    rng_seed(&rx, 4);
+    const size_t nx = (size_t)B * c.d;
+    float *x = malloc(nx * sizeof(float)), *dy = malloc(nx * sizeof(float));
+    float *y[2], *dx[2], *g[2];
+    fill_uniform(x, nx, -1.0f, 1.0f, &rx);
+    fill_uniform(dy, nx, -1.0f, 1.0f, &rx);
+    const int saved = omp_get_max_threads();
+    for (int r = 0; r < 2; r++) {
+        omp_set_num_threads(r == 0 ? 1 : 3);
+        y[r] = malloc(nx * sizeof(float));
+        dx[r] = malloc(nx * sizeof(float));
+        g[r] = malloc(t.np * sizeof(float));
+        Rng a;
+        rng_seed(&a, 12);
+        memset(t.gbuf, 0, t.np * sizeof(float));
+        moe_forward(&t.m, y[r], x, &t.p, B, 0.7f, 1, &a);
+        moe_backward(&t.m, dx[r], &t.g, dy, x, &t.p, B);
+        memcpy(g[r], t.gbuf, t.np * sizeof(float));
+    }
+    omp_set_num_threads(3);
+    int rows = 0, most = 0;
+    for (int e = 0; e < c.E; e++) {
+        const int n = t.m.off[e + 1] - t.m.off[e];
+        rows += n;
+        most = n > most ? n : most;
+    }
+    check(ml_par_items_worth(c.E) && rows > 0 && most * c.h * c.d >= 262144,
+          "side by side at 3 threads: %d experts, %d rows (largest %d)", c.E, rows, most);
+    check(memcmp(y[0], y[1], nx * sizeof(float)) == 0 && memcmp(dx[0], dx[1], nx * sizeof(float)) == 0 &&
+              memcmp(g[0], g[1], t.np * sizeof(float)) == 0,
+          "experts side by side: forward, input and parameter gradients equal bit for bit at 1 and 3 threads");
+    int seen[37] = {0}, order[37], once = 1;
+    for (int i = 0; i < 37; i++) order[i] = 36 - i;
+    ml_par_items(37, order, par_count_, seen);
+    for (int i = 0; i < 37; i++) once &= seen[i] == 1;
+    ml_par_items(37, NULL, par_count_, seen);
+    for (int i = 0; i < 37; i++) once &= seen[i] == 2;
+    check(once, "ml_par_items runs every item exactly once, with and without an order");
+    omp_set_num_threads(1);
+    check(!ml_par_items_worth(c.E), "one thread: the experts run one after the other");
+    omp_set_num_threads(saved);
+    for (int r = 0; r < 2; r++) {
+        free(y[r]);
+        free(dx[r]);
+        free(g[r]);
+    }
+    free(x);
+    free(dy);
     bench_free(&t);
 }
 
@@ -1159,6 +1231,7 @@ int main(void) {
     test_invariants();
     test_ties_and_full_drop();
     test_determinism();
+    test_experts_side_by_side();
     test_batch_independence();
     test_bias_update();
     test_tau();
