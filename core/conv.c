@@ -576,6 +576,7 @@ void conv3x3_bn_stats_train(float *z, float *col, float *a, float *bb, float *me
     const int nch = (B + chunk - 1) / chunk;
     const long N = (long)B * HoWo;
     const int direct = conv3x3_direct_ok(C, H, W, stride);
+    ML_ASSERT(col || direct);
 #pragma omp parallel
     {
 #pragma omp for schedule(static)
@@ -583,7 +584,7 @@ void conv3x3_bn_stats_train(float *z, float *col, float *a, float *bb, float *me
             const int b0 = j * chunk, nb = b0 + chunk <= B ? chunk : B - b0;
             const long c0 = (long)b0 * HoWo;
             const int nc = nb * HoWo;
-            for (int r = 0; r < K; r++) /* im2col, for conv3x3_backward (and the GEMM) */
+            for (int r = 0; col && r < K; r++) /* im2col, for conv3x3_backward (and the GEMM) */
                 for (int b = b0; b < b0 + nb; b++)
                     im2col_row(col + r * N + (long)b * HoWo, inp + ((long)(r / 9) * B + b) * H * W, r, H, W, Ho, Wo,
                                stride);
@@ -622,5 +623,158 @@ void conv3x3_bn_stats_train(float *z, float *col, float *a, float *bb, float *me
                 run_var[c] = (1.0f - momentum) * run_var[c] + momentum * (float)unbiased;
             }
         }
+    }
+}
+
+/* ---------------------------------------------------------------- 3x3 convolution + BN backward, weight gradient only */
+
+/* Bytes of a chunk's working set in the weight-gradient pass (its dz and z columns, and its
+ * im2col rows where the direct kernel does not apply). */
+#define CONV_WG_CHUNK_BYTES (512 * 1024)
+
+int conv3x3_wgrad_chunk(int C, int OC, int H, int W, int stride) {
+    const int Ho = conv_out_size(H, stride), Wo = conv_out_size(W, stride);
+    const long per = 4L * ((conv3x3_direct_ok(C, H, W, stride) ? 0 : 9L * C) + 2L * OC) * Ho * Wo;
+    const long n = CONV_WG_CHUNK_BYTES / (per > 0 ? per : 1);
+    return n < 1 ? 1 : n > CONV_BN_MAX_CHUNK ? CONV_BN_MAX_CHUNK : (int)n;
+}
+
+/* each chunk owns OC * 9C vectors of 8 floats (the direct kernel's lane accumulators); its sums
+ * are left in the first OC * 9C floats */
+#define WG_PART(B, C, OC) ((long)(OC) * 9 * (C) * 8)
+long conv3x3_wgrad_part_floats(int B, int C, int OC, int chunk) { return (long)((B + chunk - 1) / chunk) * WG_PART(B, C, OC); }
+
+/* accv (OC, 9C, 8) += the lane-wise products dz * input of sample b for every output channel and
+ * tap (c, ky, kx), accumulated over blocks of output rows, the rows and column vectors in order
+ * (stride 1, pad 1, conv3x3_direct_ok). Four output channels x the three kx taps of one (c, ky)
+ * are twelve vector accumulators, kept in registers over a block of rows (up to 32 vectors of
+ * dz per channel), read from the block's zero-padded input rows. */
+#define WG_VECS 32 /* dz vectors per channel and row block */
+#if defined(__GNUC__) && defined(__AVX__)
+#define CV8_IN_REG(v) __asm__("" : "+x"(v))
+#else
+#define CV8_IN_REG(v) (void)0
+#endif
+static void sd_wgrad_sample(float *accv, const float *dz, const float *inp, int b, int B, int C, int H, int W, int OC) {
+    const int K = 9 * C, NV = W / 8, tail = W % 8, NVT = NV + (tail > 0);
+    const int R = WG_VECS / NVT > 8 ? 8 : WG_VECS / NVT; /* rows per block (NVT <= 32: R >= 1) */
+    const long N = (long)B * H * W;
+    float xp[4 * 10][SD_ROW]; /* (c, t): input row oy0 - 1 + t, padded as sd_rows pads */
+    cv8f d[4][WG_VECS];
+    for (int oy0 = 0; oy0 < H; oy0 += R) {
+        const int nr = oy0 + R <= H ? R : H - oy0;
+        for (int c = 0; c < C; c++)
+            for (int t = 0; t < nr + 2; t++) {
+                float *r = xp[c * (R + 2) + t];
+                const int iy = oy0 - 1 + t;
+                r[0] = 0.0f;
+                memset(r + W + 1, 0, sizeof(float) * 8);
+                if (iy < 0 || iy >= H) memset(r + 1, 0, sizeof(float) * W);
+                else memcpy(r + 1, inp + (((long)c * B + b) * H + iy) * W, sizeof(float) * W);
+            }
+        for (int o = 0; o < OC; o += 4) {
+            const int no = OC - o < 4 ? OC - o : 4;
+            for (int q = 0; q < no; q++)
+                for (int i = 0; i < nr; i++) {
+                    const float *src = dz + (long)(o + q) * N + ((long)b * H + oy0 + i) * W;
+                    for (int v = 0; v < NV; v++) d[q][i * NVT + v] = CV8_LOAD(src + 8 * v);
+                    if (tail) { /* a partial last vector: zero beyond the row */
+                        d[q][i * NVT + NV] = CV8_SPLAT(0.0f);
+                        memcpy(&d[q][i * NVT + NV], src + 8 * NV, sizeof(float) * tail);
+                    }
+                }
+            for (int c = 0; c < C; c++)
+                for (int ky = 0; ky < 3; ky++) {
+                    float *ar = accv + ((long)o * K + (c * 3 + ky) * 3) * 8;
+                    if (no == 4) {
+                        cv8f a[4][3];
+                        for (int q = 0; q < 4; q++)
+                            for (int kx = 0; kx < 3; kx++) a[q][kx] = CV8_LOAD(ar + ((long)q * K + kx) * 8);
+                        for (int i = 0; i < nr; i++) {
+                            const float *xr = xp[c * (R + 2) + i + ky];
+                            const cv8f *dv0 = d[0] + i * NVT, *dv1 = d[1] + i * NVT, *dv2 = d[2] + i * NVT,
+                                       *dv3 = d[3] + i * NVT;
+                            for (int v = 0; v < NVT; v++) {
+                                cv8f x0 = CV8_LOAD(xr + 8 * v), x1 = CV8_LOAD(xr + 1 + 8 * v),
+                                     x2 = CV8_LOAD(xr + 2 + 8 * v);
+                                CV8_IN_REG(x0); /* three loads, not one per product */
+                                CV8_IN_REG(x1);
+                                CV8_IN_REG(x2);
+                                a[0][0] += dv0[v] * x0;
+                                a[0][1] += dv0[v] * x1;
+                                a[0][2] += dv0[v] * x2;
+                                a[1][0] += dv1[v] * x0;
+                                a[1][1] += dv1[v] * x1;
+                                a[1][2] += dv1[v] * x2;
+                                a[2][0] += dv2[v] * x0;
+                                a[2][1] += dv2[v] * x1;
+                                a[2][2] += dv2[v] * x2;
+                                a[3][0] += dv3[v] * x0;
+                                a[3][1] += dv3[v] * x1;
+                                a[3][2] += dv3[v] * x2;
+                            }
+                        }
+                        for (int q = 0; q < 4; q++)
+                            for (int kx = 0; kx < 3; kx++) CV8_STORE(ar + ((long)q * K + kx) * 8, a[q][kx]);
+                    } else {
+                        for (int q = 0; q < no; q++)
+                            for (int kx = 0; kx < 3; kx++) {
+                                cv8f a = CV8_LOAD(ar + ((long)q * K + kx) * 8);
+                                for (int i = 0; i < nr; i++) {
+                                    const float *xr = xp[c * (R + 2) + i + ky] + kx;
+                                    for (int v = 0; v < NVT; v++) a += d[q][i * NVT + v] * CV8_LOAD(xr + 8 * v);
+                                }
+                                CV8_STORE(ar + ((long)q * K + kx) * 8, a);
+                            }
+                    }
+                }
+        }
+    }
+}
+
+typedef struct {
+    float *dz, *col, *part;
+    const float *z, *inp, *mdy, *mdyx, *mean, *rstd, *gamma, *beta;
+    int B, C, H, W, OC, stride, chunk;
+} WgradCtx;
+
+static void wgrad_chunk(void *vctx, int j) {
+    const WgradCtx *x = vctx;
+    const int Ho = conv_out_size(x->H, x->stride), Wo = conv_out_size(x->W, x->stride), HoWo = Ho * Wo;
+    const int B = x->B, K = 9 * x->C, OC = x->OC, b0 = j * x->chunk, nb = b0 + x->chunk <= B ? x->chunk : B - b0;
+    const long N = (long)B * HoWo, c0 = (long)b0 * HoWo;
+    const int nc = nb * HoWo;
+    float *part = x->part + (long)j * WG_PART(B, x->C, OC);
+    bn_relu_backward_cols(x->dz, x->dz, x->z, x->mdy, x->mdyx, x->mean, x->rstd, x->gamma, x->beta, OC, N, c0, nc);
+    if (conv3x3_direct_ok(x->C, x->H, x->W, x->stride)) {
+        memset(part, 0, sizeof(float) * 8L * OC * K);
+        for (int b = b0; b < b0 + nb; b++) sd_wgrad_sample(part, x->dz, x->inp, b, B, x->C, x->H, x->W, OC);
+        for (int i = 0; i < OC * K; i++) { /* each accumulator's lanes in order (i <= 8i: in place) */
+            float t = 0.0f;
+            for (int l = 0; l < 8; l++) t += part[8L * i + l];
+            part[i] = t;
+        }
+        return;
+    }
+    for (int r = 0; r < K; r++)
+        for (int b = b0; b < b0 + nb; b++)
+            im2col_row(x->col + r * N + (long)b * HoWo, x->inp + ((long)(r / 9) * B + b) * x->H * x->W, r, x->H, x->W,
+                       Ho, Wo, x->stride);
+    ML_SGEMM(CblasRowMajor, CblasNoTrans, CblasTrans, OC, K, nc, 1.0f, x->dz + c0, (int)N, x->col + c0, (int)N, 0.0f,
+             part, K);
+}
+
+void conv3x3_bn_backward_wgrad(float *dz, float *dw, float *col, float *part, const float *z, const float *inp,
+                               const float *mdy, const float *mdyx, const float *mean, const float *rstd,
+                               const float *gamma, const float *beta, int B, int C, int H, int W, int OC, int stride,
+                               int chunk) {
+    const int K = 9 * C, nch = (B + chunk - 1) / chunk;
+    WgradCtx ctx = {dz, col, part, z, inp, mdy, mdyx, mean, rstd, gamma, beta, B, C, H, W, OC, stride, chunk};
+    ml_par_items(nch, NULL, wgrad_chunk, &ctx); /* each chunk on one thread, even when they are fewer than the threads */
+#pragma omp parallel for schedule(static) if (OC * K * nch > 16384)
+    for (int i = 0; i < OC * K; i++) {
+        double t = 0.0;
+        for (int j = 0; j < nch; j++) t += part[(long)j * WG_PART(B, C, OC) + i];
+        dw[i] += (float)t;
     }
 }

@@ -80,10 +80,21 @@ void bn_backward(float *dinp, float *dgamma, float *dbeta, const float *dout, co
 void bn_relu_backward(float *dinp, float *dgamma, float *dbeta, const float *dout, const float *inp, const float *mean,
                       const float *rstd, const float *gamma, const float *beta, int C, int N);
 
+/* bn_relu_backward in two steps, for a consumer that applies it in column ranges while they are
+ * in cache (conv3x3_bn_backward_wgrad): the sums pass (dgamma, dbeta +=; the means mdy, mdyx (C)
+ * of the masked gradient and of its product with x-hat), then dinp for the columns [c0, c0 + n)
+ * of every channel (one thread; dinp may alias dout). Together: bn_relu_backward's values. */
+void bn_relu_backward_sums(float *mdy, float *mdyx, float *dgamma, float *dbeta, const float *dout, const float *inp,
+                           const float *mean, const float *rstd, const float *gamma, const float *beta, int C, int N);
+void bn_relu_backward_cols(float *dinp, const float *dout, const float *inp, const float *mdy, const float *mdyx,
+                           const float *mean, const float *rstd, const float *gamma, const float *beta, int C, long N,
+                           long c0, int n);
+
 /* ---- 3x3 convolution + batch-norm statistics in chunks of samples
  * conv3x3_forward followed by bn_stats_train, processed in chunks of `chunk` samples
  * (conv3x3_bn_chunk: a function of the shape only): each chunk is im2col'ed into its columns of
- * col (kept for conv3x3_backward), multiplied into z, and its batch-norm moments are taken while
+ * col (kept for conv3x3_backward; col may be NULL where the direct kernel applies and nothing
+ * reads col later), multiplied into z, and its batch-norm moments are taken while
  * it is in cache; the chunks' moments are then combined in chunk order (in double). Chunks are
  * spread over the OpenMP threads, each chunk's SGEMM on one thread. The results depend on the
  * chunk partition, not on the number of threads. work: conv3x3_bn_work_doubles(B, OC, chunk).
@@ -94,6 +105,20 @@ long conv3x3_bn_work_doubles(int B, int OC, int chunk);
 void conv3x3_bn_stats_train(float *z, float *col, float *a, float *bb, float *mean, float *rstd, double *work,
                             const float *inp, const float *w, const float *gamma, const float *beta, float *run_mean,
                             float *run_var, float momentum, int B, int C, int H, int W, int OC, int stride, int chunk);
+/* The backward of a 3x3 convolution + batch norm + ReLU whose input gradient is not wanted (the
+ * stem): dz (OC, N) holds dL/d(output) on entry and the pre-BN gradient on return (bn_relu_backward's
+ * values, with mdy, mdyx from bn_relu_backward_sums); dw (OC, 9C) += dz col^T. Chunks of `chunk`
+ * samples (conv3x3_wgrad_chunk) are spread over the threads: each chunk's dz columns are computed
+ * and, while they are in cache, its weight gradient on one thread into its part
+ * (conv3x3_wgrad_part_floats): by a direct kernel where conv3x3_direct_ok (col unused, may be
+ * NULL), else by an SGEMM of its im2col columns (written to col). The parts are summed in chunk
+ * order (in double): the result depends on the chunk partition, not on the number of threads. */
+int conv3x3_wgrad_chunk(int C, int OC, int H, int W, int stride);
+long conv3x3_wgrad_part_floats(int B, int C, int OC, int chunk);
+void conv3x3_bn_backward_wgrad(float *dz, float *dw, float *col, float *part, const float *z, const float *inp,
+                               const float *mdy, const float *mdyx, const float *mean, const float *rstd,
+                               const float *gamma, const float *beta, int B, int C, int H, int W, int OC, int stride,
+                               int chunk);
 /* ---- direct 3x3 convolution for few input channels (the stem): stride 1, pad 1, C <= 4,
  * W <= 256 (conv3x3_direct_ok). z (OC, B, H, W) = conv(inp), each output summed over the
  * taps (c, ky, kx) in order. conv3x3_bn_stats_train uses it where it applies. */

@@ -341,7 +341,7 @@ ml_status model_init(Model *m, const ModelConfig *cfg) {
     m->flops_classifier = 2.0 * d * cfg->classes;
 
     /* ---- activations (sized for Bmax) */
-    long na = 0, maxact = 0, maxcol = 0, maxcbw = 2;
+    long na = 0, maxact = 0, maxcol = 0, maxcbw = 2, nwg = 1;
     m->a_x = carve(&na, (long)cfg->in_c * Bmax * cfg->in_h * cfg->in_w);
     maxact = (long)cfg->in_c * Bmax * cfg->in_h * cfg->in_w;
     for (int i = 0; i < m->nunits; i++) {
@@ -359,6 +359,10 @@ ml_status model_init(Model *m, const ModelConfig *cfg) {
             u->chunk = conv3x3_bn_chunk(u->C, u->OC, u->Ho, u->Wo);
             const long nw = 2 * conv3x3_bn_work_doubles(Bmax, u->OC, u->chunk); /* in floats */
             if (nw > maxcbw) maxcbw = nw;
+        }
+        if (i == 0 && u->kind == UNIT_FULL3X3) { /* no input gradient: BN backward + weight gradient in chunks */
+            u->wchunk = conv3x3_wgrad_chunk(u->C, u->OC, u->H, u->W, u->stride);
+            nwg = conv3x3_wgrad_part_floats(Bmax, u->C, u->OC, u->wchunk);
         }
         /* the batch norm + ReLU of a unit read only by the next, depthwise unit is applied there */
         const int st = m->unit_stage[i];
@@ -401,7 +405,7 @@ ml_status model_init(Model *m, const ModelConfig *cfg) {
 
     long ns = 0;
     long o_g0 = carve(&ns, maxact), o_g1 = carve(&ns, maxact), o_dcol = carve(&ns, maxcol ? maxcol : 1);
-    long o_cbw = carve(&ns, maxcbw);
+    long o_cbw = carve(&ns, maxcbw), o_wg = carve(&ns, nwg), o_wgm = carve(&ns, 2L * m->units[0].OC);
     long o_dfeat = carve(&ns, (long)Bmax * d), o_dy = carve(&ns, (long)Bmax * d);
     long o_dh1 = carve(&ns, hc->kind == HEAD_DENSE ? Bmax * kh : 1);
     long o_dl = carve(&ns, (long)Bmax * cfg->classes);
@@ -430,6 +434,8 @@ ml_status model_init(Model *m, const ModelConfig *cfg) {
     m->g1 = m->scratch + o_g1;
     m->dcol = m->scratch + o_dcol;
     m->cbwork = (double *)(m->scratch + o_cbw);
+    m->wgpart = m->scratch + o_wg;
+    m->wgmean = m->scratch + o_wgm;
     m->dfeat = m->scratch + o_dfeat;
     m->dy = m->scratch + o_dy;
     m->dh1 = m->scratch + o_dh1;
@@ -555,7 +561,7 @@ const float *model_forward(Model *m, int B, int training, float tau, Rng *rng) {
         switch (u->kind) {
         case UNIT_FULL3X3:
             if (training) /* conv + the batch statistics, chunk by chunk */
-                conv3x3_bn_stats_train(A(u->z), A(u->col), ca, cb, A(u->mean), A(u->rstd), m->cbwork, in, P(u->w),
+                conv3x3_bn_stats_train(A(u->z), i == 0 && conv3x3_direct_ok(u->C, u->H, u->W, u->stride) ? NULL : A(u->col), ca, cb, A(u->mean), A(u->rstd), m->cbwork, in, P(u->w),
                                        P(u->gamma), P(u->beta), BUFP(u->run_mean), BUFP(u->run_var), m->cfg.bn_momentum,
                                        B, u->C, u->H, u->W, u->OC, u->stride, u->chunk);
             else if (conv3x3_direct_ok(u->C, u->H, u->W, u->stride)) /* no col needed */
@@ -659,6 +665,16 @@ void model_backward(Model *m, const int32_t *labels, int B) {
         const int sp = i > 0 ? m->unit_stage[i - 1] : -1; /* this unit's input: a layer's output? */
         const float *in = i == 0 ? A(m->a_x) : sp >= 0 && m->a_bbl[sp] >= 0 ? A(m->a_bbl[sp]) : A(m->units[i - 1].out);
         float *din = i == 0 ? NULL : dnext;
+        if (i == 0 && u->kind == UNIT_FULL3X3) { /* the stem: no input gradient; the im2col rows are made here */
+            float *mdy = m->wgmean, *mdyx = m->wgmean + u->OC;
+            bn_relu_backward_sums(mdy, mdyx, G(u->gamma), G(u->beta), dcur, A(u->z), A(u->mean), A(u->rstd),
+                                  P(u->gamma), P(u->beta), u->OC, N);
+            conv3x3_bn_backward_wgrad(dcur, G(u->w), A(u->col), m->wgpart, A(u->z), in, mdy, mdyx, A(u->mean),
+                                      A(u->rstd), P(u->gamma), P(u->beta), B, u->C, u->H, u->W, u->OC, u->stride,
+                                      u->wchunk);
+            PROF(prof_bwd, i);
+            break;
+        }
         bn_relu_backward(dcur, G(u->gamma), G(u->beta), dcur, A(u->z), A(u->mean), A(u->rstd), P(u->gamma), P(u->beta),
                          u->OC, N);
         switch (u->kind) {

@@ -71,6 +71,7 @@ typedef struct {
     long coef;             /* (2, OC) the output's scale a and shift b: out = relu(z a + b) */
     int defer;             /* 1: out is not materialised, the next (depthwise) unit computes it from z, coef */
     int chunk;             /* FULL3X3: samples per chunk of conv3x3_bn_stats_train */
+    int wchunk;            /* unit 0 (FULL3X3): samples per chunk of conv3x3_bn_backward_wgrad */
     double flops;          /* forward FLOPs per sample (2 per multiply-add) */
     char label[48];        /* "stem", "block1.dw", ... */
 } Unit;
@@ -106,6 +107,8 @@ typedef struct {
     float *g0, *g1; /* ping-pong (max activation) */
     float *dcol;    /* (max C*9 x N) */
     double *cbwork; /* conv3x3_bn_stats_train's per-chunk moments (the largest FULL3X3 unit) */
+    float *wgpart;  /* (chunks, OC, 9C) unit 0's per-chunk weight gradients (conv3x3_bn_backward_wgrad) */
+    float *wgmean;  /* (2, OC) unit 0's means of the masked gradient and of its product with x-hat */
     float *dfeat, *dy, *dh1, *dlogits;
     /* FLOPs per sample, forward */
     double flops_backbone, flops_head_active, flops_routed, flops_classifier, flops_router;

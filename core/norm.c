@@ -293,25 +293,54 @@ static void bwd_sums_relu(const float *dy, const float *x, int n, float m, float
     *sdyx = s2;
 }
 
+/* bn_relu_backward's dx for n values of one channel, from its sums sdy, sdyx over the channel's N */
+static inline void bn_relu_dx(float *dx, const float *dy, const float *x, int n, float m, float rs, float a, float bb,
+                              float k, float mdy, float mdyx) {
+    for (int i = 0; i < n; i++) {
+        const float t = x[i] * a + bb, d = dy[i]; /* dy read unconditionally: a select, not a masked load */
+        const float g = t > 0.0f ? d : 0.0f;
+        dx[i] = k * (g - mdy - (x[i] - m) * rs * mdyx);
+    }
+}
+
 void bn_relu_backward(float *dinp, float *dgamma, float *dbeta, const float *dout, const float *inp, const float *mean,
                       const float *rstd, const float *gamma, const float *beta, int C, int N) {
 #pragma omp parallel for schedule(static)
     for (int c = 0; c < C; c++) {
         const float *dy = dout + (long)c * N, *x = inp + (long)c * N;
-        float *dx = dinp + (long)c * N;
         const float m = mean[c], rs = rstd[c];
         const float a = gamma[c] * rs, bb = beta[c] - m * a; /* the forward's scale and shift */
         double sdy, sdyx;
         bwd_sums_relu(dy, x, N, m, rs, a, bb, &sdy, &sdyx);
         dgamma[c] += (float)sdyx;
         dbeta[c] += (float)sdy;
-        const float k = gamma[c] * rs;
-        const float mdy = (float)(sdy / N), mdyx = (float)(sdyx / N);
-        for (int i = 0; i < N; i++) {
-            const float t = x[i] * a + bb, d = dy[i]; /* dy read unconditionally: a select, not a masked load */
-            const float g = t > 0.0f ? d : 0.0f;
-            dx[i] = k * (g - mdy - (x[i] - m) * rs * mdyx);
-        }
+        bn_relu_dx(dinp + (long)c * N, dy, x, N, m, rs, a, bb, gamma[c] * rs, (float)(sdy / N), (float)(sdyx / N));
+    }
+}
+
+void bn_relu_backward_sums(float *mdy, float *mdyx, float *dgamma, float *dbeta, const float *dout, const float *inp,
+                           const float *mean, const float *rstd, const float *gamma, const float *beta, int C, int N) {
+#pragma omp parallel for schedule(static)
+    for (int c = 0; c < C; c++) {
+        const float m = mean[c], rs = rstd[c];
+        const float a = gamma[c] * rs, bb = beta[c] - m * a;
+        double sdy, sdyx;
+        bwd_sums_relu(dout + (long)c * N, inp + (long)c * N, N, m, rs, a, bb, &sdy, &sdyx);
+        dgamma[c] += (float)sdyx;
+        dbeta[c] += (float)sdy;
+        mdy[c] = (float)(sdy / N);
+        mdyx[c] = (float)(sdyx / N);
+    }
+}
+
+void bn_relu_backward_cols(float *dinp, const float *dout, const float *inp, const float *mdy, const float *mdyx,
+                           const float *mean, const float *rstd, const float *gamma, const float *beta, int C, long N,
+                           long c0, int n) {
+    for (int c = 0; c < C; c++) {
+        const float m = mean[c], rs = rstd[c];
+        const float a = gamma[c] * rs, bb = beta[c] - m * a;
+        const long o = (long)c * N + c0;
+        bn_relu_dx(dinp + o, dout + o, inp + o, n, m, rs, a, bb, gamma[c] * rs, mdy[c], mdyx[c]);
     }
 }
 

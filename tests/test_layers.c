@@ -156,6 +156,64 @@ static void test_conv_bn_chunks(int B, int C, int H, int W, int OC, int stride, 
     free(work);
 }
 
+/* The stem's backward: bn_relu_backward_sums + conv3x3_bn_backward_wgrad (chunks of samples, the
+ * weight gradient by the direct kernel or by an SGEMM per chunk) against bn_relu_backward +
+ * conv3x3_backward: the same pre-BN gradient and BN gradients bit for bit, the same weight gradient
+ * up to float rounding, and the same bits at 1 and 3 threads. */
+static void test_wgrad(int B, int C, int H, int W, int OC, int stride) {
+    const int Ho = conv_out_size(H, stride), Wo = conv_out_size(W, stride), K = 9 * C;
+    const long nx = (long)C * B * H * W, N = (long)B * Ho * Wo;
+    const int chunk = conv3x3_wgrad_chunk(C, OC, H, W, stride);
+    float *x = randv(nx, 1), *z = randv(OC * N, 1), *dy = randv(OC * N, 1), *g = randv(OC, 0.3f),
+          *be = randv(OC, 0.3f), *mean = randv(OC, 0.2f), *rstd = randv(OC, 0.3f);
+    for (int c = 0; c < OC; c++) g[c] += 1.0f, rstd[c] += 1.0f;
+    float *dz1 = malloc(4 * OC * N), *dz2 = malloc(4 * OC * N), *col = calloc(K * N, 4);
+    float *part = calloc(conv3x3_wgrad_part_floats(B, C, OC, chunk), 4);
+    float *st = calloc(OC * (3L * K + 8), 4); /* dw x 3, dgamma, dbeta x 2, mdy, mdyx x 2 */
+    float *dw1 = st, *dw2 = st + OC * K, *dw3 = st + 2L * OC * K, *bg = st + 3L * OC * K;
+    memcpy(dz1, dy, 4 * OC * N);
+    bn_relu_backward(dz1, bg, bg + OC, dz1, z, mean, rstd, g, be, OC, (int)N);
+    im2col3x3(col, x, B, C, H, W, stride);
+    conv3x3_backward(NULL, dw1, NULL, dz1, col, NULL, B, C, H, W, OC, stride);
+    const int saved = omp_get_max_threads();
+    for (int r = 0; r < 2; r++) {
+        omp_set_num_threads(r ? 3 : 1);
+        float *dw = r ? dw3 : dw2, *m = bg + (4 + 2 * r) * OC;
+        memcpy(dz2, dy, 4 * OC * N);
+        bn_relu_backward_sums(m, m + OC, bg + (2 + 0) * OC, bg + 3 * OC, dz2, z, mean, rstd, g, be, OC, (int)N);
+        if (r) memset(bg + 2 * OC, 0, 8 * OC); /* the second run's BN gradients again from 0 */
+        if (r) bn_relu_backward_sums(m, m + OC, bg + 2 * OC, bg + 3 * OC, dz2, z, mean, rstd, g, be, OC, (int)N);
+        conv3x3_bn_backward_wgrad(dz2, dw, col, part, z, x, m, m + OC, mean, rstd, g, be, B, C, H, W, OC, stride,
+                                  chunk);
+    }
+    omp_set_num_threads(saved);
+    double e = 0, mx = 0;
+    for (long i = 0; i < (long)OC * K; i++) {
+        e = fmax(e, fabs((double)dw1[i] - dw2[i]));
+        mx = fmax(mx, fabs(dw1[i]));
+    }
+    const char *path = conv3x3_direct_ok(C, H, W, stride) ? "direct" : "SGEMM";
+    CHECK(!memcmp(dz1, dz2, 4 * OC * N) && !memcmp(bg, bg + 2 * OC, 8 * OC),
+          "conv3x3_bn_backward_wgrad %dx%dx%d OC %d s%d (%s, chunk %d): pre-BN and BN gradients exact", H, W, C, OC,
+          stride, path, chunk);
+    CHECK(mx > 0 && e <= 2e-5 * mx, "conv3x3_bn_backward_wgrad %dx%dx%d OC %d: weight gradient matches (%.1e of %.1e)",
+          H, W, C, OC, e, mx);
+    CHECK(!memcmp(dw2, dw3, 4L * OC * K), "conv3x3_bn_backward_wgrad %dx%dx%d OC %d: 1 and 3 threads, the same bits", H,
+          W, C, OC);
+    free(x);
+    free(z);
+    free(dy);
+    free(g);
+    free(be);
+    free(mean);
+    free(rstd);
+    free(dz1);
+    free(dz2);
+    free(col);
+    free(part);
+    free(st);
+}
+
 /* ---------------------------------------------------------------- depthwise */
 typedef struct {
     int B, C, H, W, s;
@@ -664,6 +722,13 @@ int main(void) {
     test_conv_bn_chunks(4, 3, 9, 5, 8, 1, 2);    /* direct: W < 8 */
     test_conv_bn_chunks(3, 2, 7, 300, 5, 1, 2);  /* SGEMM: W beyond the direct kernel's rows */
     test_conv_bn_chunks(5, 8, 12, 12, 16, 2, 2); /* SGEMM: stride 2, C > 4 */
+    test_wgrad(6, 3, 32, 32, 32, 1);  /* the stem: direct, 8 rows per block */
+    test_wgrad(5, 1, 28, 28, 32, 1);  /* Fashion-MNIST's stem: a partial last vector */
+    test_wgrad(3, 3, 13, 16, 6, 1);   /* a short last row block, OC not a multiple of 4 */
+    test_wgrad(2, 4, 5, 256, 9, 1);   /* the widest direct rows: one row per block */
+    test_wgrad(3, 2, 7, 5, 8, 1);     /* W < 8 */
+    test_wgrad(2, 2, 6, 300, 5, 1);   /* SGEMM: W beyond the direct kernel's rows */
+    test_wgrad(40, 8, 12, 12, 16, 2); /* SGEMM: stride 2, C > 4, two chunks */
     test_dw_bnin(1, 6, 6);
     test_dw_bnin(2, 4, 4);
     test_dw_bnin(2, 7, 7);
