@@ -354,8 +354,9 @@ static void dw_forward(float *out, const float *inp, const float *ia, const floa
     }
 }
 
-static void dw_backward(float *dinp, float *dw, const float *dout, const float *inp, const float *ia, const float *ib,
-                        const float *w, int B, int C, int H, int W, int stride) {
+static void dw_backward(float *dinp, float *dw, double *sums, const float *dout, const float *inp, const float *ia,
+                        const float *ib, const float *im, const float *ir, const float *w, int B, int C, int H, int W,
+                        int stride) {
     const int Ho = conv_out_size(H, stride), Wo = conv_out_size(W, stride);
     ML_ASSERT(Wo <= DW_MAX_W);
     ML_ASSERT(!ia || H * W <= DW_BN_MAX_PLANE);
@@ -365,7 +366,7 @@ static void dw_backward(float *dinp, float *dw, const float *dout, const float *
     for (int c = 0; c < C; c++) {
         float acc[9 * DW_MAX_W];
         float tmp[ia ? DW_BN_MAX_PLANE : 1];
-        double tot[9] = {0};
+        double tot[9] = {0}, s1 = 0.0, s2 = 0.0;
         const float *wc = w + c * 9;
         for (int b = 0; b < B; b++) {
             const float *plane = dw_in_plane(tmp, inp + ((long)c * B + b) * H * W, H * W, ia, ib, c);
@@ -380,8 +381,18 @@ static void dw_backward(float *dinp, float *dw, const float *dout, const float *
                 for (int ox = 0; ox < Wo; ox++) sum += acc[t * Wo + ox];
                 tot[t] += sum;
             }
+            if (sums) { /* the producer's batch-norm sums while the plane is in cache */
+                double p1, p2;
+                bn_relu_sums_plane(di, inp + ((long)c * B + b) * H * W, H * W, im[c], ir[c], ia[c], ib[c], &p1, &p2);
+                s1 += p1;
+                s2 += p2;
+            }
         }
         for (int t = 0; t < 9; t++) dw[c * 9 + t] += (float)tot[t];
+        if (sums) {
+            sums[2 * c] = s1;
+            sums[2 * c + 1] = s2;
+        }
     }
 }
 
@@ -391,7 +402,7 @@ void dwconv3x3_forward(float *out, const float *inp, const float *w, int B, int 
 
 void dwconv3x3_backward(float *dinp, float *dw, const float *dout, const float *inp, const float *w, int B, int C,
                         int H, int W, int stride) {
-    dw_backward(dinp, dw, dout, inp, NULL, NULL, w, B, C, H, W, stride);
+    dw_backward(dinp, dw, NULL, dout, inp, NULL, NULL, NULL, NULL, w, B, C, H, W, stride);
 }
 
 void dwconv3x3_forward_bnin(float *out, const float *x, const float *a, const float *bb, const float *w, int B, int C,
@@ -401,7 +412,14 @@ void dwconv3x3_forward_bnin(float *out, const float *x, const float *a, const fl
 
 void dwconv3x3_backward_bnin(float *dinp, float *dw, const float *dout, const float *x, const float *a, const float *bb,
                              const float *w, int B, int C, int H, int W, int stride) {
-    dw_backward(dinp, dw, dout, x, a, bb, w, B, C, H, W, stride);
+    dw_backward(dinp, dw, NULL, dout, x, a, bb, NULL, NULL, w, B, C, H, W, stride);
+}
+
+void dwconv3x3_backward_bnin_sums(float *dinp, float *dw, double *sums, const float *dout, const float *x,
+                                  const float *a, const float *bb, const float *mean, const float *rstd,
+                                  const float *w, int B, int C, int H, int W, int stride) {
+    ML_ASSERT(dinp && sums);
+    dw_backward(dinp, dw, sums, dout, x, a, bb, mean, rstd, w, B, C, H, W, stride);
 }
 
 /* ---------------------------------------------------------------- pointwise 1x1 */

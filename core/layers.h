@@ -49,6 +49,12 @@ void dwconv3x3_forward_bnin(float *out, const float *x, const float *a, const fl
                             int H, int W, int stride);
 void dwconv3x3_backward_bnin(float *dinp, float *dw, const float *dout, const float *x, const float *a, const float *bb,
                              const float *w, int B, int C, int H, int W, int stride);
+/* dwconv3x3_backward_bnin that also takes the producing unit's batch-norm backward sums while each
+ * input-gradient plane is in cache: sums (C, 2) = bn_relu_sums_plane over the planes of dinp
+ * (the producer's dL/d(output)) and x, with its mean and rstd (C); dinp must be non-NULL. */
+void dwconv3x3_backward_bnin_sums(float *dinp, float *dw, double *sums, const float *dout, const float *x,
+                                  const float *a, const float *bb, const float *mean, const float *rstd,
+                                  const float *w, int B, int C, int H, int W, int stride);
 
 /* ---- pointwise convolution 1x1: out (OC, N) = w (OC, C) * inp (C, N), N = B*H*W */
 void pwconv_forward(float *out, const float *inp, const float *w, int N, int C, int OC);
@@ -84,8 +90,20 @@ void bn_relu_backward(float *dinp, float *dgamma, float *dbeta, const float *dou
  * in cache (conv3x3_bn_backward_wgrad): the sums pass (dgamma, dbeta +=; the means mdy, mdyx (C)
  * of the masked gradient and of its product with x-hat), then dinp for the columns [c0, c0 + n)
  * of every channel (one thread; dinp may alias dout). Together: bn_relu_backward's values. */
+/* The sums pass of bn_relu_backward for one stretch of n values of a channel (a plane), with the
+ * forward's scale and shift a, bb: sdy = sum of the masked gradient, sdyx = its sum with x-hat.
+ * For a consumer that has the plane in cache (dwconv3x3_backward_bnin); summed plane after plane
+ * in order, planes of 1024 values give bn_relu_backward's sums bit for bit. */
+void bn_relu_sums_plane(const float *dy, const float *x, int n, float m, float rs, float a, float bb, double *sdy,
+                        double *sdyx);
+/* bn_relu_backward with its sums pass already done: sums (C, 2) = (sdy, sdyx) per channel. */
+void bn_relu_backward_presummed(float *dinp, float *dgamma, float *dbeta, const float *dout, const float *inp,
+                                const float *mean, const float *rstd, const float *gamma, const float *beta,
+                                const double *sums, int C, int N);
 void bn_relu_backward_sums(float *mdy, float *mdyx, float *dgamma, float *dbeta, const float *dout, const float *inp,
                            const float *mean, const float *rstd, const float *gamma, const float *beta, int C, int N);
+/* the same from sums already taken (bn_relu_sums_plane): dgamma, dbeta +=; mdy, mdyx */
+void bn_relu_backward_means(float *mdy, float *mdyx, float *dgamma, float *dbeta, const double *sums, int C, int N);
 void bn_relu_backward_cols(float *dinp, const float *dout, const float *inp, const float *mdy, const float *mdyx,
                            const float *mean, const float *rstd, const float *gamma, const float *beta, int C, long N,
                            long c0, int n);

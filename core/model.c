@@ -341,7 +341,7 @@ ml_status model_init(Model *m, const ModelConfig *cfg) {
     m->flops_classifier = 2.0 * d * cfg->classes;
 
     /* ---- activations (sized for Bmax) */
-    long na = 0, maxact = 0, maxcol = 0, maxcbw = 2, nwg = 1;
+    long na = 0, maxact = 0, maxcol = 0, maxcbw = 2, nwg = 1, maxoc = 1;
     m->a_x = carve(&na, (long)cfg->in_c * Bmax * cfg->in_h * cfg->in_w);
     maxact = (long)cfg->in_c * Bmax * cfg->in_h * cfg->in_w;
     for (int i = 0; i < m->nunits; i++) {
@@ -369,6 +369,7 @@ ml_status model_init(Model *m, const ModelConfig *cfg) {
         u->defer = i + 1 < m->nunits && m->units[i + 1].kind == UNIT_DW3X3 && u->Ho * u->Wo <= DW_BN_MAX_PLANE &&
                    !(st >= 0 && (m->stage_moe[st] >= 0 || m->stage_ffn[st] >= 0));
         long inn = (long)u->C * Bmax * u->H * u->W;
+        if (u->OC > maxoc) maxoc = u->OC;
         if (outn > maxact) maxact = outn;
         if (inn > maxact) maxact = inn;
     }
@@ -406,6 +407,7 @@ ml_status model_init(Model *m, const ModelConfig *cfg) {
     long ns = 0;
     long o_g0 = carve(&ns, maxact), o_g1 = carve(&ns, maxact), o_dcol = carve(&ns, maxcol ? maxcol : 1);
     long o_cbw = carve(&ns, maxcbw), o_wg = carve(&ns, nwg), o_wgm = carve(&ns, 2L * m->units[0].OC);
+    long o_bns = carve(&ns, 4L * maxoc); /* doubles */
     long o_dfeat = carve(&ns, (long)Bmax * d), o_dy = carve(&ns, (long)Bmax * d);
     long o_dh1 = carve(&ns, hc->kind == HEAD_DENSE ? Bmax * kh : 1);
     long o_dl = carve(&ns, (long)Bmax * cfg->classes);
@@ -436,6 +438,7 @@ ml_status model_init(Model *m, const ModelConfig *cfg) {
     m->cbwork = (double *)(m->scratch + o_cbw);
     m->wgpart = m->scratch + o_wg;
     m->wgmean = m->scratch + o_wgm;
+    m->bnsums = (double *)(m->scratch + o_bns);
     m->dfeat = m->scratch + o_dfeat;
     m->dy = m->scratch + o_dy;
     m->dh1 = m->scratch + o_dh1;
@@ -665,18 +668,25 @@ void model_backward(Model *m, const int32_t *labels, int B) {
         const int sp = i > 0 ? m->unit_stage[i - 1] : -1; /* this unit's input: a layer's output? */
         const float *in = i == 0 ? A(m->a_x) : sp >= 0 && m->a_bbl[sp] >= 0 ? A(m->a_bbl[sp]) : A(m->units[i - 1].out);
         float *din = i == 0 ? NULL : dnext;
+        const int presummed = u->defer; /* the depthwise consumer took this unit's batch-norm sums */
         if (i == 0 && u->kind == UNIT_FULL3X3) { /* the stem: no input gradient; the im2col rows are made here */
             float *mdy = m->wgmean, *mdyx = m->wgmean + u->OC;
-            bn_relu_backward_sums(mdy, mdyx, G(u->gamma), G(u->beta), dcur, A(u->z), A(u->mean), A(u->rstd),
-                                  P(u->gamma), P(u->beta), u->OC, N);
+            if (presummed) bn_relu_backward_means(mdy, mdyx, G(u->gamma), G(u->beta), m->bnsums, u->OC, N);
+            else
+                bn_relu_backward_sums(mdy, mdyx, G(u->gamma), G(u->beta), dcur, A(u->z), A(u->mean), A(u->rstd),
+                                      P(u->gamma), P(u->beta), u->OC, N);
             conv3x3_bn_backward_wgrad(dcur, G(u->w), A(u->col), m->wgpart, A(u->z), in, mdy, mdyx, A(u->mean),
                                       A(u->rstd), P(u->gamma), P(u->beta), B, u->C, u->H, u->W, u->OC, u->stride,
                                       u->wchunk);
             PROF(prof_bwd, i);
             break;
         }
-        bn_relu_backward(dcur, G(u->gamma), G(u->beta), dcur, A(u->z), A(u->mean), A(u->rstd), P(u->gamma), P(u->beta),
-                         u->OC, N);
+        if (presummed)
+            bn_relu_backward_presummed(dcur, G(u->gamma), G(u->beta), dcur, A(u->z), A(u->mean), A(u->rstd),
+                                       P(u->gamma), P(u->beta), m->bnsums, u->OC, N);
+        else
+            bn_relu_backward(dcur, G(u->gamma), G(u->beta), dcur, A(u->z), A(u->mean), A(u->rstd), P(u->gamma),
+                             P(u->beta), u->OC, N);
         switch (u->kind) {
         case UNIT_FULL3X3:
             conv3x3_backward(din, G(u->w), m->dcol, dcur, A(u->col), P(u->w), B, u->C, u->H, u->W, u->OC, u->stride);
@@ -684,8 +694,9 @@ void model_backward(Model *m, const int32_t *labels, int B) {
         case UNIT_DW3X3:
             if (i > 0 && m->units[i - 1].defer) {
                 const Unit *pd = &m->units[i - 1];
-                dwconv3x3_backward_bnin(din, G(u->w), dcur, A(pd->z), A(pd->coef), A(pd->coef) + pd->OC, P(u->w), B,
-                                        u->C, u->H, u->W, u->stride);
+                dwconv3x3_backward_bnin_sums(din, G(u->w), m->bnsums, dcur, A(pd->z), A(pd->coef),
+                                             A(pd->coef) + pd->OC, A(pd->mean), A(pd->rstd), P(u->w), B, u->C, u->H,
+                                             u->W, u->stride);
             } else {
                 dwconv3x3_backward(din, G(u->w), dcur, in, P(u->w), B, u->C, u->H, u->W, u->stride);
             }

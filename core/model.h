@@ -109,6 +109,7 @@ typedef struct {
     double *cbwork; /* conv3x3_bn_stats_train's per-chunk moments (the largest FULL3X3 unit) */
     float *wgpart;  /* (chunks, OC, 9C) unit 0's per-chunk weight gradients (conv3x3_bn_backward_wgrad) */
     float *wgmean;  /* (2, OC) unit 0's means of the masked gradient and of its product with x-hat */
+    double *bnsums; /* (OC, 2) a deferred unit's batch-norm backward sums, taken by its depthwise consumer */
     float *dfeat, *dy, *dh1, *dlogits;
     /* FLOPs per sample, forward */
     double flops_backbone, flops_head_active, flops_routed, flops_classifier, flops_router;

@@ -318,6 +318,26 @@ void bn_relu_backward(float *dinp, float *dgamma, float *dbeta, const float *dou
     }
 }
 
+void bn_relu_sums_plane(const float *dy, const float *x, int n, float m, float rs, float a, float bb, double *sdy,
+                        double *sdyx) {
+    bwd_sums_relu(dy, x, n, m, rs, a, bb, sdy, sdyx);
+}
+
+void bn_relu_backward_presummed(float *dinp, float *dgamma, float *dbeta, const float *dout, const float *inp,
+                                const float *mean, const float *rstd, const float *gamma, const float *beta,
+                                const double *sums, int C, int N) {
+#pragma omp parallel for schedule(static)
+    for (int c = 0; c < C; c++) {
+        const float m = mean[c], rs = rstd[c];
+        const float a = gamma[c] * rs, bb = beta[c] - m * a;
+        const double sdy = sums[2 * c], sdyx = sums[2 * c + 1];
+        dgamma[c] += (float)sdyx;
+        dbeta[c] += (float)sdy;
+        const long o = (long)c * N;
+        bn_relu_dx(dinp + o, dout + o, inp + o, N, m, rs, a, bb, gamma[c] * rs, (float)(sdy / N), (float)(sdyx / N));
+    }
+}
+
 void bn_relu_backward_sums(float *mdy, float *mdyx, float *dgamma, float *dbeta, const float *dout, const float *inp,
                            const float *mean, const float *rstd, const float *gamma, const float *beta, int C, int N) {
 #pragma omp parallel for schedule(static)
@@ -330,6 +350,15 @@ void bn_relu_backward_sums(float *mdy, float *mdyx, float *dgamma, float *dbeta,
         dbeta[c] += (float)sdy;
         mdy[c] = (float)(sdy / N);
         mdyx[c] = (float)(sdyx / N);
+    }
+}
+
+void bn_relu_backward_means(float *mdy, float *mdyx, float *dgamma, float *dbeta, const double *sums, int C, int N) {
+    for (int c = 0; c < C; c++) {
+        dgamma[c] += (float)sums[2 * c + 1];
+        dbeta[c] += (float)sums[2 * c];
+        mdy[c] = (float)(sums[2 * c] / N);
+        mdyx[c] = (float)(sums[2 * c + 1] / N);
     }
 }
 

@@ -275,6 +275,24 @@ static void test_dw_bnin(int s, int H, int W) {
     CHECK(!memcmp(o1, o2, 4 * no) && !memcmp(d1, d2, 4 * nx) && !memcmp(w1, w2, sizeof w1),
           "dwconv3x3 bnin s%d %dx%d: output, input and weight gradients of the materialised input, bit for bit", s, H,
           W);
+    /* the producer's batch-norm sums taken plane by plane inside the depthwise backward */
+    double sums[10];
+    float w3[45] = {0}, gs[10] = {0}, gr[10] = {0}, mdy[5], mdyx[5];
+    memset(d1, 0, 4 * nx);
+    dwconv3x3_backward_bnin_sums(d1, w3, sums, R, z, a, bb, m2, r2, w, B, C, H, W, s);
+    bn_relu_backward_means(mdy, mdyx, gs, gs + 5, sums, C, B * H * W);
+    bn_relu_backward_sums(mdy, mdyx, gr, gr + 5, d2, z, m2, r2, g, be, C, B * H * W);
+    double e = 0, mx = 0;
+    for (int i = 0; i < 10; i++) {
+        e = fmax(e, fabs((double)gs[i] - gr[i]));
+        mx = fmax(mx, fabs(gr[i]));
+    }
+    CHECK(!memcmp(d1, d2, 4 * nx) && !memcmp(w2, w3, sizeof w2) && e <= 1e-5 * mx && mx > 0,
+          "dwconv3x3 bnin s%d %dx%d with the producer's sums: same gradients, dgamma/dbeta as the sums pass (%.1e of "
+          "%.1e)",
+          s, H, W, e, mx);
+    if (H * W == 1024)
+        CHECK(!memcmp(gs, gr, sizeof gs), "dwconv3x3 bnin %dx%d (planes of 1024): the producer's sums bit for bit", H, W);
     free(z);
     free(w);
     free(g);
