@@ -477,7 +477,7 @@ static ml_status create_layers(struct SessionLive *p, const RunRecord *t) {
         for (int l = 0; l < t->nlayers; l++) names[l] = t->layer[l].name;
         st = h5u_attr_strv(g, "names", names, t->nlayers, f);
         for (int l = 0; l < t->nlayers && st == ML_OK; l++) { /* also one scalar each, for C readers */
-            char an[16];
+            char an[24];
             snprintf(an, sizeof an, "name_%d", l);
             st = h5u_attr_str(g, an, names[l], f);
         }

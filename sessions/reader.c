@@ -30,13 +30,13 @@ ml_status sess_read_layers(hid_t file, char names[][REC_LAYER_NAME], int *n, con
     if (st == ML_OK && (cnt < 0 || cnt > REC_MAX_LAYERS))
         st = ml_fail(ML_ERR_FORMAT, "%s: /layers@count is %lld (at most %d)", path, (long long)cnt, REC_MAX_LAYERS);
     for (int l = 0; l < (int)cnt && st == ML_OK; l++) {
-        char an[16], buf[64];
+        char an[24], buf[64];
         snprintf(an, sizeof an, "name_%d", l);
         st = h5u_read_attr_str(g, an, buf, sizeof buf, path);
         int ok = st == ML_OK && buf[0] && strlen(buf) < REC_LAYER_NAME;
         for (const char *c = buf; ok && *c; c++) ok = isalnum((unsigned char)*c) || *c == '_' || *c == '-';
         if (st == ML_OK && !ok) st = ml_fail(ML_ERR_FORMAT, "%s: /layers@%s is not a layer name", path, an);
-        if (st == ML_OK) snprintf(names[l], REC_LAYER_NAME, "%s", buf);
+        if (st == ML_OK) memcpy(names[l], buf, strlen(buf) + 1); /* shorter than REC_LAYER_NAME: checked above */
     }
     H5Gclose(g);
     if (st == ML_OK) *n = (int)cnt;

@@ -225,8 +225,8 @@ static double dw_loss(void *p) {
     dwconv3x3_forward(c->out, c->x, c->w, c->B, c->C, c->H, c->W, c->s);
     return dot(c->out, c->R, dw_outn(c));
 }
-static void test_dwconv(int s, int H, int W) {
-    DwCtx c = {.B = 3, .C = 4, .H = H, .W = W, .s = s};
+static void test_dwconv(int s, int H, int W, int B) {
+    DwCtx c = {.B = B, .C = 4, .H = H, .W = W, .s = s};
     long nx = (long)c.C * c.B * H * W, nw = c.C * 9, no = dw_outn(&c);
     c.x = randv(nx, 1);
     c.w = randv(nw, 0.5f);
@@ -236,9 +236,9 @@ static void test_dwconv(int s, int H, int W) {
     dw_loss(&c);
     dwconv3x3_backward(dx, dw, c.R, c.x, c.w, c.B, c.C, H, W, s);
     char name[64];
-    snprintf(name, sizeof name, "dwconv3x3 s%d %dx%d dinp", s, H, W);
+    snprintf(name, sizeof name, "dwconv3x3 s%d %dx%d B%d dinp", s, H, W, B);
     fd_check(name, c.x, dx, nx, dw_loss, NULL, &c, 1e-2f, 400, 1e-3);
-    snprintf(name, sizeof name, "dwconv3x3 s%d %dx%d dw", s, H, W);
+    snprintf(name, sizeof name, "dwconv3x3 s%d %dx%d B%d dw", s, H, W, B);
     fd_check(name, c.w, dw, nw, dw_loss, NULL, &c, 1e-2f, 400, 1e-3);
     free(c.x);
     free(c.w);
@@ -251,8 +251,8 @@ static void test_dwconv(int s, int H, int W) {
 /* The depthwise kernels with the producing unit's batch norm + ReLU applied plane by plane
  * (dwconv3x3_*_bnin, model.c's deferred output) give the values of the kernels on the output of
  * bn_forward_train, bit for bit, and bn_stats_train the same statistics. */
-static void test_dw_bnin(int s, int H, int W) {
-    const int B = 3, C = 5;
+static void test_dw_bnin(int s, int H, int W, int B) {
+    const int C = 5;
     const long nx = (long)C * B * H * W, no = (long)C * B * conv_out_size(H, s) * conv_out_size(W, s);
     float *z = randv(nx, 1), *w = randv(C * 9, 0.5f), *g = randv(C, 0.3f), *be = randv(C, 0.3f), *R = randv(no, 1);
     for (int c = 0; c < C; c++) g[c] += 1.0f;
@@ -727,12 +727,14 @@ int main(void) {
     test_conv3x3(1, 6, 6);
     test_conv3x3(2, 7, 7);
     test_conv3x3(2, 8, 5);
-    test_dwconv(1, 6, 6);
-    test_dwconv(2, 7, 7);
-    test_dwconv(2, 8, 6);
-    test_dwconv(2, 8, 8); /* the size-specialised stride-2 kernels */
-    test_dwconv(2, 16, 16);
-    test_dwconv(2, 14, 14);
+    test_dwconv(1, 6, 6, 3);
+    test_dwconv(2, 7, 7, 3);
+    test_dwconv(2, 8, 6, 3);
+    test_dwconv(2, 8, 8, 3); /* the size-specialised stride-2 kernels */
+    test_dwconv(2, 16, 16, 3);
+    test_dwconv(2, 14, 14, 3);
+    test_dwconv(2, 7, 7, 10);  /* 8 samples at a time: a whole group and a partial one */
+    test_dwconv(2, 40, 40, 2); /* wider than the 8-sample kernels: the per-plane kernels */
     test_conv_bn_chunks(6, 3, 32, 32, 32, 1, 1); /* the stem: direct, a chunk per sample */
     test_conv_bn_chunks(5, 3, 8, 24, 6, 1, 2);   /* direct: 3 column vectors, OC not a multiple of 4 */
     test_conv_bn_chunks(5, 4, 16, 8, 9, 1, 3);   /* direct: 1 column vector, a short last chunk */
@@ -747,11 +749,14 @@ int main(void) {
     test_wgrad(3, 2, 7, 5, 8, 1);     /* W < 8 */
     test_wgrad(2, 2, 6, 300, 5, 1);   /* SGEMM: W beyond the direct kernel's rows */
     test_wgrad(40, 8, 12, 12, 16, 2); /* SGEMM: stride 2, C > 4, two chunks */
-    test_dw_bnin(1, 6, 6);
-    test_dw_bnin(2, 4, 4);
-    test_dw_bnin(2, 7, 7);
-    test_dw_bnin(2, 16, 16);
-    test_dw_bnin(2, 32, 32);
+    test_dw_bnin(1, 6, 6, 3);
+    test_dw_bnin(2, 4, 4, 3);
+    test_dw_bnin(2, 7, 7, 3);
+    test_dw_bnin(2, 16, 16, 3);
+    test_dw_bnin(2, 32, 32, 3);
+    test_dw_bnin(2, 32, 32, 19); /* 8 samples at a time: two whole groups and a partial one */
+    test_dw_bnin(2, 7, 7, 11);
+    test_dw_bnin(2, 64, 64, 3); /* planes wider than the 8-sample kernels: the per-plane kernels */
     test_pwconv();
     test_bn(0);
     test_bn(1);
