@@ -740,6 +740,9 @@ static void sd_forward_sample(float *z, const float *inp, const float *w, int b,
     const int K = 9 * C, NV = W / 8, tail = W % 8;
     const long N = (long)B * H * W;
     float xp[12][SD_ROW];
+    const float *xb = &xp[0][0];
+    int koff[36]; /* tap k = (c, ky, kx) reads row c * 3 + ky of xp from column kx */
+    for (int k = 0; k < K; k++) koff[k] = (k / 3) * SD_ROW + k % 3;
     for (int oy = 0; oy < H; oy++) {
         sd_rows(xp, inp, b, B, C, H, W, oy);
         float *zr = z + ((long)b * H + oy) * W;
@@ -750,7 +753,7 @@ static void sd_forward_sample(float *z, const float *inp, const float *w, int b,
             for (; v + 2 <= NV; v += 2) {
                 cv8f a00 = {0}, a01 = {0}, a10 = {0}, a11 = {0}, a20 = {0}, a21 = {0}, a30 = {0}, a31 = {0};
                 for (int k = 0; k < K; k++) {
-                    const float *src = xp[k / 3] + k % 3 + 8 * v;
+                    const float *src = xb + koff[k] + 8 * v;
                     const cv8f x0 = CV8_LOAD(src), x1 = CV8_LOAD(src + 8);
                     const cv8f q0 = CV8_SPLAT(w0[k]), q1 = CV8_SPLAT(w1[k]), q2 = CV8_SPLAT(w2[k]),
                                q3 = CV8_SPLAT(w3[k]);
@@ -776,7 +779,7 @@ static void sd_forward_sample(float *z, const float *inp, const float *w, int b,
             for (; v < NV; v++) {
                 cv8f a0 = {0}, a1 = {0}, a2 = {0}, a3 = {0};
                 for (int k = 0; k < K; k++) {
-                    const cv8f x0 = CV8_LOAD(xp[k / 3] + k % 3 + 8 * v);
+                    const cv8f x0 = CV8_LOAD(xb + koff[k] + 8 * v);
                     a0 += CV8_SPLAT(w0[k]) * x0;
                     a1 += CV8_SPLAT(w1[k]) * x0;
                     a2 += CV8_SPLAT(w2[k]) * x0;
@@ -791,7 +794,7 @@ static void sd_forward_sample(float *z, const float *inp, const float *w, int b,
             if (tail) { /* a partial last vector: the padded rows are zero beyond the image */
                 cv8f a0 = {0}, a1 = {0}, a2 = {0}, a3 = {0};
                 for (int k = 0; k < K; k++) {
-                    const cv8f x0 = CV8_LOAD(xp[k / 3] + k % 3 + 8 * NV);
+                    const cv8f x0 = CV8_LOAD(xb + koff[k] + 8 * NV);
                     a0 += CV8_SPLAT(w0[k]) * x0;
                     a1 += CV8_SPLAT(w1[k]) * x0;
                     a2 += CV8_SPLAT(w2[k]) * x0;
@@ -808,7 +811,7 @@ static void sd_forward_sample(float *z, const float *inp, const float *w, int b,
             const float *wo = w + (long)o * K;
             for (int v = 0; v < NV + (tail > 0); v++) {
                 cv8f a0 = {0};
-                for (int k = 0; k < K; k++) a0 += CV8_SPLAT(wo[k]) * CV8_LOAD(xp[k / 3] + k % 3 + 8 * v);
+                for (int k = 0; k < K; k++) a0 += CV8_SPLAT(wo[k]) * CV8_LOAD(xb + koff[k] + 8 * v);
                 if (v < NV) CV8_STORE(zr + (long)o * N + 8 * v, a0);
                 else cv8_store_part(zr + (long)o * N + 8 * v, &a0, tail);
             }
