@@ -43,9 +43,12 @@ cap() { "${TM[@]}" capture-pane -p -t "$S" 2>/dev/null; }
 cap_e() { "${TM[@]}" capture-pane -p -e -t "$S" 2>/dev/null; }
 keys() { "${TM[@]}" send-keys -t "$S" "$@"; }
 typed() { "${TM[@]}" send-keys -t "$S" -l "$1"; }
-# wait_for PATTERN [SECONDS]: polls the pane until grep -E finds PATTERN
+# wait_for PATTERN [SECONDS]: polls the pane until grep -E finds PATTERN; waits at least 10 s
+# whatever SECONDS says (a pattern that shows returns at once; under ctest -j2 next to heavy
+# tests a 2-3 s limit failed now and then)
 wait_for() {
   local pat=$1 limit=${2:-10} i
+  ((limit < 10)) && limit=10
   for ((i = 0; i < limit * 10; i++)); do
     cap | grep -Eq -- "$pat" && return 0
     sleep 0.1
