@@ -327,10 +327,11 @@ ml_status model_init(Model *m, const ModelConfig *cfg) {
         const int E = hc->E, h = hc->h, P = m->moe.P;
         if (hc->kind == HEAD_SOFTMOE_BATCH) m->moe_first = PARAM(0, 2, E * P, d, 0, 0, "head.router.weight");
         else m->moe_first = PARAM(0, 2, E, d, 0, 0, "head.router.weight");
-        PARAM(1, 3, E, h, d, 0, "head.experts.fc1.weight");
+        const int ex = PARAM(1, 3, E, h, d, 0, "head.experts.fc1.weight");
         PARAM(0, 2, E, h, 0, 0, "head.experts.fc1.bias");
         PARAM(1, 3, E, d, h, 0, "head.experts.fc2.weight");
         PARAM(0, 2, E, d, 0, 0, "head.experts.fc2.bias");
+        for (int t = ex; t < ex + 4; t++) m->params[t].overwrite = 1; /* moe_backward writes them whole (moe.h) */
         m->flops_expert = moe_expert_flops(hc);
         m->flops_router = moe_router_flops(hc, Bmax);
         m->flops_routed = moe_nominal_pairs(hc, Bmax) * m->flops_expert;

@@ -54,6 +54,8 @@ typedef struct {
     int shape[4]; /* PyTorch order */
     long off, n;  /* offset into the flat buffer, number of floats */
     int decay;    /* weight decay applies (conv and linear weights) */
+    int overwrite; /* the backward writes (does not add to) this gradient every step: optim_step
+                    * leaves it as it is instead of zeroing it (the moe head's experts) */
 } TensorInfo;
 
 typedef enum { UNIT_FULL3X3, UNIT_DW3X3, UNIT_PW1X1 } UnitKind;

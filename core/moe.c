@@ -262,25 +262,33 @@ static void moe_colsum_acc_(float *colsum, const float *a, int n, int mcols) {
 }
 
 // Backward of moe_expert_fwd_ for expert e on n rows, given dyo (n, d) = dL/dyo.
-// Accumulates gW1, gb1, gW2, gb2 of expert e; dhid (n, h) is scratch;
+// Writes gW1, gb1, gW2, gb2 of expert e (not added to: see model.c overwrite); dhid (n, h) is scratch;
 // dxin (n, d) = dhid W1_e + beta_dx * dxin.
 static void moe_expert_bwd_(const MoeConfig *c, const MoeParams *p, MoeParams *g, int e, const float *xin, int n,
                             const float *hid, const float *dyo, float *dhid, float *dxin, float beta_dx) {
-    if (n <= 0) return;
     int d = c->d, h = c->h;
     const float *w1 = p->w1 + (size_t)e * h * d, *w2 = p->w2 + (size_t)e * d * h;
     float *gw1 = g->w1 + (size_t)e * h * d, *gb1 = g->b1 + (size_t)e * h;
     float *gw2 = g->w2 + (size_t)e * d * h, *gb2 = g->b2 + (size_t)e * d;
-    // dW2_e (d, h) += dyo^T hid; db2_e += colsum(dyo)
-    ML_SGEMM(CblasRowMajor, CblasTrans, CblasNoTrans, d, h, n, 1.0f, dyo, d, hid, h, 1.0f, gw2, h);
+    // the expert's gradients are written, not added to (model.c marks them overwrite: the
+    // optimiser does not zero them); an expert without rows gets zeros
+    memset(gb1, 0, sizeof(float) * (size_t)h);
+    memset(gb2, 0, sizeof(float) * (size_t)d);
+    if (n <= 0) {
+        memset(gw1, 0, sizeof(float) * (size_t)h * d);
+        memset(gw2, 0, sizeof(float) * (size_t)d * h);
+        return;
+    }
+    // dW2_e (d, h) = dyo^T hid; db2_e = colsum(dyo)
+    ML_SGEMM(CblasRowMajor, CblasTrans, CblasNoTrans, d, h, n, 1.0f, dyo, d, hid, h, 0.0f, gw2, h);
     moe_colsum_acc_(gb2, dyo, n, d);
     // dhid (n, h) = dyo W2_e, masked by the ReLU
     ML_SGEMM(CblasRowMajor, CblasNoTrans, CblasNoTrans, n, h, d, 1.0f, dyo, d, w2, h, 0.0f, dhid, h);
     // the ReLU mask and db1_e += colsum(dhid) in one pass, split over column blocks (each column's
     // sum runs over the rows in order, as moe_colsum_acc_ does: the same values)
     relu_bias_backward(dhid, gb1, hid, n, h);
-    // dW1_e (h, d) += dhid^T xin
-    ML_SGEMM(CblasRowMajor, CblasTrans, CblasNoTrans, h, d, n, 1.0f, dhid, h, xin, d, 1.0f, gw1, d);
+    // dW1_e (h, d) = dhid^T xin
+    ML_SGEMM(CblasRowMajor, CblasTrans, CblasNoTrans, h, d, n, 1.0f, dhid, h, xin, d, 0.0f, gw1, d);
     // dxin (n, d) = dhid W1_e (+ beta dxin)
     ML_SGEMM(CblasRowMajor, CblasNoTrans, CblasNoTrans, n, d, h, 1.0f, dhid, h, w1, d, beta_dx, dxin, d);
 }

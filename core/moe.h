@@ -191,7 +191,9 @@ void moe_free(MoeHead *m);
 // previous selection and keep mask (no noise drawn; capacity as before) and recomputes everything
 // else; softmoe-sample reuses its previous argmax (first_choice, f_e of L_aux).
 void moe_forward(MoeHead *m, float *y, const float *x, const MoeParams *p, int B, float tau, int training, Rng *rng);
-// dx (B, d) is overwritten; gradients are accumulated (+=) into g. Includes the gradients of
+// dx (B, d) is overwritten; gradients are accumulated (+=) into g, except the experts' (w1, b1,
+// w2, b2, every head), which are written whole, zeros for an expert without rows (model.c marks
+// them `overwrite`, so the optimiser does not zero them). Includes the gradients of
 // alpha*L_aux + beta*L_z. x and p must be those of the last forward, B its batch size.
 void moe_backward(MoeHead *m, float *dx, MoeParams *g, const float *dy, const float *x, const MoeParams *p, int B);
 // ---- routing only: the moe head's router, selection, capacity, gates, losses and statistics

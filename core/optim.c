@@ -45,46 +45,53 @@ void optim_free(Optimizer *o) {
     memset(o, 0, sizeof *o);
 }
 
+/* One tensor's update; zero (a literal at each call) also clears its gradient. */
+static inline __attribute__((always_inline)) void optim_tensor(const OptConfig *c, float *w, float *g, float *mm,
+                                                               float *vv, long n, float lr, float decay, float bc1,
+                                                               float bc2, const int zero) {
+    if (c->kind == OPT_SGD) {
+        const float mu = c->momentum;
+        if (c->nesterov) {
+#pragma omp parallel for schedule(static) if (n > 32768)
+            for (long i = 0; i < n; i++) {
+                mm[i] = mu * mm[i] + g[i];
+                w[i] = w[i] * decay - lr * (g[i] + mu * mm[i]);
+                if (zero) g[i] = 0.0f;
+            }
+        } else {
+#pragma omp parallel for schedule(static) if (n > 32768)
+            for (long i = 0; i < n; i++) {
+                mm[i] = mu * mm[i] + g[i];
+                w[i] = w[i] * decay - lr * mm[i];
+                if (zero) g[i] = 0.0f;
+            }
+        }
+    } else {
+        const float b1 = c->beta1, b2 = c->beta2, eps = c->eps;
+#pragma omp parallel for schedule(static) if (n > 32768)
+        for (long i = 0; i < n; i++) {
+            mm[i] = b1 * mm[i] + (1.0f - b1) * g[i];
+            vv[i] = b2 * vv[i] + (1.0f - b2) * g[i] * g[i];
+            const float mh = mm[i] / bc1, vh = vv[i] / bc2;
+            w[i] = w[i] * decay - lr * mh / (sqrtf(vh) + eps);
+            if (zero) g[i] = 0.0f;
+        }
+    }
+}
+
 void optim_step(Optimizer *o, Model *m, float lr) {
     const OptConfig *c = &o->cfg;
     o->t++;
     const float bc1 = 1.0f - powf(c->beta1, (float)o->t), bc2 = 1.0f - powf(c->beta2, (float)o->t);
     for (int ti = 0; ti < m->nparams; ti++) {
         const TensorInfo *t = &m->params[ti];
-        float *w = m->param + t->off;
-        float *g = m->grad + t->off;
-        float *mm = o->m + t->off;
+        float *w = m->param + t->off, *g = m->grad + t->off, *mm = o->m + t->off;
+        float *vv = o->v ? o->v + t->off : NULL;
         const float decay = t->decay ? 1.0f - lr * c->wd : 1.0f;
-        const long n = t->n;
-        if (c->kind == OPT_SGD) {
-            const float mu = c->momentum;
-            if (c->nesterov) {
-#pragma omp parallel for schedule(static) if (n > 32768)
-                for (long i = 0; i < n; i++) {
-                    mm[i] = mu * mm[i] + g[i];
-                    w[i] = w[i] * decay - lr * (g[i] + mu * mm[i]);
-                    g[i] = 0.0f;
-                }
-            } else {
-#pragma omp parallel for schedule(static) if (n > 32768)
-                for (long i = 0; i < n; i++) {
-                    mm[i] = mu * mm[i] + g[i];
-                    w[i] = w[i] * decay - lr * mm[i];
-                    g[i] = 0.0f;
-                }
-            }
-        } else {
-            float *vv = o->v + t->off;
-            const float b1 = c->beta1, b2 = c->beta2, eps = c->eps;
-#pragma omp parallel for schedule(static) if (n > 32768)
-            for (long i = 0; i < n; i++) {
-                mm[i] = b1 * mm[i] + (1.0f - b1) * g[i];
-                vv[i] = b2 * vv[i] + (1.0f - b2) * g[i] * g[i];
-                const float mh = mm[i] / bc1, vh = vv[i] / bc2;
-                w[i] = w[i] * decay - lr * mh / (sqrtf(vh) + eps);
-                g[i] = 0.0f;
-            }
-        }
+        /* a gradient the backward overwrites is not zeroed: one write pass less over it here, and
+         * the backward's GEMMs do not read the zeros back */
+        if (t->overwrite) optim_tensor(c, w, g, mm, vv, t->n, lr, decay, bc1, bc2, 0);
+        else optim_tensor(c, w, g, mm, vv, t->n, lr, decay, bc1, bc2, 1);
     }
 }
 

@@ -244,7 +244,7 @@ ml_status trainer_step(Trainer *t, StepRecord *rec) {
                        "loss is %s at step %ld (epoch %d): training stopped before the update; "
                        "try a lower --lr or a higher --tau-min",
                        isnan(total) ? "NaN" : "infinite", t->step + 1, t->epoch + 1);
-    model_backward(m, t->labels, B); /* gradients are zero here: optim_step consumes them */
+    model_backward(m, t->labels, B); /* gradients are zero here (optim_step consumes them) or written whole */
     optim_step(&t->opt, m, lr);
     double rho_real = 0.0;
     if (is_moe) {

@@ -139,13 +139,22 @@ static void fd_check(const char *label, const MoeConfig *c, int B, float tau, co
               t.m.stats.drop_frac);
     t.m.freeze_selection = 1;
     fd_loss(&t, y, x, R, B, tau);
-    // gradients accumulate: start from a constant and subtract it; dx is overwritten
+    // gradients accumulate: start from a constant and subtract it; dx is overwritten; the
+    // experts' gradients are written whole (moe.h), so the constant must be gone from them
     const float g0 = 0.25f;
     for (size_t i = 0; i < t.np; i++) t.gbuf[i] = g0;
     for (size_t i = 0; i < nx; i++) dx[i] = NAN;
     moe_backward(&t.m, dx, &t.g, R, x, &t.p, B);
-    for (size_t i = 0; i < t.np; i++) t.gbuf[i] -= g0;
     size_t S = (size_t)t.m.S, d = (size_t)c->d, h = (size_t)c->h, E = (size_t)c->E;
+    char *written = calloc(t.np, 1);
+    {
+        const float *ex[4] = {t.g.w1, t.g.b1, t.g.w2, t.g.b2};
+        const size_t en[4] = {E * h * d, E * h, E * d * h, E * d};
+        for (int q = 0; q < 4; q++) memset(written + (ex[q] - t.gbuf), 1, en[q]);
+    }
+    for (size_t i = 0; i < t.np; i++)
+        if (!written[i]) t.gbuf[i] -= g0;
+    free(written);
     fd_tensor(&t, label, "x", x, dx, nx, y, x, R, B, tau, &r);
     fd_tensor(&t, label, "router", t.p.router, t.g.router, S * d, y, x, R, B, tau, &r);
     fd_tensor(&t, label, "w1", t.p.w1, t.g.w1, E * h * d, y, x, R, B, tau, &r);

@@ -179,6 +179,19 @@ static void test_optimisers(void) {
     optim_init(&o, &oc, 2);
     optim_step(&o, &m, 0.1f); /* v = g; w = w (1 - lr wd) - lr v */
     CHECK(g[0] == 0.0f && g[1] == 0.0f, "optim_step zeroes the gradients it consumed");
+    {   /* a gradient the backward writes whole (TensorInfo.overwrite) is used the same way, not zeroed */
+        Model m2 = m;
+        float w2[2] = {1.0f, -2.0f}, g2[2] = {0.5f, 0.25f};
+        m2.param = w2;
+        m2.grad = g2;
+        m2.params[0].overwrite = 1;
+        Optimizer o2;
+        optim_init(&o2, &oc, 2);
+        optim_step(&o2, &m2, 0.1f);
+        CHECK(g2[0] == 0.5f && g2[1] == 0.25f && w2[0] == w[0] && w2[1] == w[1],
+              "optim_step leaves an overwrite gradient as it is and updates its weights the same way");
+        optim_free(&o2);
+    }
     g[0] = 0.5f;
     g[1] = 0.25f;
     optim_step(&o, &m, 0.1f); /* v = 0.9 g + g */
