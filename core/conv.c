@@ -912,8 +912,8 @@ int conv3x3_wgrad_chunk(int C, int OC, int H, int W, int stride) {
 
 /* each chunk owns OC * 9C vectors of 8 floats (the direct kernel's lane accumulators); its sums
  * are left in the first OC * 9C floats */
-#define WG_PART(B, C, OC) ((long)(OC) * 9 * (C) * 8)
-long conv3x3_wgrad_part_floats(int B, int C, int OC, int chunk) { return (long)((B + chunk - 1) / chunk) * WG_PART(B, C, OC); }
+#define WG_PART(C, OC) ((long)(OC) * 9 * (C) * 8)
+long conv3x3_wgrad_part_floats(int B, int C, int OC, int chunk) { return (long)((B + chunk - 1) / chunk) * WG_PART(C, OC); }
 
 /* accv (OC, 9C, 8) += the lane-wise products dz * input of sample b for every output channel and
  * tap (c, ky, kx), accumulated over blocks of output rows, the rows and column vectors in order
@@ -1015,7 +1015,7 @@ static void wgrad_chunk(void *vctx, int j) {
     const int B = x->B, K = 9 * x->C, OC = x->OC, b0 = j * x->chunk, nb = b0 + x->chunk <= B ? x->chunk : B - b0;
     const long N = (long)B * HoWo, c0 = (long)b0 * HoWo;
     const int nc = nb * HoWo;
-    float *part = x->part + (long)j * WG_PART(B, x->C, OC);
+    float *part = x->part + (long)j * WG_PART(x->C, OC);
     bn_relu_backward_cols(x->dz, x->dz, x->z, x->mdy, x->mdyx, x->mean, x->rstd, x->gamma, x->beta, OC, N, c0, nc);
     if (conv3x3_direct_ok(x->C, x->H, x->W, x->stride)) {
         memset(part, 0, sizeof(float) * 8L * OC * K);
@@ -1045,7 +1045,7 @@ void conv3x3_bn_backward_wgrad(float *dz, float *dw, float *col, float *part, co
 #pragma omp parallel for schedule(static) if (OC * K * nch > 16384)
     for (int i = 0; i < OC * K; i++) {
         double t = 0.0;
-        for (int j = 0; j < nch; j++) t += part[(long)j * WG_PART(B, C, OC) + i];
+        for (int j = 0; j < nch; j++) t += part[(long)j * WG_PART(C, OC) + i];
         dw[i] += (float)t;
     }
 }
