@@ -142,7 +142,13 @@ for ((i = 0; i < 600; i++)); do
   [ -n "$e" ] && [ "$e" -ge 1 ] && break
   sleep 0.1
 done
-"$BIN" attach "$T/sweep" </dev/null >"$T/sw.txt" 2>&1
+# the list reads the session file, whose first evaluation can land after the socket reports
+# epoch 1 (seen under ASan): list again until the running run shows it, up to 30 s
+for ((i = 0; i < 60; i++)); do
+  "$BIN" attach "$T/sweep" </dev/null >"$T/sw.txt" 2>&1
+  grep -Eq '^2 +r2 +running +[1-9][0-9]*/400 ' "$T/sw.txt" && break
+  sleep 0.5
+done
 cat "$T/sw.txt"
 check "sweep list: the finished run with its epochs and accuracy" grep -Eq '^1 +r1 +finished +2/2 +[0-9.]+ +[0-9.]+ +-' "$T/sw.txt"
 check "sweep list: the running run with an ETA" grep -Eq '^2 +r2 +running +[0-9]+/400 +[0-9.]+ +[0-9.]+ +[0-9]' "$T/sw.txt"
