@@ -518,6 +518,15 @@ static void dwb_backward(float *di, __m256 *dw_acc, const float *T, float *D, co
 #define DWB_OK 0
 #endif
 
+/* A channel's weight gradient (its 9 taps' totals) and, if wanted, the producer's batch-norm sums. */
+static inline void dw_channel_done(float *dw, double *sums, int c, const double *tot, double s1, double s2) {
+    for (int t = 0; t < 9; t++) dw[c * 9 + t] += (float)tot[t];
+    if (sums) {
+        sums[2 * c] = s1;
+        sums[2 * c + 1] = s2;
+    }
+}
+
 /* The depthwise input plane: inp itself, or relu(x a_c + b_c) of the producing unit's pre-BN
  * plane x (its batch norm + ReLU deferred to here), written to tmp with the float expression of
  * bn_forward_train's output loop, so that the values are those of the materialised output. */
@@ -603,11 +612,7 @@ static void dw_backward(float *dinp, float *dw, double *sums, const float *dout,
                     s2 += p2;
                 }
             }
-            for (int t = 0; t < 9; t++) dw[c * 9 + t] += (float)tot[t];
-            if (sums) {
-                sums[2 * c] = s1;
-                sums[2 * c + 1] = s2;
-            }
+            dw_channel_done(dw, sums, c, tot, s1, s2);
         }
         return;
     }
@@ -638,11 +643,7 @@ static void dw_backward(float *dinp, float *dw, double *sums, const float *dout,
                 s2 += p2;
             }
         }
-        for (int t = 0; t < 9; t++) dw[c * 9 + t] += (float)tot[t];
-        if (sums) {
-            sums[2 * c] = s1;
-            sums[2 * c + 1] = s2;
-        }
+        dw_channel_done(dw, sums, c, tot, s1, s2);
     }
 }
 
