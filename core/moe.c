@@ -501,22 +501,29 @@ static void moe_size_order_(const MoeHead *m, int *order) {
     }
 }
 
+// fn(ctx, e) for every expert: side by side, one thread each and the largest first, when there
+// are enough of them for the threads (ml_par_items_worth); otherwise in index order.
+static void moe_run_experts_(MoeExpertsCtx_ *ctx, void (*fn)(void *, int)) {
+    const int E = ctx->m->cfg.E;
+    if (ml_par_items_worth(E)) {
+        int order[MOE_MAX_EXPERTS];
+        moe_size_order_(ctx->m, order);
+        ml_par_items(E, order, fn, ctx);
+    } else {
+        for (int e = 0; e < E; e++) fn(ctx, e);
+    }
+}
+
 // The moe head's experts on the routed rows: gather, expert MLPs, gated combine.
 static void moe_experts_sparse_(MoeHead *m, float *y, const float *x, const MoeParams *p, int B) {
     const MoeConfig *c = &m->cfg;
-    int E = c->E, k = c->k, d = c->d;
+    int k = c->k, d = c->d;
     int nrows = m->nrows;
 #pragma omp parallel for if ((long)nrows * d > MOE_PAR_MIN)
     for (int j = 0; j < nrows; j++)
         memcpy(m->xg + (size_t)j * d, x + (size_t)m->row_src[j] * d, (size_t)d * sizeof(float));
     MoeExpertsCtx_ ctx = {m, p, NULL};
-    if (ml_par_items_worth(E)) { /* experts side by side, one thread each */
-        int order[MOE_MAX_EXPERTS];
-        moe_size_order_(m, order);
-        ml_par_items(E, order, moe_expert_fwd_item_, &ctx);
-    } else {
-        for (int e = 0; e < E; e++) moe_expert_fwd_item_(&ctx, e);
-    }
+    moe_run_experts_(&ctx, moe_expert_fwd_item_);
 #pragma omp parallel for if ((long)B * d * k > MOE_PAR_MIN)
     for (int b = 0; b < B; b++) {
         float *yb = y + (size_t)b * d;
@@ -534,7 +541,7 @@ static void moe_experts_sparse_(MoeHead *m, float *y, const float *x, const MoeP
 static void moe_backward_sparse_(MoeHead *m, float *dx, MoeParams *g, const float *dy, const float *x,
                                  const MoeParams *p, int B) {
     const MoeConfig *c = &m->cfg;
-    int E = c->E, k = c->k, d = c->d;
+    int k = c->k, d = c->d;
     int nrows = m->nrows;
     // per gathered row: dyo = gate * dy[b], dgate = dy[b] . yo
     memset(m->dgate, 0, (size_t)B * k * sizeof(float));
@@ -552,13 +559,7 @@ static void moe_backward_sparse_(MoeHead *m, float *dx, MoeParams *g, const floa
         m->dgate[(size_t)b * k + r] = s;
     }
     MoeExpertsCtx_ ctx = {m, p, g};
-    if (ml_par_items_worth(E)) {
-        int order[MOE_MAX_EXPERTS];
-        moe_size_order_(m, order);
-        ml_par_items(E, order, moe_expert_bwd_item_, &ctx);
-    } else {
-        for (int e = 0; e < E; e++) moe_expert_bwd_item_(&ctx, e);
-    }
+    moe_run_experts_(&ctx, moe_expert_bwd_item_);
     // dx = dy (residual) + scattered expert input gradients, ranks in order
 #pragma omp parallel for if ((long)B * d * k > MOE_PAR_MIN)
     for (int b = 0; b < B; b++) {
