@@ -119,6 +119,13 @@ static void print_dry_run(const Model *m, const Dataset *ds, const TrainConfig *
     print_dry_rho(m);
     printf("schedule    %d epochs x %d steps, batch %d, %s lr %g (%s)\n", t->epochs, ds->train.n / c->batch, c->batch,
            optim_kind_name(t->opt.kind), t->lr.base, lr_kind_name(t->lr.kind));
+    for (int i = 0; i <= m->nmoec; i++) { /* the backbone's routed layers, then the head */
+        const MoeConfig *mc = i < m->nmoec ? &m->moec[i].route.cfg : c->head.kind != HEAD_DENSE ? &m->moe.cfg : NULL;
+        if (mc && moe_k1_blind_router(mc))
+            printf("note        %s: k = 1 with renormalised gates: every kept gate is 1, so its router learns from "
+                   "L_aux only, not from the task loss (--no-renorm: the softmax gate)\n",
+                   i < m->nmoec ? m->moec[i].name : "head");
+    }
 }
 
 /* ---- the headless runner: commands from a --commands file (or a replayed event log), progress

@@ -933,6 +933,8 @@ void moe_update_bias(MoeHead *m) {
 
 // ---------------------------------------------------------------- FLOP accounting
 
+int moe_k1_blind_router(const MoeConfig *c) { return c->kind == HEAD_MOE && c->k == 1 && c->renorm; }
+
 double moe_expert_flops(const MoeConfig *c) { return c->kind == HEAD_DENSE ? 0.0 : 4.0 * c->d * c->h; }
 
 double moe_router_flops(const MoeConfig *c, int B) {

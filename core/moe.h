@@ -219,6 +219,10 @@ void moe_update_bias(MoeHead *m);
 // FLOPs per sample (2 per multiply-add; biases, ReLU, softmax and the gated sums not counted).
 // One expert: 4*d*h. Router: 2*d*E (moe, softmoe-sample); softmoe-batch: 2*d*S slot logits plus
 // 2*S*d dispatch plus 2*S*d combine (S = E*P, P = moe_slots(c, B)).
+// 1 when the task loss cannot reach the router: top-k routing (moe) with k = 1 and renormalised
+// gates, where every kept gate is p_e / p_e = 1 and only L_aux / L_z train the router (Switch and
+// V-MoE use the softmax value at k = 1: renorm = 0). The trainer says so when a run starts.
+int moe_k1_blind_router(const MoeConfig *c);
 double moe_expert_flops(const MoeConfig *c);
 double moe_router_flops(const MoeConfig *c, int B);
 // Nominal expert calls per sample: k (moe), E (softmoe-sample), E*P/B (softmoe-batch), 0 (dense).

@@ -1256,6 +1256,14 @@ RunEnd trainer_run(Trainer *t, const TrainHooks *hooks) {
     RunEnd end = RUN_FINISHED;
     int epoch_end = 0;
     publish_state(&L);
+    /* a routed layer whose router the task loss cannot reach (moe.h moe_k1_blind_router), said when
+     * the run starts and written to the session's events on a fresh run */
+    for (int i = 0; i < trainer_nlayers(t); i++)
+        if (moe_k1_blind_router(i < t->nbl ? &t->model.moec[t->bl[i].mi].route.cfg : &t->model.moe.cfg))
+            emit(&L, TEV_NOTE, NULL, t->step == 0,
+                 "%s: k = 1 with renormalised gates: every kept gate is 1, so its router learns from L_aux only, "
+                 "not from the task loss (--no-renorm: the softmax gate, as Switch and V-MoE use)",
+                 layer_name(t, i));
     for (;;) {
         if (epoch_end && loop_eval(&L, 1)) {
             if (!h->interactive) {

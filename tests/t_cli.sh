@@ -47,6 +47,16 @@ expect 0 "forward 7279616 per sample (backbone 5173248" -- "$BIN" train --dry-ru
 expect 0 "head.router  *2048 *4096" -- "$BIN" train --dry-run --dataset synthetic
 expect 0 "rho         0.000" -- "$BIN" train --dry-run --dataset synthetic --head dense
 expect 0 "28x28x1" -- "$BIN" train --dry-run --dataset synthetic:28x28x1:10:256
+# k = 1 with renormalised gates: the router learns from L_aux only; the dry run and the run's start say so
+expect 0 "note        head: k = 1 with renormalised gates" -- "$BIN" train --dry-run --dataset synthetic --k 1
+expect 0 "note        moe3: k = 1 with renormalised gates" -- "$BIN" train --dry-run --dataset synthetic --head dense \
+  --moe-after 3 --moe-k 1
+out=$("$BIN" train --dry-run --dataset synthetic --k 1 --no-renorm 2>&1)
+if grep -q "renormalised gates" <<<"$out" || ! grep -q "rho  " <<<"$out"; then bad "--k 1 --no-renorm: no note"
+else ok "--k 1 --no-renorm: no note"; fi
+grep -q "renormalised gates" < <("$BIN" train --dry-run --dataset synthetic 2>&1) && bad "k = 2: a note" || ok "k = 2: no note"
+expect 0 "\[step 0\] note: head: k = 1 with renormalised gates" -- "$BIN" train --headless --no-session \
+  --dataset synthetic:16x16x3:4:128 --width 0.25 --batch 32 --epochs 1 --k 1 --experts 4 --threads 2
 
 # odd --hidden (issue 13 item 10): every head trains (was "internal error: core/model.c:207")
 for head in dense moe softmoe-batch softmoe-sample; do

@@ -694,6 +694,61 @@ static double batch_dependence(HeadKind kind) {
     return worst;
 }
 
+// k = 1 with renormalised gates: every kept gate is p_e / p_e = 1, so the task loss gives the
+// router no gradient (0 up to the rounding of p_e / p_e; only L_aux and L_z reach it); without renormalisation the gate is
+// the softmax value and the router learns from the task (Switch's top-1). moe_k1_blind_router
+// is what the trainer's launch note tests.
+static void test_k1_renorm_router(void) {
+    for (int renorm = 1; renorm >= 0; renorm--) {
+        MoeConfig c;
+        moe_config_defaults(&c);
+        c.d = 32;
+        c.h = 64;
+        c.E = 4;
+        c.k = 1;
+        c.cf = 0.0f; /* dropless */
+        c.alpha = 0.0f;
+        c.beta = 0.0f;
+        c.renorm = renorm;
+        const int B = 48;
+        Bench t;
+        bench_init(&t, &c, B, 77);
+        Rng r;
+        rng_seed(&r, 5);
+        const size_t nx = (size_t)B * c.d;
+        float *x = malloc(nx * sizeof(float)), *y = malloc(nx * sizeof(float)), *dy = malloc(nx * sizeof(float)),
+              *dx = malloc(nx * sizeof(float));
+        fill_uniform(x, nx, -1.0f, 1.0f, &r);
+        fill_uniform(dy, nx, -1.0f, 1.0f, &r);
+        memset(t.gbuf, 0, t.np * sizeof(float));
+        moe_forward(&t.m, y, x, &t.p, B, 0.7f, 1, &r);
+        moe_backward(&t.m, dx, &t.g, dy, x, &t.p, B);
+        double gmax = 0.0, w1 = 0.0;
+        for (int i = 0; i < c.E * c.d; i++) gmax = fmax(gmax, fabs(t.g.router[i]));
+        for (size_t i = 0; i < (size_t)c.E * c.h * c.d; i++) w1 = fmax(w1, fabs(t.g.w1[i]));
+        if (renorm)
+            check(gmax < 1e-5 && w1 > 0.1 && moe_k1_blind_router(&c),
+                  "k = 1, renormalised gates, no L_aux / L_z: the router's gradient is 0 up to rounding (max |g| "
+                  "%.3g; the experts' is not: %.3g)",
+                  gmax, w1);
+        else
+            check(gmax > 1e-4 && !moe_k1_blind_router(&c),
+                  "k = 1, gates not renormalised: the task loss reaches the router (max |g| %.3g)", gmax);
+        free(x);
+        free(y);
+        free(dy);
+        free(dx);
+        bench_free(&t);
+    }
+    MoeConfig c;
+    moe_config_defaults(&c);
+    c.k = 2;
+    check(!moe_k1_blind_router(&c), "k = 2 with renormalised gates: not blind (g1 / (g1 + g2) has a gradient)");
+    c.k = 1;
+    c.kind = HEAD_SOFTMOE_SAMPLE;
+    check(!moe_k1_blind_router(&c), "softmoe-sample at k = 1: not blind (no top-k gates)");
+}
+
 static void test_batch_independence(void) {
     double a = batch_dependence(HEAD_MOE), b = batch_dependence(HEAD_SOFTMOE_SAMPLE);
     double s = batch_dependence(HEAD_SOFTMOE_BATCH);
@@ -1241,6 +1296,7 @@ int main(void) {
     test_ties_and_full_drop();
     test_determinism();
     test_experts_side_by_side();
+    test_k1_renorm_router();
     test_batch_independence();
     test_bias_update();
     test_tau();
