@@ -9,20 +9,9 @@
 # Prints PASS/FAIL lines and "N passed, M failed"; exits 0 only if none failed.
 set -u
 BIN=${1:?usage: t_browse.sh path/to/moelab}
-BIN=$(cd "$(dirname "$BIN")" && pwd)/$(basename "$BIN")
-T=$(mktemp -d)
-TM=(tmux -L moelabbrowse-$$ -f /dev/null) # one server per run: concurrent runs never meet
-S=br
-cleanup() { "${TM[@]}" kill-server >/dev/null 2>&1; [ -n "${LIVE_PID:-}" ] && kill "$LIVE_PID" 2>/dev/null; rm -rf "$T"; }
-trap cleanup EXIT
-# a session that lives as long as the test: killing the test's session never takes the server
-# down, so the next new-session cannot race a server that is exiting
-"${TM[@]}" new-session -d -s keepalive "sleep 100000" >/dev/null 2>&1
-
-pass=0; fail=0
-ok()  { echo "PASS  $*"; pass=$((pass + 1)); }
-bad() { echo "FAIL  $*"; fail=$((fail + 1)); }
-check() { local what=$1; shift; if "$@"; then ok "$what"; else bad "$what"; fi; }
+cleanup_more() { [ -n "${LIVE_PID:-}" ] && kill "$LIVE_PID" 2>/dev/null; }
+TMUX_NAME=moelabbrowse S=br
+. "$(dirname "$0")/tmux_harness.sh"
 has()   { LC_ALL=C grep -Eq -- "$1" "$2"; }
 
 # ---- sessions to browse (headless, small)
@@ -74,14 +63,6 @@ check "24 randomly corrupted copies: --list exits 0 and lists every one" bash -c
 check "corrupted copies that cannot be read say why" bash -c "! grep -E '^c[0-9]+ .*damaged' corrupt.txt >/dev/null || grep -q 'cannot read: ' corrupt.txt"
 
 # ---- the screen
-cap() { "${TM[@]}" capture-pane -p -t "$S" 2>/dev/null; }
-keys() { "${TM[@]}" send-keys -t "$S" "$@"; }
-typed() { "${TM[@]}" send-keys -t "$S" -l "$1"; }
-wait_for() {
-  local pat=$1 limit=${2:-10} i
-  for ((i = 0; i < limit * 10; i++)); do cap | grep -Eq -- "$pat" && return 0; sleep 0.1; done
-  return 1
-}
 start() { # start W H ARGS...
   local w=$1 h=$2; shift 2
   "${TM[@]}" kill-session -t "$S" >/dev/null 2>&1

@@ -8,25 +8,8 @@
 set -u
 export LC_ALL=C.UTF-8 # ${line:0:N} counts characters
 BIN=${1:?usage: t_compare.sh path/to/moelab}
-if ! command -v tmux >/dev/null 2>&1; then echo "SKIP: tmux is not installed"; exit 0; fi
-BIN=$(cd "$(dirname "$BIN")" && pwd)/$(basename "$BIN")
-T=$(mktemp -d)
-TM=(tmux -u -L moelabcmp-$$ -f /dev/null)
-S=cmp
-cleanup() { "${TM[@]}" kill-server >/dev/null 2>&1; rm -rf "$T"; }
-trap cleanup EXIT
-"${TM[@]}" new-session -d -s keepalive "sleep 100000" >/dev/null 2>&1
-pass=0; fail=0
-ok()  { echo "PASS  $*"; pass=$((pass + 1)); }
-bad() { echo "FAIL  $*"; fail=$((fail + 1)); }
-check() { local what=$1; shift; if "$@"; then ok "$what"; else bad "$what"; fi; }
-cap() { "${TM[@]}" capture-pane -p -t "$S" 2>/dev/null; }
-keys() { "${TM[@]}" send-keys -t "$S" "$@"; }
-wait_for() {
-  local pat=$1 limit=${2:-10} i
-  for ((i = 0; i < limit * 10; i++)); do cap | grep -Eq -- "$pat" && return 0; sleep 0.1; done
-  return 1
-}
+TMUX_NAME=moelabcmp TMUX_UTF8=1 S=cmp
+. "$(dirname "$0")/tmux_harness.sh"
 mkdir -p "$T/r"
 for i in 1 2 3 4; do
   "$BIN" train --headless --dataset synthetic:16x16x3:4:1024 --width 0.25 --batch 32 --experts 4 --hidden 16 \

@@ -5,28 +5,8 @@
 # valid ones, and the session's event log keeps the suffix. Every wait polls capture-pane.
 set -u
 BIN=${1:?usage: t_layercmd.sh path/to/moelab}
-if ! command -v tmux >/dev/null 2>&1; then
-  echo "SKIP: tmux is not installed; the @layer live-screen test did not run"; exit 0
-fi
-BIN=$(cd "$(dirname "$BIN")" && pwd)/$(basename "$BIN")
-T=$(mktemp -d)
-TM=(tmux -L moelablayer-$$ -f /dev/null)
-S=lay
-cleanup() { "${TM[@]}" kill-server >/dev/null 2>&1; rm -rf "$T"; }
-trap cleanup EXIT
-"${TM[@]}" new-session -d -s keepalive "sleep 100000" >/dev/null 2>&1
-pass=0; fail=0
-ok()  { echo "PASS  $*"; pass=$((pass + 1)); }
-bad() { echo "FAIL  $*"; fail=$((fail + 1)); }
-check() { local what=$1; shift; if "$@"; then ok "$what"; else bad "$what"; fi; }
-cap() { "${TM[@]}" capture-pane -p -t "$S" 2>/dev/null; }
-keys() { "${TM[@]}" send-keys -t "$S" "$@"; }
-typed() { "${TM[@]}" send-keys -t "$S" -l "$1"; }
-wait_for() {
-  local pat=$1 limit=${2:-10} i
-  for ((i = 0; i < limit * 10; i++)); do cap | grep -Eq -- "$pat" && return 0; sleep 0.1; done
-  return 1
-}
+TMUX_NAME=moelablayer S=lay
+. "$(dirname "$0")/tmux_harness.sh"
 "${TM[@]}" new-session -d -s "$S" -x 120 -y 40 \
   "cd $T && XDG_STATE_HOME=$T/state $BIN train --dataset synthetic:16x16x3:4:2048 --width 0.25 --batch 32 --experts 4 --hidden 16 --epochs 50 --head moe --moe-after 2 --moe-hidden 8 --threads 1 --session $T/run; sleep 30"
 check "the live screen starts" wait_for 'step [0-9]+/' 60

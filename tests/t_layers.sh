@@ -10,27 +10,11 @@
 # PASS/FAIL lines and "N passed, M failed"; exits 0 only if none failed.
 set -u
 BIN=${1:?usage: t_layers.sh path/to/moelab}
-if ! command -v tmux >/dev/null 2>&1; then echo "SKIP: tmux is not installed"; exit 0; fi
-BIN=$(cd "$(dirname "$BIN")" && pwd)/$(basename "$BIN")
-T=$(mktemp -d)
-TM=(tmux -L moelablayers-$$ -f /dev/null)
-S=lay
 RUNPID=
-cleanup() {
-  [ -n "$RUNPID" ] && kill "$RUNPID" 2>/dev/null
-  "${TM[@]}" kill-server >/dev/null 2>&1
-  rm -rf "$T"
-}
-trap cleanup EXIT
-"${TM[@]}" kill-server >/dev/null 2>&1
-"${TM[@]}" new-session -d -s keepalive "sleep 100000" >/dev/null 2>&1
-
-pass=0; fail=0
-ok()  { echo "PASS  $*"; pass=$((pass + 1)); }
-bad() { echo "FAIL  $*"; fail=$((fail + 1)); }
-check() { local what=$1; shift; if "$@"; then ok "$what"; else bad "$what"; fi; }
+cleanup_more() { [ -n "$RUNPID" ] && kill "$RUNPID" 2>/dev/null; }
+TMUX_NAME=moelablayers S=lay
+. "$(dirname "$0")/tmux_harness.sh"
 export LC_ALL=C.UTF-8 # the patterns hold box-drawing characters
-cap() { "${TM[@]}" capture-pane -p -t "$S" 2>/dev/null; }
 # the panel titles on screen, one a line (each top border up to its corner)
 titles() { cap | grep -F '┌─' | sed 's/┐/┐\n/g' | grep -F '┌─'; }
 # wait_title PATTERN [SECONDS]: polls until a panel title matches
@@ -43,15 +27,6 @@ wait_title() {
   return 1
 }
 no_title() { ! titles | grep -Eq -- "$1"; }
-keys() { "${TM[@]}" send-keys -t "$S" "$@"; }
-wait_for() {
-  local pat=$1 limit=${2:-10} i
-  for ((i = 0; i < limit * 10; i++)); do
-    cap | grep -Eq -- "$pat" && return 0
-    sleep 0.1
-  done
-  return 1
-}
 # the top border of the panel whose title matches $1 (the frame's first row)
 title_of() { titles | grep -E -- "$1" | head -1; }
 # every layer tag in a title is whole: "· NAME" followed by a space, "(" or the border

@@ -11,25 +11,8 @@
 # cut), and the 4-run metrics table says which columns it hides. Every wait polls capture-pane with a timeout.
 set -u
 BIN=${1:?usage: t_screen80.sh path/to/moelab}
-if ! command -v tmux >/dev/null 2>&1; then echo "SKIP: tmux is not installed"; exit 0; fi
-BIN=$(cd "$(dirname "$BIN")" && pwd)/$(basename "$BIN")
-T=$(mktemp -d)
-TM=(tmux -u -L moelab80-$$ -f /dev/null)
-S=s80
-cleanup() { "${TM[@]}" kill-server >/dev/null 2>&1; rm -rf "$T"; }
-trap cleanup EXIT
-"${TM[@]}" new-session -d -s keepalive "sleep 100000" >/dev/null 2>&1
-pass=0; fail=0
-ok()  { echo "PASS  $*"; pass=$((pass + 1)); }
-bad() { echo "FAIL  $*"; fail=$((fail + 1)); }
-check() { local what=$1; shift; if "$@"; then ok "$what"; else bad "$what"; fi; }
-cap() { "${TM[@]}" capture-pane -p -t "$S" 2>/dev/null; }
-keys() { "${TM[@]}" send-keys -t "$S" "$@"; }
-wait_for() { # wait_for REGEX [SECONDS]
-  local pat=$1 limit=${2:-10} i
-  for ((i = 0; i < limit * 10; i++)); do cap | grep -Eq -- "$pat" && return 0; sleep 0.1; done
-  return 1
-}
+TMUX_NAME=moelab80 TMUX_UTF8=1 S=s80
+. "$(dirname "$0")/tmux_harness.sh"
 start() { # start ENV COMMAND...
   local envs=$1; shift
   "${TM[@]}" kill-session -t "$S" >/dev/null 2>&1

@@ -10,25 +10,10 @@
 # "N passed, M failed"; exits 0 only if none failed (or, with a message, if tmux is missing).
 set -u
 BIN=${1:?usage: t_tui.sh path/to/moelab}
-if ! command -v tmux >/dev/null 2>&1; then
-  echo "SKIP: tmux is not installed (apt-get install tmux); the live-screen tests did not run"
-  exit 0
-fi
-BIN=$(cd "$(dirname "$BIN")" && pwd)/$(basename "$BIN")
-T=$(mktemp -d)
-TM=(tmux -L moelabtest-$$ -f /dev/null) # one server per run: concurrent runs never meet
-S=tui
-cleanup() { "${TM[@]}" kill-server >/dev/null 2>&1; rm -rf "$T"; }
-trap cleanup EXIT
-"${TM[@]}" kill-server >/dev/null 2>&1
-# a session that lives as long as the test: killing the test's session never takes the server
-# down, so the next new-session cannot race a server that is exiting
-"${TM[@]}" new-session -d -s keepalive "sleep 100000" >/dev/null 2>&1
-
-pass=0; fail=0
-ok()  { echo "PASS  $*"; pass=$((pass + 1)); }
-bad() { echo "FAIL  $*"; fail=$((fail + 1)); }
-check() { local what=$1; shift; if "$@"; then ok "$what"; else bad "$what"; fi; }
+# wait_for waits at least 10 s whatever its SECONDS says (a pattern that shows returns at once;
+# under ctest -j2 next to heavy tests a 2-3 s limit failed now and then)
+TMUX_NAME=moelabtest S=tui WAIT_FLOOR=10
+. "$(dirname "$0")/tmux_harness.sh"
 has()   { LC_ALL=C grep -Eq -- "$1" "$2"; }    # has REGEX FILE
 lacks() { ! LC_ALL=C grep -Eq -- "$1" "$2"; }  # lacks REGEX FILE
 
@@ -39,22 +24,7 @@ COLOR256="$ESC\\[([0-9;]*;)?(38|48);5;[0-9]+"            # SGR 38;5;N / 48;5;N
 
 RUN="--dataset synthetic:16x16x3:4:2048 --width 0.25 --batch 32 --experts 4 --hidden 16 --epochs 50"
 
-cap() { "${TM[@]}" capture-pane -p -t "$S" 2>/dev/null; }
 cap_e() { "${TM[@]}" capture-pane -p -e -t "$S" 2>/dev/null; }
-keys() { "${TM[@]}" send-keys -t "$S" "$@"; }
-typed() { "${TM[@]}" send-keys -t "$S" -l "$1"; }
-# wait_for PATTERN [SECONDS]: polls the pane until grep -E finds PATTERN; waits at least 10 s
-# whatever SECONDS says (a pattern that shows returns at once; under ctest -j2 next to heavy
-# tests a 2-3 s limit failed now and then)
-wait_for() {
-  local pat=$1 limit=${2:-10} i
-  ((limit < 10)) && limit=10
-  for ((i = 0; i < limit * 10; i++)); do
-    cap | grep -Eq -- "$pat" && return 0
-    sleep 0.1
-  done
-  return 1
-}
 # wait_gone PATTERN [SECONDS]
 wait_gone() {
   local pat=$1 limit=${2:-5} i
