@@ -13,6 +13,7 @@
 #include "trainer_util.h"
 #include "datasets/dataset.h"
 #include "sessions/session.h"
+#include "sessions/sweep_h5.h"
 
 #include <dlfcn.h>
 #include <errno.h>
@@ -2081,6 +2082,84 @@ static void test_overhead(const Dataset *ds) {
     trainer_free(&t);
 }
 
+/* ------------------------------------------------------------------ sweep.h5 with damaged indices */
+
+/* A summary of 3 configurations (one dense baseline) x 2 seeds into path. */
+static ml_status write_small_sweep(const char *path) {
+    static char *axes[] = {"head", "hidden"};
+    static char *values[] = {"dense", "16", "moe", "16", "moe", "32"};
+    SweepConfig cf[3];
+    SweepRun rn[6];
+    memset(cf, 0, sizeof cf);
+    memset(rn, 0, sizeof rn);
+    for (int c = 0; c < 3; c++) {
+        snprintf(cf[c].label, sizeof cf[c].label, "head=%s,hidden=%s", values[2 * c], values[2 * c + 1]);
+        snprintf(cf[c].head, sizeof cf[c].head, "%s", values[2 * c]);
+        cf[c].n = cf[c].n_expected = 2;
+        cf[c].baseline = c == 0 ? -1 : 0;
+    }
+    for (int r = 0; r < 6; r++) {
+        rn[r].index = r;
+        rn[r].config = r % 3;
+        snprintf(rn[r].name, sizeof rn[r].name, "c%d-s%d", r % 3, r / 3);
+        snprintf(rn[r].status, sizeof rn[r].status, "finished");
+    }
+    SweepSummary s = {"--vary head=dense,moe", 2, 0.95, 2, axes, 3, values, cf, 6, rn};
+    return sweep_h5_write(path, &s);
+}
+
+/* Row `row` of the int64 column `name` of an existing file set to v. */
+static int h5_poke_i64(const char *file, const char *name, hsize_t row, int64_t v) {
+    hid_t f = H5Fopen(file, H5F_ACC_RDWR, H5P_DEFAULT);
+    hid_t d = f >= 0 ? H5Dopen2(f, name, H5P_DEFAULT) : -1;
+    hid_t fs = d >= 0 ? H5Dget_space(d) : -1;
+    const hsize_t one = 1;
+    hid_t ms = H5Screate_simple(1, &one, NULL);
+    int ok = fs >= 0 && H5Sselect_hyperslab(fs, H5S_SELECT_SET, &row, NULL, &one, NULL) >= 0 &&
+             H5Dwrite(d, H5T_NATIVE_INT64, ms, fs, H5P_DEFAULT, &v) >= 0;
+    H5Sclose(ms);
+    if (fs >= 0) H5Sclose(fs);
+    if (d >= 0) H5Dclose(d);
+    if (f >= 0) H5Fclose(f);
+    return ok;
+}
+
+/* The summary's users index /configs with /runs/config and /configs/baseline (the CSV tables,
+ * `sweep --agree`, the figures): a damaged index is refused by the reader (tests/fuzz_session.c
+ * found /runs/config out of range read back as it was). */
+static void test_sweep_damaged(void) {
+    char dir[512], file[600];
+    path_in(dir, sizeof dir, "sweepdmg");
+    mkdir(dir, 0777);
+    snprintf(file, sizeof file, "%s/sweep.h5", dir);
+    SweepSummary s;
+    ml_status st = write_small_sweep(file);
+    if (st == ML_OK) st = sweep_h5_read(file, &s);
+    CHECK(st == ML_OK && s.nconfigs == 3 && s.nruns == 6 && s.runs[5].config == 2 && s.configs[1].baseline == 0,
+          "sweep.h5 round trip: %s", st ? ml_last_error() : "ok");
+    if (st == ML_OK) sweep_summary_free(&s);
+    static const struct {
+        const char *name;
+        hsize_t row;
+        int64_t v;
+    } dmg[] = {
+        {"/runs/config", 4, 3},
+        {"/runs/config", 0, -1},
+        {"/runs/config", 2, ((int64_t)1 << 32) + 1}, /* read as 1 when cut to int */
+        {"/configs/baseline", 2, 3},
+        {"/configs/baseline", 1, -7},
+    };
+    for (size_t i = 0; i < sizeof dmg / sizeof *dmg; i++) {
+        const int made = write_small_sweep(file) == ML_OK && h5_poke_i64(file, dmg[i].name, dmg[i].row, dmg[i].v);
+        memset(&s, 0x55, sizeof s);
+        st = sweep_h5_read(file, &s);
+        CHECK(made && st == ML_ERR_FORMAT && strstr(ml_last_error(), dmg[i].name) && !s.runs && !s.configs,
+              "sweep.h5 with %s row %llu = %lld: ML_ERR_FORMAT \"%s\"", dmg[i].name, (unsigned long long)dmg[i].row,
+              (long long)dmg[i].v, st ? ml_last_error() : "read as valid");
+        if (st == ML_OK) sweep_summary_free(&s);
+    }
+}
+
 int main(int argc, char **argv) {
     if (argc == 3 && !strcmp(argv[1], "--swmr-reader")) return swmr_reader_main(argv[2]);
     H5Eset_auto2(H5E_DEFAULT, NULL, NULL);
@@ -2110,6 +2189,7 @@ int main(int argc, char **argv) {
     TIMED(test_keep_damage_mismatch(&ds));
     TIMED(test_dense_and_json(&ds));
     TIMED(test_overhead(&ds));
+    TIMED(test_sweep_damaged());
     dataset_free(&ds);
     printf("INFO total %.1f s\n", ml_now() - t0);
     if (g_fail == 0 && !getenv("MOELAB_TEST_KEEP")) {
