@@ -6,7 +6,8 @@
  *      events; then the t-SNE rows of the last evaluation, top level and per layer, and one
  *      session_follow_poll), session_read_events, session_read_run_attr_alloc, session_export_csv,
  *      sweep_h5_read_run, sweep_h5_read_routing;
- *   1  DIR/ckpt-6.h5: ckpt_validate, ckpt_read_attr, ckpt_read into this process's trainer (the
+ *   1  DIR/ckpt-6.h5: ckpt_validate (in a forked child: see cov_begin), then, if it passed, as
+ *      resume does, ckpt_read_attr and ckpt_read into this process's trainer (the
  *      configuration the seeds were written with, fz_config), ckpt_find_latest,
  *      ckpt_restore_latest;
  *   2  DIR/sweep.h5: sweep_h5_read.
@@ -37,6 +38,56 @@
 #include <unistd.h>
 
 #include "fuzz_driver.h"
+
+#ifndef FUZZ_STANDALONE
+#include <sys/mman.h>
+
+/* No function of this file is instrumented: the coverage pass would add its own declarations of
+ * the counter section's symbols to the file, clash with the ones below and register no counters
+ * (fuzz_h5.c). The readers in the libraries are what libFuzzer measures. */
+#pragma clang attribute push(__attribute__((no_sanitize("coverage"))), apply_to = function)
+
+/* ckpt_validate reads the checkpoint in a forked child (sessions/ckpt.c): libFuzzer is guided by
+ * this process's coverage counters, so the child's (the inline 8-bit counters clang places
+ * between these linker symbols) are copied to shared memory when its work returns
+ * (ml_isolated_set_child_hook) and merged here after each protected call, as in fuzz_h5.c; a
+ * child that crashes reports none. These functions are not instrumented (NO_COV). */
+#define NO_COV __attribute__((no_sanitize("coverage")))
+extern uint8_t __start___sancov_cntrs[] __attribute__((weak));
+extern uint8_t __stop___sancov_cntrs[] __attribute__((weak));
+#define cov_start __start___sancov_cntrs
+#define cov_stop __stop___sancov_cntrs
+static uint8_t *child_cov;
+static size_t n_cov;
+
+NO_COV static void cov_to_parent(void) { memcpy(child_cov, cov_start, n_cov); }
+
+NO_COV static void cov_setup(void) {
+    static int done;
+    if (done) return;
+    done = 1;
+    if (!cov_start || cov_stop <= cov_start) return;
+    n_cov = (size_t)(cov_stop - cov_start);
+    void *m = mmap(NULL, n_cov, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+    if (m == MAP_FAILED) return;
+    child_cov = m;
+    ml_isolated_set_child_hook(cov_to_parent);
+}
+
+NO_COV static void cov_begin(void) {
+    cov_setup();
+    if (child_cov) memset(child_cov, 0, n_cov);
+}
+
+NO_COV static void cov_merge(void) {
+    for (size_t i = 0; child_cov && i < n_cov; i++)
+        if (child_cov[i] > cov_start[i]) cov_start[i] = child_cov[i];
+}
+#else
+#define NO_COV
+static void cov_begin(void) {}
+static void cov_merge(void) {}
+#endif
 
 enum { FZ_LIVE, FZ_CKPT, FZ_SWEEP, FZ_KINDS };
 
@@ -289,23 +340,32 @@ static void fuzz_live(void) {
 
 static void fuzz_ckpt(const char *path) {
     long step = -1;
+    cov_begin();
     ml_status st = ckpt_validate(path, &step);
-    if (st != ML_OK) failed("ckpt_validate");
-    char buf[256];
-    st = ckpt_read_attr(path, "session_id", buf, sizeof buf);
-    if (st == ML_OK) check_str(buf, sizeof buf);
-    else failed("ckpt_read_attr");
+    cov_merge();
     StateView v;
-    trainer_state(&g_tr, &v);
-    st = ckpt_read(path, &v);
-    if (st != ML_OK) failed("ckpt_read");
+    if (st == ML_OK) { /* as resume does: ckpt_read and ckpt_read_attr only after a validation */
+        char buf[256];
+        st = ckpt_read_attr(path, "session_id", buf, sizeof buf);
+        if (st == ML_OK) check_str(buf, sizeof buf);
+        else failed("ckpt_read_attr");
+        trainer_state(&g_tr, &v);
+        st = ckpt_read(path, &v);
+        if (st != ML_OK) failed("ckpt_read");
+    } else {
+        failed("ckpt_validate");
+    }
     char found[1024], report[2048];
+    cov_begin();
     st = ckpt_find_latest(g_ck, found, sizeof found, report, sizeof report);
+    cov_merge();
     if (st == ML_OK) check_str(found, sizeof found);
     else failed("ckpt_find_latest");
     check_str(report, sizeof report);
     trainer_state(&g_tr, &v);
+    cov_begin();
     st = ckpt_restore_latest(g_ck, &v, NULL, found, sizeof found, report, sizeof report);
+    cov_merge();
     if (st != ML_OK) failed("ckpt_restore_latest");
     check_str(report, sizeof report);
 }
@@ -514,4 +574,8 @@ static void fuzz_seeds(void (*run)(const uint8_t *, size_t)) {
     rm_tree_in(ck);
     rmdir(ck);
 }
+#endif
+
+#ifndef FUZZ_STANDALONE
+#pragma clang attribute pop
 #endif
