@@ -22,6 +22,14 @@
  * source tree is there, and truncated and bit-flipped copies of each. */
 #define _GNU_SOURCE
 
+#ifndef FUZZ_STANDALONE
+/* No function of this file is instrumented, the inline ones of the headers included: the coverage
+ * pass would add its own declarations of the counter section's symbols (below) to the file, clash
+ * with them and register no counters (fuzz_h5.c). The readers in the libraries are what libFuzzer
+ * measures. */
+#pragma clang attribute push(__attribute__((no_sanitize("coverage"))), apply_to = function)
+#endif
+
 #include "core/common.h"
 #include "datasets/dataset.h"
 #include "sessions/history.h"
@@ -41,11 +49,6 @@
 
 #ifndef FUZZ_STANDALONE
 #include <sys/mman.h>
-
-/* No function of this file is instrumented: the coverage pass would add its own declarations of
- * the counter section's symbols to the file, clash with the ones below and register no counters
- * (fuzz_h5.c). The readers in the libraries are what libFuzzer measures. */
-#pragma clang attribute push(__attribute__((no_sanitize("coverage"))), apply_to = function)
 
 /* ckpt_validate reads the checkpoint in a forked child (sessions/ckpt.c): libFuzzer is guided by
  * this process's coverage counters, so the child's (the inline 8-bit counters clang places
