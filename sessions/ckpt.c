@@ -12,6 +12,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <math.h>
+#include <signal.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -717,7 +718,8 @@ static herr_t visit_cb(hid_t g, const char *name, const H5L_info_t *info, void *
     return ret;
 }
 
-ml_status ckpt_validate(const char *path, long *step) {
+/* The whole validation, in this process: every dataset read, every checksum compared. */
+static ml_status validate_here(const char *path, long *step) {
     h5u_quiet();
     hid_t file;
     ml_status st = open_ckpt_checked(path, &file);
@@ -744,6 +746,70 @@ ml_status ckpt_validate(const char *path, long *step) {
     H5Fclose(file);
     H5Eclear2(H5E_DEFAULT);
     if (st == ML_OK && step) *step = (long)s;
+    return st;
+}
+
+/* ---- validation in a child process
+ *
+ * libhdf5 1.10 can crash or hang on corrupted metadata (tests/fuzz_session.c: a heap overflow in
+ * the attribute decoder behind H5Aexists, reached by a checkpoint whose `crc32` attribute message
+ * claims a longer dataspace than it holds). ckpt_validate therefore makes its whole walk (every
+ * object, dataset and attribute a restore touches, all the data) in a forked child
+ * (ml_run_isolated): a crash or hang there becomes a "damaged" error and this process never reads
+ * the file; after the child's OK only the root attributes are read here. Resume and the sweep's
+ * checkpoint search validate before anything else (search_ckpts), so ckpt_read and
+ * ckpt_read_attr only meet files the child has read cleanly. A fork costs ~1 ms (README,
+ * Fuzzing) against the full read of the checkpoint that validation is anyway. */
+#define CKPT_PROBE_TIMEOUT_MS 300000 /* the child reads all the data: a large checkpoint on slow storage */
+
+/* Runs in the child. Fault injection for the tests (tests/test_sessions.c):
+ * MOELAB_FAULT_CKPT_PROBE=segv (or 1) makes the validating child crash with SIGSEGV, "abort"
+ * abort(), "hang" sleep past the timeout (MOELAB_CKPT_PROBE_TIMEOUT_MS shortens it). */
+static ml_status validate_child(void *arg) {
+    const char *fault = getenv("MOELAB_FAULT_CKPT_PROBE");
+    if (fault && *fault) {
+        if (strcmp(fault, "abort") == 0) abort();
+        if (strcmp(fault, "hang") == 0)
+            for (;;) pause();
+        raise(SIGSEGV);
+    }
+    return validate_here(arg, NULL);
+}
+
+ml_status ckpt_validate(const char *path, long *step) {
+    h5u_quiet();
+    if (access(path, R_OK) != 0) return ml_fail(ML_ERR_IO, "%s: %s", path, strerror(errno));
+    int timeout_ms = CKPT_PROBE_TIMEOUT_MS;
+    const char *t = getenv("MOELAB_CKPT_PROBE_TIMEOUT_MS");
+    if (t && atoi(t) > 0) timeout_ms = atoi(t);
+    MlIsolated r;
+    switch (ml_run_isolated(validate_child, (void *)path, timeout_ms, &r)) {
+    case ML_ISOLATED_OK: break;
+    case ML_ISOLATED_NO_CHILD:
+        ml_log(1, "%s: cannot check the checkpoint in a child process (%s): validating it unprotected", path, r.msg);
+        return validate_here(path, step);
+    case ML_ISOLATED_FAILED: return ml_fail(r.status, "%s", r.msg);
+    case ML_ISOLATED_SIGNALED:
+        return ml_fail(ML_ERR_FORMAT, "%s: reading it crashed the HDF5 library (signal %d): the file is damaged", path,
+                       r.signal);
+    case ML_ISOLATED_EXITED:
+        return ml_fail(ML_ERR_FORMAT, "%s: reading it crashed the HDF5 library (exit status %d): the file is damaged",
+                       path, r.exit_code);
+    case ML_ISOLATED_TIMEOUT:
+        return ml_fail(ML_ERR_FORMAT,
+                       "%s: validating it did not finish in %.1f s: the file is damaged (or its storage is very slow)",
+                       path, timeout_ms / 1000.0);
+    }
+    if (!step) return ML_OK;
+    /* the child read it cleanly: its step, here (the same root attributes the child read) */
+    hid_t file;
+    ml_status st = open_ckpt_checked(path, &file);
+    if (st != ML_OK) return st;
+    int64_t s = 0;
+    st = h5u_read_attr_i64(file, "step", &s, path);
+    H5Fclose(file);
+    H5Eclear2(H5E_DEFAULT);
+    if (st == ML_OK) *step = (long)s;
     return st;
 }
 

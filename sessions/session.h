@@ -204,7 +204,11 @@ ml_status ckpt_write(const char *dir, const StateView *v, int keep);
  * only modified once all of that passed, so on any error it is left exactly as it was. */
 ml_status ckpt_read(const char *path, StateView *v);
 /* Opens a checkpoint and reads every dataset (catches truncation and damage) without a Trainer.
- * *step (may be NULL) gets its step. */
+ * *step (may be NULL) gets its step. The reading is done in a forked child (ml_run_isolated):
+ * a crash or hang of libhdf5 on corrupted metadata there becomes ML_ERR_FORMAT ("reading it
+ * crashed the HDF5 library ...: the file is damaged"); validate a checkpoint of unknown state
+ * before ckpt_read or ckpt_read_attr, which read in this process (ckpt_restore_latest and
+ * ckpt_find_latest do). */
 ml_status ckpt_validate(const char *path, long *step);
 /* The newest checkpoint in DIR that validates, into path (n bytes). Damaged newer ones are
  * described in `report` (rn bytes, "" if none; may be NULL). ML_ERR_IO if there is no valid

@@ -10,6 +10,7 @@
 #include "session.h"
 
 #include <errno.h>
+#include <limits.h>
 #include <math.h>
 #include <stddef.h>
 #include <stdio.h>
@@ -401,6 +402,11 @@ static ml_status read_cols(hid_t f, const char *group, const Col *cols, int ncol
             const int64_t x = isf ? 0 : ((int64_t *)buf)[i];
             switch (cols[c].type) {
             case COL_INT: {
+                if (x < INT_MIN || x > INT_MAX) { /* never written so: a damaged value, not one cut to 32 bits */
+                    st = ml_fail(ML_ERR_FORMAT, "%s: %s row %ld is %lld, beyond int (damaged?)", path, name, i,
+                                 (long long)x);
+                    break;
+                }
                 int y = (int)x;
                 memcpy(p, &y, sizeof y);
                 break;
@@ -476,6 +482,15 @@ ml_status sweep_h5_read(const char *path, SweepSummary *s) {
     if (st == ML_OK)
         st = read_strings(f, "/runs/status", nr, NULL, sizeof(SweepRun), s->runs->status, sizeof s->runs->status, path);
     if (st == ML_OK) st = read_cols(f, "runs", run_cols, N_RUN_COLS, s->runs, sizeof(SweepRun), nr, path);
+    /* the summary's users index /configs with these (the CSV tables, --agree, the figures) */
+    for (long c = 0; st == ML_OK && c < nc; c++)
+        if (s->configs[c].baseline < -1 || s->configs[c].baseline >= nc)
+            st = ml_fail(ML_ERR_FORMAT, "%s: /configs/baseline row %ld is %d, not a configuration (-1..%ld; damaged?)",
+                         path, c, s->configs[c].baseline, nc - 1);
+    for (long r = 0; st == ML_OK && r < nr; r++)
+        if (s->runs[r].config < 0 || s->runs[r].config >= nc)
+            st = ml_fail(ML_ERR_FORMAT, "%s: /runs/config row %ld is %d, not a configuration (0..%ld; damaged?)", path,
+                         r, s->runs[r].config, nc - 1);
     H5Fclose(f);
     H5Eclear2(H5E_DEFAULT);
     if (st != ML_OK) {
