@@ -150,6 +150,10 @@ static const OptSpec opts[] = {
     {"moe-experts", "LIST", G_MODEL, "experts E of the backbone MoE layers: one value or one per layer",
      FN(set_moe_experts), .dflt = "--experts"},
     {"moe-k", "LIST", G_MODEL, "k of the backbone layers: one value or one per layer", FN(set_moe_k), .dflt = "--k"},
+    {"zero-fc2", NULL, G_MODEL,
+     "every residual branch starts as the identity: fc2 of the head's MLP or experts and of the backbone's layers "
+     "starts at zero",
+     FLAG(train.model.zero_fc2, 1), .dflt = ""},
 
     {"cf", "F", G_ROUTING, "train capacity factor, C = ceil(cf k B / E); <= 0 dropless",
      F32(train.model.head.cf, -1, 1000)},

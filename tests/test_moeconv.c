@@ -697,6 +697,73 @@ static void test_commands(void) {
     dataset_free(&ds);
 }
 
+// --zero-fc2: every residual branch starts as the identity. A model with two MoE layers and a
+// dense layer in the backbone gives, at initialisation, bit for bit the logits of the same model
+// without them (the backbone layers draw last, so every other tensor is the same), in training
+// (batch statistics) and evaluation, for a dense and a moe head; the head's output is its input
+// exactly. Without --zero-fc2 the logits differ (the check can fail).
+static void test_zero_fc2(void) {
+    for (int hk = 0; hk < 2; hk++)
+        for (int zero = 1; zero >= 0; zero--) {
+            Model m[2];
+            for (int v = 0; v < 2; v++) {
+                ModelConfig cfg;
+                model_config_defaults(&cfg);
+                cfg.in_c = 3;
+                cfg.in_h = cfg.in_w = 8;
+                cfg.classes = 4;
+                cfg.width = 0.125f;
+                cfg.batch = 6;
+                cfg.head.kind = hk ? HEAD_MOE : HEAD_DENSE;
+                cfg.head.E = 3;
+                cfg.head.k = 2;
+                cfg.head.h = 6;
+                cfg.zero_fc2 = zero;
+                if (v == 1) { /* the same model with routed and dense layers in the backbone */
+                    cfg.moe_n = 2;
+                    cfg.moe_after[0] = 0;
+                    cfg.moe_after[1] = 2;
+                    cfg.ffn_n = 1;
+                    cfg.ffn_after[0] = 3;
+                }
+                if (model_init(&m[v], &cfg) != ML_OK) {
+                    CHECK(0, "zero-fc2: model_init: %s", ml_last_error());
+                    return;
+                }
+                Rng r;
+                rng_seed(&r, 21);
+                model_init_params(&m[v], &r);
+                float *x = model_input(&m[v]);
+                Rng rx;
+                rng_seed(&rx, 3);
+                for (long i = 0; i < 3L * 6 * 64; i++) x[i] = rng_normal(&rx);
+            }
+            int same_train = 1, same_eval = 1, head_id = 1;
+            for (int training = 1; training >= 0; training--) {
+                const float *lg[2];
+                for (int v = 0; v < 2; v++) {
+                    Rng rn;
+                    rng_seed(&rn, 5);
+                    lg[v] = model_forward(&m[v], 6, training, 1.0f, &rn);
+                    const float *feat = m[v].act + m[v].a_feat, *y = m[v].act + m[v].a_y;
+                    if (zero && memcmp(feat, y, sizeof(float) * 6 * m[v].d) != 0) head_id = 0;
+                }
+                if (memcmp(lg[0], lg[1], sizeof(float) * 6 * 4) != 0) *(training ? &same_train : &same_eval) = 0;
+            }
+            const char *head = hk ? "moe" : "dense";
+            if (zero)
+                CHECK(same_train && same_eval && head_id,
+                      "zero-fc2, %s head: the backbone's MoE and dense layers and the head are the identity at "
+                      "init (logits bit-identical to the model without the layers, training %d, evaluation %d; "
+                      "head output = its input %d)",
+                      head, same_train, same_eval, head_id);
+            else
+                CHECK(!same_train && !same_eval, "default init, %s head: the layers change the logits", head);
+            model_free(&m[0]);
+            model_free(&m[1]);
+        }
+}
+
 int main(void) {
     test_layer_gradients(BIAS_NONE, 0.75f, "moeconv cf 0.75");
     test_layer_gradients(BIAS_LOGITS, 0.0f, "moeconv dropless bias-logits");
@@ -704,6 +771,7 @@ int main(void) {
     test_invariants();
     test_model_gradients();
     test_flops();
+    test_zero_fc2();
     test_config_errors();
     test_resume();
     test_commands();
