@@ -31,7 +31,7 @@ typedef struct {
     MoeConfig head;    /* head kind and MoE knobs; head.d is set by model_init */
     int batch;         /* largest batch the model will see */
     float bn_momentum; /* running-statistics momentum (PyTorch convention, 0.1) */
-    int zero_fc2;      /* --zero-fc2: every residual branch's second layer (fc2 of the dense head, of
+    int zero_fc2;      /* --fc2-init zero: every residual branch's second layer (fc2 of the dense head, of
                         * every expert, of the backbone's MoE and dense layers) starts at zero, so each
                         * branch starts as the identity; 0 (default): fc2 ~ N(0, 1 / fan_in) */
     /* ---- routed conv-FFN layers inside the backbone (core/moeconv.h). A stage s is 0 (after the

@@ -697,11 +697,11 @@ static void test_commands(void) {
     dataset_free(&ds);
 }
 
-// --zero-fc2: every residual branch starts as the identity. A model with two MoE layers and a
+// --fc2-init zero: every residual branch starts as the identity. A model with two MoE layers and a
 // dense layer in the backbone gives, at initialisation, bit for bit the logits of the same model
 // without them (the backbone layers draw last, so every other tensor is the same), in training
 // (batch statistics) and evaluation, for a dense and a moe head; the head's output is its input
-// exactly. Without --zero-fc2 the logits differ (the check can fail).
+// exactly. With --fc2-init normal the logits differ (the check can fail).
 static void test_zero_fc2(void) {
     for (int hk = 0; hk < 2; hk++)
         for (int zero = 1; zero >= 0; zero--) {
