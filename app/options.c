@@ -89,7 +89,7 @@ static int set_moe_experts(AppOptions *o, const char *a, const char *cmd);
 static int set_moe_k(AppOptions *o, const char *a, const char *cmd);
 static int set_on_collapse(AppOptions *o, const char *a, const char *cmd);
 static const char *now_backbone(const AppOptions *d) { return backbone_name(d->train.model.backbone); }
-static const char *now_fc2_init(const AppOptions *d) { return d->train.model.zero_fc2 ? "zero" : "normal"; }
+static const char *now_fc2_init(const AppOptions *d) { return fc2_init_name(d->train.model.fc2_init); }
 static const char *now_head(const AppOptions *d) { return moe_head_name(d->train.model.head.kind); }
 static const char *now_optimizer(const AppOptions *d) { return optim_kind_name(d->train.opt.kind); }
 static const char *now_lr_schedule(const AppOptions *d) { return lr_kind_name(d->train.lr.kind); }
@@ -154,8 +154,8 @@ static const OptSpec opts[] = {
     {"moe-k", "LIST", G_MODEL, "k of the backbone layers: one value or one per layer", FN(set_moe_k), .dflt = "--k"},
     {"fc2-init", NULL, G_MODEL,
      "the second layer of every residual branch (the head's MLP or experts, the backbone's layers): N(0, 1/fan_in), "
-     "or zero (each branch starts as the identity)",
-     FN(set_fc2_init), CHOICES("normal", "zero"), .current = now_fc2_init},
+     "zero (each branch starts as the identity), or zero for the backbone's layers only",
+     FN(set_fc2_init), CHOICES("normal", "zero", "zero-backbone"), .current = now_fc2_init},
 
     {"cf", "F", G_ROUTING, "train capacity factor, C = ceil(cf k B / E); <= 0 dropless",
      F32(train.model.head.cf, -1, 1000)},
@@ -405,10 +405,7 @@ static int integer(const char *opt, const char *s, long lo, long hi, long *out) 
 
 static int set_fc2_init(AppOptions *o, const char *a, const char *cmd) {
     (void)cmd;
-    if (!strcmp(a, "normal")) o->train.model.zero_fc2 = 0;
-    else if (!strcmp(a, "zero")) o->train.model.zero_fc2 = 1;
-    else return -1;
-    return 0;
+    return fc2_init_parse(a, &o->train.model.fc2_init);
 }
 static int set_backbone(AppOptions *o, const char *a, const char *cmd) {
     if (!strcmp(a, "dw")) o->train.model.backbone = BACKBONE_DW;

@@ -478,6 +478,17 @@ static void fill_uniform(float *p, long n, float bound, Rng *r) {
     for (long i = 0; i < n; i++) p[i] = bound * (2.0f * rng_uniform(r) - 1.0f);
 }
 
+static const char *const fc2_init_names[] = {"normal", "zero", "zero-backbone", NULL};
+const char *fc2_init_name(Fc2Init f) { return (unsigned)f < 3 ? fc2_init_names[f] : "?"; }
+int fc2_init_parse(const char *s, Fc2Init *f) {
+    for (int i = 0; s && fc2_init_names[i]; i++)
+        if (!strcmp(s, fc2_init_names[i])) {
+            *f = (Fc2Init)i;
+            return 0;
+        }
+    return -1;
+}
+
 void model_init_params(Model *m, Rng *rng) {
     memset(m->param, 0, sizeof(float) * m->n_param);
     for (int i = 0; i < m->nunits; i++) {
@@ -498,14 +509,14 @@ void model_init_params(Model *m, Rng *rng) {
         TensorInfo *w1 = &m->params[m->fc1_w], *w2 = &m->params[m->fc2_w];
         fill_normal(m->param + w1->off, w1->n, sqrtf(2.0f / d), rng);
         fill_normal(m->param + w2->off, w2->n, sqrtf(1.0f / w2->shape[1]), rng);
-        if (m->cfg.zero_fc2) memset(m->param + w2->off, 0, sizeof(float) * w2->n); /* drawn all the same */
+        if (m->cfg.fc2_init == FC2_ZERO) memset(m->param + w2->off, 0, sizeof(float) * w2->n); /* drawn all the same */
     } else {
         TensorInfo *r = &m->params[m->moe_first], *w1 = &m->params[m->moe_first + 1],
                    *w2 = &m->params[m->moe_first + 3];
         fill_uniform(m->param + r->off, r->n, 1.0f / sqrtf((float)d), rng);
         fill_normal(m->param + w1->off, w1->n, sqrtf(2.0f / d), rng);
         fill_normal(m->param + w2->off, w2->n, sqrtf(1.0f / m->cfg.head.h), rng);
-        if (m->cfg.zero_fc2) memset(m->param + w2->off, 0, sizeof(float) * w2->n);
+        if (m->cfg.fc2_init == FC2_ZERO) memset(m->param + w2->off, 0, sizeof(float) * w2->n);
         for (int e = 0; e < m->cfg.head.E; e++) m->moe.bias[e] = 0.0f;
     }
     TensorInfo *cw = &m->params[m->cls_w];
@@ -519,7 +530,7 @@ void model_init_params(Model *m, Rng *rng) {
         for (int e = 0; e < L->route.cfg.E; e++) {
             fill_normal(L->p.w1[e], (long)h * C, sqrtf(2.0f / C), rng);
             fill_normal(L->p.w2[e], (long)C * h, sqrtf(1.0f / h), rng);
-            if (m->cfg.zero_fc2) memset(L->p.w2[e], 0, sizeof(float) * (size_t)C * h);
+            if (m->cfg.fc2_init != FC2_NORMAL) memset(L->p.w2[e], 0, sizeof(float) * (size_t)C * h);
         }
         for (int e = 0; e < L->route.cfg.E; e++) L->route.bias[e] = 0.0f;
     }
@@ -527,7 +538,7 @@ void model_init_params(Model *m, Rng *rng) {
         FfnConv *L = &m->ffnc[i];
         fill_normal(L->w1, (long)L->hidden * L->C, sqrtf(2.0f / L->C), rng);
         fill_normal(L->w2, (long)L->C * L->hidden, sqrtf(1.0f / L->hidden), rng);
-        if (m->cfg.zero_fc2) memset(L->w2, 0, sizeof(float) * (size_t)L->C * L->hidden);
+        if (m->cfg.fc2_init != FC2_NORMAL) memset(L->w2, 0, sizeof(float) * (size_t)L->C * L->hidden);
     }
 }
 

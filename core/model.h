@@ -21,6 +21,15 @@
 
 typedef enum { BACKBONE_DW, BACKBONE_STD } BackboneKind;
 
+/* The second layer (fc2) of every residual branch: the dense head's MLP, the head's experts, the
+ * backbone's MoE experts and dense layers. NORMAL: N(0, 1 / fan_in). ZERO: every such branch
+ * starts as the identity (as ResNets zero their last batch norm). ZERO_BACKBONE: only the
+ * backbone's layers do; the head keeps NORMAL. The values are drawn either way, so the other
+ * tensors' draws do not change. */
+typedef enum { FC2_NORMAL, FC2_ZERO, FC2_ZERO_BACKBONE } Fc2Init;
+const char *fc2_init_name(Fc2Init f);
+int fc2_init_parse(const char *s, Fc2Init *f); /* 0, or -1 for an unknown name */
+
 #define MODEL_MAX_BBL 4 /* backbone layers: at most one per stage 0..3 */
 
 typedef struct {
@@ -31,9 +40,7 @@ typedef struct {
     MoeConfig head;    /* head kind and MoE knobs; head.d is set by model_init */
     int batch;         /* largest batch the model will see */
     float bn_momentum; /* running-statistics momentum (PyTorch convention, 0.1) */
-    int zero_fc2;      /* --fc2-init zero: every residual branch's second layer (fc2 of the dense head, of
-                        * every expert, of the backbone's MoE and dense layers) starts at zero, so each
-                        * branch starts as the identity; 0 (default): fc2 ~ N(0, 1 / fan_in) */
+    Fc2Init fc2_init;  /* --fc2-init: how the second layer of each residual branch starts */
     /* ---- routed conv-FFN layers inside the backbone (core/moeconv.h). A stage s is 0 (after the
      * stem) or 1..3 (after block s). The lists of hidden widths, E and k index the layers of
      * moe_after in the order given (and, for hidden and k, those of ffn_after): one value applies

@@ -369,7 +369,7 @@ ml_status session_config_json(const TrainConfig *c, const char *dataset_spec, ch
     jw_flt(&w, jm, "width", m->width);
     jw_int(&w, jm, "batch", m->batch);
     jw_flt(&w, jm, "bn_momentum", m->bn_momentum);
-    jw_int(&w, jm, "zero_fc2", m->zero_fc2);
+    jw_str(&w, jm, "fc2_init", fc2_init_name(m->fc2_init));
     json_t *jh = jw_obj(&w, jm, "head");
     jw_str(&w, jh, "kind", moe_head_name(h->kind));
     jw_int(&w, jh, "d", h->d);

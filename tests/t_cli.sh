@@ -34,8 +34,8 @@ expect 2 "needs a value" -- "$BIN" train --lr
 expect 2 "--head: 'sparse' is not" -- "$BIN" train --head sparse
 expect 2 "--k 9 is larger than --experts 8" -- "$BIN" train --k 9 --dataset synthetic --dry-run
 expect 2 "--schedule: 'wiggly' is not" -- "$BIN" train --schedule wiggly
-expect 2 "--fc2-init: 'bogus' is not normal or zero" -- "$BIN" train --fc2-init bogus --dataset synthetic --dry-run
-expect 0 "--fc2-init normal|zero" -- "$BIN" train --help
+expect 2 "--fc2-init: 'bogus' is not normal, zero or zero-backbone" -- "$BIN" train --fc2-init bogus --dataset synthetic --dry-run
+expect 0 "--fc2-init normal|zero|zero-backbone" -- "$BIN" train --help
 expect 0 "rho         0.288" -- "$BIN" train --dry-run --dataset synthetic --fc2-init zero
 # every schedule kind --help lists (the TAU_KINDS table) is accepted at launch
 kinds=$("$BIN" train --help | sed -n '/--schedule KIND/,/--tau0/p' | tr -s ' \n' ' ' | sed -E 's/.*reads: (.*) \([a-z-]+\) --tau0.*/\1/; s/\([^)]*\)//g; s/\|/ /g')

@@ -697,14 +697,15 @@ static void test_commands(void) {
     dataset_free(&ds);
 }
 
-// --fc2-init zero: every residual branch starts as the identity. A model with two MoE layers and a
-// dense layer in the backbone gives, at initialisation, bit for bit the logits of the same model
+// --fc2-init: zero makes every residual branch the identity at initialisation. A model with two
+// MoE layers and a dense layer in the backbone gives bit for bit the logits of the same model
 // without them (the backbone layers draw last, so every other tensor is the same), in training
-// (batch statistics) and evaluation, for a dense and a moe head; the head's output is its input
-// exactly. With --fc2-init normal the logits differ (the check can fail).
-static void test_zero_fc2(void) {
+// (batch statistics) and evaluation, for a dense and a moe head, and the head's output is its
+// input exactly. zero-backbone: the same logits, but the head is not the identity. normal: the
+// layers change the logits (the check can fail).
+static void test_fc2_init(void) {
     for (int hk = 0; hk < 2; hk++)
-        for (int zero = 1; zero >= 0; zero--) {
+        for (int mode = FC2_NORMAL; mode <= FC2_ZERO_BACKBONE; mode++) {
             Model m[2];
             for (int v = 0; v < 2; v++) {
                 ModelConfig cfg;
@@ -718,7 +719,8 @@ static void test_zero_fc2(void) {
                 cfg.head.E = 3;
                 cfg.head.k = 2;
                 cfg.head.h = 6;
-                cfg.zero_fc2 = zero;
+                cfg.fc2_init = (Fc2Init)mode;
+                cfg.head.noise = 0.0f; /* the backbone layers' noise draws would move the head's */
                 if (v == 1) { /* the same model with routed and dense layers in the backbone */
                     cfg.moe_n = 2;
                     cfg.moe_after[0] = 0;
@@ -727,7 +729,7 @@ static void test_zero_fc2(void) {
                     cfg.ffn_after[0] = 3;
                 }
                 if (model_init(&m[v], &cfg) != ML_OK) {
-                    CHECK(0, "zero-fc2: model_init: %s", ml_last_error());
+                    CHECK(0, "fc2-init: model_init: %s", ml_last_error());
                     return;
                 }
                 Rng r;
@@ -746,22 +748,32 @@ static void test_zero_fc2(void) {
                     rng_seed(&rn, 5);
                     lg[v] = model_forward(&m[v], 6, training, 1.0f, &rn);
                     const float *feat = m[v].act + m[v].a_feat, *y = m[v].act + m[v].a_y;
-                    if (zero && memcmp(feat, y, sizeof(float) * 6 * m[v].d) != 0) head_id = 0;
+                    if (memcmp(feat, y, sizeof(float) * 6 * m[v].d) != 0) head_id = 0;
                 }
                 if (memcmp(lg[0], lg[1], sizeof(float) * 6 * 4) != 0) *(training ? &same_train : &same_eval) = 0;
             }
             const char *head = hk ? "moe" : "dense";
-            if (zero)
+            if (mode == FC2_ZERO)
                 CHECK(same_train && same_eval && head_id,
-                      "zero-fc2, %s head: the backbone's MoE and dense layers and the head are the identity at "
-                      "init (logits bit-identical to the model without the layers, training %d, evaluation %d; "
+                      "fc2-init zero, %s head: the backbone's MoE and dense layers and the head are the identity "
+                      "at init (logits bit-identical to the model without the layers, training %d, evaluation %d; "
                       "head output = its input %d)",
                       head, same_train, same_eval, head_id);
+            else if (mode == FC2_ZERO_BACKBONE)
+                CHECK(same_train && same_eval && !head_id,
+                      "fc2-init zero-backbone, %s head: the backbone's layers are the identity (logits as without "
+                      "them: training %d, evaluation %d), the head is not (%d)",
+                      head, same_train, same_eval, !head_id);
             else
-                CHECK(!same_train && !same_eval, "default init, %s head: the layers change the logits", head);
+                CHECK(!same_train && !same_eval && !head_id, "fc2-init normal, %s head: the layers change the logits",
+                      head);
             model_free(&m[0]);
             model_free(&m[1]);
         }
+    Fc2Init f;
+    CHECK(fc2_init_parse("zero-backbone", &f) == 0 && f == FC2_ZERO_BACKBONE && fc2_init_parse("zero ", &f) == -1 &&
+              !strcmp(fc2_init_name(FC2_NORMAL), "normal"),
+          "fc2_init_parse / fc2_init_name");
 }
 
 int main(void) {
@@ -771,7 +783,7 @@ int main(void) {
     test_invariants();
     test_model_gradients();
     test_flops();
-    test_zero_fc2();
+    test_fc2_init();
     test_config_errors();
     test_resume();
     test_commands();
