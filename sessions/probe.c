@@ -104,11 +104,8 @@ static ml_status probe_child(void *arg) {
         session_read_info(a->dir, &info);
     }
     if (a->what & SESSION_PROBE_ATTRS) {
-        static const char *const names[] = {"command_line", "config_json", "dataset_spec", "session_id", "commands"};
-        for (size_t i = 0; i < sizeof names / sizeof *names; i++) {
-            char *s = NULL;
-            if (session_read_run_attr_alloc(a->dir, names[i], &s) == ML_OK) free(s);
-        }
+        char *s = NULL;
+        if (session_read_run_attr_alloc(a->dir, "command_line", &s) == ML_OK) free(s);
     }
     if (a->what & SESSION_PROBE_EVENTS) {
         SessionEventRow *ev = NULL;

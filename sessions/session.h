@@ -185,7 +185,7 @@ ml_status session_read_events(const char *dir, SessionEventRow **out, long *n);
  * in its own process only after the child came through. */
 enum {
     SESSION_PROBE_INFO = 1 << 0,    /* session_read_info */
-    SESSION_PROBE_ATTRS = 1 << 1,   /* session_read_run_attr(_alloc): command_line, config_json, dataset_spec, ... */
+    SESSION_PROBE_ATTRS = 1 << 1,   /* session_read_run_attr(_alloc) of /run@command_line (sweep, replay) */
     SESSION_PROBE_EVENTS = 1 << 2,  /* session_read_events */
     SESSION_PROBE_HISTORY = 1 << 3, /* session_history_load */
     SESSION_PROBE_TSNE = 1 << 4,    /* session_history_load, then every evaluation's t-SNE sample (layers too) */
