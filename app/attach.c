@@ -359,6 +359,11 @@ static int attach_session(const char *dir) {
             return 1;
         }
         SessionInfo info;
+        if (session_probe(dir, SESSION_PROBE_INFO) != ML_OK) {
+            fprintf(stderr, "moelab attach: %s is not running (no run listening on %s/%s) and %s\n", dir, dir,
+                    CONTROL_SOCKET_NAME, ml_last_error());
+            return 1;
+        }
         const int saved = session_read_info(dir, &info) == ML_OK;
         fprintf(stderr, "moelab attach: %s is not running (no run listening on %s/%s%s%s)\n", dir, dir,
                 CONTROL_SOCKET_NAME, saved ? "; its status is " : "", saved ? info.status : "");
@@ -388,7 +393,9 @@ static int attach_session(const char *dir) {
     a->dir = dir;
     a->fd = fd;
     a->scr.focus = PANEL_CURVES;
-    if (session_history_load(dir, &a->h0) != ML_OK) {
+    /* the initial load in a child first (a file that crashes the HDF5 library gives a message);
+     * the follow of the running run afterwards reads only the new rows, in process */
+    if (session_probe(dir, SESSION_PROBE_HISTORY) != ML_OK || session_history_load(dir, &a->h0) != ML_OK) {
         fprintf(stderr, "moelab attach: %s\n", ml_last_error());
         close(fd);
         free(a);
@@ -511,7 +518,7 @@ static int is_session(const char *dir) {
 /* Seconds per step from the wall times of a session's step rows (< 0: unknown). */
 static double seconds_per_step(const char *dir, long *last_step, long *total) {
     SessionHistory h;
-    if (session_history_load(dir, &h) != ML_OK) return -1;
+    if (session_probe(dir, SESSION_PROBE_HISTORY) != ML_OK || session_history_load(dir, &h) != ML_OK) return -1;
     double r = -1;
     *total = h.total_steps;
     *last_step = h.nsteps > 0 ? h.steps[h.nsteps - 1].step : 0;

@@ -1451,7 +1451,10 @@ static int inspect_root(const char *root, int given, int *is_h5, int *direct) {
     *is_h5 = S_ISREG(sb.st_mode) && rl > 3 && !strcmp(root + rl - 3, ".h5");
     *direct = is_session_dir(root) || (S_ISREG(sb.st_mode) && !*is_h5);
     SessionInfo probe;
-    if (*is_h5 && session_read_info(root, &probe) == ML_OK) *direct = 1; /* a session file, not a sweep */
+    /* a session file, not a sweep (read in a child first: one that crashes the HDF5 library is
+     * taken as a session, and browse_load reports it) */
+    if (*is_h5 && (session_probe(root, SESSION_PROBE_INFO) != ML_OK || session_read_info(root, &probe) == ML_OK))
+        *direct = 1;
     return 0;
 }
 
@@ -1475,7 +1478,7 @@ static int browse_load(Browser *b, const BrowseArgs *a, int is_h5, int direct, i
     if (direct) {
         /* one session: check it reads before opening the screen */
         SessionInfo i;
-        if (session_read_info(a->root, &i) != ML_OK) {
+        if (session_probe(a->root, SESSION_PROBE_INFO) != ML_OK || session_read_info(a->root, &i) != ML_OK) {
             fprintf(stderr, "moelab browse: %s\n", ml_last_error());
             return 1;
         }

@@ -51,11 +51,12 @@ enum {
 int browse_list_scan(BrowseList *l, const char *root);
 void browse_list_free(BrowseList *l);
 /* Re-reads one entry's summary and status (now: Unix time, for "stale"). The file is read in a
- * child process: a file that crashes libhdf5 or makes it hang (15 s) becomes a "damaged" entry
+ * child process: a file that crashes libhdf5 or makes it hang (session_probe_timeout_ms: 30 s) becomes a "damaged" entry
  * with that reason, and the caller lives on. */
 void browse_entry_read(BrowseEntry *e, double now);
-/* Loads the whole session in a child process first (session_history_load): 0 if it loads, -1 with
- * the reason (the read's error, a crash of the HDF5 library, a timeout) in err. */
+/* Loads the whole session in a child process first (session_probe, SESSION_PROBE_HISTORY): 0 if
+ * the caller's own session_history_load may go ahead (it loads, or fails with its own message),
+ * -1 with the reason (a crash of the HDF5 library, a timeout) in err. */
 int browse_probe_history(const char *path, char *err, size_t n);
 /* Sorts by column col (reverse: descending). Entries without a value in the column (unreadable;
  * no evaluation for the accuracy columns) go last in both directions, by name. */

@@ -148,35 +148,16 @@ static void scan(BrowseList *l, const char *dir, const char *rel, int depth) {
 // reading untrusted files in a child process: libhdf5 1.10 can crash (or, in SWMR-read mode,
 // retry for a long time) on some corrupted files (tests/fuzz_h5.c found such inputs), and the
 // browser must survive any file it is pointed at. The child does the reading and sends the
-// result back through a pipe; a crash or a timeout becomes a "damaged" message.
+// result back through shared memory; a crash or a timeout becomes a "damaged" message, in the
+// words and with the timeout of session_probe (sessions/probe.c), which also makes the full load
+// of an opened session in a child first (browse_probe_history).
 
-#define PROBE_TIMEOUT_MS 15000
-
-/* Fault injection for the tests: a child reading a path that contains $MOELAB_FAULT_READ_CRASH
- * (the list's summary) or $MOELAB_FAULT_OPEN_CRASH (the full load when a session is opened)
- * crashes as libhdf5 would on some corrupted files (t_browse.sh). */
+/* Fault injection for the tests: a child reading the list's summary of a path that contains
+ * $MOELAB_FAULT_READ_CRASH crashes as libhdf5 would on some corrupted files (t_browse.sh; the
+ * full load when a session is opened: $MOELAB_FAULT_OPEN_CRASH, in session_probe). */
 static void fault_point(const char *var, const char *path) {
     const char *f = getenv(var);
     if (f && *f && strstr(path, f)) raise(SIGSEGV);
-}
-
-/* The reason a child read failed, as shown in the list ("" when it completed). */
-static void isolated_reason(const MlIsolated *r, const char *path, char *buf, size_t n) {
-    switch (r->outcome) {
-    case ML_ISOLATED_FAILED: snprintf(buf, n, "%s", r->msg); break;
-    case ML_ISOLATED_SIGNALED:
-        snprintf(buf, n, "%.400s: reading it crashed the HDF5 library (signal %d): the file is damaged", path,
-                 r->signal);
-        break;
-    case ML_ISOLATED_EXITED:
-        snprintf(buf, n, "%.400s: reading it crashed the HDF5 library (exit status %d): the file is damaged", path,
-                 r->exit_code);
-        break;
-    case ML_ISOLATED_TIMEOUT:
-        snprintf(buf, n, "%.400s: reading it did not finish in %d s (damaged?)", path, PROBE_TIMEOUT_MS / 1000);
-        break;
-    default: buf[0] = 0; break;
-    }
 }
 
 typedef struct {
@@ -202,7 +183,8 @@ void browse_entry_read(BrowseEntry *e, double now) {
     *shared = *e;
     EntryArg a = {shared, now};
     MlIsolated r;
-    const ml_isolated_outcome o = ml_run_isolated(entry_work, &a, PROBE_TIMEOUT_MS, &r);
+    const int timeout_ms = session_probe_timeout_ms();
+    const ml_isolated_outcome o = ml_run_isolated(entry_work, &a, timeout_ms, &r);
     if (o == ML_ISOLATED_OK) {
         const int marked = e->marked;
         *e = *shared;
@@ -214,24 +196,15 @@ void browse_entry_read(BrowseEntry *e, double now) {
         e->ok = 0;
         e->sched[0] = 0;
         snprintf(e->status, sizeof e->status, "damaged");
-        isolated_reason(&r, e->path, e->err, sizeof e->err);
+        session_isolated_status(&r, e->path, timeout_ms);
+        snprintf(e->err, sizeof e->err, "%s", ml_last_error());
     }
     munmap(shared, sizeof *shared);
 }
 
-static ml_status history_work(void *arg) {
-    fault_point("MOELAB_FAULT_OPEN_CRASH", arg);
-    SessionHistory h;
-    const ml_status st = session_history_load(arg, &h);
-    session_history_free(&h);
-    return st;
-}
-
 int browse_probe_history(const char *path, char *err, size_t n) {
-    MlIsolated r;
-    const ml_isolated_outcome o = ml_run_isolated(history_work, (void *)path, PROBE_TIMEOUT_MS, &r);
-    if (o == ML_ISOLATED_OK || o == ML_ISOLATED_NO_CHILD) return 0; /* no child: the caller's own load will say */
-    isolated_reason(&r, path, err, n);
+    if (session_probe(path, SESSION_PROBE_HISTORY) == ML_OK) return 0; /* the caller's own load says the rest */
+    snprintf(err, n, "%s", ml_last_error());
     return -1;
 }
 

@@ -204,7 +204,10 @@ static int run_load(Run *R, const char *in, int epoch, int tsne, int verbose, ch
         snprintf(msg, msgn, "%s: no such session", in);
         return 1;
     }
-    if (session_history_load(in, &R->h) != ML_OK) {
+    /* the reads below (the history; the t-SNE samples of a single session) in a child first: a
+     * file that crashes the HDF5 library gives a message, not a crash (sessions/probe.c) */
+    if (session_probe(in, tsne ? SESSION_PROBE_TSNE : SESSION_PROBE_HISTORY) != ML_OK ||
+        session_history_load(in, &R->h) != ML_OK) {
         snprintf(msg, msgn, "%s", ml_last_error());
         return 1;
     }

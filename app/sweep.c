@@ -565,7 +565,7 @@ int cmd_sweep(int argc, char **argv) {
             char dir[DIR_N], msg[2048];
             run_dir(&p, run, dir, sizeof dir);
             SessionInfo info;
-            const RunState st = run_state(&p, run, dir, &info, msg, sizeof msg);
+            const RunState st = run_state(&p, run, dir, &info, msg, sizeof msg, RUN_STATE_PROBE);
             StrList t = {0};
             run_child_args(&p, run, threads, &t);
             char line[4096];
@@ -583,7 +583,7 @@ int cmd_sweep(int argc, char **argv) {
         char dir[DIR_N], msg[2048];
         SessionInfo info;
         run_dir(&p, sel[i], dir, sizeof dir);
-        if (run_state(&p, sel[i], dir, &info, msg, sizeof msg) == RS_MISMATCH) {
+        if (run_state(&p, sel[i], dir, &info, msg, sizeof msg, RUN_STATE_PROBE) == RS_MISMATCH) {
             fprintf(stderr, "moelab sweep: %s holds another configuration: %s (use another --out)\n", dir, msg);
             free(sel);
             mpi_finish(&mpi, NULL, NULL, 0, 1);

@@ -109,7 +109,12 @@ int write_atomic(const char *path, const char *text);
 typedef enum { RS_NEW, RS_DONE, RS_FAILED, RS_RESUME, RS_RESTART, RS_MISMATCH, RS_BROKEN } RunState;
 extern const char *const state_names[];
 
-RunState run_state(const Plan *p, int r, const char *dir, SessionInfo *info, char *msg, size_t mn);
+/* The state of run r in dir, its summary in *info; msg says why for RS_MISMATCH and RS_BROKEN.
+ * live.h5 is read in a child first (session_probe with `probe`: SESSION_PROBE_INFO and _ATTRS at
+ * least, the reads made here; the summary adds SESSION_PROBE_SWEEP for its own): a file that
+ * crashes the HDF5 library is unreadable like one that fails to read (msg says so). */
+#define RUN_STATE_PROBE (SESSION_PROBE_INFO | SESSION_PROBE_ATTRS)
+RunState run_state(const Plan *p, int r, const char *dir, SessionInfo *info, char *msg, size_t mn, int probe);
 
 /* ------------------------------------------------------------------ running (sweep_run.c) */
 

@@ -123,7 +123,7 @@ static int session_matches(const Plan *p, int r, const char *dir, char *why, siz
 
 const char *const state_names[] = {"to run", "finished", "failed", "to resume", "to restart", "mismatch", "unreadable"};
 
-RunState run_state(const Plan *p, int r, const char *dir, SessionInfo *info, char *msg, size_t mn) {
+RunState run_state(const Plan *p, int r, const char *dir, SessionInfo *info, char *msg, size_t mn, int probe) {
     char live[DIR_N + 16];
     snprintf(live, sizeof live, "%s/live.h5", dir);
     msg[0] = 0;
@@ -131,7 +131,7 @@ RunState run_state(const Plan *p, int r, const char *dir, SessionInfo *info, cha
     info->last_test_acc = info->best_test_acc = NAN;
     if (!file_exists(live)) return RS_NEW;
     char ck[DIR_N + 64];
-    if (session_read_info(dir, info) != ML_OK) {
+    if (session_probe(dir, probe | RUN_STATE_PROBE) != ML_OK || session_read_info(dir, info) != ML_OK) {
         snprintf(msg, mn, "%s", ml_last_error());
         /* a run killed while it created live.h5 has nothing worth keeping */
         if (ckpt_find_latest(dir, ck, sizeof ck, NULL, 0) != ML_OK) return RS_RESTART;
@@ -220,7 +220,7 @@ static int runner_start(Runner *R, int r) {
         return 0;
     }
     SessionInfo info;
-    const RunState st = run_state(p, r, dir, &info, msg, sizeof msg);
+    const RunState st = run_state(p, r, dir, &info, msg, sizeof msg, RUN_STATE_PROBE);
     switch (st) {
     case RS_DONE:
         printf("%s[%d/%d] %s: finished before (final %s, best %s), skipped\n", R->who, r + 1, p->nruns, name,
@@ -324,7 +324,8 @@ static void runner_reap(Runner *R, pid_t pid, int wstatus) {
     run_dir(p, c.run, dir, sizeof dir);
     log_path(p, c.run, logp, sizeof logp);
     SessionInfo info;
-    const int have = session_read_info(dir, &info) == ML_OK;
+    /* the run's own file, but written by a process that may have died in the middle */
+    const int have = session_probe(dir, SESSION_PROBE_INFO) == ML_OK && session_read_info(dir, &info) == ML_OK;
     const int code = WIFEXITED(wstatus) ? WEXITSTATUS(wstatus) : 128 + WTERMSIG(wstatus);
     g_eta_left--;
     if (have && !strcmp(info.status, "finished") && code == 0) {

@@ -27,12 +27,15 @@ void read_run_row(const Plan *p, int r, SweepRun *row) {
     char dir[DIR_N], msg[2048];
     run_dir(p, r, dir, sizeof dir);
     SessionInfo info;
-    const RunState st = run_state(p, r, dir, &info, msg, sizeof msg);
+    /* one child per run reads all the summary reads from its live.h5 (session_probe) */
+    const RunState st = run_state(p, r, dir, &info, msg, sizeof msg, SESSION_PROBE_SWEEP);
     if (st == RS_NEW) {
         snprintf(row->status, sizeof row->status, "missing");
         return;
     }
-    if (st == RS_BROKEN) {
+    if (st == RS_BROKEN || (st == RS_RESTART && msg[0])) {
+        /* unreadable (a crash of the HDF5 library included): the other runs are summarised */
+        fprintf(stderr, "moelab sweep: %s: unreadable: %s\n", dir, msg);
         snprintf(row->status, sizeof row->status, "unreadable");
         return;
     }

@@ -491,7 +491,9 @@ int cmd_replay(int argc, char **argv) {
     }
     SessionInfo orig;
     char *line = NULL;
-    if (session_read_info(dir, &orig) != ML_OK || session_read_run_attr_alloc(dir, "command_line", &line) != ML_OK) {
+    /* the reads of the original session in a child first (its replay's own file is ours) */
+    if (session_probe(dir, SESSION_PROBE_INFO | SESSION_PROBE_ATTRS | SESSION_PROBE_EVENTS) != ML_OK ||
+        session_read_info(dir, &orig) != ML_OK || session_read_run_attr_alloc(dir, "command_line", &line) != ML_OK) {
         fprintf(stderr, "moelab replay: %s\n", ml_last_error());
         return 1;
     }
@@ -581,7 +583,8 @@ int cmd_export(int argc, char **argv) {
         fprintf(stderr, "usage: moelab export DIR --csv OUTDIR\n");
         return 2;
     }
-    if (session_export_csv(argv[1], argv[3]) != ML_OK) {
+    /* every read in a child first: a file that crashes the HDF5 library gives a message */
+    if (session_probe(argv[1], SESSION_PROBE_EXPORT) != ML_OK || session_export_csv(argv[1], argv[3]) != ML_OK) {
         fprintf(stderr, "moelab export: %s\n", ml_last_error());
         return 1;
     }

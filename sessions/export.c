@@ -23,9 +23,10 @@ typedef struct {
     int err;
 } Csv;
 
+/* outdir NULL: the table goes to /dev/null (session_probe: the reads without the files). */
 static ml_status csv_open(Csv *c, const char *outdir, const char *name) {
     c->err = 0;
-    ml_status st = h5u_path(c->path, sizeof c->path, outdir, name);
+    ml_status st = h5u_path(c->path, sizeof c->path, outdir ? outdir : "/dev", outdir ? name : "null");
     if (st != ML_OK) return st;
     c->f = fopen(c->path, "w");
     if (!c->f) return ml_fail(ML_ERR_IO, "%s: cannot create: %s", c->path, strerror(errno));
@@ -530,7 +531,7 @@ ml_status session_export_csv(const char *dir, const char *outdir) {
     h5u_close(run);
     if (st == ML_OK && (E < 0 || E > MOE_MAX_EXPERTS))
         st = ml_fail(ML_ERR_FORMAT, "%s: /run@experts = %lld", path, (long long)E);
-    if (st == ML_OK) st = h5u_mkdirs(outdir);
+    if (st == ML_OK && outdir) st = h5u_mkdirs(outdir);
     long nsteps = 0, nevals = 0;
     if (st == ML_OK) st = export_scalars(f, path, outdir, "/steps", sess_step_cols, SC_N, "steps.csv", &nsteps);
     if (st == ML_OK) st = export_expert_load(f, path, outdir, (int)E, nsteps, "/steps", "expert_load.csv");

@@ -177,12 +177,48 @@ typedef struct {
 } SessionEventRow;
 ml_status session_read_events(const char *dir, SessionEventRow **out, long *n);
 
+/* ------------------------------------------------------------------ protected reading (sessions/probe.c) */
+
+/* libhdf5 1.10 can crash (heap overflow, use after free) or hang on corrupted metadata. A command
+ * about to read a live.h5 it did not just write itself calls session_probe first: a forked child
+ * (ml_run_isolated) makes the reads named in `what` (any of these, or'ed) and the caller makes them
+ * in its own process only after the child came through. */
+enum {
+    SESSION_PROBE_INFO = 1 << 0,    /* session_read_info */
+    SESSION_PROBE_ATTRS = 1 << 1,   /* session_read_run_attr(_alloc) of /run@command_line (sweep, replay) */
+    SESSION_PROBE_EVENTS = 1 << 2,  /* session_read_events */
+    SESSION_PROBE_HISTORY = 1 << 3, /* session_history_load */
+    SESSION_PROBE_TSNE = 1 << 4,    /* session_history_load, then every evaluation's t-SNE sample (layers too) */
+    SESSION_PROBE_EXPORT = 1 << 5,  /* session_export_csv (its tables written to /dev/null) */
+    SESSION_PROBE_SWEEP = 1 << 6,   /* sweep_h5_read_run and sweep_h5_read_routing (sessions/sweep_h5.h) */
+};
+/* ML_OK: the in-process reads may go ahead. Also ML_OK when the child's reads failed in the
+ * ordinary way (the caller's own read reports it), when there is no file to read (DIR/live.h5
+ * missing) and when no child could be started (logged; the caller reads unprotected). A crash,
+ * abort or sanitizer exit of the child: ML_ERR_FORMAT "PATH: reading it crashed the HDF5 library
+ * (signal N): the file is damaged"; no answer within the timeout (30 s,
+ * $MOELAB_SESSION_PROBE_TIMEOUT_MS in ms): "PATH: reading it did not finish in N s: the file is
+ * damaged (or its storage is very slow)". PATH is the live.h5 file. One fork (1-5 ms, README
+ * "Fuzzing") plus the reads themselves. Fault injection for the tests:
+ * MOELAB_FAULT_SESSION_PROBE=[segv:|abort:|hang:]SUBSTRING makes the child of a probe of a path
+ * containing SUBSTRING crash (SIGSEGV), abort or hang; MOELAB_FAULT_OPEN_CRASH=SUBSTRING crashes
+ * the child of a SESSION_PROBE_HISTORY probe (the browser's name for it). */
+ml_status session_probe(const char *dir_or_file, int what);
+/* The probe's timeout in ms (30 000 or $MOELAB_SESSION_PROBE_TIMEOUT_MS). */
+int session_probe_timeout_ms(void);
+/* The status and message of a child read of `path` that ended as r says, in the probe's words:
+ * ML_OK for ML_ISOLATED_OK and _NO_CHILD, the child's own status and message for _FAILED,
+ * ML_ERR_FORMAT "... the file is damaged" otherwise (timeout_ms: the one the child had). For
+ * other readers in a child (the browser's list). */
+ml_status session_isolated_status(const MlIsolated *r, const char *path, int timeout_ms);
+
 /* ------------------------------------------------------------------ export */
 
 /* Writes OUTDIR (mkdir -p)/steps.csv (every /steps scalar), expert_load.csv (step, e0..e{E-1}
  * kept counts), evals.csv (every /evals scalar), class_expert.csv (eval, epoch, class,
  * class_name, e0..), events.csv (step, wall_time, text). RFC 4180 quoting; the per-expert files
- * are written with a header only for dense heads. Readable while a writer is active. */
+ * are written with a header only for dense heads. Readable while a writer is active. outdir
+ * NULL: every read, every table written to /dev/null (session_probe's child). */
 ml_status session_export_csv(const char *dir, const char *outdir);
 
 /* ------------------------------------------------------------------ checkpoints */

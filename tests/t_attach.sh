@@ -6,7 +6,9 @@
 #      origin socket and tau 0.3 in /steps) and shows in a second attacher (its log and the
 #      temperature panel's OVERRIDE); `q` detaches and the run goes on; `moelab ctl` pause /
 #      resume; `quit` typed in the second attacher stops the run after y; `moelab replay` MATCH;
-#   2. attach to a session nobody trains: says so (exit 3) and offers `moelab browse`;
+#      a live.h5 whose reader crashes (MOELAB_FAULT_SESSION_PROBE) gives one line and exit 1;
+#   2. attach to a session nobody trains: says so (exit 3) and offers `moelab browse` (exit 1 and
+#      the reason when its live.h5 crashes the reader);
 #   3. a folder of sessions (a sweep) lists its runs with state, epoch, accuracy and ETA;
 #   4. `moelab train --resume` on a terminal shows the curves and epoch lines from before the resume.
 # Every wait polls capture-pane with a generous limit; nothing asserts a time.
@@ -86,6 +88,13 @@ for ((i = 0; i < 300; i++)); do # live.h5 through the history reader (export rea
   sleep 0.2
 done
 check "live.h5: event 'set tau 0.3  # socket' and the last /steps tau is 0.3" test $seen = 1
+# a live run whose live.h5 would crash the HDF5 library on the initial load (the probing child
+# raises SIGSEGV): one line saying so, exit 1, and the run goes on
+open_term C "env MOELAB_FAULT_SESSION_PROBE=$T/run/live.h5 $BIN attach $T/run"
+check "attach, reader crash on the initial load: one-line message" \
+  wait_for C "moelab attach: $T/run/live.h5: reading it crashed the HDF5 library \(signal 11\): the file is damaged" 20
+check "attach, reader crash on the initial load: exit 1" wait_for C 'MOELAB_EXIT=1' 20
+check "attach, reader crash on the initial load: the run still listens" sh -c "'$BIN' ctl '$T/run' status >/dev/null 2>&1"
 "$BIN" ctl "$T/run" pause >/dev/null # so that new log lines do not scroll the command out of B's log
 open_term B "$BIN attach $T/run"
 # (the set tau line itself may be scrolled out of B's log by the epochs since; the OVERRIDE below is its effect)
@@ -131,6 +140,10 @@ check "replay of the attached-and-steered session: MATCH" grep -q 'final metrics
 rc=$?
 check "attach to a finished session: exit 3, 'is not running', offers moelab browse" \
   sh -c "test $rc = 3 && grep -q 'is not running' '$T/o' && grep -q 'moelab browse' '$T/o'"
+MOELAB_FAULT_SESSION_PROBE="$T/run/live.h5" "$BIN" attach "$T/run" </dev/null >"$T/o" 2>&1
+rc=$?
+check "attach to a finished session whose reader crashes: exit 1, one line with the reason" \
+  sh -c "test $rc = 1 && test \$(wc -l <'$T/o') = 1 && grep -q 'is not running .* and $T/run/live.h5: reading it crashed the HDF5 library (signal 11): the file is damaged' '$T/o'"
 
 # ---- 3. a sweep folder: the list
 mkdir -p "$T/sweep"
@@ -153,6 +166,10 @@ cat "$T/sw.txt"
 check "sweep list: the finished run with its epochs and accuracy" grep -Eq '^1 +r1 +finished +2/2 +[0-9.]+ +[0-9.]+ +-' "$T/sw.txt"
 check "sweep list: the running run with an ETA" grep -Eq '^2 +r2 +running +[0-9]+/400 +[0-9.]+ +[0-9.]+ +[0-9]' "$T/sw.txt"
 check "sweep list: the sweep's ETA" grep -Eq '^sweep: 1 running, ETA [0-9]' "$T/sw.txt"
+MOELAB_FAULT_SESSION_PROBE="$T/sweep/r2/live.h5" "$BIN" attach "$T/sweep" </dev/null >"$T/sw2.txt" 2>&1
+rc=$?
+check "sweep list, the running run's history crashes its reader: listed without an ETA, exit 0" \
+  sh -c "test $rc = 0 && grep -Eq '^2 +r2 +running .* -\$' '$T/sw2.txt' && grep -Eq '^1 +r1 +finished ' '$T/sw2.txt'"
 "$BIN" ctl "$T/sweep/r2" quit >/dev/null
 wait "$RUNPID"
 RUNPID=

@@ -40,6 +40,11 @@ check "--filter" bash -c "grep -q sig-run f.txt && ! grep -q exp-run f.txt"
 check "--sort best --reverse: highest accuracy first" bash -c "awk 'NR>1 && \$6 ~ /^[0-9.]+\$/ {print \$6}' s.txt | sort -rn -c"
 "$BIN" browse S/cut-run/live.h5 > d.txt 2>&1; rc=$?
 check "a damaged FILE.h5 opened directly: exit 1 and a clear message" bash -c "[ $rc = 1 ] && grep -Eq 'moelab browse: .*cut-run/live.h5' d.txt"
+for d in S/exp-run S/exp-run/live.h5; do
+  MOELAB_FAULT_SESSION_PROBE=exp-run/live.h5 "$BIN" browse "$d" --list > dc.txt 2>&1; rc=$?
+  check "$d opened directly, its reader crashes: exit 1 and one line with the reason" \
+    bash -c "[ $rc = 1 ] && [ \$(wc -l < dc.txt) = 1 ] && grep -q '^moelab browse: S/exp-run/live.h5: reading it crashed the HDF5 library (signal 11): the file is damaged$' dc.txt"
+done
 "$BIN" browse S/nowhere > n.txt 2>&1; rc=$?
 check "a missing folder: exit 1 and a message" bash -c "[ $rc = 1 ] && grep -q 'No such file' n.txt"
 

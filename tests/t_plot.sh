@@ -5,7 +5,7 @@
 # all three formats. Every file is checked: pdfinfo parses the PDF and pdffonts shows its fonts
 # embedded, xmllint and rsvg-convert parse the SVG, libpng decodes the PNG (tests/test_fig.c
 # --png: 8-bit RGB, pHYs 300 dpi, 3.5 or 7 in wide, not blank). final_metrics.csv has a row per
-# session. Bad input (missing session, damaged file, epoch out of range, bad options) gives a
+# session. Bad input (missing session, damaged file, a file that crashes the reader, epoch out of range, bad options) gives a
 # one-line message and exit 1 or 2. Tools that are missing are skipped with a message.
 set -u
 BIN=${1:?usage: t_plot.sh path/to/moelab}
@@ -140,6 +140,14 @@ mkdir D; cp S/live.h5 D/live.h5; truncate -s 4000 D/live.h5
 expect 1 "D" D
 mkdir G; head -c 3000 /dev/urandom > G/live.h5
 expect 1 "G" G
+# a session whose live.h5 crashes the HDF5 library (MOELAB_FAULT_SESSION_PROBE: the probing child
+# raises SIGSEGV): one line with the reason, exit 1, no figure; the same for one run of a comparison
+MOELAB_FAULT_SESSION_PROBE=S/live.h5 "$BIN" plot S --format svg --out CR > bad.out 2> bad.err; rc=$?
+check "plot of a session that crashes its reader: exit 1 ($rc), one line with the reason, no figure" \
+  bash -c "[ $rc = 1 ] && [ \$(wc -l < bad.err) = 1 ] && grep -q '^moelab plot: S/live.h5: reading it crashed the HDF5 library (signal 11): the file is damaged$' bad.err && ! ls CR/*.svg >/dev/null 2>&1"
+MOELAB_FAULT_SESSION_PROBE="$R2/live.h5" "$BIN" plot S "$R1" "$R2" --format svg --out CR2 > bad.out 2> bad.err; rc=$?
+check "plot comparison with a run that crashes its reader: exit 1 ($rc), the reason names it" \
+  bash -c "[ $rc = 1 ] && grep -q 'seed=1/live.h5: reading it crashed the HDF5 library (signal 11)' bad.err"
 expect 2 "evaluations at epochs 1..1" S --epoch 7
 expect 2 "epoch" S --epoch -1
 expect 2 "format" S --format gif

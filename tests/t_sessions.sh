@@ -4,7 +4,7 @@
 # (h5diff on the final checkpoints), SIGKILL at random moments (mid-training and mid-checkpoint)
 # never damages earlier checkpoints and the run resumes, SIGTERM stops cleanly with a final
 # checkpoint, replay reproduces the final metrics, export writes CSV, and damaged files give
-# clear messages.
+# clear messages (a live.h5 that crashes or hangs the reader too: export, replay).
 set -u
 BIN=${1:?usage: t_sessions.sh path/to/moelab}
 BIN=$(cd "$(dirname "$BIN")" && pwd)/$(basename "$BIN")
@@ -95,6 +95,18 @@ mkdir -p D && head -c 3000 A/live.h5 > D/live.h5
 "$BIN" replay D > D.log 2>&1; rc=$?
 check "replay of a truncated live.h5 fails cleanly (exit $rc)" [ $rc = 1 ]
 check "the message names the file" grep -q 'D/live.h5' D.log
+# a live.h5 that crashes the HDF5 library (MOELAB_FAULT_SESSION_PROBE: the probing child raises
+# SIGSEGV): export and replay say so on one line, exit 1 and write nothing
+MOELAB_FAULT_SESSION_PROBE=R/live.h5 "$BIN" export R --csv csvx > X1.out 2> X1.err; rc=$?
+check "export of a session that crashes its reader: exit 1 ($rc), one line with the reason, no CSV" \
+  bash -c "[ $rc = 1 ] && [ \$(wc -l < X1.err) = 1 ] && grep -q '^moelab export: R/live.h5: reading it crashed the HDF5 library (signal 11): the file is damaged$' X1.err && [ ! -e csvx ]"
+ls -d R-replay* > reps.before
+MOELAB_FAULT_SESSION_PROBE=R/live.h5 "$BIN" replay R > X2.out 2> X2.err; rc=$?
+check "replay of a session that crashes its reader: exit 1 ($rc), one line with the reason, no new session" \
+  bash -c "[ $rc = 1 ] && [ \$(wc -l < X2.err) = 1 ] && grep -q '^moelab replay: R/live.h5: reading it crashed the HDF5 library (signal 11): the file is damaged$' X2.err && diff reps.before <(ls -d R-replay*) >/dev/null"
+MOELAB_FAULT_SESSION_PROBE=hang:R/live.h5 MOELAB_SESSION_PROBE_TIMEOUT_MS=500 "$BIN" export R --csv csvx > X3.out 2> X3.err; rc=$?
+check "export of a session whose reader hangs: exit 1 ($rc) after the timeout, with the reason" \
+  bash -c "[ $rc = 1 ] && grep -q '^moelab export: R/live.h5: reading it did not finish in 0.5 s: the file is damaged' X3.err"
 "$BIN" train --resume /nonexistent > N.log 2>&1; rc=$?
 check "resume of a missing session fails cleanly (exit $rc)" [ $rc = 1 ]
 mkdir -p E && cp A/live.h5 E/ && head -c 5000 A/ckpt-48.h5 > E/ckpt-48.h5

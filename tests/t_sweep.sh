@@ -82,6 +82,23 @@ check "--collect exits 0 with every run present" [ $rc = 0 ]
 check "shards + --collect: summary.csv equals the single run's (but timing)" same_csv A/summary.csv B/summary.csv
 check "shards + --collect: runs.csv equals the single run's (but timing)" same_csv A/runs.csv B/runs.csv
 
+# 3b. a run whose live.h5 crashes the HDF5 library (MOELAB_FAULT_SESSION_PROBE: the probing child
+#     raises SIGSEGV): --collect reports it unreadable with the reason and summarises the others;
+#     a rerun of the sweep leaves it alone
+cp -r B BD
+MOELAB_FAULT_SESSION_PROBE='head=moe,seed=2' "$BIN" sweep --collect BD > BDc.log 2>&1; rc=$?
+check "damaged run: --collect exits 1 (a run is not finished), no crash (exit $rc)" [ $rc = 1 ]
+check "damaged run: its reason on one line" \
+  grep -q '^moelab sweep: BD/head=moe,seed=2: unreadable: BD/head=moe,seed=2/live.h5: reading it crashed the HDF5 library (signal 11): the file is damaged$' BDc.log
+check "damaged run: runs.csv marks it unreadable, the 3 others finished" \
+  bash -c "grep -q ',unreadable,' BD/runs.csv && [ \$(grep -c ',finished,' BD/runs.csv) = 3 ]"
+check "damaged run: the summary still comes out (head=moe 1/2, head=dense 2)" \
+  bash -c "grep -Eq '^head=moe +1/2 ' BDc.log && grep -Eq '^head=dense +2 ' BDc.log && [ '$(col BD/summary.csv head=dense n)' = 2 ]"
+MOELAB_FAULT_SESSION_PROBE='head=moe,seed=2' "$BIN" sweep "${S[@]}" --out BD > BDr.log 2>&1; rc=$?
+check "damaged run: a rerun skips the others, refuses it with the reason, exits 1 (exit $rc)" \
+  bash -c "[ $rc = 1 ] && grep -q '3 skipped (finished before), 1 failed' BDr.log && grep -q 'seed=2/live.h5: reading it crashed the HDF5 library (signal 11): the file is damaged (remove it' BDr.log"
+check "damaged run: its folder is left as it was" [ -f BD/head=moe,seed=2/live.h5 ]
+
 # 3b. --seed-from: the same grid with seeds 2..3; seed 2 is the same run as A's seed 2
 "$BIN" sweep "${S[@]}" --seed-from 2 --out SF > SF.log 2>&1; rc=$?
 check "--seed-from 2 exits 0" [ $rc = 0 ]

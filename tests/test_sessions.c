@@ -12,6 +12,7 @@
 #include "child.h"
 #include "trainer_util.h"
 #include "datasets/dataset.h"
+#include "sessions/history.h"
 #include "sessions/session.h"
 #include "sessions/sweep_h5.h"
 
@@ -2171,6 +2172,102 @@ static void test_ckpt_protected(const Dataset *ds) {
     trainer_free(&t);
 }
 
+/* ------------------------------------------------------------------ session_probe: live.h5 read in a child first */
+
+static void test_session_probe(void) {
+    char live[512], file[600], trunc_dir[512], trunc[600];
+    path_in(live, sizeof live, "live/run1");
+    snprintf(file, sizeof file, "%s/live.h5", live);
+    const int all = SESSION_PROBE_INFO | SESSION_PROBE_ATTRS | SESSION_PROBE_EVENTS | SESSION_PROBE_HISTORY |
+                    SESSION_PROBE_TSNE | SESSION_PROBE_EXPORT | SESSION_PROBE_SWEEP;
+    ml_status st = session_probe(live, all);
+    CHECK(st == ML_OK, "a good session: every read comes through in the child (%s)", st ? ml_last_error() : "ok");
+    st = session_probe(file, SESSION_PROBE_HISTORY);
+    CHECK(st == ML_OK, "the live.h5 file itself: ML_OK (%s)", st ? ml_last_error() : "ok");
+    st = session_probe("/nonexistent/moelab", all);
+    CHECK(st == ML_OK, "no live.h5: ML_OK, no child (the caller's read says it is missing)");
+    /* a damaged file whose reads fail the ordinary way: ML_OK, the caller's own read reports it */
+    path_in(trunc_dir, sizeof trunc_dir, "probe/cut");
+    char parent[512];
+    path_in(parent, sizeof parent, "probe");
+    mkdir(parent, 0777);
+    mkdir(trunc_dir, 0777);
+    snprintf(trunc, sizeof trunc, "%s/live.h5", trunc_dir);
+    size_t n = 0;
+    unsigned char *b = file_bytes(file, &n);
+    if (b) file_put(trunc, b, n / 3);
+    free(b);
+    st = session_probe(trunc_dir, all);
+    SessionInfo in;
+    const ml_status rd = session_read_info(trunc_dir, &in);
+    CHECK(st == ML_OK && rd == ML_ERR_FORMAT, "a truncated live.h5: the probe passes (%d), the read fails: \"%s\"", st,
+          ml_last_error());
+    /* each way the child can end */
+    static const struct {
+        const char *fault, *want;
+    } faults[] = {
+        {"run1", "crashed the HDF5 library (signal 11)"},
+        {"segv:run1", "crashed the HDF5 library (signal 11)"},
+        {"abort:run1", "crashed the HDF5 library (signal 6)"},
+        {"hang:run1", "did not finish in 0.3 s"},
+    };
+    setenv("MOELAB_SESSION_PROBE_TIMEOUT_MS", "300", 1);
+    for (size_t i = 0; i < sizeof faults / sizeof *faults; i++) {
+        setenv("MOELAB_FAULT_SESSION_PROBE", faults[i].fault, 1);
+        st = session_probe(live, SESSION_PROBE_INFO);
+        unsetenv("MOELAB_FAULT_SESSION_PROBE");
+        const char *m = ml_last_error();
+        CHECK(st == ML_ERR_FORMAT && strstr(m, faults[i].want) && strstr(m, "damaged") && strstr(m, file) &&
+                  !strchr(m, '\n'),
+              "the probing child (%s): ML_ERR_FORMAT \"%s\"", faults[i].fault, m);
+    }
+    unsetenv("MOELAB_SESSION_PROBE_TIMEOUT_MS");
+    setenv("MOELAB_FAULT_SESSION_PROBE", "no-such-folder", 1);
+    st = session_probe(live, SESSION_PROBE_INFO);
+    unsetenv("MOELAB_FAULT_SESSION_PROBE");
+    CHECK(st == ML_OK, "the fault only hits the paths it names: ML_OK");
+    setenv("MOELAB_FAULT_OPEN_CRASH", "run1", 1);
+    const ml_status s_info = session_probe(live, SESSION_PROBE_INFO);
+    const ml_status s_hist = session_probe(live, SESSION_PROBE_HISTORY);
+    unsetenv("MOELAB_FAULT_OPEN_CRASH");
+    CHECK(s_info == ML_OK && s_hist == ML_ERR_FORMAT && strstr(ml_last_error(), "signal 11"),
+          "MOELAB_FAULT_OPEN_CRASH (the browser's) crashes history probes only: %d, %d", s_info, s_hist);
+    MlIsolated r;
+    memset(&r, 0, sizeof r);
+    r.outcome = ML_ISOLATED_EXITED;
+    r.exit_code = 1;
+    st = session_isolated_status(&r, "x/live.h5", 1000);
+    CHECK(st == ML_ERR_FORMAT &&
+              strstr(ml_last_error(), "x/live.h5: reading it crashed the HDF5 library (exit status 1)"),
+          "a child that exited without reporting (ASan): \"%s\"", ml_last_error());
+    r.outcome = ML_ISOLATED_NO_CHILD;
+    CHECK(session_isolated_status(&r, "x", 1000) == ML_OK, "no child: ML_OK (the caller reads unprotected)");
+    /* what it costs (no assertion on a time) */
+    double t0 = ml_now();
+    for (int i = 0; i < 50; i++) ml_run_isolated(noop_job, NULL, 10000, &r);
+    const double fork_ms = (ml_now() - t0) / 50 * 1e3;
+    t0 = ml_now();
+    for (int i = 0; i < 20; i++) session_read_info(live, &in);
+    const double info_ms = (ml_now() - t0) / 20 * 1e3;
+    t0 = ml_now();
+    for (int i = 0; i < 20; i++) session_probe(live, SESSION_PROBE_INFO);
+    const double p_info = (ml_now() - t0) / 20 * 1e3;
+    t0 = ml_now();
+    for (int i = 0; i < 20; i++) session_probe(live, SESSION_PROBE_INFO | SESSION_PROBE_ATTRS | SESSION_PROBE_SWEEP);
+    const double p_sweep = (ml_now() - t0) / 20 * 1e3;
+    t0 = ml_now();
+    for (int i = 0; i < 20; i++) session_probe(live, SESSION_PROBE_HISTORY);
+    const double p_hist = (ml_now() - t0) / 20 * 1e3;
+    SessionHistory h;
+    t0 = ml_now();
+    for (int i = 0; i < 20; i++)
+        if (session_history_load(live, &h) == ML_OK) session_history_free(&h);
+    const double hist_ms = (ml_now() - t0) / 20 * 1e3;
+    printf("INFO session_probe: fork + wait %.2f ms; info probe %.2f ms (read in process %.2f ms); sweep-run probe "
+           "(info, attributes, sweep reads) %.2f ms; history probe %.2f ms (load in process %.2f ms)\n",
+           fork_ms, p_info, info_ms, p_sweep, p_hist, hist_ms);
+}
+
 /* ------------------------------------------------------------------ sweep.h5 with damaged indices */
 
 /* A summary of 3 configurations (one dense baseline) x 2 seeds into path. */
@@ -2280,6 +2377,7 @@ int main(int argc, char **argv) {
     TIMED(test_overhead(&ds));
     TIMED(test_sweep_damaged());
     TIMED(test_ckpt_protected(&ds));
+    TIMED(test_session_probe());
     dataset_free(&ds);
     printf("INFO total %.1f s\n", ml_now() - t0);
     if (g_fail == 0 && !getenv("MOELAB_TEST_KEEP")) {
