@@ -141,10 +141,14 @@ for trial in $(seq $BT); do
   pid=$!
   sleep "$(awk -v r=$RANDOM -v ms=$bms 'BEGIN { printf "%.3f", (0.3 + (r % 1000) / 1000.0 * 0.6) * ms / 1000.0 }')"
   kill -9 $pid 2>/dev/null; wait $pid 2>/dev/null
-  if [ -z "$(ls $S/ckpt-*.h5 2>/dev/null)" ]; then rm -rf $S; "$BIN" "${RUNB[@]}" --session $S >> $S.log 2>&1
-  elif [ "$(status $S)" != '"finished"' ]; then "$BIN" train --resume $S >> $S.log 2>&1; fi
-  [ "$(bweights $S)" = "$WB" ] && [ "$(bhistory $S)" = "$HB" ] && bok=$((bok + 1)) \
-    || echo "INFO backbone trial $trial differs: $(tail -2 $S.log)"
+  how="killed at $(status $S), ckpts: $(ls $S | grep -c '^ckpt-')"; rc=0
+  if [ -z "$(ls $S/ckpt-*.h5 2>/dev/null)" ]; then rm -rf $S; how="$how; rerun"; "$BIN" "${RUNB[@]}" --session $S >> $S.log 2>&1; rc=$?
+  elif [ "$(status $S)" != '"finished"' ]; then how="$how; resumed"; echo "---- resume" >> $S.log; "$BIN" train --resume $S >> $S.log 2>&1; rc=$?; fi
+  if [ $rc = 0 ] && [ "$(bweights $S)" = "$WB" ] && [ "$(bhistory $S)" = "$HB" ]; then bok=$((bok + 1))
+  else # what a rare failure needs to be understood: how the trial went, its exit status, the log
+    echo "INFO backbone trial $trial differs ($how, exit status $rc; weights $(bweights $S) vs $WB, history $(bhistory $S) vs $HB); its log:"
+    sed 's/^/INFO   /' $S.log | tail -n 40
+  fi
 done
 [ $bok = $BT ] && ok "backbone-MoE kill/resume: $BT of $BT trials equal the uninterrupted run" || bad "backbone-MoE kill/resume: $bok of $BT equal"
 "$BIN" replay B --session B-replay > BR.log 2>&1; rc=$?
