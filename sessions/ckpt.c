@@ -783,23 +783,12 @@ ml_status ckpt_validate(const char *path, long *step) {
     const char *t = getenv("MOELAB_CKPT_PROBE_TIMEOUT_MS");
     if (t && atoi(t) > 0) timeout_ms = atoi(t);
     MlIsolated r;
-    switch (ml_run_isolated(validate_child, (void *)path, timeout_ms, &r)) {
-    case ML_ISOLATED_OK: break;
-    case ML_ISOLATED_NO_CHILD:
+    if (ml_run_isolated(validate_child, (void *)path, timeout_ms, &r) == ML_ISOLATED_NO_CHILD) {
         ml_log(1, "%s: cannot check the checkpoint in a child process (%s): validating it unprotected", path, r.msg);
         return validate_here(path, step);
-    case ML_ISOLATED_FAILED: return ml_fail(r.status, "%s", r.msg);
-    case ML_ISOLATED_SIGNALED:
-        return ml_fail(ML_ERR_FORMAT, "%s: reading it crashed the HDF5 library (signal %d): the file is damaged", path,
-                       r.signal);
-    case ML_ISOLATED_EXITED:
-        return ml_fail(ML_ERR_FORMAT, "%s: reading it crashed the HDF5 library (exit status %d): the file is damaged",
-                       path, r.exit_code);
-    case ML_ISOLATED_TIMEOUT:
-        return ml_fail(ML_ERR_FORMAT,
-                       "%s: validating it did not finish in %.1f s: the file is damaged (or its storage is very slow)",
-                       path, timeout_ms / 1000.0);
     }
+    ml_status vs = session_isolated_status(&r, path, timeout_ms); /* the wording of every protected read */
+    if (vs != ML_OK) return vs;
     if (!step) return ML_OK;
     /* the child read it cleanly: its step, here (the same root attributes the child read) */
     hid_t file;

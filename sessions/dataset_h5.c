@@ -12,6 +12,7 @@
 #define _POSIX_C_SOURCE 200809L
 
 #include "dataset_h5.h"
+#include "session.h" /* session_isolated_status */
 
 #include <errno.h>
 #include <math.h>
@@ -787,26 +788,11 @@ static ml_status probe(const ProbeArg *a) {
     const char *t = getenv("MOELAB_DATASET_H5_TIMEOUT_MS");
     if (t && atoi(t) > 0) timeout_ms = atoi(t);
     MlIsolated r;
-    switch (ml_run_isolated(probe_child, (void *)a, timeout_ms, &r)) {
-    case ML_ISOLATED_OK: return ML_OK;
-    case ML_ISOLATED_NO_CHILD:
+    if (ml_run_isolated(probe_child, (void *)a, timeout_ms, &r) == ML_ISOLATED_NO_CHILD) {
         ml_log(1, "%s: cannot check the file in a child process (%s): loading it unprotected", a->what, r.msg);
         return ML_OK;
-    case ML_ISOLATED_FAILED: return ml_fail(r.status, "%s", r.msg);
-    case ML_ISOLATED_SIGNALED:
-        return ml_fail(ML_ERR_FORMAT, "%s: reading it crashed the HDF5 library (signal %d): the file is damaged",
-                       a->what, r.signal);
-    case ML_ISOLATED_EXITED:
-        return ml_fail(ML_ERR_FORMAT,
-                       "%s: reading it crashed the HDF5 library (exit status %d): the file is "
-                       "damaged",
-                       a->what, r.exit_code);
-    case ML_ISOLATED_TIMEOUT: break;
     }
-    return ml_fail(ML_ERR_FORMAT,
-                   "%s: reading its metadata did not finish in %.1f s: the file is damaged (or "
-                   "its storage is very slow)",
-                   a->what, timeout_ms / 1000.0);
+    return session_isolated_status(&r, a->what, timeout_ms); /* the wording of every protected read */
 }
 
 ml_status dataset_h5_load(Dataset *ds, const char *path) {
