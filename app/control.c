@@ -553,7 +553,10 @@ void control_handed(ControlServer *s, const TrainerCmd *c) {
 }
 
 void control_event(ControlServer *s, const TrainerEvent *e) {
-    if (!s || (e->kind != TEV_APPLIED && e->kind != TEV_FAILED && e->kind != TEV_NOTE)) return;
+    /* only a socket command's result answers the client waiting for one: a note of no command (a
+     * run's start), a --commands file's or the screen's command must not take its reply */
+    if (!s || e->origin != CMD_FROM_SOCKET || (e->kind != TEV_APPLIED && e->kind != TEV_FAILED && e->kind != TEV_NOTE))
+        return;
     pthread_mutex_lock(&s->mu);
     const long tag = s->pending;
     s->pending = 0;
