@@ -19,13 +19,16 @@ void eval_record_line(const EvalRecord *r, int epochs, int epoch_end, char *buf,
 void eval_routing_line(const EvalRecord *r, const StepRecord *last, char *buf, size_t n) {
     (void)last; /* the epoch means of the EvalRecord, not one logged step */
     char views[64] = "";
-    if (r->collapsed) {
+    const int flagged = r->collapsed || r->alarm > 0;
+    if (flagged) {
         size_t o = 0;
         for (int v = 0; v < CVIEW_COUNT; v++)
             if (r->collapse_views & (1 << v))
                 o += (size_t)snprintf(views + o, sizeof views - o, "%s%s", o ? "+" : "", collapse_view_name(v));
-        if (!o) snprintf(views, sizeof views, "?");
+        if (!o) snprintf(views, sizeof views, r->dead_experts > 0 ? "expert death" : "?");
     }
+    /* "collapse no" | "collapse YES (training: share)" | "collapse warning (clean router: share)" */
+    const char *word = r->collapsed ? "YES (" : r->alarm > 0 ? "warning (" : "no";
     snprintf(
         buf, n,
         "  routing  load entropy %.3f  top1 share %.2f  clean top1 share %.2f  test top1 share %.2f  test dead %d/%d  "
@@ -34,8 +37,8 @@ void eval_routing_line(const EvalRecord *r, const StepRecord *last, char *buf, s
         r->window_load_entropy, r->window_first_share, r->epoch_clean_first_share, r->test_first_share,
         r->test_dead_first, r->experts, 100 * r->train_drop_frac, r->dead_experts, r->experts, r->train_maxvio,
         r->train_rho_realized, r->rho_nominal, r->mutual_info, r->epoch_tau, r->epoch_l_aux,
-        r->collapsed ? "YES (" : "no", views, r->collapsed ? ": " : "",
-        r->collapsed ? routewin_reason_text(r->collapse_reason) : "", r->collapsed ? ")" : "");
+        word, views, flagged && r->collapse_reason ? ": " : "", flagged ? routewin_reason_text(r->collapse_reason) : "",
+        flagged ? ")" : "");
 }
 
 const char *cmd_origin_prefix(CmdOrigin o) { return o == CMD_FROM_RULE ? "rule: " : ""; }
@@ -73,6 +76,11 @@ void step_record_layer(const StepRecord *in, int i, StepRecord *out) {
     out->collapse_views = l->collapse_views;
     out->collapse_first_step = l->collapse_first_step;
     memcpy(out->collapse_text, l->collapse_text, sizeof out->collapse_text);
+    out->alarm = l->alarm;
+    out->dead_mask = l->dead_mask;
+    out->forecast = l->forecast;
+    out->trend = l->trend;
+    memcpy(out->forecast_text, l->forecast_text, sizeof out->forecast_text);
 }
 
 void eval_record_layer(const EvalRecord *in, int i, EvalRecord *out) {
@@ -96,6 +104,8 @@ void eval_record_layer(const EvalRecord *in, int i, EvalRecord *out) {
     out->collapse_first_train = l->collapse_first_train;
     out->collapse_first_clean = l->collapse_first_clean;
     out->collapse_first_eval = l->collapse_first_eval;
+    out->alarm = l->alarm;
+    out->dead_mask = l->dead_mask;
     out->classes = l->classes;
     out->experts = l->experts;
     out->class_expert = l->class_expert;

@@ -43,7 +43,13 @@ typedef struct {
     double window_load_entropy; /* over the window */
     int collapsed, collapse_reason, collapse_views;
     long collapse_first_step; /* -1: never */
-    char collapse_text[192];  /* collapse_describe of its first flagged view ("" if none) */
+    char collapse_text[192];  /* collapse_format of its most severe open item ("" if none) */
+    int alarm;                /* AlarmLevel now: 0 none, 1 warning (yellow), 2 collapse (red) */
+    int alarm_pad_;
+    long long dead_mask;      /* experts dead now (bit e), with revival hysteresis (routestats.h) */
+    long forecast;            /* steps until the clean router crosses a threshold at its trend (-1: none) */
+    double trend;             /* clean first-choice share per 1000 steps over the window */
+    char forecast_text[96];   /* collapse_forecast_text ("clean share 0.42, rising: threshold in ~600 steps") */
 } StepLayer;
 
 typedef struct {
@@ -53,6 +59,9 @@ typedef struct {
     double epoch_tau, epoch_l_aux, epoch_clean_first_share;
     int collapsed, collapse_reason, collapse_views;
     long collapse_first_step, collapse_first_train, collapse_first_clean, collapse_first_eval;
+    int alarm;           /* AlarmLevel after this evaluation */
+    int alarm_pad_;
+    long long dead_mask; /* experts dead now (bit e) */
     int classes, experts;
     const int *class_expert; /* (classes, experts) first-choice counts on the test set */
     double mutual_info, test_load_entropy, test_first_share;
@@ -99,7 +108,13 @@ typedef struct {
     int collapse_views;       /* CVIEW_BIT_*: 1 training, 2 clean router, 4 evaluation (the last one) */
     int collapse_pad_;        /* (no padding) */
     long collapse_first_step; /* first step any view was flagged (-1: never) */
-    char collapse_text[192];  /* collapse_describe of the first flagged view ("" if none) */
+    char collapse_text[192];  /* collapse_format of the most severe open item of any layer ("" if none) */
+    int alarm;                /* the most severe AlarmLevel of any layer (collapsed = alarm == 2) */
+    int alarm_pad_;
+    long long dead_mask;      /* the primary layer's dead experts (bit e) */
+    long forecast;            /* the primary layer's forecast (-1: none) */
+    double trend;             /* the primary layer's clean-share trend per 1000 steps */
+    char forecast_text[96];   /* the primary layer's collapse_forecast_text */
     int nlayers;              /* routed layers (RunRecord.layer has their names) */
     StepLayer layer[REC_MAX_LAYERS];
 } StepRecord;
@@ -121,6 +136,9 @@ typedef struct {
     int collapse_views;                                       /* CVIEW_BIT_* flagged after this evaluation */
     long collapse_first_step;                                 /* first step any view was flagged (-1: never) */
     long collapse_first_train, collapse_first_clean, collapse_first_eval; /* per view (-1: never) */
+    int alarm;                                                            /* the most severe AlarmLevel of any layer */
+    int alarm_pad_;
+    long long dead_mask;                                                  /* the primary layer's dead experts */
     double epoch_tau, epoch_l_aux, epoch_clean_first_share;               /* epoch means over its steps */
     int classes, experts;
     const int *class_expert;  /* (classes, experts) first-choice counts on the test set */
@@ -213,7 +231,9 @@ typedef enum {
     TEV_ERROR,      /* training or evaluation failed (text = message) */
     TEV_EPOCH,      /* an evaluation finished (text = the epoch line) */
     TEV_CHECKPOINT, /* a checkpoint was written (text = "checkpoint ckpt-N.h5 (why)") */
-    TEV_COLLAPSE,   /* a collapse view was flagged for the first time (text = "collapse at step N: ...") */
+    TEV_COLLAPSE,   /* an alarm: a collapse or warning episode opened, an expert died or came back
+                     * (text = "collapse|warning|expert death|expert revival at step N (...): MESSAGE",
+                     * severity in TrainerEvent.severity) */
 } TrainerEventKind;
 
 typedef struct {
@@ -226,6 +246,7 @@ typedef struct {
     int has_plan; /* set/anneal: the temperature plan after the command */
     TauPlan plan;
     int layer; /* has_plan: the routed layer (RunRecord.layer index) whose plan it is; -1: every layer */
+    int severity; /* TEV_COLLAPSE: AlarmLevel (0: a revival) */
 } TrainerEvent;
 
 /* The loop's state as the UI shows it (published after every step and state change). */

@@ -12,6 +12,9 @@ void routewin_defaults(RouteWinConfig *c) {
     c->entropy_min = 0.5;
     c->max_share = 0.5;
     c->dead_frac = 0.5;
+    c->warmup = -1;       /* auto: min(5% of training, 200 steps) */
+    c->hysteresis = 0.1;  /* in at 0.5, out at 0.4 (shares) / 0.6 (entropy) */
+    c->confirm = 20;      /* a condition must hold 20 steps running to open or close an episode */
 }
 
 ml_status routewin_init(RouteWin *w, const RouteWinConfig *c, int E) {
@@ -19,8 +22,9 @@ ml_status routewin_init(RouteWin *w, const RouteWinConfig *c, int E) {
     if (c->window < 1) return ml_fail(ML_ERR_ARG, "route window: window = %d must be >= 1", c->window);
     if (E < 1 || E > MOE_MAX_EXPERTS)
         return ml_fail(ML_ERR_ARG, "route window: E = %d must be 1..%d", E, MOE_MAX_EXPERTS);
-    if (!isfinite(c->entropy_min) || !isfinite(c->max_share) || !isfinite(c->dead_frac))
+    if (!isfinite(c->entropy_min) || !isfinite(c->max_share) || !isfinite(c->dead_frac) || !isfinite(c->hysteresis))
         return ml_fail(ML_ERR_ARG, "route window: collapse thresholds must be finite");
+    if (c->confirm < 1) return ml_fail(ML_ERR_ARG, "route window: confirm = %d must be >= 1", c->confirm);
     w->ring = ml_alloc((size_t)c->window * (size_t)E * sizeof *w->ring);
     w->ent_ring = ml_alloc((size_t)c->window * sizeof *w->ent_ring);
     w->share_ring = ml_alloc((size_t)c->window * sizeof *w->share_ring);
@@ -51,6 +55,7 @@ void routewin_reset(RouteWin *w) {
     w->pushed = 0;
     memset(w->sum, 0, sizeof w->sum);
     memset(w->zero_run, 0, sizeof w->zero_run);
+    memset(w->nz, 0, sizeof w->nz);
     w->ent_sum = 0.0;
     w->share_sum = 0.0;
 }
@@ -74,7 +79,7 @@ static void routewin_push_ent(RouteWin *w, const int *kept, double entropy, doub
     int E = w->E;
     int *slot = w->ring + (size_t)w->head * E;
     if (w->n == w->cfg.window) {
-        for (int e = 0; e < E; e++) w->sum[e] -= slot[e];
+        for (int e = 0; e < E; e++) w->sum[e] -= slot[e], w->nz[e] -= slot[e] > 0;
         w->ent_sum -= w->ent_ring[w->head];
         w->share_sum -= w->share_ring[w->head];
     } else {
@@ -83,6 +88,7 @@ static void routewin_push_ent(RouteWin *w, const int *kept, double entropy, doub
     for (int e = 0; e < E; e++) {
         slot[e] = kept[e];
         w->sum[e] += kept[e];
+        w->nz[e] += kept[e] > 0;
         w->zero_run[e] = kept[e] == 0 ? w->zero_run[e] + 1 : 0;
     }
     w->ent_ring[w->head] = entropy;
@@ -152,13 +158,25 @@ ml_status collapse_init(CollapseState *s, const RouteWinConfig *c, int E, int so
     s->E = E;
     s->soft = soft != 0;
     s->first_step = -1;
+    s->warmup = c->warmup > 0 ? c->warmup : 0; /* auto (-1) until collapse_set_warmup knows the run's length */
+    s->forecast = -1;
     for (int v = 0; v < CVIEW_COUNT; v++) {
         s->view[v].first_step = -1;
         s->view[v].since = -1;
         s->view[v].expert = -1;
+        s->view[v].cand = -1;
     }
+    for (int e = 0; e < E; e++) s->dead_since[e] = -1;
     return ML_OK;
 }
+
+long collapse_warmup(const RouteWinConfig *c, long total_steps) {
+    if (c->warmup >= 0) return c->warmup;
+    const long five = total_steps / 20; /* 5% of training */
+    return five < 200 ? five : 200;
+}
+
+void collapse_set_warmup(CollapseState *s, long warmup) { s->warmup = warmup > 0 ? warmup : 0; }
 
 void collapse_free(CollapseState *s) {
     if (s->train.ring) routewin_free(&s->train);
@@ -183,39 +201,135 @@ static double vec_entropy(const double *v, int E, double *share, int *expert) {
     return h / log((double)E);
 }
 
-/* a view's new flag: records the first step and the rising edge; returns 1 if it rose */
-static int view_set(CollapseState *s, int v, int flag, int reason, long step) {
+/* a view's flag changes: records the first step and the rising edge; returns 1 if it rose */
+static int view_set(CollapseState *s, int v, int flag, long onset) {
     CollapseView *cv = &s->view[v];
     const int rose = flag && !cv->flag;
     cv->flag = flag;
-    cv->reason = reason;
     if (rose) {
         cv->episodes++;
-        cv->since = step;
-        if (cv->first_step < 0) cv->first_step = step;
-        if (s->first_step < 0) s->first_step = step;
+        cv->since = onset;
+        if (cv->first_step < 0) cv->first_step = onset;
+        if (s->first_step < 0 || onset < s->first_step) s->first_step = onset;
     }
     return rose;
 }
 
-/* the window's judgement into a view */
-static int view_from_window(CollapseState *s, int v, const RouteWin *w, long step) {
-    int reason = 0;
-    const int flag = routewin_collapsed(w, &reason);
+/* The reason bits at the entry thresholds (enter) or at the exit ones (stay: hysteresis). */
+static int judge(const CollapseState *s, double entropy, double share, int dead, int stay) {
+    const double h = stay ? s->cfg.hysteresis : 0.0;
+    int r = 0;
+    if (entropy < s->cfg.entropy_min + h) r |= COLLAPSE_ENTROPY;
+    if (share > s->cfg.max_share - h) r |= COLLAPSE_SHARE;
+    if (dead > 0 && (double)dead >= s->cfg.dead_frac * s->E) r |= COLLAPSE_DEAD;
+    return r;
+}
+
+/* One judged step of a window view: an episode opens when the entry condition has held for
+ * cfg.confirm steps running (its onset: the first of them), and closes when the exit condition
+ * (the thresholds moved back by the hysteresis) has failed for cfg.confirm steps running. */
+static int view_judge(CollapseState *s, int v, const RouteWin *w, int dead, long step) {
     CollapseView *cv = &s->view[v];
     cv->entropy = routewin_load_entropy(w);
     cv->share = routewin_max_share(w);
-    cv->dead = routewin_dead_count(w, NULL);
+    cv->dead = dead;
     long mx = -1;
     for (int e = 0; e < s->E; e++)
         if (w->sum[e] > mx) mx = w->sum[e], cv->expert = e;
-    return view_set(s, v, flag, reason, step);
+    const int need = s->cfg.min_steps < s->cfg.window ? s->cfg.min_steps : s->cfg.window;
+    if (w->n < need || w->n == 0) { /* not judged yet (warm-up, or the window still filling) */
+        cv->pending = 0;
+        return 0;
+    }
+    const int enter = judge(s, cv->entropy, cv->share, dead, 0), stay = judge(s, cv->entropy, cv->share, dead, 1);
+    const int confirm = s->cfg.confirm > 0 ? s->cfg.confirm : 1;
+    if (!cv->flag) {
+        if (enter) {
+            if (cv->pending++ == 0) cv->cand = step;
+        } else cv->pending = 0;
+        cv->reason = 0;
+        if (cv->pending >= confirm) {
+            cv->pending = 0;
+            cv->reason = enter;
+            return view_set(s, v, 1, cv->cand);
+        }
+        return 0;
+    }
+    cv->reason = enter ? enter : stay ? stay : cv->reason;
+    if (!stay) {
+        if (++cv->pending >= confirm) {
+            cv->pending = 0;
+            view_set(s, v, 0, step);
+        }
+    } else cv->pending = 0;
+    return 0;
+}
+
+/* Per-expert deaths and revivals on the training window: dead after a whole full window without a
+ * kept pair (soft: gate mass under the floor); alive again once it has had load in cfg.confirm of
+ * the window's steps. */
+static void deaths_update(CollapseState *s, const RouteWin *w, long step) {
+    const int full = w->n == s->cfg.window;
+    const long back = s->cfg.confirm < s->cfg.window ? s->cfg.confirm : s->cfg.window;
+    for (int e = 0; e < s->E; e++) {
+        if (!s->dead[e] && full && w->zero_run[e] >= s->cfg.window) {
+            s->dead[e] = 1;
+            s->dead_since[e] = step - w->zero_run[e] + 1;
+            s->deaths++;
+            s->died |= (uint64_t)1 << e;
+        } else if (s->dead[e] && w->nz[e] >= back) {
+            s->dead[e] = 0;
+            s->dead_since[e] = -1;
+            s->revivals++;
+            s->revived |= (uint64_t)1 << e;
+        }
+    }
+}
+
+/* least-squares slope per step of the window's ring (oldest first) */
+static double ring_slope(const RouteWin *w, const double *ring) {
+    const int n = w->n, W = w->cfg.window;
+    if (n < 10) return 0.0;
+    double sx = 0, sy = 0, sxx = 0, sxy = 0;
+    for (int i = 0; i < n; i++) {
+        const double y = ring[((w->head - n + i) % W + W) % W];
+        sx += i, sy += y, sxx += (double)i * i, sxy += i * y;
+    }
+    const double den = n * sxx - sx * sx;
+    return den > 0 ? (n * sxy - sx * sy) / den : 0.0;
+}
+
+/* The forecast: where the judged window (the clean router's; soft heads: the gate mass) heads at the
+ * trend of its last window, steps until its share crosses max_share or its entropy entropy_min. */
+static void forecast_update(CollapseState *s) {
+    const RouteWin *w = s->soft ? &s->train : &s->clean;
+    const int v = s->soft ? CVIEW_TRAIN : CVIEW_CLEAN;
+    s->forecast = -1;
+    s->trend = s->trend_entropy = 0.0;
+    const int need = s->cfg.min_steps < s->cfg.window ? s->cfg.min_steps : s->cfg.window;
+    if (w->n < need || w->n < 10) return;
+    const double ks = ring_slope(w, w->share_ring), ke = ring_slope(w, w->ent_ring);
+    s->trend = 1000.0 * ks;
+    s->trend_entropy = 1000.0 * ke;
+    if (s->view[v].flag) return;
+    /* the fitted value at the window's end */
+    const double ms = routewin_max_share(w), me = routewin_load_entropy(w), half = (w->n - 1) / 2.0;
+    const double now_s = ms + ks * half, now_e = me + ke * half;
+    double best = -1;
+    if (ks > 0 && now_s < s->cfg.max_share) best = (s->cfg.max_share - now_s) / ks;
+    if (ke < 0 && now_e > s->cfg.entropy_min) {
+        const double t = (now_e - s->cfg.entropy_min) / -ke;
+        if (best < 0 || t < best) best = t;
+    }
+    /* the window mean reaches the threshold about half a window after the fitted end value does */
+    if (best >= 0) s->forecast = (long)(best + half + 0.5);
 }
 
 int collapse_push_step(CollapseState *s, const MoeStepStats *st, long step) {
     ML_ASSERT(st->E == s->E);
     const int E = s->E;
-    s->fired = 0;
+    s->fired = 0; /* died / revived accumulate until the consumer clears them */
+    if (step <= s->warmup) return 0; /* the warm-up: no step enters a window */
     if (s->soft) { /* gate mass: the mean gate vector is the load */
         double g[MOE_MAX_EXPERTS], share;
         int kept[MOE_MAX_EXPERTS], arg;
@@ -226,13 +340,16 @@ int collapse_push_step(CollapseState *s, const MoeStepStats *st, long step) {
         }
         const double h = vec_entropy(g, E, &share, &arg);
         routewin_push_ent(&s->train, kept, h, share);
-        if (view_from_window(s, CVIEW_TRAIN, &s->train, step)) s->fired |= CVIEW_BIT_TRAIN;
-        return s->fired;
+    } else {
+        routewin_push(&s->train, st);
+        routewin_push_counts(&s->clean, st->clean_first, st->clean_first_share);
     }
-    routewin_push(&s->train, st);
-    routewin_push_counts(&s->clean, st->clean_first, st->clean_first_share);
-    if (view_from_window(s, CVIEW_TRAIN, &s->train, step)) s->fired |= CVIEW_BIT_TRAIN;
-    if (view_from_window(s, CVIEW_CLEAN, &s->clean, step)) s->fired |= CVIEW_BIT_CLEAN;
+    deaths_update(s, &s->train, step);
+    const int nd = collapse_dead_count(s);
+    if (view_judge(s, CVIEW_TRAIN, &s->train, nd, step)) s->fired |= CVIEW_BIT_TRAIN;
+    if (!s->soft && view_judge(s, CVIEW_CLEAN, &s->clean, routewin_dead_count(&s->clean, NULL), step))
+        s->fired |= CVIEW_BIT_CLEAN;
+    forecast_update(s);
     return s->fired;
 }
 
@@ -248,13 +365,18 @@ int collapse_push_eval(CollapseState *s, const CollapseEvalInput *in, long step)
     else
         for (int e = 0; e < E; e++) dead += !(tot > 0) || in->load[e] / tot * E < SOFT_DEAD_MASS;
     cv->dead = dead;
-    int reason = 0;
-    if (tot > 0) {
-        if (cv->entropy < s->cfg.entropy_min) reason |= COLLAPSE_ENTROPY;
-        if (cv->share > s->cfg.max_share) reason |= COLLAPSE_SHARE;
-        if (dead > 0 && (double)dead >= s->cfg.dead_frac * E) reason |= COLLAPSE_DEAD;
+    s->fired = 0;
+    if (step <= s->warmup && !cv->flag) { /* an evaluation inside the warm-up is not judged */
+        cv->reason = 0;
+        return 0;
     }
-    const int rose = view_set(s, CVIEW_EVAL, reason != 0, reason, step);
+    /* one judgement per evaluation (the whole test set): enter at the thresholds, leave past the
+     * hysteresis */
+    const int enter = tot > 0 ? judge(s, cv->entropy, cv->share, dead, 0) : 0;
+    const int stay = tot > 0 ? judge(s, cv->entropy, cv->share, dead, 1) : 0;
+    const int flag = cv->flag ? stay != 0 : enter != 0;
+    cv->reason = enter ? enter : flag ? stay : 0;
+    const int rose = view_set(s, CVIEW_EVAL, flag, step);
     s->fired = rose ? CVIEW_BIT_EVAL : 0;
     return s->fired;
 }
@@ -281,22 +403,130 @@ int collapse_view_first(int mask) {
     return -1;
 }
 
-void collapse_describe(const CollapseState *s, int view, char *buf, size_t n) {
+uint64_t collapse_dead_mask(const CollapseState *s) {
+    uint64_t m = 0;
+    for (int e = 0; e < s->E; e++)
+        if (s->dead[e]) m |= (uint64_t)1 << e;
+    return m;
+}
+
+int collapse_dead_count(const CollapseState *s) {
+    int n = 0;
+    for (int e = 0; e < s->E; e++) n += s->dead[e] != 0;
+    return n;
+}
+
+static int dead_reaches(const CollapseState *s) {
+    const int nd = collapse_dead_count(s);
+    return nd > 0 && (double)nd >= s->cfg.dead_frac * s->E;
+}
+
+int collapse_item_alarm(const CollapseState *s, int item) {
+    switch (item) {
+    case CITEM_TRAIN:
+    case CITEM_EVAL: return s->view[item].flag ? ALARM_COLLAPSE : ALARM_NONE;
+    case CITEM_CLEAN:
+        return !s->view[CVIEW_CLEAN].flag ? ALARM_NONE : s->view[CVIEW_TRAIN].flag ? ALARM_COLLAPSE : ALARM_WARNING;
+    case CITEM_DEATH: return dead_reaches(s) ? ALARM_COLLAPSE : ALARM_WARNING;
+    default: return ALARM_NONE;
+    }
+}
+
+int collapse_alarm(const CollapseState *s) {
+    if (s->view[CVIEW_TRAIN].flag || s->view[CVIEW_EVAL].flag || dead_reaches(s)) return ALARM_COLLAPSE;
+    if (s->view[CVIEW_CLEAN].flag || collapse_dead_count(s) > 0) return ALARM_WARNING;
+    return ALARM_NONE;
+}
+
+const char *collapse_item_word(int item) {
+    switch (item) {
+    case CITEM_DEATH: return "expert death";
+    case CITEM_REVIVAL: return "expert revival";
+    case CITEM_CLEAN: return "warning";
+    default: return "collapse";
+    }
+}
+
+int collapse_top_item(const CollapseState *s, int *expert) {
+    if (expert) *expert = -1;
+    if (s->view[CVIEW_TRAIN].flag) return CITEM_TRAIN;
+    if (s->view[CVIEW_EVAL].flag) return CITEM_EVAL;
+    int last = -1; /* the most recent death */
+    for (int e = 0; e < s->E; e++)
+        if (s->dead[e] && (last < 0 || s->dead_since[e] > s->dead_since[last])) last = e;
+    if (last >= 0 && dead_reaches(s)) {
+        if (expert) *expert = last;
+        return CITEM_DEATH;
+    }
+    if (s->view[CVIEW_CLEAN].flag) return CITEM_CLEAN;
+    if (last >= 0) {
+        if (expert) *expert = last;
+        return CITEM_DEATH;
+    }
+    return -1;
+}
+
+/* "e1 e2 e5" of the dead experts */
+static void dead_list(const CollapseState *s, char *buf, size_t n) {
+    size_t o = 0;
     buf[0] = 0;
-    if (view < 0 || view >= CVIEW_COUNT || !s->view[view].flag) return;
-    const CollapseView *cv = &s->view[view];
-    char what[160];
-    if (cv->reason & COLLAPSE_SHARE)
-        snprintf(what, sizeof what, s->soft ? "%.0f%% of the gate mass on e%d" : "%.0f%% of first choices to e%d",
-                 100.0 * cv->share, cv->expert);
-    else if (cv->reason & COLLAPSE_ENTROPY)
-        snprintf(what, sizeof what, "load entropy %.2f (< %.2f)", cv->entropy, s->cfg.entropy_min);
-    else snprintf(what, sizeof what, "%d/%d experts dead", cv->dead, s->E);
-    const char *why = "";
-    if (view == CVIEW_CLEAN && !s->view[CVIEW_TRAIN].flag) why = " (noise hides it from the training load)";
-    else if (view == CVIEW_EVAL && !s->view[CVIEW_TRAIN].flag && !s->view[CVIEW_CLEAN].flag)
-        why = " (the training batches look balanced)";
-    snprintf(buf, n, "%s collapsed at step %ld: %s%s", collapse_view_name(view), cv->since, what, why);
+    for (int e = 0; e < s->E && o + 1 < n; e++)
+        if (s->dead[e]) o += (size_t)snprintf(buf + o, n - o, "%se%d", o ? " " : "", e);
+}
+
+void collapse_format(const CollapseState *s, int item, int expert, const char *layer, char *buf, size_t n) {
+    buf[0] = 0;
+    char lay[40] = "";
+    if (layer && layer[0]) snprintf(lay, sizeof lay, " %s", layer);
+    if (item == CITEM_DEATH || item == CITEM_REVIVAL) {
+        if (expert < 0 || expert >= s->E) return;
+        const int nd = collapse_dead_count(s);
+        if (item == CITEM_DEATH) {
+            if (!s->dead[expert]) return;
+            char dl[3 * MOE_MAX_EXPERTS + 8];
+            dead_list(s, dl, sizeof dl);
+            snprintf(buf, n, "%s%s e%d: %s for %d steps, since step %ld (%d/%d dead: %s)",
+                     dead_reaches(s) ? "COLLAPSE: EXPERT DEATH" : "EXPERT DEATH", lay, expert,
+                     s->soft ? "gate mass below the floor" : "no kept pair", s->cfg.window, s->dead_since[expert], nd,
+                     s->E, dl);
+        } else
+            snprintf(buf, n, "EXPERT REVIVAL%s e%d: %s again (%d/%d dead)", lay, expert,
+                     s->soft ? "gate mass" : "kept pairs", nd, s->E);
+        return;
+    }
+    if (item < 0 || item >= CVIEW_COUNT || !s->view[item].flag) return;
+    const CollapseView *cv = &s->view[item];
+    const int sev = collapse_item_alarm(s, item);
+    const char *what = s->soft ? "of the gate mass on" : item == CVIEW_EVAL ? "of test first choices to" : "of first choices to";
+    char dead[64] = "";
+    if (cv->reason & COLLAPSE_DEAD) snprintf(dead, sizeof dead, ", %d/%d experts dead", cv->dead, s->E);
+    const char *why = item == CVIEW_TRAIN   ? "experts starve"
+                      : item == CVIEW_EVAL  ? (s->view[CVIEW_TRAIN].flag || s->view[CVIEW_CLEAN].flag
+                                                   ? "the test set goes to few experts"
+                                                   : "the test set goes to few experts; the training batches look balanced")
+                      : sev == ALARM_WARNING ? "the noise is doing the balancing: evaluation will collapse"
+                                             : "and the training selection too";
+    snprintf(buf, n, "%s%s %s: %.0f%% %s e%d, load entropy %.2f%s, %s step %ld (%s)",
+             sev == ALARM_COLLAPSE ? "COLLAPSE" : "WARNING", lay, collapse_view_name(item), 100.0 * cv->share, what,
+             cv->expert, cv->entropy, dead, item == CVIEW_EVAL ? "at" : "since", cv->since, why);
+}
+
+void collapse_describe(const CollapseState *s, int view, char *buf, size_t n) {
+    collapse_format(s, view, -1, NULL, buf, n);
+}
+
+void collapse_forecast_text(const CollapseState *s, char *buf, size_t n) {
+    buf[0] = 0;
+    const int v = s->soft ? CVIEW_TRAIN : CVIEW_CLEAN;
+    const RouteWin *w = s->soft ? &s->train : &s->clean;
+    if (w->n == 0) return;
+    const char *name = s->soft ? "gate share" : "clean share";
+    const double sh = routewin_max_share(w);
+    if (s->view[v].flag) snprintf(buf, n, "%s %.2f: over the threshold", name, sh);
+    else if (s->forecast >= 0)
+        snprintf(buf, n, "%s %.2f, %s: threshold in ~%ld steps", name, sh, s->trend > 0 ? "rising" : "entropy falling",
+                 s->forecast);
+    else snprintf(buf, n, "%s %.2f, %s: no crossing ahead", name, sh, s->trend < 0 ? "falling" : "steady");
 }
 
 void classexp_add(int *counts, const int32_t *labels, const int *first_choice, int B, int E) {

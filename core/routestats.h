@@ -29,10 +29,14 @@
 
 typedef struct {
     int window;         // W: steps in the window (default 100)
-    int min_steps;      // steps needed before collapse is judged (default 100; at most the window)
+    int min_steps;      // post-warm-up steps needed before collapse is judged (default 100 = a full window)
     double entropy_min; // collapse if the window load entropy < this (default 0.5)
     double max_share;   // collapse if one expert's share of kept pairs > this (default 0.5)
     double dead_frac;   // collapse if dead experts >= this fraction of E (default 0.5)
+    long warmup;        // steps before any judgement (-1: auto, min(5% of training, 200); see collapse_warmup)
+    double hysteresis;  // an episode ends only when the value is back by this much (default 0.1: 0.5 in, 0.4 out)
+    int confirm;        // consecutive steps a condition must hold to open or close an episode (default 20)
+    int pad_;
 } RouteWinConfig;
 
 enum { COLLAPSE_ENTROPY = 1, COLLAPSE_SHARE = 2, COLLAPSE_DEAD = 4 };
@@ -50,6 +54,7 @@ typedef struct {
     double ent_sum;                 // sum of ent_ring over the held steps
     double *share_ring;             // (window) per-step first-choice share max_e first_e / B
     double share_sum;               // sum of share_ring over the held steps
+    long nz[MOE_MAX_EXPERTS];       // (E) held steps with kept_e > 0 (revival of a dead expert)
 } RouteWin;
 
 void routewin_defaults(RouteWinConfig *c);
@@ -104,7 +109,16 @@ typedef struct {
     long first_step;  // first step flagged (-1: never)
     long episodes;    // times it went from not flagged to flagged
     long since;       // step of the latest rise (the current episode's onset; -1: never)
+    long pending;     // consecutive judged steps the opposite condition has held (opens/closes at cfg.confirm)
+    long cand;        // first step of that run (the onset an opening episode reports)
 } CollapseView;
+
+/* Severity of what a layer shows now (collapse_alarm): none, a yellow warning (only the clean router
+ * concentrates, or an expert died), a red collapse (the routing that makes outputs concentrates:
+ * training selection, evaluation, or at least dead_frac of the experts dead). */
+typedef enum { ALARM_NONE, ALARM_WARNING, ALARM_COLLAPSE } AlarmLevel;
+/* What one message is about: a view's episode, an expert's death or its revival. */
+typedef enum { CITEM_TRAIN, CITEM_CLEAN, CITEM_EVAL, CITEM_DEATH, CITEM_REVIVAL } CollapseItem;
 
 /* What one evaluation measured for CVIEW_EVAL. */
 typedef struct {
@@ -121,9 +135,21 @@ typedef struct {
     long first_step;                // first step any view was flagged (-1: never)
     int fired;                      // views that rose at the last update (CVIEW_BIT_*)
     int pad_;
+    /* format 3: warm-up, expert deaths, forecast */
+    long warmup;                        // steps not judged (resolved: collapse_set_warmup)
+    int dead[MOE_MAX_EXPERTS];          // (E) 1: the expert is dead now (no kept pair / gate mass for a window)
+    long dead_since[MOE_MAX_EXPERTS];   // (E) step its current death began (-1: alive)
+    long deaths, revivals;              // events so far
+    uint64_t died, revived;             // experts that died / came back at the last update (bits)
+    double trend;                       // clean first-choice share per 1000 steps over the window (soft: gate share)
+    double trend_entropy;               // clean load entropy per 1000 steps
+    long forecast;                      // steps until a threshold is crossed at this trend (-1: none)
 } CollapseState;
 
 ml_status collapse_init(CollapseState *s, const RouteWinConfig *c, int E, int soft);
+// The warm-up of a run of total_steps: c->warmup if >= 0, else min(5% of total_steps, 200).
+long collapse_warmup(const RouteWinConfig *c, long total_steps);
+void collapse_set_warmup(CollapseState *s, long warmup);
 void collapse_free(CollapseState *s);
 // One training step's statistics (st->E == s->E), at step `step` (steps completed). Returns the
 // views that rose to flagged at this step (CVIEW_BIT_*; also in s->fired).
@@ -134,10 +160,29 @@ int collapse_push_eval(CollapseState *s, const CollapseEvalInput *in, long step)
 int collapse_views(const CollapseState *s, int *reason);
 // "training" | "clean router" | "evaluation"
 const char *collapse_view_name(int view);
+// The layer's severity now (AlarmLevel).
+int collapse_alarm(const CollapseState *s);
+// Dead experts now as bits (e0 = bit 0), and their count.
+uint64_t collapse_dead_mask(const CollapseState *s);
+int collapse_dead_count(const CollapseState *s);
+// "collapse" | "warning" | "expert death" | "expert revival": the kind word of an item's event
+const char *collapse_item_word(int item);
+// Severity of an item now (a clean-router episode is a warning unless the training view is flagged too;
+// a death is a warning unless the dead experts reach dead_frac; a revival is none).
+int collapse_item_alarm(const CollapseState *s, int item);
+/* THE message of an item (one formatter for the banner, the log, the event, the headless line and
+ * `ctl status`), e.g. "COLLAPSE training: 83% of first choices to e3, load entropy 0.41, since step 420
+ * (experts starve)". layer: "moe2" to name the layer ("" or NULL: not named); expert: CITEM_DEATH and
+ * CITEM_REVIVAL's expert (ignored otherwise). buf gets "" when the item is not open (a view not flagged,
+ * an expert not dead for a death). */
+void collapse_format(const CollapseState *s, int item, int expert, const char *layer, char *buf, size_t n);
+// The most severe open item of the layer (CITEM_*, and its expert for a death), -1 if none.
+int collapse_top_item(const CollapseState *s, int *expert);
+// The routing panel's forecast line, e.g. "clean share 0.42, rising: threshold in ~600 steps" ("" if none).
+void collapse_forecast_text(const CollapseState *s, char *buf, size_t n);
 // The first flagged view of mask (CVIEW_TRAIN..), -1 for 0.
 int collapse_view_first(int mask);
-// One line on a flagged view, e.g. "clean router collapsed at step 120: 97% of first choices to e3
-// (noise hides it from the training load)" (the step: the current episode's onset). Soft heads say "gate mass". buf gets "" if v is not flagged.
+// collapse_format of a view without a layer name (buf gets "" if the view is not flagged).
 void collapse_describe(const CollapseState *s, int view, char *buf, size_t n);
 
 // counts (K, E) += one count per sample at [labels[b], first_choice[b]]; samples with a negative

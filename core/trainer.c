@@ -110,6 +110,7 @@ ml_status trainer_init(Trainer *t, const TrainConfig *cfg, const BatchSource *sr
             return ml_fail(st, "backbone layer %s: %s", L->name, ml_last_error());
         }
         t->nbl++; /* from here trainer_free frees its collapse state */
+        collapse_set_warmup(&l->coll, collapse_warmup(&c->route, t->total_steps));
         l->class_expert = ml_alloc(sizeof(int) * ds->classes * L->route.cfg.E);
         l->tsne_feat = ml_alloc(sizeof(float) * (t->tsne_n * (long)L->C + 1));
         l->tsne_expert = ml_alloc(sizeof(int) * (t->tsne_n + 1));
@@ -125,6 +126,7 @@ ml_status trainer_init(Trainer *t, const TrainConfig *cfg, const BatchSource *sr
             trainer_free(t);
             return st;
         }
+        collapse_set_warmup(&t->coll, collapse_warmup(&c->route, t->total_steps));
         t->class_expert = ml_alloc(sizeof(int) * ds->classes * E);
         t->tsne_feat = ml_alloc(sizeof(float) * (t->tsne_n * (long)d + 1));
         t->tsne_expert = ml_alloc(sizeof(int) * (t->tsne_n + 1));
@@ -157,13 +159,20 @@ void trainer_free(Trainer *t) {
     memset(t, 0, sizeof *t);
 }
 
-/* The collapse fields of a record from the layer's CollapseState. */
-static void trainer_collapse_fill(const CollapseState *cs, int *collapsed, int *reason, int *views, long *first,
-                                  char *text, size_t n) {
+/* The collapse fields of a record from the layer's CollapseState: collapsed = a red alarm; the text
+ * is THE message (collapse_format) of its most severe open item, the layer named when name != NULL. */
+static void trainer_collapse_fill(const CollapseState *cs, const char *name, int *collapsed, int *reason, int *views,
+                                  long *first, int *alarm, long long *dead_mask, char *text, size_t n) {
     *views = collapse_views(cs, reason);
-    *collapsed = *views != 0;
+    *alarm = collapse_alarm(cs);
+    *collapsed = *alarm == ALARM_COLLAPSE;
     *first = cs->first_step;
-    collapse_describe(cs, collapse_view_first(*views), text, n);
+    *dead_mask = (long long)collapse_dead_mask(cs);
+    if (collapse_dead_count(cs) > 0 && (double)collapse_dead_count(cs) >= cs->cfg.dead_frac * cs->E)
+        *reason |= COLLAPSE_DEAD;
+    int ex = -1;
+    const int item = collapse_top_item(cs, &ex);
+    if (text && n) collapse_format(cs, item, ex, name, text, n);
 }
 
 int trainer_nlayers(const Trainer *t) { return t->nbl + (t->cfg.model.head.kind != HEAD_DENSE); }
@@ -184,26 +193,26 @@ static const CollapseState *layer_coll(const Trainer *t, int i) { return i < t->
 
 /* The top-level collapse fields: the union over every routed layer; the text is the first flagged
  * layer's description, named ("moe2: ...") when the run has more than one routed layer. */
-static void trainer_collapse_union(const Trainer *t, int *collapsed, int *reason, int *views, long *first, char *text,
-                                   size_t n) {
+static void trainer_collapse_union(const Trainer *t, int *collapsed, int *reason, int *views, long *first, int *alarm,
+                                   char *text, size_t n) {
     const int nl = trainer_nlayers(t);
-    *collapsed = *reason = *views = 0;
+    *collapsed = *reason = *views = *alarm = 0;
     *first = -1;
     if (text && n) text[0] = 0;
-    for (int i = 0; i < nl; i++) {
+    for (int i = 0; i < nl; i++) { /* the text: the first layer with the most severe alarm */
         const CollapseState *cs = layer_coll(t, i);
-        int r = 0;
-        const int v = collapse_views(cs, &r);
-        if (v && !*views && text && n) {
-            size_t o = nl > 1 ? (size_t)snprintf(text, n, "%s: ", layer_name(t, i)) : 0;
-            if (o >= n) o = n - 1;
-            collapse_describe(cs, collapse_view_first(v), text + o, n - o);
-        }
+        int r = 0, a = 0, c = 0, v = 0;
+        long f = -1;
+        long long dm = 0;
+        char tx[192];
+        trainer_collapse_fill(cs, nl > 1 ? layer_name(t, i) : NULL, &c, &r, &v, &f, &a, &dm, tx, sizeof tx);
+        if (a > *alarm && text && n) snprintf(text, n, "%s", tx);
+        if (a > *alarm) *alarm = a;
         *views |= v;
         *reason |= r;
-        if (cs->first_step >= 0 && (*first < 0 || cs->first_step < *first)) *first = cs->first_step;
+        if (f >= 0 && (*first < 0 || f < *first)) *first = f;
     }
-    *collapsed = *views != 0;
+    *collapsed = *alarm == ALARM_COLLAPSE;
 }
 
 /* The temperature of every backbone layer at this step (its own plan). */
@@ -305,15 +314,19 @@ ml_status trainer_step(Trainer *t, StepRecord *rec) {
             const CollapseState *cs = layer_coll(t, i);
             sl->moe = i < t->nbl ? m->moec[t->bl[i].mi].route.stats : m->moe.stats;
             sl->rho_realized = model_layer_rho_realized(m, i < t->nbl ? t->bl[i].mi : -1);
-            sl->dead_experts = routewin_dead_count(&cs->train, NULL);
+            sl->dead_experts = collapse_dead_count(cs);
             sl->window_load_entropy = routewin_load_entropy(&cs->train);
-            trainer_collapse_fill(cs, &sl->collapsed, &sl->collapse_reason, &sl->collapse_views,
-                                  &sl->collapse_first_step, sl->collapse_text, sizeof sl->collapse_text);
+            trainer_collapse_fill(cs, rec->nlayers > 1 ? layer_name(t, i) : NULL, &sl->collapsed, &sl->collapse_reason,
+                                  &sl->collapse_views, &sl->collapse_first_step, &sl->alarm, &sl->dead_mask,
+                                  sl->collapse_text, sizeof sl->collapse_text);
+            sl->forecast = cs->forecast;
+            sl->trend = cs->trend;
+            collapse_forecast_text(cs, sl->forecast_text, sizeof sl->forecast_text);
         }
         if (is_moe) {
             rec->moe = m->moe.stats;
             rec->rho_realized = rho_real;
-            rec->dead_experts = routewin_dead_count(&t->coll.train, NULL);
+            rec->dead_experts = collapse_dead_count(&t->coll);
             rec->window_load_entropy = routewin_load_entropy(&t->coll.train);
         } else if (t->nbl > 0) { /* a dense head: the primary layer is the first backbone layer */
             const StepLayer *pl = &rec->layer[0];
@@ -323,9 +336,16 @@ ml_status trainer_step(Trainer *t, StepRecord *rec) {
             rec->dead_experts = pl->dead_experts;
             rec->window_load_entropy = pl->window_load_entropy;
         }
-        if (rec->nlayers > 0)
+        if (rec->nlayers > 0) {
+            const StepLayer *pl = &rec->layer[trainer_primary_layer(t)];
+            rec->dead_mask = pl->dead_mask;
+            rec->forecast = pl->forecast;
+            rec->trend = pl->trend;
+            memcpy(rec->forecast_text, pl->forecast_text, sizeof rec->forecast_text);
             trainer_collapse_union(t, &rec->collapsed, &rec->collapse_reason, &rec->collapse_views,
-                                   &rec->collapse_first_step, rec->collapse_text, sizeof rec->collapse_text);
+                                   &rec->collapse_first_step, &rec->alarm, rec->collapse_text,
+                                   sizeof rec->collapse_text);
+        }
     }
     if (t->pos >= t->steps_per_epoch) {
         t->pos = 0;
@@ -406,7 +426,7 @@ static void eval_layer_fill(Trainer *t, CollapseState *cs, const int *class_expe
     const int K = t->src.classes;
     out->window_load_entropy = routewin_load_entropy(&cs->train);
     out->window_first_share = routewin_max_share(&cs->train);
-    out->dead_experts = routewin_dead_count(&cs->train, NULL);
+    out->dead_experts = collapse_dead_count(cs);
     out->classes = K;
     out->experts = E;
     out->class_expert = class_expert;
@@ -437,9 +457,8 @@ static void eval_layer_fill(Trainer *t, CollapseState *cs, const int *class_expe
     CollapseEvalInput ci = {.E = E, .selected_dead = cs->soft ? -1 : dead_topk};
     for (int e = 0; e < E; e++) ci.load[e] = cs->soft ? gate[e] : (double)load[e];
     collapse_push_eval(cs, &ci, t->step);
-    char text[192];
-    trainer_collapse_fill(cs, &out->collapsed, &out->collapse_reason, &out->collapse_views, &out->collapse_first_step,
-                          text, sizeof text);
+    trainer_collapse_fill(cs, NULL, &out->collapsed, &out->collapse_reason, &out->collapse_views,
+                          &out->collapse_first_step, &out->alarm, &out->dead_mask, NULL, 0);
     out->collapse_first_train = cs->view[CVIEW_TRAIN].first_step;
     out->collapse_first_clean = cs->view[CVIEW_CLEAN].first_step;
     out->collapse_first_eval = cs->view[CVIEW_EVAL].first_step;
@@ -509,8 +528,9 @@ static void fill_eval_routing(Trainer *t, EvalRecord *er) {
     er->test_dead_first = p->test_dead_first;
     er->test_dead_topk = p->test_dead_topk;
     char text[192];
-    trainer_collapse_union(t, &er->collapsed, &er->collapse_reason, &er->collapse_views, &er->collapse_first_step, text,
-                           sizeof text);
+    trainer_collapse_union(t, &er->collapsed, &er->collapse_reason, &er->collapse_views, &er->collapse_first_step,
+                           &er->alarm, text, sizeof text);
+    er->dead_mask = p->dead_mask;
     er->collapse_first_train = er->collapse_first_clean = er->collapse_first_eval = -1;
     for (int i = 0; i < nl; i++) {
         long *f[3] = {&er->collapse_first_train, &er->collapse_first_clean, &er->collapse_first_eval};
@@ -747,6 +767,21 @@ static const char *const bb_state_paths[MODEL_MAX_BBL][BB_NROWS] = {
 #undef BB_ONE_
 #define BB_FORMAT1_ROWS 6 /* rows 0..5 exist since format 1; the rest since format 2 */
 
+/* format 3: the episode counters of the three views, the experts' deaths (nz of the windows is
+ * recomputed from their rings on restore) */
+#define C3_ROWS_(X, pre)                                                                                      \
+    X(pre, "collapse/train/pending") X(pre, "collapse/train/cand") X(pre, "collapse/clean/pending")           \
+        X(pre, "collapse/clean/cand") X(pre, "collapse/eval/pending") X(pre, "collapse/eval/cand")            \
+            X(pre, "collapse/dead") X(pre, "collapse/dead_since") X(pre, "collapse/deaths") X(pre, "collapse/revivals")
+#define C3_PATH_(pre, x) pre x,
+static const char *const c3_paths[MODEL_MAX_BBL + 1][10] = {
+    {C3_ROWS_(C3_PATH_, "/backbone/moe0/")}, {C3_ROWS_(C3_PATH_, "/backbone/moe1/")},
+    {C3_ROWS_(C3_PATH_, "/backbone/moe2/")}, {C3_ROWS_(C3_PATH_, "/backbone/moe3/")},
+    {C3_ROWS_(C3_PATH_, "/trainer/")}};
+#undef C3_ROWS_
+#undef C3_PATH_
+static void sv_coll3(StateView *v, CollapseState *cs, const char *const *p);
+
 /* The rows of one collapse state (two windows, three views, first step) under paths p[0..47], in
  * the order of the backbone tables above and of the head's /trainer/... tables below. since: the
  * format version of the rows. */
@@ -805,8 +840,25 @@ static ml_status state_check(const void *owner, void *const *staged) {
     return ML_OK;
 }
 
+/* a window's per-expert count of held steps with load, from its ring */
+static void routewin_recount(RouteWin *w) {
+    const int W = w->cfg.window;
+    memset(w->nz, 0, sizeof w->nz);
+    if (!w->ring) return;
+    for (int i = 0; i < w->n; i++) {
+        const int *slot = w->ring + (size_t)(((w->head - 1 - i) % W + W) % W) * w->E;
+        for (int e = 0; e < w->E; e++) w->nz[e] += slot[e] > 0;
+    }
+}
+
 static void state_restored(void *owner) {
     Trainer *t = owner;
+    for (int i = 0; i <= t->nbl; i++) {
+        CollapseState *cs = i < t->nbl ? &t->bl[i].coll : &t->coll;
+        if (i == t->nbl && t->cfg.model.head.kind == HEAD_DENSE) break;
+        routewin_recount(&cs->train);
+        routewin_recount(&cs->clean);
+    }
     t->rec_step = t->step;
     t->t_rec = t->t_epoch = ml_now();
     t->ckpt_step = t->step;
@@ -866,6 +918,7 @@ void trainer_state(Trainer *t, StateView *v) {
         TrainerLayer *l = &t->bl[i];
         const char *const *p = bb_state_paths[t->model.moec[l->mi].stage] + BB_FORMAT1_ROWS;
         sv_coll(v, &l->coll, p, 2);
+        sv_coll3(v, &l->coll, c3_paths[t->model.moec[l->mi].stage]);
         p += 2 * 10 + 3 * 9 + 1;
         double *ep[6] = {&l->ep_drop, &l->ep_maxvio, &l->ep_rho, &l->ep_tau, &l->ep_aux, &l->ep_clean};
         for (int k = 0; k < 6; k++) sv2(v, p[k], ep[k], SV_F64, SCALAR, NULL);
@@ -948,6 +1001,20 @@ void trainer_state(Trainer *t, StateView *v) {
                                                   "/trainer/collapse/first_step"};
     _Static_assert(sizeof head_coll_paths / sizeof *head_coll_paths == 2 * 10 + 3 * 9 + 1, "48 collapse rows");
     sv_coll(v, &t->coll, head_coll_paths, 1);
+    sv_coll3(v, &t->coll, c3_paths[MODEL_MAX_BBL]);
+}
+
+static void sv_coll3(StateView *v, CollapseState *cs, const char *const *p) {
+    const int n0 = v->nvars;
+    for (int i = 0; i < CVIEW_COUNT; i++, p += 2) {
+        sv(v, p[0], &cs->view[i].pending, SV_I64, SCALAR, NULL);
+        sv(v, p[1], &cs->view[i].cand, SV_I64, SCALAR, NULL);
+    }
+    sv(v, p[0], cs->dead, SV_I32, cs->E, -1, NULL);
+    sv(v, p[1], cs->dead_since, SV_I64, cs->E, -1, NULL);
+    sv(v, p[2], &cs->deaths, SV_I64, SCALAR, NULL);
+    sv(v, p[3], &cs->revivals, SV_I64, SCALAR, NULL);
+    for (int k = n0; k < v->nvars; k++) v->vars[k].since = 3;
 }
 
 static void sv_coll(StateView *v, CollapseState *cs, const char *const *p, int since) {
@@ -1045,6 +1112,26 @@ static void emit(Loop *L, TrainerEventKind kind, const TrainerCmd *c, int logged
         ev.layer = li;
         ev.plan = li >= 0 ? *layer_plan(L->t, li) : L->t->tau;
     }
+    L->h->on_event(&ev, L->h->user);
+}
+
+/* an alarm event (TEV_COLLAPSE, logged) with its severity */
+static void emit_alarm(Loop *L, int severity, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+static void emit_alarm(Loop *L, int severity, const char *fmt, ...) {
+    if (!L->h->on_event) return;
+    TrainerEvent ev;
+    memset(&ev, 0, sizeof ev);
+    ev.kind = TEV_COLLAPSE;
+    ev.step = L->t->step;
+    ev.cmd = CMD_HELP;
+    ev.logged = 1;
+    ev.origin = CMD_FROM_NONE;
+    ev.layer = -1;
+    ev.severity = severity;
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(ev.text, sizeof ev.text, fmt, ap);
+    va_end(ap);
     L->h->on_event(&ev, L->h->user);
 }
 
@@ -1146,32 +1233,51 @@ static void loop_apply(Loop *L, const TrainerCmd *c) {
     publish_state(L);
 }
 
-/* The collapse events of the views that rose since the last boundary, then the on-collapse rule
- * (once): pause (interactive) / stop (headless), or its commands with origin CMD_FROM_RULE. */
+/* The alarm events since the last boundary, every routed layer (backbone in stage order, then the
+ * head): the views that rose (collapse, or a warning when only the clean router concentrates), the
+ * experts that died or came back; each event's text carries THE message (collapse_format), the same
+ * the banner and `ctl status` show. Then the on-collapse rule (once, on a red collapse): pause
+ * (interactive) / stop (headless), or its commands with origin CMD_FROM_RULE. */
 static void loop_collapse(Loop *L, int rule) {
     Trainer *t = L->t;
     const int nl = trainer_nlayers(t);
     int any = 0;
     char first[192] = "";
-    for (int i = 0; i < nl; i++) { /* the backbone layers in stage order, then the head */
-        const int fired = i < t->nbl ? t->bl[i].fired : t->cfg.model.head.kind != HEAD_DENSE ? L->fired : 0;
-        if (i < t->nbl) t->bl[i].fired = 0;
-        if (!fired) continue;
-        any = 1;
-        const CollapseState *cs = layer_coll(t, i);
-        char name[REC_LAYER_NAME + 2] = ""; /* "moe2: " when more than one layer routes */
-        if (nl > 1) snprintf(name, sizeof name, "%s: ", layer_name(t, i));
+    for (int i = 0; i < nl; i++) {
+        const int head = i == t->nbl;
+        const int fired = !head ? t->bl[i].fired : t->cfg.model.head.kind != HEAD_DENSE ? L->fired : 0;
+        if (!head) t->bl[i].fired = 0;
+        CollapseState *cs = (CollapseState *)layer_coll(t, i);
+        const uint64_t died = cs->died, revived = cs->revived;
+        cs->died = cs->revived = 0;
+        const char *name = nl > 1 ? layer_name(t, i) : NULL;
+        char msg[192];
         for (int v = 0; v < CVIEW_COUNT; v++) {
             if (!(fired & (1 << v))) continue;
-            char d[192];
-            collapse_describe(cs, v, d, sizeof d);
-            if (!first[0]) {
-                snprintf(first, sizeof first, "%s", name);
-                collapse_describe(cs, v, first + strlen(first), sizeof first - strlen(first));
+            const int sev = collapse_item_alarm(cs, v);
+            collapse_format(cs, v, -1, name, msg, sizeof msg);
+            if (sev == ALARM_COLLAPSE) {
+                any = 1;
+                if (!first[0]) snprintf(first, sizeof first, "%s", msg);
             }
-            emit(L, TEV_COLLAPSE, NULL, 1, "collapse at step %ld (%s view, episode %ld%s): %s%s", t->step,
-                 collapse_view_name(v), cs->view[v].episodes,
-                 cs->view[v].first_step == t->step && cs->first_step == t->step ? ", first" : "", name, d);
+            emit_alarm(L, sev, "%s at step %ld (%s view, episode %ld%s): %s", sev == ALARM_COLLAPSE ? "collapse" : "warning",
+                       t->step, collapse_view_name(v), cs->view[v].episodes,
+                       cs->view[v].first_step == cs->view[v].since && cs->view[v].episodes == 1 ? ", first" : "", msg);
+        }
+        for (int e = 0; e < cs->E; e++) {
+            const uint64_t bit = (uint64_t)1 << e;
+            if (died & bit && cs->dead[e]) {
+                const int sev = collapse_item_alarm(cs, CITEM_DEATH);
+                collapse_format(cs, CITEM_DEATH, e, name, msg, sizeof msg);
+                if (sev == ALARM_COLLAPSE) {
+                    any = 1;
+                    if (!first[0]) snprintf(first, sizeof first, "%s", msg);
+                }
+                emit_alarm(L, sev, "expert death at step %ld (e%d, death %ld): %s", t->step, e, cs->deaths, msg);
+            } else if (revived & bit && !cs->dead[e]) {
+                collapse_format(cs, CITEM_REVIVAL, e, name, msg, sizeof msg);
+                emit_alarm(L, ALARM_NONE, "expert revival at step %ld (e%d): %s", t->step, e, msg);
+            }
         }
     }
     L->fired = 0;

@@ -450,6 +450,9 @@ ml_status session_config_json(const TrainConfig *c, const char *dataset_spec, ch
     jw_num(&w, jr, "entropy_min", c->route.entropy_min);
     jw_num(&w, jr, "max_share", c->route.max_share);
     jw_num(&w, jr, "dead_frac", c->route.dead_frac);
+    jw_int(&w, jr, "warmup", c->route.warmup);
+    jw_num(&w, jr, "hysteresis", c->route.hysteresis);
+    jw_int(&w, jr, "confirm", c->route.confirm);
     jw_int(&w, root, "tsne_samples", c->tsne_samples);
     jw_int(&w, root, "augment", c->augment);
     if (!root || w.bad) {

@@ -47,7 +47,7 @@
 #include "core/records.h"
 #include "core/state.h"
 
-#define SESSION_FORMAT_VERSION 2
+#define SESSION_FORMAT_VERSION 3
 #define SESSION_STEP_BLOCK 64 /* step records buffered in memory before a block write */
 
 /* ------------------------------------------------------------------ live.h5 */

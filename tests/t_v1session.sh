@@ -57,7 +57,7 @@ v=$($PY -c 'import h5py,sys; print(h5py.File(sys.argv[1],"r").attrs["format_vers
 cp -r "$FIX" N
 $PY -c 'import h5py,sys; f=h5py.File(sys.argv[1],"r+"); f.attrs["format_version"]=99' N/live.h5
 "$BIN" export N --csv ncsv > n.txt 2>&1; rc=$?
-[ $rc != 0 ] && grep -q 'format_version 99, this moelab reads 1..2 (written by a newer moelab' n.txt \
+[ $rc != 0 ] && grep -q 'format_version 99, this moelab reads 1..3 (written by a newer moelab' n.txt \
   && ok "live.h5 of format_version 99: $(head -1 n.txt)" || bad "format 99 live.h5: rc $rc: $(cat n.txt)"
 "$BIN" browse N --list > n2.txt 2>&1
 grep -q 'format_version 99' n2.txt && ok "browse names the version" || bad "browse of format 99: $(head -2 n2.txt)"

@@ -37,6 +37,8 @@ static void config(TrainConfig *c, HeadKind head) {
     c->augment = 0;
     c->route.window = 20;
     c->route.min_steps = 10;
+    c->route.warmup = 0;  /* these cases judge from the first steps: no warm-up, */
+    c->route.confirm = 1; /* an episode opens at the first judged step over the threshold */
 }
 
 /* Router row `e` = scale (all inputs), the others 0: z[b, e] = scale * sum(x_b), others 0. */
@@ -105,12 +107,15 @@ static void test_hidden_by_noise(const Dataset *ds) {
                   "hidden: the training load looks balanced (window load entropy %.3f, first share %.2f), not flagged",
                   ent, routewin_max_share(&t.coll.train));
             CHECK(clean > 0.9, "hidden: the clean router sends %.0f%% of first choices to one expert", 100 * clean);
-            CHECK(r.collapsed && (r.collapse_views & CVIEW_BIT_CLEAN) && !(r.collapse_views & CVIEW_BIT_TRAIN),
-                  "hidden: the clean-router view flags collapse, the training view does not (views %d)",
-                  r.collapse_views);
-            CHECK(strstr(r.collapse_text, "clean router collapsed at step 10: ") && strstr(r.collapse_text, "to e3") &&
-                      strstr(r.collapse_text, "noise hides it from the training load"),
-                  "hidden: the banner text names the view and the expert: \"%s\"", r.collapse_text);
+            CHECK(!r.collapsed && r.alarm == ALARM_WARNING && (r.collapse_views & CVIEW_BIT_CLEAN) &&
+                      !(r.collapse_views & CVIEW_BIT_TRAIN),
+                  "hidden: the clean-router view raises a warning (yellow), not a collapse; the training view does "
+                  "not (views %d, alarm %d)",
+                  r.collapse_views, r.alarm);
+            CHECK(!strncmp(r.collapse_text, "WARNING clean router: 100% of first choices to e3", 49) &&
+                      strstr(r.collapse_text, "since step 10 ") &&
+                      strstr(r.collapse_text, "the noise is doing the balancing"),
+                  "hidden: the banner text names the view, the share and the expert: \"%s\"", r.collapse_text);
             CHECK(t.coll.view[CVIEW_CLEAN].first_step == c.route.min_steps &&
                       r.collapse_first_step == t.coll.view[CVIEW_CLEAN].first_step,
                   "hidden: first flagged at step %ld (the window judges from %d steps)",
@@ -147,7 +152,7 @@ static void bb_event(const TrainerEvent *e, void *u) {
     (void)u;
     if (e->kind != TEV_COLLAPSE) return;
     if (!g_bb_event[0]) snprintf(g_bb_event, sizeof g_bb_event, "%s", e->text);
-    if (strstr(e->text, "head: ")) g_bb_head_events++;
+    if (strstr(e->text, " head ")) g_bb_head_events++; /* the message names the layer: "COLLAPSE head ..." */
 }
 static void test_backbone_layer(const Dataset *ds) {
     TrainConfig c;
@@ -192,9 +197,9 @@ static void test_backbone_layer(const Dataset *ds) {
           "the healthy head is not flagged (views %d, first step %ld, %d head events)", r->layer[1].collapse_views,
           t.coll.first_step, g_bb_head_events);
     CHECK(r->collapsed && r->collapse_first_step == r->layer[0].collapse_first_step &&
-              !strncmp(r->collapse_text, "moe2: training collapsed", 24),
+              !strncmp(r->collapse_text, "COLLAPSE moe2 training: 100% of first choices to e3", 51),
           "the record's union flags the run and its text names the layer: \"%.60s\"", r->collapse_text);
-    CHECK(strstr(g_bb_event, "collapse at step 10 (training view, episode 1, first): moe2: ") != NULL,
+    CHECK(strstr(g_bb_event, "collapse at step 10 (training view, episode 1, first): COLLAPSE moe2 training: ") != NULL,
           "the collapse event names the layer: \"%.90s\"", g_bb_event);
     EvalRecord er;
     CHECK(trainer_eval_record(&t, &er, 0) == ML_OK && er.nlayers == 2 && er.layer[0].test_first_share > 0.99 &&
@@ -249,12 +254,12 @@ static void test_eval_view(const Dataset *ds) {
     char d[192];
     collapse_describe(&t.coll, CVIEW_EVAL, d, sizeof d);
     char want[64];
-    snprintf(want, sizeof want, "evaluation collapsed at step %ld: 100%% of first choices to e", t.step);
+    snprintf(want, sizeof want, "COLLAPSE evaluation: 100%% of test first choices to e");
     CHECK(strstr(d, want) != NULL && er.collapse_first_eval == t.step && er.collapse_first_step == t.step,
           "evaluation view: \"%s\", first step %ld", d, er.collapse_first_eval);
     /* the next step's record carries the evaluation view until the next evaluation */
     steps(&t, 1, &r);
-    CHECK(r.collapse_views == CVIEW_BIT_EVAL && strstr(r.collapse_text, "evaluation collapsed"),
+    CHECK(r.collapse_views == CVIEW_BIT_EVAL && r.alarm == ALARM_COLLAPSE && strstr(r.collapse_text, "COLLAPSE evaluation: "),
           "the step after it still shows the evaluation view (views %d, \"%s\")", r.collapse_views, r.collapse_text);
     trainer_free(&t);
 }
@@ -302,6 +307,9 @@ static void test_state(void) {
     routewin_defaults(&rc);
     rc.window = 4;
     rc.min_steps = 2;
+    rc.warmup = 0;
+    rc.confirm = 1;
+    rc.hysteresis = 0;
     CollapseState s;
     CHECK(collapse_init(&s, &rc, 4, 0) == ML_OK, "collapse_init");
     MoeStepStats st;
@@ -437,6 +445,184 @@ static void test_rule(const Dataset *ds) {
     }
 }
 
+
+/* ---- the alarm a researcher can trust (issue 26): warm-up, hysteresis, confirmation, severities,
+ * expert death and revival, one message, the forecast. CollapseState alone, with hand-made steps. */
+
+/* one step: clean first choices with share `cs` on expert `ce` (the rest spread), kept counts from
+ * `kept` (NULL: balanced), first share of the noisy selection `ts` */
+static int push(CollapseState *s, long step, double cs, int ce, const int *kept, double ts) {
+    MoeStepStats st;
+    memset(&st, 0, sizeof st);
+    st.E = s->E;
+    st.B = 100;
+    const int top = (int)(cs * 100 + 0.5);
+    for (int e = 0; e < s->E; e++) st.clean_first[e] = e == ce ? top : (100 - top) / (s->E - 1);
+    st.clean_first_share = cs;
+    for (int e = 0; e < s->E; e++) st.kept[e] = kept ? kept[e] : 25;
+    st.first_share = ts;
+    return collapse_push_step(s, &st, step);
+}
+
+static void alarm_config(RouteWinConfig *rc) {
+    routewin_defaults(rc);
+    rc->window = 50;
+    rc->min_steps = 50;
+}
+
+static void test_alarm(void) {
+    /* defaults stated in the README */
+    RouteWinConfig d;
+    routewin_defaults(&d);
+    CHECK(d.warmup == -1 && d.hysteresis == 0.1 && d.confirm == 20 && d.min_steps == d.window,
+          "defaults: warm-up auto, hysteresis 0.1, confirm 20, a full window");
+    CHECK(collapse_warmup(&d, 936) == 46 && collapse_warmup(&d, 4680) == 200 && collapse_warmup(&d, 100000) == 200,
+          "auto warm-up: min(5%% of training, 200) (%ld, %ld)", collapse_warmup(&d, 936), collapse_warmup(&d, 4680));
+    d.warmup = 7;
+    CHECK(collapse_warmup(&d, 100000) == 7, "an explicit warm-up wins");
+
+    /* 1. warm-up: a router concentrated during its first steps raises nothing; the window must be
+     *    full of post-warm-up steps */
+    RouteWinConfig rc;
+    alarm_config(&rc);
+    CollapseState s;
+    CHECK(collapse_init(&s, &rc, 8, 0) == ML_OK, "collapse_init");
+    collapse_set_warmup(&s, 40);
+    long step = 0;
+    int rose = 0;
+    for (; step < 40;) rose |= push(&s, ++step, 0.9, 3, NULL, 0.2); /* concentrated, inside the warm-up */
+    for (int i = 0; i < 60; i++) rose |= push(&s, ++step, 0.2, 3, NULL, 0.2);
+    CHECK(rose == 0 && collapse_alarm(&s) == ALARM_NONE && s.first_step == -1,
+          "warm-up: a concentrated start inside the warm-up raises nothing (views %d)", collapse_views(&s, NULL));
+    collapse_free(&s);
+
+    /* 2. hysteresis + confirmation: a clean share wobbling around 0.5 opens ONE episode, which closes only
+     *    once the share is below 0.4 for `confirm` steps */
+    CHECK(collapse_init(&s, &rc, 8, 0) == ML_OK, "collapse_init");
+    collapse_set_warmup(&s, 0);
+    step = 0;
+    for (int i = 0; i < 50; i++) push(&s, ++step, 0.3, 5, NULL, 0.2);
+    long opened = -1;
+    for (int i = 0; i < 400; i++) { /* the share over the window wobbles 0.45..0.58 */
+        const double v = 0.515 + 0.07 * sin(i * 0.3) + ((i * 7919) % 13 - 6) * 0.004;
+        if (push(&s, ++step, v, 5, NULL, 0.2) & CVIEW_BIT_CLEAN && opened < 0) opened = step;
+    }
+    CHECK(s.view[CVIEW_CLEAN].episodes == 1 && s.view[CVIEW_CLEAN].flag,
+          "hysteresis: a share wobbling around 0.5 is one episode, still open (%ld episodes)",
+          s.view[CVIEW_CLEAN].episodes);
+    CHECK(opened > 0 && s.view[CVIEW_CLEAN].since == opened - rc.confirm + 1,
+          "confirmation: the episode opens after %d steps over the threshold and reports its onset (%ld, opened %ld)",
+          rc.confirm, s.view[CVIEW_CLEAN].since, opened);
+    CHECK(collapse_alarm(&s) == ALARM_WARNING && collapse_item_alarm(&s, CITEM_CLEAN) == ALARM_WARNING,
+          "severity: only the clean router concentrates -> a warning (yellow)");
+    char msg[192];
+    collapse_format(&s, CITEM_CLEAN, -1, NULL, msg, sizeof msg);
+    CHECK(!strncmp(msg, "WARNING clean router: ", 22) && strstr(msg, "of first choices to e5") &&
+              strstr(msg, "the noise is doing the balancing"),
+          "the warning's message names the view, the expert and the share: \"%s\"", msg);
+    long closed = -1;
+    for (int i = 0; i < 200 && closed < 0; i++) {
+        push(&s, ++step, 0.2, 5, NULL, 0.2);
+        if (!s.view[CVIEW_CLEAN].flag) closed = step;
+    }
+    CHECK(closed > 0 && s.view[CVIEW_CLEAN].episodes == 1, "the episode closes once the share is back under 0.4 (step %ld)",
+          closed);
+    /* a short spike (shorter than confirm) opens nothing */
+    for (int i = 0; i < 60; i++) push(&s, ++step, 0.2, 5, NULL, 0.2);
+    for (int i = 0; i < 30; i++) push(&s, ++step, i < 12 ? 1.0 : 0.2, 5, NULL, 0.2);
+    CHECK(s.view[CVIEW_CLEAN].episodes == 1, "a spike shorter than the confirmation opens no episode (%ld)",
+          s.view[CVIEW_CLEAN].episodes);
+    /* the training view concentrating too: a red collapse; the message says so */
+    int fired = 0;
+    const int starve[8] = {2, 2, 90, 2, 1, 1, 1, 1};
+    for (int i = 0; i < 120; i++) fired |= push(&s, ++step, 0.9, 2, starve, 0.9);
+    CHECK((fired & CVIEW_BIT_TRAIN) && collapse_alarm(&s) == ALARM_COLLAPSE &&
+              collapse_item_alarm(&s, CITEM_CLEAN) == ALARM_COLLAPSE,
+          "severity: the training selection concentrating -> a collapse (red), the clean view with it");
+    collapse_format(&s, CITEM_TRAIN, -1, "moe2", msg, sizeof msg);
+    CHECK(!strncmp(msg, "COLLAPSE moe2 training: 90% of first choices to e2", 50) && strstr(msg, "experts starve"),
+          "the collapse message: \"%s\"", msg);
+    int ex = -2;
+    CHECK(collapse_top_item(&s, &ex) == CITEM_TRAIN && ex == -1, "the top item is the training view");
+    collapse_free(&s);
+
+    /* 3. expert death and revival: one expert without a kept pair for a window dies (one event,
+     *    yellow), the load panel's mask has it; it comes back -> one revival; half the experts
+     *    dead -> red */
+    CHECK(collapse_init(&s, &rc, 8, 0) == ML_OK, "collapse_init");
+    collapse_set_warmup(&s, 0);
+    int kept[8];
+    for (int e = 0; e < 8; e++) kept[e] = 25;
+    step = 0;
+    for (int i = 0; i < 60; i++) push(&s, ++step, 0.2, 0, kept, 0.2);
+    kept[5] = 0;
+    long died_at = -1, deaths_seen = 0;
+    for (int i = 0; i < 120; i++) {
+        push(&s, ++step, 0.2, 0, kept, 0.2);
+        if (s.died) {
+            deaths_seen++;
+            if (died_at < 0) died_at = step;
+            s.died = 0;
+        }
+    }
+    CHECK(died_at == 60 + rc.window && deaths_seen == 1 && s.dead[5] && s.dead_since[5] == 61 &&
+              collapse_dead_mask(&s) == (1u << 5) && s.deaths == 1,
+          "death: e5 dies after a whole window without a kept pair (step %ld, since %ld, %ld event(s), mask %llx)",
+          died_at, s.dead_since[5], deaths_seen, (unsigned long long)collapse_dead_mask(&s));
+    CHECK(collapse_alarm(&s) == ALARM_WARNING && collapse_item_alarm(&s, CITEM_DEATH) == ALARM_WARNING,
+          "one dead expert of 8: a warning (yellow)");
+    collapse_format(&s, CITEM_DEATH, 5, NULL, msg, sizeof msg);
+    CHECK(!strncmp(msg, "EXPERT DEATH e5: no kept pair for 50 steps, since step 61 (1/8 dead: e5)", 72),
+          "the death message: \"%s\"", msg);
+    /* sporadic load (one step in 10) is not a revival */
+    for (int i = 0; i < 40; i++) {
+        kept[5] = i % 10 == 0;
+        push(&s, ++step, 0.2, 0, kept, 0.2);
+    }
+    CHECK(s.dead[5] && s.revivals == 0, "sporadic load does not revive e5 (revivals %ld)", s.revivals);
+    kept[5] = 20;
+    long back_at = -1;
+    for (int i = 0; i < 60 && back_at < 0; i++) {
+        push(&s, ++step, 0.2, 0, kept, 0.2);
+        if (s.revived) back_at = step;
+    }
+    CHECK(back_at > 0 && !s.dead[5] && s.revivals == 1 && collapse_dead_mask(&s) == 0 && collapse_alarm(&s) == ALARM_NONE,
+          "revival: e5 comes back (step %ld) and the alarm clears", back_at);
+    s.revived = 0;
+    collapse_format(&s, CITEM_REVIVAL, 5, NULL, msg, sizeof msg);
+    CHECK(!strncmp(msg, "EXPERT REVIVAL e5: kept pairs again (0/8 dead)", 46), "the revival message: \"%s\"", msg);
+    for (int e = 0; e < 4; e++) kept[e] = 0;
+    for (int i = 0; i < 80; i++) push(&s, ++step, 0.2, 7, kept, 0.2);
+    CHECK(collapse_dead_count(&s) == 4 && collapse_alarm(&s) == ALARM_COLLAPSE &&
+              collapse_item_alarm(&s, CITEM_DEATH) == ALARM_COLLAPSE,
+          "half the experts dead: red (%d dead)", collapse_dead_count(&s));
+    collapse_format(&s, CITEM_DEATH, 3, NULL, msg, sizeof msg);
+    CHECK(!strncmp(msg, "COLLAPSE: EXPERT DEATH e3", 25), "the fourth death is a collapse: \"%s\"", msg);
+    collapse_free(&s);
+
+    /* 4. the forecast: a clean share rising linearly 0.2 -> 0.5 over 600 steps is forecast to cross
+     *    before it does, within 25% of the true time */
+    CHECK(collapse_init(&s, &rc, 8, 0) == ML_OK, "collapse_init");
+    collapse_set_warmup(&s, 0);
+    step = 0;
+    long predicted = -1, asked = 300;
+    char ftxt[96] = "";
+    for (int i = 0; i < 900; i++) {
+        const double v = 0.2 + 0.0005 * i; /* 0.5 at i = 600 */
+        push(&s, ++step, v > 1 ? 1 : v, 4, NULL, 0.2);
+        if (step == asked) {
+            predicted = s.forecast >= 0 ? step + s.forecast : -1;
+            collapse_forecast_text(&s, ftxt, sizeof ftxt);
+        }
+    }
+    /* the window mean (50 steps) passes 0.5 about 25 steps after the per-step value does */
+    const long truth = s.view[CVIEW_CLEAN].since + rc.confirm - 1 > 0 ? 625 : -1;
+    CHECK(predicted > 0 && labs(predicted - truth) < (truth - asked) / 4,
+          "forecast at step %ld: crossing at ~%ld, truth ~%ld (%s)", asked, predicted, truth, ftxt);
+    CHECK(strstr(ftxt, "rising: threshold in ~") != NULL, "the forecast text: \"%s\"", ftxt);
+    collapse_free(&s);
+}
+
 int main(void) {
     Dataset ds;
     SyntheticOptions so;
@@ -455,6 +641,7 @@ int main(void) {
     test_eval_view(&ds);
     test_softmoe_gate_mass(&ds);
     test_state();
+    test_alarm();
     test_rule(&ds);
     test_backbone_layer(&ds);
     dataset_free(&ds);

@@ -94,7 +94,7 @@ static void test_roundtrip(const Dataset *ds, const char *dir) {
         trainer_free(&t);
         return;
     }
-    CHECK(hs.info.format_version == 2 && hs.nlayers == 2 && !strcmp(hs.layer[0].name, "moe2") &&
+    CHECK(hs.info.format_version == SESSION_FORMAT_VERSION && hs.nlayers == 2 && !strcmp(hs.layer[0].name, "moe2") &&
               !strcmp(hs.layer[1].name, "head") && hs.layer[0].E == 6 && hs.layer[0].stage == 2 &&
               hs.layer[1].stage == -1 && hs.layer[0].feat_dim == t.model.moec[0].C,
           "format 2: layers %d (%s E=%d stage %d, %s), moe2 features %d", hs.nlayers, hs.layer[0].name, hs.layer[0].E,
