@@ -261,11 +261,13 @@ static void drain(Tui *ui) {
             if (ev->has_plan) panels_plan(&ui->scr.ps, &ev->plan, ev->step, ev->layer);
             if (ev->cmd == CMD_RESUME) view_banner_set_note(&ui->scr.ps.v[PANEL_BANNER], NULL);
             if (ev->cmd == CMD_PAUSE && !strncmp(ev->text, "rule: ", 6)) { /* the on-collapse rule paused it */
+                /* "rule: pause (on-collapse at step N: MESSAGE)": the message, the same as the log's */
+                const char *msg = strstr(ev->text, ": COLLAPSE");
+                msg = msg ? msg + 2 : ev->text + 6;
+                const size_t ml = strlen(msg) - (msg[0] && msg[strlen(msg) - 1] == ')' && msg != ev->text + 6);
                 char note[512];
-                snprintf(note, sizeof note,
-                         "COLLAPSE at step %ld: training PAUSED by the on-collapse rule (%.300s). "
-                         "`resume` continues",
-                         ev->step, ev->text + 6);
+                snprintf(note, sizeof note, "PAUSED by --on-collapse at step %ld: %.*s. `resume` continues", ev->step,
+                         (int)(ml < 400 ? ml : 400), msg);
                 view_banner_set_note(&ui->scr.ps.v[PANEL_BANNER], note);
             }
             break;

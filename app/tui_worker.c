@@ -254,6 +254,8 @@ static void w_on_event(const TrainerEvent *e, void *user) {
     WorkerEvent ev;
     memset(&ev, 0, sizeof ev);
     ev.kind = kinds[e->kind];
+    if (e->kind == TEV_COLLAPSE) /* by severity: a collapse red, a warning or a death yellow, a revival plain */
+        ev.kind = e->severity == ALARM_COLLAPSE ? WEV_ERROR : e->severity == ALARM_WARNING ? WEV_WARN : WEV_INFO;
     ev.step = e->step;
     ev.wall = wall_now();
     ev.cmd = e->cmd;

@@ -46,7 +46,7 @@ typedef struct {
     char collapse_text[192];  /* collapse_format of its most severe open item ("" if none) */
     int alarm;                /* AlarmLevel now: 0 none, 1 warning (yellow), 2 collapse (red) */
     int alarm_pad_;
-    long long dead_mask;      /* experts dead now (bit e), with revival hysteresis (routestats.h) */
+    long dead_mask;           /* experts dead now (bit e), with revival hysteresis (routestats.h) */
     long forecast;            /* steps until the clean router crosses a threshold at its trend (-1: none) */
     double trend;             /* clean first-choice share per 1000 steps over the window */
     char forecast_text[96];   /* collapse_forecast_text ("clean share 0.42, rising: threshold in ~600 steps") */
@@ -61,7 +61,7 @@ typedef struct {
     long collapse_first_step, collapse_first_train, collapse_first_clean, collapse_first_eval;
     int alarm;           /* AlarmLevel after this evaluation */
     int alarm_pad_;
-    long long dead_mask; /* experts dead now (bit e) */
+    long dead_mask;      /* experts dead now (bit e) */
     int classes, experts;
     const int *class_expert; /* (classes, experts) first-choice counts on the test set */
     double mutual_info, test_load_entropy, test_first_share;
@@ -111,7 +111,7 @@ typedef struct {
     char collapse_text[192];  /* collapse_format of the most severe open item of any layer ("" if none) */
     int alarm;                /* the most severe AlarmLevel of any layer (collapsed = alarm == 2) */
     int alarm_pad_;
-    long long dead_mask;      /* the primary layer's dead experts (bit e) */
+    long dead_mask;           /* the primary layer's dead experts (bit e) */
     long forecast;            /* the primary layer's forecast (-1: none) */
     double trend;             /* the primary layer's clean-share trend per 1000 steps */
     char forecast_text[96];   /* the primary layer's collapse_forecast_text */
@@ -138,7 +138,7 @@ typedef struct {
     long collapse_first_train, collapse_first_clean, collapse_first_eval; /* per view (-1: never) */
     int alarm;                                                            /* the most severe AlarmLevel of any layer */
     int alarm_pad_;
-    long long dead_mask;                                                  /* the primary layer's dead experts */
+    long dead_mask;                                                       /* the primary layer's dead experts */
     double epoch_tau, epoch_l_aux, epoch_clean_first_share;               /* epoch means over its steps */
     int classes, experts;
     const int *class_expert;  /* (classes, experts) first-choice counts on the test set */

@@ -162,12 +162,12 @@ void trainer_free(Trainer *t) {
 /* The collapse fields of a record from the layer's CollapseState: collapsed = a red alarm; the text
  * is THE message (collapse_format) of its most severe open item, the layer named when name != NULL. */
 static void trainer_collapse_fill(const CollapseState *cs, const char *name, int *collapsed, int *reason, int *views,
-                                  long *first, int *alarm, long long *dead_mask, char *text, size_t n) {
+                                  long *first, int *alarm, long *dead_mask, char *text, size_t n) {
     *views = collapse_views(cs, reason);
     *alarm = collapse_alarm(cs);
     *collapsed = *alarm == ALARM_COLLAPSE;
     *first = cs->first_step;
-    *dead_mask = (long long)collapse_dead_mask(cs);
+    *dead_mask = (long)collapse_dead_mask(cs);
     if (collapse_dead_count(cs) > 0 && (double)collapse_dead_count(cs) >= cs->cfg.dead_frac * cs->E)
         *reason |= COLLAPSE_DEAD;
     int ex = -1;
@@ -203,7 +203,7 @@ static void trainer_collapse_union(const Trainer *t, int *collapsed, int *reason
         const CollapseState *cs = layer_coll(t, i);
         int r = 0, a = 0, c = 0, v = 0;
         long f = -1;
-        long long dm = 0;
+        long dm = 0;
         char tx[192];
         trainer_collapse_fill(cs, nl > 1 ? layer_name(t, i) : NULL, &c, &r, &v, &f, &a, &dm, tx, sizeof tx);
         if (a > *alarm && text && n) snprintf(text, n, "%s", tx);

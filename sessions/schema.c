@@ -65,6 +65,10 @@ const SessCol sess_step_cols[SC_N] = {
                                 SF_I64, offsetof(StepRecord, collapse_first_step), 1},
     [SC_FIRST_AGREE] = {"first_agree", 0, "fraction of samples whose noisy first choice is the clean one", SF_F64,
                         offsetof(StepRecord, moe.first_agree), 1},
+    [SC_ALARM] = {"alarm", 1, "alarm level: 0 none, 1 warning (only the clean router concentrates, or an expert died), 2 collapse", SF_I32, offsetof(StepRecord, alarm), 1},
+    [SC_DEAD_MASK] = {"dead_mask", 1, "experts dead now (bit e = expert e; no kept pair for a window, revival after load again)", SF_I64, offsetof(StepRecord, dead_mask), 1},
+    [SC_FORECAST] = {"forecast", 1, "steps until the clean router crosses a collapse threshold at its trend (-1: none)", SF_I64, offsetof(StepRecord, forecast), 1},
+    [SC_TREND] = {"trend", 0, "clean first-choice share change per 1000 steps over the window", SF_F64, offsetof(StepRecord, trend), 1},
 };
 
 const SessCol sess_step_vecs[SV_N] = {
@@ -125,6 +129,8 @@ const SessCol sess_eval_cols[EC_N] = {
                         offsetof(EvalRecord, epoch_l_aux), 1},
     [EC_EPOCH_CLEAN_FIRST_SHARE] = {"epoch_clean_first_share", 0, "mean clean first-choice share over the epoch",
                                     SF_F64, offsetof(EvalRecord, epoch_clean_first_share), 1},
+    [EC_ALARM] = {"alarm", 1, "alarm level: 0 none, 1 warning (only the clean router concentrates, or an expert died), 2 collapse", SF_I32, offsetof(EvalRecord, alarm), 1},
+    [EC_DEAD_MASK] = {"dead_mask", 1, "experts dead now (bit e = expert e; no kept pair for a window, revival after load again)", SF_I64, offsetof(EvalRecord, dead_mask), 1},
     [EC_TEST_DEAD_TOPK] = {"test_dead_topk", 1, "experts no test sample has among its k selected", SF_I32,
                            offsetof(EvalRecord, test_dead_topk), 1},
 };
@@ -163,6 +169,10 @@ const SessCol sess_layer_step_cols[LSC_N] = {
         collapse_views),
     LS_(COLLAPSE_FIRST_STEP, "collapse_first_step", 1, "first step any view of the layer was flagged (-1: never)",
         SF_I64, collapse_first_step),
+    [LSC_ALARM] = {"alarm", 1, "alarm level: 0 none, 1 warning (only the clean router concentrates, or an expert died), 2 collapse", SF_I32, offsetof(StepLayer, alarm), 1},
+    [LSC_DEAD_MASK] = {"dead_mask", 1, "experts dead now (bit e = expert e; no kept pair for a window, revival after load again)", SF_I64, offsetof(StepLayer, dead_mask), 1},
+    [LSC_FORECAST] = {"forecast", 1, "steps until the clean router crosses a collapse threshold at its trend (-1: none)", SF_I64, offsetof(StepLayer, forecast), 1},
+    [LSC_TREND] = {"trend", 0, "clean first-choice share change per 1000 steps over the window", SF_F64, offsetof(StepLayer, trend), 1},
 };
 #undef LS_
 
@@ -202,6 +212,8 @@ const SessCol sess_layer_eval_cols[LEC_N] = {
     LE_(EPOCH_L_AUX, "epoch_l_aux", 0, "mean L_aux over the epoch's steps", SF_F64, epoch_l_aux),
     LE_(EPOCH_CLEAN_FIRST_SHARE, "epoch_clean_first_share", 0, "mean clean first-choice share over the epoch", SF_F64,
         epoch_clean_first_share),
+    [LEC_ALARM] = {"alarm", 1, "alarm level: 0 none, 1 warning (only the clean router concentrates, or an expert died), 2 collapse", SF_I32, offsetof(EvalLayer, alarm), 1},
+    [LEC_DEAD_MASK] = {"dead_mask", 1, "experts dead now (bit e = expert e; no kept pair for a window, revival after load again)", SF_I64, offsetof(EvalLayer, dead_mask), 1},
 };
 #undef LE_
 

@@ -59,6 +59,10 @@ enum {
     SC_FIRST_AGREE,
     SC_COLLAPSE_VIEWS,
     SC_COLLAPSE_FIRST_STEP,
+    SC_ALARM,
+    SC_DEAD_MASK,
+    SC_FORECAST,
+    SC_TREND,
     SC_N
 };
 extern const SessCol sess_step_cols[SC_N];
@@ -101,6 +105,8 @@ enum {
     EC_EPOCH_TAU,
     EC_EPOCH_L_AUX,
     EC_EPOCH_CLEAN_FIRST_SHARE,
+    EC_ALARM,
+    EC_DEAD_MASK,
     EC_N
 };
 extern const SessCol sess_eval_cols[EC_N];
@@ -137,6 +143,10 @@ enum {
     LSC_FIRST_AGREE,
     LSC_COLLAPSE_VIEWS,
     LSC_COLLAPSE_FIRST_STEP,
+    LSC_ALARM,
+    LSC_DEAD_MASK,
+    LSC_FORECAST,
+    LSC_TREND,
     LSC_N
 };
 extern const SessCol sess_layer_step_cols[LSC_N];
@@ -163,6 +173,8 @@ enum {
     LEC_EPOCH_TAU,
     LEC_EPOCH_L_AUX,
     LEC_EPOCH_CLEAN_FIRST_SHARE,
+    LEC_ALARM,
+    LEC_DEAD_MASK,
     LEC_N
 };
 extern const SessCol sess_layer_eval_cols[LEC_N];

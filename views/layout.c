@@ -21,9 +21,10 @@ int layout_compute(Layout *l, int cols, int lines, const LayoutOptions *o) {
     const int W = cols, H = lines;
     l->r[PANEL_STATUS] = rect_make(0, 0, W, 2);
     int top = 2;
-    if (o->banner) {
-        l->r[PANEL_BANNER] = rect_make(0, 2, W, 1);
-        top = 3;
+    if (o->banner) { /* one row, or two when the message needs them */
+        const int rows = o->banner > 1 ? 2 : 1;
+        l->r[PANEL_BANNER] = rect_make(0, 2, W, rows);
+        top = 2 + rows;
     }
     const int bottom = H - 1; /* first row not available to panels: the command line */
     l->r[PANEL_CMD] = rect_make(0, bottom, W, 1);

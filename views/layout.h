@@ -33,7 +33,7 @@ typedef enum {
 
 typedef struct {
     int has_moe; /* routing panels shown */
-    int banner;  /* a banner row under the status bar */
+    int banner;  /* banner rows under the status bar: 0, 1, or 2 (a message too long for one row) */
     int zoom;    /* a panel id to zoom, or -1 */
     int strip;   /* rows of the all-layers strip (0: none): full width under the panels, above the log */
 } LayoutOptions;

@@ -210,7 +210,7 @@ int panels_strip_rows(const Panels *ps, int lines) {
 void panels_layout(const Panels *ps, Layout *lay, int cols, int lines, int zoom) {
     const LayoutOptions lo = {
         .has_moe = ps->ctx->has_moe || ps->nlayers >= 2,
-        .banner = ps->have[PANEL_BANNER] && view_banner_active(&ps->v[PANEL_BANNER]),
+        .banner = ps->have[PANEL_BANNER] ? view_banner_rows(&ps->v[PANEL_BANNER], cols) : 0,
         .zoom = zoom,
         .strip = panels_strip_rows(ps, lines),
     };

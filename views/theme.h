@@ -30,7 +30,8 @@ typedef enum {
     TH_STATUS, /* status bar */
     TH_RUNNING,
     TH_PAUSED,
-    TH_BANNER, /* collapse / NaN banner */
+    TH_BANNER, /* collapse / NaN banner (red) */
+    TH_BANNER_WARN, /* warning banner (yellow): the clean router concentrates, an expert died */
     TH_BAR,    /* progress and load bars */
     TH_OVER,   /* demand above capacity */
     TH_CAP,    /* capacity line */

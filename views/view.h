@@ -145,6 +145,9 @@ void view_free_panels(View v[PANEL_COUNT], int have[PANEL_COUNT]);
 void view_banner_set_note(View *v, const char *text);
 /* 1 if the banner view has something to show (collapse or a note). */
 int view_banner_active(const View *v);
+/* Rows the banner needs at this width: 0 (nothing to say), 1, or 2 (an alarm message too long for
+ * one row wraps at a word: the view, the expert and the share stay whole). */
+int view_banner_rows(const View *v, int width);
 /* t-SNE view: the embedding Y (n, 2) of evaluation `epoch` with each point's first-choice expert
  * and class (copied). Y == NULL keeps the last embedding and only sets the message; a non-empty
  * msg ("computing...", an error) is shown instead of the plot; info is a line above it,

@@ -1,7 +1,7 @@
-/* view_banner.c — the one-row warning banner under the status bar: expert collapse (from the
- * collapse flag of the latest StepRecord, naming the view that flagged it: training, clean
- * router or evaluation) or a note set by the UI (a NaN/inf loss or the on-collapse rule that
- * paused the run). The note wins when both are up. */
+/* view_banner.c — the alarm banner under the status bar: the latest StepRecord's alarm message
+ * (red for a collapse, yellow for a warning or an expert death; one or two rows, wrapped at a word
+ * so that the view, the expert and the share stay whole at 80 columns) or a note set by the UI
+ * (a NaN/inf loss or the on-collapse rule that paused the run, red). The note wins when both are up. */
 #include "view.h"
 #include "draw.h"
 
@@ -9,7 +9,7 @@
 #include <string.h>
 
 typedef struct {
-    int collapsed, reason, dead, E, views;
+    int collapsed, reason, dead, E, views, alarm;
     double entropy;
     long step, first;
     char text[192];
@@ -28,6 +28,7 @@ static void banner_update(View *v, const ViewMsg *m) {
     if (m->slot != 0 || (m->kind != VIEW_MSG_STEP && m->kind != VIEW_MSG_CURSOR)) return;
     if (!m->step || !m->step->has_moe) return;
     b->collapsed = m->step->collapsed;
+    b->alarm = m->step->alarm > 0 ? m->step->alarm : m->step->collapsed ? ALARM_COLLAPSE : ALARM_NONE;
     b->reason = m->step->collapse_reason;
     b->dead = m->step->dead_experts;
     b->E = m->step->moe.E;
@@ -38,47 +39,65 @@ static void banner_update(View *v, const ViewMsg *m) {
     snprintf(b->text, sizeof b->text, "%s", m->step->collapse_text);
 }
 
-static void banner_draw(View *v, WINDOW *w, Rect r) {
-    BannerView *b = v->self;
-    const Theme *t = v->ctx->theme;
-    /* segments, dropped whole when the row is short (the lowest keep first; draw_segs) */
-    char s0[600], s1[96], s2[64], s3[64], s4[64];
-    const char *try_ = v->ctx->browse ? "" : "  Try: set alpha 0.05 | set tau 2";
-    DrawSeg seg[5] = {{s0, 9}, {s1, 5}, {s2, 2}, {s3, 4}, {s4, 3}};
-    int n = 1;
-    s1[0] = s2[0] = s3[0] = s4[0] = '\0';
-    if (b->note[0]) snprintf(s0, sizeof s0, " %s", b->note);
-    else if (b->collapsed && b->text[0]) { /* the live run: the view and what it measured */
-        snprintf(s0, sizeof s0, " EXPERT COLLAPSE: %s.", b->text);
-        snprintf(s1, sizeof s1, "%s", try_);
-        seg[1].keep = 1;
-        n = 2;
-    } else if (b->collapsed && b->views) { /* a stored step: the views that flagged it */
+/* The banner's text: the note, THE alarm message of the live run (collapse_format, the same as the
+ * log's), or for a stored step (no message in /steps) what its columns say. */
+static void banner_text(const BannerView *b, int browse, char *s, size_t n) {
+    if (b->note[0]) snprintf(s, n, " %s", b->note);
+    else if (b->alarm && b->text[0]) snprintf(s, n, " %s", b->text);
+    else if (b->alarm) {
         char names[64] = "";
         size_t o = 0;
         for (int i = 0; i < CVIEW_COUNT; i++)
             if (b->views & (1 << i))
                 o += (size_t)snprintf(names + o, sizeof names - o, "%s%s", o ? " + " : "", collapse_view_name(i));
-        snprintf(s0, sizeof s0, " EXPERT COLLAPSE at step %ld:", b->step);
-        snprintf(s1, sizeof s1, " %s collapsed", names);
-        snprintf(s2, sizeof s2, " (%s)", routewin_reason_text(b->reason));
-        snprintf(s3, sizeof s3, "; window load entropy %.2f", b->entropy);
-        snprintf(s4, sizeof s4, ", dead %d/%d", b->dead, b->E);
-        n = 5;
-    } else if (b->collapsed) {
-        snprintf(s0, sizeof s0, " EXPERT COLLAPSE at step %ld", b->step);
-        snprintf(s1, sizeof s1, " (%s)", routewin_reason_text(b->reason));
-        snprintf(s2, sizeof s2, ": window load entropy %.2f", b->entropy);
-        snprintf(s3, sizeof s3, ", dead experts %d/%d.", b->dead, b->E);
-        snprintf(s4, sizeof s4, "%s%s", try_, v->ctx->browse ? "" : " | set noise 1");
-        seg[1].keep = 2;
-        seg[2].keep = 4;
-        seg[3].keep = 3;
-        seg[4].keep = 1;
-        n = 5;
-    } else s0[0] = '\0';
-    draw_fill(w, r.y, r.x, r.w, t->role[TH_BANNER]);
-    draw_segs(w, r.y, r.x, r.w, t->role[TH_BANNER], seg, n);
+        snprintf(s, n, " %s at step %ld: %s%s%s; window load entropy %.2f, dead %d/%d",
+                 b->alarm == ALARM_COLLAPSE ? "COLLAPSE" : "WARNING", b->step, o ? names : "expert death",
+                 b->reason ? " " : "", b->reason ? routewin_reason_text(b->reason) : "", b->entropy, b->dead, b->E);
+    } else s[0] = '\0';
+    (void)browse;
+}
+
+/* Splits s for two rows of width w at the last space that fits (*cut: where row 2 starts). */
+static int banner_split(const char *s, int w) {
+    const int len = (int)strlen(s);
+    if (len <= w) return len;
+    int cut = w;
+    while (cut > w / 2 && s[cut] != ' ') cut--;
+    return cut > w / 2 ? cut : w;
+}
+
+int view_banner_rows(const View *v, int width) {
+    const BannerView *b = v->self;
+    if (!b->note[0] && !b->alarm) return 0;
+    char s[720];
+    banner_text(b, v->ctx->browse, s, sizeof s);
+    return (int)strlen(s) > width ? 2 : 1;
+}
+
+static void banner_draw(View *v, WINDOW *w, Rect r) {
+    BannerView *b = v->self;
+    const Theme *t = v->ctx->theme;
+    const attr_t a = !b->note[0] && b->alarm == ALARM_WARNING ? t->role[TH_BANNER_WARN] : t->role[TH_BANNER];
+    char s[720];
+    banner_text(b, v->ctx->browse, s, sizeof s);
+    /* the live run's hint, when it fits on the last row */
+    const char *try_ = v->ctx->browse || b->note[0] || !b->alarm ? "" : "  Try: set alpha 0.05 | set tau 2";
+    for (int y = 0; y < r.h; y++) draw_fill(w, r.y + y, r.x, r.w, a);
+    if (r.h >= 2 && (int)strlen(s) > r.w) {
+        const int cut = banner_split(s, r.w);
+        char row1[720];
+        snprintf(row1, sizeof row1, "%.*s", cut, s);
+        draw_text(w, r.y, r.x, r.w, a, row1);
+        const char *rest = s + cut;
+        while (*rest == ' ') rest++;
+        char row2[720];
+        snprintf(row2, sizeof row2, " %s%s", rest, (int)(strlen(rest) + strlen(try_)) + 1 <= r.w ? try_ : "");
+        draw_text_cut(w, r.y + 1, r.x, r.w, a, row2);
+        return;
+    }
+    char row[760];
+    snprintf(row, sizeof row, "%s%s", s, (int)(strlen(s) + strlen(try_)) <= r.w ? try_ : "");
+    draw_text_cut(w, r.y, r.x, r.w, a, row);
 }
 
 void view_banner_set_note(View *v, const char *text) {
@@ -88,7 +107,7 @@ void view_banner_set_note(View *v, const char *text) {
 
 int view_banner_active(const View *v) {
     const BannerView *b = v->self;
-    return b->note[0] || b->collapsed;
+    return b->note[0] || b->alarm;
 }
 
 const ViewClass view_banner_class = {

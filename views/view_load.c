@@ -18,6 +18,7 @@ typedef struct {
     int demand[MOE_MAX_EXPERTS], kept[MOE_MAX_EXPERTS];
     long zero_run[MOE_MAX_EXPERTS]; /* consecutive records with kept_e == 0 */
     int capacity, dropless, dead;
+    long dead_mask; /* the record's dead experts (bit e); 0 with dead > 0: an older session, judged here */
     double drop;
     long step;
     int have;
@@ -65,6 +66,7 @@ static void load_update(View *v, const ViewMsg *m) {
         l->capacity = s->capacity;
         l->dropless = s->dropless;
         l->dead = m->step->dead_experts;
+        l->dead_mask = m->step->dead_mask;
         l->drop = s->drop_frac;
         return;
     }
@@ -83,6 +85,7 @@ static void load_update(View *v, const ViewMsg *m) {
     l->capacity = s->capacity;
     l->dropless = s->dropless;
     l->dead = m->step->dead_experts;
+    l->dead_mask = m->step->dead_mask;
     l->drop = s->drop_frac;
     l->step = m->step->step;
     l->have = 1;
@@ -112,8 +115,10 @@ static void load_title(const View *v, char *buf, size_t n) {
                  l->dead, l->E, 100.0 * l->drop);
 }
 
-/* 1 if expert e looks dead: the trainer reports dead experts and e kept nothing for a window. */
+/* 1 if expert e is dead: the record's dead_mask (with the trainer's revival rule); an older session
+ * without it: the trainer reports dead experts and e kept nothing for a window. */
 static int is_dead(const LoadView *l, int e, int window) {
+    if (l->dead_mask) return (int)((unsigned long)l->dead_mask >> e & 1u); /* the trainer's own judgement */
     return l->dead > 0 && l->zero_run[e] >= (window > 0 ? window : 1);
 }
 

@@ -1,7 +1,8 @@
 /* view_scalars.c — the routing scalars of the latest logged step, each with a sparkline of its
  * recent history: load entropy (window), drop %, MaxVio, dead experts, rho realized / nominal,
  * aux and z losses, gate entropy, router confidence, samples with no expert, the clean router's
- * top-1 share and its agreement with the noisy first choice; the title names the collapse views. A dense-head run has
+ * top-1 share and its agreement with the noisy first choice; above them the forecast of the clean
+ * router's trend; the title names the alarm and its views. A dense-head run has
  * no router: the panel then shows training scalars and a note instead. */
 #include "view.h"
 #include "draw.h"
@@ -44,7 +45,9 @@ typedef struct {
     const ScalarSpec *spec;
     double last[S_MAX];
     long step;
-    int have, collapsed, E, views;
+    int have, collapsed, E, views, alarm;
+    long forecast;
+    char forecast_text[96]; /* the trainer's forecast ("clean share 0.42, rising: threshold in ~600 steps") */
 } ScalarsView;
 
 static void scalars_free(View *v) {
@@ -92,8 +95,11 @@ static void scalars_update(View *v, const ViewMsg *m) {
         val[S_CLEAN] = r->moe.clean_first_share;
         val[S_AGREE] = r->moe.first_agree;
         s->collapsed = r->collapsed;
+        s->alarm = r->alarm;
         s->views = r->collapse_views;
         s->E = r->moe.E;
+        s->forecast = r->forecast;
+        snprintf(s->forecast_text, sizeof s->forecast_text, "%s", r->forecast_text);
     } else {
         val[D_LOSS] = r->loss;
         val[D_ACC] = r->acc;
@@ -122,7 +128,11 @@ static void scalars_title(const View *v, char *buf, size_t n) {
                                       : i == CVIEW_EVAL ? "eval"
                                                         : "train");
         if (o) snprintf(names + o, sizeof names - o, ")");
-        snprintf(buf, n, "Routing: step %ld%s%s", s->step, s->collapsed ? "  COLLAPSE" : "", s->collapsed ? names : "");
+        snprintf(buf, n, "Routing: step %ld%s%s", s->step,
+                 s->collapsed      ? "  COLLAPSE"
+                 : s->alarm == 1 ? "  WARNING"
+                                   : "",
+                 s->alarm || s->collapsed ? names : "");
     }
 }
 
@@ -148,6 +158,11 @@ static void scalars_draw(View *v, WINDOW *w, Rect r) {
         return;
     }
     const int lw = 9, vw = 12, sw = r.w - lw - vw - 1;
+    if (c->has_moe && s->forecast_text[0] && y < ymax) { /* the forecast: where the clean router is heading */
+        const int warn = s->forecast >= 0 || strstr(s->forecast_text, "over the threshold");
+        draw_text_cut(w, y, r.x, r.w, t->role[warn ? TH_WARN : TH_DIM], s->forecast_text);
+        y++;
+    }
     if (s->nrows > ymax - y) { /* rows that do not fit, in the bottom border */
         char more[48];
         snprintf(more, sizeof more, "+%d rows %s", s->nrows - (ymax - y), t->utf8 ? "\u25be" : "v");
