@@ -85,7 +85,9 @@ typedef struct {
     long step, total;
     int epoch, epochs, paused, numeric;
     double tau, loss, acc, test_acc, img_s;
-    int collapsed; /* any view of any routed layer, at the last step record */
+    int collapsed; /* a red collapse in any routed layer, at the last step record */
+    int alarm;     /* AlarmLevel of the last step record */
+    char alarm_text[192]; /* its message (collapse_format: the banner's and the log's) */
     int nlayers;   /* routed layers (0: a dense run) */
     char layer[REC_MAX_LAYERS][REC_LAYER_NAME];
     double layer_tau[REC_MAX_LAYERS]; /* each layer's temperature at the last step record */
@@ -176,12 +178,14 @@ static void reply_status_locked(ControlServer *s, Client *c) {
     }
     reply_locked(c,
                  "ok step=%ld total=%ld epoch=%d epochs=%d state=%s tau=%.6g loss=%.6g acc=%.6g test_acc=%.6g "
-                 "img_s=%.1f collapsed=%d pid=%ld session=%s%s",
+                 "img_s=%.1f collapsed=%d alarm=%s pid=%ld session=%s%s%s%s",
                  t->step, t->total, t->epoch, t->epochs,
                  t->numeric  ? "paused-nan"
                  : t->paused ? "paused"
                              : "running",
-                 t->tau, t->loss, t->acc, t->test_acc, t->img_s, t->collapsed, (long)getpid(), s->dir, lay);
+                 t->tau, t->loss, t->acc, t->test_acc, t->img_s, t->collapsed,
+                 t->alarm == ALARM_COLLAPSE ? "collapse" : t->alarm == ALARM_WARNING ? "warning" : "none", (long)getpid(),
+                 s->dir, lay, t->alarm_text[0] ? " -- " : "", t->alarm_text);
 }
 
 /* One complete line from client c (mutex held). */
@@ -589,6 +593,8 @@ void control_note_step(ControlServer *s, const StepRecord *r) {
     s->st.acc = r->acc;
     s->st.img_s = r->img_per_s;
     s->st.collapsed = r->collapsed;
+    s->st.alarm = r->alarm;
+    snprintf(s->st.alarm_text, sizeof s->st.alarm_text, "%s", r->alarm ? r->collapse_text : "");
     for (int i = 0; i < r->nlayers && i < s->st.nlayers; i++) {
         s->st.layer_tau[i] = r->layer[i].moe.tau;
         s->st.layer_collapsed[i] = r->layer[i].collapsed;

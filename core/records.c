@@ -125,3 +125,109 @@ int run_record_layer_find(const RunRecord *r, const char *name) {
         if (!strcmp(r->layer[i].name, name)) return i;
     return -1;
 }
+
+/* ---- where and when: alarm spans and counts (records.h) */
+
+int step_record_alarm_level(const StepRecord *r) {
+    if (r->alarm > 0) return r->alarm > ALARM_COLLAPSE ? ALARM_COLLAPSE : r->alarm;
+    return r->collapsed ? ALARM_COLLAPSE : ALARM_NONE;
+}
+
+void alarm_spans_init(AlarmSpans *a) {
+    memset(a, 0, sizeof *a);
+    a->last = -1;
+}
+
+/* Merges the two neighbouring spans with the smallest gap (the first such pair). */
+static void alarm_spans_merge(AlarmSpans *a) {
+    int best = 0;
+    long gap = -1;
+    for (int i = 0; i + 1 < a->n; i++) {
+        const long g = a->span[i + 1].start - a->span[i].end;
+        if (gap < 0 || g < gap) gap = g, best = i;
+    }
+    AlarmSpan *s = &a->span[best];
+    const AlarmSpan *t = &a->span[best + 1];
+    s->end = t->end;
+    if (t->level > s->level) s->level = t->level;
+    memmove(&a->span[best + 1], &a->span[best + 2], sizeof a->span[0] * (size_t)(a->n - best - 2));
+    a->n--;
+    a->merged++;
+}
+
+void alarm_spans_push(AlarmSpans *a, long step, int level) {
+    if (a->last >= 0 && step <= a->last) return;
+    a->last = step;
+    if (level < ALARM_NONE) level = ALARM_NONE;
+    if (level > ALARM_COLLAPSE) level = ALARM_COLLAPSE;
+    if (level == ALARM_NONE) {
+        a->open = 0;
+        return;
+    }
+    if (a->open && a->n > 0 && a->span[a->n - 1].level == level) {
+        a->span[a->n - 1].end = step;
+        return;
+    }
+    if (a->n == ALARM_SPANS_MAX) alarm_spans_merge(a);
+    AlarmSpan *s = &a->span[a->n++];
+    s->start = s->end = step;
+    s->level = level;
+    s->pad_ = 0;
+    a->open = 1;
+}
+
+int alarm_spans(const StepRecord *rows, long n, AlarmSpans *a) {
+    alarm_spans_init(a);
+    for (long i = 0; i < n; i++) alarm_spans_push(a, rows[i].step, step_record_alarm_level(&rows[i]));
+    return a->n;
+}
+
+int alarm_spans_level(const AlarmSpans *a, double x0, double x1) {
+    int level = ALARM_NONE;
+    for (int i = 0; i < a->n; i++)
+        if ((double)a->span[i].start <= x1 && (double)a->span[i].end >= x0 && a->span[i].level > level)
+            level = a->span[i].level;
+    return level;
+}
+
+/* 1 if text starts with word followed by " at step " and a digit. */
+static int alarm_event_is(const char *text, const char *word) {
+    const size_t n = strlen(word);
+    return !strncmp(text, word, n) && !strncmp(text + n, " at step ", 9) && text[n + 9] >= '0' && text[n + 9] <= '9';
+}
+
+int alarm_count_event(AlarmCounts *c, const char *text) {
+    if (!text) return -1;
+    if (alarm_event_is(text, "collapse")) {
+        c->collapse++;
+        return ALARM_COLLAPSE;
+    }
+    if (alarm_event_is(text, "warning")) {
+        c->warning++;
+        return ALARM_WARNING;
+    }
+    if (alarm_event_is(text, "expert death")) {
+        c->death++;
+        return ALARM_WARNING;
+    }
+    if (alarm_event_is(text, "expert revival")) {
+        c->revival++;
+        return ALARM_NONE;
+    }
+    return -1;
+}
+
+void alarm_counts_text(const AlarmCounts *c, char *buf, size_t n) {
+    if (!n) return;
+    buf[0] = 0;
+    size_t k = 0;
+    const int v[3] = {c->collapse, c->warning, c->death};
+    const char tag[3] = {'C', 'W', 'D'};
+    for (int i = 0; i < 3; i++) {
+        if (v[i] <= 0 || k >= n) continue;
+        const int w = snprintf(buf + k, n - k, "%s%d%c", k ? " " : "", v[i], tag[i]);
+        if (w < 0) break;
+        k += (size_t)w;
+    }
+    if (!buf[0]) snprintf(buf, n, "-");
+}

@@ -262,4 +262,49 @@ typedef struct {
     int evals;
 } TrainerState;
 
+/* ---- where and when (issue 26): the alarm as spans of logged steps, for the loss curves' time axis
+ * (views/view_curves.c) and the shaded spans of `moelab plot` (views/figs.c), and the alarm events
+ * counted by kind, for the browser's list and the sweep summary. Pure functions, no I/O. */
+#define ALARM_SPANS_MAX 128
+typedef struct {
+    long start, end; /* first and last logged step of the span (inclusive) */
+    int level;       /* AlarmLevel: 1 warning or expert death (yellow), 2 collapse (red) */
+    int pad_;
+} AlarmSpan;
+typedef struct {
+    int n;       /* spans held, in step order */
+    int open;    /* 1: the last step pushed had the last span's level (it goes on) */
+    long merged; /* spans merged into a neighbour because the store was full */
+    long last;   /* the last step pushed (-1: none) */
+    AlarmSpan span[ALARM_SPANS_MAX];
+} AlarmSpans;
+/* The alarm level of a step row: r->alarm, or for a session written before the alarm column (alarm
+ * 0 in every row) ALARM_COLLAPSE where r->collapsed is set. */
+int step_record_alarm_level(const StepRecord *r);
+void alarm_spans_init(AlarmSpans *a);
+/* One logged step with its level: extends the open span when the level is the same, closes it at
+ * level 0, opens a new span otherwise. A step before the last one (a resumed run's rows again) is
+ * ignored. When ALARM_SPANS_MAX spans are held, the two neighbours with the smallest gap between
+ * them merge (the higher level), so memory stays fixed and long runs keep their shape. */
+void alarm_spans_push(AlarmSpans *a, long step, int level);
+/* alarm_spans_init, then every row's step_record_alarm_level pushed. Returns a->n. */
+int alarm_spans(const StepRecord *rows, long n, AlarmSpans *a);
+/* The highest level of the spans overlapping the steps [x0, x1] (0: none). */
+int alarm_spans_level(const AlarmSpans *a, double x0, double x1);
+
+/* Alarm events by kind, from event log texts: "collapse at step N (...)", "warning at step N (...)",
+ * "expert death at step N (...)", "expert revival at step N (...)" (core/trainer.c, loop_collapse).
+ * Sessions written before the warning and death events have collapse events only. */
+typedef struct {
+    int collapse; /* collapse episodes (each view of each layer that rose to red) */
+    int warning;  /* warning episodes (the clean router alone) */
+    int death;    /* expert deaths (whatever their severity) */
+    int revival;  /* experts that came back */
+} AlarmCounts;
+/* Counts one event text into c; returns the AlarmLevel-like kind it was (2 collapse, 1 warning or
+ * death, 0 revival), -1 for any other text. */
+int alarm_count_event(AlarmCounts *c, const char *text);
+/* "2C 1W 1D" (collapse episodes, warnings, expert deaths; kinds at zero left out), "-" for none. */
+void alarm_counts_text(const AlarmCounts *c, char *buf, size_t n);
+
 #endif

@@ -24,7 +24,7 @@ check() { local what=$1; shift; if "$@"; then ok "$what"; else bad "$what"; fi; 
 events() { h5dump -d /events "$1/live.h5" 2>/dev/null; }
 
 RUN=(--dataset synthetic:16x16x3:4:512 --width 0.25 --batch 32 --experts 4 --hidden 16 --epochs 2 --threads 1
-     --collapse-share 0.05 --collapse-min-steps 10)
+     --collapse-share 0.05 --collapse-min-steps 10 --collapse-warmup 0 --collapse-confirm 1)
 
 # 1. a rule of commands, headless
 "$BIN" train --headless "${RUN[@]}" --on-collapse "set tau 2" --session R > R.log 2>&1; rc=$?
@@ -76,7 +76,7 @@ else
   "${TM[@]}" new-session -d -x 120 -y 40 -s "$S" \
     "cd '$T' && env XDG_STATE_HOME=$T/state TERM=xterm-256color $BIN train ${RUN[*]} --epochs 20 --on-collapse pause --session L; echo MOELAB_EXIT=\$?; exec bash --norc --noprofile -i"
   check "tmux: status PAUSED (collapse)" wait_for 'PAUSED \(collapse\)' 60
-  check "tmux: the banner says the rule paused it at step 10" wait_for 'COLLAPSE at step 10: training PAUSED by the on-collapse rule' 5
+  check "tmux: the banner says the rule paused it at step 10" wait_for 'PAUSED by --on-collapse at step 10: COLLAPSE training: [0-9]+% of first choices to e[0-9]' 5
   s1=$(cap | sed -n 2p | grep -Eo 'step +[0-9]+' | head -1 | grep -Eo '[0-9]+')
   sleep 1.5
   s2=$(cap | sed -n 2p | grep -Eo 'step +[0-9]+' | head -1 | grep -Eo '[0-9]+')
@@ -90,6 +90,37 @@ else
   check "tmux: q + y exits" wait_for 'MOELAB_EXIT=' 30
   check "tmux: the event log has the rule's pause and the live rule" \
     [ "$(events L | grep -c '"rule: pause (on-collapse at step 10')" = 1 -a "$(events L | grep -cE '"on-collapse set tau 2( *# screen)?"')" = 1 ]
+fi
+
+# 5. the banner at 80x24 and 120x40: severity, view, expert and share whole; the same numbers as the log
+if command -v tmux >/dev/null 2>&1; then
+  for size in 80x24 120x40; do
+    S=b$size
+    W=${size%x*}; H=${size#*x}
+    rm -rf "B$size"
+    "${TM[@]}" new-session -d -x "$W" -y "$H" -s "$S" \
+      "cd '$T' && env XDG_STATE_HOME=$T/state TERM=xterm-256color $BIN train ${RUN[*]} --epochs 20 --session B$size; exec bash --norc --noprofile -i"
+    check "tmux $size: a red collapse banner appears" wait_for '^ COLLAPSE training: [0-9]+% of first choices to e[0-9]' 60
+    "${TM[@]}" send-keys -t "$S" -l "pause"; "${TM[@]}" send-keys -t "$S" Enter
+    wait_for 'PAUSED' 10
+    sleep 0.5
+    cap > "cap$size.txt"
+    banner=$(sed -n '3,4p' "cap$size.txt" | tr '\n' ' ')
+    bshare=$(echo "$banner" | grep -Eo '[0-9]+% of first choices to e[0-9]+' | head -1)
+    check "tmux $size: the banner keeps the view, the expert and the share ($bshare)" \
+      [ -n "$bshare" ] && echo "$banner" | grep -q 'COLLAPSE training:'
+    # the message in the banner is the one in the event log (the latest alarm event's message)
+    msg=$(events "B$size" | grep -Eo '(COLLAPSE|WARNING)[^"]*' | tail -1)
+    check "tmux $size: banner and log carry the same numbers (\"$bshare\" in \"${msg:0:80}\")" \
+      [ -n "$bshare" ] && echo "$msg" | grep -qF "$bshare"
+    if [ "$W" -ge 120 ]; then
+      lshare=$(grep -E 'collapse at step' "cap$size.txt" | grep -Eo '[0-9]+% of first choices to e[0-9]+' | tail -1)
+      check "tmux $size: the log panel shows the same share and expert ($lshare)" [ -n "$lshare" ]
+    fi
+    "${TM[@]}" send-keys -t "$S" q
+    if wait_for 'Quit training\?' 5; then "${TM[@]}" send-keys -t "$S" y; fi
+    "${TM[@]}" kill-session -t "$S" 2>/dev/null
+  done
 fi
 
 echo "$pass passed, $fail failed"
