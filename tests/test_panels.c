@@ -279,6 +279,102 @@ static void test_one_layer(void) {
     }
 }
 
+/* The loss curves mark where and when the run was in alarm (issue 26): a row labelled "alarm" between
+ * the plot and the step axis, '-' over the steps of a warning, '#' over those of a collapse (ASCII,
+ * no colour), lined up with the canvas' step mapping; an old session's `collapsed` rows (alarm 0)
+ * count as collapse; a panel too short to spare a row marks the axis row between its labels; no
+ * alarm, no row. */
+static int curves_with(View *v, const ViewCtx *ctx, int old) {
+    if (view_init(v, &view_curves_class, ctx)) return -1;
+    for (long s = 1; s <= 100; s++) {
+        StepRecord r;
+        step_make(&r, s, 0);
+        r.loss = 2.0 - s / 100.0;
+        r.collapsed = 0;
+        const int level = s >= 20 && s < 40 ? 1 : s >= 60 && s < 80 ? 2 : 0;
+        if (old) r.collapsed = level == 2; /* an old session: no alarm column, collapsed rows */
+        else r.alarm = level, r.collapsed = level == 2;
+        const ViewMsg m = {.kind = VIEW_MSG_STEP, .step = &r};
+        view_update(v, &m);
+    }
+    return 0;
+}
+
+/* The cell (column in the window) the curves panel maps `step` to: as the view does (6-cell y labels,
+ * 4-cell right labels, the canvas' dot mapping). */
+static int step_col(int width, long step, long last) {
+    const int pw = width - 6 - 4 - 2;
+    Axis ax;
+    axis_fixed(&ax, 0, (double)last, pw / 8 > 2 ? pw / 8 : 2);
+    return 6 + 1 + axis_map(&ax, (double)step, 2 * pw) / 2;
+}
+
+static void test_curves_alarm(void) {
+    Theme t;
+    theme_init(&t, 0, 1);
+    ViewCtx ctx;
+    ctx_make(&ctx, &t, 0);
+    const int W = 60, H = 12;
+    WINDOW *w = newwin(H, W, 0, 0);
+    for (int old = 0; old <= 1; old++) {
+        View v;
+        CHECK(curves_with(&v, &ctx, old) == 0, "curves view");
+        werase(w);
+        view_draw(&v, w, (Rect){0, 0, W, H});
+        char strip[512], axis[512];
+        snprintf(strip, sizeof strip, "%s", row(w, H - 2));
+        snprintf(axis, sizeof axis, "%s", row(w, H - 1));
+        if (getenv("PANELS_DEBUG"))
+            for (int y = 0; y < H; y++) printf("C%d|%s\n", old, row(w, y));
+        CHECK(!strncmp(strip, "alarm", 5) || !strncmp(strip, " alarm", 6), "%s: the strip row is labelled: '%s'",
+              old ? "old session" : "alarm column", strip);
+        if (!old) {
+            int warn = 1, red = 1;
+            for (long s = 20; s < 40; s++) warn &= strip[step_col(W, s, 100)] == '-';
+            for (long s = 60; s < 80; s++) red &= strip[step_col(W, s, 100)] == '#';
+            CHECK(warn, "warning steps 20..39 marked '-' in their columns: '%s'", strip);
+            CHECK(red, "collapse steps 60..79 marked '#' in their columns: '%s'", strip);
+        } else {
+            int red = 1, none = 1;
+            for (long s = 60; s < 80; s++) red &= strip[step_col(W, s, 100)] == '#';
+            for (long s = 20; s < 40; s++) none &= strip[step_col(W, s, 100)] == ' ';
+            CHECK(red && none, "old session: the collapsed rows are red, nothing else: '%s'", strip);
+        }
+        const long clear[] = {5, 50, 95};
+        for (int i = 0; i < 3; i++)
+            CHECK(strip[step_col(W, clear[i], 100)] == ' ', "step %ld (no alarm) unmarked: '%s'", clear[i], strip);
+        CHECK(strstr(axis, "100") && !strchr(axis, '#') && !strchr(axis, '-'), "the step axis keeps its labels: '%s'",
+              axis);
+        /* a short panel: the marks go on the axis row, its labels over them */
+        if (!old) {
+            werase(w);
+            view_draw(&v, w, (Rect){0, 0, W, 5});
+            const char *a = row(w, 4);
+            CHECK(strstr(a, "alarm") && strchr(a, '#') && strchr(a, '-') && strstr(a, "100"),
+                  "5 rows: marks and labels share the axis row: '%s'", a);
+            CHECK(!strstr(row(w, 3), "alarm"), "5 rows: the plot keeps its rows");
+        }
+        view_free(&v);
+    }
+    /* no alarm: no strip, the axis right under the plot */
+    View v;
+    CHECK(view_init(&v, &view_curves_class, &ctx) == 0, "curves view");
+    for (long s = 1; s <= 50; s++) {
+        StepRecord r;
+        step_make(&r, s, 0);
+        r.collapsed = 0;
+        const ViewMsg m = {.kind = VIEW_MSG_STEP, .step = &r};
+        view_update(&v, &m);
+    }
+    werase(w);
+    view_draw(&v, w, (Rect){0, 0, W, H});
+    int any = 0;
+    for (int y = 0; y < H; y++) any |= strstr(row(w, y), "alarm") != NULL;
+    CHECK(!any && strstr(row(w, H - 1), "50"), "no alarm: no strip, the axis on the last row: '%s'", row(w, H - 1));
+    view_free(&v);
+    delwin(w);
+}
+
 int main(void) {
     FILE *out = fopen("/dev/null", "w"), *in = fopen("/dev/null", "r");
     SCREEN *scr = out && in ? newterm("xterm", out, in) : NULL;
@@ -290,6 +386,7 @@ int main(void) {
     test_layered();
     test_summary();
     test_one_layer();
+    test_curves_alarm();
     endwin();
     delscreen(scr);
     fclose(out);

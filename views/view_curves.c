@@ -5,7 +5,10 @@
  * (TensorBoard's convention: ema = s ema + (1 - s) loss), shown in the title. Test points are
  * glyphs written over the braille lines, so they read without colour: test loss ●, test accuracy
  * ○ (compare: run B ■ / □; ASCII A/a and B/b). The whole run is kept in decimating series
- * (ring.h), so memory is fixed. */
+ * (ring.h), so memory is fixed. Where and when the run was in alarm (issue 26): the spans of logged
+ * steps whose alarm was a collapse (red ━, ASCII #) or a warning / expert death (yellow ┅, ASCII -)
+ * are marked on a row labelled "alarm" between the plot and the step axis (on the axis row itself,
+ * between its labels, when the panel is too short to spare a row); core/records.h AlarmSpans. */
 #include "view.h"
 #include "draw.h"
 
@@ -39,6 +42,7 @@ typedef struct {
     int logscale;
     double last_loss, last_test_loss, last_test_acc;
     long last_step;
+    AlarmSpans spans; /* the run's alarm by logged step (slot 0) */
     Canvas cv;
 } CurvesView;
 
@@ -74,6 +78,7 @@ static int curves_init(View *v) {
     }
     c->smooth = SMOOTH_DEFAULT;
     c->cursor = -1;
+    alarm_spans_init(&c->spans);
     c->last_test_loss = c->last_test_acc = NAN;
     return 0;
 }
@@ -116,6 +121,7 @@ static void curves_update(View *v, const ViewMsg *m) {
         }
         c->last_loss = loss;
         c->last_step = r->step;
+        alarm_spans_push(&c->spans, r->step, step_record_alarm_level(r));
     } else if (m->kind == VIEW_MSG_EVAL) {
         const EvalRecord *e = m->eval;
         const double y[4] = {e->test_loss, 100.0 * e->test_acc, e->train_loss, 100.0 * e->train_acc};
@@ -220,6 +226,35 @@ static void draw_points(WINDOW *w, int py, int px, const Canvas *cv, const Serie
     wattrset(w, A_NORMAL);
 }
 
+#define STRIP_MAX_CELLS 1024
+
+/* The alarm marks of the cells of a plot of cv->cw cells from column px on row y: each cell covering a
+ * span's steps (through the canvas' dot mapping, so marks line up with the curves) gets the highest
+ * level among them, drawn as ━ / # (collapse, TH_ERROR) or ┅ / - (warning or death, TH_WARN). Cells
+ * already holding a label (overlay on the axis row) are drawn over by the caller afterwards. */
+static void draw_alarm_strip(WINDOW *w, int y, int px, const Canvas *cv, const Axis *ax, const AlarmSpans *s,
+                             const Theme *t) {
+    unsigned char lev[STRIP_MAX_CELLS];
+    const int cw = cv->cw < STRIP_MAX_CELLS ? cv->cw : STRIP_MAX_CELLS;
+    if (cw <= 0) return;
+    memset(lev, 0, (size_t)cw);
+    for (int i = 0; i < s->n; i++) {
+        const AlarmSpan *sp = &s->span[i];
+        int c0 = axis_map(ax, (double)sp->start, cv->dw) / 2, c1 = axis_map(ax, (double)sp->end, cv->dw) / 2;
+        if (c0 < 0) c0 = 0;
+        if (c1 >= cw) c1 = cw - 1;
+        for (int cx = c0; cx <= c1; cx++)
+            if (sp->level > lev[cx]) lev[cx] = (unsigned char)sp->level;
+    }
+    for (int cx = 0; cx < cw; cx++) {
+        if (!lev[cx]) continue;
+        const int red = lev[cx] >= ALARM_COLLAPSE;
+        wattrset(w, red ? t->role[TH_ERROR] | A_BOLD : t->role[TH_WARN]);
+        mvwaddstr(w, y, px + cx, red ? (t->utf8 ? "\u2501" : "#") : (t->utf8 ? "\u2505" : "-"));
+    }
+    wattrset(w, A_NORMAL);
+}
+
 static void curves_draw(View *v, WINDOW *w, Rect r) {
     CurvesView *c = v->self;
     const Theme *t = v->ctx->theme;
@@ -262,7 +297,9 @@ static void curves_draw(View *v, WINDOW *w, Rect r) {
         return;
     }
     const int lw = 6, rw = 4;
-    const int pw = r.w - lw - rw - 2, ph = r.h - 2;
+    /* a row of its own for the alarm marks when there are any and the plot keeps 3 rows */
+    const int marks = c->spans.n > 0, strip = marks && r.h - 3 >= 3;
+    const int pw = r.w - lw - rw - 2, ph = r.h - 2 - strip;
     if (pw < 8 || ph < 1) return;
     if (canvas_resize(&c->cv, pw, ph)) return;
     // axes
@@ -345,7 +382,12 @@ static void curves_draw(View *v, WINDOW *w, Rect r) {
         if (have_acc) draw_points(w, py, px, &c->cv, &c->test_b, 1, &ax, &aa, t->role[TH_B_ACC], point_glyph(t, 1, 1));
         draw_points(w, py, px, &c->cv, &c->test_b, 0, &ax, &ay, t->role[TH_B_TEST], point_glyph(t, 1, 0));
     }
-    draw_xaxis(w, py + ph, px, pw, &ax, t);
+    if (marks) {
+        const int sy = py + ph; /* the strip row, or the axis row (its labels drawn over the marks) */
+        draw_textf(w, sy, r.x, lw, t->role[TH_DIM], "%*s", lw - 1, "alarm");
+        draw_alarm_strip(w, sy, px, &c->cv, &ax, &c->spans, t);
+    }
+    draw_xaxis(w, py + ph + strip, px, pw, &ax, t);
 }
 
 const ViewClass view_curves_class = {
