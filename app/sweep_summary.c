@@ -24,6 +24,7 @@ void read_run_row(const Plan *p, int r, SweepRun *row) {
     row->clean_share = row->test_share = NAN;
     row->collapse_step = row->collapse_first = -2;
     row->collapse_views = row->collapse_episodes = -2;
+    row->warning_episodes = row->expert_deaths = -2;
     char dir[DIR_N], msg[2048];
     run_dir(p, r, dir, sizeof dir);
     SessionInfo info;
@@ -159,6 +160,27 @@ static void fmt_num(char *buf, size_t n, const char *fmt, double v) {
     else snprintf(buf, n, fmt, v);
 }
 
+/* The alarm episodes of configuration c's finished runs summed by severity: "3C 2W 1D", "-" for none;
+ * "?" marks counts that are unknown (a sweep.h5 written before the warning and death columns). */
+static void config_alarms(const SweepSummary *s, int c, char *buf, size_t n) {
+    AlarmCounts a;
+    memset(&a, 0, sizeof a);
+    int unknown = 0;
+    for (int r = 0; r < s->nruns; r++) {
+        const SweepRun *w = &s->runs[r];
+        if (w->config != c || strcmp(w->status, "finished")) continue;
+        unknown |= w->collapse_episodes < 0 || w->warning_episodes < 0 || w->expert_deaths < 0;
+        if (w->collapse_episodes > 0) a.collapse += w->collapse_episodes;
+        if (w->warning_episodes > 0) a.warning += w->warning_episodes;
+        if (w->expert_deaths > 0) a.death += w->expert_deaths;
+    }
+    char t[40];
+    alarm_counts_text(&a, t, sizeof t);
+    if (!unknown) snprintf(buf, n, "%s", t);
+    else if (!strcmp(t, "-")) snprintf(buf, n, "?");
+    else snprintf(buf, n, "%s ?", t);
+}
+
 void summary_print(const SweepSummary *s, const char *note) {
     const char *pm = utf8_locale() ? "\xc2\xb1" : "+-";
     int w = 6;
@@ -205,12 +227,13 @@ void summary_print(const SweepSummary *s, const char *note) {
     int moe = 0;
     for (int c = 0; c < s->nconfigs; c++) moe |= strcmp(s->configs[c].head, "dense") != 0;
     if (!moe) return;
-    printf("\n%-*s %10s  %10s  %9s  %14s  %9s  %-18s\n", w, "routing", "clean top1", "test top1", "collapsed",
-           "collapse onset", "peak gap", "95% CI (pp)");
+    printf("\n%-*s %10s  %10s  %9s  %14s  %-12s  %9s  %-18s\n", w, "routing", "clean top1", "test top1", "collapsed",
+           "collapse onset", "alarms", "peak gap", "95% CI (pp)");
     for (int c = 0; c < s->nconfigs; c++) {
         const SweepConfig *k = &s->configs[c];
         if (!strcmp(k->head, "dense")) continue;
-        char cs[16], ts[16], col[24], fs[24], pg[24], ci[48];
+        char cs[16], ts[16], col[24], fs[24], pg[24], ci[48], al[48];
+        config_alarms(s, c, al, sizeof al);
         fmt_num(cs, sizeof cs, "%.2f", k->clean_share);
         fmt_num(ts, sizeof ts, "%.2f", k->test_share);
         if (k->collapsed < 0) snprintf(col, sizeof col, "-");
@@ -223,14 +246,17 @@ void summary_print(const SweepSummary *s, const char *note) {
             else snprintf(ci, sizeof ci, "[%+.2f, %+.2f]", 100 * k->peak_gap_lo, 100 * k->peak_gap_hi);
         }
         char line[512];
-        snprintf(line, sizeof line, "%-*s %10s  %10s  %9s  %14s  %9s  %-18s", w, k->label, cs, ts, col, fs, pg, ci);
+        snprintf(line, sizeof line, "%-*s %10s  %10s  %9s  %14s  %-12s  %9s  %-18s", w, k->label, cs, ts, col, fs, al, pg,
+                 ci);
         for (size_t l = strlen(line); l > 0 && line[l - 1] == ' ';) line[--l] = 0;
         puts(line);
     }
     printf("clean/test top1: largest share of first choices of the noise-free router (last step) and on the test\n"
            "set (last evaluation); collapsed: runs still flagged at the last evaluation on any view (training,\n"
            "clean router, evaluation), onset: mean step of their last collapse event (runs.csv: collapse_first,\n"
-           "the first flag at all); peak gap: best test accuracy minus the dense one's.\n");
+           "the first flag at all); alarms: the episodes of its finished runs by severity from their event logs,\n"
+           "C collapse, W warning (the clean router alone), D expert death (runs.csv: collapse_episodes,\n"
+           "warning_episodes, expert_deaths per run); peak gap: best test accuracy minus the dense one's.\n");
 }
 
 static void csv_field(FILE *f, const char *s) {
@@ -321,7 +347,7 @@ static int summary_write_csv(const SweepSummary *s, const char *dir) {
         csv_field(f, s->axes[a]);
     }
     fputs(",seed,status,final_acc,best_acc,best_epoch,last_epoch,steps,rho_nominal,rho_realized,clean_share,test_share,"
-          "collapse_step,collapse_first,collapse_views,collapse_episodes,seconds\n",
+          "collapse_step,collapse_first,collapse_views,collapse_episodes,warning_episodes,expert_deaths,seconds\n",
           f);
     for (int r = 0; r < s->nruns; r++) {
         const SweepRun *w = &s->runs[r];
@@ -345,6 +371,8 @@ static int summary_write_csv(const SweepSummary *s, const char *dir) {
         csv_num(f, w->collapse_first < -1 ? NAN : (double)w->collapse_first);
         csv_num(f, w->collapse_views < 0 ? NAN : (double)w->collapse_views);
         csv_num(f, w->collapse_episodes < 0 ? NAN : (double)w->collapse_episodes);
+        csv_num(f, w->warning_episodes < 0 ? NAN : (double)w->warning_episodes);
+        csv_num(f, w->expert_deaths < 0 ? NAN : (double)w->expert_deaths);
         csv_num(f, w->seconds);
         fputc('\n', f);
     }

@@ -8,6 +8,8 @@
 #include "h5util.h"
 #include "schema.h"
 #include "session.h"
+#include "core/records.h"
+#include "core/routestats.h"
 
 #include <errno.h>
 #include <limits.h>
@@ -79,6 +81,9 @@ static const Col run_cols[] = {
     {"collapse_views", COL_INT, offsetof(SweepRun, collapse_views), "views ever flagged: 1 training, 2 clean, 4 eval",
      1},
     {"collapse_episodes", COL_INT, offsetof(SweepRun, collapse_episodes), "collapse events in the event log", 1},
+    {"warning_episodes", COL_INT, offsetof(SweepRun, warning_episodes),
+     "warning events in the event log (the clean router alone concentrates)", 1},
+    {"expert_deaths", COL_INT, offsetof(SweepRun, expert_deaths), "expert death events in the event log", 1},
 };
 #define N_RUN_COLS (int)(sizeof run_cols / sizeof run_cols[0])
 
@@ -141,6 +146,7 @@ ml_status sweep_h5_read_routing(const char *session_dir, SweepRun *row) {
     row->clean_share = row->test_share = NAN;
     row->collapse_step = row->collapse_first = -2;
     row->collapse_views = row->collapse_episodes = -2;
+    row->warning_episodes = row->expert_deaths = -2;
     char path[H5U_PATH_MAX];
     hid_t f;
     ml_status st = sess_open_read(session_dir, &f, path, sizeof path);
@@ -154,24 +160,30 @@ ml_status sweep_h5_read_routing(const char *session_dir, SweepRun *row) {
     H5Fclose(f);
     H5Eclear2(H5E_DEFAULT);
     if (st != ML_OK) return st;
-    /* the collapse events: "collapse at step N (VIEW view, ...)" */
+    /* the alarm events (core/records.h alarm_count_event): "collapse at step N (VIEW view, ...)",
+     * "warning at step N (...)", "expert death at step N (...)" */
     SessionEventRow *ev = NULL;
     long n = 0;
     if ((st = session_read_events(session_dir, &ev, &n)) != ML_OK) return st;
     row->collapse_step = row->collapse_first = -1;
-    row->collapse_views = row->collapse_episodes = 0;
+    row->collapse_views = 0;
     long last = -1;
+    AlarmCounts counts;
+    memset(&counts, 0, sizeof counts);
     static const char *const views[3] = {"(training view", "(clean router view", "(evaluation view"};
     for (long i = 0; i < n; i++) {
         long at;
+        if (alarm_count_event(&counts, ev[i].text) != ALARM_COLLAPSE) continue;
         if (sscanf(ev[i].text, "collapse at step %ld", &at) != 1) continue;
-        row->collapse_episodes++;
         if (row->collapse_first < 0 || at < row->collapse_first) row->collapse_first = at;
         if (at > last) last = at;
         for (int v = 0; v < 3; v++)
             if (strstr(ev[i].text, views[v])) row->collapse_views |= 1 << v;
     }
     free(ev);
+    row->collapse_episodes = counts.collapse;
+    row->warning_episodes = counts.warning;
+    row->expert_deaths = counts.death;
     if (end_collapsed > 0) row->collapse_step = last;
     return ML_OK;
 }

@@ -34,10 +34,13 @@ typedef struct {
      * collapse event) of a collapse still flagged at the last evaluation, -1 if the run ends
      * uncollapsed; collapse_first: the first step any view was flagged (-1: never; a random
      * router is often collapsed in the clean view for its first steps); the views ever flagged
-     * (CVIEW_BIT_*) and the collapse events, from the event log */
+     * (CVIEW_BIT_*) and the collapse events, from the event log; by severity (issue 26), the
+     * warning events (the clean router alone) and the expert deaths of the event log (-2: unknown,
+     * a sweep.h5 written before these columns) */
     double clean_share, test_share;
     long collapse_step, collapse_first;
     int collapse_views, collapse_episodes;
+    int warning_episodes, expert_deaths;
 } SweepRun;
 
 /* One configuration (every axis but the seed), summarised over its finished runs. The gap
@@ -77,7 +80,7 @@ typedef struct {
 ml_status sweep_h5_read_run(const char *session_dir, double *rho_nominal, double *rho_realized, double *seconds,
                             long *steps);
 
-/* The routing part of a run's SweepRun (clean_share ... collapse_episodes) from its session:
+/* The routing part of a run's SweepRun (clean_share ... expert_deaths) from its session:
  * NaN / -2 for what the session does not hold (dense heads, older sessions). */
 ml_status sweep_h5_read_routing(const char *session_dir, SweepRun *row);
 

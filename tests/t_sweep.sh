@@ -53,7 +53,24 @@ check "gap = mean(moe) - mean(dense) and lies in its CI [$lo, $hi]" \
   awk -v a="$gap" -v m1="$m1" -v m2="$m2" -v lo="$lo" -v hi="$hi" 'BEGIN { exit !((a - (m1 - m2)) ^ 2 < 1e-16 && lo < a && a < hi) }'
 check "summary.csv: the dense row has no gap" [ -z "$(col A/summary.csv head=dense gap)" -a -z "$(col A/summary.csv head=dense cohen_d)" ]
 check "runs.csv: 4 finished runs" [ "$(grep -c ',finished,' A/runs.csv)" = 4 ]
+# the alarm episodes by severity (issue 26): runs.csv has each run's counts of its event log's collapse,
+# warning and expert death events (h5dump of /events counted here), sweep.h5 the columns, the routing
+# table an "alarms" column
+# (column NAME of the row of run RUN, counted from the end: the quoted run name holds a comma)
+rcol() { awk -F, -v name="$2" -v run="$3" 'NR == 1 { for (i = 1; i <= NF; i++) e[$i] = NF - i; next } index($0, "\"" run "\"") { print $(NF - e[name]) }' "$1"; }
+evn() { h5dump -d /events "A/$1/live.h5" 2>/dev/null | grep -cE "\"$2 at step [0-9]"; }
+agree=1; seen=""
+for n in $NAMES; do
+  c=$(rcol A/runs.csv collapse_episodes "$n"); w=$(rcol A/runs.csv warning_episodes "$n"); x=$(rcol A/runs.csv expert_deaths "$n")
+  seen="$seen $n:$c/$w/$x"
+  [ -n "$c" -a -n "$w" -a -n "$x" ] && [ "$c" = "$(evn "$n" collapse)" -a "$w" = "$(evn "$n" warning)" -a "$x" = "$(evn "$n" 'expert death')" ] || agree=0
+done
+check "runs.csv: collapse_episodes, warning_episodes, expert_deaths equal each event log's counts ($seen)" [ $agree = 1 ]
+check "runs.csv: the new columns come before seconds" grep -q 'collapse_episodes,warning_episodes,expert_deaths,seconds$' A/runs.csv
+check "the routing table has an alarms column (C/W/D counts or -)" \
+  bash -c "grep -Eq '^routing .* alarms ' A.log && grep -Eq '^head=moe .* (-|([0-9]+[CWD] ?)+) +' A.log"
 h5dump -H A/sweep.h5 > h5.txt 2>&1
+check "sweep.h5: /runs/warning_episodes and /runs/expert_deaths" [ "$(grep -cE 'DATASET "(warning_episodes|expert_deaths)"' h5.txt)" = 2 ]
 check "sweep.h5: format_version 1, per-configuration and per-run columns" grep -q 'format_version' h5.txt
 check "sweep.h5: Cohen's d, Hedges' g and the CI" [ "$(grep -cE 'DATASET "(cohen_d|hedges_g|gap_ci_lo|gap_ci_hi|final_acc)"' h5.txt)" = 5 ]
 "$BIN" browse A/sweep.h5 --list > browse.log 2>&1; rc=$?
