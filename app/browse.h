@@ -23,6 +23,8 @@ typedef struct {
     char err[512];   /* why it is damaged / stale ("" otherwise) */
     double mtime;    /* live.h5 modification time (Unix s) */
     int marked;      /* compare mark */
+    int alarms_ok;   /* alarms was read (the event log) */
+    AlarmCounts alarms; /* alarm events by kind from the event log (core/records.h) */
 } BrowseEntry;
 
 typedef struct {
@@ -40,6 +42,7 @@ enum {
     BCOL_LAST,
     BCOL_EPOCHS,
     BCOL_STATUS,
+    BCOL_ALARMS, /* episodes by severity: "2C 1W 1D" (collapse, warning, expert death), "-" for none */
     BCOL_CREATED,
     BCOL_COUNT
 };
@@ -59,7 +62,8 @@ void browse_entry_read(BrowseEntry *e, double now);
  * -1 with the reason (a crash of the HDF5 library, a timeout) in err. */
 int browse_probe_history(const char *path, char *err, size_t n);
 /* Sorts by column col (reverse: descending). Entries without a value in the column (unreadable;
- * no evaluation for the accuracy columns) go last in both directions, by name. */
+ * no evaluation for the accuracy columns; no event log read for alarms) go last in both directions,
+ * by name. Alarms sort by collapse episodes, then warnings, then expert deaths. */
 void browse_list_sort(BrowseList *l, int col, int reverse);
 /* 1 if the entry has no value in column col (see browse_list_sort). */
 int browse_missing(const BrowseEntry *e, int col);

@@ -241,6 +241,16 @@ static void entry_read_here(BrowseEntry *e, double now) {
         json_decref(cfg);
     }
     free(json);
+    /* the alarm episodes by severity, from the event log */
+    memset(&e->alarms, 0, sizeof e->alarms);
+    e->alarms_ok = 0;
+    SessionEventRow *ev = NULL;
+    long nev = 0;
+    if (session_read_events(e->path, &ev, &nev) == ML_OK) {
+        for (long i = 0; i < nev; i++) alarm_count_event(&e->alarms, ev[i].text);
+        e->alarms_ok = 1;
+    }
+    free(ev);
 }
 
 int browse_list_scan(BrowseList *l, const char *root) {
@@ -280,8 +290,8 @@ void browse_list_free(BrowseList *l) {
     memset(l, 0, sizeof *l);
 }
 
-static const char *const col_names[BCOL_COUNT] = {"name", "dataset", "head",   "experts", "schedule",
-                                                  "best", "last",    "epochs", "status",  "created"};
+static const char *const col_names[BCOL_COUNT] = {"name", "dataset", "head",   "experts", "schedule", "best",
+                                                  "last", "epochs",  "status", "alarms",  "created"};
 
 const char *browse_col_name(int c) { return c >= 0 && c < BCOL_COUNT ? col_names[c] : "?"; }
 
@@ -312,6 +322,12 @@ int browse_entry_cmp(const BrowseEntry *a, const BrowseEntry *b, int col) {
     case BCOL_LAST: r = cmp_num(a->ok ? a->info.last_test_acc : NAN, b->ok ? b->info.last_test_acc : NAN); break;
     case BCOL_EPOCHS: r = (a->info.last_epoch > b->info.last_epoch) - (a->info.last_epoch < b->info.last_epoch); break;
     case BCOL_STATUS: r = strcmp(a->status, b->status); break;
+    case BCOL_ALARMS: {
+        const int x[3] = {a->alarms.collapse, a->alarms.warning, a->alarms.death};
+        const int y[3] = {b->alarms.collapse, b->alarms.warning, b->alarms.death};
+        for (int i = 0; i < 3 && !r; i++) r = (x[i] > y[i]) - (x[i] < y[i]);
+        break;
+    }
     case BCOL_CREATED: r = strcmp(a->info.created, b->info.created); break;
     default: break;
     }
@@ -326,6 +342,7 @@ int browse_missing(const BrowseEntry *e, int col) {
     if (!e->ok) return 1;
     if (col == BCOL_BEST) return isnan(e->info.best_test_acc);
     if (col == BCOL_LAST) return isnan(e->info.last_test_acc);
+    if (col == BCOL_ALARMS) return !e->alarms_ok;
     return 0;
 }
 
@@ -368,6 +385,8 @@ void browse_entry_cells(const BrowseEntry *e, char cells[BCOL_COUNT][64]) {
     if (isfinite(i->last_test_acc)) snprintf(cells[BCOL_LAST], 64, "%.2f", 100.0 * i->last_test_acc);
     else snprintf(cells[BCOL_LAST], 64, "-");
     snprintf(cells[BCOL_EPOCHS], 64, "%d/%d", i->last_epoch, i->epochs);
+    if (e->alarms_ok) alarm_counts_text(&e->alarms, cells[BCOL_ALARMS], 64);
+    else snprintf(cells[BCOL_ALARMS], 64, "?");
     snprintf(cells[BCOL_CREATED], 64, "%.16s", i->created);
     for (char *p = cells[BCOL_CREATED]; *p; p++)
         if (*p == 'T') *p = ' ';

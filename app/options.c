@@ -88,6 +88,7 @@ static int set_moe_hidden(AppOptions *o, const char *a, const char *cmd);
 static int set_moe_experts(AppOptions *o, const char *a, const char *cmd);
 static int set_moe_k(AppOptions *o, const char *a, const char *cmd);
 static int set_on_collapse(AppOptions *o, const char *a, const char *cmd);
+static int set_init_bias(AppOptions *o, const char *a, const char *cmd);
 static const char *now_backbone(const AppOptions *d) { return backbone_name(d->train.model.backbone); }
 static const char *now_fc2_init(const AppOptions *d) { return fc2_init_name(d->train.model.fc2_init); }
 static const char *now_head(const AppOptions *d) { return moe_head_name(d->train.model.head.kind); }
@@ -171,6 +172,10 @@ static const OptSpec opts[] = {
     {"beta", "B", G_ROUTING, "router z-loss weight", F32(train.model.head.beta, 0, 1e4)},
     {"no-renorm", NULL, G_ROUTING, "do not renormalise the k selected gates", FLAG(train.model.head.renorm, 0),
      .dflt = ""},
+    {"init-bias", "LIST", G_ROUTING,
+     "starting utility bias of experts, [LAYER:]eN=V,... (LAYER head or moeS; default every routed layer); with "
+     "--bias-mode logits|select, --bias-rate 0 keeps it: scenarios that favour or starve an expert",
+     FN(set_init_bias), .dflt = "0"},
     {"slots", "P", G_ROUTING, "softmoe-batch slots per expert", I32(train.model.head.slots, 1, 1 << 20),
      .dflt = "ceil(k B / E)"},
     {"route-window", "N", G_ROUTING, "collapse window: steps judged (dead = no load in all N)",
@@ -445,6 +450,47 @@ static int set_labels(AppOptions *o, const char *a, const char *cmd) {
 static int set_help(AppOptions *o, const char *a, const char *cmd) {
     app_options_help(cmd);
     return 1;
+}
+static int set_init_bias(AppOptions *o, const char *a, const char *cmd) {
+    (void)cmd;
+    TrainConfig *t = &o->train;
+    t->n_init_bias = 0;
+    char buf[512];
+    if (strlen(a) >= sizeof buf) return -1;
+    snprintf(buf, sizeof buf, "%s", a);
+    char *save = NULL;
+    for (char *it = strtok_r(buf, ",", &save); it; it = strtok_r(NULL, ",", &save)) {
+        InitBias ib = {.stage = -2};
+        char *colon = strchr(it, ':');
+        if (colon) {
+            *colon = 0;
+            if (!strcmp(it, "head")) ib.stage = -1;
+            else if (!strncmp(it, "moe", 3) && it[3] >= '0' && it[3] <= '3' && !it[4]) ib.stage = it[3] - '0';
+            else {
+                fprintf(stderr, "moelab train: --init-bias: unknown layer '%s' (head, moe0..moe3)\n", it);
+                return -1;
+            }
+            it = colon + 1;
+        }
+        char *end = NULL;
+        if (it[0] != 'e' || !(it[1] >= '0' && it[1] <= '9')) goto bad;
+        const long e = strtol(it + 1, &end, 10);
+        if (*end != '=' || e < 0 || e >= MOE_MAX_EXPERTS) goto bad;
+        const double v = strtod(end + 1, &end);
+        if (*end || end == it || !isfinite(v) || fabs(v) > 1e4) goto bad;
+        if (t->n_init_bias >= MAX_INIT_BIAS) {
+            fprintf(stderr, "moelab train: --init-bias: at most %d entries\n", MAX_INIT_BIAS);
+            return -1;
+        }
+        ib.expert = (int)e;
+        ib.value = (float)v;
+        t->init_bias[t->n_init_bias++] = ib;
+        continue;
+    bad:
+        fprintf(stderr, "moelab train: --init-bias: '%s' is not eN=V (e.g. e5=-20 or moe2:e3=4)\n", it);
+        return -1;
+    }
+    return 0;
 }
 static int set_on_collapse(AppOptions *o, const char *a, const char *cmd) {
     (void)cmd;

@@ -12,6 +12,15 @@
 #include "routestats.h"
 #include "tau.h"
 
+/* A starting value of one expert's utility bias (--init-bias): a scenario that routes towards or
+ * away from an expert from step 1 (used with --bias-mode logits|select; --bias-rate 0 keeps it). */
+typedef struct {
+    int stage;  /* the routed layer: -2 every layer, -1 the head, 0..3 the backbone layer after that stage */
+    int expert; /* 0..E-1 */
+    float value;
+} InitBias;
+#define MAX_INIT_BIAS 16
+
 typedef struct {
     ModelConfig model; /* in_c/h/w and classes are taken from the batch source */
     OptConfig opt;
@@ -26,6 +35,8 @@ typedef struct {
     RouteWinConfig route; /* dead-expert window and collapse thresholds */
     int tsne_samples;     /* test samples whose features are kept per evaluation (default 512) */
     int augment;          /* -1: on for RGB datasets (default), 0: off, 1: on (crop + flip) */
+    int n_init_bias;      /* entries of init_bias (default 0: every bias starts at 0) */
+    InitBias init_bias[MAX_INIT_BIAS];
 } TrainConfig;
 
 void train_config_defaults(TrainConfig *c);

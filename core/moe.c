@@ -804,6 +804,7 @@ static void moe_stats_finish_(MoeHead *m, int B, float tau, int training, double
         for (int e = 0; e < E; e++)
             if (fc[e] > mx) mx = fc[e];
         st->first_share = (double)mx / B;
+        memcpy(st->first, fc, sizeof st->first);
         /* the clean router: the same batch's logits with no noise (soft heads have none, their
          * first choice is already the largest weight). One pass: counts and agreement. */
         int cc[MOE_MAX_EXPERTS] = {0}, cmx = 0, agree = 0, dead = 0;

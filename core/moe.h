@@ -120,6 +120,7 @@ typedef struct {
     double tau;                       // temperature used
     double pairs_per_sample;          // kept pairs / B (realized routed expert calls per sample)
     double first_share;               // max_e (samples whose first choice is e) / B
+    int first[MOE_MAX_EXPERTS];       // (E) samples whose (noisy) first choice is e
     double clean_first_share;         // first_share of the router without selection noise: first
                                       // choice argmax_e z[b,e] (+ b_e with bias_mode select/logits)
     double clean_load_entropy;        // H(clean first-choice counts) / log E (1 when E = 1)

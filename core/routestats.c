@@ -343,10 +343,19 @@ int collapse_push_step(CollapseState *s, const MoeStepStats *st, long step) {
     } else {
         routewin_push(&s->train, st);
         routewin_push_counts(&s->clean, st->clean_first, st->clean_first_share);
+        const double a = 2.0 / (s->cfg.window + 1.0);
+        for (int e = 0; e < E; e++) s->first_ema[e] += a * (st->first[e] - s->first_ema[e]);
     }
     deaths_update(s, &s->train, step);
     const int nd = collapse_dead_count(s);
-    if (view_judge(s, CVIEW_TRAIN, &s->train, nd, step)) s->fired |= CVIEW_BIT_TRAIN;
+    const int tr = view_judge(s, CVIEW_TRAIN, &s->train, nd, step);
+    if (!s->soft) { /* the training view's expert: the most frequent noisy first choice */
+        int arg = 0;
+        for (int e = 1; e < E; e++)
+            if (s->first_ema[e] > s->first_ema[arg]) arg = e;
+        s->view[CVIEW_TRAIN].expert = arg;
+    }
+    if (tr) s->fired |= CVIEW_BIT_TRAIN;
     if (!s->soft && view_judge(s, CVIEW_CLEAN, &s->clean, routewin_dead_count(&s->clean, NULL), step))
         s->fired |= CVIEW_BIT_CLEAN;
     forecast_update(s);

@@ -144,6 +144,8 @@ typedef struct {
     double trend;                       // clean first-choice share per 1000 steps over the window (soft: gate share)
     double trend_entropy;               // clean load entropy per 1000 steps
     long forecast;                      // steps until a threshold is crossed at this trend (-1: none)
+    double first_ema[MOE_MAX_EXPERTS];  // (E) moving average (span: the window) of the noisy first-choice
+                                        // counts: the training view's expert (kept counts are capped at C)
 } CollapseState;
 
 ml_status collapse_init(CollapseState *s, const RouteWinConfig *c, int E, int soft);

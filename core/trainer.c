@@ -81,6 +81,15 @@ ml_status trainer_init(Trainer *t, const TrainConfig *cfg, const BatchSource *sr
     rng_seed(&t->rng_aug, c->seed ^ 0x2545f4914f6cdd1dULL);
     if (c->augment < 0) c->augment = ds->augment_default;
     model_init_params(&t->model, &t->rng_init);
+    for (int i = 0; i < c->n_init_bias; i++) { /* --init-bias: starting utility biases (a resume restores its own) */
+        const InitBias *ib = &c->init_bias[i];
+        if ((ib->stage == -1 || ib->stage == -2) && c->model.head.kind != HEAD_DENSE && ib->expert < c->model.head.E)
+            t->model.moe.bias[ib->expert] = ib->value;
+        for (int l = 0; l < t->model.nmoec; l++) {
+            MoeConv *L = &t->model.moec[l];
+            if ((ib->stage == -2 || ib->stage == L->stage) && ib->expert < L->route.cfg.E) L->route.bias[ib->expert] = ib->value;
+        }
+    }
     t->perm = ml_alloc(sizeof(int32_t) * ds->n_train);
     t->labels = ml_alloc(sizeof(int32_t) * B);
     t->eval_idx = ml_alloc(sizeof(int32_t) * B);
@@ -772,9 +781,10 @@ static const char *const bb_state_paths[MODEL_MAX_BBL][BB_NROWS] = {
 #define C3_ROWS_(X, pre)                                                                                      \
     X(pre, "collapse/train/pending") X(pre, "collapse/train/cand") X(pre, "collapse/clean/pending")           \
         X(pre, "collapse/clean/cand") X(pre, "collapse/eval/pending") X(pre, "collapse/eval/cand")            \
-            X(pre, "collapse/dead") X(pre, "collapse/dead_since") X(pre, "collapse/deaths") X(pre, "collapse/revivals")
+            X(pre, "collapse/dead") X(pre, "collapse/dead_since") X(pre, "collapse/deaths") X(pre, "collapse/revivals") \
+                X(pre, "collapse/first_ema")
 #define C3_PATH_(pre, x) pre x,
-static const char *const c3_paths[MODEL_MAX_BBL + 1][10] = {
+static const char *const c3_paths[MODEL_MAX_BBL + 1][11] = {
     {C3_ROWS_(C3_PATH_, "/backbone/moe0/")}, {C3_ROWS_(C3_PATH_, "/backbone/moe1/")},
     {C3_ROWS_(C3_PATH_, "/backbone/moe2/")}, {C3_ROWS_(C3_PATH_, "/backbone/moe3/")},
     {C3_ROWS_(C3_PATH_, "/trainer/")}};
@@ -1014,6 +1024,7 @@ static void sv_coll3(StateView *v, CollapseState *cs, const char *const *p) {
     sv(v, p[1], cs->dead_since, SV_I64, cs->E, -1, NULL);
     sv(v, p[2], &cs->deaths, SV_I64, SCALAR, NULL);
     sv(v, p[3], &cs->revivals, SV_I64, SCALAR, NULL);
+    sv(v, p[4], cs->first_ema, SV_F64, cs->E, -1, NULL);
     for (int k = n0; k < v->nvars; k++) v->vars[k].since = 3;
 }
 
