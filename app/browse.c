@@ -402,21 +402,19 @@ static void list_rescan(Browser *b) {
 
 /* Column widths for a screen width; name takes what is left. */
 static void list_widths(int W, int *wd) {
-    static const int fixed[BCOL_COUNT] = {0, 14, 9, 11, 8, 6, 6, 6, 11, 16};
+    static const int fixed[BCOL_COUNT] = {0, 14, 9, 11, 8, 6, 6, 6, 11, 9, 16};
     int used = 2;
     for (int c = 1; c < BCOL_COUNT; c++) {
         wd[c] = fixed[c];
         used += fixed[c] + 1;
     }
-    /* narrow terminals: drop created, then dataset */
-    if (W - used < 16) {
-        used -= wd[BCOL_CREATED] + 1;
-        wd[BCOL_CREATED] = 0;
-    }
-    if (W - used < 16) {
-        used -= wd[BCOL_DATASET] + 1;
-        wd[BCOL_DATASET] = 0;
-    }
+    /* narrow terminals: drop created, then dataset, then schedule (80 columns keep the alarms) */
+    static const int drop[3] = {BCOL_CREATED, BCOL_DATASET, BCOL_SCHED};
+    for (int i = 0; i < 3; i++)
+        if (W - used < 16) {
+            used -= wd[drop[i]] + 1;
+            wd[drop[i]] = 0;
+        }
     wd[BCOL_NAME] = W - used > 8 ? W - used : 8;
 }
 
@@ -526,6 +524,10 @@ static void draw_list(Browser *b, int W, int H) {
                 else if (!strcmp(e->status, "running")) a = t->role[TH_GOOD] | A_BOLD;
                 else if (!strcmp(e->status, "interrupted")) a = t->role[TH_WARN];
             }
+            if (!selected && c == BCOL_ALARMS && e->alarms_ok) /* red: a collapse; yellow: warnings, deaths */
+                a = e->alarms.collapse ? t->role[TH_ERROR] | A_BOLD
+                    : e->alarms.warning || e->alarms.death ? t->role[TH_WARN]
+                                                           : t->role[TH_DIM];
             const int right = c == BCOL_BEST || c == BCOL_LAST || c == BCOL_EPOCHS;
             const char *s = cells[c];
             if (c == BCOL_NAME && utf8_cells(s) > wd[c] && wd[c] > 8) {
@@ -1360,7 +1362,7 @@ static int read_key(void) {
 // plain output and the entry point
 
 static void print_list(BrowseList *l, const char *filter) {
-    static const int w[BCOL_COUNT] = {-28, -14, -8, -11, -8, 6, 6, 6, -11, -16};
+    static const int w[BCOL_COUNT] = {-28, -14, -8, -11, -8, 6, 6, 6, -11, -9, -16};
     for (int c = 0; c < BCOL_COUNT; c++) printf("%*s ", w[c], browse_col_name(c));
     printf("\n");
     for (int i = 0; i < l->n; i++) {
@@ -1381,7 +1383,8 @@ static void usage(FILE *f) {
         "Browses saved sessions (default DIR: $MOELAB_SESSIONS, else runs/). A folder holding\n"
         "live.h5, or an .h5 session file, opens that session directly; a sweep.h5 lists the\n"
         "sweep's runs. Without a terminal, or with --list, prints the list instead. COLUMN: name\n"
-        "dataset head experts schedule best last epochs status created. Keys: ? in the browser.\n");
+        "dataset head experts schedule best last epochs status alarms created (alarms: episodes by\n"
+        "severity from the event log, 2C 1W 1D = collapses, warnings, expert deaths). Keys: ? in the browser.\n");
 }
 
 static int is_session_dir(const char *p) {

@@ -32,6 +32,13 @@ echo hello > S/not-a-session/notes.txt
 check "--list exits 0" [ "$rc" = 0 ]
 check "--list shows the three sessions with schedules" bash -c "grep -Eq '^exp-run .*exp .*6/6 finished' list.txt && grep -Eq '^sig-run .*sigmoid' list.txt && grep -Eq '^dense-run .*dense' list.txt"
 check "--list reports the truncated and the garbage file as damaged, with the reason" bash -c "grep -Eq '^cut-run .*damaged' list.txt && grep -Eq '^junk-run .*damaged' list.txt && grep -Eq 'cannot read: .*cut-run/live.h5' list.txt"
+# the alarms column (issue 26): exp-run's collapse / warning / expert death events counted from its event log
+evn() { h5dump -d /events "S/$1/live.h5" 2>/dev/null | grep -cE "\"$2 at step [0-9]"; }
+want=""; for k in "collapse C" "warning W" "expert death D"; do n=$(evn exp-run "${k% *}"); [ "$n" -gt 0 ] && want="$want${want:+ }$n${k##* }"; done
+got=$(grep -E '^exp-run ' list.txt | sed -E 's/.* finished +(.*[^ ]) +[0-9]{4}-[0-9]{2}-[0-9]{2} .*/\1/')
+check "--list: an alarms column; exp-run's is its event log's episodes by severity ('$got', want '${want:--}')" \
+  bash -c "grep -Eq '^name .* status +alarms +created' list.txt && [ '$got' = '${want:--}' ]"
+check "--list: the dense run has no alarm ('-')" grep -Eq '^dense-run .* finished +- +[0-9]{4}-' list.txt
 check "--list ignores a folder without live.h5" bash -c "! grep -q not-a-session list.txt"
 check "--list counts" has '^5 sessions, 2 unreadable' list.txt
 "$BIN" browse S --list --filter sigm > f.txt 2>&1
@@ -80,6 +87,8 @@ start 120 40 S
 check "list: title with counts" wait_for 'moelab browse .* 5 sessions .*2 damaged' 5
 check "list: rows with dataset, head, E/k/h, schedule, accuracy, epochs, status" wait_for 'exp-run +synthetic +moe +4/2/16 +exp +[0-9.]+ +[0-9.]+ +6/6 +finished' 2
 check "list: the damaged entries are listed" wait_for 'junk-run .*damaged' 2
+check "list: an alarms column after status" wait_for 'status +alarms' 2
+check "list: exp-run's alarms cell is '${want:--}'" wait_for "exp-run .* finished +${want:--}( |\$)" 2
 # select the truncated file: the detail line gives the reason; Enter says it cannot open it
 keys Home; for i in 1 2 3 4 5; do cap | grep -Eq '^.{0,3}cut-run' && break; done
 n=$(cap | grep -En '^ ?.? ?.?(cut-run)' | head -1 | cut -d: -f1)

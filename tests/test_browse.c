@@ -16,7 +16,9 @@
  *     damaged / unsupported, schedules), sorting by every column both ways, filtering, the list
  *     cells, stale detection on a SIGKILLed writer, and the temperature plan rebuilt at every
  *     logged step of a run driven by --commands equal to the tau the trainer logged;
- *  5. browse_list_scan on a missing folder and on a plain file: -1 with a message. */
+ *  5. browse_list_scan on a missing folder and on a plain file: -1 with a message;
+ *  6. the alarms column: episodes by severity counted from the event log ("3C 1W 1D", "-" for none,
+ *     "?" when not read), its sort, and sweep_h5_read_routing counting the same events. */
 #define _GNU_SOURCE
 #include "../app/commands.c"
 #include "../app/browse_data.c"
@@ -693,6 +695,78 @@ static void test_plan_real(const char *name) {
     session_history_free(&h);
 }
 
+/* The alarms column (issue 26): a copy of moe-exp with alarm events appended to its event log (two
+ * collapse episodes, a warning, an expert death, a revival, and texts that only mention them) lists
+ * its own collapses plus those, "NC 1W 1D"; a copy of the dense run "-"; sorted by alarms, the dense
+ * one first (reversed: last); the cell of an entry whose event log was not read is "?" and it sorts
+ * last. In a folder of its own (the counts of the tree above stay as they are). */
+static void test_alarms(void) {
+    char src[600], dst[600], dir[600];
+    mkdirs("alarms/x");
+    mkdirs("alarms/y");
+    path_in(src, sizeof src, "moe-exp/live.h5");
+    path_in(dst, sizeof dst, "alarms/x/live.h5");
+    check(copy_file(src, dst, -1) == 0, "copy of moe-exp");
+    path_in(src, sizeof src, "dense/live.h5");
+    path_in(dst, sizeof dst, "alarms/y/live.h5");
+    check(copy_file(src, dst, -1) == 0, "copy of dense");
+    /* moe-exp's own collapse events (a small router collapses), counted here by their first words */
+    path_in(dir, sizeof dir, "alarms/x");
+    SessionEventRow *ev = NULL;
+    long n = 0, base = 0;
+    if (check(session_read_events(dir, &ev, &n) == ML_OK, "read the copy's events: %s", ml_last_error()))
+        for (long i = 0; i < n; i++) base += !strncmp(ev[i].text, "collapse at step ", 17);
+    free(ev);
+    SessionWriter w;
+    if (!check(session_open_append(&w, dir, -1) == ML_OK, "append to the copy: %s", ml_last_error())) return;
+    static const char *const add[] = {
+        "warning at step 40 (clean router view, episode 1, first): WARNING clean router: 71% of first choices to e2",
+        "collapse at step 50 (training view, episode 1, first): COLLAPSE training: 83% of first choices to e3",
+        "collapse at step 50 (evaluation view, episode 1, first): COLLAPSE evaluation: 90% of first choices to e3",
+        "expert death at step 52 (e1, death 1): EXPERT DEATH e1: no pair kept for 100 steps",
+        "expert revival at step 60 (e1): EXPERT REVIVAL e1",
+        "rule: pause (on-collapse at step 50: COLLAPSE training ...)",
+        "note: warning at step 3 is only a mention",
+    };
+    for (int i = 0; i < 7; i++) check(session_append_event(&w, 60, 0, add[i]) == ML_OK, "event %d", i);
+    check(session_close(&w, "finished") == ML_OK, "close the copy: %s", ml_last_error());
+    char root[600];
+    path_in(root, sizeof root, "alarms");
+    BrowseList l;
+    memset(&l, 0, sizeof l);
+    const int scanned = browse_list_scan(&l, root);
+    if (!check(scanned == 0 && l.n == 2, "the alarms folder: two entries (%d)", l.n)) return;
+    BrowseEntry *x = find(&l, "x"), *y = find(&l, "y");
+    char cells[BCOL_COUNT][64], want[64];
+    snprintf(want, sizeof want, "%ldC 1W 1D", base + 2);
+    if (check(x && y, "entries x and y")) {
+        browse_entry_cells(x, cells);
+        check(x->alarms_ok && !strcmp(cells[BCOL_ALARMS], want) && x->alarms.revival == 1,
+              "x: alarms '%s' (want '%s': its %ld collapse events + 2, 1 warning, 1 death; %d revival)",
+              cells[BCOL_ALARMS], want, base, x->alarms.revival);
+        browse_entry_cells(y, cells);
+        check(y->alarms_ok && !strcmp(cells[BCOL_ALARMS], "-"), "y (dense): alarms '%s'", cells[BCOL_ALARMS]);
+        browse_list_sort(&l, BCOL_ALARMS, 0);
+        check(!strcmp(l.e[0].name, "y"), "by alarms: the quiet run first (%s)", l.e[0].name);
+        browse_list_sort(&l, BCOL_ALARMS, 1);
+        check(!strcmp(l.e[0].name, "x"), "by alarms reversed: the alarmed run first (%s)", l.e[0].name);
+        BrowseEntry u = l.e[1];
+        u.alarms_ok = 0;
+        browse_entry_cells(&u, cells);
+        check(!strcmp(cells[BCOL_ALARMS], "?") && browse_missing(&u, BCOL_ALARMS) && !browse_missing(&l.e[0], BCOL_ALARMS),
+              "not read: '?', sorted with the missing ('%s')", cells[BCOL_ALARMS]);
+        /* the sweep's reader counts the same events */
+        SweepRun row;
+        memset(&row, 0, sizeof row);
+        const ml_status rst = sweep_h5_read_routing(dir, &row);
+        check(rst == ML_OK && row.collapse_episodes == base + 2 &&
+                  row.warning_episodes == 1 && row.expert_deaths == 1,
+              "sweep_h5_read_routing: %d collapse, %d warning, %d deaths", row.collapse_episodes, row.warning_episodes,
+              row.expert_deaths);
+    }
+    browse_list_free(&l);
+}
+
 static void test_sessions(void) {
     g_bin = getenv("MOELAB_BIN");
     if (!g_bin || access(g_bin, X_OK)) {
@@ -997,6 +1071,7 @@ static void test_sessions(void) {
     check(one.e == NULL && one.n == 0, "browse_list_free empties the list");
 
     test_plan_real("moe-cos");
+    test_alarms();
 
     /* 5. unreadable roots */
     path_in(p, sizeof p, "no-such-folder");
