@@ -123,5 +123,35 @@ if command -v tmux >/dev/null 2>&1; then
   done
 fi
 
+# 6. an expert driven to death and brought back, on the live screen (120x40): the death event, the
+#    dead mark in the load panel, then the revival event and the mark gone
+if command -v tmux >/dev/null 2>&1; then
+  S=death
+  printf 'at 150 pause\nat 200 set noise 10\nat 270 pause\n' > death_cmds.txt
+  rm -rf D
+  "${TM[@]}" new-session -d -x 120 -y 40 -s "$S" \
+    "cd '$T' && env XDG_STATE_HOME=$T/state TERM=xterm-256color $BIN train --dataset synthetic:16x16x3:4:4096 --width 0.25 --batch 32 --hidden 32 --threads 1 --no-augment --epochs 4 --noise 0.5 --bias-mode select --bias-rate 0.01 --init-bias e5=-30 --commands death_cmds.txt --session D; exec bash --norc --noprofile -i"
+  check "death: the run pauses at step 150" wait_for 'PAUSED' 60
+  check "death: a yellow EXPERT DEATH banner names e5" wait_for '^ EXPERT DEATH e5: no kept pair for 100 steps' 5
+  cap > death1.txt
+  check "death: the log has the death event" grep -q 'expert death at step [0-9]* (e5, death 1)' death1.txt
+  check "death: the load panel marks e5 dead" grep -Eq 'e5 ?(✗|x)' death1.txt
+  "${TM[@]}" send-keys -t "$S" -l "resume"; "${TM[@]}" send-keys -t "$S" Enter
+  check "death: paused again at step 270" wait_for 'step +270/' 60
+  sleep 0.5
+  cap > death2.txt
+  check "death: the log has the revival event" grep -q 'expert revival at step [0-9]* (e5)' death2.txt
+  check "death: the load panel no longer marks e5" bash -c "! grep -Eq 'e5 ?(✗|x) ' death2.txt"
+  check "death: the banner is gone" bash -c "! grep -q 'EXPERT DEATH e5' <(sed -n 3,4p death2.txt)"
+  "${TM[@]}" send-keys -t "$S" -l "resume"; "${TM[@]}" send-keys -t "$S" Enter
+  sleep 1
+  "${TM[@]}" send-keys -t "$S" q
+  if wait_for 'Quit training\?' 5; then "${TM[@]}" send-keys -t "$S" y; fi
+  sleep 2
+  "${TM[@]}" kill-session -t "$S" 2>/dev/null
+  check "death: live.h5's events hold the death and the revival" \
+    [ "$(events D | grep -cE '"expert (death|revival) at step')" -ge 2 ]
+fi
+
 echo "$pass passed, $fail failed"
 [ $fail = 0 ]

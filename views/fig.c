@@ -544,6 +544,26 @@ void fig_hline(FigPanel *p, double y, const FigStyle *s) {
     cairo_restore(p->f->cr);
 }
 
+void fig_vspan(FigPanel *p, double x0, double x1, FigRGB c, double alpha) {
+    double a = fig_px(p, x0), b = fig_px(p, x1);
+    if (!isfinite(a) || !isfinite(b)) return;
+    if (b < a) {
+        const double t = a;
+        a = b;
+        b = t;
+    }
+    if (b - a < 0.8) {
+        const double m = (a + b) / 2;
+        a = m - 0.4;
+        b = m + 0.4;
+    }
+    clip_panel(p);
+    cairo_set_source_rgba(p->f->cr, c.r, c.g, c.b, alpha > 0 ? alpha : 1);
+    cairo_rectangle(p->f->cr, a, p->y, b - a, p->h);
+    cairo_fill(p->f->cr);
+    cairo_restore(p->f->cr);
+}
+
 void fig_vline(FigPanel *p, double x, const FigStyle *s) {
     const double px = fig_px(p, x);
     if (!isfinite(px)) return;

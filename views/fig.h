@@ -118,6 +118,9 @@ void fig_errbar(FigPanel *p, double x, double y, double lo, double hi, const Fig
 /* A full-width horizontal / full-height vertical line at a data value. */
 void fig_hline(FigPanel *p, double y, const FigStyle *s);
 void fig_vline(FigPanel *p, double x, const FigStyle *s);
+/* A full-height band over the data range [x0, x1], filled with colour c at opacity alpha (under what
+ * is drawn after it); at least 0.8 pt wide, so a one-row span shows. */
+void fig_vspan(FigPanel *p, double x0, double x1, FigRGB c, double alpha);
 
 /* A legend box: n entries (style sample + label) in the panel's corner (0 top-right, 1 top-left,
  * 2 bottom-right, 3 bottom-left), ncol columns. */
