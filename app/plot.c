@@ -247,6 +247,7 @@ static int layer_run(const Run *src, int l, int tsne, int verbose, Run *R) {
     snprintf(R->name, sizeof R->name, "%.200s \u00b7 %s", src->name, li->name);
     R->r.h = &R->h;
     R->r.name = R->name;
+    R->r.layer_fig = 1;
     R->ev = src->ev;
     prepare_plan(R, li->name);
     if (tsne) prepare_tsne(R, verbose, l);

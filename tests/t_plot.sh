@@ -68,8 +68,40 @@ valid_figs S/figures $SESSION_FIGS
 check "21 files reported" grep -q '^21 files in S/figures$' plot.log
 have pdftotext && check "the temperature figure lists the set tau command" \
   grep -q 'set tau 0.5' <(pdftotext S/figures/temperature.pdf - 2>/dev/null)
+# where and when (issue 26): the expert load and temperature figures shade the alarm's spans and name
+# each kind in their legend exactly when the session's step rows hold it (/steps/alarm: 2 collapse, 1
+# warning or expert death)
+levels() { h5dump -y -w 0 -d /steps/alarm "$1" 2>/dev/null | awk '/DATA \{/ { d++; next } d == 1 && /\}/ { exit } d == 1' |
+  tr -s ', ' '\n\n' | grep -E '^[0-9]+$' | sort -u | tr '\n' ' '; }
+legend_ok() { # PDF LEVELS: "collapse" in the legend iff 2 is among the levels, "warning / expert death" iff 1
+  local txt; txt=$(pdftotext "$1" - 2>/dev/null | tr '\n' ' ')
+  local c=0 w=0; grep -q 'collapse' <<<"$txt" && c=1; grep -q 'warning / expert death' <<<"$txt" && w=1
+  [ "$c" = "$(grep -qw 2 <<<"$2" && echo 1 || echo 0)" ] && [ "$w" = "$(grep -qw 1 <<<"$2" && echo 1 || echo 0)" ]
+}
+if have pdftotext && have h5dump; then
+  lv=$(levels S/live.h5)
+  check "S/live.h5 has an alarm column (levels: ${lv:-none})" [ -n "$lv" ]
+  for f in expert_load temperature; do
+    check "$f.pdf: its legend names the alarm kinds the step rows hold (levels $lv)" legend_ok "S/figures/$f.pdf" "$lv"
+  done
+fi
 "$BIN" plot S --format png --epoch 1 --out E1 > e1.log 2>&1
 check "--epoch 1 --out E1 --format png: only PNGs, in E1" [ -s E1/class_expert.png -a ! -e E1/curves.pdf ]
+
+# 1a. a small router that collapses (synthetic, 6 epochs, exp schedule to tau 0.1): its alarm spans
+# are shaded, and the legend says so
+mkdir -p AC
+"$BIN" train --headless --dataset synthetic:16x16x3:6:1024 --width 0.25 --batch 32 --experts 4 --hidden 16 --threads 1 \
+  --epochs 6 --log-every 4 --seed 1 --schedule exp --tau0 1 --tau1 0.1 --session AC/C > trainc.log 2>&1
+"$BIN" plot AC/C --format pdf --out AC/figures > plotc.log 2>&1; rc=$?
+check "moelab plot of the collapsing run exits 0" [ $rc = 0 ]
+if have pdftotext && have h5dump; then
+  lv=$(levels AC/C/live.h5)
+  check "the collapsing run's step rows hold a collapse (levels: $lv)" grep -qw 2 <<<"$lv"
+  for f in expert_load temperature; do
+    check "AC $f.pdf: the legend names the alarm kinds the step rows hold (levels $lv)" legend_ok "AC/figures/$f.pdf" "$lv"
+  done
+fi
 
 # 1b. two routed layers (a backbone MoE layer after stage 2 and the moe head): the primary layer's
 # figures as before, and each layer's routing figures named by the layer, titled with it, each

@@ -6,10 +6,15 @@
  *     and the PDF embeds its font;
  *   - viridis hits its published anchors and its lightness rises monotonically (greyscale); the
  *     first 8 categorical styles differ pairwise in dash or marker, not only in hue;
- *   - bad input: a figure in a missing folder fails with a message, leaves no file, never crashes.
+ *   - bad input: a figure in a missing folder fails with a message, leaves no file, never crashes;
+ *   - the expert load and temperature figures of a hand-made run shade its alarm (issue 26): against
+ *     the same run without alarm, the pixels differ in one yellow band (warning steps) and one red band
+ *     (collapse steps) per panel, as wide as their steps and as far apart; an old session's collapsed
+ *     rows give one red band.
  * With arguments (`test_fig --png FILE...`), decodes each PNG with libpng instead and checks it is
  * 8-bit RGB at 300 dpi with a width of 3.5 or 7 inches and 0.5-10 inches high (tests/t_plot.sh). */
 #include "views/fig.h"
+#include "views/figs.h"
 
 #include <math.h>
 #include <png.h>
@@ -255,6 +260,125 @@ static void test_bad(const char *dir) {
     check(fig_open("/tmp/x.pdf", FIG_PDF, -1, 2) == NULL, "a negative size is refused");
 }
 
+/* ---- where and when (issue 26): the expert load and temperature figures shade the alarm's spans */
+
+/* A hand-made run of 100 logged steps (2 epochs of 50), E = 4 with steady loads; alarm levels by
+ * step: warning 21..40, collapse 61..80 (old: no alarm column, collapsed rows 61..80; none: nothing). */
+static void alarm_history(SessionHistory *h, StepRecord *rows, int mode) {
+    memset(h, 0, sizeof *h);
+    h->E = 4;
+    h->K = 2;
+    h->nsteps = 100;
+    h->steps = rows;
+    h->steps_per_epoch = 50;
+    h->total_steps = 100;
+    h->log_every = 1;
+    for (int i = 0; i < 100; i++) {
+        StepRecord *r = &rows[i];
+        memset(r, 0, sizeof *r);
+        r->step = i + 1;
+        r->has_moe = 1;
+        r->tau = 1.0f - 0.005f * (float)i;
+        r->moe.E = 4;
+        r->moe.k = 2;
+        r->moe.capacity = 20;
+        for (int e = 0; e < 4; e++) r->moe.kept[e] = r->moe.demand[e] = 4 + 2 * e;
+        const int level = r->step >= 21 && r->step <= 40 ? 1 : r->step >= 61 && r->step <= 80 ? 2 : 0;
+        if (mode == 0) r->alarm = level, r->collapsed = level == 2;
+        else if (mode == 1) r->collapsed = level == 2;
+    }
+}
+
+typedef struct {
+    int x0, x1;        /* columns */
+    double r, g, b;    /* mean colour of the pixels that differ */
+} Band;
+
+/* The bands of columns where images a and b differ over more than 30% of the height. */
+static int diff_bands(const Png *a, const Png *b, Band *band, int cap) {
+    int n = 0, in = 0;
+    for (int x = 0; x < a->w; x++) {
+        int rows = 0;
+        double r = 0, g = 0, bl = 0;
+        for (int y = 0; y < a->h; y++) {
+            const unsigned char *p = a->rgb + 3 * ((long)y * a->w + x), *q = b->rgb + 3 * ((long)y * b->w + x);
+            if (abs(p[0] - q[0]) + abs(p[1] - q[1]) + abs(p[2] - q[2]) > 12) {
+                rows++;
+                r += p[0], g += p[1], bl += p[2];
+            }
+        }
+        const int hit = rows > a->h * 3 / 10;
+        if (hit && !in && n < cap) {
+            band[n] = (Band){x, x, 0, 0, 0};
+            n++;
+        }
+        if (hit && n > 0 && n <= cap) {
+            Band *k = &band[n - 1];
+            k->x1 = x;
+            k->r += r / rows, k->g += g / rows, k->b += bl / rows;
+        }
+        in = hit;
+    }
+    for (int i = 0; i < n; i++) {
+        const double w = band[i].x1 - band[i].x0 + 1;
+        band[i].r /= w, band[i].g /= w, band[i].b /= w;
+    }
+    return n;
+}
+
+static int is_red(const Band *k) { return k->r > k->g + 25 && k->r > k->b + 25; }
+static int is_yellow(const Band *k) { return k->r > k->b + 25 && k->g > k->b + 20 && k->r - k->g < 40; }
+
+static void test_alarm_shading(const char *dir) {
+    static StepRecord rows[3][100];
+    SessionHistory h[3];
+    FigRun r[3];
+    for (int m = 0; m < 3; m++) {
+        alarm_history(&h[m], rows[m], m == 2 ? 2 : m);
+        memset(&r[m], 0, sizeof r[m]);
+        r[m].h = &h[m];
+        r[m].name = "alarms";
+        r[m].has_plan = 1;
+        for (int i = 0; i < FIGS_PLAN_N; i++) {
+            r[m].plan_step[i] = 100.0 * i / (FIGS_PLAN_N - 1);
+            r[m].plan_launch[i] = r[m].plan_final[i] = 1.0 - 0.005 * r[m].plan_step[i];
+        }
+    }
+    static const char *const what[2] = {"expert_load", "temperature"};
+    static const char *const mode[3] = {"alarm", "old", "none"};
+    for (int fig = 0; fig < 2; fig++) {
+        Png png[3];
+        int ok = 1;
+        for (int m = 0; m < 3; m++) {
+            char path[600];
+            snprintf(path, sizeof path, "%s/%s_%s.png", dir, what[fig], mode[m]);
+            const ml_status st = fig ? figs_temperature(&r[m], path, FIG_PNG) : figs_expert_load(&r[m], path, FIG_PNG);
+            ok &= check(st == ML_OK && png_load(path, &png[m]) == 0, "%s (%s) drawn: %s", what[fig], mode[m],
+                        st == ML_OK ? "" : ml_last_error());
+        }
+        if (!ok) continue;
+        Band b[8];
+        int n = diff_bands(&png[0], &png[2], b, 8);
+        const int panels = fig ? 1 : 2;
+        check(n == 2 * panels, "%s: %d shaded bands (2 per panel x %d)", what[fig], n, panels);
+        for (int p = 0; p < panels && n == 2 * panels; p++) {
+            const Band *w = &b[2 * p], *c = &b[2 * p + 1];
+            check(is_yellow(w), "%s panel %d: the first band (steps 21-41) is yellow (%.0f %.0f %.0f)", what[fig], p, w->r,
+                  w->g, w->b);
+            check(is_red(c), "%s panel %d: the second (61-81) is red (%.0f %.0f %.0f)", what[fig], p, c->r, c->g, c->b);
+            /* 20 steps each, 20 steps apart: equal widths and gap (within a few pixels) */
+            const int ww = w->x1 - w->x0, cw = c->x1 - c->x0, gap = c->x0 - w->x1;
+            check(abs(ww - cw) <= 3 && abs(gap - ww) <= ww / 8 + 3, "%s panel %d: widths %d, %d, gap %d (steps 20, 20, 20)",
+                  what[fig], p, ww, cw, gap);
+        }
+        n = diff_bands(&png[1], &png[2], b, 8);
+        int red = n == panels;
+        for (int i = 0; i < n && red; i++) red &= is_red(&b[i]);
+        check(red, "%s, an old session: its collapsed rows are one red band per panel (%d bands)", what[fig], n);
+        for (int m = 0; m < 3; m++) free(png[m].rgb);
+    }
+}
+
 int main(int argc, char **argv) {
     if (argc > 2 && strcmp(argv[1], "--png") == 0) return check_pngs(argc, argv);
     atexit(fig_release_caches);
@@ -267,6 +391,7 @@ int main(int argc, char **argv) {
     test_vector(dir);
     test_palettes();
     test_bad(dir);
+    test_alarm_shading(dir);
     char cmd[600];
     snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
     if (system(cmd) != 0) printf("note: could not remove %s\n", dir);

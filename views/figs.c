@@ -78,6 +78,52 @@ static void fit_text(Fig *f, double size, const char *s, double maxw, char *out,
 
 static int mark_every(long n) { return n > 12 ? (int)(n / 12) : 1; }
 
+/* ---- where and when: the alarm's spans shaded on a time panel (epochs) */
+static const FigRGB ALARM_RED = {0.84, 0.19, 0.15}, ALARM_YELLOW = {0.95, 0.75, 0.05};
+#define ALARM_RED_ALPHA 0.22
+#define ALARM_YELLOW_ALPHA 0.30
+
+/* The spans of the run's step rows; returns the levels present as bits (1 << AlarmLevel). */
+static int alarm_levels(const SessionHistory *h, AlarmSpans *a) {
+    alarm_spans(h->steps, h->nsteps, a);
+    int levels = 0;
+    for (int i = 0; i < a->n; i++) levels |= 1 << a->span[i].level;
+    return levels;
+}
+
+/* Shades each span from its first row to the next logged step (the last row's step at most). */
+static void shade_alarms(FigPanel *p, const SessionHistory *h, const AlarmSpans *a) {
+    const long last = h->nsteps > 0 ? h->steps[h->nsteps - 1].step : 0, pad = h->log_every > 0 ? h->log_every : 0;
+    for (int i = 0; i < a->n; i++) {
+        const AlarmSpan *s = &a->span[i];
+        const long end = s->end + pad < last ? s->end + pad : last > s->end ? last : s->end;
+        const int red = s->level >= ALARM_COLLAPSE;
+        fig_vspan(p, step_epoch(h, s->start), step_epoch(h, end), red ? ALARM_RED : ALARM_YELLOW,
+                  red ? ALARM_RED_ALPHA : ALARM_YELLOW_ALPHA);
+    }
+}
+
+/* A legend swatch: a square of the shading's colour as it shows over white. */
+static FigStyle swatch(FigRGB c, double alpha) {
+    const FigRGB w = {1 - alpha + alpha * c.r, 1 - alpha + alpha * c.g, 1 - alpha + alpha * c.b};
+    return (FigStyle){.color = w, .width = 0, .marker = FIG_MK_SQUARE, .msize = 7, .mfill = 1, .alpha = 1};
+}
+
+/* The legend entries of the levels present into st / lab (room for 2); returns how many. */
+static int alarm_legend(const FigRun *r, int levels, FigStyle *st, const char **lab) {
+    const int any = !r->layer_fig && r->h->nlayers > 1;
+    int n = 0;
+    if (levels & (1 << ALARM_COLLAPSE)) {
+        st[n] = swatch(ALARM_RED, ALARM_RED_ALPHA);
+        lab[n++] = any ? "collapse (any layer)" : "collapse";
+    }
+    if (levels & (1 << ALARM_WARNING)) {
+        st[n] = swatch(ALARM_YELLOW, ALARM_YELLOW_ALPHA);
+        lab[n++] = any ? "warning / expert death (any layer)" : "warning / expert death";
+    }
+    return n;
+}
+
 /* Per-run step and eval series of one field, as x (epochs) and y arrays. */
 typedef double (*StepGet)(const StepRecord *s);
 typedef double (*EvalGet)(const EvalRecord *e);
@@ -293,9 +339,12 @@ ml_status figs_expert_load(const FigRun *r, const char *path, FigFormat fmt) {
         st = ML_ERR_IO;
         goto done;
     }
-    const double W = fig_width(f), H = fig_height(f), legh = 12 + 11 * ((E + 1 + 4) / 5);
-    FigStyle *styles = calloc(E + 1, sizeof *styles);
-    const char **labels = calloc(E + 1, sizeof *labels);
+    AlarmSpans spans;
+    const int levels = alarm_levels(h, &spans);
+    const int nalarm = !!(levels & (1 << ALARM_COLLAPSE)) + !!(levels & (1 << ALARM_WARNING));
+    const double W = fig_width(f), H = fig_height(f), legh = 12 + 11 * ((E + 1 + nalarm + 4) / 5);
+    FigStyle *styles = calloc(E + 3, sizeof *styles);
+    const char **labels = calloc(E + 3, sizeof *labels);
     char(*lab)[24] = calloc(E + 1, sizeof *lab);
     if (!styles || !labels || !lab) {
         fig_close(f);
@@ -323,6 +372,7 @@ ml_status figs_expert_load(const FigRun *r, const char *path, FigFormat fmt) {
         snprintf(title, sizeof title, "%s: %s", r->name,
                  pass ? "pairs kept per expert (EMA 0.9)" : "pairs selected per expert, before capacity (EMA 0.9)");
         fig_panel(&p, f, pass * W / 2, 0, W / 2, H - legh, &ax, &ay, title, "epoch", "pairs per batch");
+        shade_alarms(&p, h, &spans);
         for (int e = 0; e < E; e++) {
             styles[e] = fig_series_style(e);
             styles[e].msize = 3;
@@ -335,8 +385,9 @@ ml_status figs_expert_load(const FigRun *r, const char *path, FigFormat fmt) {
         fig_line(&p, x, cap, (int)n, &styles[E], 0);
         labels[E] = "capacity C";
     }
+    const int nleg = E + 1 + alarm_legend(r, levels, styles + E + 1, labels + E + 1);
     FigPanel ls = strip(f, 0, H - legh, W, legh);
-    fig_legend(&ls, styles, labels, E + 1, 1, E + 1 <= 5 ? E + 1 : 5);
+    fig_legend(&ls, styles, labels, nleg, 1, nleg <= 5 ? nleg : 5);
     free(styles), free(labels), free(lab);
     st = fig_close(f);
 done:
@@ -371,7 +422,10 @@ ml_status figs_temperature(const FigRun *r, const char *path, FigFormat fmt) {
     char title[320];
     snprintf(title, sizeof title, "%s: router temperature", r->name);
     fig_panel(&p, f, 0, 0, fig_width(f), fig_height(f), &ax, &ay, title, "epoch", "tau");
-    FigStyle st[4] = {plain(GREY, 0.8, 2),
+    AlarmSpans spans;
+    const int levels = alarm_levels(h, &spans);
+    shade_alarms(&p, h, &spans);
+    FigStyle st[6] = {plain(GREY, 0.8, 2),
                       plain(fig_cat_rgb(0), 1.2, 0),
                       fig_series_style(1),
                       {.color = {0, 0, 0}, .width = 0, .marker = FIG_MK_TRIANGLE_DOWN, .msize = 4.5, .mfill = 1}};
@@ -389,8 +443,10 @@ ml_status figs_temperature(const FigRun *r, const char *path, FigFormat fmt) {
         snprintf(num, sizeof num, "%d", i + 1);
         fig_text(f, fig_px(&p, mx) + 3, p.y + 4, 5.5, 0, 0.5, 0, num);
     }
-    const char *labels[4] = {"launch schedule", "plan at the end", "tau used", "command (set tau / anneal)"};
-    fig_legend(&p, st, labels, r->nmarks > 0 ? 4 : 3, 0, 1);
+    const char *labels[6] = {"launch schedule", "plan at the end", "tau used", "command (set tau / anneal)"};
+    int nleg = r->nmarks > 0 ? 4 : 3;
+    nleg += alarm_legend(r, levels, st + nleg, labels + nleg);
+    fig_legend(&p, st, labels, nleg, 0, 1);
     /* the commands, numbered, under the legend */
     for (int i = 0; i < r->nmarks && i < 6; i++) {
         char line[80];

@@ -5,7 +5,12 @@
  *
  * Every function writes one file (path, format) and returns ML_OK or an error with a message.
  * Sizes: FIG_COL_IN (3.5 in) wide for single-panel figures, FIG_PAGE_IN (7 in) for multi-panel
- * ones; the x axis of time series is the epoch (step / steps per epoch). */
+ * ones; the x axis of time series is the epoch (step / steps per epoch).
+ *
+ * Where and when (issue 26): the expert load and temperature figures shade the spans of logged steps
+ * whose alarm was a collapse (light red) or a warning / expert death (light yellow), from the step
+ * rows' alarm (core/records.h alarm_spans; an old session's collapsed rows are collapse), each span
+ * running to the next logged step; a legend entry names each kind present. */
 #ifndef ML_VIEWS_FIGS_H
 #define ML_VIEWS_FIGS_H
 
@@ -19,6 +24,8 @@
 typedef struct {
     const SessionHistory *h;
     const char *name; /* label in titles and legends */
+    int layer_fig;    /* 1: one routed layer's figures (h's rows projected: its own alarm); 0: the run's
+                       * (the alarm of any layer when there are several) */
     /* temperature (has_plan): the launch schedule and the plan in effect at the end of the run,
      * sampled at plan_step; the logged `set tau` / `anneal` commands with their step and text */
     int has_plan;
