@@ -402,7 +402,7 @@ static void list_rescan(Browser *b) {
 
 /* Column widths for a screen width; name takes what is left. */
 static void list_widths(int W, int *wd) {
-    static const int fixed[BCOL_COUNT] = {0, 14, 9, 11, 8, 6, 6, 6, 11, 9, 16};
+    static const int fixed[BCOL_COUNT] = {0, 14, 9, 11, 8, 6, 6, 6, 11, 8, 16};
     int used = 2;
     for (int c = 1; c < BCOL_COUNT; c++) {
         wd[c] = fixed[c];
