@@ -8,7 +8,8 @@
 # accuracy have distinct glyphs (● / ○) in the legend and in the plot; the browser list keeps the
 # start of a long session name; on the compare screens (2 and 4 runs), the t-SNE view and the collapse
 # banner, text that does not fit is dropped in whole segments marked "…" (no number, no parenthesis
-# cut), and the 4-run metrics table says which columns it hides. Every wait polls capture-pane with a timeout.
+# cut), and the 4-run metrics table says which columns it hides; the browser's loss curves mark a
+# collapsed run's steps on their time axis. Every wait polls capture-pane with a timeout.
 set -u
 BIN=${1:?usage: t_screen80.sh path/to/moelab}
 TMUX_NAME=moelab80 TMUX_UTF8=1 S=s80
@@ -131,6 +132,10 @@ keys Home; keys Enter
 check "session: opens" wait_for 'cursor: epoch 2/2' 10
 sleep 0.5
 cap >"$T/sess.txt"
+# where and when (issue 26): the loss curves mark the collapsed steps (alarm 2 from step 40 of 64) on
+# their time axis: a row labelled alarm (or the axis row, in a short panel) with red ━ marks
+check "session: the loss curves mark the collapse on their time axis ('alarm' and ━ in the curves panel)" \
+  bash -c "grep -Eq '^│ *alarm.*━' '$T/sess.txt'"
 if grep -q 'EXPERT COLLAPSE' "$T/sess.txt"; then
   check "banner: cut with … at a segment (not mid-phrase)" bash -c "grep 'EXPERT COLLAPSE' '$T/sess.txt' | grep -Eq '(collapsed|\)|[0-9])…'"
   check "banner: no parenthesis left open" bash -c "l=\$(grep 'EXPERT COLLAPSE' '$T/sess.txt'); [ \$(tr -cd '(' <<<\"\$l\" | wc -c) = \$(tr -cd ')' <<<\"\$l\" | wc -c) ]"
