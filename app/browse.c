@@ -478,8 +478,8 @@ static void draw_list(Browser *b, int W, int H) {
                  "configuration's, with its %.0f%% Welch CI",
                  sw->nconfigs, sw->seeds, 100 * sw->ci_level);
         draw_text(stdscr, y0, 1, W - 2, t->role[TH_TITLE], buf);
-        snprintf(buf, sizeof buf, "  %-56s %3s %15s %8s %8s %9s %18s", "configuration", "n", "final acc %", "rho nom",
-                 "rho real", "gap pp", "CI pp");
+        snprintf(buf, sizeof buf, "  %-56s %3s %15s %8s %8s %9s %18s  %s", "configuration", "n", "final acc %",
+                 "rho nom", "rho real", "gap pp", "CI pp", "alarms");
         draw_text(stdscr, y0 + 1, 1, W - 2, t->role[TH_AXIS], buf);
         for (int c = 0; c < sw->nconfigs && 2 + c < sw_rows - 1; c++) {
             const SweepConfig *k = &sw->configs[c];
@@ -490,10 +490,11 @@ static void draw_list(Browser *b, int W, int H) {
             else snprintf(gap, sizeof gap, "-");
             if (isfinite(k->gap_lo)) snprintf(ci, sizeof ci, "[%+.2f, %+.2f]", 100 * k->gap_lo, 100 * k->gap_hi);
             else snprintf(ci, sizeof ci, "-");
-            char n[16];
+            char n[16], al[48];
             snprintf(n, sizeof n, "%d/%d", k->n, k->n_expected);
-            snprintf(buf, sizeof buf, "  %-56.56s %3s %15s %8.3f %8.3f %9s %18s", k->label, n, acc, k->rho_nominal,
-                     k->rho_realized, gap, ci);
+            sweep_config_alarms(sw, c, al, sizeof al);
+            snprintf(buf, sizeof buf, "  %-56.56s %3s %15s %8.3f %8.3f %9s %18s  %s", k->label, n, acc, k->rho_nominal,
+                     k->rho_realized, gap, ci, al);
             draw_text(stdscr, y0 + 2 + c, 1, W - 2, A_NORMAL, buf);
         }
     }
@@ -551,12 +552,16 @@ static void draw_list(Browser *b, int W, int H) {
             snprintf(buf, sizeof buf, "%s: %s", e->ok ? "note" : "cannot read", e->err);
             draw_wrapped(stdscr, H - 3, 1, W - 2, 2, e->ok ? t->role[TH_WARN] : t->role[TH_ERROR], buf);
         } else {
+            char al[160] = "";
+            if (e->alarms_ok && (e->alarms.collapse || e->alarms.warning || e->alarms.death || e->alarms.revival))
+                snprintf(al, sizeof al, " (%d collapse episodes, %d warnings, %d expert deaths, %d revivals)",
+                         e->alarms.collapse, e->alarms.warning, e->alarms.death, e->alarms.revival);
             snprintf(
                 buf, sizeof buf,
-                "%.500s  created %.40s  seed %llu  %ld steps logged, %d evaluations (best %.2f%% at epoch %d), %ld events",
+                "%.500s  created %.40s  seed %llu  %ld steps logged, %d evaluations (best %.2f%% at epoch %d), %ld events%s",
                 e->path, e->info.created, (unsigned long long)e->info.seed, e->info.steps_logged, e->info.evals,
                 isfinite(e->info.best_test_acc) ? 100 * e->info.best_test_acc : 0.0, e->info.best_epoch,
-                e->info.events);
+                e->info.events, al);
             draw_wrapped(stdscr, H - 3, 1, W - 2, 2, t->role[TH_DIM], buf);
         }
     }

@@ -160,27 +160,6 @@ static void fmt_num(char *buf, size_t n, const char *fmt, double v) {
     else snprintf(buf, n, fmt, v);
 }
 
-/* The alarm episodes of configuration c's finished runs summed by severity: "3C 2W 1D", "-" for none;
- * "?" marks counts that are unknown (a sweep.h5 written before the warning and death columns). */
-static void config_alarms(const SweepSummary *s, int c, char *buf, size_t n) {
-    AlarmCounts a;
-    memset(&a, 0, sizeof a);
-    int unknown = 0;
-    for (int r = 0; r < s->nruns; r++) {
-        const SweepRun *w = &s->runs[r];
-        if (w->config != c || strcmp(w->status, "finished")) continue;
-        unknown |= w->collapse_episodes < 0 || w->warning_episodes < 0 || w->expert_deaths < 0;
-        if (w->collapse_episodes > 0) a.collapse += w->collapse_episodes;
-        if (w->warning_episodes > 0) a.warning += w->warning_episodes;
-        if (w->expert_deaths > 0) a.death += w->expert_deaths;
-    }
-    char t[40];
-    alarm_counts_text(&a, t, sizeof t);
-    if (!unknown) snprintf(buf, n, "%s", t);
-    else if (!strcmp(t, "-")) snprintf(buf, n, "?");
-    else snprintf(buf, n, "%s ?", t);
-}
-
 void summary_print(const SweepSummary *s, const char *note) {
     const char *pm = utf8_locale() ? "\xc2\xb1" : "+-";
     int w = 6;
@@ -233,7 +212,7 @@ void summary_print(const SweepSummary *s, const char *note) {
         const SweepConfig *k = &s->configs[c];
         if (!strcmp(k->head, "dense")) continue;
         char cs[16], ts[16], col[24], fs[24], pg[24], ci[48], al[48];
-        config_alarms(s, c, al, sizeof al);
+        sweep_config_alarms(s, c, al, sizeof al);
         fmt_num(cs, sizeof cs, "%.2f", k->clean_share);
         fmt_num(ts, sizeof ts, "%.2f", k->test_share);
         if (k->collapsed < 0) snprintf(col, sizeof col, "-");

@@ -25,6 +25,8 @@ void eval_routing_line(const EvalRecord *r, const StepRecord *last, char *buf, s
         for (int v = 0; v < CVIEW_COUNT; v++)
             if (r->collapse_views & (1 << v))
                 o += (size_t)snprintf(views + o, sizeof views - o, "%s%s", o ? "+" : "", collapse_view_name(v));
+        if (r->collapse_views & CVIEW_BIT_IDLE)
+            o += (size_t)snprintf(views + o, sizeof views - o, "%sidle router", o ? "+" : "");
         if (!o) snprintf(views, sizeof views, r->dead_experts > 0 ? "expert death" : "?");
     }
     /* "collapse no" | "collapse YES (training: share)" | "collapse warning (clean router: share)" */

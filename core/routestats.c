@@ -167,6 +167,8 @@ ml_status collapse_init(CollapseState *s, const RouteWinConfig *c, int E, int so
         s->view[v].cand = -1;
     }
     for (int e = 0; e < E; e++) s->dead_since[e] = -1;
+    s->idle.first_step = s->idle.since = s->idle.cand = -1;
+    s->idle.expert = -1;
     return ML_OK;
 }
 
@@ -325,6 +327,40 @@ static void forecast_update(CollapseState *s) {
     if (best >= 0) s->forecast = (long)(best + half + 0.5);
 }
 
+/* The idle router: moving averages of the gate entropy and the first-choice agreement over a window,
+ * judged like a window view once a window of post-warm-up steps went in. 1 if it rose. */
+static int idle_update(CollapseState *s, const MoeStepStats *st, long step) {
+    if (s->soft || s->E < 2) return 0;
+    const double a = 2.0 / (s->cfg.window + 1.0);
+    if (s->idle_n++ == 0) s->idle_gate_h = st->gate_entropy, s->idle_agree = st->first_agree;
+    s->idle_gate_h += a * (st->gate_entropy - s->idle_gate_h);
+    s->idle_agree += a * (st->first_agree - s->idle_agree);
+    CollapseView *cv = &s->idle;
+    cv->entropy = s->idle_gate_h;
+    cv->share = s->idle_agree;
+    if (s->idle_n < s->cfg.window) return 0;
+    const double agree_in = IDLE_AGREE / s->E, agree_out = (IDLE_AGREE + 1.0) / s->E;
+    const int enter = s->idle_gate_h > IDLE_GATE_H && s->idle_agree < agree_in;
+    const int stay = s->idle_gate_h > IDLE_GATE_H - 0.05 && s->idle_agree < agree_out;
+    const int confirm = s->cfg.confirm > 0 ? s->cfg.confirm : 1;
+    if (!cv->flag) {
+        if (enter) {
+            if (cv->pending++ == 0) cv->cand = step;
+        } else cv->pending = 0;
+        if (cv->pending < confirm) return 0;
+        cv->pending = 0;
+        cv->flag = 1;
+        cv->episodes++;
+        cv->since = cv->cand;
+        if (cv->first_step < 0) cv->first_step = cv->cand;
+        return 1;
+    }
+    if (!stay) {
+        if (++cv->pending >= confirm) cv->pending = 0, cv->flag = 0;
+    } else cv->pending = 0;
+    return 0;
+}
+
 int collapse_push_step(CollapseState *s, const MoeStepStats *st, long step) {
     ML_ASSERT(st->E == s->E);
     const int E = s->E;
@@ -359,6 +395,7 @@ int collapse_push_step(CollapseState *s, const MoeStepStats *st, long step) {
     if (!s->soft && view_judge(s, CVIEW_CLEAN, &s->clean, routewin_dead_count(&s->clean, NULL), step))
         s->fired |= CVIEW_BIT_CLEAN;
     forecast_update(s);
+    if (idle_update(s, st, step)) s->fired |= CVIEW_BIT_IDLE;
     return s->fired;
 }
 
@@ -397,6 +434,7 @@ int collapse_views(const CollapseState *s, int *reason) {
             m |= 1 << v;
             r |= s->view[v].reason;
         }
+    if (s->idle.flag) m |= CVIEW_BIT_IDLE;
     if (reason) *reason = r;
     return m;
 }
@@ -437,13 +475,14 @@ int collapse_item_alarm(const CollapseState *s, int item) {
     case CITEM_CLEAN:
         return !s->view[CVIEW_CLEAN].flag ? ALARM_NONE : s->view[CVIEW_TRAIN].flag ? ALARM_COLLAPSE : ALARM_WARNING;
     case CITEM_DEATH: return dead_reaches(s) ? ALARM_COLLAPSE : ALARM_WARNING;
+    case CITEM_IDLE: return s->idle.flag ? ALARM_WARNING : ALARM_NONE;
     default: return ALARM_NONE;
     }
 }
 
 int collapse_alarm(const CollapseState *s) {
     if (s->view[CVIEW_TRAIN].flag || s->view[CVIEW_EVAL].flag || dead_reaches(s)) return ALARM_COLLAPSE;
-    if (s->view[CVIEW_CLEAN].flag || collapse_dead_count(s) > 0) return ALARM_WARNING;
+    if (s->view[CVIEW_CLEAN].flag || collapse_dead_count(s) > 0 || s->idle.flag) return ALARM_WARNING;
     return ALARM_NONE;
 }
 
@@ -451,7 +490,8 @@ const char *collapse_item_word(int item) {
     switch (item) {
     case CITEM_DEATH: return "expert death";
     case CITEM_REVIVAL: return "expert revival";
-    case CITEM_CLEAN: return "warning";
+    case CITEM_CLEAN:
+    case CITEM_IDLE: return "warning";
     default: return "collapse";
     }
 }
@@ -472,6 +512,7 @@ int collapse_top_item(const CollapseState *s, int *expert) {
         if (expert) *expert = last;
         return CITEM_DEATH;
     }
+    if (s->idle.flag) return CITEM_IDLE;
     return -1;
 }
 
@@ -501,6 +542,14 @@ void collapse_format(const CollapseState *s, int item, int expert, const char *l
         } else
             snprintf(buf, n, "EXPERT REVIVAL%s e%d: %s again (%d/%d dead)", lay, expert,
                      s->soft ? "gate mass" : "kept pairs", nd, s->E);
+        return;
+    }
+    if (item == CITEM_IDLE) {
+        if (!s->idle.flag) return;
+        snprintf(buf, n,
+                 "WARNING%s router idle: gate entropy %.2f of its maximum, noisy first choice = clean one for %.0f%% "
+                 "(1/E = %.0f%%), since step %ld (the noise is routing: experts see random samples)",
+                 lay, s->idle.entropy, 100.0 * s->idle.share, 100.0 / s->E, s->idle.since);
         return;
     }
     if (item < 0 || item >= CVIEW_COUNT || !s->view[item].flag) return;

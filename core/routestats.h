@@ -118,7 +118,14 @@ typedef struct {
  * training selection, evaluation, or at least dead_frac of the experts dead). */
 typedef enum { ALARM_NONE, ALARM_WARNING, ALARM_COLLAPSE } AlarmLevel;
 /* What one message is about: a view's episode, an expert's death or its revival. */
-typedef enum { CITEM_TRAIN, CITEM_CLEAN, CITEM_EVAL, CITEM_DEATH, CITEM_REVIVAL } CollapseItem;
+typedef enum { CITEM_TRAIN, CITEM_CLEAN, CITEM_EVAL, CITEM_DEATH, CITEM_REVIVAL, CITEM_IDLE } CollapseItem;
+/* The idle router (the opposite failure): per-sample gates near uniform (mean gate entropy / log E
+ * above IDLE_GATE_H) and the noisy first choice rarely the clean one (first_agree under IDLE_AGREE / E)
+ * over the window: the noise, not the router, routes. A yellow warning, judged like a view (warm-up,
+ * hysteresis 0.05 on the entropy and 1/E on the agreement, confirmation). Its bit in collapse_views. */
+#define IDLE_GATE_H 0.95
+#define IDLE_AGREE 2.0
+enum { CVIEW_BIT_IDLE = 8 };
 
 /* What one evaluation measured for CVIEW_EVAL. */
 typedef struct {
@@ -146,6 +153,9 @@ typedef struct {
     long forecast;                      // steps until a threshold is crossed at this trend (-1: none)
     double first_ema[MOE_MAX_EXPERTS];  // (E) moving average (span: the window) of the noisy first-choice
                                         // counts: the training view's expert (kept counts are capped at C)
+    CollapseView idle;                  // the idle router (share: mean first_agree, entropy: mean gate entropy)
+    double idle_gate_h, idle_agree;     // their moving averages (span: the window)
+    long idle_n;                        // post-warm-up steps in those averages
 } CollapseState;
 
 ml_status collapse_init(CollapseState *s, const RouteWinConfig *c, int E, int soft);

@@ -23,7 +23,7 @@ typedef enum {
     SV_LR,  /* one LrSchedule (an HDF5 compound) */
 } StateType;
 
-#define STATE_MAX_VARS 480 /* the head rows + 83 per backbone MoE layer */
+#define STATE_MAX_VARS 520 /* the head rows + 92 per backbone MoE layer */
 
 typedef struct {
     const char *path; /* HDF5 path in the checkpoint, e.g. "/trainer/step" */

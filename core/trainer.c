@@ -782,9 +782,12 @@ static const char *const bb_state_paths[MODEL_MAX_BBL][BB_NROWS] = {
     X(pre, "collapse/train/pending") X(pre, "collapse/train/cand") X(pre, "collapse/clean/pending")           \
         X(pre, "collapse/clean/cand") X(pre, "collapse/eval/pending") X(pre, "collapse/eval/cand")            \
             X(pre, "collapse/dead") X(pre, "collapse/dead_since") X(pre, "collapse/deaths") X(pre, "collapse/revivals") \
-                X(pre, "collapse/first_ema")
+                X(pre, "collapse/first_ema") X(pre, "collapse/idle/flag") X(pre, "collapse/idle/first_step")      \
+                    X(pre, "collapse/idle/episodes") X(pre, "collapse/idle/since") X(pre, "collapse/idle/pending") \
+                        X(pre, "collapse/idle/cand") X(pre, "collapse/idle/gate_entropy")                         \
+                            X(pre, "collapse/idle/agree") X(pre, "collapse/idle/n")
 #define C3_PATH_(pre, x) pre x,
-static const char *const c3_paths[MODEL_MAX_BBL + 1][11] = {
+static const char *const c3_paths[MODEL_MAX_BBL + 1][20] = {
     {C3_ROWS_(C3_PATH_, "/backbone/moe0/")}, {C3_ROWS_(C3_PATH_, "/backbone/moe1/")},
     {C3_ROWS_(C3_PATH_, "/backbone/moe2/")}, {C3_ROWS_(C3_PATH_, "/backbone/moe3/")},
     {C3_ROWS_(C3_PATH_, "/trainer/")}};
@@ -1025,6 +1028,15 @@ static void sv_coll3(StateView *v, CollapseState *cs, const char *const *p) {
     sv(v, p[2], &cs->deaths, SV_I64, SCALAR, NULL);
     sv(v, p[3], &cs->revivals, SV_I64, SCALAR, NULL);
     sv(v, p[4], cs->first_ema, SV_F64, cs->E, -1, NULL);
+    sv(v, p[5], &cs->idle.flag, SV_I32, SCALAR, NULL);
+    sv(v, p[6], &cs->idle.first_step, SV_I64, SCALAR, NULL);
+    sv(v, p[7], &cs->idle.episodes, SV_I64, SCALAR, NULL);
+    sv(v, p[8], &cs->idle.since, SV_I64, SCALAR, NULL);
+    sv(v, p[9], &cs->idle.pending, SV_I64, SCALAR, NULL);
+    sv(v, p[10], &cs->idle.cand, SV_I64, SCALAR, NULL);
+    sv(v, p[11], &cs->idle_gate_h, SV_F64, SCALAR, NULL);
+    sv(v, p[12], &cs->idle_agree, SV_F64, SCALAR, NULL);
+    sv(v, p[13], &cs->idle_n, SV_I64, SCALAR, NULL);
     for (int k = n0; k < v->nvars; k++) v->vars[k].since = 3;
 }
 
@@ -1274,6 +1286,11 @@ static void loop_collapse(Loop *L, int rule) {
             emit_alarm(L, sev, "%s at step %ld (%s view, episode %ld%s): %s", sev == ALARM_COLLAPSE ? "collapse" : "warning",
                        t->step, collapse_view_name(v), cs->view[v].episodes,
                        cs->view[v].first_step == cs->view[v].since && cs->view[v].episodes == 1 ? ", first" : "", msg);
+        }
+        if (fired & CVIEW_BIT_IDLE) {
+            collapse_format(cs, CITEM_IDLE, -1, name, msg, sizeof msg);
+            emit_alarm(L, ALARM_WARNING, "warning at step %ld (idle router, episode %ld%s): %s", t->step,
+                       cs->idle.episodes, cs->idle.episodes == 1 ? ", first" : "", msg);
         }
         for (int e = 0; e < cs->E; e++) {
             const uint64_t bit = (uint64_t)1 << e;

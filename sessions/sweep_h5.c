@@ -188,6 +188,27 @@ ml_status sweep_h5_read_routing(const char *session_dir, SweepRun *row) {
     return ML_OK;
 }
 
+/* The alarm episodes of configuration c's finished runs summed by severity: "3C 2W 1D", "-" for none;
+ * "?" marks counts that are unknown (a sweep.h5 written before the warning and death columns). */
+void sweep_config_alarms(const SweepSummary *s, int c, char *buf, size_t n) {
+    AlarmCounts a;
+    memset(&a, 0, sizeof a);
+    int unknown = 0;
+    for (int r = 0; r < s->nruns; r++) {
+        const SweepRun *w = &s->runs[r];
+        if (w->config != c || strcmp(w->status, "finished")) continue;
+        unknown |= w->collapse_episodes < 0 || w->warning_episodes < 0 || w->expert_deaths < 0;
+        if (w->collapse_episodes > 0) a.collapse += w->collapse_episodes;
+        if (w->warning_episodes > 0) a.warning += w->warning_episodes;
+        if (w->expert_deaths > 0) a.death += w->expert_deaths;
+    }
+    char t[40];
+    alarm_counts_text(&a, t, sizeof t);
+    if (!unknown) snprintf(buf, n, "%s", t);
+    else if (!strcmp(t, "-")) snprintf(buf, n, "?");
+    else snprintf(buf, n, "%s ?", t);
+}
+
 /* ------------------------------------------------------------------ writer */
 
 static ml_status describe(hid_t loc, const char *name, const char *desc, const char *file) {

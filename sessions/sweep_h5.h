@@ -84,6 +84,12 @@ ml_status sweep_h5_read_run(const char *session_dir, double *rho_nominal, double
  * NaN / -2 for what the session does not hold (dense heads, older sessions). */
 ml_status sweep_h5_read_routing(const char *session_dir, SweepRun *row);
 
+/* The alarm episodes of configuration c's finished runs summed by severity (their collapse_episodes,
+ * warning_episodes, expert_deaths): "3C 2W 1D", "-" for none; "?" marks counts that are unknown (a
+ * sweep.h5 written before the warning and death columns). The summary's routing table and the
+ * browser's sweep rows. */
+void sweep_config_alarms(const SweepSummary *s, int c, char *buf, size_t n);
+
 /* Writes the summary to `path` atomically (path.tmp, fsync, rename). */
 ml_status sweep_h5_write(const char *path, const SweepSummary *s);
 /* Reads a summary written by sweep_h5_write into *s (all malloc'd: release with

@@ -27,12 +27,14 @@ THREADS=${THREADS:-$(nproc)}
 # name|data(fm or syn)|options|expect|allow
 #   expect: space-separated KIND[@LAYER]:LO-HI (the event must fire with its step in [LO, HI])
 #   allow:  KIND[@LAYER] that may fire without counting as false (say why in the README table)
-#   KIND: collapse-train collapse-clean collapse-eval warning death death-red revival
+#   KIND: collapse-train collapse-clean collapse-eval warning (clean router) idle (router idle) death death-red revival
 S=()
 # -- synthetic scenarios (quick): 16x16x3, 4 classes, 4096 images, batch 32 -> 128 steps an epoch
 SYN="--dataset synthetic:16x16x3:4:4096 --width 0.25 --batch 32 --hidden 32 --threads 1 --no-augment"
 BAL="--bias-mode select --bias-rate 0.01" # the utility bias keeps the routing balanced (DeepSeek style)
-S+=("syn-healthy|syn|$SYN --epochs 3 --seed 3 $BAL||")
+S+=("syn-healthy|syn|$SYN --epochs 3 --seed 3 $BAL||idle")
+S+=("syn-idle|syn|$SYN --epochs 2 --noise 3 --lr 0.001|idle:100-160|warning collapse-eval")
+S+=("syn-learning|syn|$SYN --epochs 3 --noise 0 $BAL||")
 S+=("syn-biased|syn|$SYN --epochs 2 --noise 0 --alpha 0 --bias-mode select --bias-rate 0 --init-bias e3=10|collapse-train:100-160 collapse-clean:100-160 collapse-eval:100-260|death death-red")
 S+=("syn-hidden-noise2|syn|$SYN --epochs 2 --noise 2 --bias-mode select --bias-rate 0 --init-bias e3=3|warning:100-160 collapse-eval:100-160|death")
 S+=("syn-death|syn|$SYN --epochs 3 --noise 0.5 $BAL --init-bias e5=-30|death:100-130|")
@@ -40,15 +42,15 @@ S+=("syn-revival|syn|$SYN --epochs 4 --noise 0.5 $BAL --init-bias e5=-30 --comma
 S+=("syn-softmoe-sample-uniform|syn|$SYN --epochs 2 --head softmoe-sample||")
 S+=("syn-softmoe-sample-concentrated|syn|$SYN --epochs 2 --head softmoe-sample --bias-mode logits --bias-rate 0 --init-bias e2=8|collapse-train:100-160 collapse-eval:100-260|death death-red")
 S+=("syn-softmoe-batch|syn|$SYN --epochs 2 --head softmoe-batch||")
-S+=("syn-backbone-layer|syn|$SYN --epochs 2 --moe-after 2 $BAL --init-bias moe2:e3=20|collapse-train@moe2:100-160 collapse-clean@moe2:100-160 collapse-eval@moe2:100-260|death@moe2 death-red@moe2")
+S+=("syn-backbone-layer|syn|$SYN --epochs 2 --moe-after 2 $BAL --init-bias moe2:e3=20|collapse-train@moe2:100-160 collapse-clean@moe2:100-160 collapse-eval@moe2:100-260|death@moe2 death-red@moe2 idle@head")
 S+=("syn-k1-biased|syn|$SYN --epochs 2 --k 1 --noise 0 --alpha 0 --bias-mode select --bias-rate 0 --init-bias e1=10|collapse-train:100-160 collapse-clean:100-160 collapse-eval:100-260|death death-red")
-S+=("syn-k1-healthy|syn|$SYN --epochs 3 --k 1 --seed 2 $BAL||")
+S+=("syn-k1-healthy|syn|$SYN --epochs 3 --k 1 --seed 2 $BAL||idle")
 S+=("readme-eval-only|syn|--dataset synthetic:32x32x3:10:768 --epochs 2 --seed 5 --threads 1|collapse-eval:6-6|")
 # -- Fashion-MNIST scenarios (full)
-S+=("fm-default-2ep|fm|--epochs 2 --threads $THREADS||warning")
-S+=("fm-sigmoid-2ep|fm|--epochs 2 --schedule sigmoid --tau1 0.3 --threads $THREADS||warning")
-S+=("fm-biased-1ep|fm|--epochs 1 --width 0.5 --bias-mode logits --bias-rate 0 --init-bias e3=4 --threads $THREADS|collapse-train:120-150 collapse-clean:120-150 collapse-eval:120-468|death")
-S+=("fm-death-1ep|fm|--epochs 1 --width 0.5 --bias-mode logits --bias-rate 0 --init-bias e6=-30 --threads $THREADS|death:120-130|warning")
+S+=("fm-default-2ep|fm|--epochs 2 --threads $THREADS||warning idle")
+S+=("fm-sigmoid-2ep|fm|--epochs 2 --schedule sigmoid --tau1 0.3 --threads $THREADS||warning idle")
+S+=("fm-biased-1ep|fm|--epochs 1 --width 0.5 --noise 0 --alpha 0 --bias-mode select --bias-rate 0 --init-bias e3=10 --threads $THREADS|collapse-train:120-150 collapse-clean:120-150 collapse-eval:120-468|death death-red")
+S+=("fm-death-1ep|fm|--epochs 1 --width 0.5 --bias-mode logits --bias-rate 0 --init-bias e6=-30 --threads $THREADS|death:120-130|warning idle")
 
 printf 'at 200 set noise 10\nat 300 set noise 0.5\n' > revive.txt
 N=0 TT=0 F=0 M=0 L=0
@@ -74,6 +76,7 @@ for row in "${S[@]}"; do
       line = $0; kind = ""
       if (line ~ /\] expert revival/) kind = "revival"
       else if (line ~ /\] expert death/) kind = (line ~ /COLLAPSE: EXPERT DEATH/) ? "death-red" : "death"
+      else if (line ~ /\(idle router/) kind = "idle"
       else if (line ~ /\] warning at/) kind = "warning"
       else if (line ~ /\(training view/) kind = "collapse-train"
       else if (line ~ /\(clean router view/) kind = "collapse-clean"

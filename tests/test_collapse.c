@@ -459,8 +459,10 @@ static int push(CollapseState *s, long step, double cs, int ce, const int *kept,
     const int top = (int)(cs * 100 + 0.5);
     for (int e = 0; e < s->E; e++) st.clean_first[e] = e == ce ? top : (100 - top) / (s->E - 1);
     st.clean_first_share = cs;
-    for (int e = 0; e < s->E; e++) st.kept[e] = kept ? kept[e] : 25;
+    for (int e = 0; e < s->E; e++) st.kept[e] = st.first[e] = kept ? kept[e] : 25;
     st.first_share = ts;
+    st.gate_entropy = 0.5; /* a router that decides (not idle) */
+    st.first_agree = 0.9;
     return collapse_push_step(s, &st, step);
 }
 
@@ -623,6 +625,37 @@ static void test_alarm(void) {
     collapse_free(&s);
 }
 
+/* The idle router (issue 33): large selection noise over a router scaled to almost nothing: gates
+ * near uniform, the noisy first choice rarely the clean one -> a yellow "router idle" warning; the
+ * same router without noise (first_agree 1) is not flagged. */
+static void test_idle(const Dataset *ds) {
+    for (int noisy = 1; noisy >= 0; noisy--) {
+        TrainConfig c;
+        config(&c, HEAD_MOE);
+        c.model.head.noise = noisy ? 3.0f : 0.0f;
+        c.route.confirm = 5;
+        c.lr.base = 1e-6f;
+        Trainer t;
+        if (trainer_init_ds(&t, &c, ds) != ML_OK) {
+            CHECK(0, "trainer_init: %s", ml_last_error());
+            return;
+        }
+        healthy_router(&t, 1e-3f);
+        StepRecord r;
+        steps(&t, 40, &r);
+        if (noisy) {
+            CHECK(t.coll.idle.flag && r.alarm == ALARM_WARNING && (r.collapse_views & CVIEW_BIT_IDLE) && !r.collapsed,
+                  "idle router: flagged as a warning (gate entropy %.3f, agreement %.2f, views %d, alarm %d)",
+                  t.coll.idle_gate_h, t.coll.idle_agree, r.collapse_views, r.alarm);
+            CHECK(strstr(r.collapse_text, "router idle: gate entropy") && strstr(r.collapse_text, "the noise is routing"),
+                  "idle router: the message says so: \"%s\"", r.collapse_text);
+        } else
+            CHECK(!t.coll.idle.flag && !(r.collapse_views & CVIEW_BIT_IDLE),
+                  "a router without noise is not idle (agreement %.2f)", t.coll.idle_agree);
+        trainer_free(&t);
+    }
+}
+
 int main(void) {
     Dataset ds;
     SyntheticOptions so;
@@ -642,6 +675,7 @@ int main(void) {
     test_softmoe_gate_mass(&ds);
     test_state();
     test_alarm();
+    test_idle(&ds);
     test_rule(&ds);
     test_backbone_layer(&ds);
     dataset_free(&ds);
