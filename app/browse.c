@@ -478,7 +478,12 @@ static void draw_list(Browser *b, int W, int H) {
                  "configuration's, with its %.0f%% Welch CI",
                  sw->nconfigs, sw->seeds, 100 * sw->ci_level);
         draw_text(stdscr, y0, 1, W - 2, t->role[TH_TITLE], buf);
-        snprintf(buf, sizeof buf, "  %-56s %3s %15s %8s %8s %9s %18s  %s", "configuration", "n", "final acc %",
+        int lw = 13; /* the labels' width (56 at most), so the alarms at the end fit more often */
+        for (int c = 0; c < sw->nconfigs; c++) {
+            const int l = (int)strlen(sw->configs[c].label);
+            if (l > lw) lw = l > 56 ? 56 : l;
+        }
+        snprintf(buf, sizeof buf, "  %-*s %3s %15s %8s %8s %9s %18s  %s", lw, "configuration", "n", "final acc %",
                  "rho nom", "rho real", "gap pp", "CI pp", "alarms");
         draw_text(stdscr, y0 + 1, 1, W - 2, t->role[TH_AXIS], buf);
         for (int c = 0; c < sw->nconfigs && 2 + c < sw_rows - 1; c++) {
@@ -493,8 +498,8 @@ static void draw_list(Browser *b, int W, int H) {
             char n[16], al[48];
             snprintf(n, sizeof n, "%d/%d", k->n, k->n_expected);
             sweep_config_alarms(sw, c, al, sizeof al);
-            snprintf(buf, sizeof buf, "  %-56.56s %3s %15s %8.3f %8.3f %9s %18s  %s", k->label, n, acc, k->rho_nominal,
-                     k->rho_realized, gap, ci, al);
+            snprintf(buf, sizeof buf, "  %-*.*s %3s %15s %8.3f %8.3f %9s %18s  %s", lw, lw, k->label, n, acc,
+                     k->rho_nominal, k->rho_realized, gap, ci, al);
             draw_text(stdscr, y0 + 2 + c, 1, W - 2, A_NORMAL, buf);
         }
     }

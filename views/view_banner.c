@@ -50,6 +50,8 @@ static void banner_text(const BannerView *b, int browse, char *s, size_t n) {
         for (int i = 0; i < CVIEW_COUNT; i++)
             if (b->views & (1 << i))
                 o += (size_t)snprintf(names + o, sizeof names - o, "%s%s", o ? " + " : "", collapse_view_name(i));
+        if (b->views & CVIEW_BIT_IDLE)
+            o += (size_t)snprintf(names + o, sizeof names - o, "%srouter idle", o ? " + " : "");
         snprintf(s, n, " %s at step %ld: %s%s%s; window load entropy %.2f, dead %d/%d",
                  b->alarm == ALARM_COLLAPSE ? "COLLAPSE" : "WARNING", b->step, o ? names : "expert death",
                  b->reason ? " " : "", b->reason ? routewin_reason_text(b->reason) : "", b->entropy, b->dead, b->E);
