@@ -559,7 +559,7 @@ static void draw_list(Browser *b, int W, int H) {
         } else {
             char al[160] = "";
             if (e->alarms_ok && (e->alarms.collapse || e->alarms.warning || e->alarms.death || e->alarms.revival))
-                snprintf(al, sizeof al, " (%d collapse episodes, %d warnings, %d expert deaths, %d revivals)",
+                snprintf(al, sizeof al, "; alarm events: %d collapse, %d warning, %d expert death, %d revival",
                          e->alarms.collapse, e->alarms.warning, e->alarms.death, e->alarms.revival);
             snprintf(
                 buf, sizeof buf,

@@ -204,6 +204,8 @@ check "FILE.h5: q exits" wait_for 'BROWSE_EXIT=0' 5
 start 130 36 W/sweep.h5
 check "sweep.h5: the four runs" wait_for 'browse .*sweep.h5 +4 sessions' 5
 check "sweep.h5: the summary of both configurations with the gap" bash -c "out=\$(${TM[*]} capture-pane -p -t $S); grep -q 'sweep: 2 configurations x 2 seeds' <<<\"\$out\" && grep -Eq 'head=moe +2/2 +[0-9.]+ \\+- [0-9.]+ .* [-+][0-9.]+ +\\[' <<<\"\$out\" && grep -Eq 'head=dense +2/2' <<<\"\$out\""
+check "sweep.h5: each configuration's alarm episodes by severity at the end of its row" \
+  bash -c "out=\$(${TM[*]} capture-pane -p -t $S); grep -Eq 'CI pp +alarms *\$' <<<\"\$out\" && grep -Eq 'head=moe +2/2 .*\] +(-|[0-9]+[CWD]( [0-9]+[CWD])*) *\$' <<<\"\$out\" && grep -Eq 'head=dense +2/2 .* +- *\$' <<<\"\$out\""
 keys Enter
 check "sweep.h5: Enter opens a run" wait_for 'cursor: epoch 1/1' 5
 keys q
