@@ -234,8 +234,9 @@ void summary_print(const SweepSummary *s, const char *note) {
            "set (last evaluation); collapsed: runs still flagged at the last evaluation on any view (training,\n"
            "clean router, evaluation), onset: mean step of their last collapse event (runs.csv: collapse_first,\n"
            "the first flag at all); alarms: the episodes of its finished runs by severity from their event logs,\n"
-           "C collapse, W warning (the clean router alone), D expert death (runs.csv: collapse_episodes,\n"
-           "warning_episodes, expert_deaths per run); peak gap: best test accuracy minus the dense one's.\n");
+           "C collapse, W warning (the clean router alone, an idle router), D expert death (runs.csv:\n"
+           "collapse_episodes, warning_episodes, expert_deaths per run); peak gap: best test accuracy minus the\n"
+           "dense one's.\n");
 }
 
 static void csv_field(FILE *f, const char *s) {

@@ -297,7 +297,7 @@ int alarm_spans_level(const AlarmSpans *a, double x0, double x1);
  * Sessions written before the warning and death events have collapse events only. */
 typedef struct {
     int collapse; /* collapse episodes (each view of each layer that rose to red) */
-    int warning;  /* warning episodes (the clean router alone) */
+    int warning;  /* warning episodes (the clean router alone, an idle router) */
     int death;    /* expert deaths (whatever their severity) */
     int revival;  /* experts that came back */
 } AlarmCounts;

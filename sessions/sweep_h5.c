@@ -82,7 +82,7 @@ static const Col run_cols[] = {
      1},
     {"collapse_episodes", COL_INT, offsetof(SweepRun, collapse_episodes), "collapse events in the event log", 1},
     {"warning_episodes", COL_INT, offsetof(SweepRun, warning_episodes),
-     "warning events in the event log (the clean router alone concentrates)", 1},
+     "warning events in the event log (the clean router alone concentrates, or an idle router)", 1},
     {"expert_deaths", COL_INT, offsetof(SweepRun, expert_deaths), "expert death events in the event log", 1},
 };
 #define N_RUN_COLS (int)(sizeof run_cols / sizeof run_cols[0])

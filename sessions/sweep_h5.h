@@ -35,7 +35,7 @@ typedef struct {
      * uncollapsed; collapse_first: the first step any view was flagged (-1: never; a random
      * router is often collapsed in the clean view for its first steps); the views ever flagged
      * (CVIEW_BIT_*) and the collapse events, from the event log; by severity (issue 26), the
-     * warning events (the clean router alone) and the expert deaths of the event log (-2: unknown,
+     * warning events (the clean router alone, an idle router) and the expert deaths of the event log (-2: unknown,
      * a sweep.h5 written before these columns) */
     double clean_share, test_share;
     long collapse_step, collapse_first;

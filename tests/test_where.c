@@ -101,19 +101,20 @@ static void test_counts(void) {
         "rule: pause (on-collapse at step 300: COLLAPSE training ...)",
         "collapse at stepping",
         "checkpoint ckpt-300.h5 (collapse at step 300)",
+        "warning at step 500 (idle router, episode 1, first): WARNING router idle: the noise is routing",
     };
     AlarmCounts c;
     memset(&c, 0, sizeof c);
-    int kinds[9];
-    for (int i = 0; i < 9; i++) kinds[i] = alarm_count_event(&c, log[i]);
-    CHECK(c.collapse == 2 && c.warning == 1 && c.death == 1 && c.revival == 1, "counts %d C %d W %d D %d R",
+    int kinds[10];
+    for (int i = 0; i < 10; i++) kinds[i] = alarm_count_event(&c, log[i]);
+    CHECK(c.collapse == 2 && c.warning == 2 && c.death == 1 && c.revival == 1, "counts %d C %d W %d D %d R",
           c.collapse, c.warning, c.death, c.revival);
     CHECK(kinds[0] == -1 && kinds[1] == 1 && kinds[2] == 2 && kinds[4] == 1 && kinds[5] == 0 && kinds[6] == -1 &&
-              kinds[7] == -1 && kinds[8] == -1,
+              kinds[7] == -1 && kinds[8] == -1 && kinds[9] == 1,
           "kinds: only texts that start with the event words");
     char buf[32];
     alarm_counts_text(&c, buf, sizeof buf);
-    CHECK(!strcmp(buf, "2C 1W 1D"), "text '%s'", buf);
+    CHECK(!strcmp(buf, "2C 2W 1D"), "text '%s' (the clean router's and the idle router's warnings)", buf);
     AlarmCounts z;
     memset(&z, 0, sizeof z);
     alarm_counts_text(&z, buf, sizeof buf);
@@ -126,7 +127,7 @@ static void test_counts(void) {
     CHECK(!strcmp(buf, "12D"), "deaths alone: '%s'", buf);
     c.collapse = 123;
     alarm_counts_text(&c, buf, 6);
-    CHECK(strlen(buf) == 5 && !strncmp(buf, "123C", 4), "a short buffer is cut, not overrun: '%s'", buf);
+    CHECK(strlen(buf) == 5 && !strncmp(buf, "123C ", 5), "a short buffer is cut, not overrun: '%s'", buf);
 }
 
 int main(void) {
