@@ -3,7 +3,8 @@
 # before format 2; see its README) still works: it is listed and loaded by the browser's data
 # loader (moelab browse --list, moelab plot), exported as CSV, and resumed to the end with a result
 # bit-identical to an uninterrupted run of its command line by this moelab. A file of a newer
-# format_version gets a clear message (live.h5 and checkpoint).
+# format_version gets a clear message (live.h5 and checkpoint). Without an alarm column its collapsed
+# step rows are collapse spans (figure legends) and its collapse event is counted (browser list).
 #   tests/t_v1session.sh path/to/moelab
 set -u
 BIN=${1:?usage: t_v1session.sh path/to/moelab}
@@ -26,6 +27,16 @@ mkdir runs && cp -r "$FIX" runs/v1
 "$BIN" plot runs/v1 --out fig > plot.txt 2>&1; rc=$?
 [ $rc = 0 ] && [ -n "$(ls fig 2>/dev/null)" ] && ok "plot loads its history (browser data loader): $(ls fig | wc -l) figures" \
   || bad "plot of the v1 session: rc $rc: $(tail -2 plot.txt)"
+# where and when (issue 26): no alarm column in a version-1 file, so its collapsed step row is a red
+# (collapse) span: the figures' legend says collapse and the browser's alarms column counts its collapse
+# event
+if command -v pdftotext > /dev/null 2>&1; then
+  pdftotext fig/expert_load.pdf - 2>/dev/null | grep -q 'collapse' && pdftotext fig/temperature.pdf - 2>/dev/null | grep -q 'collapse' &&
+    ! pdftotext fig/expert_load.pdf - 2>/dev/null | grep -q 'warning' \
+    && ok "plot: its collapsed step row is shaded as a collapse (legend)" || bad "plot: no collapse in the legends of the v1 figures"
+fi
+grep -Eq '^v1 .* interrupted +1C ' list.txt && ok "browse --list: alarms 1C (its collapse event)" \
+  || bad "browse --list: alarms of the v1 session: $(grep '^v1 ' list.txt)"
 "$BIN" export runs/v1 --csv csv > export.txt 2>&1; rc=$?
 [ $rc = 0 ] && [ "$(wc -l < csv/evals.csv)" = 2 ] && [ "$(wc -l < csv/class_expert.csv)" = 5 ] && ! ls csv/layer_* >/dev/null 2>&1 \
   && ok "export: evals.csv (1 evaluation), class_expert.csv, no per-layer files" || bad "export: rc $rc: $(tail -2 export.txt); $(ls csv)"
