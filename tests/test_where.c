@@ -10,32 +10,21 @@
 #include "core/records.h"
 #include "core/routestats.h"
 
-static int failures, checks;
-
-#define CHECK(cond, ...)                                \
-    do {                                                \
-        checks++;                                       \
-        if (!(cond)) {                                  \
-            failures++;                                 \
-            printf("FAIL %s:%d: ", __FILE__, __LINE__); \
-            printf(__VA_ARGS__);                        \
-            printf("\n");                               \
-        }                                               \
-    } while (0)
+#include "check.h"
 
 static void test_level(void) {
     StepRecord r;
     memset(&r, 0, sizeof r);
-    CHECK(step_record_alarm_level(&r) == ALARM_NONE, "nothing: none");
+    check(step_record_alarm_level(&r) == ALARM_NONE, "nothing: none");
     r.alarm = ALARM_WARNING;
-    CHECK(step_record_alarm_level(&r) == ALARM_WARNING, "alarm 1: warning");
+    check(step_record_alarm_level(&r) == ALARM_WARNING, "alarm 1: warning");
     r.alarm = ALARM_COLLAPSE;
     r.collapsed = 1;
-    CHECK(step_record_alarm_level(&r) == ALARM_COLLAPSE, "alarm 2: collapse");
+    check(step_record_alarm_level(&r) == ALARM_COLLAPSE, "alarm 2: collapse");
     r.alarm = 0; /* an old session: no alarm column */
-    CHECK(step_record_alarm_level(&r) == ALARM_COLLAPSE, "old session: collapsed rows are red");
+    check(step_record_alarm_level(&r) == ALARM_COLLAPSE, "old session: collapsed rows are red");
     r.alarm = 7;
-    CHECK(step_record_alarm_level(&r) == ALARM_COLLAPSE, "out of range: clamped to collapse");
+    check(step_record_alarm_level(&r) == ALARM_COLLAPSE, "out of range: clamped to collapse");
 }
 
 static void test_spans(void) {
@@ -50,26 +39,26 @@ static void test_spans(void) {
     }
     AlarmSpans a;
     const int n = alarm_spans(rows, 30, &a);
-    CHECK(n == 3, "three spans (%d)", n);
-    CHECK(a.span[0].start == 20 && a.span[0].end == 35 && a.span[0].level == 1, "warning 20..35 (%ld..%ld, %d)",
+    check(n == 3, "three spans (%d)", n);
+    check(a.span[0].start == 20 && a.span[0].end == 35 && a.span[0].level == 1, "warning 20..35 (%ld..%ld, %d)",
           a.span[0].start, a.span[0].end, a.span[0].level);
-    CHECK(a.span[1].start == 40 && a.span[1].end == 50 && a.span[1].level == 2, "collapse 40..50 (%ld..%ld, %d)",
+    check(a.span[1].start == 40 && a.span[1].end == 50 && a.span[1].level == 2, "collapse 40..50 (%ld..%ld, %d)",
           a.span[1].start, a.span[1].end, a.span[1].level);
-    CHECK(a.span[2].start == 80 && a.span[2].end == 80 && a.span[2].level == 1, "a one-row warning at 80");
-    CHECK(!a.open && a.merged == 0 && a.last == 150, "closed at the end, nothing merged, last step 150");
-    CHECK(alarm_spans_level(&a, 0, 19) == 0 && alarm_spans_level(&a, 30, 30) == 1 &&
+    check(a.span[2].start == 80 && a.span[2].end == 80 && a.span[2].level == 1, "a one-row warning at 80");
+    check(!a.open && a.merged == 0 && a.last == 150, "closed at the end, nothing merged, last step 150");
+    check(alarm_spans_level(&a, 0, 19) == 0 && alarm_spans_level(&a, 30, 30) == 1 &&
               alarm_spans_level(&a, 30, 45) == 2 && alarm_spans_level(&a, 51, 79) == 0 &&
               alarm_spans_level(&a, 79.5, 80.5) == 1,
           "levels over step ranges");
     /* a resumed run's rows again (steps not after the last): ignored */
     alarm_spans_push(&a, 100, 2);
-    CHECK(a.n == 3, "a step before the last is ignored");
+    check(a.n == 3, "a step before the last is ignored");
     alarm_spans_push(&a, 155, 2);
     alarm_spans_push(&a, 160, 2);
-    CHECK(a.n == 4 && a.open && a.span[3].start == 155 && a.span[3].end == 160, "then it goes on");
+    check(a.n == 4 && a.open && a.span[3].start == 155 && a.span[3].end == 160, "then it goes on");
     /* an old session: alarm 0 everywhere, collapsed rows */
     for (int i = 0; i < 30; i++) rows[i].alarm = 0;
-    CHECK(alarm_spans(rows, 30, &a) == 1 && a.span[0].start == 40 && a.span[0].end == 50 && a.span[0].level == 2,
+    check(alarm_spans(rows, 30, &a) == 1 && a.span[0].start == 40 && a.span[0].end == 50 && a.span[0].level == 2,
           "old session: its collapsed rows, one red span");
     /* more spans than the store: neighbours with the smallest gap merge, the shape stays */
     alarm_spans_init(&a);
@@ -81,13 +70,13 @@ static void test_spans(void) {
         step += 1;
         alarm_spans_push(&a, step, 0);
     }
-    CHECK(a.n == ALARM_SPANS_MAX && a.merged == 10, "a full store: %d spans, %ld merged", a.n, a.merged);
+    check(a.n == ALARM_SPANS_MAX && a.merged == 10, "a full store: %d spans, %ld merged", a.n, a.merged);
     int sorted = 1;
     for (int i = 0; i + 1 < a.n; i++) sorted &= a.span[i].end < a.span[i + 1].start;
-    CHECK(sorted && a.span[0].start == 10 && a.span[a.n - 1].start == step - 1, "in order, from the first to the last");
+    check(sorted && a.span[0].start == 10 && a.span[a.n - 1].start == step - 1, "in order, from the first to the last");
     long covered = 0;
     for (int i = 0; i < a.n; i++) covered += a.span[i].start <= 7 * 11 + 1 && a.span[i].end >= 7 * 11 + 1;
-    CHECK(covered == 1, "the closest pair merged first (one span over both)");
+    check(covered == 1, "the closest pair merged first (one span over both)");
 }
 
 static void test_counts(void) {
@@ -107,33 +96,33 @@ static void test_counts(void) {
     memset(&c, 0, sizeof c);
     int kinds[10];
     for (int i = 0; i < 10; i++) kinds[i] = alarm_count_event(&c, log[i]);
-    CHECK(c.collapse == 2 && c.warning == 2 && c.death == 1 && c.revival == 1, "counts %d C %d W %d D %d R",
+    check(c.collapse == 2 && c.warning == 2 && c.death == 1 && c.revival == 1, "counts %d C %d W %d D %d R",
           c.collapse, c.warning, c.death, c.revival);
-    CHECK(kinds[0] == -1 && kinds[1] == 1 && kinds[2] == 2 && kinds[4] == 1 && kinds[5] == 0 && kinds[6] == -1 &&
+    check(kinds[0] == -1 && kinds[1] == 1 && kinds[2] == 2 && kinds[4] == 1 && kinds[5] == 0 && kinds[6] == -1 &&
               kinds[7] == -1 && kinds[8] == -1 && kinds[9] == 1,
           "kinds: only texts that start with the event words");
     char buf[32];
     alarm_counts_text(&c, buf, sizeof buf);
-    CHECK(!strcmp(buf, "2C 2W 1D"), "text '%s' (the clean router's and the idle router's warnings)", buf);
+    check(!strcmp(buf, "2C 2W 1D"), "text '%s' (the clean router's and the idle router's warnings)", buf);
     AlarmCounts z;
     memset(&z, 0, sizeof z);
     alarm_counts_text(&z, buf, sizeof buf);
-    CHECK(!strcmp(buf, "-"), "none: '%s'", buf);
+    check(!strcmp(buf, "-"), "none: '%s'", buf);
     z.revival = 3;
     alarm_counts_text(&z, buf, sizeof buf);
-    CHECK(!strcmp(buf, "-"), "revivals alone: '%s'", buf);
+    check(!strcmp(buf, "-"), "revivals alone: '%s'", buf);
     z.death = 12;
     alarm_counts_text(&z, buf, sizeof buf);
-    CHECK(!strcmp(buf, "12D"), "deaths alone: '%s'", buf);
+    check(!strcmp(buf, "12D"), "deaths alone: '%s'", buf);
     c.collapse = 123;
     alarm_counts_text(&c, buf, 6);
-    CHECK(strlen(buf) == 5 && !strncmp(buf, "123C ", 5), "a short buffer is cut, not overrun: '%s'", buf);
+    check(strlen(buf) == 5 && !strncmp(buf, "123C ", 5), "a short buffer is cut, not overrun: '%s'", buf);
 }
 
 int main(void) {
     test_level();
     test_spans();
     test_counts();
-    printf("test_where: %d checks, %d failures\n", checks, failures);
-    return failures ? 1 : 0;
+    printf("test_where: %d checks, %d failures\n", n_checks, n_failed);
+    return n_failed ? 1 : 0;
 }
