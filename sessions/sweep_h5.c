@@ -17,6 +17,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
+#include <sys/stat.h>
 
 #define SWEEP_KIND "moelab sweep"
 
@@ -432,6 +433,13 @@ static ml_status read_cols(hid_t f, const char *group, const Col *cols, int ncol
 ml_status sweep_h5_read(const char *path, SweepSummary *s) {
     h5u_quiet();
     memset(s, 0, sizeof *s);
+    /* stat first: H5Fis_hdf5 opens the file, which blocks forever on a FIFO with no writer */
+    struct stat sb;
+    if (stat(path, &sb) != 0) return ml_fail(ML_ERR_IO, "%s: %s", path, strerror(errno));
+    if (!S_ISREG(sb.st_mode))
+        return ml_fail(ML_ERR_IO, "%s: not a regular file (%s); a sweep summary is an HDF5 file written by moelab sweep",
+                       path, S_ISDIR(sb.st_mode) ? "a directory" : S_ISFIFO(sb.st_mode) ? "a FIFO"
+                                                 : S_ISSOCK(sb.st_mode) ? "a socket" : "a device");
     if (access(path, R_OK) != 0) return ml_fail(ML_ERR_IO, "%s: %s", path, strerror(errno));
     if (H5Fis_hdf5(path) <= 0) {
         H5Eclear2(H5E_DEFAULT);

@@ -134,6 +134,13 @@ for f in half.h5 junk.h5; do
   "$BIN" sweep --show $f > SH4.log 2>&1; rc=$?
   check "--show $f: exit 1 with a message naming it" [ $rc = 1 ] && grep -q "$f" SH4.log && ! grep -qi 'sanitizer\|segmentation' SH4.log
 done
+# a FIFO named sweep.h5 (issue 27): refused at once, never opened (opening one blocks forever)
+mkdir -p FIFO && mkfifo FIFO/sweep.h5
+timeout 10 "$BIN" sweep --show FIFO > SH5.log 2>&1; rc=$?
+check "--show on a FIFO sweep.h5: exit 1 at once (not a hang: rc $rc) naming it" \
+  [ $rc = 1 ] && grep -q 'FIFO/sweep.h5: not a regular file (a FIFO)' SH5.log
+timeout 10 "$BIN" sweep --agree A FIFO > SH6.log 2>&1; rc=$?
+check "--agree A FIFO: exit 2 at once (rc $rc)" [ $rc = 2 ] && grep -q 'not a regular file' SH6.log
 
 # 3c. backbone MoE layers against their matched dense layers (the imagenet-topk form): the routing
 # axis is moe-after, its --with ffn-after the baseline; list values take + ("2+3")
