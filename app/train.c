@@ -139,6 +139,7 @@ typedef struct {
     int ncmds, next;
     TrainHooks sink;    /* the session's hooks */
     ControlServer *ctl; /* the run's control socket (NULL: none) */
+    const char *dir;    /* the session folder (NULL: none) */
 } Headless;
 
 static const char *g_sub = "train"; /* `moelab train: ` or `moelab replay: ` in messages */
@@ -194,7 +195,14 @@ static void h_on_event(const TrainerEvent *e, void *user) {
     p->sink.on_event(e, p->sink.user);
     control_event(p->ctl, e);
     switch (e->kind) {
-    case TEV_APPLIED: printf("[step %ld] %s\n", e->step, e->text); break;
+    case TEV_APPLIED:
+        printf("[step %ld] %s\n", e->step, e->text);
+        /* a pause from the commands file or a rule: whoever reads this output must know how to go on */
+        if ((e->cmd == CMD_PAUSE || e->cmd == CMD_STEP) && e->origin != CMD_FROM_SOCKET && p->ctl && p->dir)
+            printf("[step %ld] paused: the run waits; continue with `moelab ctl %s resume` (or `moelab attach %s`), "
+                   "stop with `moelab ctl %s quit` or Ctrl-C\n",
+                   e->step, p->dir, p->dir, p->dir);
+        break;
     case TEV_FAILED: printf("[step %ld] error: %s\n", e->step, e->text); break;
     case TEV_NOTE: printf("[step %ld] note: %s\n", e->step, e->text); break;
     case TEV_EPOCH:
@@ -223,6 +231,7 @@ static int run_headless(Trainer *t, RunSession *rs, ScheduledCmd *cmds, int ncmd
         const ControlOps ops = {.log = h_ctl_log, .user = &p};
         char err[600];
         p.ctl = control_start(rs->dir, &ops, err, sizeof err);
+        p.dir = rs->dir;
         if (!p.ctl) h_ctl_log(NULL, 1, err);
         control_note_run(p.ctl, t->total_steps, t->cfg.epochs);
         RunRecord *rr = malloc(sizeof *rr); /* large: the routed layers' names for status */
@@ -269,6 +278,18 @@ static int run_headless(Trainer *t, RunSession *rs, ScheduledCmd *cmds, int ncmd
     return end == RUN_INTERRUPTED && g_stop_signal ? 128 + g_stop_signal : 0;
 }
 
+/* The memory the run would hold (trainer_memory_bytes), by part. */
+static void print_dry_memory(const Trainer *t) {
+    const Model *m = &t->model;
+    const double mib = 1048576.0, w = (double)m->n_param * sizeof(float);
+    const int adam = t->cfg.opt.kind == OPT_ADAMW;
+    printf("memory      %.1f MiB to train: weights %.1f, gradients %.1f, %s state %.1f, activations %.1f at batch "
+           "%d, buffers, scratch and routing workspaces %.1f (the dataset not counted)\n",
+           trainer_memory_bytes(t) / mib, w / mib, w / mib, optim_kind_name(t->cfg.opt.kind), (adam ? 2 : 1) * w / mib,
+           (double)m->n_act * sizeof(float) / mib, t->cfg.model.batch,
+           (model_memory_bytes(m) - 2 * w - (double)m->n_act * sizeof(float)) / mib);
+}
+
 /* Runs a training (or replay) from parsed options. cmdline is stored in the session; resume = 1
  * continues o->session from its newest checkpoint. extra/nextra are scheduled commands (replay). */
 static int run_training(AppOptions *o, const char *cmdline, int resume, ScheduledCmd *extra, int nextra,
@@ -283,18 +304,24 @@ static int run_training(AppOptions *o, const char *cmdline, int resume, Schedule
     BatchSource src;
     dataset_batch_source(&ds, &src);
     Trainer t;
+    if (o->dry_run) { /* the layout only: no weights are allocated, so any size answers at once */
+        if (trainer_init_layout(&t, &o->train, &src) != ML_OK) {
+            fprintf(stderr, "moelab %s: %s\n", g_sub, ml_last_error());
+            dataset_free(&ds);
+            return 2;
+        }
+        print_dry_run(&t.model, &ds, &t.cfg);
+        print_dry_memory(&t);
+        trainer_free(&t);
+        dataset_free(&ds);
+        return 0;
+    }
     if (trainer_init(&t, &o->train, &src) != ML_OK) {
         fprintf(stderr, "moelab %s: %s\n", g_sub, ml_last_error());
         dataset_free(&ds);
         return 2;
     }
     trainer_set_rule(&t, o->on_collapse); /* validated by the option parser; a checkpoint's rule wins */
-    if (o->dry_run) {
-        print_dry_run(&t.model, &ds, &t.cfg);
-        trainer_free(&t);
-        dataset_free(&ds);
-        return 0;
-    }
     /* the scheduled commands: a resumed session's own copy (stored at its start), else the file */
     ScheduledCmd *cmds = NULL;
     int ncmds = 0;
