@@ -350,10 +350,20 @@ static void handle_key(Attach *a, int c) {
 // the session screen
 
 static int attach_session(const char *dir) {
-    const int fd = control_connect(dir);
+    long owner = -1;
+    const int fd = control_connect(dir, &owner);
     if (fd < 0) {
         const int e = errno;
-        if (e == EACCES || e == EPERM) {
+        if (e == EPERM) {
+            char who[160], me[160];
+            fprintf(stderr,
+                    "moelab attach: %s/%s: the process listening there runs as %s, not as you (%s): not attaching; "
+                    "only the run's owner can attach (check who put that socket there)\n",
+                    dir, CONTROL_SOCKET_NAME, control_uid_text(owner, who, sizeof who),
+                    control_uid_text((long)geteuid(), me, sizeof me));
+            return 1;
+        }
+        if (e == EACCES) {
             fprintf(stderr, "moelab attach: %s/%s: permission denied (only the run's owner can attach)\n", dir,
                     CONTROL_SOCKET_NAME);
             return 1;
@@ -546,7 +556,7 @@ static int attach_sweep(const char *dir) {
     int *live = calloc((size_t)l.n, sizeof *live);
     for (int i = 0; i < l.n; i++) {
         BrowseEntry *e = &l.e[i];
-        const int fd = e->ok && !strcmp(e->status, "running") ? control_connect(e->path) : -1;
+        const int fd = e->ok && !strcmp(e->status, "running") ? control_connect(e->path, NULL) : -1;
         if (fd >= 0) close(fd);
         live[i] = fd >= 0;
         long last = 0, total = 0;
