@@ -375,8 +375,21 @@ static int attach_session(const char *dir) {
             return 1;
         }
         const int saved = session_read_info(dir, &info) == ML_OK;
-        fprintf(stderr, "moelab attach: %s is not running (no run listening on %s/%s%s%s)\n", dir, dir,
-                CONTROL_SOCKET_NAME, saved ? "; its status is " : "", saved ? info.status : "");
+        const int held = saved && !strcmp(info.status, "running") ? session_lock_held(dir) : -1;
+        if (held == 0) /* the status was never updated: the lock says no writer is alive */
+            fprintf(stderr,
+                    "moelab attach: %s is not running: no run listens on %s/%s and no process holds its lock (its "
+                    "status still says running: the run was killed or crashed); `moelab train --resume %s` "
+                    "continues it from its last checkpoint\n",
+                    dir, dir, CONTROL_SOCKET_NAME, dir);
+        else if (held == 1)
+            fprintf(stderr,
+                    "moelab attach: %s: a process holds the session (its lock) but no run listens on %s/%s (a "
+                    "resume or an older moelab without the socket?); try again in a moment\n",
+                    dir, dir, CONTROL_SOCKET_NAME);
+        else
+            fprintf(stderr, "moelab attach: %s is not running (no run listening on %s/%s%s%s)\n", dir, dir,
+                    CONTROL_SOCKET_NAME, saved ? "; its status is " : "", saved ? info.status : "");
         if (saved && isatty(STDIN_FILENO) && isatty(STDOUT_FILENO)) {
             fprintf(stderr, "open it in the session browser (moelab browse %s)? [y/N] ", dir);
             char ans[16] = "";

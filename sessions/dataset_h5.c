@@ -12,6 +12,7 @@
 #define _POSIX_C_SOURCE 200809L
 
 #include "dataset_h5.h"
+#include "h5util.h"
 #include "session.h" /* session_isolated_status */
 
 #include <errno.h>
@@ -47,19 +48,8 @@ static void quiet_begin(QuietH5 *q) {
 
 static void quiet_end(QuietH5 *q) { H5Eset_auto2(H5E_DEFAULT, q->fn, q->data); }
 
-static herr_t walk_first(unsigned n, const H5E_error2_t *e, void *user) {
-    char *out = user;
-    if (n == 0 && e && e->desc) snprintf(out, 160, "%s", e->desc);
-    return 0;
-}
-
-/* The innermost message on the HDF5 error stack ("" if none). */
-static const char *h5_reason(char buf[160]) {
-    buf[0] = 0;
-    H5Ewalk2(H5E_DEFAULT, H5E_WALK_UPWARD, walk_first, buf);
-    H5Eclear2(H5E_DEFAULT);
-    return buf;
-}
+/* The innermost message on the HDF5 error stack, shortened ("" if none). */
+static const char *h5_reason(char buf[160]) { return h5u_reason(buf, 160); }
 
 static ml_status h5_fail(ml_status st, const char *what, const char *action) {
     char r[160];

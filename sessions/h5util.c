@@ -48,12 +48,25 @@ static herr_t err_walk_cb(unsigned n, const H5E_error2_t *e, void *data) {
     return 0;
 }
 
-ml_status h5u_fail(ml_status st, const char *file, const char *obj, const char *what) {
+const char *h5u_reason(char *buf, size_t n) {
     ErrWalk w;
     memset(&w, 0, sizeof w);
     H5Ewalk2(H5E_DEFAULT, H5E_WALK_UPWARD, err_walk_cb, &w);
     H5Eclear2(H5E_DEFAULT);
-    const char *why = w.sys[0] ? w.sys : w.first[0] ? w.first : "HDF5 gave no reason";
+    /* a description with fields but no errno ("... name = 'x', tent_flags = 1"): its head only */
+    char *eq = w.first[0] && !w.sys[0] ? strstr(w.first, " = ") : NULL;
+    if (eq) {
+        char *colon = strchr(w.first, ':');
+        if (colon && colon < eq) *colon = 0;
+    }
+    snprintf(buf, n, "%s", w.sys[0] ? w.sys : w.first);
+    return buf;
+}
+
+ml_status h5u_fail(ml_status st, const char *file, const char *obj, const char *what) {
+    char r[256];
+    h5u_reason(r, sizeof r);
+    const char *why = r[0] ? r : "HDF5 gave no reason";
     if (obj && obj[0]) return ml_fail(st, "%s: %s: %s: %s", file ? file : "?", obj, what, why);
     return ml_fail(st, "%s: %s: %s", file ? file : "?", what, why);
 }

@@ -17,6 +17,10 @@ void h5u_quiet(void);
 /* ml_fail(st, "FILE: OBJ: WHAT: <innermost HDF5 reason>") and clears the HDF5 error stack.
  * obj may be NULL or "". */
 ml_status h5u_fail(ml_status st, const char *file, const char *obj, const char *what);
+/* The innermost reason on the HDF5 error stack, short ("unable to open file: Read-only file
+ * system (errno 30)", never the raw "name = ..., o_flags = ..." fields) into buf ("" if none); clears
+ * the stack. Returns buf. */
+const char *h5u_reason(char *buf, size_t n);
 /* Closes any kind of HDF5 id (ignores ids < 0). */
 void h5u_close(hid_t id);
 

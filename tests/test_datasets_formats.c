@@ -939,7 +939,7 @@ static void test_h5(void) {
     c.train.labels[3] = 0;
     /* not a dataset file: a CIFAR batch renamed .h5, and an HDF5 signature followed by junk */
     st = dataset_open(&r, tpath("c10/cifar-10-batches-bin/test_batch.bin"));
-    check(st == ML_ERR_ARG && error_has("test_batch.bin", "not a directory", "HDF5"), "a non-HDF5 file: \"%s\"",
+    check(st == ML_ERR_ARG && error_has("test_batch.bin", "a file that is no dataset", "HDF5"), "a non-HDF5 file: \"%s\"",
           ml_last_error());
     uint8_t junk[4096];
     for (size_t i = 0; i < sizeof junk; i++) junk[i] = (uint8_t)(i * 7 + 3);
@@ -947,6 +947,20 @@ static void test_h5(void) {
     write_bytes(tpath("junk.h5"), junk, sizeof junk);
     st = dataset_open(&r, tpath("junk.h5"));
     check(st == ML_ERR_FORMAT && error_has("junk.h5", NULL, NULL), "HDF5 signature + junk: \"%s\"", ml_last_error());
+    /* issue 27: an empty, a damaged .h5 and a FIFO each get their own message, never "not a directory" */
+    write_bytes(tpath("empty.h5"), junk, 0);
+    st = dataset_open(&r, tpath("empty.h5"));
+    check(st == ML_ERR_ARG && error_has("empty.h5", "an empty file (0 bytes)", "moelab data import"),
+          "an empty .h5: \"%s\"", ml_last_error());
+    memset(junk, 0x5a, sizeof junk);
+    write_bytes(tpath("noise.h5"), junk, sizeof junk);
+    st = dataset_open(&r, tpath("noise.h5"));
+    check(st == ML_ERR_FORMAT && error_has("noise.h5", "not an HDF5 file (no HDF5 signature", "moelab data import"),
+          "a .h5 without a signature: \"%s\"", ml_last_error());
+    check(mkfifo(tpath("fifo.h5"), 0600) == 0, "mkfifo fifo.h5");
+    st = dataset_open(&r, tpath("fifo.h5"));
+    check(st == ML_ERR_ARG && error_has("fifo.h5", "not a regular file (a FIFO)", NULL), "a FIFO .h5: \"%s\"",
+          ml_last_error());
     test_h5_isolated(out, img, len);
     test_h5_layouts(out, &c);
     dataset_set_h5_loader(NULL);
