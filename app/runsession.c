@@ -130,6 +130,7 @@ int runsession_open(RunSession *rs, const AppOptions *o, Trainer *t, const char 
     rs->ckpt_every = o->ckpt_every;
     rs->ckpt_steps = o->ckpt_steps;
     rs->keep = o->keep;
+    rs->ckpt_last_fail = -1;
     if (o->session[0]) snprintf(rs->dir, sizeof rs->dir, "%s", o->session);
     else {
         char ts[32];
@@ -213,10 +214,15 @@ static ml_status on_checkpoint(Trainer *t, const char *why, void *user) {
     StateView sv;
     trainer_state(t, &sv);
     sv.session_id = rs->session_id;
+    /* one checkpoint that cannot be written (a directory of its name, a transient I/O error) is
+     * reported by the trainer and skipped: live.h5 and the later checkpoints are still written */
     if (ckpt_write(rs->dir, &sv, rs->keep) != ML_OK) {
-        report(rs, "writing a checkpoint");
+        rs->ckpt_failed++;
+        rs->ckpt_last_fail = t->step;
+        rs->ckpt_last_ok = 0;
         return ML_ERR_IO;
     }
+    rs->ckpt_last_ok = 1;
     return ML_OK;
 }
 

@@ -266,6 +266,12 @@ static int run_headless(Trainer *t, RunSession *rs, ScheduledCmd *cmds, int ncmd
     if (end == RUN_INTERRUPTED && g_stop_signal)
         printf("[step %ld] %s: stopping cleanly\n", t->step, g_stop_signal == SIGINT ? "interrupt" : "terminated");
     runsession_finish(rs, run_end_name(end));
+    if (rs->dir[0] && rs->ckpt_failed > 0) /* each was reported when it happened; the last word on them */
+        fprintf(stderr,
+                "moelab %s: session %s: %d checkpoint%s could not be written (the latest at step %ld, see above)%s\n",
+                g_sub, rs->dir, rs->ckpt_failed, rs->ckpt_failed == 1 ? "" : "s", rs->ckpt_last_fail,
+                rs->ckpt_last_ok ? "; the later checkpoints were written"
+                                 : ": the final state is not saved, a resume starts from the checkpoint before it");
     if (rs->dir[0] && rs->failed == 0) printf("session   %s: %s at step %ld\n", rs->dir, run_end_name(end), t->step);
     else if (rs->dir[0]) /* the session stopped writing (full disk, I/O error): say so, fail */
         fprintf(stderr,
@@ -274,7 +280,7 @@ static int run_headless(Trainer *t, RunSession *rs, ScheduledCmd *cmds, int ncmd
                 g_sub, rs->dir, run_end_name(end), t->step);
     signal(SIGINT, SIG_DFL);
     signal(SIGTERM, SIG_DFL);
-    if (end == RUN_FAILED || rs->failed) return 1;
+    if (end == RUN_FAILED || rs->failed || (rs->ckpt_failed > 0 && !rs->ckpt_last_ok)) return 1;
     return end == RUN_INTERRUPTED && g_stop_signal ? 128 + g_stop_signal : 0;
 }
 

@@ -1101,7 +1101,8 @@ static void loop_checkpoint(Loop *L, const char *why) {
     Trainer *t = L->t;
     if (!L->h->checkpoint || t->ckpt_step == t->step) return;
     if (L->h->checkpoint(t, why, L->h->user) != ML_OK) {
-        emit(L, TEV_ERROR, NULL, 0, "checkpoint at step %ld failed: %s", t->step, ml_last_error());
+        emit(L, TEV_ERROR, NULL, 0, "checkpoint at step %ld failed and was skipped: %s (training goes on; the next "
+             "checkpoint is tried as planned)", t->step, ml_last_error());
         return;
     }
     t->ckpt_step = t->step;

@@ -893,11 +893,18 @@ static ml_status search_ckpts(const char *dir, StateView *v, const char *session
             add_report(report, rn, "%s is not a regular file and was skipped", c[i].name);
             continue;
         }
-        if (ckpt_validate(p, NULL) != ML_OK) {
+        long inside = -1;
+        if (ckpt_validate(p, &inside) != ML_OK) {
             const int newer = strstr(ml_last_error(), NEWER_NOTE) != NULL; /* not damage: a later format */
             add_report(report, rn,
                        newer ? "%s is a newer format and was skipped: %s" : "%s is damaged and was skipped: %s",
                        c[i].name, ml_last_error());
+            continue;
+        }
+        if (inside != c[i].step) { /* a copy or a rename: its name would make a resume skip or repeat steps */
+            add_report(report, rn,
+                       "%s holds step %ld, not %ld (copied or renamed?) and was skipped: rename it ckpt-%ld.h5 to use it",
+                       c[i].name, inside, c[i].step, inside);
             continue;
         }
         const char *bad = v ? not_ours(p, v, session_id, why, sizeof why) : NULL;
