@@ -5,6 +5,7 @@
 #include "commands.h"
 #include "control.h"
 #include "options.h"
+#include "outdir.h"
 #include "runsession.h"
 #include "tui.h"
 
@@ -617,8 +618,22 @@ int cmd_export(int argc, char **argv) {
         return 2;
     }
     /* every read in a child first: a file that crashes the HDF5 library gives a message */
-    if (session_probe(argv[1], SESSION_PROBE_EXPORT) != ML_OK || session_export_csv(argv[1], argv[3]) != ML_OK) {
+    if (session_probe(argv[1], SESSION_PROBE_EXPORT) != ML_OK) {
         fprintf(stderr, "moelab export: %s\n", ml_last_error());
+        return 1;
+    }
+    /* all the tables or none: written into a staging folder, moved into OUTDIR at the end */
+    OutDir od;
+    if (outdir_begin(&od, argv[3]) != 0) {
+        fprintf(stderr, "moelab export: %s\n", ml_last_error());
+        return 1;
+    }
+    if (session_export_csv(argv[1], od.tmp) != ML_OK || outdir_commit(&od) != 0) {
+        char msg[2048];
+        snprintf(msg, sizeof msg, "%s", ml_last_error());
+        outdir_unstage(&od, msg, sizeof msg); /* name the files asked for, not the staging folder */
+        outdir_abort(&od);
+        fprintf(stderr, "moelab export: %s (nothing was written to %s)\n", msg, argv[3]);
         return 1;
     }
     printf("exported %s to %s\n", argv[1], argv[3]);

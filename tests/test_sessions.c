@@ -1228,6 +1228,56 @@ static void test_export_damaged(const Dataset *ds) {
         CHECK(made && res.outcome == ML_ISOLATED_FAILED && res.status == ML_ERR_FORMAT && strstr(res.msg, "/steps"),
               "export with %s: ML_ERR_FORMAT \"%s\"", what[kind], res.msg);
     }
+    /* issue 27: an export that fails part-way (here on a damaged late table: /events replaced by a
+     * number) leaves no partial OUTDIR, and leaves an existing OUTDIR as it was */
+    const char *bin = getenv("MOELAB_BIN");
+    if (bin) {
+        char d8[512], f8[600], o8[600], o9[700], keep[760], cmd[2400];
+        path_in(d8, sizeof d8, "exportdmg/events");
+        mkdir(d8, 0777);
+        snprintf(f8, sizeof f8, "%s/live.h5", d8);
+        file_put(f8, good, n);
+        hid_t h8 = H5Fopen(f8, H5F_ACC_RDWR, H5P_DEFAULT);
+        int made8 = h8 >= 0 && H5Ldelete(h8, "/events", H5P_DEFAULT) >= 0;
+        const double one = 1;
+        const hsize_t d1[1] = {1};
+        if (made8) {
+            hid_t sp = H5Screate_simple(1, d1, NULL);
+            hid_t ds8 = H5Dcreate2(h8, "/events", H5T_NATIVE_DOUBLE, sp, H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT);
+            made8 = ds8 >= 0 && H5Dwrite(ds8, H5T_NATIVE_DOUBLE, H5S_ALL, H5S_ALL, H5P_DEFAULT, &one) >= 0;
+            if (ds8 >= 0) H5Dclose(ds8);
+            H5Sclose(sp);
+        }
+        if (h8 >= 0) H5Fclose(h8);
+        snprintf(o8, sizeof o8, "%s/new/out", d8);
+        snprintf(cmd, sizeof cmd, "'%s' export '%s' --csv '%s' > '%s/x.log' 2>&1", bin, d8, o8, d8);
+        int rc = system(cmd);
+        struct stat sb;
+        char newdir[620];
+        snprintf(newdir, sizeof newdir, "%s/new", d8);
+        CHECK(made8 && WIFEXITED(rc) && WEXITSTATUS(rc) == 1 && stat(newdir, &sb) != 0,
+              "a failed export (damaged /events) leaves no OUTDIR, not even its parent it created (exit %d)",
+              WIFEXITED(rc) ? WEXITSTATUS(rc) : -1);
+        snprintf(o9, sizeof o9, "%s/old", d8);
+        mkdir(o9, 0777);
+        snprintf(keep, sizeof keep, "%s/keep.txt", o9);
+        file_put(keep, (const unsigned char *)"kept\n", 5);
+        snprintf(cmd, sizeof cmd, "'%s' export '%s' --csv '%s' > '%s/y.log' 2>&1", bin, d8, o9, d8);
+        rc = system(cmd);
+        snprintf(cmd, sizeof cmd, "test \"$(ls -A '%s')\" = keep.txt", o9);
+        CHECK(WIFEXITED(rc) && WEXITSTATUS(rc) == 1 && system(cmd) == 0,
+              "a failed export into an existing folder leaves it as it was (only keep.txt)");
+        char log[700];
+        snprintf(log, sizeof log, "%s/y.log", d8);
+        char lt[2048] = "";
+        FILE *lf = fopen(log, "r");
+        if (lf) {
+            lt[fread(lt, 1, sizeof lt - 1, lf)] = 0;
+            fclose(lf);
+        }
+        CHECK(strstr(lt, "nothing was written to") && !strstr(lt, ".moelab-partial"),
+              "the message says nothing was written and never names the staging folder: %s", lt);
+    }
     /* a session from an older moelab lacks the optional columns: exported without them */
     char d[512], f[600], o[600], hdr[4096] = "";
     path_in(d, sizeof d, "exportdmg/old");
