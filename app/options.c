@@ -126,6 +126,10 @@ static const OptSpec opts[] = {
 
     {"session", "DIR", G_SESSION, "session folder", STR(session), .dflt = "runs/<dataset>-<head>-<time>"},
     {"no-session", NULL, G_SESSION, "write nothing to disk", FLAG(no_session, 1), .dflt = ""},
+    {"private", NULL, G_SESSION,
+     "make the session folder 0700: only you can read the run (without it the umask decides, as for any Unix tool; "
+     "the control socket is owner-only either way)",
+     FLAG(private_run, 1), .dflt = ""},
     {"resume", "DIR", G_SESSION, "continue DIR from its newest valid checkpoint", STR(resume), .dflt = ""},
     {"ckpt-every", "N", G_SESSION, "checkpoint every N epochs, 0 = only at the end", I32(ckpt_every, 0, 1000000)},
     {"ckpt-steps", "N", G_SESSION, "also checkpoint every N steps, 0 = off", I64(ckpt_steps, 0, 1000000000)},

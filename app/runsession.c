@@ -148,6 +148,12 @@ int runsession_open(RunSession *rs, const AppOptions *o, Trainer *t, const char 
     /* the session lock before anything in the folder is read or written: a second writer (two
      * resumes, a resume of a running session) is refused with the holder's PID, nothing touched */
     if ((resume ? session_lock(rs->dir, &rs->lock) : session_lock_create(rs->dir, &rs->lock)) != ML_OK) return -1;
+    /* --private: nobody else may enter the folder (live.h5 and the checkpoints follow the umask) */
+    if (o->private_run && chmod(rs->dir, 0700) != 0) {
+        ml_fail(ML_ERR_IO, "%s: cannot make the session folder private (chmod 700): %s", rs->dir, strerror(errno));
+        session_unlock(&rs->lock);
+        return -1;
+    }
     if (resume) {
         char path[APP_PATH_MAX + 128], rep[4096] = "";
         if (session_read_run_attr(rs->dir, "session_id", rs->session_id, sizeof rs->session_id) != ML_OK)

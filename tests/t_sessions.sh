@@ -185,5 +185,25 @@ rm CS/ckpt-40.h5
 check "a resume from an earlier checkpoint names the rows it drops" \
   grep -q 'resuming at step 32 drops what the run recorded after that checkpoint: [0-9]* step rows' CS2.log
 
+# issue 27 item 10: privacy. The umask decides, as for any Unix tool; --private makes the session
+# folder 0700 (checkpoints unreadable to others whatever the umask); the control socket is 0600 always
+P=(train --headless --dataset synthetic:16x16x3:4:256 --width 0.25 --batch 32 --experts 4 --hidden 16 --threads 1 --epochs 1)
+(umask 022; "$BIN" "${P[@]}" --session PUB > PUB.log 2>&1)
+check "umask 022: the session folder is 0755 and live.h5 0644 (the umask decides)" \
+  [ "$(stat -c %a PUB)" = 755 -a "$(stat -c %a PUB/live.h5)" = 644 ]
+(umask 077; "$BIN" "${P[@]}" --session U77 > U77.log 2>&1)
+check "umask 077: folder 0700, live.h5 and checkpoints 0600" \
+  [ "$(stat -c %a U77)" = 700 -a "$(stat -c %a U77/live.h5)" = 600 -a "$(stat -c %a U77/ckpt-8.h5)" = 600 ]
+(umask 022; "$BIN" "${P[@]}" --private --session PRIV > PRIV.log 2>&1); rc=$?
+check "--private under umask 022: exit 0, the session folder is 0700" [ $rc = 0 -a "$(stat -c %a PRIV)" = 700 ]
+if command -v setpriv > /dev/null && [ "$(id -u)" = 0 ]; then
+  chmod 755 "$T"
+  setpriv --reuid=nobody --regid=nogroup --clear-groups "$BIN" export PRIV --csv /tmp/priv-export-$$ > NOB.log 2>&1; rc=$?
+  check "another user cannot export a --private run (exit $rc)" [ $rc != 0 -a ! -e /tmp/priv-export-$$/steps.csv ]
+  rm -rf /tmp/priv-export-$$
+else
+  echo "SKIP  another user reading a --private run: needs root and setpriv"
+fi
+
 echo "$pass passed, $fail failed"
 [ "$fail" = 0 ]
