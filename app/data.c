@@ -88,6 +88,10 @@ static int info_loaded(const char *spec, int strict) {
     printf("dataset    %s\n", ds.name);
     printf("source     %s\n", ds.source[0] ? ds.source : "(generated)");
     printf("format     %s\n", dataset_format_name(ds.format));
+    if (ds.format == DATASET_FORMAT_H5)
+        printf("checksums  %s\n", ds.checksums ? "crc32 of every dataset verified"
+                                               : "none (imported by an older moelab: the values are not verified; "
+                                                 "import it again to add them)");
     printf("images     %d x %d x %d (C x H x W), uint8\n", ds.c, ds.h, ds.w);
     printf("splits     train %d, test %d\n", ds.train.n, ds.test.n);
     printf("classes    %d: ", ds.classes);

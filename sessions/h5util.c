@@ -12,6 +12,7 @@
 #include <sys/types.h>
 #include <time.h>
 #include <unistd.h>
+#include <zlib.h>
 
 void h5u_quiet(void) { H5Eset_auto2(H5E_DEFAULT, NULL, NULL); }
 
@@ -407,4 +408,47 @@ double h5u_unix_time(void) {
     struct timespec ts;
     clock_gettime(CLOCK_REALTIME, &ts);
     return (double)ts.tv_sec + ts.tv_nsec * 1e-9;
+}
+
+uint32_t h5u_crc32(uint32_t crc, const void *data, size_t nbytes) {
+    uLong c = crc;
+    const unsigned char *p = data;
+    while (nbytes > 0) { /* crc32 takes a uInt length */
+        const uInt n = nbytes > (1u << 30) ? (1u << 30) : (uInt)nbytes;
+        c = crc32(c, p, n);
+        p += n;
+        nbytes -= n;
+    }
+    return (uint32_t)c;
+}
+
+ml_status h5u_set_crc(hid_t loc, const char *path, uint32_t crc, const char *file) {
+    hid_t d = H5Dopen2(loc, path, H5P_DEFAULT);
+    if (d < 0) return h5u_fail(ML_ERR_IO, file, path, "cannot reopen to checksum");
+    const ml_status st = h5u_attr_i64(d, "crc32", (int64_t)crc, file);
+    H5Dclose(d);
+    return st;
+}
+
+ml_status h5u_check_crc(hid_t loc, const char *path, uint32_t crc, int required, int *had, const char *file) {
+    if (had) *had = 0;
+    hid_t d = H5Dopen2(loc, path, H5P_DEFAULT);
+    if (d < 0) return h5u_fail(ML_ERR_FORMAT, file, path, "cannot open dataset");
+    if (H5Aexists(d, "crc32") <= 0) {
+        H5Eclear2(H5E_DEFAULT);
+        H5Dclose(d);
+        if (required)
+            return ml_fail(ML_ERR_FORMAT, "%s: %s has no checksum (crc32) though the file says it has: the file is damaged",
+                           file, path);
+        return ML_OK;
+    }
+    int64_t want = 0;
+    ml_status st = h5u_read_attr_i64(d, "crc32", &want, file);
+    H5Dclose(d);
+    if (st != ML_OK) return st;
+    if (had) *had = 1;
+    if ((int64_t)crc != want)
+        return ml_fail(ML_ERR_FORMAT, "%s: %s fails its checksum (crc32 %08x, stored %08llx): the file is damaged", file,
+                       path, crc, (unsigned long long)want);
+    return ML_OK;
 }

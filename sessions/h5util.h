@@ -58,6 +58,16 @@ ml_status h5u_check_shape(hid_t loc, const char *path, int ndim, const hsize_t *
  * the rank or -1. */
 int h5u_dims(hid_t dset, hsize_t *dims, int maxdims, int refresh);
 
+/* ---- checksums: the zlib CRC-32 of a dataset's values in native memory layout, stored in its
+ * @crc32 attribute (checkpoints, sweep.h5, imported datasets) */
+uint32_t h5u_crc32(uint32_t crc, const void *data, size_t nbytes);
+/* Writes @crc32 = crc on the dataset `path` under loc. */
+ml_status h5u_set_crc(hid_t loc, const char *path, uint32_t crc, const char *file);
+/* Compares crc with the @crc32 of dataset `path` under loc: ML_OK if equal; ML_ERR_FORMAT naming
+ * the file and dataset if not ("fails its checksum ... the file is damaged"), or if it has none
+ * while `required`; ML_OK with *had = 0 when it has none and is not required. */
+ml_status h5u_check_crc(hid_t loc, const char *path, uint32_t crc, int required, int *had, const char *file);
+
 /* ---- file system */
 ml_status h5u_mkdirs(const char *dir);
 ml_status h5u_fsync_path(const char *path, int is_dir);

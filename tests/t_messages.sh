@@ -56,6 +56,24 @@ expect 1 "fifo.h5: not a regular file (a FIFO)" -- "$BIN" data info fifo.h5
 expect 1 "not a regular file (a FIFO)" -- "$BIN" train --dry-run --dataset fifo.h5
 never "not a directory" -- "$BIN" data info noise.h5
 
+# issue 27 item 3: single flipped bits anywhere in an imported dataset: `data info` refuses the file
+# or verifies every checksum (the data it reads is then what was written)
+refused=0; verified=0; silent=0
+"$BIN" data import synthetic:16x16x3:4:512 flipsrc.h5 > /dev/null 2>&1
+for seed in $(seq 1 30); do
+  python3 -c '
+import random, sys
+src, dst, seed = sys.argv[1], sys.argv[2], int(sys.argv[3])
+b = bytearray(open(src, "rb").read()); r = random.Random(seed)
+i = r.randrange(len(b)); b[i] ^= 1 << r.randrange(8); open(dst, "wb").write(b)' flipsrc.h5 flip.h5 "$seed"
+  out=$(timeout 60 "$BIN" data info flip.h5 2>&1); rc=$?
+  if [ $rc != 0 ]; then refused=$((refused + 1))
+  elif grep -q '^checksums  crc32 of every dataset verified' <<<"$out"; then verified=$((verified + 1))
+  else silent=$((silent + 1)); fi
+done
+if [ $silent = 0 ] && [ $refused -gt 0 ]; then ok "30 single-bit flips in a dataset .h5: $refused refused, $verified verified unchanged, 0 unverified"
+else bad "dataset bit flips: $refused refused, $verified verified, $silent accepted unverified"; fi
+
 # session commands on a dataset file
 "$BIN" data import synthetic:16x16x3:4:256 ds.h5 > /dev/null 2>&1
 for c in "export ds.h5 --csv out" "plot ds.h5" "replay ds.h5"; do

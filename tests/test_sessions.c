@@ -2340,7 +2340,7 @@ static ml_status write_small_sweep(const char *path) {
         snprintf(rn[r].name, sizeof rn[r].name, "c%d-s%d", r % 3, r / 3);
         snprintf(rn[r].status, sizeof rn[r].status, "finished");
     }
-    SweepSummary s = {"--vary head=dense,moe", 2, 0.95, 2, axes, 3, values, cf, 6, rn};
+    SweepSummary s = {"--vary head=dense,moe", 2, 0.95, 2, axes, 3, values, cf, 6, rn, 0};
     return sweep_h5_write(path, &s);
 }
 
@@ -2353,6 +2353,39 @@ static int h5_poke_i64(const char *file, const char *name, hsize_t row, int64_t 
     hid_t ms = H5Screate_simple(1, &one, NULL);
     int ok = fs >= 0 && H5Sselect_hyperslab(fs, H5S_SELECT_SET, &row, NULL, &one, NULL) >= 0 &&
              H5Dwrite(d, H5T_NATIVE_INT64, ms, fs, H5P_DEFAULT, &v) >= 0;
+    H5Sclose(ms);
+    if (fs >= 0) H5Sclose(fs);
+    if (d >= 0) H5Dclose(d);
+    if (f >= 0) H5Fclose(f);
+    return ok;
+}
+
+static herr_t strip_one(hid_t obj, const char *name, const H5O_info_t *info, void *data) {
+    (void)data;
+    if (info->type == H5O_TYPE_DATASET && H5Aexists_by_name(obj, name, "crc32", H5P_DEFAULT) > 0)
+        H5Adelete_by_name(obj, name, "crc32", H5P_DEFAULT);
+    return 0;
+}
+
+/* Makes a sweep.h5 look written before checksums: no @checksums, no @crc32 anywhere. */
+static int strip_checksums(const char *file) {
+    hid_t f = H5Fopen(file, H5F_ACC_RDWR, H5P_DEFAULT);
+    if (f < 0) return 0;
+    int ok = H5Adelete(f, "checksums") >= 0;
+    ok = ok && H5Ovisit(f, H5_INDEX_NAME, H5_ITER_NATIVE, strip_one, NULL) >= 0;
+    H5Fclose(f);
+    return ok;
+}
+
+/* Row `row` of the float64 column `name` of an existing file set to v (a flipped bit). */
+static int h5_poke_f64(const char *file, const char *name, hsize_t row, double v) {
+    hid_t f = H5Fopen(file, H5F_ACC_RDWR, H5P_DEFAULT);
+    hid_t d = f >= 0 ? H5Dopen2(f, name, H5P_DEFAULT) : -1;
+    hid_t fs = d >= 0 ? H5Dget_space(d) : -1;
+    const hsize_t one = 1;
+    hid_t ms = H5Screate_simple(1, &one, NULL);
+    int ok = fs >= 0 && H5Sselect_hyperslab(fs, H5S_SELECT_SET, &row, NULL, &one, NULL) >= 0 &&
+             H5Dwrite(d, H5T_NATIVE_DOUBLE, ms, fs, H5P_DEFAULT, &v) >= 0;
     H5Sclose(ms);
     if (fs >= 0) H5Sclose(fs);
     if (d >= 0) H5Dclose(d);
@@ -2385,15 +2418,37 @@ static void test_sweep_damaged(void) {
         {"/configs/baseline", 2, 3},
         {"/configs/baseline", 1, -7},
     };
-    for (size_t i = 0; i < sizeof dmg / sizeof *dmg; i++) {
-        const int made = write_small_sweep(file) == ML_OK && h5_poke_i64(file, dmg[i].name, dmg[i].row, dmg[i].v);
-        memset(&s, 0x55, sizeof s);
-        st = sweep_h5_read(file, &s);
-        CHECK(made && st == ML_ERR_FORMAT && strstr(ml_last_error(), dmg[i].name) && !s.runs && !s.configs,
-              "sweep.h5 with %s row %llu = %lld: ML_ERR_FORMAT \"%s\"", dmg[i].name, (unsigned long long)dmg[i].row,
-              (long long)dmg[i].v, st ? ml_last_error() : "read as valid");
-        if (st == ML_OK) sweep_summary_free(&s);
-    }
+    /* twice: with its checksums (issue 27: the checksum names the column) and without (a file from
+     * before checksums: the index checks still refuse it) */
+    for (int strip = 0; strip < 2; strip++)
+        for (size_t i = 0; i < sizeof dmg / sizeof *dmg; i++) {
+            const int made = write_small_sweep(file) == ML_OK && h5_poke_i64(file, dmg[i].name, dmg[i].row, dmg[i].v) &&
+                             (!strip || strip_checksums(file));
+            memset(&s, 0x55, sizeof s);
+            st = sweep_h5_read(file, &s);
+            CHECK(made && st == ML_ERR_FORMAT && strstr(ml_last_error(), dmg[i].name) && !s.runs && !s.configs &&
+                      (strip ? strstr(ml_last_error(), "damaged?") != NULL
+                             : strstr(ml_last_error(), "fails its checksum") != NULL),
+                  "sweep.h5 %s with %s row %llu = %lld: ML_ERR_FORMAT \"%s\"", strip ? "without checksums" : "",
+                  dmg[i].name, (unsigned long long)dmg[i].row, (long long)dmg[i].v, st ? ml_last_error() : "read as valid");
+            if (st == ML_OK) sweep_summary_free(&s);
+        }
+    /* issue 27 item 3: one changed float (the audit's flipped bit made gap_ci_hi NaN) is found */
+    int made = write_small_sweep(file) == ML_OK && h5_poke_f64(file, "/configs/gap_ci_hi", 1, NAN);
+    st = sweep_h5_read(file, &s);
+    CHECK(made && st == ML_ERR_FORMAT && strstr(ml_last_error(), "/configs/gap_ci_hi fails its checksum") &&
+              strstr(ml_last_error(), "sweep.h5"),
+          "sweep.h5 with a NaN written into /configs/gap_ci_hi: refused naming it: \"%s\"",
+          st ? ml_last_error() : "read as valid");
+    if (st == ML_OK) sweep_summary_free(&s);
+    made = write_small_sweep(file) == ML_OK && strip_checksums(file);
+    st = sweep_h5_read(file, &s);
+    CHECK(made && st == ML_OK && s.checksums == 0, "a sweep.h5 without checksums (older moelab) still reads: %s",
+          st ? ml_last_error() : "ok, checksums = 0");
+    if (st == ML_OK) sweep_summary_free(&s);
+    st = write_small_sweep(file) == ML_OK ? sweep_h5_read(file, &s) : ML_ERR_IO;
+    CHECK(st == ML_OK && s.checksums == 1, "a new sweep.h5: every checksum verified");
+    if (st == ML_OK) sweep_summary_free(&s);
 }
 
 int main(int argc, char **argv) {
