@@ -16,6 +16,7 @@
 #include "session.h" /* session_isolated_status */
 
 #include <errno.h>
+#include <fcntl.h>
 #include <math.h>
 #include <signal.h>
 #include <stdio.h>
@@ -251,18 +252,45 @@ static ml_status writer_paths(H5Writer *w, const char *path) {
     return ML_OK;
 }
 
-/* Closes everything; on success renames OUT.part to OUT, else removes OUT.part. */
+/* Closes everything; on success renames OUT.part to OUT, else removes OUT.part.
+ *
+ * A failed import (a full disk, most often) must still close its file: when H5Fclose cannot
+ * flush, libhdf5 keeps the file open and its exit-time cleanup tries again and crashes. So
+ * everything is flushed first; if that (or anything before) failed, the .part file is thrown
+ * away anyway, and the library's descriptor is pointed at /dev/null: the final flush then
+ * succeeds into nowhere, the file really closes, and OUT.part is removed. */
 static ml_status writer_close(H5Writer *w, ml_status st) {
+    if (w->file >= 0 && st == ML_OK && H5Fflush(w->file, H5F_SCOPE_GLOBAL) < 0)
+        st = h5_fail(ML_ERR_IO, w->part, "cannot write (disk full?)");
+    if (w->file >= 0 && st != ML_OK) {
+        void *h = NULL;
+        const int null = open("/dev/null", O_RDWR | O_CLOEXEC);
+        H5Eclear2(H5E_DEFAULT);
+        if (null >= 0 && H5Fget_vfd_handle(w->file, H5P_DEFAULT, &h) >= 0 && h) dup2(null, *(int *)h);
+        if (null >= 0) close(null);
+        H5Eclear2(H5E_DEFAULT);
+        /* what is still dirty goes nowhere; without this second flush, libhdf5 1.10 keeps the file
+         * half-closed after the failed write and its exit-time cleanup crashes (SIGSEGV) */
+        if (H5Fflush(w->file, H5F_SCOPE_GLOBAL) < 0) H5Eclear2(H5E_DEFAULT);
+    }
     for (int s = 0; s < 2; s++) {
         if (w->img[s] >= 0) H5Dclose(w->img[s]);
         if (w->lab[s] >= 0) H5Dclose(w->lab[s]);
+        w->img[s] = w->lab[s] = -1;
     }
-    if (w->file >= 0 && H5Fclose(w->file) < 0 && st == ML_OK)
+    const herr_t cr = w->file >= 0 ? H5Fclose(w->file) : 0;
+    if (cr < 0 && st == ML_OK)
         st = h5_fail(ML_ERR_IO, w->part, "cannot close (disk full?)");
+    H5Eclear2(H5E_DEFAULT);
+    w->file = -1;
     if (w->begun) {
         if (st == ML_OK && rename(w->part, w->path) != 0)
             st = ml_fail(ML_ERR_IO, "%s: cannot rename %s into place: %s", w->path, w->part, strerror(errno));
-        if (st != ML_OK) unlink(w->part);
+        if (st != ML_OK && unlink(w->part) == 0) {
+            char msg[1024];
+            snprintf(msg, sizeof msg, "%s", ml_last_error());
+            st = ml_fail(st, "%s (%s was not written; its partial file is removed)", msg, w->path);
+        }
     }
     return st;
 }

@@ -8,6 +8,8 @@
 #   start `moelab train:` and say their option once; `--session ""` / `--dataset ""` are refused;
 #   `--batch 0x20` is refused; a class folder name with a newline is printed as '?'; a killed run
 #   is listed `stale` at once and attach says it was killed (the lock, not the status attribute).
+# Also (items 3 and 13): 30 random bit flips in an imported dataset are each refused or verified
+# unchanged, and an import onto a full tmpfs exits 1 with one line, leaving nothing (no crash).
 set -u
 BIN=${1:?usage: t_messages.sh path/to/moelab}
 BIN=$(cd "$(dirname "$BIN")" && pwd)/$(basename "$BIN")
@@ -16,6 +18,7 @@ PIDS=()
 cleanup() {
   for p in "${PIDS[@]}"; do kill -9 "$p" 2>/dev/null; done
   mountpoint -q "$T/ro" 2>/dev/null && umount "$T/ro"
+  mountpoint -q "$T/full" 2>/dev/null && umount "$T/full"
   rm -rf "$T"
 }
 trap cleanup EXIT
@@ -92,6 +95,24 @@ if mount -t tmpfs -o size=1m,ro tmpfs ro 2>/dev/null; then
   umount ro
 else
   echo "SKIP  read-only file system: cannot mount a tmpfs here"
+fi
+
+# issue 27 item 13: an import onto a full disk: exit 1 with one line, no partial file, no crash in
+# libhdf5's exit-time cleanup (was: 'cannot close (disk full?)' then SIGSEGV)
+mkdir -p full
+if mount -t tmpfs -o size=256k tmpfs full 2>/dev/null; then
+  out=$("$BIN" data import synthetic:32x32x3:10:4096 full/out.h5 2>&1); rc=$?
+  umount full
+  if [ $rc = 1 ] && [ "$(wc -l <<<"$out")" = 1 ] && grep -q 'No space left on device' <<<"$out" &&
+     grep -q 'full/out.h5 was not written; its partial file is removed' <<<"$out"; then
+    ok "data import onto a full tmpfs: exit 1, one line, the partial file removed"
+  else bad "data import onto a full tmpfs: rc $rc: $out"; fi
+  mount -t tmpfs -o size=256k tmpfs full
+  "$BIN" data import synthetic:32x32x3:10:4096 full/out.h5 > /dev/null 2>&1
+  left=$(ls -A full); umount full
+  [ -z "$left" ] && ok "nothing left on the full disk" || bad "left on the full disk: $left"
+else
+  echo "SKIP  full disk: cannot mount a tmpfs here"
 fi
 
 # a symbolic link named .lock
