@@ -120,7 +120,7 @@ static const OptSpec opts[] = {
     {"threads", "T", G_DATA, "OpenMP + OpenBLAS threads", I32(train.threads, 1, 1024), .dflt = "all cores"},
     {"log-every", "N", G_DATA, "step records every N steps", I32(train.log_every, 1, 1000000)},
     {"headless", NULL, G_DATA, "plain progress lines instead of the live screen", FLAG(headless, 1), .dflt = ""},
-    {"dry-run", NULL, G_DATA, "print the model's layers, parameters, FLOPs and rho, then exit", FLAG(dry_run, 1),
+    {"dry-run", NULL, G_DATA, "print the model's layers, parameters, FLOPs, rho and the memory the run would need, then exit", FLAG(dry_run, 1),
      .dflt = ""},
     {"quiet", NULL, G_DATA, "(reserved: no effect yet)", FLAG(quiet, 1), .dflt = "", .hidden = 1},
 

@@ -267,12 +267,18 @@ static int run_headless(Trainer *t, RunSession *rs, ScheduledCmd *cmds, int ncmd
     if (end == RUN_INTERRUPTED && g_stop_signal)
         printf("[step %ld] %s: stopping cleanly\n", t->step, g_stop_signal == SIGINT ? "interrupt" : "terminated");
     runsession_finish(rs, run_end_name(end));
-    if (rs->dir[0] && rs->ckpt_failed > 0) /* each was reported when it happened; the last word on them */
+    if (rs->dir[0] && rs->ckpt_failed > 0 && rs->ckpt_last_ok) /* each was reported when it happened */
         fprintf(stderr,
-                "moelab %s: session %s: %d checkpoint%s could not be written (the latest at step %ld, see above)%s\n",
-                g_sub, rs->dir, rs->ckpt_failed, rs->ckpt_failed == 1 ? "" : "s", rs->ckpt_last_fail,
-                rs->ckpt_last_ok ? "; the later checkpoints were written"
-                                 : ": the final state is not saved, a resume starts from the checkpoint before it");
+                "moelab %s: session %s: %d checkpoint%s could not be written (the latest at step %ld, see above); the "
+                "later checkpoints were written\n",
+                g_sub, rs->dir, rs->ckpt_failed, rs->ckpt_failed == 1 ? "" : "s", rs->ckpt_last_fail);
+    else if (rs->dir[0] && rs->ckpt_failed > 0 && !rs->failed)
+        fprintf(stderr,
+                "moelab %s: session %s: %s with write errors at step %ld: %d checkpoint%s could not be written (the "
+                "latest at step %ld, see above): the final state is not saved, a resume starts from the checkpoint "
+                "before it\n",
+                g_sub, rs->dir, run_end_name(end), t->step, rs->ckpt_failed, rs->ckpt_failed == 1 ? "" : "s",
+                rs->ckpt_last_fail);
     if (rs->dir[0] && rs->failed == 0) printf("session   %s: %s at step %ld\n", rs->dir, run_end_name(end), t->step);
     else if (rs->dir[0]) /* the session stopped writing (full disk, I/O error): say so, fail */
         fprintf(stderr,

@@ -134,17 +134,7 @@ static hid_t lr_type(void) {
  * (the schedules) are small and validated by value instead. Checkpoints written before the
  * checksums existed have none and are accepted as they are. */
 
-static uint32_t crc_of(const void *data, size_t nbytes) {
-    uLong c = crc32(0L, Z_NULL, 0);
-    const unsigned char *p = data;
-    while (nbytes > 0) { /* crc32 takes a uInt length */
-        const uInt n = nbytes > (1u << 30) ? (1u << 30) : (uInt)nbytes;
-        c = crc32(c, p, n);
-        p += n;
-        nbytes -= n;
-    }
-    return (uint32_t)c;
-}
+static uint32_t crc_of(const void *data, size_t nbytes) { return h5u_crc32(h5u_crc32(0, NULL, 0), data, nbytes); }
 
 static ml_status set_crc(hid_t file, const char *path, const void *data, size_t nbytes, const char *f) {
     hid_t d = H5Dopen2(file, path, H5P_DEFAULT);

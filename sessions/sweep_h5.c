@@ -189,8 +189,7 @@ static ml_status describe(hid_t loc, const char *name, const char *desc, const c
 
 /* The checksum of n strings: CRC-32 of each one with its NUL, in order (the same whether they
  * come from pointers, v[i * stride], or as read back). */
-static uint32_t strings_crc(const char *const *unused, const char *const *v, size_t stride, int n) {
-    (void)unused;
+static uint32_t strings_crc(const char *const *v, size_t stride, int n) {
     uint32_t c = h5u_crc32(0, NULL, 0);
     for (int i = 0; i < n; i++) c = h5u_crc32(c, v[(size_t)i * stride], strlen(v[(size_t)i * stride]) + 1);
     return c;
@@ -214,7 +213,7 @@ static ml_status write_strings(hid_t loc, const char *name, const char *const *v
         const hsize_t dims[1] = {(hsize_t)n};
         st = h5u_write(loc, name, t, t, 1, dims, buf, file);
         if (st == ML_OK && desc) st = describe(loc, name, desc, file);
-        if (st == ML_OK) st = h5u_set_crc(loc, name, strings_crc((const char *const *)NULL, v, stride_ptrs, n), file);
+        if (st == ML_OK) st = h5u_set_crc(loc, name, strings_crc(v, stride_ptrs, n), file);
     }
     h5u_close(t);
     free(buf);
@@ -391,7 +390,7 @@ static ml_status read_strings(hid_t f, const char *name, long n, char **out, siz
     int cnt = 0;
     ml_status st = sess_read_strings(f, name, &v, &cnt, path);
     if (st == ML_OK && cnt != n) st = ml_fail(ML_ERR_FORMAT, "%s: %s has %d rows, expected %ld", path, name, cnt, n);
-    if (st == ML_OK) st = crc_check(f, name, strings_crc(NULL, (const char *const *)v, 1, cnt), cs, path);
+    if (st == ML_OK) st = crc_check(f, name, strings_crc((const char *const *)v, 1, cnt), cs, path);
     for (long i = 0; st == ML_OK && i < n; i++) {
         if (out) {
             out[i * stride] = strdup(v[i]);
