@@ -350,10 +350,20 @@ static void handle_key(Attach *a, int c) {
 // the session screen
 
 static int attach_session(const char *dir) {
-    const int fd = control_connect(dir);
+    long owner = -1;
+    const int fd = control_connect(dir, &owner);
     if (fd < 0) {
         const int e = errno;
-        if (e == EACCES || e == EPERM) {
+        if (e == EPERM) {
+            char who[160], me[160];
+            fprintf(stderr,
+                    "moelab attach: %s/%s: the process listening there runs as %s, not as you (%s): not attaching; "
+                    "only the run's owner can attach (check who put that socket there)\n",
+                    dir, CONTROL_SOCKET_NAME, control_uid_text(owner, who, sizeof who),
+                    control_uid_text((long)geteuid(), me, sizeof me));
+            return 1;
+        }
+        if (e == EACCES) {
             fprintf(stderr, "moelab attach: %s/%s: permission denied (only the run's owner can attach)\n", dir,
                     CONTROL_SOCKET_NAME);
             return 1;
@@ -365,8 +375,21 @@ static int attach_session(const char *dir) {
             return 1;
         }
         const int saved = session_read_info(dir, &info) == ML_OK;
-        fprintf(stderr, "moelab attach: %s is not running (no run listening on %s/%s%s%s)\n", dir, dir,
-                CONTROL_SOCKET_NAME, saved ? "; its status is " : "", saved ? info.status : "");
+        const int held = saved && !strcmp(info.status, "running") ? session_lock_held(dir) : -1;
+        if (held == 0) /* the status was never updated: the lock says no writer is alive */
+            fprintf(stderr,
+                    "moelab attach: %s is not running: no run listens on %s/%s and no process holds its lock (its "
+                    "status still says running: the run was killed or crashed); `moelab train --resume %s` "
+                    "continues it from its last checkpoint\n",
+                    dir, dir, CONTROL_SOCKET_NAME, dir);
+        else if (held == 1)
+            fprintf(stderr,
+                    "moelab attach: %s: a process holds the session (its lock) but no run listens on %s/%s (a "
+                    "resume or an older moelab without the socket?); try again in a moment\n",
+                    dir, dir, CONTROL_SOCKET_NAME);
+        else
+            fprintf(stderr, "moelab attach: %s is not running (no run listening on %s/%s%s%s)\n", dir, dir,
+                    CONTROL_SOCKET_NAME, saved ? "; its status is " : "", saved ? info.status : "");
         if (saved && isatty(STDIN_FILENO) && isatty(STDOUT_FILENO)) {
             fprintf(stderr, "open it in the session browser (moelab browse %s)? [y/N] ", dir);
             char ans[16] = "";
@@ -546,7 +569,7 @@ static int attach_sweep(const char *dir) {
     int *live = calloc((size_t)l.n, sizeof *live);
     for (int i = 0; i < l.n; i++) {
         BrowseEntry *e = &l.e[i];
-        const int fd = e->ok && !strcmp(e->status, "running") ? control_connect(e->path) : -1;
+        const int fd = e->ok && !strcmp(e->status, "running") ? control_connect(e->path, NULL) : -1;
         if (fd >= 0) close(fd);
         live[i] = fd >= 0;
         long last = 0, total = 0;

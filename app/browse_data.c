@@ -227,7 +227,14 @@ static void entry_read_here(BrowseEntry *e, double now) {
         return;
     }
     snprintf(e->status, sizeof e->status, "%s", e->info.status);
-    if (!strcmp(e->info.status, "running") && now - e->mtime > BROWSE_STALE_SEC) {
+    const int held = !strcmp(e->info.status, "running") ? session_lock_held(e->path) : -1;
+    if (held == 0) { /* no writer holds the session's lock: whatever the status says, nothing runs */
+        snprintf(e->status, sizeof e->status, "stale");
+        snprintf(e->err, sizeof e->err,
+                 "status says running but no process holds the session's lock: the writer was killed or crashed "
+                 "(moelab train --resume %.300s continues it)",
+                 e->path);
+    } else if (held < 0 && !strcmp(e->info.status, "running") && now - e->mtime > BROWSE_STALE_SEC) {
         snprintf(e->status, sizeof e->status, "stale");
         snprintf(e->err, sizeof e->err,
                  "status says running but nothing was written for %.0f min: the writer was probably "

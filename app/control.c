@@ -7,6 +7,7 @@
 #include <math.h>
 #include <fcntl.h>
 #include <poll.h>
+#include <pwd.h>
 #include <pthread.h>
 #include <signal.h>
 #include <stdarg.h>
@@ -79,7 +80,15 @@ typedef struct {
     size_t outlen;
     long awaiting; /* tag of the request in flight (0: none) */
     int closing;   /* close once out is written */
+    double last;   /* monotonic seconds: accepted, or its last complete line */
+    double partial; /* monotonic seconds since which it holds an incomplete line (0: none) */
 } Client;
+
+static double mono_now(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
 
 typedef struct {
     long step, total;
@@ -247,6 +256,7 @@ static void client_lines_locked(ControlServer *s, Client *c) {
             return;
         }
         const size_t len = (size_t)(nl - c->in);
+        c->last = mono_now();
         handle_line_locked(s, c, c->in, len);
         memmove(c->in, nl + 1, c->inlen - len - 1);
         c->inlen -= len + 1;
@@ -269,13 +279,31 @@ static void accept_one(ControlServer *s) {
         return;
     }
     pthread_mutex_lock(&s->mu);
-    for (int i = 0; i < CONTROL_MAX_CLIENTS; i++)
-        if (s->cl[i].fd < 0) {
-            client_close(&s->cl[i]);
-            s->cl[i].fd = fd;
-            pthread_mutex_unlock(&s->mu);
-            return;
+    const double now = mono_now();
+    int slot = -1, oldest = -1;
+    for (int i = 0; i < CONTROL_MAX_CLIENTS && slot < 0; i++)
+        if (s->cl[i].fd < 0) slot = i;
+        else if (!s->cl[i].awaiting && (oldest < 0 || s->cl[i].last < s->cl[oldest].last)) oldest = i;
+    if (slot < 0 && oldest >= 0) { /* full: the connection idle the longest makes room (the owner is never locked out) */
+        Client *o = &s->cl[oldest];
+        logf_(s, 1, "control socket: %d connections: closed the one idle for %.0f s to make room for a new one",
+              CONTROL_MAX_CLIENTS, now - o->last);
+        reply_locked(o, "error: closed to make room for a new connection (this one was idle for %.0f s)", now - o->last);
+        if (o->outlen) {
+            ssize_t r = send(o->fd, o->out, o->outlen, MSG_NOSIGNAL | MSG_DONTWAIT);
+            (void)r;
         }
+        client_close(o);
+        slot = oldest;
+    }
+    if (slot >= 0) {
+        client_close(&s->cl[slot]);
+        s->cl[slot].fd = fd;
+        s->cl[slot].last = now;
+        s->cl[slot].partial = 0;
+        pthread_mutex_unlock(&s->mu);
+        return;
+    }
     pthread_mutex_unlock(&s->mu);
     static const char busy[] = "error: too many connections\n";
     ssize_t r = send(fd, busy, sizeof busy - 1, MSG_NOSIGNAL | MSG_DONTWAIT);
@@ -320,6 +348,30 @@ static void client_write_locked(Client *c) {
     if (c->closing && !c->awaiting) client_close(c);
 }
 
+/* Closes the connections that hold a slot for nothing: an incomplete line older than
+ * CONTROL_PARTIAL_SEC, or no complete line for CONTROL_IDLE_SEC (a request in flight keeps its
+ * connection: its reply is coming). */
+static void expire_clients(ControlServer *s) {
+    pthread_mutex_lock(&s->mu);
+    const double now = mono_now();
+    for (int i = 0; i < CONTROL_MAX_CLIENTS; i++) {
+        Client *c = &s->cl[i];
+        if (c->fd < 0 || c->awaiting || c->closing) continue;
+        if (c->inlen == 0) c->partial = 0;
+        else if (c->partial == 0) c->partial = now;
+        if (c->partial > 0 && now - c->partial >= CONTROL_PARTIAL_SEC) {
+            reply_locked(c, "error: incomplete line: no newline within %d s: closing the connection", CONTROL_PARTIAL_SEC);
+            c->inlen = 0;
+            c->closing = 1;
+        } else if (now - c->last >= CONTROL_IDLE_SEC) {
+            reply_locked(c, "error: idle for %d s: closing the connection", CONTROL_IDLE_SEC);
+            c->closing = 1;
+        }
+        if (c->closing) client_write_locked(c);
+    }
+    pthread_mutex_unlock(&s->mu);
+}
+
 static void *server_main(void *arg) {
     ControlServer *s = arg;
     struct pollfd pf[CONTROL_MAX_CLIENTS + 2];
@@ -347,7 +399,8 @@ static void *server_main(void *arg) {
         who[n++] = -1;
         pf[n] = (struct pollfd){.fd = s->wake[0], .events = POLLIN};
         who[n++] = -2;
-        const int pr = poll(pf, (nfds_t)n, 1000);
+        const int pr = poll(pf, (nfds_t)n, 500);
+        expire_clients(s);
         if (pr < 0 && errno != EINTR) break;
         if (pr <= 0) continue;
         for (int k = 0; k < n; k++) {
@@ -632,7 +685,16 @@ void control_note_run(ControlServer *s, long total_steps, int epochs) {
 // ---------------------------------------------------------------------------------------------
 // the client side
 
-int control_connect(const char *dir) {
+const char *control_uid_text(long uid, char *buf, size_t n) {
+    char pwbuf[1024];
+    struct passwd pw, *res = NULL;
+    if (getpwuid_r((uid_t)uid, &pw, pwbuf, sizeof pwbuf, &res) == 0 && res) snprintf(buf, n, "uid %ld (%s)", uid, res->pw_name);
+    else snprintf(buf, n, "uid %ld", uid);
+    return buf;
+}
+
+int control_connect(const char *dir, long *owner) {
+    if (owner) *owner = -1;
     struct sockaddr_un a;
     socklen_t alen;
     int dfd;
@@ -650,6 +712,16 @@ int control_connect(const char *dir) {
     if (rc != 0) {
         close(fd);
         errno = e;
+        return -1;
+    }
+    /* the listener's credentials (taken when it called listen): a socket in a folder someone else
+     * controls may be served by another user's process, which must not see our commands */
+    struct ucred cr;
+    socklen_t crn = sizeof cr;
+    if (getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cr, &crn) != 0 || crn != sizeof cr || cr.uid != geteuid()) {
+        if (owner) *owner = crn == sizeof cr ? (long)cr.uid : -1;
+        close(fd);
+        errno = EPERM;
         return -1;
     }
     return fd;

@@ -15,10 +15,13 @@
  *   `help`    ->  `ok commands: ...`.
  * A line that is not text (NUL or other control bytes), is not a command or fails in the
  * trainer gets `error: ...` and the connection stays open. A line longer than CONTROL_LINE_MAX,
- * more than CONTROL_MAX_CLIENTS connections, a peer with another uid (SO_PEERCRED: refused and
- * logged through ops.log), a client that does not read its replies, or a half line at end of
- * file: an error where possible, then the connection is closed. Nothing a client sends reaches
- * the trainer except a parsed command.
+ * a peer with another uid (SO_PEERCRED: refused and logged through ops.log), a client that does
+ * not read its replies, a half line at end of file, an incomplete line held CONTROL_PARTIAL_SEC or
+ * no complete line for CONTROL_IDLE_SEC: an error where possible, then the connection is closed.
+ * When all CONTROL_MAX_CLIENTS slots are taken, a new connection closes the one idle the longest
+ * (`error: too many connections` only while every slot has a request in flight), so idle or
+ * stalled clients cannot lock the owner out. Nothing a client sends reaches the trainer except a
+ * parsed command. The client side checks the listener's uid (SO_PEERCRED) before sending.
  *
  * The server runs on its own thread (poll over the listening socket, the clients and a wake
  * pipe), never on the training thread; the training side only queues, takes and reports
@@ -35,7 +38,9 @@
 
 #define CONTROL_SOCKET_NAME "control.sock"
 #define CONTROL_LINE_MAX 4096  /* bytes of one request line, newline excluded */
-#define CONTROL_MAX_CLIENTS 16 /* simultaneous connections */
+#define CONTROL_MAX_CLIENTS 16 /* simultaneous connections (when full, the one idle longest makes room) */
+#define CONTROL_IDLE_SEC 60    /* a connection with no complete line for this long is closed */
+#define CONTROL_PARTIAL_SEC 10 /* ... and one holding an incomplete line for this long */
 #define CONTROL_QUEUE 64       /* headless runs: commands waiting for a step boundary */
 
 typedef enum {
@@ -95,8 +100,11 @@ void control_note_layers(ControlServer *s, const RunRecord *r);
 /* ---- the client side (moelab attach, moelab ctl) */
 
 /* Connects to DIR/control.sock. The fd, or -1 with errno set (ENOENT / ECONNREFUSED: no run is
- * listening; EACCES: the socket is not this user's). */
-int control_connect(const char *dir);
+ * listening; EACCES: the socket is not this user's; EPERM: the process listening there runs as
+ * another uid (SO_PEERCRED), put in *owner when owner is not NULL: nothing was sent to it). */
+int control_connect(const char *dir, long *owner);
+/* "uid N (NAME)" or "uid N" into buf, for messages about another user. */
+const char *control_uid_text(long uid, char *buf, size_t n);
 /* Sends one request line (a newline is added) and reads one reply line into reply (without its
  * newline), waiting up to timeout_ms (< 0: forever). 0, or -1 with a message in reply (the
  * connection is then unusable). */

@@ -52,10 +52,20 @@ int cmd_ctl(int argc, char **argv) {
         fprintf(stderr, "moelab ctl: %s: no such session folder\n", dir);
         return 3;
     }
-    const int fd = control_connect(dir);
+    long owner = -1;
+    const int fd = control_connect(dir, &owner);
     if (fd < 0) {
         const int e = errno;
-        if (e == EACCES || e == EPERM) {
+        if (e == EPERM) {
+            char who[160], me[160];
+            fprintf(stderr,
+                    "moelab ctl: %s/%s: the process listening there runs as %s, not as you (%s): nothing was sent; "
+                    "only the run's owner can steer it (ask them, or check who put that socket there)\n",
+                    dir, CONTROL_SOCKET_NAME, control_uid_text(owner, who, sizeof who),
+                    control_uid_text((long)geteuid(), me, sizeof me));
+            return 1;
+        }
+        if (e == EACCES) {
             fprintf(stderr, "moelab ctl: %s/%s: permission denied (only the run's owner can steer it)\n", dir,
                     CONTROL_SOCKET_NAME);
             return 1;

@@ -38,9 +38,24 @@ static void data_usage(FILE *f) {
 
 /* ---- info */
 
+/* A class (folder) name as printed: control characters (a newline in a folder name) become '?',
+ * as the HDF5 reader shows them; four rotating buffers, so one printf may show several. */
+static const char *shown(const char *name) {
+    static char buf[4][256];
+    static int next;
+    char *b = buf[next++ & 3];
+    size_t i = 0;
+    for (; name[i] && i + 1 < sizeof buf[0]; i++) {
+        const unsigned char c = (unsigned char)name[i];
+        b[i] = c < 0x20 || c == 0x7f ? '?' : (char)c;
+    }
+    b[i] = 0;
+    return b;
+}
+
 static void print_names(char *const *names, int n) {
     int show = n < 10 ? n : 10;
-    for (int k = 0; k < show; k++) printf("%s%s", k ? ", " : "", names[k]);
+    for (int k = 0; k < show; k++) printf("%s%s", k ? ", " : "", shown(names[k]));
     if (n > show) printf(", ... (%d more)", n - show);
     printf("\n");
 }
@@ -60,7 +75,8 @@ static void print_counts(const char *what, const long *cnt, int classes, char *c
         if (cnt[k] < cnt[lo]) lo = k;
         if (cnt[k] > cnt[hi]) hi = k;
     }
-    printf("           %s per class: min %ld (%s), max %ld (%s)\n", what, cnt[lo], names[lo], cnt[hi], names[hi]);
+    printf("           %s per class: min %ld (%s), max %ld (%s)\n", what, cnt[lo], shown(names[lo]), cnt[hi],
+           shown(names[hi]));
 }
 
 static int info_loaded(const char *spec, int strict) {
@@ -72,6 +88,10 @@ static int info_loaded(const char *spec, int strict) {
     printf("dataset    %s\n", ds.name);
     printf("source     %s\n", ds.source[0] ? ds.source : "(generated)");
     printf("format     %s\n", dataset_format_name(ds.format));
+    if (ds.format == DATASET_FORMAT_H5)
+        printf("checksums  %s\n", ds.checksums ? "crc32 of every dataset verified"
+                                               : "none (imported by an older moelab: the values are not verified; "
+                                                 "import it again to add them)");
     printf("images     %d x %d x %d (C x H x W), uint8\n", ds.c, ds.h, ds.w);
     printf("splits     train %d, test %d\n", ds.train.n, ds.test.n);
     printf("classes    %d: ", ds.classes);
@@ -140,7 +160,7 @@ static int info_folder(const char *path, int strict) {
             dataset_notes_add(&notes,
                               "class imbalance: '%s' has %ld training images, '%s' %ld (ratio "
                               "%.1f)",
-                              s.class_names[hi], cnt[hi], s.class_names[lo], cnt[lo],
+                              shown(s.class_names[hi]), cnt[hi], shown(s.class_names[lo]), cnt[lo],
                               (double)cnt[hi] / (double)cnt[lo]);
         free(cnt);
     }
@@ -172,7 +192,8 @@ static int data_info(int argc, char **argv) {
         }
     }
     if (!path) {
-        data_usage(stderr);
+        fprintf(stderr, "moelab data info: expected a PATH (no arguments given)\n"
+                        "usage: moelab data info PATH [--strict]   (moelab data --help)\n");
         return 2;
     }
     DatasetFormat f = dataset_detect(path, NULL, 0);
@@ -307,7 +328,10 @@ static int data_import(int argc, char **argv) {
         }
     }
     if (np != 2) {
-        data_usage(stderr);
+        fprintf(stderr,
+                "moelab data import: expected SRC OUT.h5 (%s)\n"
+                "usage: moelab data import SRC OUT.h5 [--size N] [--strict] [--threads N]   (moelab data --help)\n",
+                np == 0 ? "no arguments given" : "only SRC given");
         return 2;
     }
     struct stat sb;

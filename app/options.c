@@ -121,12 +121,16 @@ static const OptSpec opts[] = {
     {"threads", "T", G_DATA, "OpenMP + OpenBLAS threads", I32(train.threads, 1, 1024), .dflt = "all cores"},
     {"log-every", "N", G_DATA, "step records every N steps", I32(train.log_every, 1, 1000000)},
     {"headless", NULL, G_DATA, "plain progress lines instead of the live screen", FLAG(headless, 1), .dflt = ""},
-    {"dry-run", NULL, G_DATA, "print the model's layers, parameters, FLOPs and rho, then exit", FLAG(dry_run, 1),
+    {"dry-run", NULL, G_DATA, "print the model's layers, parameters, FLOPs, rho and the memory the run would need, then exit", FLAG(dry_run, 1),
      .dflt = ""},
     {"quiet", NULL, G_DATA, "(reserved: no effect yet)", FLAG(quiet, 1), .dflt = "", .hidden = 1},
 
     {"session", "DIR", G_SESSION, "session folder", STR(session), .dflt = "runs/<dataset>-<head>-<time>"},
     {"no-session", NULL, G_SESSION, "write nothing to disk", FLAG(no_session, 1), .dflt = ""},
+    {"private", NULL, G_SESSION,
+     "make the session folder 0700: only you can read the run (without it the umask decides, as for any Unix tool; "
+     "the control socket is owner-only either way)",
+     FLAG(private_run, 1), .dflt = ""},
     {"resume", "DIR", G_SESSION, "continue DIR from its newest valid checkpoint", STR(resume), .dflt = ""},
     {"ckpt-every", "N", G_SESSION, "checkpoint every N epochs, 0 = only at the end", I32(ckpt_every, 0, 1000000)},
     {"ckpt-steps", "N", G_SESSION, "also checkpoint every N steps, 0 = off", I64(ckpt_steps, 0, 1000000000)},
@@ -395,7 +399,8 @@ static int num(const char *opt, const char *s, double lo, double hi, double *out
     char *end;
     errno = 0;
     double v = strtod(s, &end);
-    if (errno || end == s || *end || !isfinite(v) || v < lo || v > hi) {
+    /* strtod also reads hexadecimal ("0x20" = 32): not a form anyone means on a command line */
+    if (errno || end == s || *end || !isfinite(v) || v < lo || v > hi || strpbrk(s, "xX")) {
         fprintf(stderr, "moelab %s: --%s: '%s' is not a number in [%g, %g]\n", g_cmd, opt, s, lo, hi);
         return -1;
     }
@@ -406,7 +411,8 @@ static int num(const char *opt, const char *s, double lo, double hi, double *out
 static int integer(const char *opt, const char *s, long lo, long hi, long *out) {
     double v;
     if (num(opt, s, (double)lo, (double)hi, &v)) return -1;
-    if (v != floor(v)) {
+    const char *d = s + (*s == '+' || *s == '-');
+    if (v != floor(v) || !*d || strspn(d, "0123456789") != strlen(d)) { /* decimal digits only: not 1e3, 32.0 */
         fprintf(stderr, "moelab %s: --%s: '%s' is not a whole number\n", g_cmd, opt, s);
         return -1;
     }
@@ -497,12 +503,17 @@ static int set_on_collapse(AppOptions *o, const char *a, const char *cmd) {
     char line[600], err[512];
     TrainerCmd c;
     if (strlen(a) > 400) {
-        fprintf(stderr, "moelab: --on-collapse: the rule is too long\n");
+        fprintf(stderr, "moelab %s: --on-collapse: the rule is too long (at most 400 characters)\n", g_cmd);
         return -1;
     }
     snprintf(line, sizeof line, "on-collapse %s", a);
     if (command_parse(line, &c, err, sizeof err)) {
-        fprintf(stderr, "moelab: --on-collapse: %s\n", err);
+        /* the parser's message names its command ("on-collapse: ..."): said once */
+        const char *e = !strncmp(err, "on-collapse: ", 13) ? err + 13 : err;
+        char *th = strstr(err, " (type help)"); /* the live screen's hint; here the command language's doc */
+        if (th) *th = 0;
+        fprintf(stderr, "moelab %s: --on-collapse: %s%s\n", g_cmd, e,
+                th ? " (the rule is pause, off or commands such as 'set tau 2; set alpha 0.05': see moelab help)" : "");
         return -1;
     }
     snprintf(o->on_collapse, sizeof o->on_collapse, "%s", !strcmp(c.rule, "off") ? "" : c.rule);
@@ -520,7 +531,7 @@ static int int_list(const char *opt, const char *a, long lo, long hi, int *v, in
         return 0;
     }
     if (strlen(a) >= sizeof buf || !*a) {
-        fprintf(stderr, "moelab: --%s: '%s' is not a comma list of numbers\n", opt, a);
+        fprintf(stderr, "moelab %s: --%s: '%s' is not a comma list of numbers (e.g. 2,3 or none)\n", g_cmd, opt, a);
         return -1;
     }
     snprintf(buf, sizeof buf, "%s", a);
@@ -530,7 +541,7 @@ static int int_list(const char *opt, const char *a, long lo, long hi, int *v, in
     for (char *save = NULL, *t = strtok_r(buf, ",", &save); t; t = strtok_r(NULL, ",", &save)) {
         long x;
         if (cnt == MODEL_MAX_BBL) {
-            fprintf(stderr, "moelab: --%s: at most %d values\n", opt, MODEL_MAX_BBL);
+            fprintf(stderr, "moelab %s: --%s: at most %d values\n", g_cmd, opt, MODEL_MAX_BBL);
             return -1;
         }
         if (integer(opt, t, lo, hi, &x)) return -1;
@@ -538,7 +549,7 @@ static int int_list(const char *opt, const char *a, long lo, long hi, int *v, in
     }
     if (cnt == 0 || strchr(",+", a[strlen(a) - 1]) || strchr(",+", a[0]) || strstr(a, ",,") || strstr(a, "++") ||
         strstr(a, ",+") || strstr(a, "+,")) {
-        fprintf(stderr, "moelab: --%s: '%s' is not a comma list of numbers\n", opt, a);
+        fprintf(stderr, "moelab %s: --%s: '%s' is not a comma list of numbers (e.g. 2,3 or none)\n", g_cmd, opt, a);
         return -1;
     }
     *n = cnt;
@@ -598,6 +609,13 @@ static int set_option(AppOptions *o, const OptSpec *r, const char *a, const char
         *(uint64_t *)p = (uint64_t)n;
         return 0;
     case T_STR:
+        if (!*a) { /* an empty value must not silently mean the default (a script's unset variable) */
+            const int d = r->dflt && r->dflt[0];
+            fprintf(stderr, "moelab %s: --%s: an empty value: give a %s, or leave --%s out%s%s%s\n", g_cmd, r->name,
+                    r->metavar ? r->metavar : "value", r->name, d ? " for the default (" : "", d ? r->dflt : "",
+                    d ? ")" : "");
+            return -1;
+        }
         if (strlen(a) >= r->size) { /* never cut a path: a cut one names another file */
             fprintf(stderr, "moelab %s: --%s: %zu characters, at most %zu\n", g_cmd, r->name, strlen(a), r->size - 1);
             return -1;

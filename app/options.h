@@ -23,6 +23,7 @@ typedef struct {
     int coarse;                  /* --labels coarse */
     char session[APP_PATH_MAX];  /* --session DIR ("" = sessions/<dataset>-<head>-<time>) */
     int no_session;              /* --no-session */
+    int private_run;             /* --private: the session folder is 0700 */
     char resume[APP_PATH_MAX];   /* --resume DIR */
     int ckpt_every;              /* --ckpt-every N epochs (default 1; 0 = only at the end) */
     long ckpt_steps;             /* --ckpt-steps N (default 0 = off) */

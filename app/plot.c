@@ -18,11 +18,13 @@
 #include <sys/stat.h>
 
 #include "core/tsne.h"
+#include "outdir.h"
 #include "sessions/sweep_h5.h"
 #include "views/figs.h"
 
 typedef struct {
-    char dir[1100]; /* out */
+    char dir[1100];  /* out: the folder asked for (named in messages) */
+    char wdir[1200]; /* where the files are written: its staging folder (outdir.h) */
     unsigned formats;
     int verbose;
     int written;
@@ -37,24 +39,6 @@ static int is_dir(const char *p) {
 static int is_file(const char *p) {
     struct stat sb;
     return stat(p, &sb) == 0 && S_ISREG(sb.st_mode);
-}
-
-static int mkdir_p(const char *dir) {
-    char p[1100];
-    snprintf(p, sizeof p, "%s", dir);
-    for (char *s = p + 1;; s++) {
-        const char c = *s;
-        if (c == '/' || c == 0) {
-            *s = 0;
-            if (mkdir(p, 0777) != 0 && errno != EEXIST) {
-                ml_fail(ML_ERR_IO, "%s: cannot create directory: %s", p, strerror(errno));
-                return -1;
-            }
-            *s = c;
-        }
-        if (c == 0) break;
-    }
-    return is_dir(dir) ? 0 : (ml_fail(ML_ERR_IO, "%s: not a directory", dir), -1);
 }
 
 /* The folder of an input: itself, or the folder of a file. */
@@ -93,7 +77,7 @@ static int emit(Out *o, const char *name, ml_status (*draw)(void *ctx, const cha
     for (int f = 0; f < FIG_NFORMATS; f++) {
         if (!(o->formats & (1u << f))) continue;
         char path[1400];
-        snprintf(path, sizeof path, "%s/%s.%s", o->dir, name, fig_format_ext((FigFormat)f));
+        snprintf(path, sizeof path, "%s/%s.%s", o->wdir, name, fig_format_ext((FigFormat)f));
         if (draw(ctx, path, (FigFormat)f) != ML_OK) {
             if (!o->err[0]) snprintf(o->err, sizeof o->err, "%s", ml_last_error());
             return -1;
@@ -101,7 +85,8 @@ static int emit(Out *o, const char *name, ml_status (*draw)(void *ctx, const cha
         o->written++;
         if (o->verbose) {
             struct stat sb;
-            printf("wrote %s (%lld bytes)\n", path, stat(path, &sb) == 0 ? (long long)sb.st_size : -1LL);
+            printf("wrote %s/%s.%s (%lld bytes)\n", o->dir, name, fig_format_ext((FigFormat)f),
+                   stat(path, &sb) == 0 ? (long long)sb.st_size : -1LL);
         }
     }
     return 0;
@@ -371,7 +356,7 @@ static void csv_field(FILE *fp, const char *v) {
 /* final_metrics.csv: one row per compared session. */
 static int write_metrics_csv(Out *o, Run *runs, int n) {
     char path[1400];
-    snprintf(path, sizeof path, "%s/final_metrics.csv", o->dir);
+    snprintf(path, sizeof path, "%s/final_metrics.csv", o->wdir);
     FILE *fp = fopen(path, "w");
     if (!fp) {
         snprintf(o->err, sizeof o->err, "%s: cannot open: %s", path, strerror(errno));
@@ -402,7 +387,7 @@ static int write_metrics_csv(Out *o, Run *runs, int n) {
         return -1;
     }
     o->written++;
-    if (o->verbose) printf("wrote %s (%d rows)\n", path, n);
+    if (o->verbose) printf("wrote %s/final_metrics.csv (%d rows)\n", o->dir, n);
     return 0;
 }
 
@@ -451,15 +436,15 @@ static int plot_sweep(Out *o, const char *in, const char *path, char *msg, size_
     /* a preset's sweep: the verdict on its claim in the title, the whole block in verdict.txt */
     const VerdictKind vk = verdict_infer(&s);
     if (vk != VERDICT_NONE) {
-        char vpath[1200];
-        snprintf(vpath, sizeof vpath, "%s/verdict.txt", o->dir);
+        char vpath[1300];
+        snprintf(vpath, sizeof vpath, "%s/verdict.txt", o->wdir);
         FILE *vf = fopen(vpath, "w");
         const Verdict v = verdict_print(vk, &s, vf ? vf : stderr);
         if (!vf || fclose(vf) != 0) {
-            fprintf(stderr, "moelab plot: %s: %s\n", vpath, strerror(errno));
+            fprintf(stderr, "moelab plot: %s/verdict.txt: %s\n", o->dir, strerror(errno));
             bad = 1;
         } else if (o->verbose) {
-            printf("%s\n", vpath);
+            printf("%s/verdict.txt\n", o->dir);
         }
         snprintf(title, sizeof title, "%s: gap per configuration (verdict: %s)", name, verdict_name(v));
     } else {
@@ -503,16 +488,20 @@ int plot_run(const char *const *inputs, int n, const char *outdir, unsigned form
             return 2;
         }
     }
-    int rc = 0;
+    int rc = 0, staged = 0;
+    OutDir od;
+    memset(&od, 0, sizeof od);
     if (sp[0] && n == 1) {
         if (epoch >= 0) {
             snprintf(msg, msgn, "--epoch applies to sessions, not to a sweep");
             return 2;
         }
-        if (mkdir_p(o.dir)) {
+        if (outdir_begin(&od, o.dir)) {
             snprintf(msg, msgn, "%s", ml_last_error());
             return 1;
         }
+        staged = 1;
+        snprintf(o.wdir, sizeof o.wdir, "%s", od.tmp);
         rc = plot_sweep(&o, inputs[0], sp, msg, msgn);
     } else {
         Run *runs = calloc((size_t)n, sizeof *runs);
@@ -521,17 +510,29 @@ int plot_run(const char *const *inputs, int n, const char *outdir, unsigned form
             return 1;
         }
         for (int i = 0; i < n && rc == 0; i++) rc = run_load(&runs[i], inputs[i], epoch, n == 1, verbose, msg, msgn);
-        if (rc == 0 && mkdir_p(o.dir)) {
+        if (rc == 0 && outdir_begin(&od, o.dir)) {
             snprintf(msg, msgn, "%s", ml_last_error());
             rc = 1;
+        } else if (rc == 0) {
+            staged = 1;
+            snprintf(o.wdir, sizeof o.wdir, "%s", od.tmp);
         }
         if (rc == 0) rc = n == 1 ? plot_session(&o, &runs[0], 1) : plot_compare(&o, runs, n, epoch);
         for (int i = 0; i < n; i++) run_free(&runs[i]);
         free(runs);
     }
     fig_release_caches(); /* nothing of cairo or fontconfig stays allocated between exports */
+    /* all the figures or none: a failed one removes what this call wrote (earlier files stay) */
+    if (staged && rc == 0 && outdir_commit(&od)) {
+        snprintf(msg, msgn, "%s", ml_last_error());
+        rc = 1;
+    }
     if (rc == 0) snprintf(msg, msgn, "%d file%s in %s", o.written, o.written == 1 ? "" : "s", o.dir);
     else if (!msg[0]) snprintf(msg, msgn, "%s", o.err[0] ? o.err : "figure failed");
+    if (staged && rc != 0) {
+        outdir_unstage(&od, msg, msgn);
+        outdir_abort(&od);
+    }
     return rc;
 }
 

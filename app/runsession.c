@@ -130,6 +130,7 @@ int runsession_open(RunSession *rs, const AppOptions *o, Trainer *t, const char 
     rs->ckpt_every = o->ckpt_every;
     rs->ckpt_steps = o->ckpt_steps;
     rs->keep = o->keep;
+    rs->ckpt_last_fail = -1;
     if (o->session[0]) snprintf(rs->dir, sizeof rs->dir, "%s", o->session);
     else {
         char ts[32];
@@ -147,6 +148,12 @@ int runsession_open(RunSession *rs, const AppOptions *o, Trainer *t, const char 
     /* the session lock before anything in the folder is read or written: a second writer (two
      * resumes, a resume of a running session) is refused with the holder's PID, nothing touched */
     if ((resume ? session_lock(rs->dir, &rs->lock) : session_lock_create(rs->dir, &rs->lock)) != ML_OK) return -1;
+    /* --private: nobody else may enter the folder (live.h5 and the checkpoints follow the umask) */
+    if (o->private_run && chmod(rs->dir, 0700) != 0) {
+        ml_fail(ML_ERR_IO, "%s: cannot make the session folder private (chmod 700): %s", rs->dir, strerror(errno));
+        session_unlock(&rs->lock);
+        return -1;
+    }
     if (resume) {
         char path[APP_PATH_MAX + 128], rep[4096] = "";
         if (session_read_run_attr(rs->dir, "session_id", rs->session_id, sizeof rs->session_id) != ML_OK)
@@ -213,10 +220,15 @@ static ml_status on_checkpoint(Trainer *t, const char *why, void *user) {
     StateView sv;
     trainer_state(t, &sv);
     sv.session_id = rs->session_id;
+    /* one checkpoint that cannot be written (a directory of its name, a transient I/O error) is
+     * reported by the trainer and skipped: live.h5 and the later checkpoints are still written */
     if (ckpt_write(rs->dir, &sv, rs->keep) != ML_OK) {
-        report(rs, "writing a checkpoint");
+        rs->ckpt_failed++;
+        rs->ckpt_last_fail = t->step;
+        rs->ckpt_last_ok = 0;
         return ML_ERR_IO;
     }
+    rs->ckpt_last_ok = 1;
     return ML_OK;
 }
 

@@ -21,7 +21,10 @@ typedef struct {
     long ckpt_steps; /* steps between checkpoints (0: off) */
     int keep;        /* checkpoints kept */
     double last_flush;
-    int failed; /* a write failed (reported once) */
+    int failed; /* a live.h5 write failed (reported once): nothing more is written */
+    int ckpt_failed;     /* checkpoints that could not be written (each reported, skipped; later ones tried) */
+    long ckpt_last_fail; /* step of the latest failed one (-1: none) */
+    int ckpt_last_ok;    /* 1: the latest checkpoint attempt succeeded */
 } RunSession;
 
 /* Joins argv into one shell-quoted command line. */

@@ -432,6 +432,9 @@ static int read_summary(const char *arg, char path[DIR_N], SweepSummary *s) {
         fprintf(stderr, "moelab sweep: %s\n", ml_last_error());
         return -1;
     }
+    if (!s->checksums)
+        fprintf(stderr, "moelab sweep: note: %s has no checksums (written by an older moelab): its values are not "
+                        "verified; `moelab sweep --collect` rewrites it with them\n", path);
     return 0;
 }
 

@@ -5,6 +5,7 @@
 #include "commands.h"
 #include "control.h"
 #include "options.h"
+#include "outdir.h"
 #include "runsession.h"
 #include "tui.h"
 
@@ -139,6 +140,7 @@ typedef struct {
     int ncmds, next;
     TrainHooks sink;    /* the session's hooks */
     ControlServer *ctl; /* the run's control socket (NULL: none) */
+    const char *dir;    /* the session folder (NULL: none) */
 } Headless;
 
 static const char *g_sub = "train"; /* `moelab train: ` or `moelab replay: ` in messages */
@@ -194,7 +196,14 @@ static void h_on_event(const TrainerEvent *e, void *user) {
     p->sink.on_event(e, p->sink.user);
     control_event(p->ctl, e);
     switch (e->kind) {
-    case TEV_APPLIED: printf("[step %ld] %s\n", e->step, e->text); break;
+    case TEV_APPLIED:
+        printf("[step %ld] %s\n", e->step, e->text);
+        /* a pause from the commands file or a rule: whoever reads this output must know how to go on */
+        if ((e->cmd == CMD_PAUSE || e->cmd == CMD_STEP) && e->origin != CMD_FROM_SOCKET && p->ctl && p->dir)
+            printf("[step %ld] paused: the run waits; continue with `moelab ctl %s resume` (or `moelab attach %s`), "
+                   "stop with `moelab ctl %s quit` or Ctrl-C\n",
+                   e->step, p->dir, p->dir, p->dir);
+        break;
     case TEV_FAILED: printf("[step %ld] error: %s\n", e->step, e->text); break;
     case TEV_NOTE: printf("[step %ld] note: %s\n", e->step, e->text); break;
     case TEV_EPOCH:
@@ -223,6 +232,7 @@ static int run_headless(Trainer *t, RunSession *rs, ScheduledCmd *cmds, int ncmd
         const ControlOps ops = {.log = h_ctl_log, .user = &p};
         char err[600];
         p.ctl = control_start(rs->dir, &ops, err, sizeof err);
+        p.dir = rs->dir;
         if (!p.ctl) h_ctl_log(NULL, 1, err);
         control_note_run(p.ctl, t->total_steps, t->cfg.epochs);
         RunRecord *rr = malloc(sizeof *rr); /* large: the routed layers' names for status */
@@ -257,6 +267,18 @@ static int run_headless(Trainer *t, RunSession *rs, ScheduledCmd *cmds, int ncmd
     if (end == RUN_INTERRUPTED && g_stop_signal)
         printf("[step %ld] %s: stopping cleanly\n", t->step, g_stop_signal == SIGINT ? "interrupt" : "terminated");
     runsession_finish(rs, run_end_name(end));
+    if (rs->dir[0] && rs->ckpt_failed > 0 && rs->ckpt_last_ok) /* each was reported when it happened */
+        fprintf(stderr,
+                "moelab %s: session %s: %d checkpoint%s could not be written (the latest at step %ld, see above); the "
+                "later checkpoints were written\n",
+                g_sub, rs->dir, rs->ckpt_failed, rs->ckpt_failed == 1 ? "" : "s", rs->ckpt_last_fail);
+    else if (rs->dir[0] && rs->ckpt_failed > 0 && !rs->failed)
+        fprintf(stderr,
+                "moelab %s: session %s: %s with write errors at step %ld: %d checkpoint%s could not be written (the "
+                "latest at step %ld, see above): the final state is not saved, a resume starts from the checkpoint "
+                "before it\n",
+                g_sub, rs->dir, run_end_name(end), t->step, rs->ckpt_failed, rs->ckpt_failed == 1 ? "" : "s",
+                rs->ckpt_last_fail);
     if (rs->dir[0] && rs->failed == 0) printf("session   %s: %s at step %ld\n", rs->dir, run_end_name(end), t->step);
     else if (rs->dir[0]) /* the session stopped writing (full disk, I/O error): say so, fail */
         fprintf(stderr,
@@ -265,8 +287,20 @@ static int run_headless(Trainer *t, RunSession *rs, ScheduledCmd *cmds, int ncmd
                 g_sub, rs->dir, run_end_name(end), t->step);
     signal(SIGINT, SIG_DFL);
     signal(SIGTERM, SIG_DFL);
-    if (end == RUN_FAILED || rs->failed) return 1;
+    if (end == RUN_FAILED || rs->failed || (rs->ckpt_failed > 0 && !rs->ckpt_last_ok)) return 1;
     return end == RUN_INTERRUPTED && g_stop_signal ? 128 + g_stop_signal : 0;
+}
+
+/* The memory the run would hold (trainer_memory_bytes), by part. */
+static void print_dry_memory(const Trainer *t) {
+    const Model *m = &t->model;
+    const double mib = 1048576.0, w = (double)m->n_param * sizeof(float);
+    const int adam = t->cfg.opt.kind == OPT_ADAMW;
+    printf("memory      %.1f MiB to train: weights %.1f, gradients %.1f, %s state %.1f, activations %.1f at batch "
+           "%d, buffers, scratch and routing workspaces %.1f (the dataset not counted)\n",
+           trainer_memory_bytes(t) / mib, w / mib, w / mib, optim_kind_name(t->cfg.opt.kind), (adam ? 2 : 1) * w / mib,
+           (double)m->n_act * sizeof(float) / mib, t->cfg.model.batch,
+           (model_memory_bytes(m) - 2 * w - (double)m->n_act * sizeof(float)) / mib);
 }
 
 /* Runs a training (or replay) from parsed options. cmdline is stored in the session; resume = 1
@@ -283,18 +317,24 @@ static int run_training(AppOptions *o, const char *cmdline, int resume, Schedule
     BatchSource src;
     dataset_batch_source(&ds, &src);
     Trainer t;
+    if (o->dry_run) { /* the layout only: no weights are allocated, so any size answers at once */
+        if (trainer_init_layout(&t, &o->train, &src) != ML_OK) {
+            fprintf(stderr, "moelab %s: %s\n", g_sub, ml_last_error());
+            dataset_free(&ds);
+            return 2;
+        }
+        print_dry_run(&t.model, &ds, &t.cfg);
+        print_dry_memory(&t);
+        trainer_free(&t);
+        dataset_free(&ds);
+        return 0;
+    }
     if (trainer_init(&t, &o->train, &src) != ML_OK) {
         fprintf(stderr, "moelab %s: %s\n", g_sub, ml_last_error());
         dataset_free(&ds);
         return 2;
     }
     trainer_set_rule(&t, o->on_collapse); /* validated by the option parser; a checkpoint's rule wins */
-    if (o->dry_run) {
-        print_dry_run(&t.model, &ds, &t.cfg);
-        trainer_free(&t);
-        dataset_free(&ds);
-        return 0;
-    }
     /* the scheduled commands: a resumed session's own copy (stored at its start), else the file */
     ScheduledCmd *cmds = NULL;
     int ncmds = 0;
@@ -584,8 +624,22 @@ int cmd_export(int argc, char **argv) {
         return 2;
     }
     /* every read in a child first: a file that crashes the HDF5 library gives a message */
-    if (session_probe(argv[1], SESSION_PROBE_EXPORT) != ML_OK || session_export_csv(argv[1], argv[3]) != ML_OK) {
+    if (session_probe(argv[1], SESSION_PROBE_EXPORT) != ML_OK) {
         fprintf(stderr, "moelab export: %s\n", ml_last_error());
+        return 1;
+    }
+    /* all the tables or none: written into a staging folder, moved into OUTDIR at the end */
+    OutDir od;
+    if (outdir_begin(&od, argv[3]) != 0) {
+        fprintf(stderr, "moelab export: %s\n", ml_last_error());
+        return 1;
+    }
+    if (session_export_csv(argv[1], od.tmp) != ML_OK || outdir_commit(&od) != 0) {
+        char msg[2048];
+        snprintf(msg, sizeof msg, "%s", ml_last_error());
+        outdir_unstage(&od, msg, sizeof msg); /* name the files asked for, not the staging folder */
+        outdir_abort(&od);
+        fprintf(stderr, "moelab export: %s (nothing was written to %s)\n", msg, argv[3]);
         return 1;
     }
     printf("exported %s to %s\n", argv[1], argv[3]);

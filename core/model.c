@@ -158,7 +158,8 @@ static ml_status add_backbone_layers(Model *m) {
                 rc.h = h;
                 rc.slots = 0;
                 if (k > E) return ml_fail(ML_ERR_ARG, "backbone layer %s: k = %d is larger than E = %d", nm, k, E);
-                ml_status ist = moe_init(&L->route, &rc, cfg->batch);
+                ml_status ist = m->layout_only ? moe_init_layout(&L->route, &rc, cfg->batch)
+                                               : moe_init(&L->route, &rc, cfg->batch);
                 if (ist != ML_OK) return ml_fail(ist, "backbone layer %s: %s", nm, ml_last_error());
                 m->nmoec++; /* from here model_free frees its routing state */
                 L->stage = s;
@@ -252,8 +253,23 @@ static long carve(long *total, long n) {
     return o;
 }
 
-ml_status model_init(Model *m, const ModelConfig *cfg) {
+static ml_status model_build(Model *m, const ModelConfig *cfg, int alloc);
+
+ml_status model_init(Model *m, const ModelConfig *cfg) { return model_build(m, cfg, 1); }
+ml_status model_layout(Model *m, const ModelConfig *cfg) { return model_build(m, cfg, 0); }
+
+double model_memory_bytes(const Model *m) {
+    double b = (2.0 * m->n_param + (m->n_buf ? m->n_buf : 1) + m->n_act + m->n_scratch) * sizeof(float);
+    if (m->moe_first >= 0 && m->cfg.head.kind != HEAD_DENSE) b += m->moe.ws_bytes;
+    for (int i = 0; i < m->nmoec; i++) b += m->moec[i].route.ws_bytes;
+    return b;
+}
+
+/* alloc = 0: shapes, parameter table, FLOPs and the buffer sizes only (no weight, gradient,
+ * activation or scratch memory: the dry run) */
+static ml_status model_build(Model *m, const ModelConfig *cfg, int alloc) {
     memset(m, 0, sizeof *m);
+    m->layout_only = !alloc;
     m->cfg = *cfg;
     MoeConfig *hc = &m->cfg.head;
     if (cfg->in_c < 1 || cfg->in_c > 4 || cfg->in_h < 4 || cfg->in_w < 4 || cfg->in_h > 1024 || cfg->in_w > 1024)
@@ -319,7 +335,7 @@ ml_status model_init(Model *m, const ModelConfig *cfg) {
         m->flops_routed = 0;
         m->flops_router = 0;
     } else {
-        ml_status st = moe_init(&m->moe, hc, Bmax);
+        ml_status st = m->layout_only ? moe_init_layout(&m->moe, hc, Bmax) : moe_init(&m->moe, hc, Bmax);
         if (st != ML_OK) {
             model_free(m); /* the backbone layers' routing state */
             return st;
@@ -419,6 +435,7 @@ ml_status model_init(Model *m, const ModelConfig *cfg) {
         o_dpool = carve(&ns, max_dpool);
     }
     m->n_scratch = ns;
+    if (!alloc) return ML_OK;
 
     m->param = ml_alloc(sizeof(float) * m->n_param);
     m->grad = ml_alloc(sizeof(float) * m->n_param);

@@ -142,9 +142,16 @@ typedef struct {
     double prof_fwd_gemm[MODEL_MAX_UNITS + 3], prof_bwd_gemm[MODEL_MAX_UNITS + 3]; /* of which inside ML_SGEMM */
     int last_B;                                                                    /* batch size of the last forward */
     int last_training;
+    int layout_only; /* model_layout: no memory behind the pointers */
 } Model;
 
 ml_status model_init(Model *m, const ModelConfig *cfg);
+/* model_init without the memory: the layers, parameter table (counts and offsets), FLOPs and the
+ * sizes n_param, n_buf, n_act, n_scratch, with param, grad, buf, act and scratch left NULL (a dry
+ * run). Only model_free and the read-only fields may be used on it. */
+ml_status model_layout(Model *m, const ModelConfig *cfg);
+/* Bytes model_init allocates for m (weights, gradients, buffers, activations, scratch). */
+double model_memory_bytes(const Model *m);
 void model_free(Model *m);
 /* Initialises all parameters from the RNG (He-normal convs, PyTorch-style linears), BN gamma = 1,
  * beta = 0, running var = 1, running mean = 0. */

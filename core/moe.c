@@ -84,7 +84,13 @@ void moe_free(MoeHead *m) {
 
 static int moe_finite_(float v) { return isfinite(v) != 0; }
 
-ml_status moe_init(MoeHead *m, const MoeConfig *c, int Bmax) {
+static ml_status moe_setup(MoeHead *m, const MoeConfig *c, int Bmax, int alloc);
+
+ml_status moe_init(MoeHead *m, const MoeConfig *c, int Bmax) { return moe_setup(m, c, Bmax, 1); }
+ml_status moe_init_layout(MoeHead *m, const MoeConfig *c, int Bmax) { return moe_setup(m, c, Bmax, 0); }
+
+/* alloc = 0: checks and sizes only; ws_bytes says what the workspace would take */
+static ml_status moe_setup(MoeHead *m, const MoeConfig *c, int Bmax, int alloc) {
     memset(m, 0, sizeof *m);
     if (c->kind != HEAD_MOE && c->kind != HEAD_SOFTMOE_BATCH && c->kind != HEAD_SOFTMOE_SAMPLE)
         return ml_fail(ML_ERR_ARG, "moe: head kind %d is not moe, softmoe-batch or softmoe-sample", (int)c->kind);
@@ -115,7 +121,11 @@ ml_status moe_init(MoeHead *m, const MoeConfig *c, int Bmax) {
     size_t B = (size_t)Bmax, S = (size_t)m->S, R = (size_t)m->rows_max, k = (size_t)c->k;
     size_t d = (size_t)c->d, h = (size_t)c->h;
     int ok = 1;
-#define MOE_ALLOC_(field, n) ok = ok && (m->field = ml_alloc((n) * sizeof *m->field)) != NULL
+#define MOE_ALLOC_(field, n)                                                                 \
+    do {                                                                                     \
+        m->ws_bytes += (double)(n) * sizeof *m->field;                                       \
+        if (alloc) ok = ok && (m->field = ml_alloc((n) * sizeof *m->field)) != NULL;           \
+    } while (0)
     MOE_ALLOC_(first_choice, B);
     MOE_ALLOC_(z, B * S);
     MOE_ALLOC_(p, B * S);

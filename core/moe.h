@@ -136,6 +136,7 @@ typedef struct {
     int P;                       // softmoe-batch slots per expert (0 otherwise)
     int S;                       // router rows: E, or E*P for softmoe-batch
     int rows_max;                // rows of the expert blocks: k*Bmax, E*Bmax or E*P
+    double ws_bytes;             // bytes of the workspace below (what moe_init allocates)
     float bias[MOE_MAX_EXPERTS]; // (E) utility bias b: state, saved in checkpoints
     int freeze_selection;        // 1: reuse the previous forward's selection and keep mask
                                  // (softmoe-sample: its argmax behind f_e); for FD checks
@@ -180,6 +181,8 @@ typedef struct {
 // k < 1 or k > E, bad enums, non-finite factors) and allocates the workspace for batches <= Bmax.
 // The bias starts at 0. On failure nothing stays allocated.
 ml_status moe_init(MoeHead *m, const MoeConfig *c, int Bmax);
+/* moe_init's checks and sizes (P, S, rows_max, ws_bytes) without allocating the workspace (a dry run). */
+ml_status moe_init_layout(MoeHead *m, const MoeConfig *c, int Bmax);
 // Frees the workspace (safe on a zeroed or failed head).
 void moe_free(MoeHead *m);
 

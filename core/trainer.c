@@ -37,7 +37,9 @@ static void shuffle(int32_t *p, int n, Rng *r) {
     }
 }
 
-ml_status trainer_init(Trainer *t, const TrainConfig *cfg, const BatchSource *src) {
+/* The launch configuration completed from the data source, validated, and the model built (with
+ * its memory when alloc != 0, else only its layout). */
+static ml_status trainer_setup(Trainer *t, const TrainConfig *cfg, const BatchSource *src, int alloc) {
     memset(t, 0, sizeof *t);
     t->cfg = *cfg;
     t->src = *src;
@@ -66,11 +68,29 @@ ml_status trainer_init(Trainer *t, const TrainConfig *cfg, const BatchSource *sr
     ml_status st = tau_validate(&c->tau);
     if (st != ML_OK) return st;
     tau_plan_init(&t->tau, &c->tau);
-    if ((st = model_init(&t->model, &c->model)) != ML_OK) return st;
+    if ((st = alloc ? model_init(&t->model, &c->model) : model_layout(&t->model, &c->model)) != ML_OK) return st;
     /* the stored configuration (config_json) says what the model is: the real feature width and
      * the effective softmoe-batch slot count, not the option defaults */
     c->model.head.d = t->model.d;
     c->model.head.slots = moe_slots(&c->model.head, c->model.batch);
+    return ML_OK;
+}
+
+ml_status trainer_init_layout(Trainer *t, const TrainConfig *cfg, const BatchSource *src) {
+    return trainer_setup(t, cfg, src, 0);
+}
+
+double trainer_memory_bytes(const Trainer *t) {
+    const double n = (double)t->model.n_param * sizeof(float);
+    return model_memory_bytes(&t->model) + (t->cfg.opt.kind == OPT_ADAMW ? 2.0 : 1.0) * n;
+}
+
+ml_status trainer_init(Trainer *t, const TrainConfig *cfg, const BatchSource *src) {
+    ml_status st = trainer_setup(t, cfg, src, 1);
+    if (st != ML_OK) return st;
+    TrainConfig *c = &t->cfg;
+    const BatchSource *ds = &t->src;
+    const int B = c->model.batch;
     if ((st = optim_init(&t->opt, &c->opt, t->model.n_param)) != ML_OK) {
         model_free(&t->model);
         return st;
@@ -1191,7 +1211,8 @@ static void loop_checkpoint(Loop *L, const char *why) {
     Trainer *t = L->t;
     if (!L->h->checkpoint || t->ckpt_step == t->step) return;
     if (L->h->checkpoint(t, why, L->h->user) != ML_OK) {
-        emit(L, TEV_ERROR, NULL, 0, "checkpoint at step %ld failed: %s", t->step, ml_last_error());
+        emit(L, TEV_ERROR, NULL, 0, "checkpoint at step %ld failed and was skipped: %s (training goes on; the next "
+             "checkpoint is tried as planned)", t->step, ml_last_error());
         return;
     }
     t->ckpt_step = t->step;

@@ -113,6 +113,11 @@ struct Trainer {
 
 /* src is copied (its ctx must outlive the trainer). */
 ml_status trainer_init(Trainer *t, const TrainConfig *cfg, const BatchSource *src);
+/* trainer_init's checks and model, without its memory (model_layout): for a dry run, which may
+ * only read t->cfg, t->model's layout and sizes, then trainer_free. */
+ml_status trainer_init_layout(Trainer *t, const TrainConfig *cfg, const BatchSource *src);
+/* Bytes the training would hold: the model's (model_memory_bytes) plus the optimizer state. */
+double trainer_memory_bytes(const Trainer *t);
 void trainer_free(Trainer *t);
 /* Routed layers of the records: nbl backbone layers, then the head if it routes. */
 int trainer_nlayers(const Trainer *t);

@@ -281,9 +281,25 @@ static ml_status open_path(Dataset *ds, const char *path, const DatasetOpenOptio
     char dir[4096];
     DatasetFormat f = dataset_detect(path, dir, sizeof dir);
     if (!S_ISDIR(st.st_mode)) {
+        if (!S_ISREG(st.st_mode))
+            return ml_fail(ML_ERR_ARG,
+                           "%s: not a regular file (%s): a dataset is a directory (IDX, CIFAR, image folders) or an "
+                           "HDF5 dataset file written by `moelab data import`",
+                           path, S_ISFIFO(st.st_mode) ? "a FIFO" : S_ISSOCK(st.st_mode) ? "a socket" : "a device");
+        if (f != DATASET_FORMAT_H5 && st.st_size == 0)
+            return ml_fail(ML_ERR_ARG,
+                           "%s: an empty file (0 bytes), not a dataset: write an HDF5 dataset file with `moelab data "
+                           "import SRC %s`, or give a dataset directory",
+                           path, path);
+        const size_t pl = strlen(path);
+        if (f != DATASET_FORMAT_H5 && pl > 3 && !strcmp(path + pl - 3, ".h5"))
+            return ml_fail(ML_ERR_FORMAT,
+                           "%s: not an HDF5 file (no HDF5 signature: damaged, truncated or not a dataset); write it "
+                           "again with `moelab data import SRC %s`",
+                           path, path);
         if (f != DATASET_FORMAT_H5)
             return ml_fail(ML_ERR_ARG,
-                           "%s: not a directory: expected a directory holding the four IDX "
+                           "%s: a file that is no dataset: expected a directory holding the four IDX "
                            "files (train-images-idx3-ubyte, ...), a CIFAR directory or an HDF5 "
                            "dataset file (no HDF5 signature found)",
                            path);

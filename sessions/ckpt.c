@@ -134,17 +134,7 @@ static hid_t lr_type(void) {
  * (the schedules) are small and validated by value instead. Checkpoints written before the
  * checksums existed have none and are accepted as they are. */
 
-static uint32_t crc_of(const void *data, size_t nbytes) {
-    uLong c = crc32(0L, Z_NULL, 0);
-    const unsigned char *p = data;
-    while (nbytes > 0) { /* crc32 takes a uInt length */
-        const uInt n = nbytes > (1u << 30) ? (1u << 30) : (uInt)nbytes;
-        c = crc32(c, p, n);
-        p += n;
-        nbytes -= n;
-    }
-    return (uint32_t)c;
-}
+static uint32_t crc_of(const void *data, size_t nbytes) { return h5u_crc32(h5u_crc32(0, NULL, 0), data, nbytes); }
 
 static ml_status set_crc(hid_t file, const char *path, const void *data, size_t nbytes, const char *f) {
     hid_t d = H5Dopen2(file, path, H5P_DEFAULT);
@@ -893,11 +883,18 @@ static ml_status search_ckpts(const char *dir, StateView *v, const char *session
             add_report(report, rn, "%s is not a regular file and was skipped", c[i].name);
             continue;
         }
-        if (ckpt_validate(p, NULL) != ML_OK) {
+        long inside = -1;
+        if (ckpt_validate(p, &inside) != ML_OK) {
             const int newer = strstr(ml_last_error(), NEWER_NOTE) != NULL; /* not damage: a later format */
             add_report(report, rn,
                        newer ? "%s is a newer format and was skipped: %s" : "%s is damaged and was skipped: %s",
                        c[i].name, ml_last_error());
+            continue;
+        }
+        if (inside != c[i].step) { /* a copy or a rename: its name would make a resume skip or repeat steps */
+            add_report(report, rn,
+                       "%s holds step %ld, not %ld (copied or renamed?) and was skipped: rename it ckpt-%ld.h5 to use it",
+                       c[i].name, inside, c[i].step, inside);
             continue;
         }
         const char *bad = v ? not_ours(p, v, session_id, why, sizeof why) : NULL;

@@ -12,9 +12,11 @@
 #define _POSIX_C_SOURCE 200809L
 
 #include "dataset_h5.h"
+#include "h5util.h"
 #include "session.h" /* session_isolated_status */
 
 #include <errno.h>
+#include <fcntl.h>
 #include <math.h>
 #include <signal.h>
 #include <stdio.h>
@@ -47,19 +49,8 @@ static void quiet_begin(QuietH5 *q) {
 
 static void quiet_end(QuietH5 *q) { H5Eset_auto2(H5E_DEFAULT, q->fn, q->data); }
 
-static herr_t walk_first(unsigned n, const H5E_error2_t *e, void *user) {
-    char *out = user;
-    if (n == 0 && e && e->desc) snprintf(out, 160, "%s", e->desc);
-    return 0;
-}
-
-/* The innermost message on the HDF5 error stack ("" if none). */
-static const char *h5_reason(char buf[160]) {
-    buf[0] = 0;
-    H5Ewalk2(H5E_DEFAULT, H5E_WALK_UPWARD, walk_first, buf);
-    H5Eclear2(H5E_DEFAULT);
-    return buf;
-}
+/* The innermost message on the HDF5 error stack, shortened ("" if none). */
+static const char *h5_reason(char buf[160]) { return h5u_reason(buf, 160); }
 
 static ml_status h5_fail(ml_status st, const char *what, const char *action) {
     char r[160];
@@ -76,6 +67,7 @@ typedef struct {
     hsize_t n[2];
     int c, h, w;
     int begun;
+    uint32_t crc_img[2], crc_lab[2]; /* running CRC-32 of what was appended (the datasets' @crc32) */
 } H5Writer;
 
 static ml_status attr_str(hid_t loc, const char *name, const char *value) {
@@ -182,6 +174,9 @@ static ml_status sink_begin(void *user, const ImportHeader *h) {
             if (h->class_names && h->class_names[k])
                 memcpy(names + (size_t)k * width, h->class_names[k], strlen(h->class_names[k]));
         r = H5Dwrite(d, t, H5S_ALL, H5S_ALL, H5P_DEFAULT, names);
+        if (r >= 0 && h5u_attr_i64(d, "crc32", h5u_crc32(h5u_crc32(0, NULL, 0), names, (size_t)h->classes * width),
+                                   w->part) != ML_OK)
+            r = -1;
     }
     free(names);
     if (d >= 0) H5Dclose(d);
@@ -218,6 +213,8 @@ static ml_status sink_append(void *user, int split, const uint8_t *nhwc, const i
     }
     if (r < 0) return h5_fail(ML_ERR_IO, w->part, "cannot write images (disk full?)");
     w->n[split] = nn;
+    w->crc_img[split] = h5u_crc32(w->crc_img[split], nhwc, (size_t)n * w->c * w->h * w->w);
+    w->crc_lab[split] = h5u_crc32(w->crc_lab[split], labels, (size_t)n * sizeof(int32_t));
     return ML_OK;
 }
 
@@ -227,6 +224,13 @@ static ml_status sink_finish(void *user, const float *mean, const float *std, co
     if (st == ML_OK) st = attr_f32v(w->file, "std", std, w->c);
     if (st == ML_OK) st = attr_str(w->file, "stats_source", stats_source);
     if (st != ML_OK) return h5_fail(ML_ERR_IO, w->part, "cannot write mean/std");
+    /* checksums: images and labels of each split, as appended (the file's order) */
+    for (int sp = 0; sp < 2 && st == ML_OK; sp++) {
+        st = h5u_attr_i64(w->img[sp], "crc32", w->crc_img[sp], w->part);
+        if (st == ML_OK) st = h5u_attr_i64(w->lab[sp], "crc32", w->crc_lab[sp], w->part);
+    }
+    if (st == ML_OK) st = attr_str(w->file, "checksums", "crc32");
+    if (st != ML_OK) return h5_fail(ML_ERR_IO, w->part, "cannot write the checksums");
     return ML_OK;
 }
 
@@ -234,6 +238,7 @@ static void writer_init(H5Writer *w, ImportSink *sink) {
     memset(w, 0, sizeof *w);
     w->file = -1;
     w->img[0] = w->img[1] = w->lab[0] = w->lab[1] = -1;
+    w->crc_img[0] = w->crc_img[1] = w->crc_lab[0] = w->crc_lab[1] = h5u_crc32(0, NULL, 0);
     sink->user = w;
     sink->begin = sink_begin;
     sink->append = sink_append;
@@ -247,18 +252,45 @@ static ml_status writer_paths(H5Writer *w, const char *path) {
     return ML_OK;
 }
 
-/* Closes everything; on success renames OUT.part to OUT, else removes OUT.part. */
+/* Closes everything; on success renames OUT.part to OUT, else removes OUT.part.
+ *
+ * A failed import (a full disk, most often) must still close its file: when H5Fclose cannot
+ * flush, libhdf5 keeps the file open and its exit-time cleanup tries again and crashes. So
+ * everything is flushed first; if that (or anything before) failed, the .part file is thrown
+ * away anyway, and the library's descriptor is pointed at /dev/null: the final flush then
+ * succeeds into nowhere, the file really closes, and OUT.part is removed. */
 static ml_status writer_close(H5Writer *w, ml_status st) {
+    if (w->file >= 0 && st == ML_OK && H5Fflush(w->file, H5F_SCOPE_GLOBAL) < 0)
+        st = h5_fail(ML_ERR_IO, w->part, "cannot write (disk full?)");
+    if (w->file >= 0 && st != ML_OK) {
+        void *h = NULL;
+        const int null = open("/dev/null", O_RDWR | O_CLOEXEC);
+        H5Eclear2(H5E_DEFAULT);
+        if (null >= 0 && H5Fget_vfd_handle(w->file, H5P_DEFAULT, &h) >= 0 && h) dup2(null, *(int *)h);
+        if (null >= 0) close(null);
+        H5Eclear2(H5E_DEFAULT);
+        /* what is still dirty goes nowhere; without this second flush, libhdf5 1.10 keeps the file
+         * half-closed after the failed write and its exit-time cleanup crashes (SIGSEGV) */
+        if (H5Fflush(w->file, H5F_SCOPE_GLOBAL) < 0) H5Eclear2(H5E_DEFAULT);
+    }
     for (int s = 0; s < 2; s++) {
         if (w->img[s] >= 0) H5Dclose(w->img[s]);
         if (w->lab[s] >= 0) H5Dclose(w->lab[s]);
+        w->img[s] = w->lab[s] = -1;
     }
-    if (w->file >= 0 && H5Fclose(w->file) < 0 && st == ML_OK)
+    const herr_t cr = w->file >= 0 ? H5Fclose(w->file) : 0;
+    if (cr < 0 && st == ML_OK)
         st = h5_fail(ML_ERR_IO, w->part, "cannot close (disk full?)");
+    H5Eclear2(H5E_DEFAULT);
+    w->file = -1;
     if (w->begun) {
         if (st == ML_OK && rename(w->part, w->path) != 0)
             st = ml_fail(ML_ERR_IO, "%s: cannot rename %s into place: %s", w->path, w->part, strerror(errno));
-        if (st != ML_OK) unlink(w->part);
+        if (st != ML_OK && unlink(w->part) == 0) {
+            char msg[1024];
+            snprintf(msg, sizeof msg, "%s", ml_last_error());
+            st = ml_fail(st, "%s (%s was not written; its partial file is removed)", msg, w->path);
+        }
     }
     return st;
 }
@@ -365,7 +397,30 @@ static int read_attr_f32v(hid_t loc, const char *name, float *v, int n) {
 typedef struct {
     hid_t img, lab;
     hsize_t dims[4]; /* N, H, W, C */
+    int required;    /* the file says every dataset has @crc32 */
+    int verified;    /* datasets whose @crc32 matched */
 } SplitH5;
+
+/* Compares crc with dataset d's @crc32 (named `name` in messages). */
+static ml_status check_crc(hid_t d, const char *name, uint32_t crc, SplitH5 *s, const char *what) {
+    if (H5Aexists(d, "crc32") <= 0) {
+        H5Eclear2(H5E_DEFAULT);
+        if (s->required)
+            return ml_fail(ML_ERR_FORMAT, "%s: %s has no checksum (crc32) though the file says it has: the file is damaged",
+                           what, name);
+        return ML_OK;
+    }
+    long long want = 0;
+    if (!read_attr_int(d, "crc32", &want))
+        return ml_fail(ML_ERR_FORMAT, "%s: %s: its checksum attribute cannot be read: the file is damaged", what, name);
+    if ((long long)crc != want)
+        return ml_fail(ML_ERR_FORMAT,
+                       "%s: %s fails its checksum (crc32 %08x, stored %08llx): the file is damaged; import it again "
+                       "(moelab data import)",
+                       what, name, crc, (unsigned long long)want);
+    s->verified++;
+    return ML_OK;
+}
 
 static void split_close(SplitH5 *s) {
     if (s->img >= 0) H5Dclose(s->img);
@@ -467,7 +522,7 @@ static ml_status read_labels(const SplitH5 *s, const char *what, const char *g, 
 }
 
 /* Reads one split into (N, C, H, W), block by block. */
-static ml_status split_read(const SplitH5 *s, const char *what, const char *g, int classes, DatasetSplit *out) {
+static ml_status split_read(SplitH5 *s, const char *what, const char *g, int classes, DatasetSplit *out) {
     const hsize_t N = s->dims[0], H = s->dims[1], W = s->dims[2], C = s->dims[3];
     const size_t hw = (size_t)H * W, isize = hw * C;
     out->images = ml_alloc((size_t)N * isize);
@@ -478,10 +533,12 @@ static ml_status split_read(const SplitH5 *s, const char *what, const char *g, i
         st = ml_fail(ML_ERR_NOMEM, "%s: out of memory for %llu images of %llux%llux%llu", what, (unsigned long long)N,
                      (unsigned long long)H, (unsigned long long)W, (unsigned long long)C);
     out->n = (int)N;
+    uint32_t crc = h5u_crc32(0, NULL, 0);
     hid_t fs = s->img >= 0 ? H5Dget_space(s->img) : -1;
     for (hsize_t at = 0; st == ML_OK && at < N; at += H5DS_READ_BLOCK) {
         hsize_t m = N - at < H5DS_READ_BLOCK ? N - at : H5DS_READ_BLOCK;
         if ((st = read_rows(s, fs, what, g, at, m, blk)) != ML_OK) break;
+        crc = h5u_crc32(crc, blk, (size_t)m * isize);
         long mm = (long)m;
 #pragma omp parallel for schedule(static)
         for (long i = 0; i < mm; i++) {
@@ -493,7 +550,15 @@ static ml_status split_read(const SplitH5 *s, const char *what, const char *g, i
     }
     if (fs >= 0) H5Sclose(fs);
     ml_free(blk);
+    char name[64];
+    snprintf(name, sizeof name, "%s/images", g);
+    if (st == ML_OK) st = check_crc(s->img, name, crc, s, what);
+    /* labels: the range check first (its message names the row), then the checksum */
     if (st == ML_OK) st = read_labels(s, what, g, classes, out->labels);
+    snprintf(name, sizeof name, "%s/labels", g);
+    if (st == ML_OK)
+        st = check_crc(s->lab, name, h5u_crc32(h5u_crc32(0, NULL, 0), out->labels, (size_t)N * sizeof(int32_t)), s,
+                       what);
     return st;
 }
 
@@ -589,7 +654,7 @@ static ml_status split_probe(const SplitH5 *s, const char *what, const char *g, 
 }
 
 /* Reads /class_names (vlen or fixed-length strings). */
-static ml_status read_names(hid_t f, const char *what, Dataset *ds) {
+static ml_status read_names(hid_t f, const char *what, Dataset *ds, SplitH5 *cs) {
     if (H5Lexists(f, "class_names", H5P_DEFAULT) <= 0)
         return ml_fail(ML_ERR_FORMAT, "%s: missing dataset /class_names", what);
     hid_t d = H5Dopen2(f, "class_names", H5P_DEFAULT);
@@ -625,6 +690,8 @@ static ml_status read_names(hid_t f, const char *what, Dataset *ds) {
             if (!raw) st = ml_fail(ML_ERR_FORMAT, "%s: /class_names: bad string size %zu", what, sz);
             else if (H5Dread(d, mt, H5S_ALL, H5S_ALL, H5P_DEFAULT, raw) < 0)
                 st = h5_fail(ML_ERR_FORMAT, what, "cannot read /class_names");
+            else if (cs) /* the checksum of the names as written (fixed width, NUL-padded) */
+                st = check_crc(d, "/class_names", h5u_crc32(h5u_crc32(0, NULL, 0), raw, (size_t)n * sz), cs, what);
             for (hsize_t i = 0; st == ML_OK && i < n; i++) {
                 const char *v = raw + i * sz;
                 size_t l = strnlen(v, sz < 255 ? sz : 255);
@@ -665,7 +732,10 @@ static ml_status load_file(Dataset *ds, hid_t f, const char *what, const char *p
                        DATASET_H5_FORMAT_VERSION);
     if (read_attr_str(f, "layout", s, sizeof s) && strcmp(s, "NHWC") != 0)
         return ml_fail(ML_ERR_FORMAT, "%s: layout '%s': expected NHWC", what, s);
-    ml_status st = read_names(f, what, ds);
+    /* checksums (files since issue 27): the root's @checksums says every dataset has @crc32 */
+    SplitH5 cs = {.img = -1, .lab = -1};
+    cs.required = read_attr_str(f, "checksums", s, sizeof s) && !strcmp(s, "crc32");
+    ml_status st = read_names(f, what, ds, &cs);
     if (st != ML_OK) return st;
     long long k = 0;
     if (read_attr_int(f, "classes", &k) && k != ds->classes)
@@ -674,6 +744,8 @@ static ml_status load_file(Dataset *ds, hid_t f, const char *what, const char *p
     st = split_open(f, what, "/train", &tr);
     if (st == ML_OK) st = split_open(f, what, "/test", &te);
     else te.img = te.lab = -1;
+    tr.required = te.required = cs.required;
+    tr.verified = te.verified = 0;
     if (st == ML_OK && (tr.dims[1] != te.dims[1] || tr.dims[2] != te.dims[2] || tr.dims[3] != te.dims[3]))
         st = ml_fail(ML_ERR_FORMAT,
                      "%s: /test/images shape %llux%llux%llu differs from "
@@ -695,6 +767,7 @@ static ml_status load_file(Dataset *ds, hid_t f, const char *what, const char *p
     split_close(&tr);
     split_close(&te);
     if (st != ML_OK) return st;
+    ds->checksums = !probe && cs.verified + tr.verified + te.verified == 5; /* names, 2 x (images, labels) */
     if (!read_attr_str(f, "name", ds->name, sizeof ds->name) || !ds->name[0]) {
         const char *b = strrchr(path, '/');
         snprintf(ds->name, sizeof ds->name, "%s", b ? b + 1 : path);

@@ -12,6 +12,7 @@
 #include <sys/types.h>
 #include <time.h>
 #include <unistd.h>
+#include <zlib.h>
 
 void h5u_quiet(void) { H5Eset_auto2(H5E_DEFAULT, NULL, NULL); }
 
@@ -48,12 +49,25 @@ static herr_t err_walk_cb(unsigned n, const H5E_error2_t *e, void *data) {
     return 0;
 }
 
-ml_status h5u_fail(ml_status st, const char *file, const char *obj, const char *what) {
+const char *h5u_reason(char *buf, size_t n) {
     ErrWalk w;
     memset(&w, 0, sizeof w);
     H5Ewalk2(H5E_DEFAULT, H5E_WALK_UPWARD, err_walk_cb, &w);
     H5Eclear2(H5E_DEFAULT);
-    const char *why = w.sys[0] ? w.sys : w.first[0] ? w.first : "HDF5 gave no reason";
+    /* a description with fields but no errno ("... name = 'x', tent_flags = 1"): its head only */
+    char *eq = w.first[0] && !w.sys[0] ? strstr(w.first, " = ") : NULL;
+    if (eq) {
+        char *colon = strchr(w.first, ':');
+        if (colon && colon < eq) *colon = 0;
+    }
+    snprintf(buf, n, "%s", w.sys[0] ? w.sys : w.first);
+    return buf;
+}
+
+ml_status h5u_fail(ml_status st, const char *file, const char *obj, const char *what) {
+    char r[256];
+    h5u_reason(r, sizeof r);
+    const char *why = r[0] ? r : "HDF5 gave no reason";
     if (obj && obj[0]) return ml_fail(st, "%s: %s: %s: %s", file ? file : "?", obj, what, why);
     return ml_fail(st, "%s: %s: %s", file ? file : "?", what, why);
 }
@@ -394,4 +408,47 @@ double h5u_unix_time(void) {
     struct timespec ts;
     clock_gettime(CLOCK_REALTIME, &ts);
     return (double)ts.tv_sec + ts.tv_nsec * 1e-9;
+}
+
+uint32_t h5u_crc32(uint32_t crc, const void *data, size_t nbytes) {
+    uLong c = crc;
+    const unsigned char *p = data;
+    while (nbytes > 0) { /* crc32 takes a uInt length */
+        const uInt n = nbytes > (1u << 30) ? (1u << 30) : (uInt)nbytes;
+        c = crc32(c, p, n);
+        p += n;
+        nbytes -= n;
+    }
+    return (uint32_t)c;
+}
+
+ml_status h5u_set_crc(hid_t loc, const char *path, uint32_t crc, const char *file) {
+    hid_t d = H5Dopen2(loc, path, H5P_DEFAULT);
+    if (d < 0) return h5u_fail(ML_ERR_IO, file, path, "cannot reopen to checksum");
+    const ml_status st = h5u_attr_i64(d, "crc32", (int64_t)crc, file);
+    H5Dclose(d);
+    return st;
+}
+
+ml_status h5u_check_crc(hid_t loc, const char *path, uint32_t crc, int required, int *had, const char *file) {
+    if (had) *had = 0;
+    hid_t d = H5Dopen2(loc, path, H5P_DEFAULT);
+    if (d < 0) return h5u_fail(ML_ERR_FORMAT, file, path, "cannot open dataset");
+    if (H5Aexists(d, "crc32") <= 0) {
+        H5Eclear2(H5E_DEFAULT);
+        H5Dclose(d);
+        if (required)
+            return ml_fail(ML_ERR_FORMAT, "%s: %s has no checksum (crc32) though the file says it has: the file is damaged",
+                           file, path);
+        return ML_OK;
+    }
+    int64_t want = 0;
+    ml_status st = h5u_read_attr_i64(d, "crc32", &want, file);
+    H5Dclose(d);
+    if (st != ML_OK) return st;
+    if (had) *had = 1;
+    if ((int64_t)crc != want)
+        return ml_fail(ML_ERR_FORMAT, "%s: %s fails its checksum (crc32 %08x, stored %08llx): the file is damaged", file,
+                       path, crc, (unsigned long long)want);
+    return ML_OK;
 }

@@ -17,6 +17,10 @@ void h5u_quiet(void);
 /* ml_fail(st, "FILE: OBJ: WHAT: <innermost HDF5 reason>") and clears the HDF5 error stack.
  * obj may be NULL or "". */
 ml_status h5u_fail(ml_status st, const char *file, const char *obj, const char *what);
+/* The innermost reason on the HDF5 error stack, short ("unable to open file: Read-only file
+ * system (errno 30)", never the raw "name = ..., o_flags = ..." fields) into buf ("" if none); clears
+ * the stack. Returns buf. */
+const char *h5u_reason(char *buf, size_t n);
 /* Closes any kind of HDF5 id (ignores ids < 0). */
 void h5u_close(hid_t id);
 
@@ -53,6 +57,16 @@ ml_status h5u_check_shape(hid_t loc, const char *path, int ndim, const hsize_t *
 /* Current dims of a dataset (refreshing it first when refresh != 0, for SWMR readers). Returns
  * the rank or -1. */
 int h5u_dims(hid_t dset, hsize_t *dims, int maxdims, int refresh);
+
+/* ---- checksums: the zlib CRC-32 of a dataset's values in native memory layout, stored in its
+ * @crc32 attribute (checkpoints, sweep.h5, imported datasets) */
+uint32_t h5u_crc32(uint32_t crc, const void *data, size_t nbytes);
+/* Writes @crc32 = crc on the dataset `path` under loc. */
+ml_status h5u_set_crc(hid_t loc, const char *path, uint32_t crc, const char *file);
+/* Compares crc with the @crc32 of dataset `path` under loc: ML_OK if equal; ML_ERR_FORMAT naming
+ * the file and dataset if not ("fails its checksum ... the file is damaged"), or if it has none
+ * while `required`; ML_OK with *had = 0 when it has none and is not required. */
+ml_status h5u_check_crc(hid_t loc, const char *path, uint32_t crc, int required, int *had, const char *file);
 
 /* ---- file system */
 ml_status h5u_mkdirs(const char *dir);

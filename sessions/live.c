@@ -59,6 +59,7 @@ struct SessionLive {
     hid_t event_type, status_type;
     int E, K, tsne_n, feat_dim;
     hsize_t n_steps, n_evals, n_events; /* rows in the file */
+    hsize_t had_steps, had_evals, had_events; /* a resume: the rows before it cut them (append_plan) */
     int nbuf;                           /* buffered step records */
     double sbuf[SC_N][SESSION_STEP_BLOCK];
     int32_t vbuf_i[2][SESSION_STEP_BLOCK * MOE_MAX_EXPERTS]; /* demand, kept */
@@ -1127,6 +1128,9 @@ static ml_status append_plan(struct SessionLive *p, long resume_step, hsize_t *k
     *keep_s = ks;
     *keep_e = ke;
     *keep_v = kv;
+    p->had_steps = (hsize_t)(ns < 0 ? 0 : ns);
+    p->had_evals = (hsize_t)(ne < 0 ? 0 : ne);
+    p->had_events = (hsize_t)nv;
     return ML_OK;
 }
 
@@ -1325,6 +1329,14 @@ ml_status session_open_append(SessionWriter *w, const char *dir, long resume_ste
     if (st == ML_OK && H5Fstart_swmr_write(p->file) < 0)
         st = h5u_fail(ML_ERR_IO, p->path, "", "cannot start SWMR writing");
     if (st != ML_OK) return append_abort(p, st, 1);
+    /* rows after the checkpoint (the run went on past it before it stopped) are cut: training those
+     * steps again writes them again, identically; said so, never silently */
+    if (resume_step >= 0 && (ks < p->had_steps || ke < p->had_evals || kv < p->had_events))
+        ml_log(1,
+               "%s: resuming at step %ld drops what the run recorded after that checkpoint: %llu step rows, %llu "
+               "evaluation rows and %llu events (training those steps again writes them again)",
+               p->path, resume_step, (unsigned long long)(p->had_steps - ks), (unsigned long long)(p->had_evals - ke),
+               (unsigned long long)(p->had_events - kv));
     w->p = p;
     return ML_OK;
 }

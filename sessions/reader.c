@@ -86,6 +86,25 @@ static ml_status open_read(const char *dir, hid_t *file, char *path, size_t n, i
     }
     H5Pclose(fapl);
     int64_t v = 0;
+    char fmt[64] = "", kind[64] = "";
+    /* another moelab file (a dataset, a sweep summary, a checkpoint) given where a session belongs */
+    if (H5Aexists(f, "format") > 0 && h5u_read_attr_str(f, "format", fmt, sizeof fmt, path) == ML_OK &&
+        !strncmp(fmt, "moelab-datase", 13)) { /* NULLPAD, 14 bytes: read through a NUL-terminated type, it loses its 't' */
+        H5Fclose(f);
+        return ml_fail(ML_ERR_FORMAT,
+                       "%s: an imported dataset file (moelab data import), not a session: `moelab data info %s` "
+                       "describes it, `moelab train --dataset %s` trains on it",
+                       path, path, path);
+    }
+    if (H5Aexists(f, "kind") > 0 && h5u_read_attr_str(f, "kind", kind, sizeof kind, path) == ML_OK &&
+        (!strcmp(kind, "moelab sweep") || !strcmp(kind, "moelab checkpoint"))) {
+        H5Fclose(f);
+        return ml_fail(ML_ERR_FORMAT, "%s: a %s file, not a session (a session is a folder holding live.h5)%s", path,
+                       !strcmp(kind, "moelab sweep") ? "sweep summary (sweep.h5)" : "checkpoint",
+                       !strcmp(kind, "moelab sweep") ? ": `moelab sweep --show` prints it, `moelab plot` draws it"
+                                                     : ": give its session folder");
+    }
+    H5Eclear2(H5E_DEFAULT);
     ml_status st = h5u_read_attr_i64(f, "format_version", &v, path);
     if (st != ML_OK) {
         H5Fclose(f);

@@ -283,6 +283,10 @@ ml_status session_lock(const char *dir, SessionLock *l);
 ml_status session_lock_create(const char *dir, SessionLock *l);
 /* Releases the lock (no-op if not held). */
 void session_unlock(SessionLock *l);
+/* 1 if some process holds DIR's session lock (a writer is alive), 0 if none does (a status
+ * "running" is then left by a killed or crashed writer), -1 if it cannot be told. Never takes the
+ * lock itself (reads /proc/locks; a shared-lock probe without /proc). */
+int session_lock_held(const char *dir);
 
 /* Clears the "open for writing" flags of DIR/live.h5 that a writer killed between opening it and
  * starting SWMR leaves (SWMR readers cannot open such a file), as `h5clear -s`. Writes only the

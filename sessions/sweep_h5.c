@@ -19,6 +19,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
+#include <sys/stat.h>
 
 #define SWEEP_KIND "moelab sweep"
 
@@ -219,6 +220,14 @@ static ml_status describe(hid_t loc, const char *name, const char *desc, const c
     return st;
 }
 
+/* The checksum of n strings: CRC-32 of each one with its NUL, in order (the same whether they
+ * come from pointers, v[i * stride], or as read back). */
+static uint32_t strings_crc(const char *const *v, size_t stride, int n) {
+    uint32_t c = h5u_crc32(0, NULL, 0);
+    for (int i = 0; i < n; i++) c = h5u_crc32(c, v[(size_t)i * stride], strlen(v[(size_t)i * stride]) + 1);
+    return c;
+}
+
 /* A (n,) fixed-length string dataset from n pointers (length: the longest + 1). */
 static ml_status write_strings(hid_t loc, const char *name, const char *const *v, size_t stride_ptrs, int n,
                                const char *desc, const char *file) {
@@ -237,6 +246,7 @@ static ml_status write_strings(hid_t loc, const char *name, const char *const *v
         const hsize_t dims[1] = {(hsize_t)n};
         st = h5u_write(loc, name, t, t, 1, dims, buf, file);
         if (st == ML_OK && desc) st = describe(loc, name, desc, file);
+        if (st == ML_OK) st = h5u_set_crc(loc, name, strings_crc(v, stride_ptrs, n), file);
     }
     h5u_close(t);
     free(buf);
@@ -280,6 +290,11 @@ static ml_status write_cols(hid_t loc, const char *group, const Col *cols, int n
         if (cols[c].type == COL_F64) st = h5u_write(loc, name, H5T_IEEE_F64LE, H5T_NATIVE_DOUBLE, 1, dims, dv, file);
         else st = h5u_write(loc, name, H5T_STD_I64LE, H5T_NATIVE_INT64, 1, dims, iv, file);
         if (st == ML_OK) st = describe(loc, name, cols[c].desc, file);
+        if (st == ML_OK) /* the values in native layout, as a reader gets them back */
+            st = h5u_set_crc(loc, name,
+                             h5u_crc32(h5u_crc32(0, NULL, 0), cols[c].type == COL_F64 ? (const void *)dv : (const void *)iv,
+                                       (size_t)n * 8),
+                             file);
     }
     free(dv);
     free(iv);
@@ -297,6 +312,8 @@ static ml_status write_all(hid_t f, const SweepSummary *s, const char *file) {
     if (st == ML_OK) st = h5u_attr_i64(f, "seeds", s->seeds, file);
     if (st == ML_OK) st = h5u_attr_f64(f, "ci_level", s->ci_level, file);
     if (st == ML_OK) st = h5u_attr_str(f, "metric", "final test accuracy", file);
+    /* every dataset carries @crc32; a reader of a file that says so requires them */
+    if (st == ML_OK) st = h5u_attr_str(f, "checksums", "crc32", file);
     if (st == ML_OK)
         st = write_strings(f, "axes", (const char *const *)s->axes, 1, s->naxes, "swept option names, in --vary order",
                            file);
@@ -387,12 +404,26 @@ static long rows_of(hid_t f, const char *name, const char *path, ml_status *st) 
 }
 
 /* Strings of a (n,) dataset into malloc'd copies in out[i * stride] (n must match). */
+/* Checksums of the file being read: required (the file says it has them), and how many datasets
+ * had none (a file from before checksums). */
+typedef struct {
+    int required, missing;
+} Crc;
+
+static ml_status crc_check(hid_t f, const char *name, uint32_t crc, Crc *cs, const char *path) {
+    int had = 0;
+    const ml_status st = h5u_check_crc(f, name, crc, cs->required, &had, path);
+    if (st == ML_OK && !had) cs->missing++;
+    return st;
+}
+
 static ml_status read_strings(hid_t f, const char *name, long n, char **out, size_t stride, char *fixed, size_t fixed_n,
-                              const char *path) {
+                              Crc *cs, const char *path) {
     char **v = NULL;
     int cnt = 0;
     ml_status st = sess_read_strings(f, name, &v, &cnt, path);
     if (st == ML_OK && cnt != n) st = ml_fail(ML_ERR_FORMAT, "%s: %s has %d rows, expected %ld", path, name, cnt, n);
+    if (st == ML_OK) st = crc_check(f, name, strings_crc((const char *const *)v, 1, cnt), cs, path);
     for (long i = 0; st == ML_OK && i < n; i++) {
         if (out) {
             out[i * stride] = strdup(v[i]);
@@ -406,7 +437,7 @@ static ml_status read_strings(hid_t f, const char *name, long n, char **out, siz
 }
 
 static ml_status read_cols(hid_t f, const char *group, const Col *cols, int ncols, void *base, size_t size, long n,
-                           const char *path) {
+                           Crc *cs, const char *path) {
     ml_status st = ML_OK;
     for (int c = 0; c < ncols && st == ML_OK; c++) {
         char name[128];
@@ -430,6 +461,8 @@ static ml_status read_cols(hid_t f, const char *group, const Col *cols, int ncol
             st = ml_fail(ML_ERR_FORMAT, "%s: %s does not have %ld rows", path, name, n);
         if (st == ML_OK && n > 0)
             st = sess_read_rows(f, name, (hsize_t)n, isf ? H5T_NATIVE_DOUBLE : H5T_NATIVE_INT64, &buf, path);
+        if (st == ML_OK)
+            st = crc_check(f, name, h5u_crc32(h5u_crc32(0, NULL, 0), buf, buf ? (size_t)n * 8 : 0), cs, path);
         for (long i = 0; st == ML_OK && i < n; i++) {
             char *p = (char *)base + (size_t)i * size + cols[c].off;
             const int64_t x = isf ? 0 : ((int64_t *)buf)[i];
@@ -465,6 +498,13 @@ static ml_status read_cols(hid_t f, const char *group, const Col *cols, int ncol
 ml_status sweep_h5_read(const char *path, SweepSummary *s) {
     h5u_quiet();
     memset(s, 0, sizeof *s);
+    /* stat first: H5Fis_hdf5 opens the file, which blocks forever on a FIFO with no writer */
+    struct stat sb;
+    if (stat(path, &sb) != 0) return ml_fail(ML_ERR_IO, "%s: %s", path, strerror(errno));
+    if (!S_ISREG(sb.st_mode))
+        return ml_fail(ML_ERR_IO, "%s: not a regular file (%s); a sweep summary is an HDF5 file written by moelab sweep",
+                       path, S_ISDIR(sb.st_mode) ? "a directory" : S_ISFIFO(sb.st_mode) ? "a FIFO"
+                                                 : S_ISSOCK(sb.st_mode) ? "a socket" : "a device");
     if (access(path, R_OK) != 0) return ml_fail(ML_ERR_IO, "%s: %s", path, strerror(errno));
     if (H5Fis_hdf5(path) <= 0) {
         H5Eclear2(H5E_DEFAULT);
@@ -480,6 +520,11 @@ ml_status sweep_h5_read(const char *path, SweepSummary *s) {
     if (st == ML_OK && (v < 1 || v > SWEEP_FORMAT_VERSION))
         st = ml_fail(ML_ERR_FORMAT, "%s: format_version %lld, this moelab reads 1..%d", path, (long long)v,
                      SWEEP_FORMAT_VERSION);
+    Crc cs = {0, 0};
+    char sums[32] = "";
+    if (st == ML_OK && H5Aexists(f, "checksums") > 0 && h5u_read_attr_str(f, "checksums", sums, sizeof sums, path) == ML_OK)
+        cs.required = !strcmp(sums, "crc32");
+    H5Eclear2(H5E_DEFAULT);
     if (st == ML_OK) st = h5u_read_attr_str(f, "args", args, sizeof args, path);
     if (st == ML_OK) st = h5u_read_attr_i64(f, "seeds", &v, path);
     s->seeds = (int)v;
@@ -494,27 +539,30 @@ ml_status sweep_h5_read(const char *path, SweepSummary *s) {
         s->runs = calloc((size_t)nr + 1, sizeof(SweepRun));
         if (!s->axes || !s->values || !s->configs || !s->runs) st = ml_fail(ML_ERR_NOMEM, "%s: out of memory", path);
     }
-    if (st == ML_OK && na > 0) st = read_strings(f, "/axes", na, s->axes, 1, NULL, 0, path);
+    if (st == ML_OK && na > 0) st = read_strings(f, "/axes", na, s->axes, 1, NULL, 0, &cs, path);
     if (st == ML_OK) s->naxes = (int)na;
     if (st == ML_OK) s->nconfigs = (int)nc;
     for (long a = 0; a < na && st == ML_OK; a++) {
         char name[160];
         snprintf(name, sizeof name, "/configs/axis/%s", s->axes[a]);
-        st = read_strings(f, name, nc, s->values + a, (size_t)na, NULL, 0, path);
+        st = read_strings(f, name, nc, s->values + a, (size_t)na, NULL, 0, &cs, path);
     }
     if (st == ML_OK)
-        st = read_strings(f, "/configs/label", nc, NULL, sizeof(SweepConfig), s->configs->label, SWEEP_NAME_MAX, path);
-    if (st == ML_OK)
-        st = read_strings(f, "/configs/head", nc, NULL, sizeof(SweepConfig), s->configs->head, sizeof s->configs->head,
+        st = read_strings(f, "/configs/label", nc, NULL, sizeof(SweepConfig), s->configs->label, SWEEP_NAME_MAX, &cs,
                           path);
     if (st == ML_OK)
-        st = read_cols(f, "configs", config_cols, N_CONFIG_COLS, s->configs, sizeof(SweepConfig), nc, path);
+        st = read_strings(f, "/configs/head", nc, NULL, sizeof(SweepConfig), s->configs->head, sizeof s->configs->head,
+                          &cs, path);
+    if (st == ML_OK)
+        st = read_cols(f, "configs", config_cols, N_CONFIG_COLS, s->configs, sizeof(SweepConfig), nc, &cs, path);
     if (st == ML_OK) s->nruns = (int)nr;
     if (st == ML_OK)
-        st = read_strings(f, "/runs/name", nr, NULL, sizeof(SweepRun), s->runs->name, SWEEP_NAME_MAX, path);
+        st = read_strings(f, "/runs/name", nr, NULL, sizeof(SweepRun), s->runs->name, SWEEP_NAME_MAX, &cs, path);
     if (st == ML_OK)
-        st = read_strings(f, "/runs/status", nr, NULL, sizeof(SweepRun), s->runs->status, sizeof s->runs->status, path);
-    if (st == ML_OK) st = read_cols(f, "runs", run_cols, N_RUN_COLS, s->runs, sizeof(SweepRun), nr, path);
+        st = read_strings(f, "/runs/status", nr, NULL, sizeof(SweepRun), s->runs->status, sizeof s->runs->status, &cs,
+                          path);
+    if (st == ML_OK) st = read_cols(f, "runs", run_cols, N_RUN_COLS, s->runs, sizeof(SweepRun), nr, &cs, path);
+    s->checksums = st == ML_OK && cs.missing == 0;
     /* the summary's users index /configs with these (the CSV tables, --agree, the figures) */
     for (long c = 0; st == ML_OK && c < nc; c++)
         if (s->configs[c].baseline < -1 || s->configs[c].baseline >= nc)

@@ -72,6 +72,7 @@ typedef struct {
     SweepConfig *configs;
     int nruns;
     SweepRun *runs;
+    int checksums; /* sweep_h5_read: 1 every dataset's crc32 verified, 0 the file has none (an older moelab) */
 } SweepSummary;
 
 /* Reads from a session folder the values the sweep summary needs beyond session_read_info:

@@ -8,6 +8,8 @@
 #define _GNU_SOURCE
 
 #include "../app/options.c"
+/* options.c parses --on-collapse with the command language parser */
+#include "../app/commands.c"
 
 #include <stdint.h>
 #include <stdlib.h>

@@ -69,6 +69,21 @@ for head in dense moe softmoe-batch softmoe-sample; do
   done
 done
 
+# a huge dry run (issue 27): no weights are allocated, so it answers at once with the sizes and the
+# memory the run would need (was: over 60 s at 4.8 GB)
+t0=$(date +%s%N)
+out=$( (ulimit -v 1000000; "$BIN" train --dry-run --dataset synthetic:16x16x3:4:256 --moe-after 0,1,2,3 --moe-experts 64 --moe-hidden 65536) 2>&1); rc=$?
+ms=$(( ($(date +%s%N) - t0) / 1000000 ))
+if [ $rc = 0 ] && [ $ms -lt 1000 ] && grep -q '^parameters  4047625412 ' <<<"$out" && grep -Eq '^memory      [0-9]{5}\.[0-9] MiB to train: weights 15440\.5, gradients 15440\.5, sgd state 15440\.5' <<<"$out"; then
+  ok "huge dry run: exit 0 in $ms ms under a 1 GB address-space limit, parameters and memory printed"
+else bad "huge dry run: rc $rc in $ms ms: $(tail -3 <<<"$out")"; fi
+# the memory line of a small model adds up: weights = gradients = sgd state = parameters x 4 bytes
+out=$("$BIN" train --dry-run --dataset synthetic --optimizer adamw 2>&1)
+np=$(sed -n 's/^parameters  \([0-9]*\) .*/\1/p' <<<"$out")
+w=$(awk -v n="$np" 'BEGIN { printf "%.1f", n * 4 / 1048576 }')
+check_mem=$(grep -c "^memory .* weights $w, gradients $w, adamw state $(awk -v n="$np" 'BEGIN { printf "%.1f", 2 * n * 4 / 1048576 }')" <<<"$out")
+if [ "$check_mem" = 1 ]; then ok "dry run memory line: weights $w MiB, adamw state twice that"; else bad "dry run memory line: $(grep '^memory' <<<"$out")"; fi
+
 # bad datasets: one line naming the file, non-zero exit
 expect 1 "$T/nowhere" -- "$BIN" train --headless --dataset "$T/nowhere"
 mkdir -p "$T/idx"

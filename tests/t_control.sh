@@ -92,10 +92,25 @@ if command -v setpriv >/dev/null && [ "$(id -u)" = 0 ]; then
   AS_NOBODY=(setpriv --reuid=nobody --regid=nogroup --clear-groups)
   "${AS_NOBODY[@]}" "$BIN" ctl "$T/a" status >"$T/o" 2>&1
   check "nobody, socket 0600: refused (exit 1, permission denied)" test $? = 1 -a -n "$(grep 'permission denied' "$T/o")"
-  chmod 0666 "$T/a/control.sock" # as if the socket's mode were lost: the uid check must still hold
+  chmod 0666 "$T/a/control.sock" # as if the socket's mode were lost: the uid checks must still hold
   "${AS_NOBODY[@]}" "$BIN" ctl "$T/a" set tau 5 >"$T/o" 2>&1
   rc=$?
-  check "nobody, socket 0666: the server refuses (exit 1, 'error: permission denied')" test $rc = 1 -a -n "$(grep '^error: permission denied' "$T/o")"
+  check "nobody, socket 0666: ctl sees the listener is root's and sends nothing (exit 1)" \
+    test $rc = 1 -a -n "$(grep 'the process listening there runs as uid 0 (root), not as you (uid 65534' "$T/o")"
+  # a client that skips that check (raw socket): the server's own SO_PEERCRED check refuses it
+  "${AS_NOBODY[@]}" /usr/bin/python3 -c '
+import socket, sys
+s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM); s.connect(sys.argv[1]); s.settimeout(30)
+try: s.sendall(b"set tau 5\n")
+except OSError: pass
+buf = b""
+while True:
+    try: d = s.recv(4096)
+    except OSError: d = b""
+    if not d: break
+    buf += d
+print(buf.decode().strip())' "$T/a/control.sock" >"$T/o" 2>&1
+  check "nobody, raw client, socket 0666: the server refuses ('error: permission denied')" grep -q '^error: permission denied' "$T/o"
   check "the refusal is in the run's log (uid 65534)" grep -q 'refused a connection from uid 65534' "$T/a.log"
   check "tau is still 0.3" test "$("$BIN" ctl "$T/a" status | field tau)" = 0.3
   chmod 0600 "$T/a/control.sock"
@@ -184,6 +199,106 @@ kill -TERM "$(cat "$T/c.pid")"
 wait_pid "$(cat "$T/c.pid")" 300
 check "headless SIGTERM: exit 143" test $? = 143
 check "SIGTERM: status interrupted in live.h5" sh -c "'$BIN' browse --list '$T' 2>/dev/null | grep -E '^ *c ' | grep -q interrupted"
+
+# ---- 6. (issue 27) idle and stalled clients cannot lock the owner out: 20 connections that send
+# nothing, then 20 that never finish a line; `ctl status` still answers within 2 s each time
+start d 400
+check "run d: the socket answers" wait_sock "$T/d"
+for kind in idle half; do
+  rm -f "$T/hold.ready"
+  python3 - "$T/d/control.sock" "$kind" "$T/hold.ready" <<'EOF' &
+import socket, sys, time
+path, kind, ready = sys.argv[1:4]
+held = []
+for i in range(20):
+    s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM); s.connect(path)
+    if kind == "half": s.sendall(b"set tau 0.")
+    held.append(s)
+    time.sleep(0.02)
+open(ready, "w").write("20\n")
+time.sleep(30)
+EOF
+  hold=$!
+  PIDS+=($hold)
+  for ((i = 0; i < 300; i++)); do [ -e "$T/hold.ready" ] && break; sleep 0.1; done
+  t0=$(date +%s%N)
+  st=$(timeout 10 "$BIN" ctl "$T/d" status 2>&1)
+  ms=$(( ($(date +%s%N) - t0) / 1000000 ))
+  check "20 $kind clients held open: ctl status answers ok within 2 s (${ms} ms)" \
+    test -n "$(grep -E '^ok step=' <<<"$st")" -a "$ms" -lt 2000
+  kill "$hold" 2>/dev/null; wait "$hold" 2>/dev/null
+done
+check "the run logged making room for new connections" grep -q 'closed the one idle for' "$T/d.log"
+# a lone half line is closed after CONTROL_PARTIAL_SEC (10 s) with a message
+python3 - "$T/d/control.sock" >"$T/partial.txt" <<'EOF'
+import socket, sys, time
+s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM); s.connect(sys.argv[1]); s.settimeout(60)
+t0 = time.time(); s.sendall(b"set tau 0.")
+buf = b""
+while True:
+    d = s.recv(4096)
+    if not d: break
+    buf += d
+print("%.0f %s" % (time.time() - t0, buf.decode().strip()))
+EOF
+check "an incomplete line is dropped after ~10 s: '$(cat "$T/partial.txt")'" \
+  grep -Eq '^(9|1[0-9]) error: incomplete line: no newline within 10 s' "$T/partial.txt"
+"$BIN" ctl "$T/d" quit >/dev/null
+wait_pid "$(cat "$T/d.pid")" 300
+
+# ---- 7. (issue 27) a pause from a --commands file in a headless run says how to go on
+printf 'at 2 pause\n' >"$T/pause.cmds"
+(cd "$T" && exec "$BIN" train $RUN --epochs 1 --commands "$T/pause.cmds" --session "$T/e" >"$T/e.log" 2>&1) &
+echo $! >"$T/e.pid"
+PIDS+=($!)
+for ((i = 0; i < 600; i++)); do grep -q 'paused: the run waits' "$T/e.log" && break; sleep 0.1; done
+check "headless pause from a commands file: '[step 2] paused: ... moelab ctl DIR resume'" \
+  grep -qF "[step 2] paused: the run waits; continue with \`moelab ctl $T/e resume\`" "$T/e.log"
+"$BIN" ctl "$T/e" resume >/dev/null
+wait_pid "$(cat "$T/e.pid")" 300
+check "after ctl resume the paused run finishes (exit 0)" test $? = 0
+
+# ---- 8. (issue 27) ctl and attach talk only to a listener of their own uid (SO_PEERCRED)
+if command -v setpriv >/dev/null && [ "$(id -u)" = 0 ]; then
+  mkdir -p "$T/f" && chown nobody "$T/f"
+  rm -f "$T/f/ready"
+  touch "$T/f/live.h5" # attach takes the folder for a session (it never reads it: the uid check comes first)
+  # /usr/bin/python3: nobody cannot run a python3 from root's home (pyenv shims)
+  setpriv --reuid=nobody --regid=nogroup --clear-groups /usr/bin/python3 - "$T/f/control.sock" "$T/f/got" "$T/f/ready" <<'EOF' &
+import os, socket, sys, time
+path, got, ready = sys.argv[1:4]
+os.umask(0)
+s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM); s.bind(path); s.listen(8)
+open(got, "wb").close()
+os.close(os.open(ready, os.O_CREAT | os.O_WRONLY, 0o644))
+s.settimeout(0.5)
+end = time.time() + 30
+while time.time() < end:
+    try: c, _ = s.accept()
+    except socket.timeout: continue
+    c.settimeout(1)
+    try: d = c.recv(4096)
+    except socket.timeout: d = b""
+    open(got, "ab").write(d)
+    try: c.sendall(b"ok step=1 total=1 epoch=1 epochs=1 state=running (a fake)\n")
+    except OSError: pass  # the client checked our uid and hung up
+    c.close()
+EOF
+  fake=$!
+  PIDS+=($fake)
+  for ((i = 0; i < 300; i++)); do [ -e "$T/f/ready" ] && break; sleep 0.1; done
+  "$BIN" ctl "$T/f" status >"$T/o" 2>&1
+  rc=$?
+  check "ctl to a socket served by uid nobody: exit 1, says whose it is" \
+    test $rc = 1 -a -n "$(grep 'the process listening there runs as uid 65534 (nobody), not as you' "$T/o")"
+  "$BIN" attach "$T/f" >"$T/o2" 2>&1 </dev/null
+  rc=$?
+  check "attach to it: exit 1, says whose it is" test $rc = 1 -a -n "$(grep 'runs as uid 65534' "$T/o2")"
+  check "the foreign listener ran and was sent nothing" test -e "$T/f/got" -a ! -s "$T/f/got"
+  kill "$fake" 2>/dev/null; wait "$fake" 2>/dev/null
+else
+  echo "SKIP  a foreign listener: needs root and setpriv"
+fi
 
 # ---- 5. a sweep's progress lines carry its ETA
 "$BIN" sweep $RUN --dataset synthetic:16x16x3:4:512 --epochs 1 --vary head=moe,dense --seeds 2 --out "$T/sw" >"$T/sw.txt" 2>&1

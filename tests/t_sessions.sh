@@ -141,5 +141,69 @@ fi
 "$BIN" export /nonexistent --csv x > X.log 2>&1; rc=$?
 check "export of a missing session fails cleanly" [ $rc = 1 ]
 
+# issue 27 item 6: a checkpoint that cannot be written (a directory of its name) is reported and
+# skipped; the later checkpoints and live.h5's rows are still written (same history as a clean run)
+CK=(train --headless --dataset synthetic:16x16x3:4:512 --width 0.25 --batch 32 --experts 4 --hidden 16 --threads 1
+    --seed 5 --epochs 3 --ckpt-steps 8 --keep 10)
+"$BIN" "${CK[@]}" --session CLEAN > CLEAN.log 2>&1
+mkdir -p CD/ckpt-16.h5
+"$BIN" "${CK[@]}" --session CD > CD.log 2>&1; rc=$?
+check "a directory named ckpt-16.h5: the run still exits 0 (rc $rc)" [ $rc = 0 ]
+check "the failed checkpoint is reported and said to be skipped" \
+  grep -q 'checkpoint at step 16 failed and was skipped: .*ckpt-16.h5: Is a directory' CD.log
+check "the later checkpoints are written (24 ... 48)" \
+  [ -f CD/ckpt-24.h5 -a -f CD/ckpt-32.h5 -a -f CD/ckpt-40.h5 -a -f CD/ckpt-48.h5 -a -d CD/ckpt-16.h5 ]
+check "status finished" grep -q '"finished"' <(h5dump -d /status CD/live.h5 2>&1)
+"$BIN" export CLEAN --csv CLEAN.csv > /dev/null 2>&1
+"$BIN" export CD --csv CD.csv > /dev/null 2>&1
+notime2() { cut -d, -f1-6 "$1"; } # the columns before the timings (evals.csv; steps.csv: before img_per_s)
+check "live.h5 has every step row of the clean run" \
+  [ -s CD.csv/steps.csv ] && diff <(notime2 CLEAN.csv/steps.csv) <(notime2 CD.csv/steps.csv) > /dev/null
+check "... and every evaluation row" [ -s CD.csv/evals.csv ] && diff <(notime2 CLEAN.csv/evals.csv) <(notime2 CD.csv/evals.csv) > /dev/null
+check "the final checkpoints are identical (h5diff)" h5diff -q CLEAN/ckpt-48.h5 CD/ckpt-48.h5 /trainer
+# ... and when the failing one is the final checkpoint: exit 1, said so
+mkdir -p CE/ckpt-48.h5
+"$BIN" "${CK[@]}" --session CE > CE.log 2>&1; rc=$?
+check "the final checkpoint failing: exit 1, 'the final state is not saved'" \
+  [ $rc = 1 ] && grep -q 'the final state is not saved' CE.log
+
+# issue 27 item 7: a checkpoint whose name disagrees with its step is refused with a message, and
+# the resume takes the newest one that agrees; rows after the checkpoint are said to be dropped
+printf 'at 40 quit\n' > q40
+"$BIN" "${CK[@]}" --commands q40 --session CR > CR.log 2>&1
+cp CR/ckpt-16.h5 CR/ckpt-44.h5
+"$BIN" train --resume CR > CR2.log 2>&1; rc=$?
+check "ckpt-44.h5 holding step 16 is skipped with a message naming both" \
+  grep -q 'ckpt-44.h5 holds step 16, not 44 (copied or renamed?) and was skipped' CR2.log
+check "the resume continues from step 40, not 16, and finishes (rc $rc)" \
+  [ $rc = 0 ] && grep -q 'resumed at step 40' CR2.log && grep -q '"finished"' <(h5dump -d /status CR/live.h5 2>&1)
+"$BIN" export CR --csv CR.csv > /dev/null 2>&1
+check "its history equals the uninterrupted run's" diff <(notime2 CLEAN.csv/evals.csv) <(notime2 CR.csv/evals.csv) > /dev/null
+"$BIN" "${CK[@]}" --commands q40 --session CS > CS.log 2>&1
+rm CS/ckpt-40.h5
+"$BIN" train --resume CS > CS2.log 2>&1
+check "a resume from an earlier checkpoint names the rows it drops" \
+  grep -q 'resuming at step 32 drops what the run recorded after that checkpoint: [0-9]* step rows' CS2.log
+
+# issue 27 item 10: privacy. The umask decides, as for any Unix tool; --private makes the session
+# folder 0700 (checkpoints unreadable to others whatever the umask); the control socket is 0600 always
+P=(train --headless --dataset synthetic:16x16x3:4:256 --width 0.25 --batch 32 --experts 4 --hidden 16 --threads 1 --epochs 1)
+(umask 022; "$BIN" "${P[@]}" --session PUB > PUB.log 2>&1)
+check "umask 022: the session folder is 0755 and live.h5 0644 (the umask decides)" \
+  [ "$(stat -c %a PUB)" = 755 -a "$(stat -c %a PUB/live.h5)" = 644 ]
+(umask 077; "$BIN" "${P[@]}" --session U77 > U77.log 2>&1)
+check "umask 077: folder 0700, live.h5 and checkpoints 0600" \
+  [ "$(stat -c %a U77)" = 700 -a "$(stat -c %a U77/live.h5)" = 600 -a "$(stat -c %a U77/ckpt-8.h5)" = 600 ]
+(umask 022; "$BIN" "${P[@]}" --private --session PRIV > PRIV.log 2>&1); rc=$?
+check "--private under umask 022: exit 0, the session folder is 0700" [ $rc = 0 -a "$(stat -c %a PRIV)" = 700 ]
+if command -v setpriv > /dev/null && [ "$(id -u)" = 0 ]; then
+  chmod 755 "$T"
+  setpriv --reuid=nobody --regid=nogroup --clear-groups "$BIN" export PRIV --csv /tmp/priv-export-$$ > NOB.log 2>&1; rc=$?
+  check "another user cannot export a --private run (exit $rc)" [ $rc != 0 -a ! -e /tmp/priv-export-$$/steps.csv ]
+  rm -rf /tmp/priv-export-$$
+else
+  echo "SKIP  another user reading a --private run: needs root and setpriv"
+fi
+
 echo "$pass passed, $fail failed"
 [ "$fail" = 0 ]

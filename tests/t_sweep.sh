@@ -151,6 +151,31 @@ for f in half.h5 junk.h5; do
   "$BIN" sweep --show $f > SH4.log 2>&1; rc=$?
   check "--show $f: exit 1 with a message naming it" [ $rc = 1 ] && grep -q "$f" SH4.log && ! grep -qi 'sanitizer\|segmentation' SH4.log
 done
+# issue 27 item 3: single flipped bits anywhere in sweep.h5: --show refuses the file (exit 1, a
+# message) or prints exactly the stored table; never other numbers with exit 0
+"$BIN" sweep --show A > SHOW0.log 2>&1
+refused=0; same=0; silent=0
+for seed in $(seq 1 30); do
+  python3 -c '
+import random, sys
+src, dst, seed = sys.argv[1], sys.argv[2], int(sys.argv[3])
+b = bytearray(open(src, "rb").read()); r = random.Random(seed)
+i = r.randrange(len(b)); b[i] ^= 1 << r.randrange(8); open(dst, "wb").write(b)' A/sweep.h5 flip.h5 "$seed"
+  timeout 60 "$BIN" sweep --show flip.h5 > FLIP.log 2>&1; rc=$?
+  if [ $rc != 0 ]; then refused=$((refused + 1))
+  elif diff <(grep -v 'flip.h5\|sweep.h5' SHOW0.log) <(grep -v 'flip.h5\|sweep.h5' FLIP.log) > /dev/null; then same=$((same + 1))
+  else silent=$((silent + 1)); echo "flip seed $seed changed the table:"; diff SHOW0.log FLIP.log | head -5; fi
+done
+check "30 single-bit flips in sweep.h5: $refused refused, $same printed the stored table, $silent printed other numbers (want 0)" [ $silent = 0 ]
+"$BIN" sweep --show A 2>&1 | grep -q 'no checksums' && bad "a new sweep.h5 says it has no checksums" || ok "a new sweep.h5 has checksums (no note)"
+
+# a FIFO named sweep.h5 (issue 27): refused at once, never opened (opening one blocks forever)
+mkdir -p FIFO && mkfifo FIFO/sweep.h5
+timeout 10 "$BIN" sweep --show FIFO > SH5.log 2>&1; rc=$?
+check "--show on a FIFO sweep.h5: exit 1 at once (not a hang: rc $rc) naming it" \
+  [ $rc = 1 ] && grep -q 'FIFO/sweep.h5: not a regular file (a FIFO)' SH5.log
+timeout 10 "$BIN" sweep --agree A FIFO > SH6.log 2>&1; rc=$?
+check "--agree A FIFO: exit 2 at once (rc $rc)" [ $rc = 2 ] && grep -q 'not a regular file' SH6.log
 
 # 3c. backbone MoE layers against their matched dense layers (the imagenet-topk form): the routing
 # axis is moe-after, its --with ffn-after the baseline; list values take + ("2+3")

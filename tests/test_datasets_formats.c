@@ -26,6 +26,7 @@
 #include <jpeglib.h> /* after stdio.h: it uses FILE */
 #include <png.h>
 #include <zlib.h>
+#include <hdf5.h>
 
 /* paths here are short /tmp paths; the fixed buffers cannot truncate in practice */
 #pragma GCC diagnostic ignored "-Wformat-truncation"
@@ -913,6 +914,7 @@ static void test_h5(void) {
           "h5 truncated to half: \"%s\"", ml_last_error());
     /* flipped bytes in the second half (the raw image data stays, metadata may break) */
     all = 1;
+    int flips_refused = 0, flips_ok = 0, flips_silent = 0;
     /* (libhdf5 1.10 leaks internal objects when H5Dopen fails on some of these and may print
      * "HDF5: infinite loop closing library" at exit: harmless, not ours to fix) */
     for (int t = 0; t < 20; t++) {
@@ -921,15 +923,86 @@ static void test_h5(void) {
         for (int j = 0; j < 8; j++) cp[(size_t)(t * 977 + j * 131) % len] ^= (uint8_t)(0x5a + j);
         st = dataset_h5_load_image(&m, cp, len, "flipped");
         if (st == ML_OK) {
-            /* a load that passes must be self-consistent */
+            /* a load that passes must be self-consistent, and (issue 27: checksums) exactly the data
+             * written: a flipped pixel or label is never accepted silently */
             for (int i = 0; i < m.train.n; i++) all &= m.train.labels[i] >= 0 && m.train.labels[i] < m.classes;
+            const int same = m.train.n == c.train.n && m.test.n == c.test.n &&
+                             !memcmp(m.train.images, c.train.images, (size_t)c.train.n * 3072) &&
+                             !memcmp(m.test.images, c.test.images, (size_t)c.test.n * 3072) &&
+                             !memcmp(m.train.labels, c.train.labels, (size_t)c.train.n * 4) &&
+                             !memcmp(m.test.labels, c.test.labels, (size_t)c.test.n * 4);
+            flips_silent += !same;
+            flips_ok += same;
             dataset_free(&m);
         } else {
             all &= is_empty(&m);
+            flips_refused++;
         }
         free(cp);
     }
-    check(all, "corrupted HDF5 images: rejected or consistent");
+    check(all && flips_silent == 0, "corrupted HDF5 images: %d refused, %d loaded identical, %d loaded changed (want 0)",
+          flips_refused, flips_ok, flips_silent);
+    /* issue 27 item 3: one pixel, one label and one class name changed through HDF5 itself (so no
+     * HDF5 check can see it): each refused by its dataset's crc32, naming it; without checksums
+     * (a file from an older moelab) the same file still loads, and says it is unverified */
+    {
+        static const char *const which[] = {"/train/images", "/test/labels", "/class_names"};
+        for (int k = 0; k < 3; k++) {
+            write_bytes(tpath("poke.h5"), img, len);
+            hid_t f = H5Fopen(tpath("poke.h5"), H5F_ACC_RDWR, H5P_DEFAULT);
+            hid_t d = f >= 0 ? H5Dopen2(f, which[k], H5P_DEFAULT) : -1;
+            hid_t fs = d >= 0 ? H5Dget_space(d) : -1;
+            herr_t w = -1;
+            if (fs >= 0 && k == 0) {
+                hsize_t start[4] = {1, 7, 9, 1}, cnt[4] = {1, 1, 1, 1}; /* image 1 (of c.train.n >= 2) */
+                H5Sselect_hyperslab(fs, H5S_SELECT_SET, start, NULL, cnt, NULL);
+                hid_t ms = H5Screate_simple(4, cnt, NULL);
+                const uint8_t v = (uint8_t)(c.train.images[(size_t)1 * 3072 + 1 * 1024 + 7 * 32 + 9] ^ 0x10);
+                w = H5Dwrite(d, H5T_NATIVE_UINT8, ms, fs, H5P_DEFAULT, &v);
+                H5Sclose(ms);
+            } else if (fs >= 0 && k == 1) {
+                hsize_t start = 0, cnt = 1;
+                H5Sselect_hyperslab(fs, H5S_SELECT_SET, &start, NULL, &cnt, NULL);
+                hid_t ms = H5Screate_simple(1, &cnt, NULL);
+                const int32_t v = (c.test.labels[0] + 1) % 10; /* in range: only the checksum can tell */
+                w = H5Dwrite(d, H5T_NATIVE_INT32, ms, fs, H5P_DEFAULT, &v);
+                H5Sclose(ms);
+            } else if (fs >= 0) {
+                hid_t t = H5Dget_type(d);
+                const size_t sz = H5Tget_size(t);
+                char *raw = calloc(10, sz);
+                if (raw && H5Dread(d, t, H5S_ALL, H5S_ALL, H5P_DEFAULT, raw) >= 0) {
+                    raw[0] ^= 0x01;
+                    w = H5Dwrite(d, t, H5S_ALL, H5S_ALL, H5P_DEFAULT, raw);
+                }
+                free(raw);
+                H5Tclose(t);
+            }
+            if (fs >= 0) H5Sclose(fs);
+            if (d >= 0) H5Dclose(d);
+            if (f >= 0) H5Fclose(f);
+            st = dataset_open(&m, tpath("poke.h5"));
+            char want[64];
+            snprintf(want, sizeof want, "%s fails its checksum", which[k]);
+            check(c.train.n >= 2 && c.test.n >= 1 && w >= 0 && st == ML_ERR_FORMAT && error_has("poke.h5", want, "the file is damaged"),
+                  "one value of %s changed: refused: \"%s\"", which[k], st ? ml_last_error() : "loaded");
+            if (st == ML_OK) dataset_free(&m);
+            /* the same change in a file without checksums: loads, unverified */
+            f = H5Fopen(tpath("poke.h5"), H5F_ACC_RDWR, H5P_DEFAULT);
+            int stripped = f >= 0 && H5Adelete(f, "checksums") >= 0;
+            static const char *const all_ds[] = {"/class_names", "/train/images", "/train/labels", "/test/images",
+                                                 "/test/labels"};
+            for (int i = 0; i < 5 && stripped; i++) stripped = H5Adelete_by_name(f, all_ds[i], "crc32", H5P_DEFAULT) >= 0;
+            if (f >= 0) H5Fclose(f);
+            st = dataset_open(&m, tpath("poke.h5"));
+            check(stripped && st == ML_OK && m.checksums == 0, "without checksums (an older import) it loads, unverified: %s",
+                  st ? ml_last_error() : "ok");
+            if (st == ML_OK) dataset_free(&m);
+        }
+        st = dataset_open(&m, out);
+        check(st == ML_OK && m.checksums == 1, "the undamaged file: every checksum verified");
+        if (st == ML_OK) dataset_free(&m);
+    }
     /* labels out of range are refused on load */
     c.train.labels[3] = 10;
     st = dataset_h5_save(&c, tpath("badlab.h5"));
@@ -939,7 +1012,7 @@ static void test_h5(void) {
     c.train.labels[3] = 0;
     /* not a dataset file: a CIFAR batch renamed .h5, and an HDF5 signature followed by junk */
     st = dataset_open(&r, tpath("c10/cifar-10-batches-bin/test_batch.bin"));
-    check(st == ML_ERR_ARG && error_has("test_batch.bin", "not a directory", "HDF5"), "a non-HDF5 file: \"%s\"",
+    check(st == ML_ERR_ARG && error_has("test_batch.bin", "a file that is no dataset", "HDF5"), "a non-HDF5 file: \"%s\"",
           ml_last_error());
     uint8_t junk[4096];
     for (size_t i = 0; i < sizeof junk; i++) junk[i] = (uint8_t)(i * 7 + 3);
@@ -947,6 +1020,20 @@ static void test_h5(void) {
     write_bytes(tpath("junk.h5"), junk, sizeof junk);
     st = dataset_open(&r, tpath("junk.h5"));
     check(st == ML_ERR_FORMAT && error_has("junk.h5", NULL, NULL), "HDF5 signature + junk: \"%s\"", ml_last_error());
+    /* issue 27: an empty, a damaged .h5 and a FIFO each get their own message, never "not a directory" */
+    write_bytes(tpath("empty.h5"), junk, 0);
+    st = dataset_open(&r, tpath("empty.h5"));
+    check(st == ML_ERR_ARG && error_has("empty.h5", "an empty file (0 bytes)", "moelab data import"),
+          "an empty .h5: \"%s\"", ml_last_error());
+    memset(junk, 0x5a, sizeof junk);
+    write_bytes(tpath("noise.h5"), junk, sizeof junk);
+    st = dataset_open(&r, tpath("noise.h5"));
+    check(st == ML_ERR_FORMAT && error_has("noise.h5", "not an HDF5 file (no HDF5 signature", "moelab data import"),
+          "a .h5 without a signature: \"%s\"", ml_last_error());
+    check(mkfifo(tpath("fifo.h5"), 0600) == 0, "mkfifo fifo.h5");
+    st = dataset_open(&r, tpath("fifo.h5"));
+    check(st == ML_ERR_ARG && error_has("fifo.h5", "not a regular file (a FIFO)", NULL), "a FIFO .h5: \"%s\"",
+          ml_last_error());
     test_h5_isolated(out, img, len);
     test_h5_layouts(out, &c);
     dataset_set_h5_loader(NULL);

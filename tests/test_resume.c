@@ -1,8 +1,8 @@
 /* test_resume.c — resume chooses the newest checkpoint that is whole and this run's
  * (ckpt_restore_latest): every bad newest checkpoint below is skipped with its reason named and
  * the valid older one restored, and the trainer is untouched by the ones skipped:
- *   /trainer/perm not a permutation, an all-zero RNG state, another model's checkpoint named
- *   ckpt-99999.h5, 4 flipped bytes in /weights/classifier.weight, another seed's (and another
+ *   /trainer/perm not a permutation, an all-zero RNG state, another model's newer checkpoint,
+ *   the run's own checkpoint copied under another step's name (ckpt-99999.h5), 4 flipped bytes in /weights/classifier.weight, another seed's (and another
  *   session's) checkpoint copied in, a FIFO named ckpt-99999.h5 (must not hang), a directory. */
 #define _GNU_SOURCE
 #include "check.h"
@@ -139,7 +139,7 @@ int main(void) {
         expect_fallback(dir, &ds, "rng", "ckpt-6.h5", "all zero");
     } else check(0, "rng: setup");
 
-    /* 3. another model's checkpoint named ckpt-99999.h5 */
+    /* 3. another model's checkpoint, newer (step 9, named so: the name agrees with its step) */
     snprintf(dir, sizeof dir, "%s/model", root);
     if (setup(dir, &ds, &t) == 0) {
         trainer_free(&t);
@@ -148,14 +148,28 @@ int main(void) {
         Trainer o;
         char odir[600];
         snprintf(odir, sizeof odir, "%s/model-other", root);
-        if (trainer_init_ds(&o, &c, &ds) == ML_OK && write_ckpt(odir, &o, ID) == ML_OK) {
-            snprintf(src, sizeof src, "%s/ckpt-0.h5", odir);
-            snprintf(dst, sizeof dst, "%s/ckpt-99999.h5", dir);
-            check(rename(src, dst) == 0, "model: another width's checkpoint as ckpt-99999.h5");
-            expect_fallback(dir, &ds, "model", "ckpt-99999.h5", "different model");
+        int made = trainer_init_ds(&o, &c, &ds) == ML_OK;
+        for (int i = 0; made && i < 9; i++) trainer_step(&o, NULL);
+        if (made && write_ckpt(odir, &o, ID) == ML_OK) {
+            snprintf(src, sizeof src, "%s/ckpt-9.h5", odir);
+            snprintf(dst, sizeof dst, "%s/ckpt-9.h5", dir);
+            check(rename(src, dst) == 0, "model: another width's checkpoint as ckpt-9.h5");
+            expect_fallback(dir, &ds, "model", "ckpt-9.h5", "different model");
         } else check(0, "model: the other trainer");
         trainer_free(&o);
     } else check(0, "model: setup");
+
+    /* 3b. (issue 27) this run's own ckpt-5.h5 copied to ckpt-99999.h5: its name disagrees with
+     * the step inside, so it is skipped (a resume "at step 5" from a file named 99999 would
+     * silently drop the history after step 5) */
+    snprintf(dir, sizeof dir, "%s/renamed", root);
+    if (setup(dir, &ds, &t) == 0) {
+        trainer_free(&t);
+        char cmd[1400];
+        snprintf(cmd, sizeof cmd, "cp '%s/ckpt-5.h5' '%s/ckpt-99999.h5'", dir, dir);
+        check(system(cmd) == 0, "renamed: ckpt-5.h5 copied to ckpt-99999.h5");
+        expect_fallback(dir, &ds, "renamed", "ckpt-99999.h5", "holds step 5, not 99999 (copied or renamed?)");
+    } else check(0, "renamed: setup");
 
     /* 4. four flipped bytes in /weights/classifier.weight */
     snprintf(dir, sizeof dir, "%s/flip", root);

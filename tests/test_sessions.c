@@ -1228,6 +1228,56 @@ static void test_export_damaged(const Dataset *ds) {
         CHECK(made && res.outcome == ML_ISOLATED_FAILED && res.status == ML_ERR_FORMAT && strstr(res.msg, "/steps"),
               "export with %s: ML_ERR_FORMAT \"%s\"", what[kind], res.msg);
     }
+    /* issue 27: an export that fails part-way (here on a damaged late table: /events replaced by a
+     * number) leaves no partial OUTDIR, and leaves an existing OUTDIR as it was */
+    const char *bin = getenv("MOELAB_BIN");
+    if (bin) {
+        char d8[512], f8[600], o8[600], o9[700], keep[760], cmd[2400];
+        path_in(d8, sizeof d8, "exportdmg/events");
+        mkdir(d8, 0777);
+        snprintf(f8, sizeof f8, "%s/live.h5", d8);
+        file_put(f8, good, n);
+        hid_t h8 = H5Fopen(f8, H5F_ACC_RDWR, H5P_DEFAULT);
+        int made8 = h8 >= 0 && H5Ldelete(h8, "/events", H5P_DEFAULT) >= 0;
+        const double one = 1;
+        const hsize_t d1[1] = {1};
+        if (made8) {
+            hid_t sp = H5Screate_simple(1, d1, NULL);
+            hid_t ds8 = H5Dcreate2(h8, "/events", H5T_NATIVE_DOUBLE, sp, H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT);
+            made8 = ds8 >= 0 && H5Dwrite(ds8, H5T_NATIVE_DOUBLE, H5S_ALL, H5S_ALL, H5P_DEFAULT, &one) >= 0;
+            if (ds8 >= 0) H5Dclose(ds8);
+            H5Sclose(sp);
+        }
+        if (h8 >= 0) H5Fclose(h8);
+        snprintf(o8, sizeof o8, "%s/new/out", d8);
+        snprintf(cmd, sizeof cmd, "'%s' export '%s' --csv '%s' > '%s/x.log' 2>&1", bin, d8, o8, d8);
+        int rc = system(cmd);
+        struct stat sb;
+        char newdir[620];
+        snprintf(newdir, sizeof newdir, "%s/new", d8);
+        CHECK(made8 && WIFEXITED(rc) && WEXITSTATUS(rc) == 1 && stat(newdir, &sb) != 0,
+              "a failed export (damaged /events) leaves no OUTDIR, not even its parent it created (exit %d)",
+              WIFEXITED(rc) ? WEXITSTATUS(rc) : -1);
+        snprintf(o9, sizeof o9, "%s/old", d8);
+        mkdir(o9, 0777);
+        snprintf(keep, sizeof keep, "%s/keep.txt", o9);
+        file_put(keep, (const unsigned char *)"kept\n", 5);
+        snprintf(cmd, sizeof cmd, "'%s' export '%s' --csv '%s' > '%s/y.log' 2>&1", bin, d8, o9, d8);
+        rc = system(cmd);
+        snprintf(cmd, sizeof cmd, "test \"$(ls -A '%s')\" = keep.txt", o9);
+        CHECK(WIFEXITED(rc) && WEXITSTATUS(rc) == 1 && system(cmd) == 0,
+              "a failed export into an existing folder leaves it as it was (only keep.txt)");
+        char log[700];
+        snprintf(log, sizeof log, "%s/y.log", d8);
+        char lt[2048] = "";
+        FILE *lf = fopen(log, "r");
+        if (lf) {
+            lt[fread(lt, 1, sizeof lt - 1, lf)] = 0;
+            fclose(lf);
+        }
+        CHECK(strstr(lt, "nothing was written to") && !strstr(lt, ".moelab-partial"),
+              "the message says nothing was written and never names the staging folder: %s", lt);
+    }
     /* a session from an older moelab lacks the optional columns: exported without them */
     char d[512], f[600], o[600], hdr[4096] = "";
     path_in(d, sizeof d, "exportdmg/old");
@@ -2290,7 +2340,7 @@ static ml_status write_small_sweep(const char *path) {
         snprintf(rn[r].name, sizeof rn[r].name, "c%d-s%d", r % 3, r / 3);
         snprintf(rn[r].status, sizeof rn[r].status, "finished");
     }
-    SweepSummary s = {"--vary head=dense,moe", 2, 0.95, 2, axes, 3, values, cf, 6, rn};
+    SweepSummary s = {"--vary head=dense,moe", 2, 0.95, 2, axes, 3, values, cf, 6, rn, 0};
     return sweep_h5_write(path, &s);
 }
 
@@ -2303,6 +2353,39 @@ static int h5_poke_i64(const char *file, const char *name, hsize_t row, int64_t 
     hid_t ms = H5Screate_simple(1, &one, NULL);
     int ok = fs >= 0 && H5Sselect_hyperslab(fs, H5S_SELECT_SET, &row, NULL, &one, NULL) >= 0 &&
              H5Dwrite(d, H5T_NATIVE_INT64, ms, fs, H5P_DEFAULT, &v) >= 0;
+    H5Sclose(ms);
+    if (fs >= 0) H5Sclose(fs);
+    if (d >= 0) H5Dclose(d);
+    if (f >= 0) H5Fclose(f);
+    return ok;
+}
+
+static herr_t strip_one(hid_t obj, const char *name, const H5O_info_t *info, void *data) {
+    (void)data;
+    if (info->type == H5O_TYPE_DATASET && H5Aexists_by_name(obj, name, "crc32", H5P_DEFAULT) > 0)
+        H5Adelete_by_name(obj, name, "crc32", H5P_DEFAULT);
+    return 0;
+}
+
+/* Makes a sweep.h5 look written before checksums: no @checksums, no @crc32 anywhere. */
+static int strip_checksums(const char *file) {
+    hid_t f = H5Fopen(file, H5F_ACC_RDWR, H5P_DEFAULT);
+    if (f < 0) return 0;
+    int ok = H5Adelete(f, "checksums") >= 0;
+    ok = ok && H5Ovisit(f, H5_INDEX_NAME, H5_ITER_NATIVE, strip_one, NULL) >= 0;
+    H5Fclose(f);
+    return ok;
+}
+
+/* Row `row` of the float64 column `name` of an existing file set to v (a flipped bit). */
+static int h5_poke_f64(const char *file, const char *name, hsize_t row, double v) {
+    hid_t f = H5Fopen(file, H5F_ACC_RDWR, H5P_DEFAULT);
+    hid_t d = f >= 0 ? H5Dopen2(f, name, H5P_DEFAULT) : -1;
+    hid_t fs = d >= 0 ? H5Dget_space(d) : -1;
+    const hsize_t one = 1;
+    hid_t ms = H5Screate_simple(1, &one, NULL);
+    int ok = fs >= 0 && H5Sselect_hyperslab(fs, H5S_SELECT_SET, &row, NULL, &one, NULL) >= 0 &&
+             H5Dwrite(d, H5T_NATIVE_DOUBLE, ms, fs, H5P_DEFAULT, &v) >= 0;
     H5Sclose(ms);
     if (fs >= 0) H5Sclose(fs);
     if (d >= 0) H5Dclose(d);
@@ -2335,15 +2418,37 @@ static void test_sweep_damaged(void) {
         {"/configs/baseline", 2, 3},
         {"/configs/baseline", 1, -7},
     };
-    for (size_t i = 0; i < sizeof dmg / sizeof *dmg; i++) {
-        const int made = write_small_sweep(file) == ML_OK && h5_poke_i64(file, dmg[i].name, dmg[i].row, dmg[i].v);
-        memset(&s, 0x55, sizeof s);
-        st = sweep_h5_read(file, &s);
-        CHECK(made && st == ML_ERR_FORMAT && strstr(ml_last_error(), dmg[i].name) && !s.runs && !s.configs,
-              "sweep.h5 with %s row %llu = %lld: ML_ERR_FORMAT \"%s\"", dmg[i].name, (unsigned long long)dmg[i].row,
-              (long long)dmg[i].v, st ? ml_last_error() : "read as valid");
-        if (st == ML_OK) sweep_summary_free(&s);
-    }
+    /* twice: with its checksums (issue 27: the checksum names the column) and without (a file from
+     * before checksums: the index checks still refuse it) */
+    for (int strip = 0; strip < 2; strip++)
+        for (size_t i = 0; i < sizeof dmg / sizeof *dmg; i++) {
+            const int made = write_small_sweep(file) == ML_OK && h5_poke_i64(file, dmg[i].name, dmg[i].row, dmg[i].v) &&
+                             (!strip || strip_checksums(file));
+            memset(&s, 0x55, sizeof s);
+            st = sweep_h5_read(file, &s);
+            CHECK(made && st == ML_ERR_FORMAT && strstr(ml_last_error(), dmg[i].name) && !s.runs && !s.configs &&
+                      (strip ? strstr(ml_last_error(), "damaged?") != NULL
+                             : strstr(ml_last_error(), "fails its checksum") != NULL),
+                  "sweep.h5 %s with %s row %llu = %lld: ML_ERR_FORMAT \"%s\"", strip ? "without checksums" : "",
+                  dmg[i].name, (unsigned long long)dmg[i].row, (long long)dmg[i].v, st ? ml_last_error() : "read as valid");
+            if (st == ML_OK) sweep_summary_free(&s);
+        }
+    /* issue 27 item 3: one changed float (the audit's flipped bit made gap_ci_hi NaN) is found */
+    int made = write_small_sweep(file) == ML_OK && h5_poke_f64(file, "/configs/gap_ci_hi", 1, NAN);
+    st = sweep_h5_read(file, &s);
+    CHECK(made && st == ML_ERR_FORMAT && strstr(ml_last_error(), "/configs/gap_ci_hi fails its checksum") &&
+              strstr(ml_last_error(), "sweep.h5"),
+          "sweep.h5 with a NaN written into /configs/gap_ci_hi: refused naming it: \"%s\"",
+          st ? ml_last_error() : "read as valid");
+    if (st == ML_OK) sweep_summary_free(&s);
+    made = write_small_sweep(file) == ML_OK && strip_checksums(file);
+    st = sweep_h5_read(file, &s);
+    CHECK(made && st == ML_OK && s.checksums == 0, "a sweep.h5 without checksums (older moelab) still reads: %s",
+          st ? ml_last_error() : "ok, checksums = 0");
+    if (st == ML_OK) sweep_summary_free(&s);
+    st = write_small_sweep(file) == ML_OK ? sweep_h5_read(file, &s) : ML_ERR_IO;
+    CHECK(st == ML_OK && s.checksums == 1, "a new sweep.h5: every checksum verified");
+    if (st == ML_OK) sweep_summary_free(&s);
 }
 
 int main(int argc, char **argv) {
