@@ -1262,7 +1262,7 @@ RunEnd trainer_run(Trainer *t, const TrainHooks *hooks) {
         if (moe_k1_blind_router(i < t->nbl ? &t->model.moec[t->bl[i].mi].route.cfg : &t->model.moe.cfg))
             emit(&L, TEV_NOTE, NULL, t->step == 0,
                  "%s: k = 1 with renormalised gates: every kept gate is 1, so its router learns from L_aux only, "
-                 "not from the task loss (--no-renorm: the softmax gate, as Switch and V-MoE use)",
+                 "not from the task loss (--renorm auto or off: the softmax gate, as Switch and V-MoE use)",
                  layer_name(t, i));
     for (;;) {
         if (epoch_end && loop_eval(&L, 1)) {
