@@ -399,6 +399,37 @@ ml_status trainer_evaluate(Trainer *t, double *loss_out, double *acc_out) {
     return ML_OK;
 }
 
+ml_status trainer_eval_batches(Trainer *t, const int *idx, const int *bstart, int nb, float *logits, int *first,
+                               int32_t *labels) {
+    const int B = t->cfg.model.batch, n_test = t->src.n_test, C = t->src.classes;
+    Model *m = &t->model;
+    const int nl = trainer_nlayers(t);
+    trainer_layer_taus(t);
+    for (int b = 0; b < nb; b++) {
+        const int n = bstart[b + 1] - bstart[b];
+        if (n < 1 || n > B) return ml_fail(ML_ERR_ARG, "evaluation batch %d has %d images (1..%d)", b, n, B);
+        for (int j = 0; j < n; j++) {
+            const int i = idx[bstart[b] + j];
+            if (i < 0 || i >= n_test) return ml_fail(ML_ERR_ARG, "test index %d is not in 0..%d", i, n_test - 1);
+            t->eval_idx[j] = i;
+        }
+        t->src.fill(t->src.ctx, SPLIT_TEST, t->eval_idx, n, model_input(m), t->labels, NULL);
+        const float *z = model_forward(m, n, 0, tau_plan_value(&t->tau, t->step), NULL);
+        for (int j = 0; j < n; j++) {
+            const int i = t->eval_idx[j];
+            if (logits) memcpy(logits + (size_t)i * C, z + (size_t)j * C, sizeof(float) * C);
+            if (labels) labels[i] = t->labels[j];
+            for (int l = 0; first && l < nl; l++) {
+                const MoeHead *r = l < t->nbl ? &m->moec[t->bl[l].mi].route : &m->moe;
+                first[(size_t)l * n_test + i] = r->first_choice[j];
+            }
+        }
+    }
+    return ML_OK;
+}
+
+const char *trainer_layer_name(const Trainer *t, int i) { return layer_name(t, i); }
+
 /* The test-set statistics of one routed layer's last evaluation (first choices in class_expert,
  * all-k selections, gate mass for soft heads), and its evaluation view judged on them. */
 static void eval_layer_fill(Trainer *t, CollapseState *cs, const int *class_expert, const long *selected,
