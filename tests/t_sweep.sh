@@ -240,6 +240,16 @@ check "topk-rho: realized rho equal within 5% across k (measured ${spread:-?}%)"
   awk -v s="$spread" 'BEGIN { exit !(s != "" && s + 0 <= 5) }'
 check "topk-rho: one seed is inconclusive" grep -q '^-> inconclusive' K.log
 
+# 8c. softmoe on synthetic data: the summary probes each head's batch dependence (claim 3's mechanism)
+"$BIN" sweep --preset softmoe "${BASE[@]}" --seeds 1 --out SM > SM.log 2>&1; rc=$?
+check "softmoe: the sweep exits 0" [ $rc = 0 ]
+check "softmoe: the summary has the batch-composition probe" grep -q 'batch-composition probe (moelab probe batch' SM.log
+check "softmoe: softmoe-sample, moe and dense change only by rounding" \
+  [ "$(grep -cE '^ +(softmoe-sample|moe|dense) +seed 1: no change beyond float rounding' SM.log)" = 3 ]
+check "softmoe: softmoe-batch depends on its batch mates, the size printed" \
+  grep -qE '^ +softmoe-batch +seed 1: depends on batch mates: max \|dlogit\| [0-9.e-]+' SM.log
+grep -E '^ +(softmoe|moe|dense)[a-z-]* +seed 1:' SM.log | sed 's/^ */INFO  probe: /'
+
 # 9. a configuration is trained once: dense ignores the noise axis, so its two noise values share
 #    one set of seeds (6 runs trained for 8 summary rows), and both dense rows show the same runs
 "$BIN" sweep "${BASE[@]}" --vary noise=0,0.3 --vary head=moe,dense --seeds 2 --out D > D.log 2>&1; rc=$?
