@@ -29,6 +29,7 @@ typedef struct {
     double ep_drop, ep_maxvio, ep_rho;   /* sums of the current epoch: drop fraction, MaxVio, its rho */
     double ep_tau, ep_aux, ep_clean;     /* tau, L_aux, clean first-choice share */
     int *class_expert;                   /* (classes, E) first choices of the last evaluation */
+    int *drop_ce;                        /* (classes, E) training pairs dropped by capacity this epoch */
     float *tsne_feat;                    /* (tsne_n, C) its pooled router input of the t-SNE sample */
     int *tsne_expert;                    /* (tsne_n) its first choice */
     long eval_selected[MOE_MAX_EXPERTS]; /* (E) all-k selections in the last evaluation */
@@ -78,6 +79,8 @@ struct Trainer {
     int32_t *perm;     /* (n_train) order of this epoch */
     int32_t *labels;   /* (batch) */
     int32_t *eval_idx; /* (batch) test indices of one evaluation batch */
+    int32_t *drop_ce;  /* (classes, E) the head's training pairs dropped by capacity this epoch, by the
+                        * sample's class and the pair's expert (NULL for a dense head) */
     /* no padding between fields (tests/test_train.c: a field added anywhere changes the size) */
     long step; /* steps completed */
     long steps_per_epoch;
