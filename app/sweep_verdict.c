@@ -171,7 +171,7 @@ static Verdict v_hidden(const SweepSummary *s, FILE *o) {
 static Verdict v_topk(const SweepSummary *s, FILE *o) {
     fprintf(o, "claim 2   with realized rho held fixed, k = 1 gives a negative gap and k >= 2 a positive one\n");
     double rmin = INFINITY, rmax = -INFINITY;
-    int k1 = 0, k1_sign = 0, many_pos = 1, many_neg = 0, nk = 0, missing = 0;
+    int k1 = 0, k1_sign = 0, many_pos = 1, many_neg = 0, nk = 0, missing = 0, nmany = 0;
     const SweepConfig *c1 = NULL, *c2 = NULL; /* the k = 1 and k = 2 configurations, for the paper's figures */
     for (int c = 0; c < s->nconfigs; c++) {
         const SweepConfig *k = &s->configs[c];
@@ -195,6 +195,7 @@ static Verdict v_topk(const SweepSummary *s, FILE *o) {
         else {
             many_pos &= sg > 0;
             many_neg |= sg < 0;
+            nmany++;
         }
     }
     paper_head(o);
@@ -219,9 +220,10 @@ static Verdict v_topk(const SweepSummary *s, FILE *o) {
     Verdict v;
     const char *why;
     if (spread > 0.05) v = V_INCONCLUSIVE, why = "realized rho differs by more than 5%: not a fixed-rho comparison";
-    else if (k1_sign < 0 && many_pos) v = V_SUPPORTS, why = "k = 1 negative, every k >= 2 positive";
+    else if (k1_sign < 0 && many_pos && nmany > 0) v = V_SUPPORTS, why = "k = 1 negative, every k >= 2 positive";
     else if (k1_sign > 0 || many_neg)
         v = V_CONTRADICTS, why = k1_sign > 0 ? "k = 1 is positive" : "a k >= 2 is negative";
+    else if (!nmany) v = V_INCONCLUSIVE, why = "no k >= 2 configuration";
     else v = V_INCONCLUSIVE, why = "an interval spans 0 (or too few seeds)";
     fprintf(o, "-> %s (%s)\n", verdict_name(v), why);
     return v;

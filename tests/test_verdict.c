@@ -127,6 +127,11 @@ static void test_topk(void) {
           "topk-rho: realized rho 18%% apart: inconclusive whatever the gaps");
     topk(&f, -0.01, 0.002, 0.012, 0.004, 0.341);
     check(run(VERDICT_TOPK, &f, out, sizeof out) == V_INCONCLUSIVE, "topk-rho: k=2's CI spans 0: inconclusive");
+    /* only the k = 1 pair (a grid cut to --vary k=1): a negative k = 1 alone decides nothing */
+    topk(&f, -0.01, 0.01, 0.012, 0.004, 0.341);
+    f.s.nconfigs = 2;
+    check(run(VERDICT_TOPK, &f, out, sizeof out) == V_INCONCLUSIVE && strstr(out, "no k >= 2 configuration"),
+          "topk-rho: k = 1 only: inconclusive (no k >= 2 configuration)");
 }
 
 static void softmoe(Fake *f, double gb, double gs, double half) {
