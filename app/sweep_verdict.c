@@ -157,6 +157,7 @@ static Verdict v_hidden(const SweepSummary *s, FILE *o) {
     char w1[64] = "smallest rho", w2[64] = "largest rho";
     if (small) snprintf(w1, sizeof w1, "at its smallest rho %.3f", small->rho_nominal);
     if (large) snprintf(w2, sizeof w2, "at its largest rho %.3f", large->rho_nominal);
+    /* (the loop above skips configurations without a nominal rho) */
     paper_cmp(o, "ImageNet, MoE in the head only (routed FLOPs < 1%)", PAPER_HEAD_ONLY_LO, PAPER_HEAD_ONLY_HI, w1,
               small, small ? small->gap : NAN, small ? small->gap_lo : NAN, small ? small->gap_hi : NAN);
     paper_cmp(o, "ImageNet, MoE in the backbone at rho ~ 0.38, k = 2", PAPER_BB_K2, PAPER_BB_K2, w2, large,
@@ -200,8 +201,8 @@ static Verdict v_topk(const SweepSummary *s, FILE *o) {
     }
     paper_head(o);
     char w1[64] = "k = 1", w2[64] = "k = 2";
-    if (c1) snprintf(w1, sizeof w1, "k = 1 at realized rho %.3f", c1->rho_realized);
-    if (c2) snprintf(w2, sizeof w2, "k = 2 at realized rho %.3f", c2->rho_realized);
+    if (c1 && !isnan(c1->rho_realized)) snprintf(w1, sizeof w1, "k = 1 at realized rho %.3f", c1->rho_realized);
+    if (c2 && !isnan(c2->rho_realized)) snprintf(w2, sizeof w2, "k = 2 at realized rho %.3f", c2->rho_realized);
     paper_cmp(o, "ImageNet, MoE in the backbone at rho ~ 0.38, k = 1", PAPER_BB_K1, PAPER_BB_K1, w1, c1,
               c1 ? c1->gap : NAN, c1 ? c1->gap_lo : NAN, c1 ? c1->gap_hi : NAN);
     paper_cmp(o, "ImageNet, MoE in the backbone at rho ~ 0.38, k = 2", PAPER_BB_K2, PAPER_BB_K2, w2, c2,
