@@ -2,6 +2,7 @@
 #include "app.h"
 #include "browse.h"
 #include "plot.h"
+#include "probe.h"
 #include "sessions/dataset_h5.h"
 
 #include <stdio.h>
@@ -40,6 +41,7 @@ int main(int argc, char **argv) {
     if (strcmp(c, "ctl") == 0) return cmd_ctl(argc - 1, argv + 1);
     if (strcmp(c, "attach") == 0) return cmd_attach(argc - 1, argv + 1);
     if (strcmp(c, "plot") == 0) return cmd_plot(argc - 1, argv + 1);
+    if (strcmp(c, "probe") == 0) return cmd_probe(argc - 1, argv + 1);
     if (strcmp(c, "help") == 0 || strcmp(c, "--help") == 0 || strcmp(c, "-h") == 0) {
         usage(stdout);
         return 0;

@@ -23,6 +23,8 @@ const AppCommand app_commands[] = {
     {"ctl", "send one command to a running session (moelab ctl SESSION COMMAND...)", "SESSION COMMAND...", 0},
     {"plot", "paper figures (PDF, SVG, PNG) of a session, 2-8 sessions or a sweep (moelab plot --help)",
      "SESSION | SWEEP [SESSION ...] [--out DIR] [--format pdf|svg|png|all] [--epoch N]", 0},
+    {"probe", "batch-composition probe: a checkpoint's test predictions in batches of different make-up",
+     "batch SESSION [--epoch N]", 0},
     {"help", "this text", "", 0},
     {"version", "print the version", "", 0},
     {NULL, NULL, NULL, 0},

@@ -77,6 +77,7 @@ static int set_optimizer(AppOptions *o, const char *a, const char *cmd);
 static int set_lr_schedule(AppOptions *o, const char *a, const char *cmd);
 static int set_priority(AppOptions *o, const char *a, const char *cmd);
 static int set_bias_mode(AppOptions *o, const char *a, const char *cmd);
+static int set_renorm(AppOptions *o, const char *a, const char *cmd);
 static int set_schedule(AppOptions *o, const char *a, const char *cmd);
 static int set_labels(AppOptions *o, const char *a, const char *cmd);
 static int set_help(AppOptions *o, const char *a, const char *cmd);
@@ -95,6 +96,7 @@ static const char *now_head(const AppOptions *d) { return moe_head_name(d->train
 static const char *now_optimizer(const AppOptions *d) { return optim_kind_name(d->train.opt.kind); }
 static const char *now_lr_schedule(const AppOptions *d) { return lr_kind_name(d->train.lr.kind); }
 static const char *now_priority(const AppOptions *d) { return moe_priority_name(d->train.model.head.priority); }
+static const char *now_renorm(const AppOptions *d) { return moe_renorm_name(d->train.model.head.renorm); }
 static const char *now_bias_mode(const AppOptions *d) { return moe_bias_name(d->train.model.head.bias_mode); }
 static const char *now_schedule(const AppOptions *d) { return tau_kind_name(d->train.tau.kind); }
 static const char *now_labels(const AppOptions *d) { return d->coarse ? "coarse" : "fine"; }
@@ -174,7 +176,11 @@ static const OptSpec opts[] = {
     {"bias-rate", "U", G_ROUTING, "bias update b_e += U sign(mean - count_e)", F32(train.model.head.bias_rate, 0, 100)},
     {"alpha", "A", G_ROUTING, "load-balancing loss weight", F32(train.model.head.alpha, 0, 1e4)},
     {"beta", "B", G_ROUTING, "router z-loss weight", F32(train.model.head.beta, 0, 1e4)},
-    {"no-renorm", NULL, G_ROUTING, "do not renormalise the k selected gates", FLAG(train.model.head.renorm, 0),
+    {"renorm", NULL, G_ROUTING,
+     "renormalise the k kept gates to sum 1: auto = only when k >= 2 (at k = 1 the gate is the softmax probability, "
+     "as in Switch; per layer, with each layer's own k)",
+     FN(set_renorm), CHOICES("auto", "on", "off"), .current = now_renorm},
+    {"no-renorm", NULL, G_ROUTING, "the same as --renorm off", FLAG(train.model.head.renorm, MOE_RENORM_OFF),
      .dflt = ""},
     {"init-bias", "LIST", G_ROUTING,
      "starting utility bias of experts, [LAYER:]eN=V,... (LAYER head or moeS; default every routed layer); with "
@@ -441,6 +447,9 @@ static int set_lr_schedule(AppOptions *o, const char *a, const char *cmd) {
 }
 static int set_priority(AppOptions *o, const char *a, const char *cmd) {
     return moe_parse_priority(a, &o->train.model.head.priority) == ML_OK ? 0 : -1;
+}
+static int set_renorm(AppOptions *o, const char *a, const char *cmd) {
+    return moe_parse_renorm(a, &o->train.model.head.renorm) == ML_OK ? 0 : -1;
 }
 static int set_bias_mode(AppOptions *o, const char *a, const char *cmd) {
     return moe_parse_bias(a, &o->train.model.head.bias_mode) == ML_OK ? 0 : -1;

@@ -259,11 +259,16 @@ typedef struct {
     int *evs;
     const SweepSummary *sw;
     const char *title;
+    const int *drops; /* (K, E) drops per class x expert of runs[0].ev */
 } Ctx;
 
 static ml_status d_curves(void *c, const char *p, FigFormat f) { return figs_curves(&((Ctx *)c)->runs[0].r, p, f); }
 static ml_status d_ce(void *c, const char *p, FigFormat f) {
     return figs_class_expert(&((Ctx *)c)->runs[0].r, ((Ctx *)c)->runs[0].ev, p, f);
+}
+static ml_status d_drops(void *c, const char *p, FigFormat f) {
+    const Ctx *x = c;
+    return figs_drops(&x->runs[0].r, x->runs[0].ev, x->drops, p, f);
 }
 static ml_status d_load(void *c, const char *p, FigFormat f) { return figs_expert_load(&((Ctx *)c)->runs[0].r, p, f); }
 static ml_status d_temp(void *c, const char *p, FigFormat f) { return figs_temperature(&((Ctx *)c)->runs[0].r, p, f); }
@@ -305,6 +310,20 @@ static int plot_routing(Out *o, Run *R, const char *sfx) {
     int bad = 0;
 #define EMIT(base, fn) (snprintf(nm, sizeof nm, "%s%s", base, sfx), emit(o, nm, fn, &c))
     if (R->ev >= 0) bad |= EMIT("class_expert", d_ce);
+    /* drops per class x expert (sessions from before issue 29 have none: no figure) */
+    const SessionHistory *h = &R->h;
+    const int ke = h->K * h->E;
+    int *drops = R->ev >= 0 && ke > 0 ? ml_alloc(sizeof(int) * (size_t)ke) : NULL;
+    if (drops && session_read_drops(h->path, sfx[0] ? sfx + 1 : NULL, R->ev, h->K, h->E, drops) == ML_OK) {
+        long total = 0;
+        for (int i = 0; i < ke; i++) total += drops[i];
+        if (total > 0) { /* nothing dropped (dropless, soft heads): no figure */
+            c.drops = drops;
+            bad |= EMIT("drops_class", d_drops);
+            c.drops = NULL;
+        }
+    }
+    ml_free(drops);
     bad |= EMIT("expert_load", d_load);
     if (R->r.has_plan) bad |= EMIT("temperature", d_temp);
     bad |= EMIT("routing", d_routing);

@@ -2,6 +2,7 @@
 #include "runsession.h"
 
 #include <errno.h>
+#include <jansson.h>
 #include <stdio.h>
 #include <stdint.h>
 #include <stdlib.h>
@@ -91,6 +92,17 @@ int command_line_split(const char *line, char ***argv_out) {
     free(cur);
     *argv_out = argv;
     return argc;
+}
+
+void runsession_stored_renorm(const char *dir, AppOptions *o) {
+    char *js = NULL;
+    if (session_read_run_attr_alloc(dir, "config_json", &js) != ML_OK) return;
+    json_t *cfg = session_config_parse(js);
+    long v;
+    if (cfg && session_config_long(cfg, "model.head.renorm", MOE_RENORM_OFF, MOE_RENORM_AUTO, &v) == 1)
+        o->train.model.head.renorm = (int)v;
+    json_decref(cfg);
+    free(js);
 }
 
 void argv_free(int argc, char **argv) {

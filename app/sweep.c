@@ -47,7 +47,7 @@ static void sweep_help(void) {
 #endif
     printf("usage: moelab sweep [train options] --vary KEY=V1,V2,... [--with KEY=W1,W2,...] --seeds N --out DIR\n"
            "                    [--jobs N] [--shard I/N] [--dry-run]\n"
-           "       moelab sweep --preset hidden-size|topk-rho|softmoe|temperature|backbone [--budget quick|paper]\n"
+           "       moelab sweep --preset hidden-size|topk-rho|softmoe|temperature|backbone [--budget quick|medium|paper]\n"
            "                    [train options] [--out DIR]\n"
            "       moelab sweep --collect DIR\n"
            "       moelab sweep --show DIR|FILE.h5\n"
@@ -64,7 +64,7 @@ static void sweep_help(void) {
            "                       (e.g. --vary k=1,2,4 --with cf=2.5,1.25,0.625)\n"
            "  --seeds N            seeds 1..N per configuration (3)\n"
            "  --seed-from S        seeds S..S+N-1 instead (a rerun of a preset with other seeds)\n"
-           "  --out DIR            sweep folder (presets: sweeps/<preset>[-full])\n"
+           "  --out DIR            sweep folder (presets: sweeps/<preset>[-medium|-full])\n"
            "  --jobs N             N runs at once, each with (cores / N) threads unless --threads is given (1)\n"
            "  --shard I/N          only the runs whose index %% N == I (Slurm arrays: I = $SLURM_ARRAY_TASK_ID);\n"
            "                       merge with --collect when all shards are done\n"
@@ -74,14 +74,19 @@ static void sweep_help(void) {
            "                       --seed-from rerun): verdicts, gap signs, the order by gap; exit status 0\n"
            "                       when they agree, 1 when they do not, 2 on an error\n"
            "  --preset NAME        the paper's experiments, each followed by a verdict on its claim;\n"
-           "                       --budget quick (default: Fashion-MNIST, 2 cores, under an hour each) or\n"
-           "                       --budget paper (= --full: 5 seeds, 30 epochs, w 1):\n"
+           "                       --budget quick (default: Fashion-MNIST, 2 cores, under an hour each),\n"
+           "                       --budget medium (w 1, 10-20 epochs, 5 seeds: a night on 2 cores) or\n"
+           "                       --budget paper (= --full: 5 seeds, 30 epochs, w 1); medium and paper\n"
+           "                       first print the estimated wall time (as --estimate); paper then asks\n"
+           "                       to start on a terminal (--yes: do not ask)\n"
            "                         hidden-size  hidden per backbone (rho ~0.05-0.6) x head moe,dense\n"
            "                         topk-rho     k 1,2,4 with cf 0,1/2,1/4 (realized rho equal) x head moe,dense\n"
            "                         softmoe      head softmoe-sample,softmoe-batch,moe,dense\n"
            "                         temperature  k 1: tau const, linear to 0.1, linear to 0.3, sigmoid x moe,dense\n"
            "                         backbone     backbone dw,std x head moe,dense at the reference model\n"
            "  --dry-run            print the runs and their state, run nothing\n"
+           "  --estimate           time a few training steps of each configuration still to run, print the\n"
+           "                       estimated wall time at --jobs, run nothing\n"
            "Under mpirun (Open MPI) each rank runs the runs with index %% ranks == rank and rank 0 writes\n"
            "the summary (%s). Train options (moelab train --help) set the base\n"
            "configuration; --seed, --session and --resume are the sweep's business.\n",
@@ -301,6 +306,10 @@ static int plan_args(Plan *p, int argc, char **argv, int first) {
             p->full = 1;
         } else if ((r = opt_value(argc, argv, &i, "--budget", &v))) {
             if (r < 0) return -1; /* read by the caller */
+        } else if (!strcmp(argv[i], "--yes")) {
+            p->yes = 1;
+        } else if (!strcmp(argv[i], "--estimate")) {
+            p->estimate = 1;
         } else if (!strcmp(argv[i], "--dry-run")) {
             p->dry_run = 1;
         } else if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) {
@@ -325,16 +334,18 @@ static int plan_from_argv(Plan *p, int argc, char **argv, const Preset **preset_
     p->jobs = 1;
     p->shard_n = 1;
     const char *pname = NULL;
-    int full = 0;
+    int full = 0, medium = 0;
     for (int i = 1; i < argc; i++) {
         const char *v;
         int j = i;
         if (opt_value(argc, argv, &j, "--preset", &v) == 1) pname = v;
         if (!strcmp(argv[i], "--full")) full = 1;
         if (opt_value(argc, argv, &j, "--budget", &v) == 1) {
-            if (!strcmp(v, "paper")) full = 1;
-            else if (strcmp(v, "quick")) {
-                fprintf(stderr, "moelab sweep: --budget: '%s' is not quick or paper\n", v);
+            if (!strcmp(v, "paper")) full = 1, medium = 0;
+            else if (!strcmp(v, "medium")) medium = 1, full = 0;
+            else if (!strcmp(v, "quick")) full = medium = 0;
+            else {
+                fprintf(stderr, "moelab sweep: --budget: '%s' is not quick, medium or paper\n", v);
                 return -1;
             }
         }
@@ -349,7 +360,7 @@ static int plan_from_argv(Plan *p, int argc, char **argv, const Preset **preset_
                     pname);
             return -1;
         }
-        const char *const *pa = full ? pr->full : pr->quick;
+        const char *const *pa = full ? pr->full : medium && pr->medium ? pr->medium : pr->quick;
         int n = 0;
         while (pa[n]) n++;
         char **av = calloc((size_t)n + 2, sizeof(char *));
@@ -360,8 +371,8 @@ static int plan_from_argv(Plan *p, int argc, char **argv, const Preset **preset_
         if (r) return -1;
         p->nbase_preset = p->base.n;
         snprintf(p->preset, sizeof p->preset, "%s", pr->name);
-        snprintf(p->out, sizeof p->out, "sweeps/%s%s", pr->name, full ? "-full" : "");
-    } else if (full) {
+        snprintf(p->out, sizeof p->out, "sweeps/%s%s", pr->name, full ? "-full" : medium ? "-medium" : "");
+    } else if (full || medium) {
         fprintf(stderr, "moelab sweep: --full / --budget go with --preset\n");
         return -1;
     }
@@ -369,6 +380,7 @@ static int plan_from_argv(Plan *p, int argc, char **argv, const Preset **preset_
     const int r = plan_args(p, argc, argv, 1);
     if (r) return r;
     if (full) p->full = 1;
+    if (medium) p->medium = 1;
     *preset_out = pr;
     return 0;
 }
@@ -548,7 +560,7 @@ int cmd_sweep(int argc, char **argv) {
     }
     if (mpi.rank == 0) {
         printf("sweep     %s%s%s%d configuration%s x %d seed%s = %d runs in %s", pr ? "preset " : "",
-               pr ? pr->name : "", pr ? (p.full ? " (full): " : ": ") : "", p.nconfigs, p.nconfigs == 1 ? "" : "s",
+               pr ? pr->name : "", pr ? (p.full ? " (full): " : p.medium ? " (medium): " : ": ") : "", p.nconfigs, p.nconfigs == 1 ? "" : "s",
                p.seeds, p.seeds == 1 ? "" : "s", p.nruns, p.out);
         if (p.ndistinct < p.nconfigs)
             printf(" (%d trained: %d configuration%s share%s another's model)", ntrain, p.nconfigs - p.ndistinct,
@@ -560,6 +572,26 @@ int cmd_sweep(int argc, char **argv) {
             printf("; %d job%s at once x %d thread%s\n", p.jobs, p.jobs == 1 ? "" : "s", threads,
                    threads == 1 ? "" : "s");
         fflush(stdout);
+    }
+    /* --budget paper / medium (or --estimate): the estimated wall time from a short calibration;
+     * paper asks first; --estimate stops there (the calibration writes nothing) */
+    if ((((p.full || p.medium) && pr && !p.dry_run) || p.estimate) && mpi.size == 1) {
+        if (sweep_calibrate(&p, sel, nsel, p.user_threads ? 0 : threads) < 0) {
+            free(sel);
+            plan_free(&p);
+            return 1;
+        }
+        if (p.estimate) {
+            free(sel);
+            plan_free(&p);
+            return 0;
+        }
+        if (p.full && !p.yes && !sweep_confirm()) {
+            printf("budget    not started\n");
+            free(sel);
+            plan_free(&p);
+            return 0;
+        }
     }
     if (p.dry_run) {
         if (mpi.rank == 0) printf("grid      %s\n", args);

@@ -55,7 +55,10 @@ typedef struct {
     int jobs;
     int shard_i, shard_n;
     char preset[32];
-    int full;
+    int full;   /* --budget paper (--full) */
+    int medium; /* --budget medium */
+    int yes;      /* --yes: no confirmation question */
+    int estimate; /* --estimate: print the calibrated wall time, run nothing */
     char collect[PATH_N];
     char show[PATH_N];
     int dry_run;
@@ -79,6 +82,7 @@ typedef struct {
     const char *name;
     const char *const *quick; /* arguments, NULL-terminated */
     const char *const *full;
+    const char *const *medium; /* --budget medium: between the two (NULL: the quick arguments) */
     const char *note;
     VerdictKind verdict; /* the claim its verdict block judges (sweep_verdict.c) */
 } Preset;
@@ -137,6 +141,15 @@ typedef struct {
 } Runner;
 
 int cores_available(int mpi_local);
+
+/* ------------------------------------------------------------------ budgets (sweep_budget.c) */
+
+/* Times CAL_STEPS training steps of each distinct configuration among the runs sel[0..nsel) that
+ * are not finished, at `threads` threads, prints each and the estimated wall time at p->jobs runs
+ * at once; returns that estimate in seconds, or -1 on an error (message printed). */
+double sweep_calibrate(const Plan *p, const int *sel, int nsel, int threads);
+/* On a terminal: asks "start the sweep? [y/N]", 1 for yes. Without one: 1 (says so). */
+int sweep_confirm(void);
 void self_exe(char *buf, size_t n, const char *argv0);
 void runner_go(Runner *R, const int *sel, int nsel);
 

@@ -43,6 +43,23 @@ static const char *const it_quick[] = {"--dataset", "synthetic:64x64x3:100:8000"
 static const char *const it_full[] = {"--dataset", "synthetic:64x64x3:100", "--width", "1", "--epochs", "30",
                                       "--head", "dense", "--k", "1", "--moe-hidden", "50,100", "--vary", "moe-k=1,2,4", "--with", "cf=0,0.5,0.25",
                                       "--vary", "moe-after=2+3,none", "--with", "ffn-after=none,2+3", "--seeds", "5", NULL};
+/* --budget medium: width 1 (the paper's), 5 seeds, on the quick grids, 10 epochs (softmoe and
+ * temperature 20: their models are cheaper; imagenet-topk: 20,000 images, 3 seeds): between quick
+ * (w 0.5, 3-4 epochs) and paper (30 epochs); sized for a night on 2 cores at --jobs 2 (README
+ * "Budgets": the calibration's estimates) */
+static const char *const hs_medium[] = {"--width", "1", "--epochs", "10", "--vary", "hidden=64,256,1024,512,2048",
+                                        "--with", "backbone=dw,dw,dw,std,std", "--vary", "head=moe,dense", "--seeds", "5", NULL};
+static const char *const tk_medium[] = {"--width", "1", "--epochs", "10", "--vary", "k=1,2,4", "--with", "cf=0,0.5,0.25",
+                                        "--vary", "head=moe,dense", "--seeds", "5", NULL};
+static const char *const sm_medium[] = {"--width", "1", "--epochs", "20", "--vary", "head=softmoe-sample,softmoe-batch,moe,dense",
+                                        "--seeds", "5", NULL};
+static const char *const tp_medium[] = {"--width", "1", "--epochs", "20", "--k", "1", "--vary", "schedule=const,linear,linear,sigmoid",
+                                        "--with", "tau1=1,0.1,0.3,0.1", "--vary", "head=moe,dense", "--seeds", "5", NULL};
+static const char *const it_medium[] = {"--dataset", "synthetic:64x64x3:100:20000", "--width", "1", "--epochs", "10",
+                                        "--head", "dense", "--k", "1", "--moe-hidden", "50,100", "--vary", "moe-k=1,2,4", "--with", "cf=0,0.5,0.25",
+                                        "--vary", "moe-after=2+3,none", "--with", "ffn-after=none,2+3", "--seeds", "3", NULL};
+static const char *const bb_medium[] = {"--width", "1", "--epochs", "10", "--vary", "backbone=dw,std", "--vary", "head=moe,dense",
+                                        "--seeds", "5", NULL};
 static const char *const bb_quick[] = {"--width", "0.5", "--epochs", "2", "--vary", "backbone=dw,std", "--vary", "head=moe,dense",
                                        "--seeds", "2", NULL};
 static const char *const bb_full[] = {"--width", "1", "--epochs", "30", "--vary", "backbone=dw,std", "--vary", "head=moe,dense",
@@ -50,20 +67,20 @@ static const char *const bb_full[] = {"--width", "1", "--epochs", "30", "--vary"
 // clang-format on
 
 static const Preset presets[] = {
-    {"hidden-size", hs_quick, hs_full,
+    {"hidden-size", hs_quick, hs_full, hs_medium,
      "the gap's sign as h (hence rho) grows, both backbones; dense has the same k*h active width", VERDICT_HIDDEN},
-    {"topk-rho", tk_quick, tk_full,
+    {"topk-rho", tk_quick, tk_full, tk_medium,
      "cf per k (k=1 dropless, cf=1/k otherwise) keeps one routed pair per sample: realized rho is the same for every k",
      VERDICT_TOPK},
-    {"imagenet-topk", it_quick, it_full,
+    {"imagenet-topk", it_quick, it_full, it_medium,
      "64x64, MoE layers after stages 2, 3 (h 50, 100) vs the matched dense layers, k = 1, 2, 4 at one kept pair per "
      "sample (cf 1/k): realized rho held fixed near 0.38; give an ImageNet-64 file with --dataset",
      VERDICT_TOPK},
-    {"softmoe", sm_quick, sm_full, "soft MoE per sample (dense over experts) vs over the batch (samples mix)",
+    {"softmoe", sm_quick, sm_full, sm_medium, "soft MoE per sample (dense over experts) vs over the batch (samples mix)",
      VERDICT_SOFTMOE},
-    {"temperature", tp_quick, tp_full,
+    {"temperature", tp_quick, tp_full, tp_medium,
      "k = 1: constant tau, linear to 0.1, linear to 0.3, sigmoid to 0.1 (paper Fig. 3)", VERDICT_TEMPERATURE},
-    {"backbone", bb_quick, bb_full, "dw vs std backbone at the reference head (E 8, k 2, h 1024, cf 1.25)",
+    {"backbone", bb_quick, bb_full, bb_medium, "dw vs std backbone at the reference head (E 8, k 2, h 1024, cf 1.25)",
      VERDICT_NONE},
 };
 #define N_PRESETS (int)(sizeof presets / sizeof presets[0])

@@ -3,6 +3,7 @@
  * the matching dense configuration with its Welch confidence interval, Cohen's d and Hedges' g
  * (core/stats.c), the printed table, DIR/summary.csv, DIR/runs.csv and DIR/sweep.h5. */
 #include "sweep_internal.h"
+#include "probe.h"
 #include "core/stats.h"
 
 #include <errno.h>
@@ -364,6 +365,27 @@ static int summary_write_csv(const SweepSummary *s, const char *dir) {
     return 0;
 }
 
+/* The softmoe preset (claim 3): the batch-composition probe (moelab probe batch) of each head's
+ * first finished seed, at its last checkpoint: how much its predictions depend on batch mates. */
+static void summary_probe(const Plan *p, const SweepRun *rows) {
+    int printed = 0;
+    for (int c = 0; c < p->nconfigs; c++)
+        for (int sd = 0; sd < p->seeds; sd++) {
+            const SweepRun *row = &rows[sd * p->nconfigs + c];
+            if (strcmp(row->status, "finished")) continue;
+            if (!printed++)
+                printf("          batch-composition probe (moelab probe batch: the test set in file order, shuffled, "
+                       "sorted by class, single-class batches; first finished seed, last checkpoint):\n");
+            char dir[DIR_N + SWEEP_NAME_MAX + 2], line[320];
+            snprintf(dir, sizeof dir, "%s/%s", p->out, row->name);
+            BatchProbe bp;
+            if (probe_batch_session(dir, 0, &bp, NULL, 0, NULL)) snprintf(line, sizeof line, "not probed: %s", ml_last_error());
+            else probe_batch_summary(&bp, line, sizeof line);
+            printf("            %-16s seed %llu: %s\n", p->head[c], (unsigned long long)row->seed, line);
+            break;
+        }
+}
+
 /* Builds, prints and writes the summary from rows (all runs of the grid). Returns 0 when every
  * run finished. */
 int summary_emit(const Plan *p, SweepRun *rows, const char *note) {
@@ -374,7 +396,9 @@ int summary_emit(const Plan *p, SweepRun *rows, const char *note) {
     summary_build(p, rows, args, &s);
     summary_print(&s, note);
     const Preset *pr = p->preset[0] ? find_preset(p->preset) : NULL;
-    verdict_print(pr ? pr->verdict : verdict_infer(&s), &s, stdout);
+    const VerdictKind vk = pr ? pr->verdict : verdict_infer(&s);
+    verdict_print(vk, &s, stdout);
+    if (vk == VERDICT_SOFTMOE) summary_probe(p, rows);
     int rc = summary_write_csv(&s, p->out);
     char h5[DIR_N];
     snprintf(h5, sizeof h5, "%s/sweep.h5", p->out);

@@ -4,7 +4,13 @@
  * --collect and --show), so tests can feed it hand-made summaries (tests/test_verdict.c).
  *
  * A gap is "negative" / "positive" when its whole 95% interval is below / above 0; an interval
- * that spans 0, or one that does not exist (fewer than 2 seeds on a side), decides nothing. */
+ * that spans 0, or one that does not exist (fewer than 2 seeds on a side), decides nothing.
+ *
+ * Each block also prints the paper's own figure for the claim ("paper reports"), as read from the
+ * paper by a third party (DESIGN.md "The paper's claims": not verified here), says where the
+ * paper gives none, and whether moelab's 95% interval contains the paper's figure. The paper's
+ * figures come from its own setting (ImageNet scale, its epochs and schedules), which the line
+ * names; moelab's configuration compared with each is the closest analogue in the sweep. */
 #include "sweep_verdict.h"
 
 #include <math.h>
@@ -38,6 +44,50 @@ static void gap_text(const SweepConfig *k, char *buf, size_t n) {
     else if (isnan(k->gap_lo))
         snprintf(buf, n, "gap %+.2f pp [no CI: %d seed%s]", 100 * k->gap, k->n, k->n == 1 ? "" : "s");
     else snprintf(buf, n, "gap %+.2f pp [%+.2f, %+.2f]", 100 * k->gap, 100 * k->gap_lo, 100 * k->gap_hi);
+}
+
+
+/* ---- the paper's figures (DESIGN.md "The paper's claims"; a third party's reading of the paper,
+ * not verified here), in percentage points */
+#define PAPER_SOURCE "a reading of the paper, not verified here"
+static const double PAPER_HEAD_ONLY_LO = -1.90, PAPER_HEAD_ONLY_HI = -1.29; /* ImageNet, head MoE, routed FLOPs < 1% */
+static const double PAPER_BB_K2 = +1.17, PAPER_BB_K1 = -2.08; /* ImageNet, backbone MoE, rho ~ 0.38 */
+static const double PAPER_LIN01_PEAK = +0.92, PAPER_SIGMOID = +0.03; /* Fig. 3, k = 1 */
+
+static void paper_head(FILE *o) { fprintf(o, "          paper reports (%s):\n", PAPER_SOURCE); }
+
+/* One comparison: the paper's figure [plo, phi] (plo == phi: one number; pp) against moelab's
+ * interval [lo, hi] (fractions) of configuration k (NULL: the sweep has none). Prints whether the
+ * interval contains it; returns 1 contains, 0 does not, -1 not compared (no configuration, no
+ * interval). */
+static int paper_cmp(FILE *o, const char *what, double plo, double phi, const char *mwhat, const SweepConfig *k,
+                     double g, double lo, double hi) {
+    char fig[48];
+    if (plo == phi) snprintf(fig, sizeof fig, "%+.2f pp", plo);
+    else snprintf(fig, sizeof fig, "%+.2f to %+.2f pp", plo, phi);
+    fprintf(o, "            %s: %s; ", what, fig);
+    if (!k || isnan(g)) {
+        fprintf(o, "moelab: no %s in this sweep, not compared\n", mwhat);
+        return -1;
+    }
+    if (isnan(lo) || isnan(hi)) {
+        fprintf(o, "moelab %s %+.2f pp, no interval (fewer than 2 seeds): not compared\n", mwhat, 100 * g);
+        return -1;
+    }
+    const double L = 100 * lo, H = 100 * hi;
+    fprintf(o, "moelab %s %+.2f pp [%+.2f, %+.2f] ", mwhat, 100 * g, L, H);
+    int in;
+    if (plo == phi) {
+        in = L <= plo && plo <= H;
+        fprintf(o, "%s\n", in ? "contains it" : H < plo ? "does not contain it (below)" : "does not contain it (above)");
+    } else {
+        in = L <= plo && phi <= H;
+        fprintf(o, "%s\n", in                        ? "contains the range"
+                           : H < plo                 ? "does not contain it (below)"
+                           : L > phi                 ? "does not contain it (above)"
+                                                     : "contains part of the range");
+    }
+    return in;
 }
 
 /* top-k routing: the moe head, or backbone MoE layers before a dense head */
@@ -95,6 +145,24 @@ static Verdict v_hidden(const SweepSummary *s, FILE *o) {
         sup += v == V_SUPPORTS;
         con += v == V_CONTRADICTS;
     }
+    /* the paper's two ends of the rho range, against moelab's smallest- and largest-rho configurations */
+    const SweepConfig *small = NULL, *large = NULL;
+    for (int c = 0; c < s->nconfigs; c++) {
+        const SweepConfig *k = &s->configs[c];
+        if (!is_moe(k) || k->baseline < 0 || isnan(k->rho_nominal)) continue;
+        if (!small || k->rho_nominal < small->rho_nominal) small = k;
+        if (!large || k->rho_nominal > large->rho_nominal) large = k;
+    }
+    paper_head(o);
+    char w1[64] = "smallest rho", w2[64] = "largest rho";
+    if (small) snprintf(w1, sizeof w1, "at its smallest rho %.3f", small->rho_nominal);
+    if (large) snprintf(w2, sizeof w2, "at its largest rho %.3f", large->rho_nominal);
+    /* (the loop above skips configurations without a nominal rho) */
+    paper_cmp(o, "ImageNet, MoE in the head only (routed FLOPs < 1%)", PAPER_HEAD_ONLY_LO, PAPER_HEAD_ONLY_HI, w1,
+              small, small ? small->gap : NAN, small ? small->gap_lo : NAN, small ? small->gap_hi : NAN);
+    paper_cmp(o, "ImageNet, MoE in the backbone at rho ~ 0.38, k = 2", PAPER_BB_K2, PAPER_BB_K2, w2, large,
+              large ? large->gap : NAN, large ? large->gap_lo : NAN, large ? large->gap_hi : NAN);
+    fprintf(o, "            no number for a hidden-size sweep on this data (the paper's figures are at ImageNet scale)\n");
     const Verdict v = con ? V_CONTRADICTS : sup == ng ? V_SUPPORTS : V_INCONCLUSIVE;
     fprintf(o, "-> %s\n", verdict_name(v));
     return v;
@@ -104,7 +172,8 @@ static Verdict v_hidden(const SweepSummary *s, FILE *o) {
 static Verdict v_topk(const SweepSummary *s, FILE *o) {
     fprintf(o, "claim 2   with realized rho held fixed, k = 1 gives a negative gap and k >= 2 a positive one\n");
     double rmin = INFINITY, rmax = -INFINITY;
-    int k1 = 0, k1_sign = 0, many_pos = 1, many_neg = 0, nk = 0, missing = 0;
+    int k1 = 0, k1_sign = 0, many_pos = 1, many_neg = 0, nk = 0, missing = 0, nmany = 0;
+    const SweepConfig *c1 = NULL, *c2 = NULL; /* the k = 1 and k = 2 configurations, for the paper's figures */
     for (int c = 0; c < s->nconfigs; c++) {
         const SweepConfig *k = &s->configs[c];
         if (!is_moe(k) || k->baseline < 0) continue;
@@ -121,12 +190,24 @@ static Verdict v_topk(const SweepSummary *s, FILE *o) {
             if (k->rho_realized > rmax) rmax = k->rho_realized;
         }
         const int sg = ci_sign(k->gap_lo, k->gap_hi);
+        if (kv == 1 && !c1) c1 = k;
+        if (kv == 2 && !c2) c2 = k;
         if (kv == 1) k1 = 1, k1_sign = sg;
         else {
             many_pos &= sg > 0;
             many_neg |= sg < 0;
+            nmany++;
         }
     }
+    paper_head(o);
+    char w1[64] = "k = 1", w2[64] = "k = 2";
+    if (c1 && !isnan(c1->rho_realized)) snprintf(w1, sizeof w1, "k = 1 at realized rho %.3f", c1->rho_realized);
+    if (c2 && !isnan(c2->rho_realized)) snprintf(w2, sizeof w2, "k = 2 at realized rho %.3f", c2->rho_realized);
+    paper_cmp(o, "ImageNet, MoE in the backbone at rho ~ 0.38, k = 1", PAPER_BB_K1, PAPER_BB_K1, w1, c1,
+              c1 ? c1->gap : NAN, c1 ? c1->gap_lo : NAN, c1 ? c1->gap_hi : NAN);
+    paper_cmp(o, "ImageNet, MoE in the backbone at rho ~ 0.38, k = 2", PAPER_BB_K2, PAPER_BB_K2, w2, c2,
+              c2 ? c2->gap : NAN, c2 ? c2->gap_lo : NAN, c2 ? c2->gap_hi : NAN);
+    fprintf(o, "            no number for k = 4 or for other data\n");
     if (!nk || !k1 || missing) {
         fprintf(o, "          %s\n-> inconclusive\n",
                 !nk   ? "no MoE configuration with a dense baseline"
@@ -140,9 +221,10 @@ static Verdict v_topk(const SweepSummary *s, FILE *o) {
     Verdict v;
     const char *why;
     if (spread > 0.05) v = V_INCONCLUSIVE, why = "realized rho differs by more than 5%: not a fixed-rho comparison";
-    else if (k1_sign < 0 && many_pos) v = V_SUPPORTS, why = "k = 1 negative, every k >= 2 positive";
+    else if (k1_sign < 0 && many_pos && nmany > 0) v = V_SUPPORTS, why = "k = 1 negative, every k >= 2 positive";
     else if (k1_sign > 0 || many_neg)
         v = V_CONTRADICTS, why = k1_sign > 0 ? "k = 1 is positive" : "a k >= 2 is negative";
+    else if (!nmany) v = V_INCONCLUSIVE, why = "no k >= 2 configuration";
     else v = V_INCONCLUSIVE, why = "an interval spans 0 (or too few seeds)";
     fprintf(o, "-> %s (%s)\n", verdict_name(v), why);
     return v;
@@ -162,6 +244,8 @@ static Verdict v_softmoe(const SweepSummary *s, FILE *o) {
         if (!strcmp(k->head, "softmoe-batch")) have_b = 1, sb = ci_sign(k->gap_lo, k->gap_hi);
         if (!strcmp(k->head, "softmoe-sample")) have_s = 1, ss = ci_sign(k->gap_lo, k->gap_hi);
     }
+    paper_head(o);
+    fprintf(o, "            no number: the paper states the claim without a gap that this reading gives\n");
     Verdict v;
     const char *why;
     if (!have_b || !have_s) v = V_INCONCLUSIVE, why = "softmoe-batch or softmoe-sample missing";
@@ -196,6 +280,17 @@ static Verdict v_temperature(const SweepSummary *s, FILE *o) {
         if (!strcmp(sch, "linear") && t1 < agg_tau) agg_tau = t1, agg = c;
         if (!strcmp(sch, "linear") && t1 > mild_tau) mild_tau = t1, mild = c;
         if (!strcmp(sch, "sigmoid")) sig = c;
+    }
+    paper_head(o);
+    {
+        const SweepConfig *a = agg >= 0 ? &s->configs[agg] : NULL, *g = sig >= 0 ? &s->configs[sig] : NULL;
+        char wa[64] = "peak of linear to its low floor";
+        if (a) snprintf(wa, sizeof wa, "peak of linear to %s", value_of(s, agg, "tau1"));
+        paper_cmp(o, "linear to tau_min 0.1, k = 1: peak (then collapses late)", PAPER_LIN01_PEAK, PAPER_LIN01_PEAK, wa,
+                  a, a ? a->peak_gap : NAN, a ? a->peak_gap_lo : NAN, a ? a->peak_gap_hi : NAN);
+        paper_cmp(o, "sigmoid, k = 1 (no collapse)", PAPER_SIGMOID, PAPER_SIGMOID, "sigmoid final", g,
+                  g ? g->gap : NAN, g ? g->gap_lo : NAN, g ? g->gap_hi : NAN);
+        fprintf(o, "            linear to 0.3: no number (reported: no collapse); constant tau: no number\n");
     }
     Verdict v;
     const char *why;

@@ -124,7 +124,7 @@ static void print_dry_run(const Model *m, const Dataset *ds, const TrainConfig *
         const MoeConfig *mc = i < m->nmoec ? &m->moec[i].route.cfg : c->head.kind != HEAD_DENSE ? &m->moe.cfg : NULL;
         if (mc && moe_k1_blind_router(mc))
             printf("note        %s: k = 1 with renormalised gates: every kept gate is 1, so its router learns from "
-                   "L_aux only, not from the task loss (--no-renorm: the softmax gate)\n",
+                   "L_aux only, not from the task loss (--renorm auto or off: the softmax gate)\n",
                    i < m->nmoec ? m->moec[i].name : "head");
     }
 }
@@ -484,6 +484,7 @@ int cmd_train(int argc, char **argv) {
             return 1;
         }
         argv_free(ac, av);
+        runsession_stored_renorm(o.resume, &ro); /* an old session's renorm = on stays on */
         snprintf(ro.session, sizeof ro.session, "%s", o.resume);
         ro.no_session = 0;
         ro.headless = o.headless;
@@ -573,6 +574,7 @@ int cmd_replay(int argc, char **argv) {
         return 1;
     }
     argv_free(ac, av);
+    runsession_stored_renorm(dir, &o); /* an old session's renorm = on stays on */
     o.commands[0] = 0;
     o.no_session = 0;
     /* a rule of commands: its effects are the logged commands above (applied at their steps), so

@@ -160,6 +160,8 @@ static void publish_eval(TuiWorker *w, const EvalRecord *er) {
             used += n;
         } else c->layer[l].class_expert = NULL;
     }
+    c->drop_class_expert = NULL; /* the drops per class stay with the trainer (the session gets them) */
+    for (int l = 0; l < c->nlayers && l < REC_MAX_LAYERS; l++) c->layer[l].drop_class_expert = NULL;
     c->tsne_n = 0; /* the t-SNE sample stays with the trainer (hooks get it) */
     c->tsne_feat = NULL;
     c->tsne_expert = NULL;

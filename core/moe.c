@@ -25,7 +25,7 @@ void moe_config_defaults(MoeConfig *c) {
     c->h = 1024;
     c->cf = 1.25f;
     c->eval_cf = 0.0f;
-    c->renorm = 1;
+    c->renorm = MOE_RENORM_AUTO;
     c->priority = PRIORITY_BATCH;
     c->bias_mode = BIAS_NONE;
     c->bias_rate = 1e-3f;
@@ -421,16 +421,17 @@ static void moe_route_sparse_(MoeHead *m, int B, float tau, int training, Rng *r
         dropless = m->stats.dropless;
     }
     // gates of the selected experts (renormalised before capacity)
+    const int renorm = moe_renorm_on(c);
     for (int b = 0; b < B; b++) {
         const float *pb = m->p + (size_t)b * E;
         const int *sb = m->sel + (size_t)b * k;
         float *gb = m->gate + (size_t)b * k;
         double s = 0.0;
         for (int r = 0; r < k; r++) s += pb[sb[r]];
-        if (c->renorm && !(s >= FLT_MIN)) {
+        if (renorm && !(s >= FLT_MIN)) {
             for (int r = 0; r < k; r++) gb[r] = 1.0f / (float)k;
         } else {
-            float inv = c->renorm ? (float)(1.0 / s) : 1.0f;
+            float inv = renorm ? (float)(1.0 / s) : 1.0f;
             for (int r = 0; r < k; r++) gb[r] = pb[sb[r]] * inv;
         }
         m->first_choice[b] = sb[0];
@@ -891,13 +892,14 @@ void moe_route_backward(MoeHead *m, float *dx, float *grouter, const float *x, c
     ML_ASSERT(c->kind == HEAD_MOE && B == m->B && B >= 1);
     int E = c->E, k = c->k, d = c->d;
     // gates -> softmax probabilities p (through the renormalisation)
+    const int renorm = moe_renorm_on(c);
     memset(m->dp, 0, (size_t)B * E * sizeof(float));
     for (int b = 0; b < B; b++) {
         const float *pb = m->p + (size_t)b * E, *gb = m->gate + (size_t)b * k;
         const float *dgb = m->dgate + (size_t)b * k;
         const int *sb = m->sel + (size_t)b * k;
         float *dpb = m->dp + (size_t)b * E;
-        if (!c->renorm) {
+        if (!renorm) {
             for (int r = 0; r < k; r++) dpb[sb[r]] += dgb[r];
             continue;
         }
@@ -944,7 +946,22 @@ void moe_update_bias(MoeHead *m) {
 
 // ---------------------------------------------------------------- FLOP accounting
 
-int moe_k1_blind_router(const MoeConfig *c) { return c->kind == HEAD_MOE && c->k == 1 && c->renorm; }
+int moe_renorm_on(const MoeConfig *c) { return c->renorm == MOE_RENORM_AUTO ? c->k >= 2 : c->renorm != MOE_RENORM_OFF; }
+
+const char *moe_renorm_name(int renorm) {
+    return renorm == MOE_RENORM_OFF ? "off" : renorm == MOE_RENORM_ON ? "on" : renorm == MOE_RENORM_AUTO ? "auto" : NULL;
+}
+
+ml_status moe_parse_renorm(const char *s, int *renorm) {
+    for (int v = MOE_RENORM_OFF; v <= MOE_RENORM_AUTO; v++)
+        if (s && !strcmp(s, moe_renorm_name(v))) {
+            *renorm = v;
+            return ML_OK;
+        }
+    return ml_fail(ML_ERR_ARG, "--renorm: '%s' is not auto, on or off", s ? s : "");
+}
+
+int moe_k1_blind_router(const MoeConfig *c) { return c->kind == HEAD_MOE && c->k == 1 && moe_renorm_on(c); }
 
 double moe_expert_flops(const MoeConfig *c) { return c->kind == HEAD_DENSE ? 0.0 : 4.0 * c->d * c->h; }
 

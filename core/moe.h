@@ -21,7 +21,9 @@
  *        the lower expert index). With noise = 1 this is Gumbel-top-k: the k experts are sampled
  *        without replacement from softmax((z + b)/tau), so tau controls exploration as well as the
  *        gates. Gates p = softmax((z + b_g)/tau); the k selected gates are renormalised to sum 1
- *        (before capacity) unless renorm = 0. Capacity C = ceil(cf*k*B/E) (cf <= 0: dropless;
+ *        (before capacity) when moe_renorm_on: renorm = MOE_RENORM_ON, or MOE_RENORM_AUTO (the
+ *        default) with k >= 2; at k = 1 under auto the gate is the softmax probability p_e (Switch,
+ *        V-MoE), since a renormalised single gate is p/p = 1 and gives the router no task gradient. Capacity C = ceil(cf*k*B/E) (cf <= 0: dropless;
  *        computed in double with a 1e-6 relative tolerance so a float cf such as 0.3 that should
  *        give an integer does not round up; then clamped to [1, B]). Priority is k-major (all
  *        rank-0 pairs before any rank-1 pair); inside a rank, batch order or (PRIORITY_GATE)
@@ -57,13 +59,16 @@
 typedef enum { HEAD_DENSE, HEAD_MOE, HEAD_SOFTMOE_BATCH, HEAD_SOFTMOE_SAMPLE } HeadKind;
 typedef enum { BIAS_NONE, BIAS_SELECT, BIAS_LOGITS } BiasMode;
 typedef enum { PRIORITY_BATCH, PRIORITY_GATE } Priority;
+/* Renormalisation of the k kept gates. The values are stored in a session's config JSON
+ * (model.head.renorm): sessions written before auto existed hold 0 (off) or 1 (on). */
+enum { MOE_RENORM_OFF = 0, MOE_RENORM_ON = 1, MOE_RENORM_AUTO = 2 };
 
 typedef struct {
     HeadKind kind;
     int d, E, k, h;     // feature width, experts, top-k, expert hidden width
     float cf;           // train capacity factor; C = ceil(cf*k*B/E); cf <= 0: dropless
     float eval_cf;      // evaluation capacity factor; <= 0 (default): dropless
-    int renorm;         // 1: renormalise the k selected gates to sum 1 (default 1)
+    int renorm;         // MOE_RENORM_OFF / _ON / _AUTO (default auto: renormalise only when k >= 2)
     Priority priority;  // order inside one rank when filling capacity
     BiasMode bias_mode; // utility bias: none, selection only (DeepSeek), or selection + gates
     float bias_rate;    // u in b_e += u * sign(mean_count - count_e)
@@ -73,9 +78,14 @@ typedef struct {
 } MoeConfig;
 
 // Reference: HEAD_MOE, d = 256, E = 8, k = 2, h = 1024, cf = 1.25, eval_cf = 0 (dropless),
-// renorm = 1, PRIORITY_BATCH, BIAS_NONE, bias_rate = 1e-3, noise = 1, alpha = 0.01, beta = 0,
+// renorm = MOE_RENORM_AUTO, PRIORITY_BATCH, BIAS_NONE, bias_rate = 1e-3, noise = 1, alpha = 0.01, beta = 0,
 // slots = 0.
 void moe_config_defaults(MoeConfig *c);
+// 1 when the kept gates of this configuration are renormalised: renorm = on, or auto with k >= 2.
+int moe_renorm_on(const MoeConfig *c);
+// "off", "on", "auto" (NULL for another value); parse: ML_ERR_ARG for another name.
+const char *moe_renorm_name(int renorm);
+ml_status moe_parse_renorm(const char *s, int *renorm);
 
 typedef struct {
     float *router; // (E, d); softmoe-batch: slot embeddings Phi (E*P, d)

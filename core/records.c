@@ -111,6 +111,7 @@ void eval_record_layer(const EvalRecord *in, int i, EvalRecord *out) {
     out->classes = l->classes;
     out->experts = l->experts;
     out->class_expert = l->class_expert;
+    out->drop_class_expert = l->drop_class_expert;
     out->mutual_info = l->mutual_info;
     out->test_load_entropy = l->test_load_entropy;
     out->test_first_share = l->test_first_share;

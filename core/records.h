@@ -64,6 +64,7 @@ typedef struct {
     long dead_mask;      /* experts dead now (bit e) */
     int classes, experts;
     const int *class_expert; /* (classes, experts) first-choice counts on the test set */
+    const int *drop_class_expert; /* (classes, experts) training pairs dropped by capacity since the epoch's start */
     double mutual_info, test_load_entropy, test_first_share;
     int test_dead_first, test_dead_topk;
     int tsne_n, feat_dim;
@@ -142,6 +143,9 @@ typedef struct {
     double epoch_tau, epoch_l_aux, epoch_clean_first_share;               /* epoch means over its steps */
     int classes, experts;
     const int *class_expert;  /* (classes, experts) first-choice counts on the test set */
+    const int *drop_class_expert; /* (classes, experts) training (sample, expert) pairs dropped by capacity
+                                   * since the epoch's start, by the sample's class and the pair's expert
+                                   * (NULL: not recorded) */
     double mutual_info;       /* I(class; expert) in nats */
     double test_load_entropy; /* H(first-choice load) / log E on the test set */
     double test_first_share;  /* largest share of test first choices */

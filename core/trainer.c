@@ -141,9 +141,11 @@ ml_status trainer_init(Trainer *t, const TrainConfig *cfg, const BatchSource *sr
         t->nbl++; /* from here trainer_free frees its collapse state */
         collapse_set_warmup(&l->coll, collapse_warmup(&c->route, t->total_steps));
         l->class_expert = ml_alloc(sizeof(int) * ds->classes * L->route.cfg.E);
+        l->drop_ce = ml_alloc(sizeof(int) * ds->classes * L->route.cfg.E);
+        if (l->drop_ce) memset(l->drop_ce, 0, sizeof(int) * ds->classes * L->route.cfg.E);
         l->tsne_feat = ml_alloc(sizeof(float) * (t->tsne_n * (long)L->C + 1));
         l->tsne_expert = ml_alloc(sizeof(int) * (t->tsne_n + 1));
-        if (!l->class_expert || !l->tsne_feat || !l->tsne_expert) {
+        if (!l->class_expert || !l->drop_ce || !l->tsne_feat || !l->tsne_expert) {
             trainer_free(t);
             return ml_fail(ML_ERR_NOMEM, "out of memory");
         }
@@ -157,9 +159,11 @@ ml_status trainer_init(Trainer *t, const TrainConfig *cfg, const BatchSource *sr
         }
         collapse_set_warmup(&t->coll, collapse_warmup(&c->route, t->total_steps));
         t->class_expert = ml_alloc(sizeof(int) * ds->classes * E);
+        t->drop_ce = ml_alloc(sizeof(int32_t) * ds->classes * E);
+        if (t->drop_ce) memset(t->drop_ce, 0, sizeof(int32_t) * ds->classes * E);
         t->tsne_feat = ml_alloc(sizeof(float) * (t->tsne_n * (long)d + 1));
         t->tsne_expert = ml_alloc(sizeof(int) * (t->tsne_n + 1));
-        if (!t->class_expert || !t->tsne_feat || !t->tsne_expert) {
+        if (!t->class_expert || !t->drop_ce || !t->tsne_feat || !t->tsne_expert) {
             trainer_free(t);
             return ml_fail(ML_ERR_NOMEM, "out of memory");
         }
@@ -176,12 +180,14 @@ void trainer_free(Trainer *t) {
     ml_free(t->eval_idx);
     collapse_free(&t->coll);
     ml_free(t->class_expert);
+    ml_free(t->drop_ce);
     ml_free(t->tsne_feat);
     ml_free(t->tsne_expert);
     ml_free(t->tsne_label);
     for (int i = 0; i < t->nbl; i++) {
         collapse_free(&t->bl[i].coll);
         ml_free(t->bl[i].class_expert);
+        ml_free(t->bl[i].drop_ce);
         ml_free(t->bl[i].tsne_feat);
         ml_free(t->bl[i].tsne_expert);
     }
@@ -245,6 +251,15 @@ static void trainer_collapse_union(const Trainer *t, int *collapsed, int *reason
 }
 
 /* The temperature of every backbone layer at this step (its own plan). */
+/* counts[label * E + e] += 1 for every selected (sample, expert) pair of the last training forward
+ * of a top-k router that capacity dropped (its row is -1) */
+static void drops_add(int *counts, const MoeHead *r, const int32_t *labels, int B) {
+    const int k = r->cfg.k, E = r->cfg.E;
+    for (int b = 0; b < B; b++)
+        for (int j = 0; j < k; j++)
+            if (r->row[(size_t)b * k + j] < 0) counts[(size_t)labels[b] * E + r->sel[(size_t)b * k + j]]++;
+}
+
 static void trainer_layer_taus(Trainer *t) {
     for (int i = 0; i < t->nbl; i++) t->model.moec[t->bl[i].mi].tau_own = tau_plan_value(&t->bl[i].tau, t->step);
 }
@@ -258,9 +273,11 @@ ml_status trainer_step(Trainer *t, StepRecord *rec) {
         t->ep_drop = t->ep_maxvio = t->ep_rho = 0.0;
         t->ep_tau = t->ep_aux = t->ep_clean = 0.0;
         t->ep_rho_head = 0.0;
+        if (t->drop_ce) memset(t->drop_ce, 0, sizeof(int32_t) * t->src.classes * t->cfg.model.head.E);
         for (int i = 0; i < t->nbl; i++) {
             TrainerLayer *l = &t->bl[i];
             l->ep_drop = l->ep_maxvio = l->ep_rho = l->ep_tau = l->ep_aux = l->ep_clean = 0.0;
+            memset(l->drop_ce, 0, sizeof(int) * t->src.classes * m->moec[l->mi].route.cfg.E);
         }
         t->ep_batches = 0;
         t->t_epoch = ml_now();
@@ -271,6 +288,9 @@ ml_status trainer_step(Trainer *t, StepRecord *rec) {
     const float lr = t->lr_override > 0 ? t->lr_override : lr_value(&t->cfg.lr, t->step);
     trainer_layer_taus(t);
     model_forward(m, B, 1, tau, &t->rng_noise);
+    /* the pairs capacity dropped, by the sample's class and the pair's expert */
+    if (t->drop_ce && m->moe.cfg.kind == HEAD_MOE) drops_add(t->drop_ce, &m->moe, t->labels, B);
+    for (int i = 0; i < t->nbl; i++) drops_add(t->bl[i].drop_ce, &m->moec[t->bl[i].mi].route, t->labels, B);
     int correct = 0;
     const double loss = model_loss(m, t->labels, B, &correct);
     double total = loss;
@@ -448,6 +468,37 @@ ml_status trainer_evaluate(Trainer *t, double *loss_out, double *acc_out) {
     return ML_OK;
 }
 
+ml_status trainer_eval_batches(Trainer *t, const int *idx, const int *bstart, int nb, float *logits, int *first,
+                               int32_t *labels) {
+    const int B = t->cfg.model.batch, n_test = t->src.n_test, C = t->src.classes;
+    Model *m = &t->model;
+    const int nl = trainer_nlayers(t);
+    trainer_layer_taus(t);
+    for (int b = 0; b < nb; b++) {
+        const int n = bstart[b + 1] - bstart[b];
+        if (n < 1 || n > B) return ml_fail(ML_ERR_ARG, "evaluation batch %d has %d images (1..%d)", b, n, B);
+        for (int j = 0; j < n; j++) {
+            const int i = idx[bstart[b] + j];
+            if (i < 0 || i >= n_test) return ml_fail(ML_ERR_ARG, "test index %d is not in 0..%d", i, n_test - 1);
+            t->eval_idx[j] = i;
+        }
+        t->src.fill(t->src.ctx, SPLIT_TEST, t->eval_idx, n, model_input(m), t->labels, NULL);
+        const float *z = model_forward(m, n, 0, tau_plan_value(&t->tau, t->step), NULL);
+        for (int j = 0; j < n; j++) {
+            const int i = t->eval_idx[j];
+            if (logits) memcpy(logits + (size_t)i * C, z + (size_t)j * C, sizeof(float) * C);
+            if (labels) labels[i] = t->labels[j];
+            for (int l = 0; first && l < nl; l++) {
+                const MoeHead *r = l < t->nbl ? &m->moec[t->bl[l].mi].route : &m->moe;
+                first[(size_t)l * n_test + i] = r->first_choice[j];
+            }
+        }
+    }
+    return ML_OK;
+}
+
+const char *trainer_layer_name(const Trainer *t, int i) { return layer_name(t, i); }
+
 /* The test-set statistics of one routed layer's last evaluation (first choices in class_expert,
  * all-k selections, gate mass for soft heads), and its evaluation view judged on them. */
 static void eval_layer_fill(Trainer *t, CollapseState *cs, const int *class_expert, const long *selected,
@@ -516,6 +567,7 @@ static void fill_eval_routing(Trainer *t, EvalRecord *er) {
             el->epoch_clean_first_share = l->ep_clean / nb;
             static const double no_gate[MOE_MAX_EXPERTS];
             eval_layer_fill(t, &l->coll, l->class_expert, l->eval_selected, no_gate, L->route.cfg.E, el);
+            el->drop_class_expert = l->drop_ce;
             l->fired |= l->coll.fired;
             l->coll.fired = 0;
             el->tsne_n = t->tsne_n;
@@ -530,6 +582,7 @@ static void fill_eval_routing(Trainer *t, EvalRecord *er) {
             el->epoch_l_aux = t->ep_aux / nb;
             el->epoch_clean_first_share = t->ep_clean / nb;
             eval_layer_fill(t, &t->coll, t->class_expert, t->eval_selected, t->eval_gate, t->cfg.model.head.E, el);
+            el->drop_class_expert = t->drop_ce;
             el->tsne_n = t->tsne_n;
             el->feat_dim = m->d;
             el->tsne_feat = t->tsne_feat;
@@ -551,6 +604,7 @@ static void fill_eval_routing(Trainer *t, EvalRecord *er) {
     er->classes = p->classes;
     er->experts = p->experts;
     er->class_expert = p->class_expert;
+    er->drop_class_expert = p->drop_class_expert;
     er->mutual_info = p->mutual_info;
     er->test_load_entropy = p->test_load_entropy;
     er->test_first_share = p->test_first_share;
@@ -758,6 +812,16 @@ static void sv2(StateView *v, const char *path, void *ptr, StateType type, long 
     sv(v, path, ptr, type, d0, d1, hint);
     v->vars[v->nvars - 1].since = 2;
 }
+/* rows added inside format 2 after its release (issue 29: drops per class): a checkpoint without
+ * them restores as if they were absent (since 3 > its format_version 2), so the restore keeps
+ * their trainer_init value (zero counts) */
+static void sv3(StateView *v, const char *path, void *ptr, StateType type, long d0, long d1, const char *hint) {
+    sv(v, path, ptr, type, d0, d1, hint);
+    v->vars[v->nvars - 1].since = 3;
+}
+static const char *const drop_ce_paths[MODEL_MAX_BBL] = {
+    "/backbone/moe0/drop_class_expert", "/backbone/moe1/drop_class_expert", "/backbone/moe2/drop_class_expert",
+    "/backbone/moe3/drop_class_expert"};
 #define SCALAR -1, -1
 
 static const char *const rng_paths[4] = {"/rng/init", "/rng/data", "/rng/noise", "/rng/aug"};
@@ -962,6 +1026,8 @@ void trainer_state(Trainer *t, StateView *v) {
         sv2(v, p[3], &l->tau.override_tau, SV_F32, SCALAR, NULL);
         sv2(v, p[4], &l->tau.override_step, SV_I64, SCALAR, NULL);
         sv2(v, p[5], &l->tau.has_replacement, SV_I32, SCALAR, NULL);
+        sv3(v, drop_ce_paths[t->model.moec[l->mi].stage], l->drop_ce, SV_I32, t->src.classes,
+            t->model.moec[l->mi].route.cfg.E, NULL);
     }
     if (t->nbl > 0 && t->cfg.model.head.kind != HEAD_DENSE)
         sv2(v, "/trainer/ep_rho_head", &t->ep_rho_head, SV_F64, SCALAR, NULL);
@@ -976,6 +1042,7 @@ void trainer_state(Trainer *t, StateView *v) {
     MoeConfig *h = &m->moe.cfg;
     const int E = t->cfg.model.head.E;
     sv(v, "/moe/bias", m->moe.bias, SV_F32, E, -1, NULL);
+    sv3(v, "/trainer/drop_class_expert", t->drop_ce, SV_I32, t->src.classes, E, NULL);
     /* the routing knobs `set` changes while training: stored once, in the head's MoeConfig */
     sv(v, "/moe/cf", &h->cf, SV_F32, SCALAR, NULL);
     sv(v, "/moe/alpha", &h->alpha, SV_F32, SCALAR, NULL);
@@ -1417,7 +1484,7 @@ RunEnd trainer_run(Trainer *t, const TrainHooks *hooks) {
         if (moe_k1_blind_router(i < t->nbl ? &t->model.moec[t->bl[i].mi].route.cfg : &t->model.moe.cfg))
             emit(&L, TEV_NOTE, NULL, t->step == 0,
                  "%s: k = 1 with renormalised gates: every kept gate is 1, so its router learns from L_aux only, "
-                 "not from the task loss (--no-renorm: the softmax gate, as Switch and V-MoE use)",
+                 "not from the task loss (--renorm auto or off: the softmax gate, as Switch and V-MoE use)",
                  layer_name(t, i));
     for (;;) {
         if (epoch_end && loop_eval(&L, 1)) {

@@ -29,6 +29,7 @@ typedef struct {
     double ep_drop, ep_maxvio, ep_rho;   /* sums of the current epoch: drop fraction, MaxVio, its rho */
     double ep_tau, ep_aux, ep_clean;     /* tau, L_aux, clean first-choice share */
     int *class_expert;                   /* (classes, E) first choices of the last evaluation */
+    int *drop_ce;                        /* (classes, E) training pairs dropped by capacity this epoch */
     float *tsne_feat;                    /* (tsne_n, C) its pooled router input of the t-SNE sample */
     int *tsne_expert;                    /* (tsne_n) its first choice */
     long eval_selected[MOE_MAX_EXPERTS]; /* (E) all-k selections in the last evaluation */
@@ -78,6 +79,8 @@ struct Trainer {
     int32_t *perm;     /* (n_train) order of this epoch */
     int32_t *labels;   /* (batch) */
     int32_t *eval_idx; /* (batch) test indices of one evaluation batch */
+    int32_t *drop_ce;  /* (classes, E) the head's training pairs dropped by capacity this epoch, by the
+                        * sample's class and the pair's expert (NULL for a dense head) */
     /* no padding between fields (tests/test_train.c: a field added anywhere changes the size) */
     long step; /* steps completed */
     long steps_per_epoch;
@@ -138,6 +141,16 @@ ml_status trainer_step(Trainer *t, StepRecord *rec);
 /* Evaluates on the test split (running BN statistics, evaluation capacity). For MoE heads it
  * also fills the class x expert counts and the t-SNE feature sample. */
 ml_status trainer_evaluate(Trainer *t, double *loss, double *acc);
+/* Evaluates test images in the batches given (the batch-composition probe, core/bprobe.h): batch
+ * b is idx[bstart[b] .. bstart[b+1]) (1 .. batch images), with running BN statistics, the
+ * evaluation capacity and no noise, as trainer_evaluate. Per test index i it stores (each output
+ * may be NULL) the logits at logits[i * classes ..], the label at labels[i], and per routed layer
+ * l (trainer_nlayers order) the first choice at first[l * n_test + i]. Changes no trainer
+ * statistics. ML_ERR_ARG for a batch size or an index out of range. */
+ml_status trainer_eval_batches(Trainer *t, const int *idx, const int *bstart, int nb, float *logits, int *first,
+                               int32_t *labels);
+/* The name of routed layer i (trainer_nlayers order): "moe2", ..., "head". */
+const char *trainer_layer_name(const Trainer *t, int i);
 /* Evaluates now and fills a complete EvalRecord (used after each epoch and by `eval`). */
 ml_status trainer_eval_record(Trainer *t, EvalRecord *er, double train_time);
 /* Applies a parameter command (CMD_SET, CMD_ANNEAL) now. The other kinds are trainer_run's. */

@@ -411,15 +411,25 @@ static ml_status export_config(hid_t f, const char *path, const char *outdir) {
     return st != ML_OK ? st : cs;
 }
 
-static ml_status export_class_expert(hid_t f, const char *path, const char *outdir, int E, long rows, const char *group,
-                                     const char *file) {
+/* class_expert.csv (dsname "class_expert": test first choices) or drops_class_expert.csv
+ * (dsname "drop_class_expert": training pairs dropped by capacity since the epoch's start, with
+ * the class total in a last column; the file is not written for a session without the dataset). */
+static ml_status export_class_matrix(hid_t f, const char *path, const char *outdir, int E, long rows, const char *group,
+                                     const char *file, const char *dsname) {
+    const int drops = !strcmp(dsname, "drop_class_expert");
+    char ds[96];
+    snprintf(ds, sizeof ds, "%s/%s", group, dsname);
+    if (drops) {
+        const htri_t ex = H5Lexists(f, ds, H5P_DEFAULT);
+        H5Eclear2(H5E_DEFAULT);
+        if (ex <= 0) return ML_OK;
+    }
     Csv c;
     ml_status st = csv_open(&c, outdir, file);
-    char ds[96];
-    snprintf(ds, sizeof ds, "%s/class_expert", group);
     if (st != ML_OK) return st;
     fputs("eval,epoch,class,class_name", c.f);
-    for (int e = 0; e < E; e++) fprintf(c.f, ",e%d_first_choices", e);
+    for (int e = 0; e < E; e++) fprintf(c.f, drops ? ",e%d_dropped" : ",e%d_first_choices", e);
+    if (drops) fputs(",dropped", c.f);
     csv_eol(&c);
     double *epoch = NULL;
     int32_t *ce = NULL;
@@ -445,7 +455,12 @@ static ml_status export_class_expert(hid_t f, const char *path, const char *outd
                 csv_num(&c, epoch[i], 1, 0);
                 fprintf(c.f, ",%d,", k);
                 csv_text(&c, names[k]);
-                for (int e = 0; e < E; e++) fprintf(c.f, ",%d", (int)ce[((size_t)i * K + k) * E + e]);
+                long tot = 0;
+                for (int e = 0; e < E; e++) {
+                    fprintf(c.f, ",%d", (int)ce[((size_t)i * K + k) * E + e]);
+                    tot += ce[((size_t)i * K + k) * E + e];
+                }
+                if (drops) fprintf(c.f, ",%ld", ce[((size_t)i * K + k) * E] < 0 ? -1L : tot); /* -1: no counts */
                 csv_eol(&c);
             }
         }
@@ -486,7 +501,8 @@ static ml_status export_events(hid_t f, const char *path, const char *outdir) {
 }
 
 /* Format 2: per routed layer NAME, layer_NAME_steps.csv, layer_NAME_expert_load.csv,
- * layer_NAME_evals.csv and layer_NAME_class_expert.csv, the same tables as the top level's. */
+ * layer_NAME_evals.csv, layer_NAME_class_expert.csv and layer_NAME_drops_class_expert.csv, the
+ * same tables as the top level's. */
 static ml_status export_layers(hid_t f, const char *path, const char *outdir, long nevals) {
     char names[REC_MAX_LAYERS][REC_LAYER_NAME];
     int nl = 0;
@@ -513,7 +529,9 @@ static ml_status export_layers(hid_t f, const char *path, const char *outdir, lo
         if (st == ML_OK) st = export_scalars(f, path, outdir, g, sess_layer_eval_cols, LEC_N, file, &ne);
         if (ne > nevals) ne = nevals; /* class_expert.csv takes the epoch from /evals/epoch */
         snprintf(file, sizeof file, "layer_%s_class_expert.csv", names[l]);
-        if (st == ML_OK) st = export_class_expert(f, path, outdir, (int)E, ne, g, file);
+        if (st == ML_OK) st = export_class_matrix(f, path, outdir, (int)E, ne, g, file, "class_expert");
+        snprintf(file, sizeof file, "layer_%s_drops_class_expert.csv", names[l]);
+        if (st == ML_OK) st = export_class_matrix(f, path, outdir, (int)E, ne, g, file, "drop_class_expert");
     }
     return st;
 }
@@ -536,7 +554,11 @@ ml_status session_export_csv(const char *dir, const char *outdir) {
     if (st == ML_OK) st = export_scalars(f, path, outdir, "/steps", sess_step_cols, SC_N, "steps.csv", &nsteps);
     if (st == ML_OK) st = export_expert_load(f, path, outdir, (int)E, nsteps, "/steps", "expert_load.csv");
     if (st == ML_OK) st = export_scalars(f, path, outdir, "/evals", sess_eval_cols, EC_N, "evals.csv", &nevals);
-    if (st == ML_OK) st = export_class_expert(f, path, outdir, (int)E, nevals, "/evals", "class_expert.csv");
+    if (st == ML_OK)
+        st = export_class_matrix(f, path, outdir, (int)E, nevals, "/evals", "class_expert.csv", "class_expert");
+    if (st == ML_OK)
+        st = export_class_matrix(f, path, outdir, (int)E, nevals, "/evals", "drops_class_expert.csv",
+                                 "drop_class_expert");
     if (st == ML_OK) st = export_tsne(f, path, outdir, nevals);
     if (st == ML_OK) st = export_config(f, path, outdir);
     if (st == ML_OK) st = export_events(f, path, outdir);

@@ -27,6 +27,7 @@ enum {
     DS_TSNE_FEAT,
     DS_TSNE_EXPERT,
     DS_TSNE_LABEL,
+    DS_DROP_CE, /* optional: sessions from before issue 29 lack it */
     DS_EVENTS,
     DS_STATUS,
     DS_BASE_N
@@ -40,6 +41,7 @@ enum {
     LD_TSNE_FEAT,
     LD_TSNE_EXPERT,
     LD_TSNE_LABEL,
+    LD_DROP_CE, /* optional: sessions from before issue 29 lack it */
     LD_N
 };
 #define DS_N (DS_BASE_N + REC_MAX_LAYERS * LD_N)
@@ -93,6 +95,7 @@ static void live_init_table(struct SessionLive *p) {
     snprintf(p->dspath[DS_TSNE_FEAT], 64, "/evals/tsne_features");
     snprintf(p->dspath[DS_TSNE_EXPERT], 64, "/evals/tsne_expert");
     snprintf(p->dspath[DS_TSNE_LABEL], 64, "/evals/tsne_label");
+    snprintf(p->dspath[DS_DROP_CE], 64, "/evals/drop_class_expert");
     snprintf(p->dspath[DS_EVENTS], 64, "/events");
     snprintf(p->dspath[DS_STATUS], 64, "/status");
 }
@@ -113,6 +116,7 @@ static void live_layer_paths(struct SessionLive *p) {
         snprintf(p->dspath[LDS(l, LD_TSNE_FEAT)], 64, "/layers/%s/evals/tsne_features", n);
         snprintf(p->dspath[LDS(l, LD_TSNE_EXPERT)], 64, "/layers/%s/evals/tsne_expert", n);
         snprintf(p->dspath[LDS(l, LD_TSNE_LABEL)], 64, "/layers/%s/evals/tsne_label", n);
+        snprintf(p->dspath[LDS(l, LD_DROP_CE)], 64, "/layers/%s/evals/drop_class_expert", n);
     }
 }
 
@@ -449,9 +453,9 @@ static ml_status create_layer_tsne(struct SessionLive *p, int l, int n, int fd) 
  * without per-layer data. */
 static ml_status live_pad_layer_eval(struct SessionLive *p, int l, hsize_t n0) {
     ml_status st = ML_OK;
-    const int want[3] = {LD_CLASS_EXPERT, LD_TSNE_FEAT, LD_TSNE_EXPERT};
-    for (int j = 0; j < 4 && st == ML_OK; j++) { /* extend to n0 + 1 rows: the fill value */
-        const int i = LDS(l, j < 3 ? want[j] : LD_TSNE_LABEL);
+    const int want[5] = {LD_CLASS_EXPERT, LD_TSNE_FEAT, LD_TSNE_EXPERT, LD_TSNE_LABEL, LD_DROP_CE};
+    for (int j = 0; j < 5 && st == ML_OK; j++) { /* extend to n0 + 1 rows: the fill value */
+        const int i = LDS(l, want[j]);
         if (p->ds[i] < 0) continue;
         hsize_t d[4];
         if (h5u_dims(p->ds[i], d, 4, 0) < 1) return h5u_fail(ML_ERR_IO, p->path, p->dspath[i], "cannot read shape");
@@ -531,6 +535,10 @@ static ml_status create_layers(struct SessionLive *p, const RunRecord *t) {
         if (st == ML_OK)
             st = create_ext(p, LDS(l, LD_CLASS_EXPERT), H5T_STD_I32LE, 2, ke, 1, &ifill32,
                             "(N_eval, classes, experts) test samples of class c whose first choice in this layer is e");
+        if (st == ML_OK)
+            st = create_ext(p, LDS(l, LD_DROP_CE), H5T_STD_I32LE, 2, ke, 1, &ifill32,
+                            "(N_eval, classes, experts) training pairs (sample of class c, expert e) this layer's "
+                            "capacity dropped since the epoch's start");
         if (st == ML_OK && t->tsne_n > 0 && p->lfeat[l] > 0) st = create_layer_tsne(p, l, t->tsne_n, p->lfeat[l]);
     }
     p->ltsne_n = t->tsne_n;
@@ -615,6 +623,10 @@ static ml_status create_schema(struct SessionLive *p, const SessionInfo *info, c
         }
         if (st == ML_OK) st = h5u_attr_str(ce, "long_name", "class x expert first-choice counts", f);
         if (st == ML_OK) st = h5u_attr_str(ce, "interpretation", "image", f);
+        if (st == ML_OK)
+            st = create_ext(p, DS_DROP_CE, H5T_STD_I32LE, 2, ke, 1, &ifill32,
+                            "(N_eval, classes, experts) training pairs (sample of class c, expert e) capacity dropped "
+                            "since the epoch's start");
     }
     if (st == ML_OK && p->E > 0 && p->tsne_n > 0) {
         const hsize_t nd[2] = {(hsize_t)p->tsne_n, (hsize_t)p->feat_dim}, n1 = (hsize_t)p->tsne_n;
@@ -761,6 +773,18 @@ ml_status session_append_step(SessionWriter *w, const StepRecord *r) {
     return ML_OK;
 }
 
+/* One row of a drops-per-class dataset: the counts, or the fill value (-1) for a record without them. */
+static ml_status append_drops(struct SessionLive *p, int i, hsize_t n0, const hsize_t ke[2], const int *counts) {
+    if (counts) return live_append_rows(p, i, n0, 1, ke, 2, H5T_NATIVE_INT, counts);
+    const size_t n = (size_t)ke[0] * (size_t)ke[1];
+    int *fill = ml_alloc(sizeof(int) * (n ? n : 1));
+    if (!fill) return ml_fail(ML_ERR_NOMEM, "out of memory");
+    for (size_t j = 0; j < n; j++) fill[j] = -1;
+    const ml_status st = live_append_rows(p, i, n0, 1, ke, 2, H5T_NATIVE_INT, fill);
+    ml_free(fill);
+    return st;
+}
+
 ml_status session_append_eval(SessionWriter *w, const EvalRecord *r) {
     ml_status st = live_check(w);
     if (st != ML_OK) return st;
@@ -789,10 +813,10 @@ ml_status session_append_eval(SessionWriter *w, const EvalRecord *r) {
     if ((st = live_write_steps(p)) != ML_OK) return st;
     hsize_t lbytes = 0;
     for (int l = 0; l < p->nlayers; l++)
-        lbytes += 2 * ((hsize_t)p->ltsne_n * (hsize_t)(p->lfeat[l] + 1) * 4 + (hsize_t)p->K * p->lE[l] * 4 + LEC_N * 8);
+        lbytes += 2 * ((hsize_t)p->ltsne_n * (hsize_t)(p->lfeat[l] + 1) * 4 + 2 * (hsize_t)p->K * p->lE[l] * 4 + LEC_N * 8);
     if ((st = live_reserve(p, lbytes)) != ML_OK) return st;
     const hsize_t bytes =
-        2 * ((hsize_t)p->tsne_n * (hsize_t)(p->feat_dim + 2) * 4 + (hsize_t)p->K * p->E * 4 + EC_N * 8);
+        2 * ((hsize_t)p->tsne_n * (hsize_t)(p->feat_dim + 2) * 4 + 2 * (hsize_t)p->K * p->E * 4 + EC_N * 8);
     if ((st = live_reserve(p, bytes)) != ML_OK) return st;
     double row[EC_N];
     sess_eval_row(r, h5u_unix_time(), row);
@@ -803,6 +827,7 @@ ml_status session_append_eval(SessionWriter *w, const EvalRecord *r) {
     if (st == ML_OK && p->E > 0) {
         const hsize_t ke[2] = {(hsize_t)p->K, (hsize_t)p->E};
         st = live_append_rows(p, DS_CLASS_EXPERT, n0, 1, ke, 2, H5T_NATIVE_INT, r->class_expert);
+        if (st == ML_OK && p->ds[DS_DROP_CE] >= 0) st = append_drops(p, DS_DROP_CE, n0, ke, r->drop_class_expert);
         if (st == ML_OK && p->tsne_n > 0) {
             const hsize_t nd[2] = {(hsize_t)p->tsne_n, (hsize_t)p->feat_dim}, n1 = (hsize_t)p->tsne_n;
             st = live_append_rows(p, DS_TSNE_FEAT, n0, 1, nd, 2, H5T_NATIVE_FLOAT, r->tsne_feat);
@@ -827,6 +852,8 @@ ml_status session_append_eval(SessionWriter *w, const EvalRecord *r) {
         const hsize_t ke[2] = {(hsize_t)p->K, (hsize_t)p->lE[l]};
         if (st == ML_OK)
             st = live_append_rows(p, LDS(l, LD_CLASS_EXPERT), n0, 1, ke, 2, H5T_NATIVE_INT, r->layer[l].class_expert);
+        if (st == ML_OK && p->ds[LDS(l, LD_DROP_CE)] >= 0)
+            st = append_drops(p, LDS(l, LD_DROP_CE), n0, ke, r->layer[l].drop_class_expert);
         if (st == ML_OK && p->ds[LDS(l, LD_TSNE_FEAT)] >= 0) {
             const hsize_t nd[2] = {(hsize_t)p->ltsne_n, (hsize_t)p->lfeat[l]}, n1 = (hsize_t)p->ltsne_n;
             st = live_append_rows(p, LDS(l, LD_TSNE_FEAT), n0, 1, nd, 2, H5T_NATIVE_FLOAT, r->layer[l].tsne_feat);
@@ -1040,7 +1067,7 @@ static ml_status append_plan(struct SessionLive *p, long resume_step, hsize_t *k
     p->K = (int)K;
     for (int i = 0; i < DS_BASE_N && st == ML_OK; i++) {
         const int per_expert = (i >= DS_SVEC0 && i < DS_SVEC0 + SV_N) || i == DS_CLASS_EXPERT;
-        const int tsne = i == DS_TSNE_FEAT || i == DS_TSNE_EXPERT || i == DS_TSNE_LABEL;
+        const int tsne = i == DS_TSNE_FEAT || i == DS_TSNE_EXPERT || i == DS_TSNE_LABEL || i == DS_DROP_CE;
         const int optional = (i >= DS_STEP0 && i < DS_STEP0 + SC_N && sess_step_cols[i - DS_STEP0].optional) ||
                              (i >= DS_EVAL0 && i < DS_EVAL0 + EC_N && sess_eval_cols[i - DS_EVAL0].optional);
         st = open_ds(p, i, !tsne && !optional && (!per_expert || p->E > 0));
@@ -1068,7 +1095,7 @@ static ml_status append_plan(struct SessionLive *p, long resume_step, hsize_t *k
     }
     for (int l = 0; l < p->nlayers && st == ML_OK; l++) {
         for (int j = 0; j < LD_N && st == ML_OK; j++)
-            st = open_ds(p, LDS(l, j), j != LD_TSNE_FEAT && j != LD_TSNE_EXPERT && j != LD_TSNE_LABEL);
+            st = open_ds(p, LDS(l, j), j != LD_TSNE_FEAT && j != LD_TSNE_EXPERT && j != LD_TSNE_LABEL && j != LD_DROP_CE);
         hsize_t d[4];
         if (st == ML_OK && h5u_dims(p->ds[LDS(l, LD_SVEC0)], d, 4, 0) == 2) p->lE[l] = (int)d[1];
         else if (st == ML_OK) st = ml_fail(ML_ERR_FORMAT, "%s: %s is not (T, E)", f, p->dspath[LDS(l, LD_SVEC0)]);

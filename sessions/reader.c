@@ -382,6 +382,36 @@ ml_status session_read_run_attr(const char *dir, const char *name, char *buf, si
     return st;
 }
 
+ml_status session_read_drops(const char *dir, const char *layer, long row, int K, int E, int *out) {
+    h5u_quiet();
+    char path[H5U_PATH_MAX], name[96];
+    hid_t f;
+    ml_status st = sess_open_read(dir, &f, path, sizeof path);
+    if (st != ML_OK) return st;
+    if (layer && layer[0]) snprintf(name, sizeof name, "/layers/%s/evals/drop_class_expert", layer);
+    else snprintf(name, sizeof name, "/evals/drop_class_expert");
+    int *buf = NULL;
+    if (H5Lexists(f, name, H5P_DEFAULT) <= 0)
+        st = ml_fail(ML_ERR_FORMAT, "%s: no %s (a session from before drops per class were recorded)", path, name);
+    else {
+        hid_t d = H5Dopen2(f, name, H5P_DEFAULT);
+        hsize_t dims[4] = {0, 0, 0, 0};
+        const int nd = d >= 0 ? h5u_dims(d, dims, 4, 0) : -1;
+        h5u_close(d);
+        if (nd != 3 || dims[1] != (hsize_t)K || dims[2] != (hsize_t)E || row < 0 || (hsize_t)row >= dims[0])
+            st = ml_fail(ML_ERR_FORMAT, "%s: %s has no row %ld of (%d, %d)", path, name, row, K, E);
+        else st = sess_read_rows_at(f, name, (hsize_t)row, 1, H5T_NATIVE_INT, (void **)&buf, path);
+    }
+    if (st == ML_OK) {
+        memcpy(out, buf, sizeof(int) * (size_t)K * (size_t)E);
+        if (K * E > 0 && out[0] < 0) st = ml_fail(ML_ERR_FORMAT, "%s: %s row %ld holds no counts", path, name, row);
+    }
+    ml_free(buf);
+    H5Fclose(f);
+    H5Eclear2(H5E_DEFAULT);
+    return st;
+}
+
 ml_status session_read_events(const char *dir, SessionEventRow **out, long *n) {
     h5u_quiet();
     *out = NULL;

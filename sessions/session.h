@@ -168,6 +168,12 @@ ml_status session_read_run_attr(const char *dir, const char *name, char *buf, si
 /* The same, whole, into a malloc'd string *out (free it): no length limit below 64 MiB. */
 ml_status session_read_run_attr_alloc(const char *dir, const char *name, char **out);
 
+/* The training pairs capacity dropped, per class x expert, of evaluation row `row`
+ * (/evals/drop_class_expert, or /layers/<layer>/evals/drop_class_expert when layer is a layer
+ * name), K*E ints into out. ML_ERR_FORMAT for a session from before they were recorded, a row
+ * out of range or one holding the fill value. */
+ml_status session_read_drops(const char *dir, const char *layer, long row, int K, int E, int *out);
+
 /* The event log (/events): every interactive command with its step, for replay. *out is
  * malloc'd (free it), *n rows. */
 typedef struct {

@@ -22,7 +22,7 @@ expect() {
 expect 0 "usage: moelab" -- "$BIN" --help
 expect 0 "^moelab [0-9]" -- "$BIN" --version
 for opt in dataset backbone width head hidden experts epochs batch optimizer lr lr-schedule seed threads \
-           dry-run headless cf eval-cf priority tau0 tau1 schedule tau-min noise bias-mode bias-rate alpha beta no-renorm; do
+           dry-run headless cf eval-cf priority tau0 tau1 schedule tau-min noise bias-mode bias-rate alpha beta renorm no-renorm; do
   expect 0 "--$opt" -- "$BIN" train --help
 done
 expect 2 "unknown option '--frobnicate'" -- "$BIN" train --frobnicate
@@ -50,16 +50,28 @@ expect 0 "forward 7279616 per sample (backbone 5173248" -- "$BIN" train --dry-ru
 expect 0 "head.router  *2048 *4096" -- "$BIN" train --dry-run --dataset synthetic
 expect 0 "rho         0.000" -- "$BIN" train --dry-run --dataset synthetic --head dense
 expect 0 "28x28x1" -- "$BIN" train --dry-run --dataset synthetic:28x28x1:10:256
-# k = 1 with renormalised gates: the router learns from L_aux only; the dry run and the run's start say so
-expect 0 "note        head: k = 1 with renormalised gates" -- "$BIN" train --dry-run --dataset synthetic --k 1
+# k = 1 with renormalised gates (--renorm on): the router learns from L_aux only; the dry run and
+# the run's start say so. The default (--renorm auto) renormalises only at k >= 2, per layer.
+expect 0 "--renorm auto|on|off" -- "$BIN" train --help
+expect 0 "(auto)" -- "$BIN" train --help
+expect 2 "--renorm: 'maybe' is not auto, on or off" -- "$BIN" train --renorm maybe --dataset synthetic --dry-run
+expect 0 "note        head: k = 1 with renormalised gates" -- "$BIN" train --dry-run --dataset synthetic --k 1 --renorm on
 expect 0 "note        moe3: k = 1 with renormalised gates" -- "$BIN" train --dry-run --dataset synthetic --head dense \
-  --moe-after 3 --moe-k 1
-out=$("$BIN" train --dry-run --dataset synthetic --k 1 --no-renorm 2>&1)
-if grep -q "renormalised gates" <<<"$out" || ! grep -q "rho  " <<<"$out"; then bad "--k 1 --no-renorm: no note"
-else ok "--k 1 --no-renorm: no note"; fi
+  --moe-after 3 --moe-k 1 --renorm on
+for args in "--k 1" "--k 1 --renorm auto" "--k 1 --no-renorm" "--k 1 --renorm off" "--head dense --moe-after 3 --moe-k 1"; do
+  # shellcheck disable=SC2086
+  out=$("$BIN" train --dry-run --dataset synthetic $args 2>&1)
+  if grep -q "renormalised gates" <<<"$out" || ! grep -q "rho  " <<<"$out"; then bad "$args: no note"
+  else ok "$args: no note"; fi
+done
+# per layer: the backbone layer at k = 1 is not renormalised under auto, the head at k = 2 is;
+# with --renorm on only the k = 1 layer is blind
+out=$("$BIN" train --dry-run --dataset synthetic --moe-after 3 --moe-k 1 --renorm on 2>&1)
+if grep -q "note        moe3: k = 1" <<<"$out" && ! grep -q "note        head:" <<<"$out"; then ok "--moe-k 1 --k 2 --renorm on: moe3's note only"
+else bad "--moe-k 1 --k 2 --renorm on: $(grep note <<<"$out")"; fi
 grep -q "renormalised gates" < <("$BIN" train --dry-run --dataset synthetic 2>&1) && bad "k = 2: a note" || ok "k = 2: no note"
 expect 0 "\[step 0\] note: head: k = 1 with renormalised gates" -- "$BIN" train --headless --no-session \
-  --dataset synthetic:16x16x3:4:128 --width 0.25 --batch 32 --epochs 1 --k 1 --experts 4 --threads 2
+  --dataset synthetic:16x16x3:4:128 --width 0.25 --batch 32 --epochs 1 --k 1 --renorm on --experts 4 --threads 2
 
 # odd --hidden (issue 13 item 10): every head trains (was "internal error: core/model.c:207")
 for head in dense moe softmoe-batch softmoe-sample; do

@@ -204,6 +204,35 @@ if command -v setpriv > /dev/null && [ "$(id -u)" = 0 ]; then
 else
   echo "SKIP  another user reading a --private run: needs root and setpriv"
 fi
+# 8. a session from before --renorm auto (its command line says nothing, its config JSON stores
+# renorm 1 = on, the old default) resumes and replays with renormalised gates, as it was trained.
+# Made from a k = 1 --renorm on session interrupted at step 20, whose stored command line has
+# "--renorm on" overwritten by "--threads 2" (same length; --threads 2 is already there).
+K1=("${TRAIN[@]}" --k 1 --epochs 2)
+"$BIN" "${K1[@]}" --renorm on --session K1ON > K1ON.log 2>&1
+"$BIN" "${K1[@]}" --session K1AUTO > K1AUTO.log 2>&1
+"$BIN" "${K1[@]}" --renorm on --session K1OLD --commands quit20 > K1OLD.log 2>&1
+if /usr/bin/python3 - K1OLD/live.h5 > patch.log 2>&1 <<'PY'
+import h5py, sys
+with h5py.File(sys.argv[1], "r+") as f:
+    g = f["run"]
+    assert '"renorm": 1' in g.attrs["config_json"].decode()
+    v = g.attrs["command_line"].decode()
+    assert " --renorm on" in v
+    g.attrs.modify("command_line", v.replace("--renorm on", "--threads 2").encode())
+PY
+then
+  "$BIN" train --resume K1OLD > K1OLD2.log 2>&1; rc=$?
+  check "the old-style k = 1 session resumes" [ $rc = 0 -a -f K1OLD/ckpt-32.h5 ]
+  if h5diff K1OLD/ckpt-32.h5 K1ON/ckpt-32.h5 /weights /weights > /dev/null 2>&1; then
+    ok "an old session's stored renorm = on is kept on resume (weights equal an uninterrupted --renorm on run's)"
+  else bad "the resumed old session's weights differ from --renorm on's"; fi
+  h5diff -q K1ON/ckpt-32.h5 K1AUTO/ckpt-32.h5 /weights /weights > /dev/null 2>&1 \
+    && bad "k = 1: --renorm on and auto train the same weights" || ok "k = 1: --renorm on and auto train different weights"
+  "$BIN" replay K1OLD --session K1REP > K1REP.log 2>&1
+  grep -q '"renorm": 1' <(h5dump -a /run/config_json K1REP/live.h5 2>&1) && ok "its replay runs with renorm on (stored 1)" \
+    || bad "replay of the old session: $(tail -2 K1REP.log)"
+else bad "could not make the old-style session: $(tail -2 patch.log)"; fi
 
 echo "$pass passed, $fail failed"
 [ "$fail" = 0 ]

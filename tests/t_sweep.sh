@@ -270,7 +270,7 @@ check "temperature: 4 schedules x moe,dense x 4 seeds, the dense baseline traine
   grep -q '8 configurations x 4 seeds = 32 runs .*(20 trained: 3 configurations share' P3.log
 check "temperature: k 1, linear to 0.3" grep -q -- '--k 1 .*--schedule linear --tau1 0.3 --head moe --seed 1' P3.log
 "$BIN" sweep --preset temperature --budget nope --out P --dry-run > /dev/null 2>&1
-check "--budget takes quick or paper" [ $? = 2 ]
+check "--budget takes quick, medium or paper" [ $? = 2 ]
 
 # 8b. topk-rho on synthetic data: the verdict block prints the realized rho of each k, equal within 5%
 "$BIN" sweep --preset topk-rho "${BASE[@]}" --seeds 1 --out K > K.log 2>&1; rc=$?
@@ -281,6 +281,37 @@ spread=$(sed -n 's/.*realized rho equal within \([0-9.]*\)% across k.*/\1/p' K.l
 check "topk-rho: realized rho equal within 5% across k (measured ${spread:-?}%)" \
   awk -v s="$spread" 'BEGIN { exit !(s != "" && s + 0 <= 5) }'
 check "topk-rho: one seed is inconclusive" grep -q '^-> inconclusive' K.log
+
+# 8c. softmoe on synthetic data: the summary probes each head's batch dependence (claim 3's mechanism)
+"$BIN" sweep --preset softmoe "${BASE[@]}" --seeds 1 --out SM > SM.log 2>&1; rc=$?
+check "softmoe: the sweep exits 0" [ $rc = 0 ]
+check "softmoe: the summary has the batch-composition probe" grep -q 'batch-composition probe (moelab probe batch' SM.log
+check "softmoe: softmoe-sample, moe and dense change only by rounding" \
+  [ "$(grep -cE '^ +(softmoe-sample|moe|dense) +seed 1: no change beyond float rounding' SM.log)" = 3 ]
+check "softmoe: softmoe-batch depends on its batch mates, the size printed" \
+  grep -qE '^ +softmoe-batch +seed 1: depends on batch mates: max \|dlogit\| [0-9.e-]+' SM.log
+grep -E '^ +(softmoe|moe|dense)[a-z-]* +seed 1:' SM.log | sed 's/^ */INFO  probe: /'
+
+# 8d. budgets: medium expands to its own folder and grid; medium and paper print an estimated wall
+#     time from a calibration (--estimate: only that); paper asks on a terminal (no: nothing started), and
+#     starts without one
+"$BIN" sweep --preset softmoe --budget medium --estimate > BM.log 2>&1; rc=$?
+check "medium --estimate exits 0" [ $rc = 0 ]
+check "medium: (medium), sweeps/softmoe-medium, w 1, 5 seeds" \
+  grep -q 'preset softmoe (medium): 4 configurations x 5 seeds = 20 runs in sweeps/softmoe-medium' BM.log
+check "medium: the calibration's estimate" grep -qE '^budget    estimated wall time [0-9]+[hm] [0-9]+[ms] for 20 runs at 1 at once' BM.log
+check "medium: each configuration timed" [ "$(grep -cE '^budget    head=[a-z-]+ +[0-9.]+ s/step' BM.log)" = 4 ]
+check "medium: --estimate writes nothing" [ ! -e sweeps/softmoe-medium ]
+"$BIN" sweep --preset softmoe --budget paper "${BASE[@]}" --seeds 1 --out BP > BP.log 2>&1 < /dev/null; rc=$?
+check "paper without a terminal: starts after the estimate (exit $rc)" \
+  grep -q 'no terminal: starting without confirmation' BP.log
+check "paper: the estimate comes first" grep -qE '^budget    estimated wall time .* for 4 runs' BP.log
+if command -v script > /dev/null; then
+  printf 'n\n' | script -qec "'$BIN' sweep --preset softmoe --budget paper ${BASE[*]} --seeds 1 --out BQ" /dev/null > BQ.log 2>&1
+  check "paper on a terminal: asks, 'n' starts nothing" grep -q 'start the sweep? \[y/N\]' BQ.log
+  check "paper on a terminal: not started, no session" [ -z "$(ls -d BQ/*seed=* 2>/dev/null)" ]
+  grep -q 'not started' BQ.log || bad "paper on a terminal: no 'not started' line: $(tail -3 BQ.log)"
+else echo "SKIP  script(1) not installed: the terminal question is not checked"; fi
 
 # 9. a configuration is trained once: dense ignores the noise axis, so its two noise values share
 #    one set of seeds (6 runs trained for 8 summary rows), and both dense rows show the same runs

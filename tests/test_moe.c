@@ -242,6 +242,20 @@ static void test_gradients(void) {
     c.bias_mode = BIAS_LOGITS;
     fd_check("moe k=3 renorm bias=logits", &c, 10, 0.9f, bias, 13);
 
+    /* k = 1 under --renorm auto: the gate is the softmax probability p_e, whose gradient reaches
+     * the router through the softmax (the path a renormalised k = 1 gate does not have) */
+    c.renorm = MOE_RENORM_AUTO;
+    c.k = 1;
+    c.cf = 0.75f;
+    fd_check("moe k=1 renorm=auto (softmax gate) bias=logits", &c, 12, 0.9f, bias, 15);
+    c.alpha = 0.0f;
+    c.beta = 0.0f;
+    fd_check("moe k=1 renorm=auto, task loss only", &c, 12, 1.1f, bias, 16);
+    c.alpha = 0.3f;
+    c.beta = 0.2f;
+    c.cf = 0.5f;
+    c.renorm = 1;
+
     c.k = 2;
     c.kind = HEAD_SOFTMOE_SAMPLE;
     fd_check("softmoe-sample bias=logits", &c, 10, 0.8f, bias, 14);
@@ -694,51 +708,92 @@ static double batch_dependence(HeadKind kind) {
     return worst;
 }
 
-// k = 1 with renormalised gates: every kept gate is p_e / p_e = 1, so the task loss gives the
-// router no gradient (0 up to the rounding of p_e / p_e; only L_aux and L_z reach it); without renormalisation the gate is
-// the softmax value and the router learns from the task (Switch's top-1). moe_k1_blind_router
-// is what the trainer's launch note tests.
+// k = 1 with renormalised gates (--renorm on): every kept gate is p_e / p_e = 1, so the task loss
+// gives the router no gradient (0 up to the rounding of p_e / p_e; only L_aux and L_z reach it);
+// without renormalisation (off, and auto at k = 1, the default) the gate is the softmax value and
+// the router learns from the task (Switch's top-1): auto and off give the same bits at k = 1.
+// At k = 2, auto renormalises: the same bits as on. moe_k1_blind_router is what the trainer's
+// launch note tests.
+static void k1_router_grads(int k, int renorm, float *gout, size_t ngout, double *gmax, double *w1max, int *blind) {
+    MoeConfig c;
+    moe_config_defaults(&c);
+    c.d = 32;
+    c.h = 64;
+    c.E = 4;
+    c.k = k;
+    c.cf = 0.0f; /* dropless */
+    c.alpha = 0.0f;
+    c.beta = 0.0f;
+    c.renorm = renorm;
+    const int B = 48;
+    Bench t;
+    bench_init(&t, &c, B, 77);
+    Rng r;
+    rng_seed(&r, 5);
+    const size_t nx = (size_t)B * c.d;
+    float *x = malloc(nx * sizeof(float)), *y = malloc(nx * sizeof(float)), *dy = malloc(nx * sizeof(float)),
+          *dx = malloc(nx * sizeof(float));
+    fill_uniform(x, nx, -1.0f, 1.0f, &r);
+    fill_uniform(dy, nx, -1.0f, 1.0f, &r);
+    memset(t.gbuf, 0, t.np * sizeof(float));
+    moe_forward(&t.m, y, x, &t.p, B, 0.7f, 1, &r);
+    moe_backward(&t.m, dx, &t.g, dy, x, &t.p, B);
+    *gmax = 0.0;
+    *w1max = 0.0;
+    for (int i = 0; i < c.E * c.d; i++) *gmax = fmax(*gmax, fabs(t.g.router[i]));
+    for (size_t i = 0; i < (size_t)c.E * c.h * c.d; i++) *w1max = fmax(*w1max, fabs(t.g.w1[i]));
+    /* every gradient, then the output and dx: the bits compared across settings */
+    size_t n = 0;
+    for (size_t i = 0; i < t.np && n < ngout; i++) gout[n++] = t.gbuf[i];
+    for (size_t i = 0; i < nx && n < ngout; i++) gout[n++] = y[i];
+    for (size_t i = 0; i < nx && n < ngout; i++) gout[n++] = dx[i];
+    *blind = moe_k1_blind_router(&c);
+    free(x);
+    free(y);
+    free(dy);
+    free(dx);
+    bench_free(&t);
+}
+
 static void test_k1_renorm_router(void) {
-    for (int renorm = 1; renorm >= 0; renorm--) {
+    enum { NG = 1 << 20 };
+    float *g_on = calloc(NG, sizeof(float)), *g_off = calloc(NG, sizeof(float)), *g_auto = calloc(NG, sizeof(float));
+    double gmax, w1, gmax_off, gmax_auto;
+    int blind, blind_off, blind_auto;
+    k1_router_grads(1, MOE_RENORM_ON, g_on, NG, &gmax, &w1, &blind);
+    check(gmax < 1e-5 && w1 > 0.1 && blind,
+          "k = 1, --renorm on, no L_aux / L_z: the router's gradient is 0 up to rounding (max |g| %.3g; the experts' "
+          "is not: %.3g)",
+          gmax, w1);
+    k1_router_grads(1, MOE_RENORM_OFF, g_off, NG, &gmax_off, &w1, &blind_off);
+    check(gmax_off > 1e-4 && !blind_off, "k = 1, --renorm off: the task loss reaches the router (max |g| %.3g)",
+          gmax_off);
+    k1_router_grads(1, MOE_RENORM_AUTO, g_auto, NG, &gmax_auto, &w1, &blind_auto);
+    check(gmax_auto > 1e-4 && !blind_auto,
+          "k = 1, --renorm auto (the default): the task loss reaches the router (max |g| %.3g)", gmax_auto);
+    check(!memcmp(g_auto, g_off, NG * sizeof(float)),
+          "k = 1: auto gives the same bits as off (gradients, output, dx)");
+    k1_router_grads(2, MOE_RENORM_ON, g_on, NG, &gmax, &w1, &blind);
+    k1_router_grads(2, MOE_RENORM_AUTO, g_auto, NG, &gmax_auto, &w1, &blind_auto);
+    check(!memcmp(g_auto, g_on, NG * sizeof(float)) && gmax > 1e-4 && !blind && !blind_auto,
+          "k = 2: auto gives the same bits as on (gradients, output, dx; router max |g| %.3g)", gmax);
+    k1_router_grads(3, MOE_RENORM_ON, g_on, NG, &gmax, &w1, &blind);
+    k1_router_grads(3, MOE_RENORM_AUTO, g_auto, NG, &gmax_auto, &w1, &blind_auto);
+    check(!memcmp(g_auto, g_on, NG * sizeof(float)), "k = 3: auto gives the same bits as on");
+    free(g_on);
+    free(g_off);
+    free(g_auto);
+    {
         MoeConfig c;
         moe_config_defaults(&c);
-        c.d = 32;
-        c.h = 64;
-        c.E = 4;
+        check(c.renorm == MOE_RENORM_AUTO && moe_renorm_on(&c), "defaults: renorm auto, on at k = 2");
         c.k = 1;
-        c.cf = 0.0f; /* dropless */
-        c.alpha = 0.0f;
-        c.beta = 0.0f;
-        c.renorm = renorm;
-        const int B = 48;
-        Bench t;
-        bench_init(&t, &c, B, 77);
-        Rng r;
-        rng_seed(&r, 5);
-        const size_t nx = (size_t)B * c.d;
-        float *x = malloc(nx * sizeof(float)), *y = malloc(nx * sizeof(float)), *dy = malloc(nx * sizeof(float)),
-              *dx = malloc(nx * sizeof(float));
-        fill_uniform(x, nx, -1.0f, 1.0f, &r);
-        fill_uniform(dy, nx, -1.0f, 1.0f, &r);
-        memset(t.gbuf, 0, t.np * sizeof(float));
-        moe_forward(&t.m, y, x, &t.p, B, 0.7f, 1, &r);
-        moe_backward(&t.m, dx, &t.g, dy, x, &t.p, B);
-        double gmax = 0.0, w1 = 0.0;
-        for (int i = 0; i < c.E * c.d; i++) gmax = fmax(gmax, fabs(t.g.router[i]));
-        for (size_t i = 0; i < (size_t)c.E * c.h * c.d; i++) w1 = fmax(w1, fabs(t.g.w1[i]));
-        if (renorm)
-            check(gmax < 1e-5 && w1 > 0.1 && moe_k1_blind_router(&c),
-                  "k = 1, renormalised gates, no L_aux / L_z: the router's gradient is 0 up to rounding (max |g| "
-                  "%.3g; the experts' is not: %.3g)",
-                  gmax, w1);
-        else
-            check(gmax > 1e-4 && !moe_k1_blind_router(&c),
-                  "k = 1, gates not renormalised: the task loss reaches the router (max |g| %.3g)", gmax);
-        free(x);
-        free(y);
-        free(dy);
-        free(dx);
-        bench_free(&t);
+        check(!moe_renorm_on(&c), "auto at k = 1: off");
+        int v = -1;
+        check(moe_parse_renorm("auto", &v) == ML_OK && v == MOE_RENORM_AUTO && moe_parse_renorm("on", &v) == ML_OK &&
+                  v == MOE_RENORM_ON && moe_parse_renorm("off", &v) == ML_OK && v == MOE_RENORM_OFF &&
+                  moe_parse_renorm("yes", &v) == ML_ERR_ARG && v == MOE_RENORM_OFF,
+              "moe_parse_renorm: auto, on, off; another word is an error");
     }
     MoeConfig c;
     moe_config_defaults(&c);

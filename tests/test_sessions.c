@@ -92,6 +92,7 @@ static int make_dataset(Dataset *ds, int n_train) {
 typedef struct {
     EvalRecord r;
     int ce[4 * 4];
+    int drops[4 * 4]; /* drop_class_expert */
     float feat[16 * 64];
     int tex[16];
     int32_t tla[16];
@@ -104,6 +105,8 @@ static void eval_copy(EvalCopy *c, const EvalRecord *r) {
     memcpy(c->tex, r->tsne_expert, sizeof(int) * r->tsne_n);
     memcpy(c->tla, r->tsne_label, sizeof(int32_t) * r->tsne_n);
     c->r.class_expert = c->ce;
+    if (r->drop_class_expert) memcpy(c->drops, r->drop_class_expert, sizeof(int) * r->classes * r->experts);
+    c->r.drop_class_expert = r->drop_class_expert ? c->drops : NULL;
     c->r.tsne_feat = c->feat;
     c->r.tsne_expert = c->tex;
     c->r.tsne_label = c->tla;
@@ -111,6 +114,7 @@ static void eval_copy(EvalCopy *c, const EvalRecord *r) {
     for (int l = 0; l < r->nlayers; l++) {
         EvalLayer *el = &c->r.layer[l];
         el->class_expert = el->class_expert == r->class_expert ? c->ce : NULL;
+        el->drop_class_expert = el->drop_class_expert == r->drop_class_expert ? c->r.drop_class_expert : NULL;
         el->tsne_feat = el->tsne_feat == r->tsne_feat ? c->feat : NULL;
         el->tsne_expert = el->tsne_expert == r->tsne_expert ? c->tex : NULL;
     }

@@ -260,6 +260,7 @@ static const FieldRow trainer_fields[] = {
     F(perm, 1, NULL),
     F(labels, 0, "scratch of one batch"),
     F(eval_idx, 0, "scratch of one evaluation batch"),
+    F(drop_ce, 1, NULL),
     F(step, 1, NULL),
     F(epoch, 1, NULL),
     F(steps_per_epoch, 1, NULL),
@@ -349,7 +350,8 @@ static void test_state_table(const Dataset *ds) {
         for (int i = 0; i < nf; i++) {
             const FieldRow *f = &trainer_fields[i];
             if (!f->state || !strcmp(f->name, "model") || !strcmp(f->name, "opt")) continue;
-            if (!strcmp(f->name, "coll") && !head) continue; /* dense heads have no routing window */
+            if ((!strcmp(f->name, "coll") || !strcmp(f->name, "drop_ce")) && !head)
+                continue; /* dense heads have no routing window, no drops */
             if ((!strcmp(f->name, "bl") || !strcmp(f->name, "ep_rho_head")) && t.nbl == 0)
                 continue; /* no backbone MoE layer in this configuration */
             const char *base = (const char *)&t + f->off;
@@ -357,6 +359,7 @@ static void test_state_table(const Dataset *ds) {
             for (int k = 0; k < v.nvars && !hit; k++) {
                 hit = points_into(v.vars[k].ptr, base, f->size);
                 if (!strcmp(f->name, "perm")) hit = v.vars[k].ptr == t.perm;
+                if (!strcmp(f->name, "drop_ce")) hit = v.vars[k].ptr == t.drop_ce;
             }
             if (!hit) {
                 covered = 0;

@@ -127,6 +127,11 @@ static void test_topk(void) {
           "topk-rho: realized rho 18%% apart: inconclusive whatever the gaps");
     topk(&f, -0.01, 0.002, 0.012, 0.004, 0.341);
     check(run(VERDICT_TOPK, &f, out, sizeof out) == V_INCONCLUSIVE, "topk-rho: k=2's CI spans 0: inconclusive");
+    /* only the k = 1 pair (a grid cut to --vary k=1): a negative k = 1 alone decides nothing */
+    topk(&f, -0.01, 0.01, 0.012, 0.004, 0.341);
+    f.s.nconfigs = 2;
+    check(run(VERDICT_TOPK, &f, out, sizeof out) == V_INCONCLUSIVE && strstr(out, "no k >= 2 configuration"),
+          "topk-rho: k = 1 only: inconclusive (no k >= 2 configuration)");
 }
 
 static void softmoe(Fake *f, double gb, double gs, double half) {
@@ -306,12 +311,73 @@ static void test_agree(void) {
     check(!g.agree && strstr(out, "cannot tell"), "agree: no common gap -> cannot tell");
 }
 
+/* ---- the paper's figures in each block: stated as a reading of the paper, compared with
+ * moelab's interval (contains / does not / part of a range / not compared), none for claim 3 */
+static void test_paper(void) {
+    Fake f;
+    char out[8192];
+    /* claim 2: k = 1 at -1.0 pp [-1.4, -0.6] does not contain -2.08 (above); k = 2 at +1.0 [+0.6, +1.4] contains +1.17 */
+    topk(&f, -0.01, 0.01, 0.012, 0.004, 0.341);
+    run(VERDICT_TOPK, &f, out, sizeof out);
+    check(strstr(out, "paper reports (a reading of the paper, not verified here):") &&
+              strstr(out, "rho ~ 0.38, k = 1: -2.08 pp; moelab k = 1 at realized rho 0.340 -1.00 pp [-1.40, -0.60] "
+                          "does not contain it (above)") &&
+              strstr(out, "rho ~ 0.38, k = 2: +1.17 pp; moelab k = 2 at realized rho 0.338 +1.00 pp [+0.60, +1.40] "
+                          "contains it"),
+          "topk: the paper's k = 1 and k = 2 figures beside moelab's intervals:\n%s", out);
+    check(strstr(out, "paper reports") < strstr(out, "-> supports"), "topk: the paper's figures come before the verdict");
+    topk(&f, -0.025, 0.01, 0.012, 0.004, 0.341);
+    run(VERDICT_TOPK, &f, out, sizeof out);
+    check(strstr(out, "-2.08 pp; moelab k = 1 at realized rho 0.340 -2.50 pp [-2.90, -2.10] does not contain it (below)") != NULL,
+          "topk: an interval below the paper's figure says so");
+    topk(&f, -0.02, 0.01, 0.012, 0.004, 0.341);
+    f.c[0].gap_lo = f.c[0].gap_hi = NAN;
+    run(VERDICT_TOPK, &f, out, sizeof out);
+    check(strstr(out, "-2.08 pp; moelab k = 1 at realized rho 0.340 -2.00 pp, no interval (fewer than 2 seeds): not compared") != NULL,
+          "topk: no interval: not compared");
+    /* claim 1: the smallest rho against the head-only range, the largest against +1.17 */
+    hidden(&f, -0.016, 0.015, -0.01, 0.02, 0.005, 3);
+    run(VERDICT_HIDDEN, &f, out, sizeof out);
+    check(strstr(out, "MoE in the head only (routed FLOPs < 1%): -1.90 to -1.29 pp; moelab at its smallest rho 0.060 "
+                      "-1.60 pp [-2.10, -1.10] contains the range") &&
+              strstr(out, "k = 2: +1.17 pp; moelab at its largest rho 0.570 +2.00 pp [+1.50, +2.50] does not contain it "
+                          "(above)") &&
+              strstr(out, "no number for a hidden-size sweep"),
+          "hidden-size: the paper's head-only range and backbone figure:\n%s", out);
+    hidden(&f, -0.012, 0.015, -0.01, 0.02, 0.005, 3);
+    run(VERDICT_HIDDEN, &f, out, sizeof out);
+    check(strstr(out, "-1.20 pp [-1.70, -0.70] contains part of the range") != NULL, "hidden-size: an overlap is said as one");
+    /* claim 3: no number */
+    softmoe(&f, -0.05, 0.01, 0.005);
+    run(VERDICT_SOFTMOE, &f, out, sizeof out);
+    check(strstr(out, "paper reports (a reading of the paper, not verified here):") && strstr(out, "no number"),
+          "softmoe: the paper gives no number, and the block says so");
+    /* claim 4: linear to 0.1's peak against +0.92, sigmoid's final gap against +0.03 */
+    temp(&f, 3, 0, 0, 3);
+    f.c[2].peak_gap_lo = 0.004;
+    f.c[2].peak_gap_hi = 0.014;
+    run(VERDICT_TEMPERATURE, &f, out, sizeof out);
+    check(strstr(out, "linear to tau_min 0.1, k = 1: peak (then collapses late): +0.92 pp; moelab peak of linear to 0.1 "
+                      "+0.90 pp [+0.40, +1.40] contains it") &&
+              strstr(out, "sigmoid, k = 1 (no collapse): +0.03 pp; moelab sigmoid final +0.03 pp [-0.20, +0.30] contains it") &&
+              strstr(out, "linear to 0.3: no number"),
+          "temperature: the paper's peak and sigmoid figures:\n%s", out);
+    /* a grid without the configuration: not compared */
+    fake_init(&f, 3, "schedule", "tau1", "head");
+    add(&f, "const", "1", "moe", "moe", 3, 0.001, -0.002, 0.004, 1)->collapsed = 0;
+    add(&f, "const", "1", "dense", "dense", 3, NAN, NAN, NAN, -1);
+    run(VERDICT_TEMPERATURE, &f, out, sizeof out);
+    check(strstr(out, "+0.03 pp; moelab: no sigmoid final in this sweep, not compared") != NULL,
+          "temperature: a missing configuration is not compared:\n%s", out);
+}
+
 int main(void) {
     test_hidden();
     test_topk();
     test_softmoe();
     test_temperature();
     test_infer();
+    test_paper();
     test_agree();
     printf("%d checks, %d failed\n", n_checks, n_failed);
     return n_failed ? 1 : 0;

@@ -323,6 +323,55 @@ ml_status figs_class_expert(const FigRun *r, int ev, const char *path, FigFormat
     return fig_close(f);
 }
 
+ml_status figs_drops(const FigRun *r, int ev, const int *drops, const char *path, FigFormat fmt) {
+    const SessionHistory *h = r->h;
+    const int K = h->K, E = h->E;
+    if (E <= 0 || !drops) return ml_fail(ML_ERR_ARG, "%s: no drops per class", r->name);
+    if (ev < 0 || ev >= h->nevals) return ml_fail(ML_ERR_ARG, "%s: no evaluation %d", r->name, ev);
+    double *m = dalloc((long)K * E);
+    char(*cl)[12] = calloc(E, sizeof *cl);
+    const char **cls = calloc(E, sizeof *cls);
+    char(*rl)[80] = calloc(K, sizeof *rl);
+    const char **rls = calloc(K, sizeof *rls);
+    if (!m || !cl || !cls || !rl || !rls) {
+        free(m), free(cl), free(cls), free(rl), free(rls);
+        return ml_fail(ML_ERR_NOMEM, "out of memory");
+    }
+    double mx = 0;
+    long total = 0;
+    for (int i = 0; i < K * E; i++) mx = fmax(mx, drops[i]), total += drops[i];
+    for (int i = 0; i < K * E; i++) m[i] = drops[i];
+    for (int e = 0; e < E; e++) snprintf(cl[e], sizeof cl[e], "%d", e), cls[e] = cl[e];
+    double lw = 0;
+    Fig *f = fig_open(path, fmt, FIG_COL_IN, 0.9 + 0.2 * K);
+    if (!f) {
+        free(m), free(cl), free(cls), free(rl), free(rls);
+        return ML_ERR_IO;
+    }
+    for (int c = 0; c < K; c++) {
+        long n = 0;
+        for (int e = 0; e < E; e++) n += drops[c * E + e];
+        snprintf(rl[c], sizeof rl[c], "%s (%ld)", h->class_names[c], n);
+        rls[c] = rl[c];
+        lw = fmax(lw, fig_text_width(f, 6.0, rl[c]));
+    }
+    const double W = fig_width(f), H = fig_height(f), w = W - 46;
+    const double left = lw + 4, top = 12, bottom = 18;
+    const double gx = left, gy = top, gw = w - left - 2, gh = H - top - bottom;
+    char title[320], t[320];
+    snprintf(title, sizeof title, "%s: train pairs dropped, epoch %d (%ld)", r->name, h->evals[ev].epoch,
+             total);
+    fit_text(f, 7.5, title, w - 8, t, sizeof t);
+    fig_text(f, w / 2, 1, 7.5, 0.5, 0, 1, t);
+    const double hi = mx > 0 ? mx : 1;
+    fig_heatmap(f, gx, gy, gw, gh, m, K, E, 0, hi, (const char *const *)rls, cls, 6.0);
+    if (gw / E >= 12 && gh / K >= 7) fig_heatmap_values(f, gx, gy, gw, gh, m, K, E, 0, hi, "%.0f", 4.5);
+    fig_text(f, gx + gw / 2, gy + gh + 10, 7.0, 0.5, 0, 0, "expert (class total in brackets)");
+    fig_colorbar(f, W - 40, 12, 7, H - 30, 0, hi, "dropped pairs");
+    free(m), free(cl), free(cls), free(rl), free(rls);
+    return fig_close(f);
+}
+
 ml_status figs_expert_load(const FigRun *r, const char *path, FigFormat fmt) {
     const SessionHistory *h = r->h;
     const int E = h->E;

@@ -42,6 +42,10 @@ typedef struct {
 /* One session. ev is a row of /evals (class x expert). */
 ml_status figs_curves(const FigRun *r, const char *path, FigFormat fmt);
 ml_status figs_class_expert(const FigRun *r, int ev, const char *path, FigFormat fmt);
+/* The training pairs capacity dropped since the start of evaluation ev's epoch, per class x
+ * expert (drops: K*E counts, read by the caller: sessions/session.h session_read_drops); class
+ * totals in the row labels. */
+ml_status figs_drops(const FigRun *r, int ev, const int *drops, const char *path, FigFormat fmt);
 ml_status figs_expert_load(const FigRun *r, const char *path, FigFormat fmt);
 ml_status figs_temperature(const FigRun *r, const char *path, FigFormat fmt);
 ml_status figs_tsne(const FigRun *r, int by_class, const char *path, FigFormat fmt);
