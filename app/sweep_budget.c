@@ -2,7 +2,8 @@
  * (README "Budgets"): `--budget paper` prints it before it starts and asks for confirmation on a
  * terminal; `--budget medium` prints it. Each distinct configuration still to run is built once
  * (its dataset opened, the model initialised, at the thread count its runs get) and timed for a
- * few training steps (the median step counts); a run then costs epochs x (steps per epoch + evaluation) steps, an
+ * few training steps (the median step counts); a run then costs its measured start (dataset and
+ * model) plus epochs x (steps per epoch + evaluation) steps, an
  * evaluation batch counted as a third of a training step (forward only). The runs go `--jobs` at
  * once, so the wall time is the sum over runs / jobs. Optimistic when other work shares the
  * machine (the calibration is timed alone; say so). */
@@ -36,6 +37,7 @@ static int calibrate_run(const Plan *p, int r, int threads, double *sec_step, do
     const int bad = app_options_parse(&o, a.n, a.v, "train") != 0;
     sl_free(&a);
     if (bad) return -1;
+    const double t_setup = ml_now(); /* a run's own start: its dataset and model */
     Dataset ds;
     DatasetOpenOptions dopt = {0};
     dopt.coarse = o.coarse;
@@ -51,6 +53,7 @@ static int calibrate_run(const Plan *p, int r, int threads, double *sec_step, do
         dataset_free(&ds);
         return -1;
     }
+    const double setup = ml_now() - t_setup;
     int rc = 0;
     double dt[CAL_STEPS];
     for (int s = 0; s < CAL_WARMUP + CAL_STEPS && !rc; s++) {
@@ -67,7 +70,8 @@ static int calibrate_run(const Plan *p, int r, int threads, double *sec_step, do
         }
     *sec_step = rc ? 0 : 0.5 * (dt[(CAL_STEPS - 1) / 2] + dt[CAL_STEPS / 2]);
     const int B = t.cfg.model.batch;
-    *steps_run = (double)t.cfg.epochs * ((double)t.steps_per_epoch + ceil((double)t.src.n_test / B) / 3.0);
+    *steps_run = (double)t.cfg.epochs * ((double)t.steps_per_epoch + ceil((double)t.src.n_test / B) / 3.0) +
+                 (*sec_step > 0 ? setup / *sec_step : 0); /* the start, in steps */
     snprintf(what, wn, "%s, %d epochs x %ld steps, %d thread%s", t.src.name, t.cfg.epochs, t.steps_per_epoch,
              t.cfg.threads, t.cfg.threads == 1 ? "" : "s");
     trainer_free(&t);
