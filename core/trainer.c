@@ -103,6 +103,18 @@ ml_status trainer_init(Trainer *t, const TrainConfig *cfg, const BatchSource *sr
     model_init_params(&t->model, &t->rng_init);
     for (int i = 0; i < c->n_init_bias; i++) { /* --init-bias: starting utility biases (a resume restores its own) */
         const InitBias *ib = &c->init_bias[i];
+        int hit = 0; /* routed layers it names that have expert ib->expert */
+        if ((ib->stage == -1 || ib->stage == -2) && c->model.head.kind != HEAD_DENSE && ib->expert < c->model.head.E) hit++;
+        for (int l = 0; l < t->model.nmoec; l++)
+            hit += (ib->stage == -2 || ib->stage == t->model.moec[l].stage) && ib->expert < t->model.moec[l].route.cfg.E;
+        if (!hit) { /* the message before trainer_free: c is t's own copy */
+            const int stage = ib->stage, e = ib->expert;
+            char lay[24];
+            snprintf(lay, sizeof lay, stage == -2 ? "of this model" : stage == -1 ? "'head'" : "moe%d", stage);
+            trainer_free(t);
+            return ml_fail(ML_ERR_ARG, "--init-bias: no routed layer %s has an expert e%d (check --experts and --moe-after)",
+                           lay, e);
+        }
         if ((ib->stage == -1 || ib->stage == -2) && c->model.head.kind != HEAD_DENSE && ib->expert < c->model.head.E)
             t->model.moe.bias[ib->expert] = ib->value;
         for (int l = 0; l < t->model.nmoec; l++) {

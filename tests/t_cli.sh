@@ -142,5 +142,16 @@ a=$(run); b=$(run)
 if [ -n "$a" ] && [ "$a" = "$b" ] && grep -q "test loss" <<<"$a"; then ok "two runs with seed 7 print identical losses"
 else bad "runs differ or failed:"$'\n'"$a"$'\n'"---"$'\n'"$b"; fi
 
+# --init-bias: a bad entry, an expert no routed layer has, a layer the model does not route
+out=$("$BIN" train --headless --no-session --dataset synthetic:16x16x3:4:256 --width 0.25 --epochs 1 --init-bias e9=1 2>&1); rc=$?
+if [ $rc != 0 ] && grep -q 'init-bias: no routed layer of this model has an expert e9' <<<"$out"; then ok "--init-bias e9 with 8 experts is refused, naming it"
+else bad "--init-bias e9: rc $rc: $out"; fi
+out=$("$BIN" train --headless --no-session --dataset synthetic:16x16x3:4:256 --width 0.25 --epochs 1 --init-bias moe2:e1=1 2>&1); rc=$?
+if [ $rc != 0 ] && grep -q "no routed layer moe2 has an expert e1" <<<"$out"; then ok "--init-bias on a layer the model lacks is refused"
+else bad "--init-bias moe2 without --moe-after 2: rc $rc: $out"; fi
+out=$("$BIN" train --headless --no-session --init-bias x5=1 --dry-run 2>&1); rc=$?
+if [ $rc != 0 ] && grep -q "is not eN=V" <<<"$out"; then ok "--init-bias x5=1 is refused as not eN=V"
+else bad "--init-bias x5=1: rc $rc: $out"; fi
+
 echo "$pass passed, $fail failed"
 [ "$fail" = 0 ]
