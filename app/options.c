@@ -133,6 +133,11 @@ static const OptSpec opts[] = {
      "make the session folder 0700: only you can read the run (without it the umask decides, as for any Unix tool; "
      "the control socket is owner-only either way)",
      FLAG(private_run, 1), .dflt = ""},
+    {"notify", "CMD", G_SESSION,
+     "run CMD (/bin/sh) on a collapse, warning, expert death, NaN loss, finished or failed run, with MOELAB_EVENT, "
+     "MOELAB_SESSION, MOELAB_STEP, MOELAB_TEXT set; never blocks training; not stored in the session",
+     STR(notify), .dflt = "none"},
+    {"notify-timeout", "S", G_SESSION, "seconds a --notify command may run before it is killed", F64(notify_timeout, 0.1, 86400)},
     {"resume", "DIR", G_SESSION, "continue DIR from its newest valid checkpoint", STR(resume), .dflt = ""},
     {"ckpt-every", "N", G_SESSION, "checkpoint every N epochs, 0 = only at the end", I32(ckpt_every, 0, 1000000)},
     {"ckpt-steps", "N", G_SESSION, "also checkpoint every N steps, 0 = off", I64(ckpt_steps, 0, 1000000000)},
@@ -267,6 +272,7 @@ void app_options_defaults(AppOptions *o) {
     snprintf(o->bench_model, sizeof o->bench_model, "reference");
     o->ckpt_every = 1;
     o->keep = 3;
+    o->notify_timeout = 30;
 }
 
 /* ---- --help */
@@ -684,5 +690,15 @@ int app_options_parse(AppOptions *o, int argc, char **argv, const char *cmd) {
     }
     /* the optimiser's own weight decay unless --wd is given (in any order) */
     if (!given[opt_index("wd")]) t->opt.wd = optim_default_wd(t->opt.kind);
+    return 0;
+}
+
+int app_option_launch_only(int argc, char **argv, int i) {
+    static const char *const names[] = {"--notify", "--notify-timeout"};
+    for (size_t k = 0; k < sizeof names / sizeof *names; k++) {
+        const size_t n = strlen(names[k]);
+        if (!strncmp(argv[i], names[k], n) && argv[i][n] == '=') return 1;
+        if (!strcmp(argv[i], names[k])) return i + 1 < argc ? 2 : 1;
+    }
     return 0;
 }

@@ -29,6 +29,8 @@ typedef struct {
     long ckpt_steps;             /* --ckpt-steps N (default 0 = off) */
     int keep;                    /* --keep N checkpoints (default 3) */
     char on_collapse[224];       /* --on-collapse: "pause", commands, or "" (none) */
+    char notify[2048];           /* --notify CMD: alerts through /bin/sh ("" = off; app/notify.h) */
+    double notify_timeout;       /* --notify-timeout S (30) */
 } AppOptions;
 
 void app_options_defaults(AppOptions *o);
@@ -36,6 +38,10 @@ void app_options_defaults(AppOptions *o);
  * option (message printed to stderr). `cmd` names the subcommand in messages and help. */
 int app_options_parse(AppOptions *o, int argc, char **argv, const char *cmd);
 void app_options_help(const char *cmd);
+/* Launch-time options (--notify, --notify-timeout) belong to one process, never to a session: the
+ * stored command line leaves them out, so a resume, a replay or a sweep's comparison never sees
+ * them. The argv entries that argv[i] starts (2: "--notify CMD", 1: "--notify=CMD"), 0 if none. */
+int app_option_launch_only(int argc, char **argv, int i);
 /* `moelab bench --model backbone-moe|backbone-ffn` (app/bench_model.c); returns the exit status. */
 int bench_backbone_model(const AppOptions *o);
 

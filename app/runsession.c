@@ -135,9 +135,13 @@ const char *sessions_root(void) {
     return e && e[0] ? e : "runs";
 }
 
+/* a notification's outcome in the event log */
+static void notify_log(void *user, long step, const char *text) { runsession_event(user, step, text); }
+
 int runsession_open(RunSession *rs, const AppOptions *o, Trainer *t, const char *cmdline, const char *commands_text,
                     int resume) {
     memset(rs, 0, sizeof *rs);
+    notify_init(&rs->notify, o->notify, o->notify_timeout, "");
     if (o->no_session) return 0;
     rs->ckpt_every = o->ckpt_every;
     rs->ckpt_steps = o->ckpt_steps;
@@ -201,11 +205,19 @@ int runsession_open(RunSession *rs, const AppOptions *o, Trainer *t, const char 
         rs->active = 1;
     }
     rs->last_flush = ml_now();
+    rs->notify.session = rs->dir;
+    rs->notify.log = notify_log;
+    rs->notify.user = rs;
     return 0;
 }
 
 static void on_step(const StepRecord *r, void *user) {
     RunSession *rs = user;
+    rs->last_step = r->step;
+    if (rs->notify.cmd) {
+        notify_alarm(&rs->notify, r->alarm);
+        if (rs->notify.nkid) notify_poll(&rs->notify, 0);
+    }
     if (!rs->active || rs->failed) return;
     if (session_append_step(&rs->w, r) != ML_OK) {
         report(rs, "writing a step record");
@@ -255,6 +267,8 @@ static void on_eval(const EvalRecord *r, void *user) {
 }
 
 static void on_event(const TrainerEvent *e, void *user) {
+    RunSession *rs = user;
+    if (rs->notify.cmd) notify_trainer_event(&rs->notify, e);
     if (!e->logged) return;
     const char *from = cmd_origin_name(e->origin);
     if (!from[0] || e->kind != TEV_APPLIED || e->origin == CMD_FROM_RULE) { /* a rule says so in its text */
@@ -282,6 +296,13 @@ void runsession_event(RunSession *rs, long step, const char *text) {
 }
 
 void runsession_finish(RunSession *rs, const char *status) {
+    if (rs->notify.cmd && status) {
+        if (!strcmp(status, "finished"))
+            notify_send(&rs->notify, NOTIFY_FINISHED, rs->last_step, "the run finished");
+        else if (!strcmp(status, "failed"))
+            notify_send(&rs->notify, NOTIFY_FAILED, rs->last_step, "the run failed");
+        notify_poll(&rs->notify, 1);
+    }
     if (rs->active && session_close(&rs->w, status) != ML_OK && !rs->failed)
         ml_log(1, "session %s: closing live.h5: %s", rs->dir, ml_last_error());
     rs->active = 0;

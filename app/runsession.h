@@ -7,6 +7,7 @@
 #define ML_APP_RUNSESSION_H
 
 #include "core/trainer.h"
+#include "notify.h"
 #include "options.h"
 #include "sessions/session.h"
 
@@ -25,6 +26,8 @@ typedef struct {
     int ckpt_failed;     /* checkpoints that could not be written (each reported, skipped; later ones tried) */
     long ckpt_last_fail; /* step of the latest failed one (-1: none) */
     int ckpt_last_ok;    /* 1: the latest checkpoint attempt succeeded */
+    Notifier notify;     /* --notify: alerts (off when its command is empty) */
+    long last_step;      /* steps completed at the latest step record */
 } RunSession;
 
 /* Joins argv into one shell-quoted command line. */
@@ -58,7 +61,8 @@ int runsession_open(RunSession *rs, const AppOptions *o, Trainer *t, const char 
 void runsession_hooks(RunSession *rs, TrainHooks *h);
 /* One line in the event log (e.g. "resume from ckpt-240.h5"). */
 void runsession_event(RunSession *rs, long step, const char *text);
-/* Closes live.h5 with status ("finished", "interrupted", "failed"). */
+/* Closes live.h5 with status ("finished", "interrupted", "failed"); a finished or failed run sends
+ * its --notify alert and waits (at most --notify-timeout) for the notifications still running. */
 void runsession_finish(RunSession *rs, const char *status);
 
 #endif

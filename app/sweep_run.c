@@ -76,6 +76,12 @@ static void normalize_args(StrList *l) {
     int w = 0;
     for (int i = 0; i < l->n; i++) {
         const char *a = l->v[i];
+        const int lo = app_option_launch_only(l->n, l->v, i);
+        if (lo) { /* --notify: the process's, not the run's */
+            for (int j = 0; j < lo; j++) free(l->v[i + j]);
+            i += lo - 1;
+            continue;
+        }
         if ((!strcmp(a, "--threads") || !strcmp(a, "--session")) && i + 1 < l->n) {
             free(l->v[i]);
             free(l->v[i + 1]);

@@ -428,10 +428,14 @@ static int check_resume_args(int argc, char **argv) {
         if (!strcmp(a, "--resume")) dir = i + 1 < argc ? argv[++i] : "";
         else if (!strncmp(a, "--resume=", 9)) dir = a + 9;
         else if (!strcmp(a, "--headless")) continue;
+        else if (app_option_launch_only(argc, argv, i)) {
+            i += app_option_launch_only(argc, argv, i) - 1;
+            continue;
+        }
         else {
             fprintf(stderr,
                     "moelab %s: --resume continues a session with the configuration it was started with; '%s' "
-                    "cannot be combined with it (only --headless can)\n",
+                    "cannot be combined with it (only --headless and --notify can)\n",
                     g_sub, a);
             return 2;
         }
@@ -488,6 +492,8 @@ int cmd_train(int argc, char **argv) {
         snprintf(ro.session, sizeof ro.session, "%s", o.resume);
         ro.no_session = 0;
         ro.headless = o.headless;
+        snprintf(ro.notify, sizeof ro.notify, "%s", o.notify); /* this process's alerts */
+        ro.notify_timeout = o.notify_timeout;
         const int rc = run_training(&ro, line, 1, NULL, 0, NULL, 0);
         free(line);
         return rc;
@@ -495,7 +501,11 @@ int cmd_train(int argc, char **argv) {
     char *av0[argc + 2];
     int ac = 0;
     av0[ac++] = "train";
-    for (int i = 1; i < argc; i++) av0[ac++] = argv[i];
+    for (int i = 1; i < argc; i++) {
+        const int lo = app_option_launch_only(argc, argv, i);
+        if (lo) i += lo - 1; /* --notify is this process's, not the session's */
+        else av0[ac++] = argv[i];
+    }
     char *line = command_line_join_alloc(ac, av0);
     if (!line) {
         fprintf(stderr, "moelab %s: out of memory\n", g_sub);
