@@ -144,7 +144,8 @@ static void parse_status(Attach *a, const char *r) {
     const char *p;
     if ((p = strstr(r, "step="))) a->step = atol(p + 5);
     if ((p = strstr(r, "total="))) a->total = atol(p + 6);
-    if ((p = strstr(r, " epoch="))) a->epoch = atoi(p + 7);
+    if ((p = strstr(r, " epochs_done="))) a->epoch = atoi(p + 13); /* completed epochs */
+    else if ((p = strstr(r, " epoch="))) a->epoch = atoi(p + 7);   /* a run from before epochs_done */
     if ((p = strstr(r, "epochs="))) a->epochs = atoi(p + 7);
     if ((p = strstr(r, "tau="))) a->tau = atof(p + 4);
     if ((p = strstr(r, "img_s="))) a->img_s = atof(p + 6);

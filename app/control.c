@@ -186,9 +186,11 @@ static void reply_status_locked(ControlServer *s, Client *c) {
                                   t->layer[i], t->layer_collapsed[i]);
     }
     reply_locked(c,
-                 "ok step=%ld total=%ld epoch=%d epochs=%d state=%s tau=%.6g loss=%.6g acc=%.6g test_acc=%.6g "
+                 "ok step=%ld total=%ld epoch=%d epochs=%d epochs_done=%d state=%s tau=%.6g loss=%.6g acc=%.6g test_acc=%.6g "
                  "img_s=%.1f collapsed=%d alarm=%s pid=%ld session=%s%s%s%s",
-                 t->step, t->total, t->epoch, t->epochs,
+                 /* epoch: the one in progress, as the screen counts it (1 during the first);
+                  * epochs_done: the completed ones */
+                 t->step, t->total, t->epoch < t->epochs ? t->epoch + 1 : t->epochs, t->epochs, t->epoch,
                  t->numeric  ? "paused-nan"
                  : t->paused ? "paused"
                              : "running",

@@ -650,7 +650,78 @@ static int set_option(AppOptions *o, const OptSpec *r, const char *a, const char
     return -1;
 }
 
+/* Levenshtein distance of a and b (both short option names), with a transposition counted as one */
+static int edit_distance(const char *a, const char *b) {
+    const int n = (int)strlen(a), m = (int)strlen(b);
+    if (n > 63 || m > 63) return 99;
+    int d[64][64];
+    for (int i = 0; i <= n; i++) d[i][0] = i;
+    for (int j = 0; j <= m; j++) d[0][j] = j;
+    for (int i = 1; i <= n; i++)
+        for (int j = 1; j <= m; j++) {
+            int v = d[i - 1][j - 1] + (a[i - 1] != b[j - 1]);
+            if (d[i - 1][j] + 1 < v) v = d[i - 1][j] + 1;
+            if (d[i][j - 1] + 1 < v) v = d[i][j - 1] + 1;
+            if (i > 1 && j > 1 && a[i - 1] == b[j - 2] && a[i - 2] == b[j - 1] && d[i - 2][j - 2] + 1 < v)
+                v = d[i - 2][j - 2] + 1;
+            d[i][j] = v;
+        }
+    return d[n][m];
+}
+
+/* Options are spelled out in full: getopt_long would take any unambiguous prefix (`--epoch` for
+ * `--epochs`), which silently changes meaning when an option is added. An argument "--NAME[=V]"
+ * that is not an option's exact name is refused with the nearest names (a prefix of them, or at
+ * most a third of the name's letters away). 0, or -1 (message printed). */
+static int exact_names(int argc, char **argv, const char *cmd) {
+    for (int i = 1; i < argc; i++) {
+        const char *a = argv[i];
+        if (!strcmp(a, "--")) break;
+        if (strncmp(a, "--", 2) || !a[2]) continue;
+        char name[96];
+        const size_t len = strcspn(a + 2, "=");
+        snprintf(name, sizeof name, "%.*s", (int)(len < sizeof name - 1 ? len : sizeof name - 1), a + 2);
+        int row = -1;
+        for (int k = 0; k < NOPTS; k++)
+            if (!strcmp(opts[k].name, name)) row = k;
+        if (row >= 0) {
+            /* "--name VALUE": the value is not an option even if it starts with "--" */
+            if (!a[2 + len] && (opts[row].metavar || opts[row].choices)) i++;
+            continue;
+        }
+        if (!strcmp(name, "help")) continue;
+        /* the candidates: options this name begins, then the nearest by edit distance */
+        char sug[256] = "";
+        size_t o = 0;
+        int nsug = 0, best = 99;
+        for (int k = 0; k < NOPTS; k++) {
+            if (opts[k].hidden) continue;
+            const int d = edit_distance(name, opts[k].name);
+            if (d < best) best = d;
+        }
+        const int limit = (int)strlen(name) / 3 > 2 ? (int)strlen(name) / 3 : 2;
+        for (int k = 0; k < NOPTS && nsug < 4; k++) {
+            if (opts[k].hidden) continue;
+            const int pre = !strncmp(opts[k].name, name, strlen(name));
+            const int d = edit_distance(name, opts[k].name);
+            if (pre || (d == best && d <= limit)) {
+                o += (size_t)snprintf(sug + o, sizeof sug - o, "%s--%s", nsug ? " or " : "", opts[k].name);
+                if (o >= sizeof sug) o = sizeof sug - 1;
+                nsug++;
+            }
+        }
+        if (nsug)
+            fprintf(stderr, "moelab %s: unknown option '--%s'; did you mean %s? (see moelab %s --help)\n", cmd, name, sug,
+                    cmd);
+        else
+            fprintf(stderr, "moelab %s: unknown option '--%s' (see moelab %s --help)\n", cmd, name, cmd);
+        return -1;
+    }
+    return 0;
+}
+
 int app_options_parse(AppOptions *o, int argc, char **argv, const char *cmd) {
+    if (exact_names(argc, argv, cmd)) return -1;
     TrainConfig *t = &o->train;
     MoeConfig *h = &t->model.head;
     struct option long_opts[NOPTS + 1];

@@ -60,6 +60,10 @@ check "the socket answers" wait_sock "$T/a"
 check "control.sock is a socket, mode 0600" test "$(stat -c '%F %a' "$T/a/control.sock")" = "socket 600"
 st=$("$BIN" ctl "$T/a" status)
 check "status: ok step=N ... state=running" grep -Eq '^ok step=[0-9]+ total=[0-9]+ .*state=running' <<<"$st"
+# epochs counted as the screen counts them (issue 32): epoch = the one in progress, epochs_done the
+# completed ones, so epoch = epochs_done + 1 while the run trains
+ep=$(field epoch <<<"$st"); done_=$(field epochs_done <<<"$st")
+check "status: epoch $ep is the one in progress (epochs_done $done_ + 1)" test -n "$ep" -a "$ep" = "$(( ${done_:-0} + 1 ))"
 out=$("$BIN" ctl "$T/a" set tau 0.3)
 rc=$?
 check "set tau 0.3: exit 0, reply 'ok step=N set tau 0.3'" test $rc = 0 -a -n "$(grep -E '^ok step=[0-9]+ set tau 0.3$' <<<"$out")"

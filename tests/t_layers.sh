@@ -104,7 +104,7 @@ check "browser: q quits" wait_for 'EXITED-browse' 10
 (cd "$T" && exec "$BIN" train --headless $RUN --epochs 400 --moe-after 2 --head moe --session "$T/hl" >"$T/hl.log" 2>&1) &
 RUNPID=$!
 for ((i = 0; i < 600; i++)); do
-  e=$("$BIN" ctl "$T/hl" status 2>/dev/null | sed -n 's/.* epoch=\([0-9]*\).*/\1/p')
+  e=$("$BIN" ctl "$T/hl" status 2>/dev/null | sed -n 's/.* epochs_done=\([0-9]*\).*/\1/p')
   [ -n "$e" ] && [ "$e" -ge 2 ] && break
   sleep 0.1
 done
