@@ -63,6 +63,33 @@ void plot_default_out(const char *const *inputs, int n, char *out, size_t outn) 
 }
 
 /* The name a run is shown under: its folder's last component. */
+/* --title, --label, --columns (cmd_plot; the browser's export keeps the defaults) */
+static const char *g_title;
+static const char *g_labels[PLOT_MAX_RUNS];
+static int g_nlabels;
+
+/* A run's configuration in words, the default label of its figures: "moe E=8 k=2 h=1024",
+ * "dense h=1024", with the backbone's routed layers ("dense h=64 + moe2 moe3 E=8 k=1"). */
+static void run_words(const SessionHistory *h, char *out, size_t n) {
+    const SessionInfo *i = &h->info;
+    size_t o = 0;
+    int backbone = 0;
+    for (int l = 0; l < h->nlayers; l++) backbone |= strcmp(h->layer[l].name, "head") != 0;
+    if (i->experts > 0 && strcmp(i->head, "dense"))
+        o += (size_t)snprintf(out + o, n - o, "%s E=%d k=%d h=%d", i->head, i->experts, i->k, i->hidden);
+    else o += (size_t)snprintf(out + o, n - o, "%s h=%d", i->head[0] ? i->head : "dense", i->hidden);
+    if (backbone && o < n) {
+        o += (size_t)snprintf(out + o, n - o, " +");
+        for (int l = 0; l < h->nlayers && o < n; l++)
+            if (strcmp(h->layer[l].name, "head"))
+                o += (size_t)snprintf(out + o, n - o, " %s", h->layer[l].name);
+        if (o < n && h->nlayers > 0) {
+            const LayerInfo *li = &h->layer[0];
+            snprintf(out + o, n - o, " E=%d k=%d", li->E, li->k);
+        }
+    }
+}
+
 static void run_name(const char *in, char *out, size_t n) {
     char d[1024];
     input_folder(in, d, sizeof d);
@@ -152,7 +179,10 @@ static void prepare_plan(Run *R, const char *layer) {
         if (command_parse(h->events[i].text, &c, err, sizeof err) || !trainer_tau_command(&c)) continue;
         if (layer && c.layer[0] && strcmp(c.layer, layer)) continue; /* another layer's `... @moe2` */
         r->mark_step[r->nmarks] = h->events[i].step;
-        snprintf(r->mark_text[r->nmarks], sizeof r->mark_text[0], "%.47s", h->events[i].text);
+        /* the command as typed, without the event log's "  # screen" origin tag */
+        const char *t = h->events[i].text, *tag = strstr(t, "  #");
+        snprintf(r->mark_text[r->nmarks], sizeof r->mark_text[0], "%.*s", tag ? (int)(tag - t < 47 ? tag - t : 47) : 47,
+                 t);
         r->nmarks++;
     }
     r->has_plan = 1;
@@ -196,7 +226,7 @@ static int run_load(Run *R, const char *in, int epoch, int tsne, int verbose, ch
         snprintf(msg, msgn, "%s", ml_last_error());
         return 1;
     }
-    run_name(in, R->name, sizeof R->name);
+    run_words(&R->h, R->name, sizeof R->name);
     R->r.h = &R->h;
     R->r.name = R->name;
     const int rc = pick_eval(&R->h, in, epoch, &R->ev, msg, msgn);
@@ -441,7 +471,8 @@ static int plot_sweep(Out *o, const char *in, const char *path, char *msg, size_
         return 1;
     }
     char name[256], title[320];
-    run_name(in, name, sizeof name);
+    if (g_title) snprintf(name, sizeof name, "%s", g_title);
+    else run_name(in, name, sizeof name);
     int has_gap = 0;
     for (int c = 0; c < s.nconfigs; c++) has_gap |= s.configs[c].baseline >= 0;
     if (!has_gap) {
@@ -451,7 +482,26 @@ static int plot_sweep(Out *o, const char *in, const char *path, char *msg, size_
     }
     Ctx c = {.sw = &s, .title = title};
     snprintf(title, sizeof title, "%s: MoE - dense vs rho", name);
-    int bad = emit(o, "gap_rho", d_gap_rho, &c);
+    /* gap against rho only where the x axis means something: one kind of routed head (a line
+     * through moe, softmoe-sample and softmoe-batch joins different models) at two rho or more */
+    int kinds = 0, rhos = 0;
+    const char *kind0 = NULL;
+    double rho[256];
+    for (int k = 0; k < s.nconfigs; k++) {
+        const SweepConfig *g = &s.configs[k];
+        if (g->baseline < 0) continue;
+        if (!kind0) kind0 = g->head, kinds = 1;
+        else if (strcmp(kind0, g->head)) kinds = 2;
+        const double r = isfinite(g->rho_realized) ? g->rho_realized : g->rho_nominal;
+        int seen = !isfinite(r);
+        for (int j = 0; j < rhos && !seen; j++) seen = fabs(rho[j] - r) <= 1e-3 * fmax(1e-6, fabs(r));
+        if (!seen && rhos < 256) rho[rhos++] = r;
+    }
+    int bad = 0;
+    if (kinds == 1 && rhos >= 2) bad = emit(o, "gap_rho", d_gap_rho, &c);
+    else if (o->verbose)
+        printf("gap_rho   not drawn: %s (the configs figure shows each gap)\n",
+               kinds > 1 ? "the configurations are different kinds of head" : "the configurations do not differ in rho");
     /* a preset's sweep: the verdict on its claim in the title, the whole block in verdict.txt */
     const VerdictKind vk = verdict_infer(&s);
     if (vk != VERDICT_NONE) {
@@ -529,6 +579,25 @@ int plot_run(const char *const *inputs, int n, const char *outdir, unsigned form
             return 1;
         }
         for (int i = 0; i < n && rc == 0; i++) rc = run_load(&runs[i], inputs[i], epoch, n == 1, verbose, msg, msgn);
+        /* the labels: --label per session, --title for a single one; runs of one configuration
+         * told apart by their seed, then by their folder */
+        for (int i = 0; i < n && rc == 0; i++) {
+            int dup = 0;
+            for (int j = 0; j < n; j++) dup |= j != i && !strcmp(runs[i].name, runs[j].name);
+            if (dup) {
+                const size_t l = strlen(runs[i].name);
+                snprintf(runs[i].name + l, sizeof runs[i].name - l, " seed %llu",
+                         (unsigned long long)runs[i].h.info.seed);
+            }
+        }
+        for (int i = 0; i < n && rc == 0; i++) {
+            int dup = 0;
+            for (int j = 0; j < n; j++) dup |= j != i && !strcmp(runs[i].name, runs[j].name);
+            if (dup) run_name(inputs[i], runs[i].name, sizeof runs[i].name);
+        }
+        for (int i = 0; i < n && rc == 0; i++)
+            if (i < g_nlabels) snprintf(runs[i].name, sizeof runs[i].name, "%s", g_labels[i]);
+        if (rc == 0 && n == 1 && g_title) snprintf(runs[0].name, sizeof runs[0].name, "%s", g_title);
         if (rc == 0 && outdir_begin(&od, o.dir)) {
             snprintf(msg, msgn, "%s", ml_last_error());
             rc = 1;
@@ -559,7 +628,8 @@ int plot_run(const char *const *inputs, int n, const char *outdir, unsigned form
 // the subcommand
 
 static void usage(FILE *f) {
-    fprintf(f, "usage: moelab plot SESSION|SWEEP [SESSION ...] [--out DIR] [--format pdf|svg|png|all] [--epoch N]\n\n"
+    fprintf(f, "usage: moelab plot SESSION|SWEEP [SESSION ...] [--out DIR] [--format pdf|svg|png|all] [--epoch N]\n"
+               "                   [--title TEXT] [--label TEXT ...] [--columns 1|2]\n\n"
                "Paper figures (PDF and SVG vector, PNG at 300 dpi; 3.5 or 7 inches wide) of:\n"
                "  one session   curves, class_expert, expert_load, temperature, routing, tsne_expert, tsne_class\n"
                "  2-8 sessions  compare_curves, compare_class_expert, compare_table + final_metrics.csv\n"
@@ -567,7 +637,11 @@ static void usage(FILE *f) {
                "  --out DIR     where the files go (SESSION/figures, SWEEP/figures; figures-compare for several)\n"
                "  --format F    pdf, svg, png, a comma list or all (pdf)\n"
                "  --epoch N     the evaluation of the heatmaps and t-SNE (the last one; for several sessions\n"
-               "                the last epoch they all reached)\n");
+               "                the last epoch they all reached)\n"
+               "  --title TEXT  the name in the titles (one session or a sweep; default: the configuration in\n"
+               "                words, e.g. \"moe E=8 k=2 h=1024\"; a sweep: its folder)\n"
+               "  --label TEXT  the legend name of each compared session, in order (repeat per session)\n"
+               "  --columns C   every figure 1 column (3.5 in) or 2 columns (7 in) wide (default: each its own)\n");
 }
 
 static int parse_formats(const char *s, unsigned *out) {
@@ -596,6 +670,26 @@ int cmd_plot(int argc, char **argv) {
         if (strcmp(a, "--help") == 0 || strcmp(a, "-h") == 0) {
             usage(stdout);
             return 0;
+        }
+        if (!strcmp(a, "--title") || !strcmp(a, "--label") || !strcmp(a, "--columns")) {
+            if (i + 1 >= argc) {
+                fprintf(stderr, "moelab plot: %s needs a value\n", a);
+                return 2;
+            }
+            const char *v = argv[++i];
+            if (a[2] == 't') g_title = v;
+            else if (a[2] == 'l') {
+                if (g_nlabels == PLOT_MAX_RUNS) {
+                    fprintf(stderr, "moelab plot: at most %d --label\n", PLOT_MAX_RUNS);
+                    return 2;
+                }
+                g_labels[g_nlabels++] = v;
+            } else if (!strcmp(v, "1") || !strcmp(v, "2")) figs_set_columns(v[0] - '0');
+            else {
+                fprintf(stderr, "moelab plot: --columns %s: 1 (3.5 in) or 2 (7 in)\n", v);
+                return 2;
+            }
+            continue;
         }
         if (strcmp(a, "--out") == 0 || strcmp(a, "--format") == 0 || strcmp(a, "--epoch") == 0) {
             if (i + 1 >= argc) {
@@ -638,9 +732,20 @@ int cmd_plot(int argc, char **argv) {
         usage(stderr);
         return 2;
     }
+    if (g_nlabels > n) {
+        fprintf(stderr, "moelab plot: %d --label for %d session%s\n", g_nlabels, n, n == 1 ? "" : "s");
+        return 2;
+    }
     char msg[1024];
+    fig_title_stats_reset();
     const int rc = plot_run(inputs, n, out, formats, epoch, 1, msg, sizeof msg);
     if (rc) fprintf(stderr, "moelab plot: %s\n", msg);
     else printf("%s\n", msg);
+    /* every title line was measured as it was drawn (views/fig.c fig_title) */
+    int lines = 0, bad = 0;
+    char worst[256];
+    fig_title_stats(&lines, &bad, worst, sizeof worst);
+    if (bad) fprintf(stderr, "moelab plot: %d of %d title lines do not fit their panel, e.g. %s\n", bad, lines, worst);
+    else if (getenv("MOELAB_FIG_CHECK")) printf("titles    %d lines, each inside its panel\n", lines);
     return rc;
 }

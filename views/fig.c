@@ -12,13 +12,21 @@
 #include <stdlib.h>
 #include <string.h>
 
+#define FIG_MAX_TITLES 64
 struct Fig {
     cairo_surface_t *s;
     cairo_t *cr;
     FigFormat fmt;
     double w, h; /* points */
     char path[1024], tmp[1100];
+    int ntitles;                          /* title lines drawn (fig_title), for the check */
+    double tbox[FIG_MAX_TITLES][4];       /* each line's ink: x0, y0, x1, y1 */
+    char ttext[FIG_MAX_TITLES][96];       /* its text (cut), for the message */
 };
+
+/* the title check (fig_title_stats): lines drawn and lines outside their box or over another */
+static int g_title_lines, g_title_bad;
+static char g_title_worst[256];
 
 #define FONT "DejaVu Sans"
 
@@ -260,6 +268,123 @@ void fig_text_vertical(Fig *f, double x, double y, double size, const char *s) {
 }
 
 // ---------------------------------------------------------------------------------------------
+// titles: never clipped, never over a neighbour's
+
+#define TITLE_MIN_FRAC 0.8 /* a title shrinks to 80% of its size before it wraps */
+
+static double ink_width(Fig *f, double size, int bold, const char *s, double *x0) {
+    set_font(f, size, bold);
+    cairo_text_extents_t e;
+    cairo_text_extents(f->cr, s, &e);
+    if (x0) *x0 = e.x_bearing;
+    return fmax(e.x_advance, e.x_bearing + e.width);
+}
+
+/* s cut to fit maxw at size, ending in an ellipsis */
+static void ellipsize(Fig *f, double size, int bold, const char *s, double maxw, char *out, size_t n) {
+    snprintf(out, n, "%s", s);
+    size_t len = strlen(out);
+    while (len > 0 && ink_width(f, size, bold, out, NULL) > maxw) {
+        do len--; /* whole UTF-8 characters */
+        while (len > 0 && ((unsigned char)s[len] & 0xC0) == 0x80);
+        snprintf(out, n, "%.*s\u2026", (int)len, s);
+    }
+}
+
+/* The layout of a title in width w: its size and one or two lines. */
+typedef struct {
+    double size;
+    int nlines;
+    char line[2][320];
+} TitleFit;
+
+static void title_fit(Fig *f, double w, double size, const char *title, TitleFit *t) {
+    memset(t, 0, sizeof *t);
+    t->nlines = 1;
+    t->size = size;
+    while (ink_width(f, t->size, 1, title, NULL) > w && t->size > TITLE_MIN_FRAC * size + 1e-9) t->size -= 0.25;
+    if (ink_width(f, t->size, 1, title, NULL) <= w) {
+        snprintf(t->line[0], sizeof t->line[0], "%s", title);
+        return;
+    }
+    /* two lines, broken at the space (or after the ": ", ", ") nearest the middle that fits */
+    const size_t len = strlen(title);
+    size_t best = 0;
+    double bestd = 1e300;
+    for (size_t i = 1; i + 1 < len; i++) {
+        if (title[i] != ' ') continue;
+        char a[320];
+        snprintf(a, sizeof a, "%.*s", (int)i, title);
+        const double wa = ink_width(f, t->size, 1, a, NULL), wb = ink_width(f, t->size, 1, title + i + 1, NULL);
+        const double d = fabs(wa - wb) + (wa > w || wb > w ? 1e6 : 0) - (title[i - 1] == ':' ? 0.25 * w : 0);
+        if (d < bestd) bestd = d, best = i;
+    }
+    if (!best) {
+        ellipsize(f, t->size, 1, title, w, t->line[0], sizeof t->line[0]);
+        return;
+    }
+    char a[320];
+    snprintf(a, sizeof a, "%.*s", (int)best, title);
+    t->nlines = 2;
+    ellipsize(f, t->size, 1, a, w, t->line[0], sizeof t->line[0]);
+    ellipsize(f, t->size, 1, title + best + 1, w, t->line[1], sizeof t->line[1]);
+}
+
+static double title_height(const TitleFit *t) { return t->nlines * (t->size + 2); }
+
+/* Draws a fitted title centred in [x, x + w] from y down and records its lines for the check. */
+static void title_draw(Fig *f, double x, double y, double w, const TitleFit *t) {
+    for (int l = 0; l < t->nlines; l++) {
+        const double ly = y + l * (t->size + 2);
+        double x0;
+        const double iw = ink_width(f, t->size, 1, t->line[l], &x0);
+        set_font(f, t->size, 1);
+        cairo_text_extents_t e;
+        cairo_text_extents(f->cr, t->line[l], &e);
+        const double left = x + w / 2 - e.x_advance / 2;
+        fig_text(f, x + w / 2, ly, t->size, 0.5, 0, 1, t->line[l]);
+        /* the ink of the line, and the box it had to stay in */
+        const double bx0 = left + fmin(0, x0), bx1 = left + iw;
+        g_title_lines++;
+        int bad = bx0 < x - 0.5 || bx1 > x + w + 0.5 || bx0 < -0.5 || bx1 > f->w + 0.5;
+        for (int i = 0; i < f->ntitles && !bad; i++) {
+            const double *b = f->tbox[i];
+            if (bx0 < b[2] && bx1 > b[0] && ly < b[3] && ly + t->size > b[1]) bad = 2;
+        }
+        if (bad) {
+            g_title_bad++;
+            snprintf(g_title_worst, sizeof g_title_worst, "'%.120s' %s [%.1f, %.1f] (box [%.1f, %.1f])", t->line[l],
+                     bad == 2 ? "overlaps another title at" : "outside its box:", bx0, bx1, x, x + w);
+        }
+        if (f->ntitles < FIG_MAX_TITLES) {
+            double *b = f->tbox[f->ntitles];
+            b[0] = bx0, b[1] = ly, b[2] = bx1, b[3] = ly + t->size;
+            snprintf(f->ttext[f->ntitles], sizeof f->ttext[0], "%s", t->line[l]);
+            f->ntitles++;
+        }
+    }
+}
+
+double fig_title(Fig *f, double x, double y, double w, double size, const char *title) {
+    if (!title || !*title) return 0;
+    TitleFit t;
+    title_fit(f, w, size, title, &t);
+    title_draw(f, x, y, w, &t);
+    return title_height(&t);
+}
+
+void fig_title_stats(int *lines, int *bad, char *worst, size_t n) {
+    if (lines) *lines = g_title_lines;
+    if (bad) *bad = g_title_bad;
+    if (worst && n) snprintf(worst, n, "%s", g_title_worst);
+}
+
+void fig_title_stats_reset(void) {
+    g_title_lines = g_title_bad = 0;
+    g_title_worst[0] = 0;
+}
+
+// ---------------------------------------------------------------------------------------------
 // panels
 
 #define TICK_PT 6.5
@@ -302,7 +427,10 @@ void fig_panel(FigPanel *p, Fig *f, double x, double y, double w, double h, cons
         if (tw > lw) lw = tw;
     }
     const double left = lw + 4 + (ylabel && *ylabel ? LABEL_PT + 4 : 0);
-    const double top = title && *title ? TITLE_PT + 6 : 4;
+    /* the title fits the panel's whole width (shrunk, then wrapped), so neighbours never meet */
+    TitleFit tf;
+    if (title && *title) title_fit(f, w - 2, TITLE_PT, title, &tf);
+    const double top = title && *title ? title_height(&tf) + 4 : 4;
     const double bottom = TICK_PT + 5 + (xlabel && *xlabel ? LABEL_PT + 4 : 0);
     p->x = x + left;
     p->y = y + top;
@@ -312,7 +440,7 @@ void fig_panel(FigPanel *p, Fig *f, double x, double y, double w, double h, cons
     if (p->h < 10) p->h = 10;
     cairo_t *cr = f->cr;
     cairo_set_dash(cr, NULL, 0, 0);
-    if (title && *title) fig_text(f, p->x + p->w / 2, y + 1, TITLE_PT, 0.5, 0, 1, title);
+    if (title && *title) title_draw(f, x + 1, y + 1, w - 2, &tf);
     if (ylabel && *ylabel) fig_text_vertical(f, x + LABEL_PT / 2 + 1, p->y + p->h / 2, LABEL_PT, ylabel);
     if (xlabel && *xlabel) fig_text(f, p->x + p->w / 2, p->y + p->h + TICK_PT + 6, LABEL_PT, 0.5, 0, 0, xlabel);
     /* grid and ticks */

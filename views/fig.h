@@ -88,6 +88,13 @@ void fig_text(Fig *f, double x, double y, double size, double ax, double ay, int
 /* The same rotated 90 degrees counter-clockwise (y labels). */
 void fig_text_vertical(Fig *f, double x, double y, double size, const char *s);
 double fig_text_width(Fig *f, double size, const char *s);
+/* A bold title centred in [x, x + w] from y down, fitted to that width: shrunk to 80% of size,
+ * then broken into two lines, then cut with an ellipsis; returns the height it took. fig_panel
+ * titles go through it too. Every line drawn is checked (process-wide counters, for the figure
+ * test): its ink must stay inside its box and the page and must not cover another title's. */
+double fig_title(Fig *f, double x, double y, double w, double size, const char *title);
+void fig_title_stats(int *lines, int *bad, char *worst, size_t n);
+void fig_title_stats_reset(void);
 
 /* ---- panels: a plot area inside `outer` (points) leaving room for the title, tick labels and
  * axis labels. Draws the frame, ticks, tick labels, grid lines, labels and title. An x axis with

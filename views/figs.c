@@ -66,15 +66,10 @@ static const FigRGB GREY = {0.45, 0.45, 0.45};
 
 static void note(Fig *f, double x, double y, const char *s) { fig_text(f, x, y, NOTE_PT, 0.5, 0.5, 0, s); }
 
-/* s cut in the middle with "..." to fit maxw points at this size. */
-static void fit_text(Fig *f, double size, const char *s, double maxw, char *out, size_t n) {
-    snprintf(out, n, "%s", s);
-    const size_t len = strlen(s);
-    for (size_t keep = len; keep > 4 && fig_text_width(f, size, out) > maxw; keep--) {
-        const size_t a = keep / 2, b = keep - a;
-        snprintf(out, n, "%.*s...%s", (int)a, s, s + len - b);
-    }
-}
+/* --columns: every figure one column (3.5 in) or both (7 in) wide; 0: each kind's own width */
+static int g_columns;
+void figs_set_columns(int columns) { g_columns = columns; }
+static double fig_w(double natural) { return g_columns == 1 ? FIG_COL_IN : g_columns == 2 ? FIG_PAGE_IN : natural; }
 
 static int mark_every(long n) { return n > 12 ? (int)(n / 12) : 1; }
 
@@ -253,7 +248,7 @@ done:
 
 ml_status figs_curves(const FigRun *r, const char *path, FigFormat fmt) {
     const SessionHistory *h = r->h;
-    Fig *f = fig_open(path, fmt, FIG_PAGE_IN, 2.5);
+    Fig *f = fig_open(path, fmt, fig_w(FIG_PAGE_IN), 2.5);
     if (!f) return ML_ERR_IO;
     const double W = fig_width(f), H = fig_height(f);
     const Series loss[3] = {{s_loss, NULL, "train (batch; EMA 0.9)", 1},
@@ -295,11 +290,9 @@ static void heat_block(Fig *f, const SessionHistory *h, int ev, double x, double
     double lw = 0;
     if (row_labels)
         for (int c = 0; c < K; c++) lw = fmax(lw, fig_text_width(f, 6.0, h->class_names[c]));
-    const double left = row_labels ? lw + 4 : 2, top = 12, bottom = 18;
+    const double top = fig_title(f, x + 2, y + 1, w - 4, 7.5, title) + 3, left = row_labels ? lw + 4 : 2,
+                 bottom = 18;
     const double gx = x + left, gy = y + top, gw = w - left - 2, gh = hh - top - bottom;
-    char t[320];
-    fit_text(f, 7.5, title, w - 8, t, sizeof t);
-    fig_text(f, x + w / 2, y + 1, 7.5, 0.5, 0, 1, t);
     fig_heatmap(f, gx, gy, gw, gh, m, K, E, 0, 1, row_labels ? (const char *const *)h->class_names : NULL, cls, 6.0);
     if (gw / E >= 12 && gh / K >= 7) fig_heatmap_values(f, gx, gy, gw, gh, m, K, E, 0, 1, "%.2f", 4.5);
     fig_text(f, gx + gw / 2, gy + gh + 10, 7.0, 0.5, 0, 0, xlabel);
@@ -313,7 +306,7 @@ ml_status figs_class_expert(const FigRun *r, int ev, const char *path, FigFormat
     const SessionHistory *h = r->h;
     if (h->E <= 0 || !h->ce) return ml_fail(ML_ERR_ARG, "%s: a dense head has no class x expert routing", r->name);
     if (ev < 0 || ev >= h->nevals) return ml_fail(ML_ERR_ARG, "%s: no evaluation %d", r->name, ev);
-    Fig *f = fig_open(path, fmt, FIG_COL_IN, 0.9 + 0.2 * h->K);
+    Fig *f = fig_open(path, fmt, fig_w(FIG_COL_IN), 0.9 + 0.2 * h->K);
     if (!f) return ML_ERR_IO;
     const double W = fig_width(f), H = fig_height(f);
     char title[320];
@@ -343,7 +336,7 @@ ml_status figs_drops(const FigRun *r, int ev, const int *drops, const char *path
     for (int i = 0; i < K * E; i++) m[i] = drops[i];
     for (int e = 0; e < E; e++) snprintf(cl[e], sizeof cl[e], "%d", e), cls[e] = cl[e];
     double lw = 0;
-    Fig *f = fig_open(path, fmt, FIG_COL_IN, 0.9 + 0.2 * K);
+    Fig *f = fig_open(path, fmt, fig_w(FIG_COL_IN), 0.9 + 0.2 * K);
     if (!f) {
         free(m), free(cl), free(cls), free(rl), free(rls);
         return ML_ERR_IO;
@@ -356,13 +349,11 @@ ml_status figs_drops(const FigRun *r, int ev, const int *drops, const char *path
         lw = fmax(lw, fig_text_width(f, 6.0, rl[c]));
     }
     const double W = fig_width(f), H = fig_height(f), w = W - 46;
-    const double left = lw + 4, top = 12, bottom = 18;
-    const double gx = left, gy = top, gw = w - left - 2, gh = H - top - bottom;
-    char title[320], t[320];
+    char title[320];
     snprintf(title, sizeof title, "%s: train pairs dropped, epoch %d (%ld)", r->name, h->evals[ev].epoch,
              total);
-    fit_text(f, 7.5, title, w - 8, t, sizeof t);
-    fig_text(f, w / 2, 1, 7.5, 0.5, 0, 1, t);
+    const double top = fig_title(f, 2, 1, w - 4, 7.5, title) + 3, left = lw + 4, bottom = 18;
+    const double gx = left, gy = top, gw = w - left - 2, gh = H - top - bottom;
     const double hi = mx > 0 ? mx : 1;
     fig_heatmap(f, gx, gy, gw, gh, m, K, E, 0, hi, (const char *const *)rls, cls, 6.0);
     if (gw / E >= 12 && gh / K >= 7) fig_heatmap_values(f, gx, gy, gw, gh, m, K, E, 0, hi, "%.0f", 4.5);
@@ -383,7 +374,7 @@ ml_status figs_expert_load(const FigRun *r, const char *path, FigFormat fmt) {
         st = ml_fail(ML_ERR_NOMEM, "out of memory");
         goto done;
     }
-    Fig *f = fig_open(path, fmt, FIG_PAGE_IN, 2.9);
+    Fig *f = fig_open(path, fmt, fig_w(FIG_PAGE_IN), 2.9);
     if (!f) {
         st = ML_ERR_IO;
         goto done;
@@ -459,7 +450,7 @@ ml_status figs_temperature(const FigRun *r, const char *path, FigFormat fmt) {
     minmax(r->plan_launch, FIGS_PLAN_N, &lo, &hi);
     minmax(r->plan_final, FIGS_PLAN_N, &lo, &hi);
     minmax(ys, n, &lo, &hi);
-    Fig *f = fig_open(path, fmt, FIG_COL_IN, 2.6);
+    Fig *f = fig_open(path, fmt, fig_w(FIG_COL_IN), 2.6);
     if (!f) {
         free(xs), free(ys);
         return ML_ERR_IO;
@@ -517,7 +508,7 @@ ml_status figs_tsne(const FigRun *r, int by_class, const char *path, FigFormat f
             const double v = r->tsne_y[2 * i + k];
             if (isfinite(v)) lo[k] = fmin(lo[k], v), hi[k] = fmax(hi[k], v);
         }
-    Fig *f = fig_open(path, fmt, FIG_COL_IN, 2.9);
+    Fig *f = fig_open(path, fmt, fig_w(FIG_COL_IN), 2.9);
     if (!f) return ML_ERR_IO;
     const double W = fig_width(f), H = fig_height(f);
     double lw = 0;
@@ -566,7 +557,7 @@ ml_status figs_tsne(const FigRun *r, int by_class, const char *path, FigFormat f
 ml_status figs_routing(const FigRun *r, const char *path, FigFormat fmt) {
     const SessionHistory *h = r->h;
     if (h->E <= 0) return ml_fail(ML_ERR_ARG, "%s: a dense head has no routing statistics", r->name);
-    Fig *f = fig_open(path, fmt, FIG_PAGE_IN, 4.6);
+    Fig *f = fig_open(path, fmt, fig_w(FIG_PAGE_IN), 4.6);
     if (!f) return ML_ERR_IO;
     const double W = fig_width(f), H = fig_height(f) - 12, pw = W / 4, ph = H / 2;
     char head[320];
@@ -617,7 +608,7 @@ ml_status figs_cmp_curves(const FigRun *r, int n, const char *path, FigFormat fm
     int ncol = (int)((FIG_PAGE_IN * 72 - 12) / (maxw + 28));
     ncol = ncol < 1 ? 1 : ncol > 4 ? 4 : ncol > n ? n : ncol;
     const double legh = 10 + 10 * ((n + ncol - 1) / ncol);
-    Fig *f = fig_open(path, fmt, FIG_PAGE_IN, 2.3 + legh / 72);
+    Fig *f = fig_open(path, fmt, fig_w(FIG_PAGE_IN), 2.3 + legh / 72);
     if (!f) return ML_ERR_IO;
     const double W = fig_width(f), H = fig_height(f) - legh, pw = W / 3;
     FigStyle styles[FIG_NCAT];
@@ -678,16 +669,14 @@ ml_status figs_cmp_heatmaps(const FigRun *r, const int *ev, int n, const char *p
     const int ncol = n < 4 ? n : 4, nrow = (n + ncol - 1) / ncol;
     int K = 1;
     for (int i = 0; i < n; i++) K = r[i].h->K > K ? r[i].h->K : K;
-    Fig *f = fig_open(path, fmt, FIG_PAGE_IN, nrow * (0.6 + 0.17 * K));
+    Fig *f = fig_open(path, fmt, fig_w(FIG_PAGE_IN), nrow * (0.6 + 0.17 * K));
     if (!f) return ML_ERR_IO;
     const double W = fig_width(f) - 46, H = fig_height(f), cw = W / ncol, chh = H / nrow;
     for (int i = 0; i < n; i++) {
         const SessionHistory *h = r[i].h;
         const double x = (i % ncol) * cw, y = (i / ncol) * chh;
-        char title[320];
         if (h->E <= 0 || !h->ce || ev[i] < 0 || ev[i] >= h->nevals) {
-            fit_text(f, 7.5, r[i].name, cw - 6, title, sizeof title);
-            fig_text(f, x + cw / 2, y + 1, 7.5, 0.5, 0, 1, title);
+            fig_title(f, x + 2, y + 1, cw - 6, 7.5, r[i].name);
             note(f, x + cw / 2, y + chh / 2, h->E <= 0 ? "dense head: no routing" : "no evaluation at this epoch");
             continue;
         }
@@ -704,7 +693,7 @@ ml_status figs_cmp_table(const FigRun *r, int n, const char *path, FigFormat fmt
     static const char *const cols[] = {"run",      "head",      "E",           "k",         "epochs",  "test acc (%)",
                                        "best (%)", "test loss", "I(c;e) nats", "load ent.", "rho nom."};
     enum { NC = sizeof cols / sizeof cols[0] };
-    Fig *f = fig_open(path, fmt, FIG_PAGE_IN, 0.45 + 0.17 * n);
+    Fig *f = fig_open(path, fmt, fig_w(FIG_PAGE_IN), 0.45 + 0.17 * n);
     if (!f) return ML_ERR_IO;
     char cell[FIG_NCAT][NC][96];
     for (int i = 0; i < n; i++) {
@@ -796,7 +785,7 @@ ml_status figs_sweep_gap_rho(const SweepSummary *s, const char *title, const cha
         ylo = fmin(ylo, 100 * lo), yhi = fmax(yhi, 100 * hi);
     }
     if (ngap == 0) return ml_fail(ML_ERR_ARG, "the sweep has no MoE-vs-dense gap (it needs a head axis with dense)");
-    Fig *f = fig_open(path, fmt, FIG_COL_IN, 2.7);
+    Fig *f = fig_open(path, fmt, fig_w(FIG_COL_IN), 2.7);
     if (!f) return ML_ERR_IO;
     Axis ax, ay;
     const double xr = xhi - xlo > 1e-9 ? xhi - xlo : fmax(0.05, 0.2 * xhi);
@@ -891,7 +880,7 @@ ml_status figs_sweep_configs(const SweepSummary *s, const char *title, const cha
      * them (width estimated at 0.6 em per character) */
     double maxw = 0;
     for (int i = 0; i < m; i++) maxw = fmax(maxw, 0.6 * 6.5 * (double)strlen(labels[i]));
-    const double W = (m > 6 ? FIG_PAGE_IN : FIG_COL_IN) * 72.0;
+    const double W = fig_w(m > 6 ? FIG_PAGE_IN : FIG_COL_IN) * 72.0;
     const int rotate = maxw > 0.9 * (W - 50) / m;
     const double below = (rotate ? 0.72 * maxw + 4 : 0) + 12;
     Fig *f = fig_open(path, fmt, W / 72.0, 2.2 + below / 72.0);

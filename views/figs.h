@@ -39,6 +39,10 @@ typedef struct {
     const int *tsne_expert, *tsne_label;
 } FigRun;
 
+/* Every figure drawn after this call 1 column (FIG_COL_IN) or 2 columns (FIG_PAGE_IN) wide; 0 (the
+ * default): each kind its own width (multi-panel figures two columns, the others one). */
+void figs_set_columns(int columns);
+
 /* One session. ev is a row of /evals (class x expert). */
 ml_status figs_curves(const FigRun *r, const char *path, FigFormat fmt);
 ml_status figs_class_expert(const FigRun *r, int ev, const char *path, FigFormat fmt);
