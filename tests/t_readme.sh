@@ -1,20 +1,22 @@
 #!/usr/bin/env bash
-# t_readme.sh — README.md against the tables it documents, as the binary prints them:
+# t_readme.sh — the docs against the tables they document, as the binary prints them (README.md,
+# the user guide, and sessions/README.md, the file formats):
 #   - the Training options table and `moelab train --help` name the same options (both ways), and
 #     every default the table gives is the one --help prints;
 #   - Temperature schedules lists the kinds of --schedule, in order, with the anneal keys each
-#     reads, and the anneal keys with the option of each; the checkpoint format numbers the kinds
-#     in enum order;
+#     reads, and the anneal keys with the option of each; the checkpoint format (sessions/README.md)
+#     numbers the kinds in enum order;
 #   - The command language lists every `set` parameter and no other, and its anneal line the keys.
 # Each check prints PASS/FAIL with what differs; exits 0 only if none failed.
 set -u
 BIN=${1:?usage: t_readme.sh path/to/moelab}
 SRC=${MOELAB_SRC:-$(cd "$(dirname "$0")/.." && pwd)}
 HELP=$("$BIN" train --help) || { echo "FAIL  moelab train --help exited non-zero"; exit 1; }
-HELP="$HELP" python3 - "$SRC/README.md" <<'PY'
+HELP="$HELP" python3 - "$SRC/README.md" "$SRC/sessions/README.md" <<'PY'
 import os, re, sys
 
 readme = open(sys.argv[1], encoding="utf-8").read().split("\n")
+formats = open(sys.argv[2], encoding="utf-8").read().split("\n")   # sessions/README.md
 help_lines = os.environ["HELP"].split("\n")
 fails = 0
 def check(ok, what, detail=""):
@@ -108,8 +110,8 @@ for r in arows:
     key = re.match(r"`([a-z]+)=", r[0]).group(1)
     check(r[1].strip("`") == "--" + key_opt.get(key, "?"), "%s= is set at launch by --%s" % (key, key_opt.get(key, "?")),
           "README says " + r[1])
-# the checkpoint format numbers the kinds
-km = re.search(r"`kind` i4 \(([^)]*)\)", "\n".join(l for l in readme if "/schedule/tau_base" in l))
+# the checkpoint format (sessions/README.md) numbers the kinds
+km = re.search(r"`kind` i4 \(([^)]*)\)", "\n".join(l for l in formats if "/schedule/tau_base" in l))
 want = ", ".join("%d %s" % (i, k) for i, (k, _) in enumerate(kinds))
 check(bool(km) and km.group(1) == want, "the checkpoint format numbers the kinds: " + want, km.group(1) if km else "not found")
 
