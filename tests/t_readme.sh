@@ -6,7 +6,9 @@
 #   - Temperature schedules lists the kinds of --schedule, in order, with the anneal keys each
 #     reads, and the anneal keys with the option of each; the checkpoint format (sessions/README.md)
 #     numbers the kinds in enum order;
-#   - The command language lists every `set` parameter and no other, and its anneal line the keys.
+#   - The command language lists every `set` parameter and no other, and its anneal line the keys;
+#   - README.md is under 1,000 lines with a table of contents; no doc points to DESIGN.md (it is not
+#     in the repository); every relative link of the docs names a file and a heading that exist.
 # Each check prints PASS/FAIL with what differs; exits 0 only if none failed.
 set -u
 BIN=${1:?usage: t_readme.sh path/to/moelab}
@@ -126,6 +128,38 @@ check(readme_params == params, "The command language lists every set parameter i
 aline = [l for l in sec if l.startswith("| `anneal KIND")]
 check(len(aline) == 1 and re.findall(r"\[([a-z]+)=[A-Z]+\]", aline[0]) == keys,
       "The command language's anneal line has the keys of the table", aline[0] if aline else "no anneal row")
+
+# ---- the docs as a whole: the user guide's size and contents, links that resolve
+check(len(readme) < 1000, "README.md is under 1,000 lines (%d)" % len(readme))
+check(any(re.match(r"^#+ Contents", l) for l in readme), "README.md has a table of contents")
+root = os.path.dirname(os.path.abspath(sys.argv[1]))
+docs = ["README.md", "sessions/README.md", "tests/README.md", "tests/RESULTS.md", "core/README.md",
+        "datasets/README.md", "views/README.md"]
+def slug(h):   # GitHub's heading anchors
+    h = re.sub(r"[\\`*<>]", "", h.strip().lower())
+    return re.sub(r"[^\w\- ]", "", h).replace(" ", "-")
+anchors, texts = {}, {}
+for d in docs:
+    path = os.path.join(root, d)
+    check(os.path.isfile(path), "%s exists" % d)
+    if not os.path.isfile(path): continue
+    texts[d] = open(path, encoding="utf-8").read()
+    fence, heads = False, set()
+    for l in texts[d].split("\n"):
+        if l.startswith("```"): fence = not fence
+        m = None if fence else re.match(r"^#+ (.*)$", l)
+        if m: heads.add(slug(m.group(1)))
+    anchors[d] = heads
+for d, text in texts.items():
+    check("DESIGN.md" not in text, "%s does not point to DESIGN.md (not in the repository)" % d)
+    bad_links = []
+    for target in re.findall(r"\]\(([^)\s]+)\)", text):
+        if re.match(r"^[a-z]+:", target): continue
+        f, _, frag = target.partition("#")
+        tf = os.path.normpath(os.path.join(os.path.dirname(d), f)) if f else d
+        if not os.path.exists(os.path.join(root, tf)): bad_links.append(target); continue
+        if frag and tf in anchors and frag not in anchors[tf]: bad_links.append(target)
+    check(not bad_links, "every relative link of %s resolves" % d, " ".join(bad_links))
 
 print("t_readme: %d failed" % fails)
 sys.exit(1 if fails else 0)
