@@ -102,8 +102,11 @@ int cmd_manpage(void) {
           "shapes.\n",
           f);
     fputs(".SH EXIT STATUS\n0 success, 1 a run\\-time failure, 2 bad usage.\n", f);
-    fputs(".SH SEE ALSO\nThe README.md of the source tree: the session format, the command language, the "
-          "browser keys.\n",
+    fputs(".SH SEE ALSO\n.nh\nThe documentation installed in share/doc/moelab/ under the installation prefix "
+          "(/usr/local/share/doc/moelab by default): README.md, the user guide (the screens and keys, the command "
+          "language, sweeps and presets, the science in brief); sessions/README.md, the file formats (live.h5, "
+          "checkpoints, sweep.h5, the CSV export, imported datasets) with h5py and PyTorch examples; "
+          "tests/README.md, the tests and benchmarks.\n",
           f);
     return ferror(f) ? 1 : 0;
 }

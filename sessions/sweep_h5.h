@@ -1,6 +1,6 @@
 /* sweep_h5.h — the HDF5 side of `moelab sweep`: reading what a sweep needs from each run's
  * session (nominal and realized rho, training time), and writing / reading the sweep summary
- * file DIR/sweep.h5 (schema in the README, section "Sweeps"; SWEEP_FORMAT_VERSION is its root
+ * file DIR/sweep.h5 (schema in sessions/README.md, "Sweep folders"; SWEEP_FORMAT_VERSION is its root
  * `format_version` attribute). Like the rest of sessions/, the only code here that sees hdf5.h;
  * this header does not include it.
  *

@@ -26,7 +26,7 @@ THREADS=${THREADS:-$(nproc)}
 
 # name|data(fm or syn)|options|expect|allow
 #   expect: space-separated KIND[@LAYER]:LO-HI (the event must fire with its step in [LO, HI])
-#   allow:  KIND[@LAYER] that may fire without counting as false (say why in the README table)
+#   allow:  KIND[@LAYER] that may fire without counting as false (say why in the table of tests/README.md)
 #   KIND: collapse-train collapse-clean collapse-eval warning (clean router) idle (router idle) death death-red revival
 S=()
 # -- synthetic scenarios (quick): 16x16x3, 4 classes, 4096 images, batch 32 -> 128 steps an epoch

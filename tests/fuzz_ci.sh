@@ -17,7 +17,7 @@ cmake --build build-fuzz -j"$(nproc)" --target $targets >> "$LOG" 2>&1 || { grep
 fails=0
 for t in $targets; do
   work=$(mktemp -d)
-  # -detect_leaks=0: libhdf5 1.10 leaks internal objects on some malformed files (README, Fuzzing)
+  # -detect_leaks=0: libhdf5 1.10 leaks internal objects on some malformed files (tests/README.md, Fuzzing)
   if (cd "$work" && ASAN_OPTIONS=detect_leaks=0 "$OLDPWD/build-fuzz/$t" -max_total_time="$SECS" -detect_leaks=0 \
         -rss_limit_mb=4096 -max_len=12000 -close_fd_mask=3 "$work" > "$work/log" 2>&1); then
     echo "fuzz_ci: $t: $(grep -o 'Done [0-9]* runs' "$work/log" | tail -1 || echo '? runs') in ${SECS} s, no crash"

@@ -3,7 +3,7 @@
  * `moelab train --dataset FILE.h5` uses: a forked child validates the image first (every
  * metadata access of the load), and a crash of libhdf5 there (the children inherit ASan)
  * becomes an error, so this process only loads images the child read cleanly. One fork per
- * execution: ~20 exec/s instead of ~300 in-process (README, Fuzzing), but the protected path is
+ * execution: ~20 exec/s instead of ~300 in-process (tests/README.md, Fuzzing), but the protected path is
  * what is fuzzed, and the child's coverage is copied back (below).
  * A load that succeeds must be self-consistent (labels in range, shapes positive); a load that
  * fails must leave the dataset empty with a one-line message naming the input ("fuzz").

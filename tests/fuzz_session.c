@@ -1,5 +1,5 @@
-/* fuzz_session.c — libFuzzer target for the readers of the HDF5 files moelab writes itself (README
- * "Sessions", "Sweeps"): a session's live.h5, its checkpoints ckpt-<step>.h5 and a sweep's
+/* fuzz_session.c — libFuzzer target for the readers of the HDF5 files moelab writes itself (formats in
+ * sessions/README.md): a session's live.h5, its checkpoints ckpt-<step>.h5 and a sweep's
  * sweep.h5. The readers take paths, so the input goes to a file in a private temporary folder
  * (/dev/shm when it can, else /tmp), named as the reader expects; the first byte chooses the kind:
  *   0  DIR/live.h5: session_read_info, session_history_load (steps, evaluations, per-layer groups,

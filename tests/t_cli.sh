@@ -44,7 +44,7 @@ for kind in $kinds; do
   expect 0 "rho         0.288" -- "$BIN" train --dry-run --dataset synthetic --schedule "$kind"
 done
 
-# --dry-run: the reference model's numbers of the README ("The model")
+# --dry-run: the reference model's numbers of README.md ("The model and rho")
 expect 0 "rho         0.288" -- "$BIN" train --dry-run --dataset synthetic
 expect 0 "forward 7279616 per sample (backbone 5173248" -- "$BIN" train --dry-run --dataset synthetic
 expect 0 "head.router  *2048 *4096" -- "$BIN" train --dry-run --dataset synthetic

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
-# t_install.sh — `cmake --install` puts moelab, moelab.1 and the bash completion in their usual
-# places under a prefix; the man page (generated from the option table at build time) renders with
+# t_install.sh — `cmake --install` puts moelab, moelab.1, the bash completion and the docs
+# (share/doc/moelab) in their usual places under a prefix; the man page (generated from the option
+# table at build time) renders with
 # man(1) and lists every option of `moelab train --help`; the completion, sourced into bash,
 # registers _moelab for moelab and offers subcommands, options and choice values.
 set -u
@@ -17,6 +18,10 @@ for f in bin/moelab share/man/man1/moelab.1 share/bash-completion/completions/mo
   [ -s "$T/p/$f" ] && ok "installed $f" || bad "missing $f after install ($(cd "$T/p" 2>/dev/null && find . -type f | head))"
 done
 "$T/p/bin/moelab" --version | grep -q '^moelab [0-9]' && ok "the installed moelab runs" || bad "installed moelab --version"
+# the docs next to the man page, with the repository's relative paths (their links work there)
+for f in README.md sessions/README.md tests/README.md tests/RESULTS.md core/README.md datasets/README.md views/README.md; do
+  cmp -s "$T/p/share/doc/moelab/$f" "$(dirname "$0")/../$f" && ok "installed share/doc/moelab/$f" || bad "share/doc/moelab/$f missing or not the repository's"
+done
 
 # the man page renders and holds every option --help lists
 MAN="$T/p/share/man/man1/moelab.1"
@@ -34,6 +39,9 @@ for c in train bench data replay export browse sweep; do
   grep -qE "^ +$c " <<<"$page" || grep -qE "^ +$c$" <<<"$page" || bad "subcommand $c not in COMMANDS"
 done
 grep -q "MOELAB_SESSIONS" <<<"$page" && ok "ENVIRONMENT names MOELAB_SESSIONS" || bad "no MOELAB_SESSIONS in the man page"
+see=$(sed -n '/^SEE ALSO/,/^[A-Z]/p' <<<"$page" | tr -s ' \n' '  ')
+miss=; for d in share/doc/moelab README.md sessions/README.md tests/README.md; do grep -qF "$d" <<<"$see" || miss="$miss $d"; done
+[ -z "$miss" ] && ok "SEE ALSO names the installed docs" || bad "SEE ALSO lacks:$miss ($see)"
 grep -q -- "--tsne-samples N" <<<"$page" && grep -q "(512)" <<<"$page" && ok "option text with defaults (--tsne-samples N ... (512))" || bad "defaults missing"
 
 # bash completion: source it, then call the function as bash would

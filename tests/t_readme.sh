@@ -1,20 +1,24 @@
 #!/usr/bin/env bash
-# t_readme.sh — README.md against the tables it documents, as the binary prints them:
+# t_readme.sh — the docs against the tables they document, as the binary prints them (README.md,
+# the user guide, and sessions/README.md, the file formats):
 #   - the Training options table and `moelab train --help` name the same options (both ways), and
 #     every default the table gives is the one --help prints;
 #   - Temperature schedules lists the kinds of --schedule, in order, with the anneal keys each
-#     reads, and the anneal keys with the option of each; the checkpoint format numbers the kinds
-#     in enum order;
-#   - The command language lists every `set` parameter and no other, and its anneal line the keys.
+#     reads, and the anneal keys with the option of each; the checkpoint format (sessions/README.md)
+#     numbers the kinds in enum order;
+#   - The command language lists every `set` parameter and no other, and its anneal line the keys;
+#   - README.md is under 1,000 lines with a table of contents; no doc points to DESIGN.md (it is not
+#     in the repository); every relative link of the docs names a file and a heading that exist.
 # Each check prints PASS/FAIL with what differs; exits 0 only if none failed.
 set -u
 BIN=${1:?usage: t_readme.sh path/to/moelab}
 SRC=${MOELAB_SRC:-$(cd "$(dirname "$0")/.." && pwd)}
 HELP=$("$BIN" train --help) || { echo "FAIL  moelab train --help exited non-zero"; exit 1; }
-HELP="$HELP" python3 - "$SRC/README.md" <<'PY'
+HELP="$HELP" python3 - "$SRC/README.md" "$SRC/sessions/README.md" <<'PY'
 import os, re, sys
 
 readme = open(sys.argv[1], encoding="utf-8").read().split("\n")
+formats = open(sys.argv[2], encoding="utf-8").read().split("\n")   # sessions/README.md
 help_lines = os.environ["HELP"].split("\n")
 fails = 0
 def check(ok, what, detail=""):
@@ -108,8 +112,8 @@ for r in arows:
     key = re.match(r"`([a-z]+)=", r[0]).group(1)
     check(r[1].strip("`") == "--" + key_opt.get(key, "?"), "%s= is set at launch by --%s" % (key, key_opt.get(key, "?")),
           "README says " + r[1])
-# the checkpoint format numbers the kinds
-km = re.search(r"`kind` i4 \(([^)]*)\)", "\n".join(l for l in readme if "/schedule/tau_base" in l))
+# the checkpoint format (sessions/README.md) numbers the kinds
+km = re.search(r"`kind` i4 \(([^)]*)\)", "\n".join(l for l in formats if "/schedule/tau_base" in l))
 want = ", ".join("%d %s" % (i, k) for i, (k, _) in enumerate(kinds))
 check(bool(km) and km.group(1) == want, "the checkpoint format numbers the kinds: " + want, km.group(1) if km else "not found")
 
@@ -124,6 +128,38 @@ check(readme_params == params, "The command language lists every set parameter i
 aline = [l for l in sec if l.startswith("| `anneal KIND")]
 check(len(aline) == 1 and re.findall(r"\[([a-z]+)=[A-Z]+\]", aline[0]) == keys,
       "The command language's anneal line has the keys of the table", aline[0] if aline else "no anneal row")
+
+# ---- the docs as a whole: the user guide's size and contents, links that resolve
+check(len(readme) < 1000, "README.md is under 1,000 lines (%d)" % len(readme))
+check(any(re.match(r"^#+ Contents", l) for l in readme), "README.md has a table of contents")
+root = os.path.dirname(os.path.abspath(sys.argv[1]))
+docs = ["README.md", "sessions/README.md", "tests/README.md", "tests/RESULTS.md", "core/README.md",
+        "datasets/README.md", "views/README.md"]
+def slug(h):   # GitHub's heading anchors
+    h = re.sub(r"[\\`*<>]", "", h.strip().lower())
+    return re.sub(r"[^\w\- ]", "", h).replace(" ", "-")
+anchors, texts = {}, {}
+for d in docs:
+    path = os.path.join(root, d)
+    check(os.path.isfile(path), "%s exists" % d)
+    if not os.path.isfile(path): continue
+    texts[d] = open(path, encoding="utf-8").read()
+    fence, heads = False, set()
+    for l in texts[d].split("\n"):
+        if l.startswith("```"): fence = not fence
+        m = None if fence else re.match(r"^#+ (.*)$", l)
+        if m: heads.add(slug(m.group(1)))
+    anchors[d] = heads
+for d, text in texts.items():
+    check("DESIGN.md" not in text, "%s does not point to DESIGN.md (not in the repository)" % d)
+    bad_links = []
+    for target in re.findall(r"\]\(([^)\s]+)\)", text):
+        if re.match(r"^[a-z]+:", target): continue
+        f, _, frag = target.partition("#")
+        tf = os.path.normpath(os.path.join(os.path.dirname(d), f)) if f else d
+        if not os.path.exists(os.path.join(root, tf)): bad_links.append(target); continue
+        if frag and tf in anchors and frag not in anchors[tf]: bad_links.append(target)
+    check(not bad_links, "every relative link of %s resolves" % d, " ".join(bad_links))
 
 print("t_readme: %d failed" % fails)
 sys.exit(1 if fails else 0)

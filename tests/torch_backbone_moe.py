@@ -1,5 +1,5 @@
 #!/usr/bin/python3
-"""PyTorch twin of moelab's backbone-MoE model (README "MoE in the backbone"), for side-by-side
+"""PyTorch twin of moelab's backbone-MoE model (README.md, "The model and rho"), for side-by-side
 training throughput on random data (tests/bench_torch_backbone.sh).
 
 The model of `moelab bench --model backbone-moe` (= `moelab train --dataset synthetic:64x64x3
