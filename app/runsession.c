@@ -99,8 +99,27 @@ void runsession_stored_renorm(const char *dir, AppOptions *o) {
     if (session_read_run_attr_alloc(dir, "config_json", &js) != ML_OK) return;
     json_t *cfg = session_config_parse(js);
     long v;
+    double x;
+    char kind[32];
+    TauKind tk;
     if (cfg && session_config_long(cfg, "model.head.renorm", MOE_RENORM_OFF, MOE_RENORM_AUTO, &v) == 1)
         o->train.model.head.renorm = (int)v;
+    /* the selection noise and the temperature schedule the session was launched with: a stored
+     * command line that did not give them meant the defaults of its day (issue 33 changed them) */
+    MoeConfig *h = &o->train.model.head;
+    if (cfg && session_config_num(cfg, "model.head.noise", 0, 1e6, &x) == 1) h->noise = (float)x;
+    TauSchedule *t = &o->train.tau;
+    if (cfg && session_config_str(cfg, "tau.kind", kind, sizeof kind) == 1 && tau_parse_kind(kind, &tk) == ML_OK) {
+        t->kind = tk;
+        if (session_config_num(cfg, "tau.tau0", 1e-9, 1e9, &x) == 1) t->tau0 = (float)x;
+        if (session_config_num(cfg, "tau.tau1", 1e-9, 1e9, &x) == 1) t->tau1 = (float)x;
+        if (session_config_num(cfg, "tau.tau_min", 1e-9, 1e9, &x) == 1) t->tau_min = (float)x;
+        if (session_config_num(cfg, "tau.s", -1e9, 1e9, &x) == 1) t->s = (float)x;
+        if (session_config_num(cfg, "tau.c", -1e9, 1e9, &x) == 1) t->c = (float)x;
+        if (session_config_long(cfg, "tau.step_every", -1000000000L, 1000000000L, &v) == 1) t->step_every = (int)v;
+        if (session_config_num(cfg, "tau.step_gamma", -1e9, 1e9, &x) == 1) t->step_gamma = (float)x;
+        if (session_config_num(cfg, "tau_epochs", 0, 1e9, &x) == 1) o->train.tau_epochs = (float)x;
+    }
     json_decref(cfg);
     free(js);
 }

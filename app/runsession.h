@@ -38,9 +38,11 @@ char *command_line_join_alloc(int argc, char **argv);
  * array; free with argv_free). Returns argc, or -1 on unbalanced quotes. */
 int command_line_split(const char *line, char ***argv);
 void argv_free(int argc, char **argv);
-/* Resume and replay: the gate renormalisation the session in dir was written with, from its
- * config JSON (model.head.renorm), into o. Sessions from before --renorm auto stored 1 (on, the
- * old default) that their command line does not say; without a readable value o is untouched. */
+/* Resume and replay: the launch settings whose defaults have changed, as the session in dir was
+ * written with, from its config JSON into o: the gate renormalisation (model.head.renorm;
+ * sessions from before --renorm auto stored 1, on), the selection noise (model.head.noise) and
+ * the temperature schedule (tau.*), which a command line that did not give them took from the
+ * defaults of its day. Without a readable value o is untouched. */
 void runsession_stored_renorm(const char *dir, AppOptions *o);
 
 /* The folder new sessions go under and `moelab browse` lists by default: $MOELAB_SESSIONS when
