@@ -45,9 +45,11 @@ static void sweep_help(void) {
 #else
     const char *mpi = "this moelab is built without MPI: use --shard";
 #endif
+    char names[256];
+    preset_names(names, sizeof names, "|");
     printf("usage: moelab sweep [train options] --vary KEY=V1,V2,... [--with KEY=W1,W2,...] --seeds N --out DIR\n"
            "                    [--jobs N] [--shard I/N] [--dry-run]\n"
-           "       moelab sweep --preset hidden-size|topk-rho|softmoe|temperature|backbone [--budget quick|medium|paper]\n"
+           "       moelab sweep --preset %s [--budget quick|medium|paper]\n"
            "                    [train options] [--out DIR]\n"
            "       moelab sweep --collect DIR\n"
            "       moelab sweep --show DIR|FILE.h5\n"
@@ -78,13 +80,10 @@ static void sweep_help(void) {
            "                       --budget medium (w 1, 10-20 epochs, 5 seeds: a night on 2 cores) or\n"
            "                       --budget paper (= --full: 5 seeds, 30 epochs, w 1); medium and paper\n"
            "                       first print the estimated wall time (as --estimate); paper then asks\n"
-           "                       to start on a terminal (--yes: do not ask)\n"
-           "                         hidden-size  hidden per backbone (rho ~0.05-0.6) x head moe,dense\n"
-           "                         topk-rho     k 1,2,4 with cf 0,1/2,1/4 (realized rho equal) x head moe,dense\n"
-           "                         softmoe      head softmoe-sample,softmoe-batch,moe,dense\n"
-           "                         temperature  k 1: tau const, linear to 0.1, linear to 0.3, sigmoid x moe,dense\n"
-           "                         backbone     backbone dw,std x head moe,dense at the reference model\n"
-           "  --dry-run            print the runs and their state, run nothing\n"
+           "                       to start on a terminal (--yes: do not ask)\n",
+           names);
+    preset_help_lines(stdout, 25);
+    printf("  --dry-run            print the runs and their state, run nothing\n"
            "  --estimate           time a few training steps of each configuration still to run, print the\n"
            "                       estimated wall time at --jobs, run nothing\n"
            "Under mpirun (Open MPI) each rank runs the runs with index %% ranks == rank and rank 0 writes\n"

@@ -85,10 +85,15 @@ typedef struct {
     const char *const *medium; /* --budget medium: between the two (NULL: the quick arguments) */
     const char *note;
     VerdictKind verdict; /* the claim its verdict block judges (sweep_verdict.c) */
+    const char *help;    /* its line in `sweep --help` */
 } Preset;
 
 /* The preset called name, NULL if there is none (sweep_presets.c). */
 const Preset *find_preset(const char *name);
+/* The presets' names joined by sep ("hidden-size|topk-rho|..."), and their `--help` lines, each
+ * line starting with indent spaces: both from the one table. */
+void preset_names(char *buf, size_t n, const char *sep);
+void preset_help_lines(FILE *f, int indent);
 
 /* ------------------------------------------------------------------ the grid (sweep_plan.c) */
 

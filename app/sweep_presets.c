@@ -68,22 +68,35 @@ static const char *const bb_full[] = {"--width", "1", "--epochs", "30", "--vary"
 
 static const Preset presets[] = {
     {"hidden-size", hs_quick, hs_full, hs_medium,
-     "the gap's sign as h (hence rho) grows, both backbones; dense has the same k*h active width", VERDICT_HIDDEN},
+     "the gap's sign as h (hence rho) grows, both backbones; dense has the same k*h active width", VERDICT_HIDDEN,
+     "hidden per backbone (rho ~0.05-0.6) x head moe,dense"},
     {"topk-rho", tk_quick, tk_full, tk_medium,
      "cf per k (k=1 dropless, cf=1/k otherwise) keeps one routed pair per sample: realized rho is the same for every k",
-     VERDICT_TOPK},
+     VERDICT_TOPK, "k 1,2,4 with cf 0,1/2,1/4 (realized rho equal) x head moe,dense"},
     {"imagenet-topk", it_quick, it_full, it_medium,
      "64x64, MoE layers after stages 2, 3 (h 50, 100) vs the matched dense layers, k = 1, 2, 4 at one kept pair per "
      "sample (cf 1/k): realized rho held fixed near 0.38; give an ImageNet-64 file with --dataset",
-     VERDICT_TOPK},
+     VERDICT_TOPK, "64x64, MoE layers after stages 2,3 at k 1,2,4 (rho ~0.38) x matched dense layers"},
     {"softmoe", sm_quick, sm_full, sm_medium, "soft MoE per sample (dense over experts) vs over the batch (samples mix)",
-     VERDICT_SOFTMOE},
+     VERDICT_SOFTMOE, "head softmoe-sample,softmoe-batch,moe,dense"},
     {"temperature", tp_quick, tp_full, tp_medium,
-     "k = 1: constant tau, linear to 0.1, linear to 0.3, sigmoid to 0.1 (paper Fig. 3)", VERDICT_TEMPERATURE},
+     "k = 1: constant tau, linear to 0.1, linear to 0.3, sigmoid to 0.1 (paper Fig. 3)", VERDICT_TEMPERATURE,
+     "k 1: tau const, linear to 0.1, linear to 0.3, sigmoid x moe,dense"},
     {"backbone", bb_quick, bb_full, bb_medium, "dw vs std backbone at the reference head (E 8, k 2, h 1024, cf 1.25)",
-     VERDICT_NONE},
+     VERDICT_NONE, "backbone dw,std x head moe,dense at the reference model"},
 };
 #define N_PRESETS (int)(sizeof presets / sizeof presets[0])
+
+void preset_names(char *buf, size_t n, const char *sep) {
+    size_t o = 0;
+    buf[0] = 0;
+    for (int i = 0; i < N_PRESETS && o < n; i++)
+        o += (size_t)snprintf(buf + o, n - o, "%s%s", i ? sep : "", presets[i].name);
+}
+
+void preset_help_lines(FILE *f, int indent) {
+    for (int i = 0; i < N_PRESETS; i++) fprintf(f, "%*s%-15s%s\n", indent, "", presets[i].name, presets[i].help);
+}
 
 const Preset *find_preset(const char *name) {
     for (int i = 0; i < N_PRESETS; i++)

@@ -88,6 +88,11 @@ expect 2 "did you mean --threads?" -- "$BIN" train --thread 1 --dry-run
 expect 2 "unknown option '--zzz' (see" -- "$BIN" train --zzz --dry-run
 expect 2 "did you mean --lr-schedule?" -- "$BIN" sweep --lr-sched cosine --vary k=1,2 --out x --dry-run
 
+# sweep --help lists every preset from the preset table (imagenet-topk was missing)
+for p in hidden-size topk-rho imagenet-topk softmoe temperature backbone; do
+  expect 0 "^ *$p  " -- "$BIN" sweep --help
+done
+
 # a huge dry run (issue 27): no weights are allocated, so it answers at once with the sizes and the
 # memory the run would need (was: over 60 s at 4.8 GB); the 1 GB address-space limit is the proof,
 # the 30 s bound only catches a hang (a loaded machine takes over a second)
