@@ -1,11 +1,13 @@
-/* test_commands.c — the command language parser (app/commands.c, compiled in) and the trainer's
+/* test_commands.c — the command language parser (app/cli/commands.c) and the trainer's
  * handling of parameter commands: every command form parses to the right record, nonsense gets a
  * clear message, command files are sorted by step, and set/anneal change what the trainer uses. */
-#include "../app/commands.c"
+#include "app/cli/commands.h"
 #include "datasets/dataset.h"
 #include "trainer_util.h"
 #include "gradcheck.h"
 
+#include <stdlib.h>
+#include <string.h>
 #include <unistd.h>
 
 static void ok_parse(const char *line, CmdKind kind, const char *norm) {

@@ -1,12 +1,12 @@
-/* test_control.c — which trainer events answer a control-socket client (app/control.c,
+/* test_control.c — which trainer events answer a control-socket client (app/steer/control.c,
  * control_event). A client that sent a command waits for that command's result: an event of no
  * command (the note a run prints when it starts), or the result of a --commands file's or the
  * screen's command, must not be taken as its reply; the socket command's own result is. The
  * server runs in-process, as tests/fuzz_control.c runs it (no sockets, no threads). */
 #define _GNU_SOURCE
 
-#include "../app/commands.c"
-#include "../app/control.c"
+#include "app/cli/commands.h"
+#include "app/steer/control_internal.h"
 
 #include <stdio.h>
 #include <string.h>
@@ -37,7 +37,7 @@ int main(void) {
     pthread_cond_init(&s.cv, NULL);
     s.wake[0] = s.wake[1] = -1; /* wake() writes nowhere */
     for (int i = 0; i < CONTROL_MAX_CLIENTS; i++) s.cl[i].fd = -1;
-    Client *c = &s.cl[0];
+    ControlClient *c = &s.cl[0];
     c->fd = 1000; /* never used for I/O here */
     c->awaiting = 7;
     s.pending = 7; /* the trainer has taken the client's command (control_handed) */

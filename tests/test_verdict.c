@@ -1,15 +1,16 @@
-/* test_verdict.c — the verdict of each preset (app/sweep_verdict.c, compiled in) on hand-made
+/* test_verdict.c — the verdict of each preset (app/sweep/sweep_verdict.c) on hand-made
  * summaries: for every claim one that supports it, one that contradicts it and one that is
  * inconclusive (an interval spanning 0, too few seeds, or for topk-rho a realized rho that is not
  * held fixed); the printed block names the claim and the measured quantities; the claim a
- * summary tests is inferred from its axes. The agreement of two reruns (app/sweep_agree.c): the
+ * summary tests is inferred from its axes. The agreement of two reruns (app/sweep/sweep_agree.c): the
  * Welch separation of two gaps (a shared baseline cancels, separate ones add their variance),
  * and agree / disagree for the same order, a swap within the noise, a reversed separated pair, a
  * reversed sign and different verdicts. */
-#include "../app/sweep_verdict.c"
-#include "../app/sweep_agree.c"
+#include "app/sweep/sweep_verdict.h"
 
+#include <math.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include "check.h"
 
