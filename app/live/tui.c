@@ -15,6 +15,7 @@
 #include "app/cli/commands.h"
 #include "app/live/history_feed.h"
 #include "app/term/screen.h"
+#include "app/term/term.h"
 #include "app/term/tui_cmdline.h"
 #include "app/live/tui_worker.h"
 
@@ -59,7 +60,7 @@ typedef struct {
     int done_seen, terminal_lost;
     int ran;                                     /* the trainer thread was started */
     int nsched;                                  /* scheduled commands handed to the worker */
-    struct sigaction old_int, old_term, old_hup; /* handlers to restore at exit */
+    TermSignals sigs;                            /* handlers to restore at exit */
     int exit_code;
     double rate_t[RATE_N], rate_busy[RATE_N];
     long rate_step[RATE_N];
@@ -70,76 +71,6 @@ typedef struct {
     EvalRecord last_eval;
     int have_eval;
 } Tui;
-
-// ---------------------------------------------------------------------------------------------
-// process-wide state: signals, stderr capture, terminal restore (also from atexit / abort hook)
-
-static volatile sig_atomic_t g_signal;
-static volatile sig_atomic_t g_signal_count;
-static int g_wake_wr = -1;
-static int g_stderr_saved = -1;
-static FILE *g_stderr_tmp;
-static int g_curses_on;
-
-static void on_signal(int sig) {
-    const int saved = errno;
-    g_signal = sig;
-    g_signal_count++;
-    if (g_wake_wr >= 0) {
-        ssize_t r = write(g_wake_wr, "s", 1);
-        (void)r;
-    }
-    errno = saved;
-}
-
-static void stderr_capture(void) {
-    fflush(stderr);
-    g_stderr_tmp = tmpfile();
-    if (!g_stderr_tmp) return;
-    g_stderr_saved = dup(STDERR_FILENO);
-    if (g_stderr_saved < 0 || dup2(fileno(g_stderr_tmp), STDERR_FILENO) < 0) {
-        if (g_stderr_saved >= 0) close(g_stderr_saved);
-        g_stderr_saved = -1;
-        fclose(g_stderr_tmp);
-        g_stderr_tmp = NULL;
-    }
-}
-
-/* Puts stderr back and prints what was written to it during the session. Idempotent. */
-static void stderr_release(void) {
-    if (g_stderr_saved < 0) return;
-    fflush(stderr);
-    dup2(g_stderr_saved, STDERR_FILENO);
-    close(g_stderr_saved);
-    g_stderr_saved = -1;
-    if (!g_stderr_tmp) return;
-    long size = 0;
-    if (fseek(g_stderr_tmp, 0, SEEK_END) == 0) size = ftell(g_stderr_tmp);
-    if (size > 0) {
-        rewind(g_stderr_tmp);
-        fprintf(stderr, "moelab train: messages written to stderr during the session:\n");
-        char buf[4096];
-        size_t k;
-        while ((k = fread(buf, 1, sizeof buf, g_stderr_tmp)) > 0) fwrite(buf, 1, k, stderr);
-        fflush(stderr);
-    }
-    fclose(g_stderr_tmp);
-    g_stderr_tmp = NULL;
-}
-
-static void terminal_restore(void) {
-    if (g_curses_on && !isendwin()) endwin();
-    g_curses_on = 0;
-    stderr_release();
-}
-
-static void tui_atexit(void) { terminal_restore(); }
-
-static void tui_abort(const char *file, int line, const char *expr) {
-    terminal_restore();
-    fprintf(stderr, "moelab train: internal error: %s:%d: %s\n", file ? file : "?", line, expr ? expr : "?");
-    fflush(stderr);
-}
 
 /* ml_log sink: any thread -> the worker's event queue -> the log panel. */
 static void log_sink(int level, const char *msg, void *user) { worker_log(user, level, msg); }
@@ -491,12 +422,11 @@ static void read_keys(Tui *ui) {
 }
 
 static void handle_signal(Tui *ui) {
-    const int sig = g_signal;
-    g_signal = 0;
+    const int sig = term_signal_take();
     if (!sig) return;
-    if (g_signal_count >= 3 && ui->leaving) {
+    if (term_signal_count() >= 3 && ui->leaving) {
         /* the user insists: the trainer thread is stuck in a long step or hook */
-        terminal_restore();
+        term_restore();
         fprintf(stderr, "moelab train: forced exit (signal %d while stopping)\n", sig);
         _exit(128 + sig);
     }
@@ -647,32 +577,13 @@ static int tui_prepare(Tui *ui) {
 /* Opens the terminal, the views and the command line. 0, or -1 (message printed; the screen
  * is closed again when the views could not be made: call tui_teardown). */
 static int tui_open_screen(Tui *ui, int *utf8) {
-    static int atexit_done;
-    setlocale(LC_ALL, "");
-    *utf8 = !strcmp(nl_langinfo(CODESET), "UTF-8");
-    stderr_capture();
-    if (!atexit_done) {
-        atexit(tui_atexit);
-        atexit_done = 1;
-    }
-    ui->screen = newterm(NULL, stdout, stdin);
-    if (!ui->screen) {
-        stderr_release();
-        fprintf(stderr, "moelab train: cannot open the terminal '%s' (use --headless)\n",
-                getenv("TERM") ? getenv("TERM") : "");
-        return -2;
-    }
-    g_curses_on = 1;
-    ml_abort_set(tui_abort);
-    cbreak();
-    noecho();
-    nonl();
-    intrflush(stdscr, FALSE);
-    keypad(stdscr, FALSE);
-    curs_set(1);
+    static const TermModes modes = {.keypad = 0, .cursor = 1, .intrflush = 0};
+    term_stderr_capture("moelab train");
+    ui->screen = term_open("moelab train", &modes, utf8, "(use --headless)");
+    if (!ui->screen) return -2;
     theme_init(&ui->scr.theme, *utf8, 0);
     if (make_views(ui)) {
-        terminal_restore();
+        term_restore();
         fprintf(stderr, "moelab train: out of memory\n");
         return -1;
     }
@@ -707,16 +618,7 @@ static void tui_start(Tui *ui, int utf8) {
         ui_log(ui, VIEW_LOG_INFO, "resumed at step %ld: %ld step records and %d evaluations before it", ui->t->step,
                fed.steps, fed.evals);
     }
-    struct sigaction sa;
-    g_wake_wr = ui->wake[1];
-    g_signal = 0;
-    g_signal_count = 0;
-    memset(&sa, 0, sizeof sa);
-    sa.sa_handler = on_signal;
-    sigemptyset(&sa.sa_mask);
-    sigaction(SIGINT, &sa, &ui->old_int);
-    sigaction(SIGTERM, &sa, &ui->old_term);
-    sigaction(SIGHUP, &sa, &ui->old_hup);
+    term_signals_catch(&ui->sigs, ui->wake[1]);
     ui->t_open = ml_now();
     if (worker_start(&ui->w)) {
         ui_log(ui, VIEW_LOG_ERROR, "cannot start the trainer thread");
@@ -733,8 +635,9 @@ static void tui_loop(Tui *ui) {
     ui->dirty = 1;
     ui->next_frame = 0.0;
     render(ui);
+    term_test_abort("train");
     while (!(ui->leaving && ui->st.done)) {
-        if (g_signal) handle_signal(ui);
+        if (term_signal()) handle_signal(ui);
         double now = ml_now();
         int timeout;
         if (ui->dirty || ui->data_pending) timeout = (int)ceil((ui->next_frame - now) * 1000.0);
@@ -758,7 +661,7 @@ static void tui_loop(Tui *ui) {
             if (!ui->exit_code) ui->exit_code = 128 + SIGHUP;
             worker_request_stop(&ui->w);
         }
-        if (g_signal) handle_signal(ui);
+        if (term_signal()) handle_signal(ui);
         if (!ui->terminal_lost) read_keys(ui);
         now = ml_now();
         if (now >= ui->next_frame) {
@@ -786,16 +689,9 @@ static void tui_teardown(Tui *ui) {
     cmdline_history_close();
     cmdline_free();
     free_views(ui);
-    terminal_restore();
-    ml_abort_set(NULL);
-    if (ui->screen) delscreen(ui->screen);
+    term_close(ui->screen);
     ui->screen = NULL;
-    if (g_wake_wr >= 0) {
-        sigaction(SIGINT, &ui->old_int, NULL);
-        sigaction(SIGTERM, &ui->old_term, NULL);
-        sigaction(SIGHUP, &ui->old_hup, NULL);
-    }
-    g_wake_wr = -1;
+    term_signals_restore(&ui->sigs);
     if (ui->ran) print_summary(ui);
     worker_drain_free(&ui->d);
     worker_free(&ui->w);

@@ -19,6 +19,7 @@
 #include "app/steer/control.h"
 #include "app/live/history_feed.h"
 #include "app/term/screen.h"
+#include "app/term/term.h"
 #include "app/term/tui_cmdline.h"
 
 #include <errno.h>
@@ -75,15 +76,6 @@ typedef struct {
     double next_reload, next_status, t_open;
     int dirty;
 } Attach;
-
-static volatile sig_atomic_t g_sig;
-static int g_curses;
-static void on_sig(int s) { g_sig = s; }
-
-static void restore_terminal(void) {
-    if (g_curses && !isendwin()) endwin();
-    g_curses = 0;
-}
 
 static void alog(Attach *a, int level, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
 static void alog(Attach *a, int level, const char *fmt, ...) {
@@ -424,29 +416,20 @@ static int attach_session(const char *dir) {
         free(a);
         return 1;
     }
-    setlocale(LC_ALL, "");
-    const int utf8 = !strcmp(nl_langinfo(CODESET), "UTF-8");
-    SCREEN *scr = newterm(NULL, stdout, stdin);
+    static const TermModes modes = {.keypad = 0, .cursor = 1, .intrflush = 0};
+    int utf8 = 0;
+    SCREEN *scr = term_open("moelab attach", &modes, &utf8, "");
     if (!scr) {
-        fprintf(stderr, "moelab attach: cannot open the terminal '%s'\n", getenv("TERM") ? getenv("TERM") : "");
         session_history_free(&a->h0);
         close(fd);
         free(a);
         return 1;
     }
-    g_curses = 1;
-    atexit(restore_terminal);
-    cbreak();
-    noecho();
-    nonl();
-    intrflush(stdscr, FALSE);
-    keypad(stdscr, FALSE);
-    curs_set(1);
     theme_init(&a->scr.theme, utf8, 0);
     history_view_ctx(&a->h0, &a->scr.theme, &a->ctx, &a->base);
     int rc = 0;
     if (panels_init(&a->scr.ps, &a->ctx) || view_init(&a->scr.help, &view_help_class, &a->ctx)) {
-        restore_terminal();
+        term_restore();
         fprintf(stderr, "moelab attach: out of memory\n");
         rc = 1;
         goto out;
@@ -461,18 +444,14 @@ static int attach_session(const char *dir) {
     a->follow = session_follow_open(&a->h0); /* NULL: the first reload re-reads */
     a->step = a->h0.nsteps > 0 ? a->h0.steps[a->h0.nsteps - 1].step : 0;
     a->total = a->h0.total_steps;
-    struct sigaction sa, o_int, o_term, o_hup;
-    memset(&sa, 0, sizeof sa);
-    sa.sa_handler = on_sig;
-    sigaction(SIGINT, &sa, &o_int);
-    sigaction(SIGTERM, &sa, &o_term);
-    sigaction(SIGHUP, &sa, &o_hup);
+    TermSignals sigs = {0};
+    term_signals_catch(&sigs, -1);
     a->t_open = ml_now();
     a->next_reload = a->t_open + RELOAD_SEC;
     a->next_status = 0;
     a->dirty = 1;
     double last_draw = 0;
-    while (!a->leave && !g_sig) {
+    while (!a->leave && !term_signal()) {
         const double now = ml_now();
         if (a->q_at > 0 && now - a->q_at > Q_DETACH_SEC) break; /* q alone: detach */
         if (now >= a->next_status && a->fd >= 0 && !a->status_wait) {
@@ -485,6 +464,7 @@ static int attach_session(const char *dir) {
         }
         if (a->dirty || now - last_draw > 0.5) {
             render(a);
+            term_test_abort("attach");
             last_draw = now;
             a->dirty = 0;
         }
@@ -502,17 +482,14 @@ static int attach_session(const char *dir) {
                 if (cmdline_window_get() != cw) break;
             }
     }
-    sigaction(SIGINT, &o_int, NULL);
-    sigaction(SIGTERM, &o_term, NULL);
-    sigaction(SIGHUP, &o_hup, NULL);
+    term_signals_restore(&sigs);
     cmdline_history_close();
     cmdline_free();
 out:
     screen_drop_windows(&a->scr.ps);
     panels_free(&a->scr.ps);
     if (a->scr.help.cls) view_free(&a->scr.help);
-    restore_terminal();
-    delscreen(scr);
+    term_close(scr);
     if (a->fd >= 0) {
         static const char bye[] = "detach\n";
         ssize_t w = send(a->fd, bye, sizeof bye - 1, MSG_NOSIGNAL | MSG_DONTWAIT);
