@@ -1,8 +1,5 @@
-/* main.c — moelab's entry point: dispatches the subcommands. */
+/* main.c — moelab's entry point: dispatches the subcommands through their table (subcommands.c). */
 #include "app/cli/app.h"
-#include "app/browse/browse.h"
-#include "app/plot/plot.h"
-#include "app/run/probe.h"
 #include "sessions/dataset_h5.h"
 
 #include <stdio.h>
@@ -31,17 +28,8 @@ int main(int argc, char **argv) {
         printf("moelab %s\n", MOELAB_VERSION);
         return 0;
     }
-    if (strcmp(c, "train") == 0) return cmd_train(argc - 1, argv + 1);
-    if (strcmp(c, "bench") == 0) return cmd_bench(argc - 1, argv + 1);
-    if (strcmp(c, "data") == 0) return cmd_data(argc - 1, argv + 1);
-    if (strcmp(c, "replay") == 0) return cmd_replay(argc - 1, argv + 1);
-    if (strcmp(c, "export") == 0) return cmd_export(argc - 1, argv + 1);
-    if (strcmp(c, "browse") == 0) return cmd_browse(argc - 1, argv + 1);
-    if (strcmp(c, "sweep") == 0) return cmd_sweep(argc - 1, argv + 1);
-    if (strcmp(c, "ctl") == 0) return cmd_ctl(argc - 1, argv + 1);
-    if (strcmp(c, "attach") == 0) return cmd_attach(argc - 1, argv + 1);
-    if (strcmp(c, "plot") == 0) return cmd_plot(argc - 1, argv + 1);
-    if (strcmp(c, "probe") == 0) return cmd_probe(argc - 1, argv + 1);
+    for (const AppCommand *sc = app_commands; sc->name; sc++)
+        if (sc->run && !strcmp(c, sc->name)) return sc->run(argc - 1, argv + 1);
     if (strcmp(c, "help") == 0 || strcmp(c, "--help") == 0 || strcmp(c, "-h") == 0) {
         usage(stdout);
         return 0;

@@ -1,5 +1,5 @@
 /* manpage.c — the moelab(1) man page and the bash completion script, both generated from the
- * tables --help uses: the subcommand table below (main.c prints its usage from it) and the option
+ * tables --help uses: the subcommand table (subcommands.c; main.c dispatches through it) and the option
  * table of options.c (app_option_info). The build runs `moelab --man` and `moelab
  * --bash-completion` to write moelab.1 and moelab.bash; `cmake --install` installs them. */
 #include "app/cli/app.h"
@@ -7,28 +7,6 @@
 
 #include <stdio.h>
 #include <string.h>
-
-const AppCommand app_commands[] = {
-    {"train", "train a model (moelab train --help lists every option)", "[options]", 1},
-    {"bench", "training speed of the reference model vs the OpenBLAS SGEMM rate", "[options]", 1},
-    {"data", "dataset info and import (moelab data --help)", "info PATH | import SRC OUT.h5 [--size N]", 0},
-    {"replay", "re-run a session with its recorded commands and compare the results", "DIR [--session NEWDIR]", 0},
-    {"export", "write a session's history, routing, t-SNE samples and configuration as CSV", "DIR --csv OUTDIR", 0},
-    {"browse", "saved sessions: list, scrub epochs, compare runs, t-SNE (moelab browse --help)",
-     "[DIR | SESSION_DIR | FILE.h5 | sweep.h5] [--list]", 0},
-    {"sweep", "multi-seed experiments, the paper's presets, MoE-vs-dense effect sizes (moelab sweep --help)",
-     "[train options] --vary KEY=V1,V2,... --seeds N --out DIR", 1},
-    {"attach", "the live screen of a run training in another process, steering it (moelab attach SESSION)",
-     "SESSION | SWEEP_DIR", 0},
-    {"ctl", "send one command to a running session (moelab ctl SESSION COMMAND...)", "SESSION COMMAND...", 0},
-    {"plot", "paper figures (PDF, SVG, PNG) of a session, 2-8 sessions or a sweep (moelab plot --help)",
-     "SESSION | SWEEP [SESSION ...] [--out DIR] [--format pdf|svg|png|all] [--epoch N]", 0},
-    {"probe", "batch-composition probe: a checkpoint's test predictions in batches of different make-up",
-     "batch SESSION [--epoch N]", 0},
-    {"help", "this text", "", 0},
-    {"version", "print the version", "", 0},
-    {NULL, NULL, NULL, 0},
-};
 
 /* roff text: backslashes and leading dots/quotes escaped, '-' as \- */
 static void roff(FILE *f, const char *s) {
