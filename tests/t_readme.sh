@@ -5,13 +5,16 @@
 #   - Temperature schedules lists the kinds of --schedule, in order, with the anneal keys each
 #     reads, and the anneal keys with the option of each; the checkpoint format numbers the kinds
 #     in enum order;
-#   - The command language lists every `set` parameter and no other, and its anneal line the keys.
+#   - The command language lists every `set` parameter and no other, and its anneal line the keys;
+#     its table names every command of the command table (core/cmdtab.h, as the man page's
+#     COMMAND LANGUAGE section prints it) and no other.
 # Each check prints PASS/FAIL with what differs; exits 0 only if none failed.
 set -u
 BIN=${1:?usage: t_readme.sh path/to/moelab}
 SRC=${MOELAB_SRC:-$(cd "$(dirname "$0")/.." && pwd)}
 HELP=$("$BIN" train --help) || { echo "FAIL  moelab train --help exited non-zero"; exit 1; }
-HELP="$HELP" python3 - "$SRC/README.md" <<'PY'
+MAN=$("$BIN" --man) || { echo "FAIL  moelab --man exited non-zero"; exit 1; }
+MAN="$MAN" HELP="$HELP" python3 - "$SRC/README.md" <<'PY'
 import os, re, sys
 
 readme = open(sys.argv[1], encoding="utf-8").read().split("\n")
@@ -124,6 +127,21 @@ check(readme_params == params, "The command language lists every set parameter i
 aline = [l for l in sec if l.startswith("| `anneal KIND")]
 check(len(aline) == 1 and re.findall(r"\[([a-z]+)=[A-Z]+\]", aline[0]) == keys,
       "The command language's anneal line has the keys of the table", aline[0] if aline else "no anneal row")
+
+# ---- the command language: every command of the table (the man page's section) and no other
+man = os.environ["MAN"].split("\n")
+ms = man.index(".SH COMMAND LANGUAGE") if ".SH COMMAND LANGUAGE" in man else -1
+me = next((i for i in range(ms + 1, len(man)) if man[i].startswith(".SH ")), len(man))
+man_words = [re.match(r"\\fB([a-z]+(?:\\-[a-z]+)*)", man[i + 1]).group(1).replace("\\-", "-")
+             for i in range(ms + 1, me - 1) if man[i] == ".TP" and re.match(r"\\fB[a-z]", man[i + 1])]
+check(ms >= 0 and len(man_words) >= 8, "moelab --man has a COMMAND LANGUAGE section (%s)" % " ".join(man_words))
+readme_words = set()
+for l in sec:
+    if l.startswith("| `") and not l.startswith("| command"):
+        for c in re.findall(r"`([a-z-]+)[^`]*`", l.split(" | ")[0]):
+            readme_words.add(c)
+check(readme_words == set(man_words), "The command language's table names every command of the table, no other",
+      "README only %s, table only %s" % (sorted(readme_words - set(man_words)), sorted(set(man_words) - readme_words)))
 
 print("t_readme: %d failed" % fails)
 sys.exit(1 if fails else 0)

@@ -12,10 +12,20 @@
 #include <sys/stat.h>
 #include <fcntl.h>
 
+#include "core/cmdtab.h"
 #include "core/vocab.h"
 
-const char *const command_words[] = {"pause", "resume", "step", "set",         "anneal", "snapshot",
-                                     "eval",  "quit",   "help", "on-collapse", NULL};
+#include <stddef.h>
+
+/* The names of the commands whose row has `flag` set, "a, b, c" (cmd_table). */
+static const char *words_with(char *buf, size_t n, size_t flag_off) {
+    size_t len = 0;
+    buf[0] = '\0';
+    for (int k = 0; k < CMD_KIND_COUNT && len < n; k++)
+        if (*(const int *)((const char *)&cmd_table[k] + flag_off))
+            len += (size_t)snprintf(buf + len, n - len, "%s%s", len ? ", " : "", cmd_table[k].name);
+    return buf;
+}
 
 #define MAXTOK 12
 
@@ -54,10 +64,10 @@ int command_rule_parse(const char *text, TrainerCmd *out, int max, char *err, si
             snprintf(err, errn, "on-collapse: %s", e2);
             return -1;
         }
-        if (c.kind != CMD_SET && c.kind != CMD_ANNEAL && c.kind != CMD_EVAL && c.kind != CMD_SNAPSHOT) {
-            snprintf(err, errn,
-                     "on-collapse: '%s' cannot be part of a rule (set, anneal, eval, snapshot; or 'pause' alone)",
-                     c.text);
+        if (!cmd_table[c.kind].rule) {
+            char rw[128];
+            snprintf(err, errn, "on-collapse: '%s' cannot be part of a rule (%s; or 'pause' alone)", c.text,
+                     words_with(rw, sizeof rw, offsetof(CmdInfo, rule)));
             return -1;
         }
         if (n == max) {
@@ -80,7 +90,9 @@ static int parse_on_collapse(const char *rest, TrainerCmd *cmd, char *err, size_
     size_t l = strlen(r);
     while (l > 0 && (r[l - 1] == ' ' || r[l - 1] == '\t' || r[l - 1] == '\r' || r[l - 1] == '\n')) r[--l] = 0;
     if (!r[0]) {
-        snprintf(err, errn, "usage: on-collapse pause | off | COMMAND[; COMMAND...] (set, anneal, eval, snapshot)");
+        char rw[128];
+        snprintf(err, errn, "usage: on-collapse %s (%s)", cmd_table[CMD_ON_COLLAPSE].args,
+                 words_with(rw, sizeof rw, offsetof(CmdInfo, rule)));
         return -1;
     }
     cmd->kind = CMD_ON_COLLAPSE;
@@ -142,8 +154,16 @@ int command_parse(const char *line, TrainerCmd *cmd, char *err, size_t errn) {
         size_t len = strlen(nm);
         int ok = len > 0 && len < sizeof layer;
         for (size_t i = 0; ok && i < len; i++) ok = isalnum((unsigned char)nm[i]) || nm[i] == '_' || nm[i] == '-';
-        if (strcmp(w, "set") && strcmp(w, "anneal")) {
-            snprintf(err, errn, "%s: only set and anneal take an @layer suffix", w);
+        const int k = cmd_find(w);
+        if (k < 0 || !cmd_table[k].layer) {
+            char lw[128];
+            words_with(lw, sizeof lw, offsetof(CmdInfo, layer));
+            char *comma = strrchr(lw, ','); /* "set, anneal" -> "set and anneal" */
+            if (comma && strlen(lw) + 4 < sizeof lw) {
+                memmove(comma + 4, comma + 1, strlen(comma + 1) + 1);
+                memcpy(comma, " and", 4);
+            }
+            snprintf(err, errn, "%s: only %s take an @layer suffix", w, lw);
             return -1;
         }
         if (!ok) {
@@ -173,22 +193,21 @@ int command_parse(const char *line, TrainerCmd *cmd, char *err, size_t errn) {
 
 /* The words of one command (tok[0..n), the @layer suffix removed) into *cmd. */
 static int command_parse_words(const char *w, char **tok, int n, TrainerCmd *cmd, char *err, size_t errn) {
-    if (!strcmp(w, "pause") || !strcmp(w, "resume") || !strcmp(w, "quit") || !strcmp(w, "help") ||
-        !strcmp(w, "snapshot") || !strcmp(w, "eval") || !strcmp(w, "exit")) {
+    const int kind = cmd_find(w);
+    if (kind < 0 || kind == CMD_ON_COLLAPSE) { /* on-collapse: command_parse took it before tokenising */
+        snprintf(err, errn, "unknown command '%s' (type help)", w);
+        return -1;
+    }
+    if (!cmd_table[kind].args[0]) { /* a word alone */
         if (n > 1) {
             snprintf(err, errn, "%s takes no arguments", w);
             return -1;
         }
-        cmd->kind = !strcmp(w, "pause")                          ? CMD_PAUSE
-                    : !strcmp(w, "resume")                       ? CMD_RESUME
-                    : (!strcmp(w, "quit") || !strcmp(w, "exit")) ? CMD_QUIT
-                    : !strcmp(w, "help")                         ? CMD_HELP
-                    : !strcmp(w, "snapshot")                     ? CMD_SNAPSHOT
-                                                                 : CMD_EVAL;
-        snprintf(cmd->text, sizeof cmd->text, "%s", !strcmp(w, "exit") ? "quit" : w);
+        cmd->kind = (CmdKind)kind;
+        snprintf(cmd->text, sizeof cmd->text, "%s", cmd_table[kind].name);
         return 0;
     }
-    if (!strcmp(w, "step")) {
+    if (kind == CMD_STEP) {
         double v = 1;
         if (n > 2 || (n == 2 && (parse_num(tok[1], &v) || v < 1 || v > 1e9 || v != floor(v)))) {
             snprintf(err, errn, "usage: step [N] with N a whole number >= 1");
@@ -199,7 +218,7 @@ static int command_parse_words(const char *w, char **tok, int n, TrainerCmd *cmd
         snprintf(cmd->text, sizeof cmd->text, "step %ld", cmd->n);
         return 0;
     }
-    if (!strcmp(w, "set")) {
+    if (kind == CMD_SET) {
         char words[256], why[64];
         if (n != 3) {
             snprintf(err, errn, "usage: set %s VALUE", vocab_join(words, sizeof words, cmd_param_words, "|", NULL));
@@ -227,7 +246,7 @@ static int command_parse_words(const char *w, char **tok, int n, TrainerCmd *cmd
         snprintf(cmd->text, sizeof cmd->text, "set %s %.9g", tok[1], v);
         return 0;
     }
-    if (!strcmp(w, "anneal")) {
+    if (kind == CMD_ANNEAL) {
         char words[256];
         if (n < 2) {
             snprintf(err, errn, "usage: anneal KIND [TAU0|now [TAU1]] %s", tau_key_usage(words, sizeof words));

@@ -12,14 +12,14 @@
  *          the rule applied once when the collapse flag first fires (any view): pause the run,
  *          or apply the commands (set, anneal, eval, snapshot); `off` removes it
  *
+ * The words, their arguments and help lines are one table (CMD_ROWS in core/cmdtab.h).
+ *
  * Command files hold one command per line, each prefixed `at STEP` (applied when STEP steps
  * have been completed); blank lines and lines starting with # are ignored. */
 #ifndef ML_APP_COMMANDS_H
 #define ML_APP_COMMANDS_H
 
 #include "core/records.h"
-
-extern const char *const command_words[]; /* NULL-terminated */
 
 /* Parses one command; a `#` starts a comment (the event log writes the origin as "  # socket").
  * Returns 0, or -1 with a one-line message in err. */

@@ -4,6 +4,7 @@
  * --bash-completion` to write moelab.1 and moelab.bash; `cmake --install` installs them. */
 #include "app/cli/app.h"
 #include "app/cli/options.h"
+#include "core/cmdtab.h"
 
 #include <stdio.h>
 #include <string.h>
@@ -69,6 +70,17 @@ int cmd_manpage(void) {
         fputs("\n", f);
         roff(f, in.text);
         fputs("\n", f);
+    }
+    fputs(".SH COMMAND LANGUAGE\nTyped on the live screen, in\n.B moelab attach\nand\n.BR \"moelab ctl\" ,\n"
+          "or given per line as\n.I at STEP COMMAND\nin a\n.B \\-\\-commands\nfile; applied at the next step boundary.\n",
+          f);
+    for (int k = 0; k < CMD_KIND_COUNT; k++) {
+        char u[320];
+        fputs(".TP\n\\fB", f);
+        roff(f, cmd_usage(k, u, sizeof u));
+        fputs("\\fR\n", f);
+        roff(f, cmd_table[k].help);
+        fputs(cmd_table[k].rule ? " (allowed in an on\\-collapse rule)\n" : "\n", f);
     }
     fputs(".SH ENVIRONMENT\n.TP\n.B MOELAB_SESSIONS\nthe folder new sessions go under and\n.B moelab browse\n"
           "lists by default (default: runs/ of the current directory).\n.TP\n.B MOELAB_DATA\n"

@@ -17,6 +17,7 @@
 
 #include "app/cli/commands.h"
 #include "app/cli/options_internal.h"
+#include "core/cmdtab.h"
 #include "core/params.h"
 #include "core/vocab.h"
 
@@ -355,11 +356,13 @@ void app_options_help(const char *cmd) {
         }
     }
 }
-/* The command summary of --commands, from the tables of core/params.h and core/tau.h. */
+/* The command summary of --commands, from the command table (core/cmdtab.h). */
 static const char *more_commands(char *b, size_t n) {
-    char params[256], keys[256];
-    snprintf(b, n, "set %s V | anneal KIND [TAU0|now [TAU1]] %s | eval | snapshot | quit",
-             vocab_join(params, sizeof params, cmd_param_words, "|", NULL), tau_key_usage(keys, sizeof keys));
+    char u[320];
+    size_t len = 0;
+    b[0] = '\0';
+    for (int k = 0; k < CMD_KIND_COUNT && len < n; k++)
+        if (cmd_table[k].file) len += (size_t)snprintf(b + len, n - len, "%s%s", len ? " | " : "", cmd_usage(k, u, sizeof u));
     return b;
 }
 

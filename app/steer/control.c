@@ -3,6 +3,7 @@
 #include "app/steer/control.h"
 #include "app/cli/commands.h"
 #include "app/steer/control_internal.h"
+#include "core/cmdtab.h"
 
 #include <errno.h>
 #include <math.h>
@@ -163,9 +164,8 @@ static void handle_line_locked(ControlServer *s, ControlClient *c, const char *l
         return;
     case CTL_LINE_HELP: {
         char words[256] = "";
-        for (int i = 0; command_words[i]; i++)
-            if (strcmp(command_words[i], "help"))
-                snprintf(words + strlen(words), sizeof words - strlen(words), "%s ", command_words[i]);
+        for (int i = 0; i < CMD_KIND_COUNT; i++)
+            if (i != CMD_HELP) snprintf(words + strlen(words), sizeof words - strlen(words), "%s ", cmd_table[i].name);
         control_reply_locked(c, "ok commands: %sstatus detach (see moelab help)", words);
         return;
     }

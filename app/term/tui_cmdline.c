@@ -12,6 +12,7 @@
 #include <readline/readline.h>
 
 #include "app/cli/commands.h"
+#include "core/cmdtab.h"
 #include "core/params.h"
 #include "core/tau.h"
 #include "core/vocab.h"
@@ -120,19 +121,19 @@ static char **cl_complete(const char *text, int start, int end) {
     for (char *save = NULL, *p = strtok_r(before, " \t", &save); p && nw < 4; p = strtok_r(NULL, " \t", &save))
         words[nw++] = p;
     cl.comp_words = NULL;
-    const int knob = nw >= 2 && (!strcmp(words[0], "set") || !strcmp(words[0], "anneal") ||
-                                 !strcmp(words[0], "on-collapse")); /* a routing knob or anneal: @layer */
+    /* a routing knob or anneal (also inside an on-collapse rule): @layer */
+    const int k0 = nw >= 1 ? cmd_find(words[0]) : -1, k1 = nw >= 2 ? cmd_find(words[1]) : -1;
+    const int knob = nw >= 2 && ((k0 >= 0 && cmd_table[k0].layer) ||
+                                 (k0 == CMD_ON_COLLAPSE && k1 >= 0 && cmd_table[k1].layer));
     if (knob && start > 0 && rl_line_buffer[start - 1] == '@' && cl.layer_words[0])
         cl.comp_words = cl.layer_words; /* readline broke the word at the '@' */
     else if (knob && text[0] == '@' && cl.layer_words[0]) cl.comp_words = cl.layer_at_words;
-    else if (nw == 0) cl.comp_words = command_words;
-    else if (!strcmp(words[0], "set") && nw == 1) cl.comp_words = cmd_param_words;
-    else if (!strcmp(words[0], "anneal") && nw == 1) cl.comp_words = tau_kind_names;
-    else if (!strcmp(words[0], "anneal") && nw >= 2) cl.comp_words = anneal_words(words[1], nw == 2);
-    else if (!strcmp(words[0], "on-collapse") && nw == 1) {
-        static const char *const rule_words[] = {"pause", "off", "set", "anneal", "eval", "snapshot", NULL};
-        cl.comp_words = rule_words;
-    } else if (!strcmp(words[0], "on-collapse") && nw == 2 && !strcmp(words[1], "set")) cl.comp_words = cmd_param_words;
+    else if (nw == 0) cl.comp_words = cmd_words;
+    else if (k0 == CMD_SET && nw == 1) cl.comp_words = cmd_param_words;
+    else if (k0 == CMD_ANNEAL && nw == 1) cl.comp_words = tau_kind_names;
+    else if (k0 == CMD_ANNEAL && nw >= 2) cl.comp_words = anneal_words(words[1], nw == 2);
+    else if (k0 == CMD_ON_COLLAPSE && nw == 1) cl.comp_words = cmd_rule_words;
+    else if (k0 == CMD_ON_COLLAPSE && nw == 2 && k1 == CMD_SET) cl.comp_words = cmd_param_words;
     if (!cl.comp_words) return NULL;
     /* "s=" and friends take a value right after the '=': no space after them */
     int all_eq = 1, any = 0;
