@@ -45,7 +45,6 @@ static const char *const CONFIG =
     "\"tau1\": 0.100000001, \"tau_min\": 0.00999999978, \"s\": 10, \"c\": 0.5, \"step_every\": 0, \"step_gamma\": 0, "
     "\"start\": 0, \"total\": 468}, \"epochs\": 1}";
 
-static int near(double a, double b, double tol) { return fabs(a - b) <= tol * fmax(1.0, fabs(b)); }
 
 static int str_is(const char *got, const char *want) { return got && !strcmp(got, want); }
 

@@ -272,6 +272,6 @@ int main(void) {
           "set tau (no suffix) reaches the backbone layer of a dense-head run");
     trainer_free(&t);
     dataset_free(&ds);
-    printf("%d failure(s)\n", g_failures);
-    return g_failures ? 1 : 0;
+    printf("%d failure(s)\n", n_failed);
+    return n_failed ? 1 : 0;
 }

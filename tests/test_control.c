@@ -11,14 +11,7 @@
 #include <stdio.h>
 #include <string.h>
 
-static int failures;
-#define CHECK(c, ...)                           \
-    do {                                        \
-        printf("%s ", (c) ? "PASS " : "FAIL "); \
-        printf(__VA_ARGS__);                    \
-        printf("\n");                           \
-        if (!(c)) failures++;                   \
-    } while (0)
+#include "check.h"
 
 static TrainerEvent event(TrainerEventKind kind, int origin, const char *text) {
     TrainerEvent e;
@@ -66,6 +59,6 @@ int main(void) {
           "a failed socket command answers with its error");
     pthread_mutex_destroy(&s.mu);
     pthread_cond_destroy(&s.cv);
-    printf("test_control: %d failed\n", failures);
-    return failures ? 1 : 0;
+    printf("test_control: %d failed\n", n_failed);
+    return n_failed ? 1 : 0;
 }
