@@ -315,7 +315,7 @@ static int plan_args(Plan *p, int argc, char **argv, int first) {
         } else if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) {
             sweep_help();
             return 1;
-        } else if (sl_push(&p->base, argv[i])) {
+        } else if (sweep_sl_push(&p->base, argv[i])) {
             fprintf(stderr, "moelab sweep: out of memory\n");
             return -1;
         }
@@ -353,7 +353,7 @@ static int plan_from_argv(Plan *p, int argc, char **argv, const Preset **preset_
     }
     const Preset *pr = NULL;
     if (pname) {
-        if (!(pr = find_preset(pname))) {
+        if (!(pr = sweep_find_preset(pname))) {
             fprintf(stderr,
                     "moelab sweep: --preset: '%s' is not hidden-size, topk-rho, imagenet-topk, softmoe, temperature or "
                     "backbone\n",
@@ -404,8 +404,8 @@ static int do_collect(const char dir[PATH_N]) {
         return 1;
     }
     StrList l = {0};
-    sl_push(&l, "sweep");
-    for (int i = 0; i < ac; i++) sl_push(&l, av[i]);
+    sweep_sl_push(&l, "sweep");
+    for (int i = 0; i < ac; i++) sweep_sl_push(&l, av[i]);
     argv_free(ac, av);
     Plan p;
     memset(&p, 0, sizeof p);
@@ -415,23 +415,23 @@ static int do_collect(const char dir[PATH_N]) {
     p.jobs = 1;
     p.shard_n = 1;
     int rc = plan_args(&p, l.n, l.v, 1) || p.collect[0] || p.out[0] ? -1 : 0;
-    sl_free(&l);
+    sweep_sl_free(&l);
     if (rc) {
         fprintf(stderr, "moelab sweep: %s: not a sweep argument list: %s\n", path, line);
-        plan_free(&p);
+        sweep_plan_free(&p);
         return 1;
     }
     snprintf(p.out, sizeof p.out, "%s", dir);
-    if (plan_build(&p)) {
-        plan_free(&p);
+    if (sweep_plan_build(&p)) {
+        sweep_plan_free(&p);
         return 1;
     }
     printf("collect   %s: %d configurations x %d seeds\n", dir, p.nconfigs, p.seeds);
     SweepRun *rows = calloc((size_t)p.nruns + 1, sizeof(SweepRun));
-    for (int r = 0; r < p.nruns; r++) read_run_row(&p, r, &rows[r]);
-    rc = summary_emit(&p, rows, NULL);
+    for (int r = 0; r < p.nruns; r++) sweep_read_run_row(&p, r, &rows[r]);
+    rc = sweep_summary_emit(&p, rows, NULL);
     free(rows);
-    plan_free(&p);
+    sweep_plan_free(&p);
     return rc;
 }
 
@@ -476,7 +476,7 @@ static int do_show(const char *arg) {
     printf("sweep     %s: %d configurations x %d seeds, %d of %d runs finished\n", path, s.nconfigs, s.seeds, done,
            s.nruns);
     printf("args      %s\n", s.args);
-    summary_print(&s, NULL);
+    sweep_summary_print(&s, NULL);
     verdict_print(verdict_infer(&s), &s, stdout);
     sweep_summary_free(&s);
     return 0;
@@ -495,44 +495,44 @@ int cmd_sweep(int argc, char **argv) {
     const Preset *pr = NULL;
     int r = plan_from_argv(&p, argc, argv, &pr);
     if (r) {
-        plan_free(&p);
+        sweep_plan_free(&p);
         return r > 0 ? 0 : 2;
     }
     if (p.show[0]) {
         if (p.base.n || p.naxes || p.collect[0] || pr) {
             fprintf(stderr, "moelab sweep: --show takes no other options\n");
-            plan_free(&p);
+            sweep_plan_free(&p);
             return 2;
         }
         char show[PATH_N];
         snprintf(show, sizeof show, "%s", p.show);
-        plan_free(&p);
+        sweep_plan_free(&p);
         return do_show(show);
     }
     if (p.collect[0]) {
         if (p.base.n || p.naxes || p.dry_run || p.shard_n > 1 || pr) {
             fprintf(stderr, "moelab sweep: --collect DIR takes no other options\n");
-            plan_free(&p);
+            sweep_plan_free(&p);
             return 2;
         }
         char dir[PATH_N];
         snprintf(dir, sizeof dir, "%s", p.collect);
-        plan_free(&p);
+        sweep_plan_free(&p);
         return do_collect(dir);
     }
     if (!p.out[0]) {
         fprintf(stderr, "moelab sweep: --out DIR is required (see moelab sweep --help)\n");
-        plan_free(&p);
+        sweep_plan_free(&p);
         return 2;
     }
-    if (plan_build(&p)) {
-        plan_free(&p);
+    if (sweep_plan_build(&p)) {
+        sweep_plan_free(&p);
         return 2;
     }
 
     Mpi mpi;
-    if (mpi_start(&mpi)) {
-        plan_free(&p);
+    if (sweep_mpi_start(&mpi)) {
+        sweep_plan_free(&p);
         return 1;
     }
     char who[32] = "";
@@ -544,18 +544,18 @@ int cmd_sweep(int argc, char **argv) {
      * one (e.g. dense under a routing axis) reuses its runs */
     int ntrain = 0;
     for (int i = 0; i < p.nruns; i++) {
-        if (run_canonical(&p, i) != i) continue;
+        if (sweep_run_canonical(&p, i) != i) continue;
         if (ntrain++ % p.shard_n == p.shard_i && ((ntrain - 1) / p.shard_n) % mpi.size == mpi.rank) sel[nsel++] = i;
     }
-    const int cores = cores_available(mpi.local);
+    const int cores = sweep_cores_available(mpi.local);
     int threads = cores / p.jobs;
     if (threads < 1) threads = 1;
 
     char args[8192];
-    if (plan_args_line(&p, args, sizeof args)) {
+    if (sweep_plan_args_line(&p, args, sizeof args)) {
         fprintf(stderr, "moelab sweep: out of memory\n");
         free(sel);
-        plan_free(&p);
+        sweep_plan_free(&p);
         return 1;
     }
     if (mpi.rank == 0) {
@@ -578,18 +578,18 @@ int cmd_sweep(int argc, char **argv) {
     if ((((p.full || p.medium) && pr && !p.dry_run) || p.estimate) && mpi.size == 1) {
         if (sweep_calibrate(&p, sel, nsel, p.user_threads ? 0 : threads) < 0) {
             free(sel);
-            plan_free(&p);
+            sweep_plan_free(&p);
             return 1;
         }
         if (p.estimate) {
             free(sel);
-            plan_free(&p);
+            sweep_plan_free(&p);
             return 0;
         }
         if (p.full && !p.yes && !sweep_confirm()) {
             printf("budget    not started\n");
             free(sel);
-            plan_free(&p);
+            sweep_plan_free(&p);
             return 0;
         }
     }
@@ -598,49 +598,49 @@ int cmd_sweep(int argc, char **argv) {
         for (int i = 0; i < nsel; i++) {
             const int run = sel[i];
             char dir[DIR_N], msg[2048];
-            run_dir(&p, run, dir, sizeof dir);
+            sweep_run_dir(&p, run, dir, sizeof dir);
             SessionInfo info;
-            const RunState st = run_state(&p, run, dir, &info, msg, sizeof msg, RUN_STATE_PROBE);
+            const RunState st = sweep_run_state(&p, run, dir, &info, msg, sizeof msg, RUN_STATE_PROBE);
             StrList t = {0};
-            run_child_args(&p, run, threads, &t);
+            sweep_run_child_args(&p, run, threads, &t);
             char line[4096];
             command_line_join(line, sizeof line, t.n, t.v);
-            sl_free(&t);
-            printf("%s[%d/%d] %-10s moelab %s\n", who, run + 1, p.nruns, state_names[st], line);
+            sweep_sl_free(&t);
+            printf("%s[%d/%d] %-10s moelab %s\n", who, run + 1, p.nruns, sweep_state_names[st], line);
         }
         free(sel);
-        mpi_finish(&mpi, NULL, NULL, 0, 0);
-        plan_free(&p);
+        sweep_mpi_finish(&mpi, NULL, NULL, 0, 0);
+        sweep_plan_free(&p);
         return 0;
     }
     /* a folder that holds another sweep's sessions is refused before anything is written */
     for (int i = 0; i < nsel; i++) {
         char dir[DIR_N], msg[2048];
         SessionInfo info;
-        run_dir(&p, sel[i], dir, sizeof dir);
-        if (run_state(&p, sel[i], dir, &info, msg, sizeof msg, RUN_STATE_PROBE) == RS_MISMATCH) {
+        sweep_run_dir(&p, sel[i], dir, sizeof dir);
+        if (sweep_run_state(&p, sel[i], dir, &info, msg, sizeof msg, RUN_STATE_PROBE) == RS_MISMATCH) {
             fprintf(stderr, "moelab sweep: %s holds another configuration: %s (use another --out)\n", dir, msg);
             free(sel);
-            mpi_finish(&mpi, NULL, NULL, 0, 1);
-            plan_free(&p);
+            sweep_mpi_finish(&mpi, NULL, NULL, 0, 1);
+            sweep_plan_free(&p);
             return 1;
         }
     }
     char logs[DIR_N];
     snprintf(logs, sizeof logs, "%s/logs", p.out);
-    if (mkdirs(logs)) {
+    if (sweep_mkdirs(logs)) {
         free(sel);
-        mpi_finish(&mpi, NULL, NULL, 0, 1);
-        plan_free(&p);
+        sweep_mpi_finish(&mpi, NULL, NULL, 0, 1);
+        sweep_plan_free(&p);
         return 1;
     }
     char manifest[DIR_N], text[8200];
     snprintf(manifest, sizeof manifest, "%s/sweep.args", p.out);
     snprintf(text, sizeof text, "%s\n", args);
-    if (write_atomic(manifest, text)) {
+    if (sweep_write_atomic(manifest, text)) {
         free(sel);
-        mpi_finish(&mpi, NULL, NULL, 0, 1);
-        plan_free(&p);
+        sweep_mpi_finish(&mpi, NULL, NULL, 0, 1);
+        sweep_plan_free(&p);
         return 1;
     }
 
@@ -649,9 +649,9 @@ int cmd_sweep(int argc, char **argv) {
     R.p = &p;
     R.threads = threads;
     R.who = who;
-    self_exe(R.exe, sizeof R.exe, argv[0]);
+    sweep_self_exe(R.exe, sizeof R.exe, argv[0]);
     g_sweep_stop = 0;
-    runner_go(&R, sel, nsel);
+    sweep_runner_go(&R, sel, nsel);
     const Tally *t = &R.tally;
     printf("%s%d run%s: %d run, %d skipped (finished before)%s", who, nsel, nsel == 1 ? "" : "s", t->ran, t->skipped,
            t->failed ? ", " : "");
@@ -669,24 +669,24 @@ int cmd_sweep(int argc, char **argv) {
             printf("shard %d/%d done: when every shard has finished, `moelab sweep --collect %s` writes the summary\n",
                    p.shard_i, p.shard_n, p.out);
         free(sel);
-        rc = mpi_finish(&mpi, NULL, NULL, 0, rc);
-        plan_free(&p);
+        rc = sweep_mpi_finish(&mpi, NULL, NULL, 0, rc);
+        sweep_plan_free(&p);
         return rc;
     }
     SweepRun *rows = calloc((size_t)p.nruns + 1, sizeof(SweepRun));
     if (mpi.active) {
-        for (int i = 0; i < nsel; i++) read_run_row(&p, sel[i], &rows[sel[i]]);
-        rc = mpi_finish(&mpi, rows, sel, nsel, rc);
+        for (int i = 0; i < nsel; i++) sweep_read_run_row(&p, sel[i], &rows[sel[i]]);
+        rc = sweep_mpi_finish(&mpi, rows, sel, nsel, rc);
     } else {
-        for (int i = 0; i < p.nruns; i++) read_run_row(&p, i, &rows[i]);
+        for (int i = 0; i < p.nruns; i++) sweep_read_run_row(&p, i, &rows[i]);
     }
     if (mpi.rank == 0) {
-        const int src = summary_emit(&p, rows, pr ? pr->note : NULL);
+        const int src = sweep_summary_emit(&p, rows, pr ? pr->note : NULL);
         if (src && !rc) rc = 1;
         if (g_sweep_stop) printf("interrupted: run the same command again to resume the sweep\n");
     }
     free(rows);
     free(sel);
-    plan_free(&p);
+    sweep_plan_free(&p);
     return rc;
 }

@@ -42,7 +42,7 @@ static int ci_sign3(double lo, double hi) {
 }
 
 /* +1: gap i is above gap j at 95%, -1: below, 0: not separated (or unknown) */
-int agree_separated(const SweepSummary *s, int i, int j, double level) {
+int sweep_agree_separated(const SweepSummary *s, int i, int j, double level) {
     const SweepConfig *a = &s->configs[i], *b = &s->configs[j];
     if (a->baseline < 0 || b->baseline < 0) return 0;
     const SweepConfig *ba = &s->configs[a->baseline], *bb = &s->configs[b->baseline];
@@ -144,7 +144,7 @@ int sweep_agree(const SweepSummary *A, const SweepSummary *B, const char *name_a
             g.pairs++;
             if (da * db > 0) conc++;
             else if (da * db < 0) disc++;
-            const int pa = agree_separated(A, ia[x], ia[y], 0.95), pb = agree_separated(B, ib[x], ib[y], 0.95);
+            const int pa = sweep_agree_separated(A, ia[x], ia[y], 0.95), pb = sweep_agree_separated(B, ib[x], ib[y], 0.95);
             g.separated_a += pa != 0;
             g.separated_b += pb != 0;
             if (pa && pb) {

@@ -28,14 +28,14 @@
 static int calibrate_run(const Plan *p, int r, int threads, double *sec_step, double *steps_run, char *what,
                          size_t wn) {
     StrList a = {0};
-    if (run_child_args(p, r, threads, &a)) {
-        sl_free(&a);
+    if (sweep_run_child_args(p, r, threads, &a)) {
+        sweep_sl_free(&a);
         return -1;
     }
     AppOptions o;
     app_options_defaults(&o);
     const int bad = app_options_parse(&o, a.n, a.v, "train") != 0;
-    sl_free(&a);
+    sweep_sl_free(&a);
     if (bad) return -1;
     const double t_setup = ml_now(); /* a run's own start: its dataset and model */
     Dataset ds;
@@ -102,8 +102,8 @@ double sweep_calibrate(const Plan *p, const int *sel, int nsel, int threads) {
         const int r = sel[i], c = r % p->nconfigs;
         char dir[DIR_N], msg[2048];
         SessionInfo info;
-        run_dir(p, r, dir, sizeof dir);
-        if (run_state(p, r, dir, &info, msg, sizeof msg, RUN_STATE_PROBE) == RS_DONE) continue;
+        sweep_run_dir(p, r, dir, sizeof dir);
+        if (sweep_run_state(p, r, dir, &info, msg, sizeof msg, RUN_STATE_PROBE) == RS_DONE) continue;
         if (!done[c]) {
             double ss, sr;
             char what[256];
@@ -117,7 +117,7 @@ double sweep_calibrate(const Plan *p, const int *sel, int nsel, int threads) {
             ncal++;
             char h[32];
             fmt_hms(h, sizeof h, cost[c]);
-            printf("budget    %-40s %7.3f s/step -> %s per run (%s)\n", config_label(p, c), ss, h, what);
+            printf("budget    %-40s %7.3f s/step -> %s per run (%s)\n", sweep_config_label(p, c), ss, h, what);
             fflush(stdout);
         }
         total += cost[c];

@@ -31,8 +31,8 @@ typedef struct {
     char **v;
 } StrList;
 
-int sl_push(StrList *l, const char *s);
-void sl_free(StrList *l);
+int sweep_sl_push(StrList *l, const char *s);
+void sweep_sl_free(StrList *l);
 
 /* ------------------------------------------------------------------ the plan */
 
@@ -62,7 +62,7 @@ typedef struct {
     char collect[PATH_N];
     char show[PATH_N];
     int dry_run;
-    /* derived by plan_build */
+    /* derived by sweep_plan_build */
     int user_threads; /* --threads given: every run uses it */
     int nconfigs, nruns;
     int *vidx;                     /* (nconfigs * naxes) value index of axis a in config c */
@@ -74,7 +74,7 @@ typedef struct {
     int ndistinct;                 /* configurations that are trained (alias[c] == c) */
 } Plan;
 
-void plan_free(Plan *p);
+void sweep_plan_free(Plan *p);
 
 /* ------------------------------------------------------------------ presets */
 
@@ -88,37 +88,37 @@ typedef struct {
 } Preset;
 
 /* The preset called name, NULL if there is none (sweep_presets.c). */
-const Preset *find_preset(const char *name);
+const Preset *sweep_find_preset(const char *name);
 
 /* ------------------------------------------------------------------ the grid (sweep_plan.c) */
 
-int run_train_args(const Plan *p, int c, int seed, StrList *l);
+int sweep_run_train_args(const Plan *p, int c, int seed, StrList *l);
 /* The run that trains run r's model: r itself, or the same seed of its alias configuration. */
-int run_canonical(const Plan *p, int r);
+int sweep_run_canonical(const Plan *p, int r);
 /* rows of runs whose configuration is an alias: a copy of the canonical run's row (index and
  * configuration kept). */
-void plan_fill_aliases(const Plan *p, SweepRun *rows);
-int run_child_args(const Plan *p, int r, int threads, StrList *l);
-void run_name(const Plan *p, int r, char *buf, size_t n);
-void run_dir(const Plan *p, int r, char *buf, size_t n);
-const char *config_label(const Plan *p, int c);
-int plan_build(Plan *p);
-int plan_args_line(const Plan *p, char *buf, size_t n);
+void sweep_plan_fill_aliases(const Plan *p, SweepRun *rows);
+int sweep_run_child_args(const Plan *p, int r, int threads, StrList *l);
+void sweep_run_name(const Plan *p, int r, char *buf, size_t n);
+void sweep_run_dir(const Plan *p, int r, char *buf, size_t n);
+const char *sweep_config_label(const Plan *p, int c);
+int sweep_plan_build(Plan *p);
+int sweep_plan_args_line(const Plan *p, char *buf, size_t n);
 
 /* ------------------------------------------------------------------ files (sweep_run.c) */
 
-int mkdirs(const char *dir);
-int write_atomic(const char *path, const char *text);
+int sweep_mkdirs(const char *dir);
+int sweep_write_atomic(const char *path, const char *text);
 
 typedef enum { RS_NEW, RS_DONE, RS_FAILED, RS_RESUME, RS_RESTART, RS_MISMATCH, RS_BROKEN } RunState;
-extern const char *const state_names[];
+extern const char *const sweep_state_names[];
 
 /* The state of run r in dir, its summary in *info; msg says why for RS_MISMATCH and RS_BROKEN.
  * live.h5 is read in a child first (session_probe with `probe`: SESSION_PROBE_INFO and _ATTRS at
  * least, the reads made here; the summary adds SESSION_PROBE_SWEEP for its own): a file that
  * crashes the HDF5 library is unreadable like one that fails to read (msg says so). */
 #define RUN_STATE_PROBE (SESSION_PROBE_INFO | SESSION_PROBE_ATTRS)
-RunState run_state(const Plan *p, int r, const char *dir, SessionInfo *info, char *msg, size_t mn, int probe);
+RunState sweep_run_state(const Plan *p, int r, const char *dir, SessionInfo *info, char *msg, size_t mn, int probe);
 
 /* ------------------------------------------------------------------ running (sweep_run.c) */
 
@@ -140,7 +140,7 @@ typedef struct {
     Tally tally;
 } Runner;
 
-int cores_available(int mpi_local);
+int sweep_cores_available(int mpi_local);
 
 /* ------------------------------------------------------------------ budgets (sweep_budget.c) */
 
@@ -150,14 +150,14 @@ int cores_available(int mpi_local);
 double sweep_calibrate(const Plan *p, const int *sel, int nsel, int threads);
 /* On a terminal: asks "start the sweep? [y/N]", 1 for yes. Without one: 1 (says so). */
 int sweep_confirm(void);
-void self_exe(char *buf, size_t n, const char *argv0);
-void runner_go(Runner *R, const int *sel, int nsel);
+void sweep_self_exe(char *buf, size_t n, const char *argv0);
+void sweep_runner_go(Runner *R, const int *sel, int nsel);
 
 /* ------------------------------------------------------------------ summary (sweep_summary.c) */
 
-void read_run_row(const Plan *p, int r, SweepRun *row);
-void summary_print(const SweepSummary *s, const char *note);
-int summary_emit(const Plan *p, SweepRun *rows, const char *note);
+void sweep_read_run_row(const Plan *p, int r, SweepRun *row);
+void sweep_summary_print(const SweepSummary *s, const char *note);
+int sweep_summary_emit(const Plan *p, SweepRun *rows, const char *note);
 
 /* ------------------------------------------------------------------ MPI (sweep_run.c) */
 
@@ -165,7 +165,7 @@ typedef struct {
     int rank, size, local, active;
 } Mpi;
 
-int mpi_start(Mpi *m);
-int mpi_finish(Mpi *m, SweepRun *rows, const int *owned, int nowned, int rc);
+int sweep_mpi_start(Mpi *m);
+int sweep_mpi_finish(Mpi *m, SweepRun *rows, const int *owned, int nowned, int rc);
 
 #endif

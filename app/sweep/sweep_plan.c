@@ -13,7 +13,7 @@
 
 /* ------------------------------------------------------------------ string lists */
 
-int sl_push(StrList *l, const char *s) {
+int sweep_sl_push(StrList *l, const char *s) {
     if (l->n + 2 > l->cap) {
         const int cap = l->cap ? 2 * l->cap : 16;
         char **nv = realloc(l->v, sizeof *nv * (size_t)cap);
@@ -26,7 +26,7 @@ int sl_push(StrList *l, const char *s) {
     return 0;
 }
 
-void sl_free(StrList *l) {
+void sweep_sl_free(StrList *l) {
     for (int i = 0; i < l->n; i++) free(l->v[i]);
     free(l->v);
     memset(l, 0, sizeof *l);
@@ -34,8 +34,8 @@ void sl_free(StrList *l) {
 
 /* ------------------------------------------------------------------ the plan */
 
-void plan_free(Plan *p) {
-    sl_free(&p->base);
+void sweep_plan_free(Plan *p) {
+    sweep_sl_free(&p->base);
     for (int a = 0; a < p->naxes; a++)
         for (int v = 0; v < p->axes[a].nvals; v++) free(p->axes[a].vals[v]);
     free(p->vidx);
@@ -58,46 +58,46 @@ static int push_axes(const Plan *p, int c, StrList *l) {
     for (int a = 0; a < p->naxes; a++) {
         char opt[80];
         snprintf(opt, sizeof opt, "--%s", p->axes[a].key);
-        if (sl_push(l, opt) || sl_push(l, p->axes[a].vals[p->vidx[c * p->naxes + a]])) return -1;
+        if (sweep_sl_push(l, opt) || sweep_sl_push(l, p->axes[a].vals[p->vidx[c * p->naxes + a]])) return -1;
     }
     return 0;
 }
 
 /* The training options of run (c, seed) without --threads and --session: "train --headless BASE
  * AXES --seed S". */
-int run_train_args(const Plan *p, int c, int seed, StrList *l) {
+int sweep_run_train_args(const Plan *p, int c, int seed, StrList *l) {
     char s[32];
     snprintf(s, sizeof s, "%d", seed);
-    if (sl_push(l, "train") || sl_push(l, "--headless")) return -1;
+    if (sweep_sl_push(l, "train") || sweep_sl_push(l, "--headless")) return -1;
     for (int i = 0; i < p->base.n; i++)
-        if (sl_push(l, p->base.v[i])) return -1;
-    if (push_axes(p, c, l) || sl_push(l, "--seed") || sl_push(l, s)) return -1;
+        if (sweep_sl_push(l, p->base.v[i])) return -1;
+    if (push_axes(p, c, l) || sweep_sl_push(l, "--seed") || sweep_sl_push(l, s)) return -1;
     return 0;
 }
 
 /* The complete training command of a fresh run r: the options above plus --threads (unless the
  * base sets it) and --session DIR. */
-int run_child_args(const Plan *p, int r, int threads, StrList *l) {
+int sweep_run_child_args(const Plan *p, int r, int threads, StrList *l) {
     char th[32], dir[DIR_N];
     snprintf(th, sizeof th, "%d", threads);
-    run_dir(p, r, dir, sizeof dir);
-    if (run_train_args(p, r % p->nconfigs, r / p->nconfigs + p->seed0, l)) return -1;
-    if (!p->user_threads && (sl_push(l, "--threads") || sl_push(l, th))) return -1;
-    return sl_push(l, "--session") || sl_push(l, dir) ? -1 : 0;
+    sweep_run_dir(p, r, dir, sizeof dir);
+    if (sweep_run_train_args(p, r % p->nconfigs, r / p->nconfigs + p->seed0, l)) return -1;
+    if (!p->user_threads && (sweep_sl_push(l, "--threads") || sweep_sl_push(l, th))) return -1;
+    return sweep_sl_push(l, "--session") || sweep_sl_push(l, dir) ? -1 : 0;
 }
 
-void run_name(const Plan *p, int r, char *buf, size_t n) {
+void sweep_run_name(const Plan *p, int r, char *buf, size_t n) {
     const int c = r % p->nconfigs, seed = r / p->nconfigs + p->seed0;
     snprintf(buf, n, "%s%sseed=%d", p->label[c], p->label[c][0] ? "," : "", seed);
 }
 
-void run_dir(const Plan *p, int r, char *buf, size_t n) {
+void sweep_run_dir(const Plan *p, int r, char *buf, size_t n) {
     char name[SWEEP_NAME_MAX];
-    run_name(p, r, name, sizeof name);
+    sweep_run_name(p, r, name, sizeof name);
     snprintf(buf, n, "%s/%s", p->out, name);
 }
 
-const char *config_label(const Plan *p, int c) { return p->label[c][0] ? p->label[c] : "(base)"; }
+const char *sweep_config_label(const Plan *p, int c) { return p->label[c][0] ? p->label[c] : "(base)"; }
 
 /* What identifies a trained model: the options with every field the configuration's head does
  * not read reset to its default (a model where nothing routes ignores the routing, temperature, collapse thresholds
@@ -128,14 +128,14 @@ static void config_identity(AppOptions *o) {
     }
 }
 
-int run_canonical(const Plan *p, int r) {
+int sweep_run_canonical(const Plan *p, int r) {
     const int c = r % p->nconfigs;
     return p->alias ? r - c + p->alias[c] : r;
 }
 
-void plan_fill_aliases(const Plan *p, SweepRun *rows) {
+void sweep_plan_fill_aliases(const Plan *p, SweepRun *rows) {
     for (int r = 0; r < p->nruns; r++) {
-        const int k = run_canonical(p, r);
+        const int k = sweep_run_canonical(p, r);
         if (k == r) continue;
         const int index = rows[r].index, config = rows[r].config;
         rows[r] = rows[k];
@@ -145,19 +145,19 @@ void plan_fill_aliases(const Plan *p, SweepRun *rows) {
 }
 
 /* Validates the base options and every configuration, derives labels, heads and baselines. */
-int plan_build(Plan *p) {
+int sweep_plan_build(Plan *p) {
     /* base options: a sweep owns the seeds and the session folders */
     {
         StrList l = {0};
-        sl_push(&l, "sweep");
-        for (int i = 0; i < p->base.n; i++) sl_push(&l, p->base.v[i]);
+        sweep_sl_push(&l, "sweep");
+        for (int i = 0; i < p->base.n; i++) sweep_sl_push(&l, p->base.v[i]);
         AppOptions o;
         app_options_defaults(&o);
         const uint64_t seed_mark = 0x5eed5eedULL;
         o.train.seed = seed_mark;
         o.train.threads = -77;
         const int r = app_options_parse(&o, l.n, l.v, "sweep");
-        sl_free(&l);
+        sweep_sl_free(&l);
         if (r != 0) return -1;
         if (o.train.seed != seed_mark) {
             fprintf(stderr, "moelab sweep: --seed: the sweep runs seeds 1..N (--seeds N)\n");
@@ -243,20 +243,20 @@ int plan_build(Plan *p) {
             }
         /* every configuration must be a valid training configuration */
         StrList l = {0};
-        sl_push(&l, "sweep");
-        for (int i = 0; i < p->base.n; i++) sl_push(&l, p->base.v[i]);
+        sweep_sl_push(&l, "sweep");
+        for (int i = 0; i < p->base.n; i++) sweep_sl_push(&l, p->base.v[i]);
         if (push_axes(p, c, &l)) {
-            sl_free(&l);
+            sweep_sl_free(&l);
             free(ident);
             return -1;
         }
         AppOptions o2;
         app_options_defaults(&o2);
         const int r = app_options_parse(&o2, l.n, l.v, "sweep");
-        sl_free(&l);
+        sweep_sl_free(&l);
         if (r != 0) {
             fprintf(stderr, "moelab sweep: configuration %s is not a valid training configuration\n",
-                    config_label(p, c));
+                    sweep_config_label(p, c));
             free(ident);
             return -1;
         }
@@ -302,23 +302,23 @@ int plan_build(Plan *p) {
 }
 
 /* The grid as arguments (DIR/sweep.args): base options, axes, seeds. */
-int plan_args_line(const Plan *p, char *buf, size_t n) {
+int sweep_plan_args_line(const Plan *p, char *buf, size_t n) {
     StrList l = {0};
     int rc = 0;
-    for (int i = 0; i < p->base.n && !rc; i++) rc = sl_push(&l, p->base.v[i]);
+    for (int i = 0; i < p->base.n && !rc; i++) rc = sweep_sl_push(&l, p->base.v[i]);
     for (int a = 0; a < p->naxes && !rc; a++) {
         char spec[4096];
         size_t o = (size_t)snprintf(spec, sizeof spec, "%s=", p->axes[a].key);
         for (int v = 0; v < p->axes[a].nvals && o < sizeof spec; v++)
             o += (size_t)snprintf(spec + o, sizeof spec - o, "%s%s", v ? "," : "", p->axes[a].vals[v]);
-        rc = sl_push(&l, p->axes[a].leader >= 0 ? "--with" : "--vary") || sl_push(&l, spec);
+        rc = sweep_sl_push(&l, p->axes[a].leader >= 0 ? "--with" : "--vary") || sweep_sl_push(&l, spec);
     }
     char s[32];
     snprintf(s, sizeof s, "%d", p->seeds);
-    if (!rc) rc = sl_push(&l, "--seeds") || sl_push(&l, s);
+    if (!rc) rc = sweep_sl_push(&l, "--seeds") || sweep_sl_push(&l, s);
     snprintf(s, sizeof s, "%d", p->seed0);
-    if (!rc && p->seed0 != 1) rc = sl_push(&l, "--seed-from") || sl_push(&l, s);
+    if (!rc && p->seed0 != 1) rc = sweep_sl_push(&l, "--seed-from") || sweep_sl_push(&l, s);
     if (!rc) command_line_join(buf, n, l.n, l.v);
-    sl_free(&l);
+    sweep_sl_free(&l);
     return rc ? -1 : 0;
 }

@@ -85,7 +85,7 @@ static const Preset presets[] = {
 };
 #define N_PRESETS (int)(sizeof presets / sizeof presets[0])
 
-const Preset *find_preset(const char *name) {
+const Preset *sweep_find_preset(const char *name) {
     for (int i = 0; i < N_PRESETS; i++)
         if (!strcmp(presets[i].name, name)) return &presets[i];
     return NULL;

@@ -30,7 +30,7 @@ extern char **environ;
 
 /* ------------------------------------------------------------------ files */
 
-int mkdirs(const char *dir) {
+int sweep_mkdirs(const char *dir) {
     char p[DIR_N];
     snprintf(p, sizeof p, "%s", dir);
     for (char *s = p + 1;; s++) {
@@ -54,7 +54,7 @@ static int file_exists(const char *path) {
 }
 
 /* Writes text to path atomically (path.tmp.<pid>, rename). */
-int write_atomic(const char *path, const char *text) {
+int sweep_write_atomic(const char *path, const char *text) {
     char tmp[DIR_N + 32];
     snprintf(tmp, sizeof tmp, "%s.tmp.%ld", path, (long)getpid());
     FILE *f = fopen(tmp, "w");
@@ -106,14 +106,14 @@ static int session_matches(const Plan *p, int r, const char *dir, char *why, siz
         return 0;
     }
     StrList stored = {.n = ac, .cap = ac + 1, .v = av}, want = {0};
-    run_train_args(p, r % p->nconfigs, r / p->nconfigs + p->seed0, &want);
+    sweep_run_train_args(p, r % p->nconfigs, r / p->nconfigs + p->seed0, &want);
     normalize_args(&stored);
     normalize_args(&want);
     char a[4096], b[4096];
     command_line_join(a, sizeof a, stored.n, stored.v);
     command_line_join(b, sizeof b, want.n, want.v);
-    sl_free(&stored);
-    sl_free(&want);
+    sweep_sl_free(&stored);
+    sweep_sl_free(&want);
     if (strcmp(a, b)) {
         snprintf(why, wn, "it was started as '%.900s', this sweep wants '%.900s'", a, b);
         return 0;
@@ -121,9 +121,9 @@ static int session_matches(const Plan *p, int r, const char *dir, char *why, siz
     return 1;
 }
 
-const char *const state_names[] = {"to run", "finished", "failed", "to resume", "to restart", "mismatch", "unreadable"};
+const char *const sweep_state_names[] = {"to run", "finished", "failed", "to resume", "to restart", "mismatch", "unreadable"};
 
-RunState run_state(const Plan *p, int r, const char *dir, SessionInfo *info, char *msg, size_t mn, int probe) {
+RunState sweep_run_state(const Plan *p, int r, const char *dir, SessionInfo *info, char *msg, size_t mn, int probe) {
     char live[DIR_N + 16];
     snprintf(live, sizeof live, "%s/live.h5", dir);
     msg[0] = 0;
@@ -155,7 +155,7 @@ struct Child {
     double t0;
 };
 
-int cores_available(int mpi_local) {
+int sweep_cores_available(int mpi_local) {
     cpu_set_t set;
     const long online = sysconf(_SC_NPROCESSORS_ONLN);
     int n = (int)(online > 0 ? online : 1);
@@ -169,7 +169,7 @@ int cores_available(int mpi_local) {
     return n > 0 ? n : 1;
 }
 
-void self_exe(char *buf, size_t n, const char *argv0) {
+void sweep_self_exe(char *buf, size_t n, const char *argv0) {
     const ssize_t l = readlink("/proc/self/exe", buf, n - 1);
     if (l > 0) buf[l] = 0;
     else snprintf(buf, n, "%s", argv0);
@@ -196,7 +196,7 @@ static void log_tail(const char *path, char *buf, size_t n) {
 
 static void log_path(const Plan *p, int r, char *buf, size_t n) {
     char name[SWEEP_NAME_MAX];
-    run_name(p, r, name, sizeof name);
+    sweep_run_name(p, r, name, sizeof name);
     snprintf(buf, n, "%s/logs/%s.log", p->out, name);
 }
 
@@ -204,8 +204,8 @@ static void log_path(const Plan *p, int r, char *buf, size_t n) {
 static int runner_start(Runner *R, int r) {
     const Plan *p = R->p;
     char name[SWEEP_NAME_MAX], dir[DIR_N], logp[DIR_N], msg[2048], a1[32], a2[32];
-    run_name(p, r, name, sizeof name);
-    run_dir(p, r, dir, sizeof dir);
+    sweep_run_name(p, r, name, sizeof name);
+    sweep_run_dir(p, r, dir, sizeof dir);
     log_path(p, r, logp, sizeof logp);
     const int fd = open(logp, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
     if (fd < 0) {
@@ -220,7 +220,7 @@ static int runner_start(Runner *R, int r) {
         return 0;
     }
     SessionInfo info;
-    const RunState st = run_state(p, r, dir, &info, msg, sizeof msg, RUN_STATE_PROBE);
+    const RunState st = sweep_run_state(p, r, dir, &info, msg, sizeof msg, RUN_STATE_PROBE);
     switch (st) {
     case RS_DONE:
         printf("%s[%d/%d] %s: finished before (final %s, best %s), skipped\n", R->who, r + 1, p->nruns, name,
@@ -256,14 +256,14 @@ static int runner_start(Runner *R, int r) {
     default: break;
     }
     StrList av = {0};
-    sl_push(&av, R->exe);
+    sweep_sl_push(&av, R->exe);
     if (st == RS_RESUME) {
-        sl_push(&av, "train");
-        sl_push(&av, "--headless");
-        sl_push(&av, "--resume");
-        sl_push(&av, dir);
+        sweep_sl_push(&av, "train");
+        sweep_sl_push(&av, "--headless");
+        sweep_sl_push(&av, "--resume");
+        sweep_sl_push(&av, dir);
     } else {
-        run_child_args(p, r, R->threads, &av);
+        sweep_run_child_args(p, r, R->threads, &av);
     }
     char line[4096];
     command_line_join(line, sizeof line, av.n - 1, av.v + 1);
@@ -276,7 +276,7 @@ static int runner_start(Runner *R, int r) {
     pid_t pid;
     const int e = posix_spawn(&pid, R->exe, &fa, NULL, av.v, environ);
     posix_spawn_file_actions_destroy(&fa);
-    sl_free(&av);
+    sweep_sl_free(&av);
     if (e != 0) {
         fprintf(stderr, "moelab sweep: cannot start %s: %s\n", R->exe, strerror(e));
         close(fd);
@@ -320,8 +320,8 @@ static void runner_reap(Runner *R, pid_t pid, int wstatus) {
     R->kids[k] = R->kids[--R->nkids];
     close(c.logfd);
     char name[SWEEP_NAME_MAX], dir[DIR_N], logp[DIR_N], a1[32], a2[32];
-    run_name(p, c.run, name, sizeof name);
-    run_dir(p, c.run, dir, sizeof dir);
+    sweep_run_name(p, c.run, name, sizeof name);
+    sweep_run_dir(p, c.run, dir, sizeof dir);
     log_path(p, c.run, logp, sizeof logp);
     SessionInfo info;
     /* the run's own file, but written by a process that may have died in the middle */
@@ -358,7 +358,7 @@ static void runner_reap(Runner *R, pid_t pid, int wstatus) {
 }
 
 /* Runs the selected runs, at most p->jobs at a time. */
-void runner_go(Runner *R, const int *sel, int nsel) {
+void sweep_runner_go(Runner *R, const int *sel, int nsel) {
     const Plan *p = R->p;
     struct sigaction sa, old_int, old_term;
     memset(&sa, 0, sizeof sa);
@@ -396,7 +396,7 @@ static int env_int(const char *name, int dflt) {
     return v && *v ? atoi(v) : dflt;
 }
 
-int mpi_start(Mpi *m) {
+int sweep_mpi_start(Mpi *m) {
     memset(m, 0, sizeof *m);
     m->size = 1;
     m->local = 1;
@@ -432,7 +432,7 @@ int mpi_start(Mpi *m) {
 /* Waits for every rank without spinning a core, then gathers every rank's rows on rank 0 (rows
  * of runs a rank did not own are left as they were). Returns the worst exit code of all ranks
  * (on rank 0). */
-int mpi_finish(Mpi *m, SweepRun *rows, const int *owned, int nowned, int rc) {
+int sweep_mpi_finish(Mpi *m, SweepRun *rows, const int *owned, int nowned, int rc) {
 #ifdef MOELAB_HAVE_MPI
     if (!m->active) return rc;
     MPI_Request req;

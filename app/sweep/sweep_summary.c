@@ -15,22 +15,22 @@
 
 /* ------------------------------------------------------------------ summary */
 
-void read_run_row(const Plan *p, int r, SweepRun *row) {
+void sweep_read_run_row(const Plan *p, int r, SweepRun *row) {
     memset(row, 0, sizeof *row);
     row->index = r;
     row->config = r % p->nconfigs;
     row->seed = (uint64_t)(r / p->nconfigs + p->seed0);
-    run_name(p, r, row->name, sizeof row->name);
+    sweep_run_name(p, r, row->name, sizeof row->name);
     row->final_acc = row->best_acc = row->rho_nominal = row->rho_realized = row->seconds = NAN;
     row->clean_share = row->test_share = NAN;
     row->collapse_step = row->collapse_first = -2;
     row->collapse_views = row->collapse_episodes = -2;
     row->warning_episodes = row->expert_deaths = -2;
     char dir[DIR_N], msg[2048];
-    run_dir(p, r, dir, sizeof dir);
+    sweep_run_dir(p, r, dir, sizeof dir);
     SessionInfo info;
     /* one child per run reads all the summary reads from its live.h5 (session_probe) */
-    const RunState st = run_state(p, r, dir, &info, msg, sizeof msg, SESSION_PROBE_SWEEP);
+    const RunState st = sweep_run_state(p, r, dir, &info, msg, sizeof msg, SESSION_PROBE_SWEEP);
     if (st == RS_NEW) {
         snprintf(row->status, sizeof row->status, "missing");
         return;
@@ -76,7 +76,7 @@ static void summary_build(const Plan *p, SweepRun *rows, const char *args, Sweep
     double *best = calloc((size_t)p->nconfigs * (size_t)p->seeds + 1, sizeof(double));
     for (int c = 0; c < p->nconfigs; c++) {
         SweepConfig *k = &s->configs[c];
-        snprintf(k->label, sizeof k->label, "%s", config_label(p, c));
+        snprintf(k->label, sizeof k->label, "%s", sweep_config_label(p, c));
         snprintf(k->head, sizeof k->head, "%s", p->head[c]);
         k->n_expected = p->seeds;
         k->baseline = p->baseline[c];
@@ -161,7 +161,7 @@ static void fmt_num(char *buf, size_t n, const char *fmt, double v) {
     else snprintf(buf, n, fmt, v);
 }
 
-void summary_print(const SweepSummary *s, const char *note) {
+void sweep_summary_print(const SweepSummary *s, const char *note) {
     const char *pm = utf8_locale() ? "\xc2\xb1" : "+-";
     int w = 6;
     for (int c = 0; c < s->nconfigs; c++) {
@@ -388,14 +388,14 @@ static void summary_probe(const Plan *p, const SweepRun *rows) {
 
 /* Builds, prints and writes the summary from rows (all runs of the grid). Returns 0 when every
  * run finished. */
-int summary_emit(const Plan *p, SweepRun *rows, const char *note) {
+int sweep_summary_emit(const Plan *p, SweepRun *rows, const char *note) {
     char args[8192];
-    plan_args_line(p, args, sizeof args);
-    plan_fill_aliases(p, rows);
+    sweep_plan_args_line(p, args, sizeof args);
+    sweep_plan_fill_aliases(p, rows);
     SweepSummary s;
     summary_build(p, rows, args, &s);
-    summary_print(&s, note);
-    const Preset *pr = p->preset[0] ? find_preset(p->preset) : NULL;
+    sweep_summary_print(&s, note);
+    const Preset *pr = p->preset[0] ? sweep_find_preset(p->preset) : NULL;
     const VerdictKind vk = pr ? pr->verdict : verdict_infer(&s);
     verdict_print(vk, &s, stdout);
     if (vk == VERDICT_SOFTMOE) summary_probe(p, rows);
@@ -407,7 +407,7 @@ int summary_emit(const Plan *p, SweepRun *rows, const char *note) {
         rc = -1;
     }
     int done = 0, missing = 0, other = 0, trained = 0;
-    for (int r = 0; r < p->nruns; r++) trained += run_canonical(p, r) == r;
+    for (int r = 0; r < p->nruns; r++) trained += sweep_run_canonical(p, r) == r;
     if (trained < p->nruns)
         printf("shared    %d runs trained for %d summary rows x seeds: configurations with the same model share "
                "their runs\n",

@@ -34,7 +34,7 @@ typedef struct {
 
 /* +1 when configuration i's gap is above j's at `level` (Welch interval of the difference of the
  * two gaps excludes 0; a shared baseline cancels), -1 below, 0 not separated or unknown. */
-int agree_separated(const SweepSummary *s, int i, int j, double level);
+int sweep_agree_separated(const SweepSummary *s, int i, int j, double level);
 /* Prints the comparison of A and B to o (names label them) and fills *out (may be NULL).
  * Returns 0, -1 on an I/O error. */
 int sweep_agree(const SweepSummary *A, const SweepSummary *B, const char *name_a, const char *name_b, FILE *o,
