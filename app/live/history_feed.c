@@ -10,6 +10,39 @@
 #include <stdio.h>
 #include <string.h>
 
+void run_view_ctx(const RunRecord *rr, const Theme *theme, ViewCtx *c) {
+    const ModelConfig *mc = &rr->cfg.model;
+    memset(c, 0, sizeof *c);
+    c->theme = theme;
+    snprintf(c->dataset, sizeof c->dataset, "%s %dx%dx%d", rr->dataset, rr->h, rr->w, rr->c);
+    c->classes = rr->classes;
+    c->class_names = (char *const *)rr->class_names; /* the views only read them */
+    c->n_train = rr->n_train;
+    c->n_test = rr->n_test;
+    snprintf(c->model, sizeof c->model, "%s w=%g d=%d", backbone_name(mc->backbone), mc->width, rr->d);
+    c->has_moe = mc->head.kind != HEAD_DENSE;
+    c->E = mc->head.E;
+    c->k = mc->head.k;
+    c->h = mc->head.h;
+    if (c->has_moe)
+        snprintf(c->head, sizeof c->head, "%s E=%d k=%d h=%d cf=%g", moe_head_name(mc->head.kind), c->E, c->k, c->h,
+                 mc->head.cf);
+    else snprintf(c->head, sizeof c->head, "dense k*h=%d", mc->head.k * mc->head.h);
+    c->batch = mc->batch;
+    c->capacity = mc->batch;
+    for (int i = 0; i < rr->nlayers && i < REC_MAX_LAYERS; i++)
+        if (rr->layer[i].stage < 0) c->capacity = rr->layer[i].capacity; /* the head */
+    c->epochs = rr->cfg.epochs;
+    c->log_every = rr->cfg.log_every > 0 ? rr->cfg.log_every : 1;
+    c->steps_per_epoch = rr->steps_per_epoch;
+    c->total_steps = rr->total_steps;
+    c->rho_nominal = rr->nlayers > 0 ? rr->rho_nominal : 0.0; /* head or backbone */
+    c->dead_window = (rr->cfg.route.window + c->log_every - 1) / c->log_every;
+    c->lr0 = rr->cfg.lr.base;
+    c->nlayers = rr->nlayers < REC_MAX_LAYERS ? rr->nlayers : REC_MAX_LAYERS;
+    memcpy(c->layer, rr->layer, sizeof c->layer);
+}
+
 int history_view_ctx(const SessionHistory *h, const Theme *theme, ViewCtx *c, TauSchedule *base) {
     const SessionInfo *i = &h->info;
     memset(c, 0, sizeof *c);

@@ -15,6 +15,11 @@ typedef struct {
     int evals;
 } HistoryFed;
 
+/* The views' description of the run from its run record (trainer_describe): the live screen's
+ * (c->plan is the caller's: the trainer's temperature plan). The capacity shown is the head's
+ * (RunRecord.layer, computed once by the trainer), the batch without a routed head. */
+void run_view_ctx(const RunRecord *rr, const Theme *theme, ViewCtx *c);
+
 /* The views' description of the run from a loaded history (/run, the stored configuration and the
  * routed layers), for a live screen (browse = 0; the browser sets it); *base = the launch
  * temperature schedule. Returns 1 if that schedule was read from the session, 0 if it is the

@@ -444,46 +444,13 @@ static void handle_signal(Tui *ui) {
 // ---------------------------------------------------------------------------------------------
 // setup
 
+/* The views' run description from the run record (app/live/history_feed.c), with the trainer's
+ * temperature plan. */
 static void fill_ctx(Tui *ui) {
-    const Trainer *t = ui->t;
-    const Dataset *ds = ui->ds;
-    const ModelConfig *mc = &t->cfg.model;
-    ViewCtx *c = &ui->ctx;
-    memset(c, 0, sizeof *c);
-    c->theme = &ui->scr.theme;
-    snprintf(c->dataset, sizeof c->dataset, "%s %dx%dx%d", ds->name, ds->h, ds->w, ds->c);
-    c->classes = ds->classes;
-    c->class_names = ds->class_names;
-    c->n_train = ds->train.n;
-    c->n_test = ds->test.n;
-    snprintf(c->model, sizeof c->model, "%s w=%g d=%d", backbone_name(mc->backbone), mc->width, t->model.d);
-    c->has_moe = mc->head.kind != HEAD_DENSE;
-    c->E = mc->head.E;
-    c->k = mc->head.k;
-    c->h = mc->head.h;
-    if (c->has_moe)
-        snprintf(c->head, sizeof c->head, "%s E=%d k=%d h=%d cf=%g", moe_head_name(mc->head.kind), c->E, c->k, c->h,
-                 mc->head.cf);
-    else snprintf(c->head, sizeof c->head, "dense k*h=%d", mc->head.k * mc->head.h);
-    c->batch = mc->batch;
-    if (mc->head.cf > 0) {
-        int cap = (int)ceil(mc->head.cf * mc->head.k * (double)mc->batch / (mc->head.E > 0 ? mc->head.E : 1) - 1e-6);
-        c->capacity = cap < 1 ? 1 : cap > mc->batch ? mc->batch : cap;
-    } else {
-        c->capacity = mc->batch;
-    }
-    c->epochs = t->cfg.epochs;
-    c->log_every = t->cfg.log_every > 0 ? t->cfg.log_every : 1;
-    c->steps_per_epoch = t->steps_per_epoch;
-    c->total_steps = t->total_steps;
-    c->rho_nominal = model_has_routing(&t->model) ? model_rho_nominal(&t->model) : 0.0; /* head or backbone */
-    c->dead_window = (t->cfg.route.window + c->log_every - 1) / c->log_every;
-    c->plan = t->tau;
-    c->lr0 = t->cfg.lr.base;
     RunRecord rr;
-    trainer_describe(t, &rr);
-    c->nlayers = rr.nlayers < REC_MAX_LAYERS ? rr.nlayers : REC_MAX_LAYERS;
-    memcpy(c->layer, rr.layer, sizeof c->layer);
+    trainer_describe(ui->t, &rr);
+    run_view_ctx(&rr, &ui->scr.theme, &ui->ctx);
+    ui->ctx.plan = ui->t->tau;
 }
 
 static int make_views(Tui *ui) {

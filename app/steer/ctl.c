@@ -3,6 +3,7 @@
  * user), 2 on bad usage, 3 when no run is listening on the session. */
 #include "app/cli/app.h"
 #include "app/steer/control.h"
+#include "core/cmdtab.h"
 
 #include <errno.h>
 #include <stdio.h>
@@ -12,13 +13,19 @@
 #include <unistd.h>
 
 static void usage(FILE *f) {
+    char words[256];
+    size_t len = 0;
+    words[0] = '\0';
+    for (int k = 0; k < CMD_KIND_COUNT && len < sizeof words; k++) /* the command table, but the overlay's help */
+        if (k != CMD_HELP) len += (size_t)snprintf(words + len, sizeof words - len, "%s%s", len ? ", " : "", cmd_table[k].name);
     fprintf(f, "usage: moelab ctl SESSION COMMAND...\n\n"
                "Sends one command to the run training in the session folder SESSION (through its\n"
                "control socket SESSION/control.sock) and prints the reply, e.g.\n"
                "  moelab ctl runs/a set tau 0.3      moelab ctl runs/a pause      moelab ctl runs/a status\n"
-               "COMMAND is the command language of the live screen (set, anneal, pause, resume, step,\n"
-               "eval, snapshot, quit) or `status`. Exit status: 0 ok, 1 the command was refused,\n"
-               "2 bad usage, 3 no run is listening on SESSION.\n");
+               "COMMAND is the command language of the live screen (%s)\n"
+               "or `status`. Exit status: 0 ok, 1 the command was refused, 2 bad usage, 3 no run is\n"
+               "listening on SESSION.\n",
+            words);
 }
 
 int cmd_ctl(int argc, char **argv) {
