@@ -5,7 +5,7 @@
  * input. Seeds (FUZZ_STANDALONE): a file using every command, long comment lines, hostile values. */
 #define _GNU_SOURCE
 
-#include "../app/commands.c"
+#include "app/cli/commands.h"
 
 #include <stdint.h>
 #include <stdlib.h>

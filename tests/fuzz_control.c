@@ -1,4 +1,4 @@
-/* fuzz_control.c — libFuzzer target for the control socket's protocol (app/control.c): the
+/* fuzz_control.c — libFuzzer target for the control socket's protocol (app/steer/control.c): the
  * request framing of one client (bytes arriving in arbitrary chunks, lines split at newlines, the
  * 4 KiB limit, half lines, replies queued) and control_line_parse on every line, with the
  * training side played in-process (control_take / control_handed / control_event). Any input
@@ -7,8 +7,8 @@
  * kind, garbage, an overlong line, CRLF, NUL bytes. */
 #define _GNU_SOURCE
 
-#include "../app/commands.c"
-#include "../app/control.c"
+#include "app/cli/commands.h"
+#include "app/steer/control_internal.h"
 
 #include <stdint.h>
 #include <stdlib.h>
@@ -41,7 +41,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     pthread_mutex_init(&s.mu, NULL);
     pthread_cond_init(&s.cv, NULL);
     s.wake[0] = s.wake[1] = -1;
-    Client *c = &s.cl[0];
+    ControlClient *c = &s.cl[0];
     c->fd = 1000; /* never used for I/O here */
     size_t off = 0;
     while (off < size) {
@@ -52,7 +52,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
         memcpy(c->in + c->inlen, data + off, chunk);
         c->inlen += chunk;
         off += chunk;
-        client_lines_locked(&s, c);
+        control_client_lines_locked(&s, c);
         TrainerCmd cmd;
         while (c->awaiting) { /* the trainer takes the command and reports it */
             if (!control_take(&s, &cmd, 0)) abort();
@@ -64,11 +64,11 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
             snprintf(e.text, sizeof e.text, "%s", cmd.text);
             const long tag = s.pending;
             s.pending = 0;
-            Client *w = awaiting_locked(&s, tag);
+            ControlClient *w = control_awaiting_locked(&s, tag);
             if (w != c) abort();
-            reply_locked(w, "ok step=0 %s", e.text);
+            control_reply_locked(w, "ok step=0 %s", e.text);
             w->awaiting = 0;
-            client_lines_locked(&s, c);
+            control_client_lines_locked(&s, c);
         }
         if (c->inlen > sizeof c->in || c->outlen > sizeof c->out) abort();
         c->outlen = 0; /* written */

@@ -1,4 +1,4 @@
-/* fuzz_options.c — libFuzzer target for the training option parser (app/options.c): the input,
+/* fuzz_options.c — libFuzzer target for the training option parser (app/cli/options.c): the input,
  * split at newlines into at most 30 arguments after `train`, goes through app_options_parse (every
  * number, choice, string and the comma lists of --moe-after, --ffn-after, --moe-hidden,
  * --moe-experts, --moe-k). When it parses, the backbone-layer lists also go through model_init on
@@ -7,9 +7,9 @@
  * valid and hostile lists. Run with -close_fd_mask=2 to silence the parser's messages. */
 #define _GNU_SOURCE
 
-#include "../app/options.c"
+#include "app/cli/options.h"
 /* options.c parses --on-collapse with the command language parser */
-#include "../app/commands.c"
+#include "app/cli/commands.h"
 
 #include <stdint.h>
 #include <stdlib.h>

@@ -13,10 +13,10 @@
 #include <stdio.h>
 #include <stdint.h>
 
+#include "check.h" /* provides: CHECK, n_failed */
+
 typedef double (*fd_loss_fn)(void *ctx);
 typedef uint64_t (*fd_sig_fn)(void *ctx);
-
-static int g_failures = 0;
 
 static inline uint64_t fd_hash_mask(const float *v, long n) {
     uint64_t h = 1469598103934665603ULL;
@@ -62,22 +62,9 @@ static __attribute__((unused)) double fd_check(const char *name, float *x, const
     int ok = rel < tol && checked > 0;
     printf("%s  gradcheck %-40s rel err %.2e (%ld coords, %ld skipped at kinks, |g|max %.3g)\n", ok ? "PASS" : "FAIL",
            name, rel, checked, skipped, scale);
-    if (!ok) g_failures++;
+    if (!ok) n_failed++;
     return rel;
 }
 
-#define CHECK(cond, ...)                               \
-    do {                                               \
-        if (cond) {                                    \
-            printf("PASS  ");                          \
-            printf(__VA_ARGS__);                       \
-            printf("\n");                              \
-        } else {                                       \
-            printf("FAIL  ");                          \
-            printf(__VA_ARGS__);                       \
-            printf("  [%s:%d]\n", __FILE__, __LINE__); \
-            g_failures++;                              \
-        }                                              \
-    } while (0)
 
 #endif

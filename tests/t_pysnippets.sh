@@ -22,7 +22,7 @@ pass=0; fail=0
 ok()  { echo "PASS  $*"; pass=$((pass + 1)); }
 bad() { echo "FAIL  $*"; fail=$((fail + 1)); }
 if ! [ -x "$PY" ] || ! "$PY" -c 'import h5py, numpy' 2>/dev/null; then
-  echo "SKIP  $PY with h5py and numpy is not installed (Debian: python3-h5py)"; exit 0
+  echo "SKIP  $PY with h5py and numpy is not installed (Debian: python3-h5py)"; exit 77
 fi
 have_torch=1; "$PY" -c 'import torch' 2>/dev/null || { have_torch=0; echo "SKIP  (PyTorch part) python3-torch is not installed"; }
 

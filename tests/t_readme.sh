@@ -7,6 +7,8 @@
 #     reads, and the anneal keys with the option of each; the checkpoint format (sessions/README.md)
 #     numbers the kinds in enum order;
 #   - The command language lists every `set` parameter and no other, and its anneal line the keys;
+#     its table names every command of the command table (core/cmdtab.h, as the man page's
+#     COMMAND LANGUAGE section prints it) and no other;
 #   - README.md is under 1,000 lines with a table of contents; no doc points to DESIGN.md (it is not
 #     in the repository); every relative link of the docs names a file and a heading that exist.
 # Each check prints PASS/FAIL with what differs; exits 0 only if none failed.
@@ -14,7 +16,8 @@ set -u
 BIN=${1:?usage: t_readme.sh path/to/moelab}
 SRC=${MOELAB_SRC:-$(cd "$(dirname "$0")/.." && pwd)}
 HELP=$("$BIN" train --help) || { echo "FAIL  moelab train --help exited non-zero"; exit 1; }
-HELP="$HELP" python3 - "$SRC/README.md" "$SRC/sessions/README.md" <<'PY'
+MAN=$("$BIN" --man) || { echo "FAIL  moelab --man exited non-zero"; exit 1; }
+MAN="$MAN" HELP="$HELP" python3 - "$SRC/README.md" "$SRC/sessions/README.md" <<'PY'
 import os, re, sys
 
 readme = open(sys.argv[1], encoding="utf-8").read().split("\n")
@@ -160,6 +163,20 @@ for d, text in texts.items():
         if not os.path.exists(os.path.join(root, tf)): bad_links.append(target); continue
         if frag and tf in anchors and frag not in anchors[tf]: bad_links.append(target)
     check(not bad_links, "every relative link of %s resolves" % d, " ".join(bad_links))
+# ---- the command language: every command of the table (the man page's section) and no other
+man = os.environ["MAN"].split("\n")
+ms = man.index(".SH COMMAND LANGUAGE") if ".SH COMMAND LANGUAGE" in man else -1
+me = next((i for i in range(ms + 1, len(man)) if man[i].startswith(".SH ")), len(man))
+man_words = [re.match(r"\\fB([a-z]+(?:\\-[a-z]+)*)", man[i + 1]).group(1).replace("\\-", "-")
+             for i in range(ms + 1, me - 1) if man[i] == ".TP" and re.match(r"\\fB[a-z]", man[i + 1])]
+check(ms >= 0 and len(man_words) >= 8, "moelab --man has a COMMAND LANGUAGE section (%s)" % " ".join(man_words))
+readme_words = set()
+for l in sec:
+    if l.startswith("| `") and not l.startswith("| command"):
+        for c in re.findall(r"`([a-z-]+)[^`]*`", l.split(" | ")[0]):
+            readme_words.add(c)
+check(readme_words == set(man_words), "The command language's table names every command of the table, no other",
+      "README only %s, table only %s" % (sorted(readme_words - set(man_words)), sorted(set(man_words) - readme_words)))
 
 print("t_readme: %d failed" % fails)
 sys.exit(1 if fails else 0)

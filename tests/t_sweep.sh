@@ -3,8 +3,8 @@
 # names, seeds, stored command lines), the summary table and CSV (n per configuration, the gap
 # row with Cohen's d and Hedges' g consistent with each other and with the means), sweep.h5,
 # resume (a rerun skips every finished run; an interrupted run continues from its checkpoint and
-# ends as if never interrupted), shard + --collect == one process, --jobs 2 == --jobs 1, and
-# `mpirun -np 2` == no MPI (skipped with a message when mpirun is missing). Bad usage exits 2.
+# ends as if never interrupted), shard + --collect == one process and --jobs 2 == --jobs 1
+# (`mpirun -np 2` == no MPI is t_sweep_mpi.sh). Bad usage exits 2.
 set -u
 BIN=${1:?usage: t_sweep.sh path/to/moelab}
 BIN=$(cd "$(dirname "$BIN")" && pwd)/$(basename "$BIN")
@@ -210,25 +210,7 @@ want=$(( $(nproc) / 2 )); [ $want -lt 1 ] && want=1
 check "--jobs 2 gives each run $want thread(s) of $(nproc)" grep -q -- "--threads $want --session X/head=moe,seed=1" X.log
 check "--dry-run runs nothing" [ ! -e X ]
 
-# 5. mpirun -np 2
-if ! command -v mpirun > /dev/null 2>&1; then
-  echo "SKIP  mpirun -np 2: mpirun not installed (apt-get install openmpi-bin libopenmpi-dev)"
-elif ! "$BIN" sweep --help | grep -q 'built with MPI'; then
-  echo "SKIP  mpirun -np 2: this moelab was built without MPI (install libopenmpi-dev and reconfigure)"
-else
-  # AddressSanitizer builds: Open MPI's own allocations are not ours to fix. They are suppressed
-  # by library name, which needs full stacks and components kept loaded (Open MPI dlcloses them
-  # in MPI_Finalize, leaving LeakSanitizer with "<unknown module>" frames).
-  printf 'leak:libmpi\nleak:libopen-pal\nleak:libopen-rte\nleak:libhwloc\nleak:libevent\nleak:libpmix\nleak:mca_\n' > lsan.supp
-  LSAN_OPTIONS="suppressions=$T/lsan.supp:print_suppressions=0:fast_unwind_on_malloc=0${LSAN_OPTIONS:+:$LSAN_OPTIONS}" \
-  OMPI_MCA_mca_base_component_disable_dlclose=1 \
-    timeout 300 mpirun --allow-run-as-root --oversubscribe -x LSAN_OPTIONS -x OMPI_MCA_mca_base_component_disable_dlclose \
-    -np 2 "$BIN" sweep "${S[@]}" --out M > M.log 2>&1; rc=$?
-  check "mpirun -np 2 exits 0" [ $rc = 0 ]
-  check "both ranks ran runs" grep -q '^rank 1: \[2/4\] head=dense,seed=1: finished' M.log
-  check "mpirun -np 2: summary.csv equals the run without MPI (but timing)" same_csv A/summary.csv M/summary.csv
-  [ $rc = 0 ] || tail -20 M.log
-fi
+# 5. mpirun -np 2 == no MPI: tests/t_sweep_mpi.sh (skipped there when mpirun or MPI is missing)
 
 # 6. an interrupted run continues from its checkpoint and ends as if never interrupted
 printf 'at 5 quit\n' > quit5

@@ -1,5 +1,5 @@
-/* test_browse.c — the terminal-free side of `moelab browse` (app/browse_data.c, compiled in with
- * app/commands.c):
+/* test_browse.c — the terminal-free side of `moelab browse` (app/browse/browse_data.c, through
+ * app/browse/browse.h, linked from the moelab_app library):
  *
  *  1. the configuration reader (session_config_parse and its look-ups, jansson) on the text an
  *     older moelab stored in /run@config_json: nested lookups, keys that are prefixes of others,
@@ -20,15 +20,22 @@
  *  6. the alarms column: episodes by severity counted from the event log ("3C 1W 1D", "-" for none,
  *     "?" when not read), its sort, and sweep_h5_read_routing counting the same events. */
 #define _GNU_SOURCE
-#include "../app/commands.c"
-#include "../app/browse_data.c"
+#include "app/cli/commands.h"
+#include "app/browse/browse.h"
 #include "check.h"
+#include "sessions/sweep_h5.h"
 
+#include <errno.h>
 #include <fcntl.h>
+#include <float.h>
 #include <hdf5.h>
 #include <jansson.h>
 #include <signal.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
+#include <time.h>
 #include <unistd.h>
 
 /* The configuration JSON as session_config_json writes it (shortened). */
@@ -38,7 +45,6 @@ static const char *const CONFIG =
     "\"tau1\": 0.100000001, \"tau_min\": 0.00999999978, \"s\": 10, \"c\": 0.5, \"step_every\": 0, \"step_gamma\": 0, "
     "\"start\": 0, \"total\": 468}, \"epochs\": 1}";
 
-static int near(double a, double b, double tol) { return fabs(a - b) <= tol * fmax(1.0, fabs(b)); }
 
 static int str_is(const char *got, const char *want) { return got && !strcmp(got, want); }
 

@@ -679,6 +679,6 @@ int main(void) {
     test_rule(&ds);
     test_backbone_layer(&ds);
     dataset_free(&ds);
-    printf("%d failure(s)\n", g_failures);
-    return g_failures ? 1 : 0;
+    printf("%d failure(s)\n", n_failed);
+    return n_failed ? 1 : 0;
 }

@@ -1,11 +1,14 @@
-/* test_commands.c — the command language parser (app/commands.c, compiled in) and the trainer's
+/* test_commands.c — the command language parser (app/cli/commands.c) and the trainer's
  * handling of parameter commands: every command form parses to the right record, nonsense gets a
  * clear message, command files are sorted by step, and set/anneal change what the trainer uses. */
-#include "../app/commands.c"
+#include "app/cli/commands.h"
+#include "core/cmdtab.h"
 #include "datasets/dataset.h"
 #include "trainer_util.h"
 #include "gradcheck.h"
 
+#include <stdlib.h>
+#include <string.h>
 #include <unistd.h>
 
 static void ok_parse(const char *line, CmdKind kind, const char *norm) {
@@ -24,6 +27,16 @@ static void bad_parse(const char *line, const char *msg) {
 }
 
 int main(void) {
+    /* the command table (core/cmdtab.h): names in CmdKind order, each found and each parsed as its kind */
+    for (int k = 0; k < CMD_KIND_COUNT; k++) {
+        CHECK(cmd_words[k] && !strcmp(cmd_words[k], cmd_table[k].name) && cmd_find(cmd_table[k].name) == k,
+              "cmd_table row %d is '%s', found as its kind", k, cmd_table[k].name);
+        if (!cmd_table[k].args[0]) ok_parse(cmd_table[k].name, (CmdKind)k, cmd_table[k].name);
+    }
+    CHECK(cmd_words[CMD_KIND_COUNT] == NULL && cmd_find("exit") == CMD_QUIT && cmd_find("bogus") == -1,
+          "cmd_words ends with NULL; exit is quit; an unknown word is -1");
+    bad_parse("on-collapse quit", "cannot be part of a rule (set, anneal, snapshot, eval; or 'pause' alone)");
+    bad_parse("eval @moe2", "eval: only set and anneal take an @layer suffix");
     ok_parse("pause", CMD_PAUSE, "pause");
     ok_parse("  RESUME ", CMD_RESUME, "resume");
     ok_parse("step", CMD_STEP, "step 1");
@@ -259,6 +272,6 @@ int main(void) {
           "set tau (no suffix) reaches the backbone layer of a dense-head run");
     trainer_free(&t);
     dataset_free(&ds);
-    printf("%d failure(s)\n", g_failures);
-    return g_failures ? 1 : 0;
+    printf("%d failure(s)\n", n_failed);
+    return n_failed ? 1 : 0;
 }

@@ -1,24 +1,17 @@
-/* test_control.c — which trainer events answer a control-socket client (app/control.c,
+/* test_control.c — which trainer events answer a control-socket client (app/steer/control.c,
  * control_event). A client that sent a command waits for that command's result: an event of no
  * command (the note a run prints when it starts), or the result of a --commands file's or the
  * screen's command, must not be taken as its reply; the socket command's own result is. The
  * server runs in-process, as tests/fuzz_control.c runs it (no sockets, no threads). */
 #define _GNU_SOURCE
 
-#include "../app/commands.c"
-#include "../app/control.c"
+#include "app/cli/commands.h"
+#include "app/steer/control_internal.h"
 
 #include <stdio.h>
 #include <string.h>
 
-static int failures;
-#define CHECK(c, ...)                           \
-    do {                                        \
-        printf("%s ", (c) ? "PASS " : "FAIL "); \
-        printf(__VA_ARGS__);                    \
-        printf("\n");                           \
-        if (!(c)) failures++;                   \
-    } while (0)
+#include "check.h"
 
 static TrainerEvent event(TrainerEventKind kind, int origin, const char *text) {
     TrainerEvent e;
@@ -37,7 +30,7 @@ int main(void) {
     pthread_cond_init(&s.cv, NULL);
     s.wake[0] = s.wake[1] = -1; /* wake() writes nowhere */
     for (int i = 0; i < CONTROL_MAX_CLIENTS; i++) s.cl[i].fd = -1;
-    Client *c = &s.cl[0];
+    ControlClient *c = &s.cl[0];
     c->fd = 1000; /* never used for I/O here */
     c->awaiting = 7;
     s.pending = 7; /* the trainer has taken the client's command (control_handed) */
@@ -66,6 +59,6 @@ int main(void) {
           "a failed socket command answers with its error");
     pthread_mutex_destroy(&s.mu);
     pthread_cond_destroy(&s.cv);
-    printf("test_control: %d failed\n", failures);
-    return failures ? 1 : 0;
+    printf("test_control: %d failed\n", n_failed);
+    return n_failed ? 1 : 0;
 }

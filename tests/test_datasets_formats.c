@@ -493,14 +493,14 @@ static void make_tiny(const char *root) {
     write_text(in(root, "val/val_annotations.txt"), ann);
 }
 
-static int near(int a, int b, int tol) { return abs(a - b) <= tol; }
+static int near_int(int a, int b, int tol) { return abs(a - b) <= tol; }
 
 /* Image i of split s is flat colour c within tol (all pixels). */
 static int flat_ok(const Dataset *ds, const DatasetSplit *s, int i, Rgb c, int tol) {
     size_t hw = (size_t)ds->h * ds->w;
     const uint8_t *p = s->images + (size_t)i * 3 * hw;
     for (size_t j = 0; j < hw; j++)
-        if (!near(p[j], c.r, tol) || !near(p[hw + j], c.g, tol) || !near(p[2 * hw + j], c.b, tol)) return 0;
+        if (!near_int(p[j], c.r, tol) || !near_int(p[hw + j], c.g, tol) || !near_int(p[2 * hw + j], c.b, tol)) return 0;
     return 1;
 }
 
@@ -1232,7 +1232,7 @@ static void test_check_and_resize(void) {
     free(b);
     ok = !bad;
     for (int i = 0; i < 64 * 64 && ok; i++)
-        ok = near(out[3 * i], 200, 4) && near(out[3 * i + 1], 100, 4) && near(out[3 * i + 2], 50, 4);
+        ok = near_int(out[3 * i], 200, 4) && near_int(out[3 * i + 1], 100, 4) && near_int(out[3 * i + 2], 50, 4);
     check(ok, "640x480 JPEG decoded (DCT-scaled) and resized to 64x64, colour kept");
 }
 

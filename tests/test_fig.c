@@ -81,7 +81,7 @@ static int png_load(const char *path, Png *p) {
     return 0;
 }
 
-static int near(int a, double b01) { return abs(a - (int)lround(b01 * 255.0)) <= 1; }
+static int near_px(int a, double b01) { return abs(a - (int)lround(b01 * 255.0)) <= 1; }
 
 static long file_size(const char *path) {
     FILE *fp = fopen(path, "rb");
@@ -161,7 +161,7 @@ static void test_heatmap_png(const char *dir) {
             const unsigned char *q = p.rgb + ((size_t)py * p.w + px) * 3;
             const double val = v[r * C + c];
             const FigRGB want = fig_viridis_rgb(isnan(val) ? NAN : (val - vmin) / (vmax - vmin));
-            check(near(q[0], want.r) && near(q[1], want.g) && near(q[2], want.b),
+            check(near_px(q[0], want.r) && near_px(q[1], want.g) && near_px(q[2], want.b),
                   "cell (%d,%d) = %g: pixel (%d,%d) is %d,%d,%d, viridis gives %.0f,%.0f,%.0f", r, c, val, px, py, q[0],
                   q[1], q[2], want.r * 255, want.g * 255, want.b * 255);
         }

@@ -192,15 +192,11 @@ static EvalRecord eval_rec(int j, long step) {
 
 /* ------------------------------------------------------------------ the test */
 
-static void small_config(TrainConfig *c) {
-    train_config_defaults(c);
-    c->model.width = 0.25f;
+/* small_config (trainer_util.h) and what this test changes. */
+static void local_config(TrainConfig *c) {
+    small_config(c, HEAD_MOE);
     c->model.batch = BATCH;
-    c->model.head.kind = HEAD_MOE;
     c->model.head.E = E_EXPERTS;
-    c->model.head.k = 2;
-    c->model.head.h = 16;
-    c->epochs = 2;
     c->threads = 1;
     c->log_every = 2;
     c->tsne_samples = 0;
@@ -266,7 +262,7 @@ int main(int argc, char **argv) {
         return 1;
     }
     TrainConfig cfg;
-    small_config(&cfg);
+    local_config(&cfg);
     Trainer t;
     memset(&t, 0, sizeof t);
     if (trainer_init_ds(&t, &cfg, &ds) != ML_OK) {

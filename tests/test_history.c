@@ -48,19 +48,12 @@ static void path_in(char *buf, size_t n, const char *sub) { snprintf(buf, n, "%s
 
 /* ------------------------------------------------------------------ fixtures */
 
-static void small_config(TrainConfig *c, HeadKind head) {
-    train_config_defaults(c);
-    c->model.width = 0.25f; /* d = 64 */
-    c->model.batch = 32;
-    c->model.head.kind = head;
-    c->model.head.E = 4;
-    c->model.head.k = 2;
-    c->model.head.h = 16;
+/* small_config (trainer_util.h) and what this test changes. */
+static void local_config(TrainConfig *c, HeadKind head) {
+    small_config(c, head);
     c->opt.kind = OPT_ADAMW;
     optim_config_defaults(&c->opt, OPT_ADAMW);
     c->lr.base = 0.005f;
-    c->epochs = 2;
-    c->threads = 2;
     c->log_every = 1;
     c->tsne_samples = 16;
     c->route.window = 5;
@@ -351,7 +344,7 @@ static double evt_wall(int i) { return 1.7e9 + 0.125 * i; }
 /* Writes the hand-made session: steps, evals and events interleaved in step order. */
 static int write_hand_session(const Dataset *ds, Trainer *t, double *t0, double *t1) {
     TrainConfig cfg;
-    small_config(&cfg, HEAD_MOE);
+    local_config(&cfg, HEAD_MOE);
     cfg.log_every = LOG_EVERY;
     if (trainer_init_ds(t, &cfg, ds) != ML_OK) {
         check(0, "trainer_init: %s", ml_last_error());
@@ -572,7 +565,7 @@ typedef struct {
 
 static void test_real_run(const Dataset *ds, const RealRun *rr) {
     TrainConfig cfg;
-    small_config(&cfg, rr->head);
+    local_config(&cfg, rr->head);
     cfg.epochs = 1;
     cfg.model.head.cf = rr->cf;
     cfg.tsne_samples = rr->tsne;
@@ -691,7 +684,7 @@ static void test_real_run(const Dataset *ds, const RealRun *rr) {
  * so, are in live.h5 and are read back by the loader; the healthy evaluation before it is not. */
 static void test_collapsed_eval(const Dataset *ds) {
     TrainConfig cfg;
-    small_config(&cfg, HEAD_MOE);
+    local_config(&cfg, HEAD_MOE);
     cfg.epochs = 1;
     Trainer t;
     if (trainer_init_ds(&t, &cfg, ds) != ML_OK) {
@@ -950,7 +943,7 @@ static void test_damage(void) {
  * exactly (floats as the same float, doubles as the same double), awkward values included. */
 static void test_config_roundtrip(void) {
     TrainConfig c;
-    small_config(&c, HEAD_MOE);
+    local_config(&c, HEAD_MOE);
     c.model.width = 1.0f / 3.0f;
     c.model.bn_momentum = 0.1f;
     c.model.head.cf = FLT_MAX;
@@ -1035,7 +1028,7 @@ static void test_config_roundtrip(void) {
           "the seed as an integer; with a double that needs 17 digits every real has 17");
     json_decref(cfg);
 
-    small_config(&c, HEAD_MOE); /* every value short: reals with the digits they need */
+    local_config(&c, HEAD_MOE); /* every value short: reals with the digits they need */
     c.model.head.cf = NAN;
     st = session_config_json(&c, "x", js, sizeof js);
     check(st == ML_OK && strstr(js, "\"tau1\": 0.1,") && strstr(js, "\"eps\": 1e-8,") &&

@@ -188,6 +188,6 @@ int main(void) {
         free(g_tsne[i]);
     }
     dataset_free(&ds);
-    printf("%d failure(s)\n", g_failures);
-    return g_failures ? 1 : 0;
+    printf("%d failure(s)\n", n_failed);
+    return n_failed ? 1 : 0;
 }

@@ -770,6 +770,6 @@ int main(void) {
     test_model(BACKBONE_DW, 1, 7); /* the direct stem with a partial vector of columns */
     test_model(BACKBONE_STD, 3, 6);
     test_model_oom();
-    printf("%d failure(s)\n", g_failures);
-    return g_failures ? 1 : 0;
+    printf("%d failure(s)\n", n_failed);
+    return n_failed ? 1 : 0;
 }

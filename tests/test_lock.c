@@ -16,19 +16,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-static int g_fail = 0;
-#define CHECK(cond, ...)     \
-    do {                     \
-        if (cond) {          \
-            printf("PASS "); \
-        } else {             \
-            printf("FAIL "); \
-            g_fail++;        \
-        }                    \
-        printf(__VA_ARGS__); \
-        printf("\n");        \
-        fflush(stdout);      \
-    } while (0)
+#include "check.h"
 
 /* The text of DIR/.lock ("" if unreadable). */
 static void lock_text(const char *dir, char *buf, size_t n) {
@@ -191,6 +179,6 @@ int main(void) {
     char cmd[600];
     snprintf(cmd, sizeof cmd, "rm -rf '%s'", root);
     if (system(cmd) != 0) printf("note: could not remove %s\n", root);
-    printf("%s: %d failure(s)\n", g_fail ? "FAIL" : "PASS", g_fail);
-    return g_fail ? 1 : 0;
+    printf("%s: %d failure(s)\n", n_failed ? "FAIL" : "PASS", n_failed);
+    return n_failed ? 1 : 0;
 }

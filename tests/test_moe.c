@@ -17,19 +17,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-static int n_fail, n_pass;
-
-static int check(int ok, const char *fmt, ...) {
-    va_list ap;
-    va_start(ap, fmt);
-    printf("%s: ", ok ? "ok  " : "FAIL");
-    vprintf(fmt, ap);
-    printf("\n");
-    va_end(ap);
-    if (ok) n_pass++;
-    else n_fail++;
-    return ok;
-}
+#include "check.h"
 
 static void fill_uniform(float *a, size_t n, float lo, float hi, Rng *r) {
     for (size_t i = 0; i < n; i++) a[i] = lo + (hi - lo) * rng_uniform(r);
@@ -999,7 +987,6 @@ static void test_config_and_stats(void) {
 
 // ---------------------------------------------------------------- temperature schedules
 
-static int near(double a, double b, double tol) { return fabs(a - b) <= tol * fmax(1.0, fabs(b)); }
 
 static void test_tau(void) {
     TauSchedule s;
@@ -1358,6 +1345,6 @@ int main(void) {
     test_routestats();
     test_rho();
     test_clean_router();
-    printf("%d passed, %d failed\n", n_pass, n_fail);
-    return n_fail ? 1 : 0;
+    printf("%d passed, %d failed\n", n_checks - n_failed, n_failed);
+    return n_failed ? 1 : 0;
 }

@@ -787,6 +787,6 @@ int main(void) {
     test_config_errors();
     test_resume();
     test_commands();
-    printf("%s: %d failures\n", g_failures ? "FAIL" : "ok", g_failures);
-    return g_failures ? 1 : 0;
+    printf("%s: %d failures\n", n_failed ? "FAIL" : "ok", n_failed);
+    return n_failed ? 1 : 0;
 }

@@ -1,9 +1,11 @@
-/* test_options.c — the option table (app/options.c, compiled in): every numeric row accepts the
+/* test_options.c — the option table (app/cli/options.c, its rows through options_internal.h): every numeric row accepts the
  * ends of its range and refuses a value outside it, every flag and choice reaches its field, the
  * temperature options of TAU_KEYS set the fields their anneal keys set, and the weight-decay
  * default follows the optimiser unless --wd is given, in either order. */
-#include "../app/options.c"
-#include "../app/commands.c" /* --on-collapse validates its rule with the command parser */
+#include "app/cli/options_internal.h"
+
+#include <string.h>
+#include "app/cli/commands.h"
 #include "check.h"
 
 #include <unistd.h>
@@ -32,8 +34,8 @@ int main(void) {
     AppOptions o;
     char lo[64], hi[64], opt[64], out[64];
     int rows = 0;
-    for (int i = 0; i < NOPTS; i++) {
-        const OptSpec *r = &opts[i];
+    for (int i = 0; i < app_opt_nrows; i++) {
+        const OptSpec *r = &app_opt_rows[i];
         snprintf(opt, sizeof opt, "--%s", r->name);
         if (r->type == T_F32 || r->type == T_I32 || r->type == T_I64 || r->type == T_U64) {
             snprintf(lo, sizeof lo, "%.17g", r->lo);

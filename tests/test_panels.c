@@ -12,18 +12,9 @@
 #include "views/panels.h"
 #include "views/plot.h"
 
-static int failures, checks;
+#define CHECK_QUIET /* thousands of checks: only the failures are printed */
+#include "check.h"
 
-#define CHECK(cond, ...)                                \
-    do {                                                \
-        checks++;                                       \
-        if (!(cond)) {                                  \
-            failures++;                                 \
-            printf("FAIL %s:%d: ", __FILE__, __LINE__); \
-            printf(__VA_ARGS__);                        \
-            printf("\n");                               \
-        }                                               \
-    } while (0)
 
 /* Row y of window w as text (trailing blanks kept). */
 static const char *row(WINDOW *w, int y) {
@@ -391,6 +382,6 @@ int main(void) {
     delscreen(scr);
     fclose(out);
     fclose(in);
-    printf("test_panels: %d checks, %d failures\n", checks, failures);
-    return failures ? 1 : 0;
+    printf("test_panels: %d checks, %d failures\n", n_checks, n_failed);
+    return n_failed ? 1 : 0;
 }

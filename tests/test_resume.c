@@ -17,16 +17,10 @@
 
 static const char *ID = "0123456789abcdef0123456789abcdef";
 
-static void small_config(TrainConfig *c, float width, uint64_t seed) {
-    train_config_defaults(c);
+/* small_config (trainer_util.h) and what this test changes. */
+static void local_config(TrainConfig *c, float width, uint64_t seed) {
+    small_config(c, HEAD_MOE);
     c->model.width = width;
-    c->model.batch = 32;
-    c->model.head.kind = HEAD_MOE;
-    c->model.head.E = 4;
-    c->model.head.k = 2;
-    c->model.head.h = 16;
-    c->epochs = 2;
-    c->threads = 2;
     c->seed = seed;
     c->route.window = 5;
 }
@@ -48,7 +42,7 @@ static void rm_rf(const char *d) {
 static int setup(const char *dir, const Dataset *ds, Trainer *t) {
     rm_rf(dir);
     TrainConfig c;
-    small_config(&c, 0.25f, 1);
+    local_config(&c, 0.25f, 1);
     if (trainer_init_ds(t, &c, ds) != ML_OK) return -1;
     for (int i = 0; i < 5; i++) trainer_step(t, NULL);
     return write_ckpt(dir, t, ID) == ML_OK ? 0 : -1;
@@ -58,7 +52,7 @@ static int setup(const char *dir, const Dataset *ds, Trainer *t) {
 static void expect_fallback(const char *dir, const Dataset *ds, const char *what, const char *skipped,
                             const char *why) {
     TrainConfig c;
-    small_config(&c, 0.25f, 1);
+    local_config(&c, 0.25f, 1);
     Trainer t;
     if (trainer_init_ds(&t, &c, ds) != ML_OK) {
         check(0, "%s: trainer_init", what);
@@ -144,7 +138,7 @@ int main(void) {
     if (setup(dir, &ds, &t) == 0) {
         trainer_free(&t);
         TrainConfig c;
-        small_config(&c, 0.5f, 1);
+        local_config(&c, 0.5f, 1);
         Trainer o;
         char odir[600];
         snprintf(odir, sizeof odir, "%s/model-other", root);
@@ -193,7 +187,7 @@ int main(void) {
         }
         trainer_free(&t);
         TrainConfig c;
-        small_config(&c, 0.25f, 2);
+        local_config(&c, 0.25f, 2);
         Trainer o;
         char odir[600];
         snprintf(odir, sizeof odir, "%s/%s-other", root, cases[k][0]);
@@ -228,7 +222,7 @@ int main(void) {
         snprintf(src, sizeof src, "%s/ckpt-5.h5", dir);
         flip_bytes(src, "/weights/classifier.weight");
         TrainConfig c;
-        small_config(&c, 0.25f, 1);
+        local_config(&c, 0.25f, 1);
         Trainer f;
         if (trainer_init_ds(&f, &c, &ds) == ML_OK) {
             float w0 = f.model.param[0];

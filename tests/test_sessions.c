@@ -9,6 +9,7 @@
  * Run as `test_sessions`; `test_sessions --swmr-reader FILE` is the reader child it starts. */
 #define _GNU_SOURCE
 
+#include "check.h"
 #include "child.h"
 #include "trainer_util.h"
 #include "datasets/dataset.h"
@@ -31,40 +32,19 @@
 #include <time.h>
 #include <unistd.h>
 
-static int g_fail = 0;
-#define CHECK(cond, ...)     \
-    do {                     \
-        if (cond) {          \
-            printf("PASS "); \
-        } else {             \
-            printf("FAIL "); \
-            g_fail++;        \
-        }                    \
-        printf(__VA_ARGS__); \
-        printf("\n");        \
-        fflush(stdout);      \
-    } while (0)
-
 static char g_root[256];
 
 static void path_in(char *buf, size_t n, const char *sub) { snprintf(buf, n, "%s/%s", g_root, sub); }
 
 /* ------------------------------------------------------------------ fixtures */
 
-static void small_config(TrainConfig *c) {
-    train_config_defaults(c);
-    c->model.width = 0.25f; /* c0 = 8, d = 64 */
-    c->model.batch = 32;
-    c->model.head.kind = HEAD_MOE;
-    c->model.head.E = 4;
-    c->model.head.k = 2;
-    c->model.head.h = 16;
+/* small_config (trainer_util.h) and what this test changes. */
+static void local_config(TrainConfig *c) {
+    small_config(c, HEAD_MOE);
     c->model.head.bias_mode = BIAS_SELECT;
     c->opt.kind = OPT_ADAMW;
     optim_config_defaults(&c->opt, OPT_ADAMW);
     c->lr.base = 0.005f;
-    c->epochs = 2;
-    c->threads = 2;
     c->log_every = 1;
     c->tsne_samples = 16;
     c->route.window = 5;
@@ -633,7 +613,7 @@ static void verify_live_file(const char *file, const Trainer *t, double t0, doub
 
 static void test_live(const Dataset *ds) {
     TrainConfig cfg;
-    small_config(&cfg);
+    local_config(&cfg);
     cfg.epochs = 3;
     Trainer t;
     if (trainer_init_ds(&t, &cfg, ds) != ML_OK) {
@@ -845,7 +825,7 @@ static void test_crash_and_append(void) {
     Dataset ds;
     if (make_dataset(&ds, 1024) != 0) return;
     TrainConfig cfg;
-    small_config(&cfg);
+    local_config(&cfg);
     cfg.epochs = 3;
     /* the child only does HDF5 work (no OpenMP after fork): the trainer is made here */
     Trainer t;
@@ -987,7 +967,7 @@ static int h5dump_ok(const char *file) {
 /* A session of 70 steps, one eval and two events, closed "interrupted", in DIR. */
 static int write_small_session(const Dataset *ds, const char *dir) {
     TrainConfig cfg;
-    small_config(&cfg);
+    local_config(&cfg);
     Trainer t;
     if (trainer_init_ds(&t, &cfg, ds) != ML_OK) return -1;
     SessionInfo info;
@@ -1385,7 +1365,7 @@ static int hist_diff(hid_t a, hid_t b, const char *grp, char *which, size_t wn) 
  * /steps, /evals and /events of an uninterrupted run (wall times aside): no gap, no duplicate. */
 static void test_history_exactly_once(const Dataset *ds) {
     TrainConfig cfg;
-    small_config(&cfg);
+    local_config(&cfg);
     cfg.epochs = 3;
     Trainer t;
     if (trainer_init_ds(&t, &cfg, ds) != ML_OK) {
@@ -1575,7 +1555,7 @@ static void apply_set(Trainer *t, CmdParam p, double v) {
 
 static void test_ckpt_roundtrip(const Dataset *ds) {
     TrainConfig cfg;
-    small_config(&cfg);
+    local_config(&cfg);
     Trainer a, b;
     trainer_init_ds(&a, &cfg, ds);
     for (int i = 0; i < 40; i++) {
@@ -1694,7 +1674,7 @@ static void train_until(Trainer *t, long stop) {
 
 static void test_exact_resume(const Dataset *ds) {
     TrainConfig cfg;
-    small_config(&cfg);
+    local_config(&cfg);
     /* run A: uninterrupted, 2 epochs x 32 steps */
     Trainer a;
     trainer_init_ds(&a, &cfg, ds);
@@ -1743,7 +1723,7 @@ static void test_exact_resume(const Dataset *ds) {
 
 static void test_keep_damage_mismatch(const Dataset *ds) {
     TrainConfig cfg;
-    small_config(&cfg);
+    local_config(&cfg);
     Trainer t;
     trainer_init_ds(&t, &cfg, ds);
     char dir[512], p[700], rep[1024], path[700];
@@ -1968,7 +1948,7 @@ static void test_keep_damage_mismatch(const Dataset *ds) {
 
 static void test_dense_and_json(const Dataset *ds) {
     TrainConfig cfg;
-    small_config(&cfg);
+    local_config(&cfg);
     cfg.model.head.kind = HEAD_DENSE;
     cfg.seed = 18000000000000000001ULL; /* above INT64_MAX */
     optim_config_defaults(&cfg.opt, OPT_SGD);
@@ -2072,7 +2052,7 @@ static void test_dense_and_json(const Dataset *ds) {
 
 static void test_overhead(const Dataset *ds) {
     TrainConfig cfg;
-    small_config(&cfg);
+    local_config(&cfg);
     Trainer t;
     trainer_init_ds(&t, &cfg, ds);
     char dir[512];
@@ -2150,7 +2130,7 @@ static ml_status noop_job(void *arg) {
  * can end (a crash, an abort, a hang). */
 static void test_ckpt_protected(const Dataset *ds) {
     TrainConfig cfg;
-    small_config(&cfg);
+    local_config(&cfg);
     Trainer t;
     if (trainer_init_ds(&t, &cfg, ds) != ML_OK) {
         CHECK(0, "trainer_init: %s", ml_last_error());
@@ -2487,13 +2467,13 @@ int main(int argc, char **argv) {
     TIMED(test_session_probe());
     dataset_free(&ds);
     printf("INFO total %.1f s\n", ml_now() - t0);
-    if (g_fail == 0 && !getenv("MOELAB_TEST_KEEP")) {
+    if (n_failed == 0 && !getenv("MOELAB_TEST_KEEP")) {
         char cmd[300];
         snprintf(cmd, sizeof cmd, "rm -rf '%s'", g_root);
         if (system(cmd) != 0) printf("INFO could not remove %s\n", g_root);
     } else {
         printf("INFO files kept in %s\n", g_root);
     }
-    printf("%s: %d failure(s)\n", g_fail ? "FAIL" : "PASS", g_fail);
-    return g_fail ? 1 : 0;
+    printf("%s: %d failure(s)\n", n_failed ? "FAIL" : "PASS", n_failed);
+    return n_failed ? 1 : 0;
 }

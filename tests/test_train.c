@@ -10,17 +10,12 @@
 #include <stdlib.h>
 #include <string.h>
 
-static void small_config(TrainConfig *c, HeadKind head) {
-    train_config_defaults(c);
-    c->model.width = 0.25f; /* c0 = 8, d = 64 */
-    c->model.batch = 32;
-    c->model.head.kind = head;
-    c->model.head.E = 4;
-    c->model.head.k = 2;
+/* small_config (trainer_util.h) and what this test changes. */
+static void local_config(TrainConfig *c, HeadKind head) {
+    small_config(c, head);
     c->model.head.h = 32;
     c->epochs = 3;
     c->lr.base = 0.05f;
-    c->threads = 2;
     c->log_every = 5;
     c->augment = 0; /* the learning thresholds below are for plain batches */
 }
@@ -45,7 +40,7 @@ static double run(const Dataset *ds, const TrainConfig *cfg, float **params_out,
 
 static void test_reproducible_and_learns(const Dataset *ds, HeadKind head, double min_acc) {
     TrainConfig cfg;
-    small_config(&cfg, head);
+    local_config(&cfg, head);
     float *p1, *p2, *p3;
     long n1, n2, n3;
     double a1, a2, a3;
@@ -65,7 +60,7 @@ static void test_reproducible_and_learns(const Dataset *ds, HeadKind head, doubl
 
 static void test_augmented_reproducible(const Dataset *ds) {
     TrainConfig cfg;
-    small_config(&cfg, HEAD_MOE);
+    local_config(&cfg, HEAD_MOE);
     cfg.augment = 1;
     cfg.epochs = 1;
     float *p1, *p2, *p3;
@@ -85,7 +80,7 @@ static void test_augmented_reproducible(const Dataset *ds) {
 
 static void test_diverging_run(const Dataset *ds) {
     TrainConfig cfg;
-    small_config(&cfg, HEAD_DENSE);
+    local_config(&cfg, HEAD_DENSE);
     cfg.lr.base = 1e9f;
     cfg.lr.kind = LR_CONST;
     cfg.opt.momentum = 0.0f;
@@ -123,7 +118,7 @@ static void test_odd_hidden(const Dataset *ds) {
     for (int s = 0; s < 3; s++)
         for (int i = 0; i < 4; i++) {
             TrainConfig cfg;
-            small_config(&cfg, heads[i]);
+            local_config(&cfg, heads[i]);
             cfg.model.width = shapes[s].width;
             cfg.model.head.E = shapes[s].E;
             cfg.model.head.h = shapes[s].h;
@@ -338,7 +333,7 @@ static void test_state_table(const Dataset *ds) {
           nf, end, sizeof(Trainer));
     for (int head = 0; head < 2; head++) {
         TrainConfig cfg;
-        small_config(&cfg, head ? HEAD_MOE : HEAD_DENSE);
+        local_config(&cfg, head ? HEAD_MOE : HEAD_DENSE);
         Trainer t;
         if (trainer_init_ds(&t, &cfg, ds) != ML_OK) {
             CHECK(0, "trainer_init: %s", ml_last_error());
@@ -442,6 +437,6 @@ int main(void) {
     test_state_table(&ds);
     test_routing_line();
     dataset_free(&ds);
-    printf("%d failure(s)\n", g_failures);
-    return g_failures ? 1 : 0;
+    printf("%d failure(s)\n", n_failed);
+    return n_failed ? 1 : 0;
 }

@@ -1,15 +1,16 @@
-/* test_verdict.c — the verdict of each preset (app/sweep_verdict.c, compiled in) on hand-made
+/* test_verdict.c — the verdict of each preset (app/sweep/sweep_verdict.c) on hand-made
  * summaries: for every claim one that supports it, one that contradicts it and one that is
  * inconclusive (an interval spanning 0, too few seeds, or for topk-rho a realized rho that is not
  * held fixed); the printed block names the claim and the measured quantities; the claim a
- * summary tests is inferred from its axes. The agreement of two reruns (app/sweep_agree.c): the
+ * summary tests is inferred from its axes. The agreement of two reruns (app/sweep/sweep_agree.c): the
  * Welch separation of two gaps (a shared baseline cancels, separate ones add their variance),
  * and agree / disagree for the same order, a swap within the noise, a reversed separated pair, a
  * reversed sign and different verdicts. */
-#include "../app/sweep_verdict.c"
-#include "../app/sweep_agree.c"
+#include "app/sweep/sweep_verdict.h"
 
+#include <math.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include "check.h"
 
@@ -241,12 +242,12 @@ static void test_agree(void) {
     /* separation: 0.90 vs 0.87, sd 0.005, 4 seeds: separated both ways round */
     const double m1[3] = {0.90, 0.87, 0.885};
     rerun(&a, m1, 0.005, 0.005, 4);
-    check(agree_separated(&a.s, 1, 2, 0.95) == 1 && agree_separated(&a.s, 2, 1, 0.95) == -1,
+    check(sweep_agree_separated(&a.s, 1, 2, 0.95) == 1 && sweep_agree_separated(&a.s, 2, 1, 0.95) == -1,
           "separated: 0.90 vs 0.87 (sd 0.005, n 4) is resolved, and antisymmetric");
-    check(agree_separated(&a.s, 1, 3, 0.95) == 1, "separated: 0.90 vs 0.885 resolved at sd 0.005");
+    check(sweep_agree_separated(&a.s, 1, 3, 0.95) == 1, "separated: 0.90 vs 0.885 resolved at sd 0.005");
     /* a shared baseline cancels: a huge baseline sd does not hide a difference between two moe runs */
     rerun(&a, m1, 0.005, 0.2, 4);
-    check(agree_separated(&a.s, 1, 2, 0.95) == 1, "separated: a shared baseline's spread cancels");
+    check(sweep_agree_separated(&a.s, 1, 2, 0.95) == 1, "separated: a shared baseline's spread cancels");
     /* separate baselines add their variance: the same difference is no longer resolved */
     Fake h;
     fake_init(&h, 2, "hidden", "head", NULL);
@@ -258,9 +259,9 @@ static void test_agree(void) {
     d2->final_mean = 0.88, d2->final_sd = 0.2;
     SweepConfig *k2 = add(&h, "256", "moe", NULL, "moe", 4, -0.01, -0.3, 0.3, 2);
     k2->final_mean = 0.87, k2->final_sd = 0.005;
-    check(agree_separated(&h.s, 1, 3, 0.95) == 0, "separated: different baselines add their spread (not resolved)");
+    check(sweep_agree_separated(&h.s, 1, 3, 0.95) == 0, "separated: different baselines add their spread (not resolved)");
     k2->n = 1;
-    check(agree_separated(&h.s, 1, 3, 0.95) == 0, "separated: one seed decides nothing");
+    check(sweep_agree_separated(&h.s, 1, 3, 0.95) == 0, "separated: one seed decides nothing");
     /* the same order, separated the same way in both: agree, tau +1 */
     rerun(&a, m1, 0.005, 0.005, 4);
     const double m2[3] = {0.901, 0.868, 0.884};

@@ -14,18 +14,9 @@
 #include "views/plot.h"
 #include "views/ring.h"
 
-static int failures, checks;
+#define CHECK_QUIET /* thousands of checks: only the failures are printed */
+#include "check.h"
 
-#define CHECK(cond, ...)                                \
-    do {                                                \
-        checks++;                                       \
-        if (!(cond)) {                                  \
-            failures++;                                 \
-            printf("FAIL %s:%d: ", __FILE__, __LINE__); \
-            printf(__VA_ARGS__);                        \
-            printf("\n");                               \
-        }                                               \
-    } while (0)
 
 static int close_to(double a, double b, double tol) { return fabs(a - b) <= tol * (1.0 + fabs(b)); }
 
@@ -168,7 +159,7 @@ static void test_axes(void) {
         CHECK(is_nice(a.step), "step %g is nice", a.step);
         CHECK(nt >= 2 && nt <= (mt < 3 ? 3 : mt), "%d ticks within %d for [%g, %g]", nt, mt, v0, v1);
         CHECK(a.hi - a.lo <= 10 * (v1 - v0) || nt <= 3, "[%g, %g] is not much wider than [%g, %g]", a.lo, a.hi, v0, v1);
-        if (failures > 20) return;
+        if (n_failed > 20) return;
     }
     /* degenerate ranges */
     axis_autoscale(&a, 1.0, 1.0, 5);
@@ -530,6 +521,6 @@ int main(void) {
     test_binning();
     test_rings();
     test_canvas();
-    printf("test_views: %d checks, %d failures\n", checks, failures);
-    return failures ? 1 : 0;
+    printf("test_views: %d checks, %d failures\n", n_checks, n_failed);
+    return n_failed ? 1 : 0;
 }

@@ -1,5 +1,6 @@
 # tmux_harness.sh — sourced by the tests that drive moelab through tmux (t_tui, t_browse,
-# t_compare, t_screen80, t_layers, t_layercmd): it skips the test when tmux is missing, makes BIN
+# t_compare, t_screen80, t_layers, t_layercmd): it skips the test when tmux is missing (exit 77,
+# which ctest reports as skipped), makes BIN
 # absolute, creates the temp folder T, starts a private tmux server (one per run, so concurrent
 # runs never meet) with a session that lives as long as the test (killing the test's session
 # never takes the server down, so the next new-session cannot race a server that is exiting),
@@ -14,7 +15,7 @@
 #   wait_for REGEX [SECONDS]                 polls cap until grep -E finds REGEX (10 s default)
 if ! command -v tmux >/dev/null 2>&1; then
   echo "SKIP: tmux is not installed (apt-get install tmux); $(basename "$0") did not run"
-  exit 0
+  exit 77 # ctest: skipped (SKIP_RETURN_CODE)
 fi
 BIN=$(cd "$(dirname "$BIN")" && pwd)/$(basename "$BIN")
 T=$(mktemp -d)

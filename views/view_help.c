@@ -6,12 +6,14 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "core/cmdtab.h"
 #include "core/params.h"
 #include "core/tau.h"
 #include "core/vocab.h"
 
 /* The live screen's help: fixed text around the command-language lines, which are generated
- * from the vocabulary tables (core/params.h, core/tau.h) at first use and wrapped to HELP_W cells. */
+ * from the command table (core/cmdtab.h) and the vocabulary tables (core/params.h, core/tau.h) at
+ * first use and wrapped to HELP_W cells. */
 #define HELP_W 74
 #define HELP_MAX 40
 static const char *const help_head[] = {
@@ -25,10 +27,8 @@ static const char *const help_head[] = {
     "  Up/Down   command history           Tab    complete (line not empty)",
     "",
     "Commands (take effect at the next step boundary; logged with their step)",
-    "  pause | resume | step [N]          eval | snapshot | quit | help",
 };
 static const char *const help_tail[] = {
-    "  on-collapse pause | off | COMMAND[; COMMAND...]   once, at the first collapse",
     "  examples:  set tau 0.3   anneal exp now 0.05   anneal sigmoid 1 0.1 s=10",
     "             on-collapse set tau 2; set alpha 0.05",
     "",
@@ -70,13 +70,23 @@ static void help_wrap(const char *first, const char *next, const char *text) {
 static void help_build(void) {
     if (help.n) return;
     for (int i = 0; i < NELEM(help_head); i++) help_add(help_head[i]);
+    static char simple[256];
     char keys[256], usage[320], kinds[256];
-    snprintf(usage, sizeof usage, "set %s VALUE", vocab_join(keys, sizeof keys, cmd_param_words, "|", NULL));
-    help_wrap("  ", "      ", usage);
-    snprintf(usage, sizeof usage, "anneal KIND [TAU0|now [TAU1]] %s", tau_key_usage(keys, sizeof keys));
-    help_wrap("  ", "         ", usage);
-    snprintf(kinds, sizeof kinds, "KIND: %s", vocab_join(keys, sizeof keys, tau_kind_names, " ", NULL));
-    help_wrap("      ", "            ", kinds);
+    size_t len = 0;
+    for (int k = 0; k < CMD_KIND_COUNT; k++) /* the short ones on one line: pause | resume | step [N] | ... */
+        if (strlen(cmd_table[k].args) < 8)
+            len += (size_t)snprintf(simple + len, sizeof simple - len, "%s%s", len ? " | " : "",
+                                    cmd_usage(k, usage, sizeof usage));
+    help_wrap("  ", "  ", simple);
+    for (int k = 0; k < CMD_KIND_COUNT; k++) { /* the others with their arguments, one each */
+        if (strlen(cmd_table[k].args) < 8) continue;
+        cmd_usage(k, usage, sizeof usage);
+        help_wrap("  ", "      ", usage);
+        if (k == CMD_ANNEAL) {
+            snprintf(kinds, sizeof kinds, "KIND: %s", vocab_join(keys, sizeof keys, tau_kind_names, " ", NULL));
+            help_wrap("      ", "            ", kinds);
+        }
+    }
     for (int i = 0; i < NELEM(help_tail); i++) help_add(help_tail[i]);
     help_wrap("", "", help_note);
 }

@@ -1,0 +1,219 @@
+/* bench.c — `moelab bench`: training and evaluation throughput of the reference model on random
+ * data, next to the OpenBLAS SGEMM rate measured in the same run (these machines are noisy: only
+ * ratios taken in one run mean anything). Prints medians over --repeat measurements; --scaling
+ * adds the 1-thread rate and the speed-up, --profile a per-layer time table. */
+#include "app/cli/app.h"
+#include "app/cli/options.h"
+
+#include <cblas.h>
+#include <omp.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+static int cmp_double(const void *a, const void *b) {
+    double x = *(const double *)a, y = *(const double *)b;
+    return (x > y) - (x < y);
+}
+
+static double median(double *v, int n) {
+    qsort(v, n, sizeof *v, cmp_double);
+    return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
+}
+
+/* Best-of-reps SGEMM rate for an n x n x n product (GFLOP/s). */
+static double sgemm_rate(int n, int reps) {
+    float *a = ml_alloc(sizeof(float) * n * n), *b = ml_alloc(sizeof(float) * n * n),
+          *c = ml_alloc(sizeof(float) * n * n);
+    if (!a || !b || !c) {
+        ml_free(a);
+        ml_free(b);
+        ml_free(c);
+        return 0;
+    }
+    for (long i = 0; i < (long)n * n; i++) {
+        a[i] = (float)(i % 7) * 0.1f;
+        b[i] = (float)(i % 5) * 0.1f;
+    }
+    double best = 1e30;
+    for (int r = 0; r < reps + 1; r++) {
+        double t = ml_now();
+        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, n, n, n, 1.0f, a, n, b, n, 0.0f, c, n);
+        t = ml_now() - t;
+        if (r > 0 && t < best) best = t;
+    }
+    ml_free(a);
+    ml_free(b);
+    ml_free(c);
+    return 2.0 * n * n * n / best / 1e9;
+}
+
+/* Times `steps` training steps (forward, backward, update) of the model on fixed random data.
+ * With m->profile set, the loss and the update are timed into *upd (seconds, accumulated). */
+static double time_steps(Model *m, Optimizer *o, const int32_t *labels, int B, int steps, Rng *rng, double *upd) {
+    double t = ml_now();
+    for (int s = 0; s < steps; s++) {
+        model_forward(m, B, 1, 1.0f, rng);
+        const double t0 = m->profile ? ml_now() : 0.0;
+        model_loss(m, labels, B, NULL);
+        const double t1 = m->profile ? ml_now() : 0.0;
+        model_backward(m, labels, B);
+        const double t2 = m->profile ? ml_now() : 0.0;
+        optim_step(o, m, 0.01f);
+        if (m->cfg.head.kind != HEAD_DENSE) moe_update_bias(&m->moe);
+        if (m->profile) *upd += (t1 - t0) + (ml_now() - t2);
+        m->prof_steps++;
+    }
+    return ml_now() - t;
+}
+
+/* Times `steps` evaluation forward passes (running statistics, evaluation capacity). */
+static double time_eval(Model *m, int B, int steps, Rng *rng) {
+    double t = ml_now();
+    for (int s = 0; s < steps; s++) model_forward(m, B, 0, 1.0f, rng);
+    return ml_now() - t;
+}
+
+static void set_threads(int n) {
+    omp_set_num_threads(n);
+    openblas_set_num_threads(n);
+}
+
+/* The per-layer table of `--profile`: one profiled measurement of `steps` steps (separate from
+ * the timed ones, whose figures the clock calls would disturb). Rows add up to the step's wall
+ * time; the machine-readable line compares the two. */
+static void profile_head(Model *m, Optimizer *opt, const int32_t *labels, int B, int steps, int threads, Rng *rng,
+                         const char *name) {
+    memset(m->prof_fwd, 0, sizeof m->prof_fwd);
+    memset(m->prof_bwd, 0, sizeof m->prof_bwd);
+    memset(m->prof_fwd_gemm, 0, sizeof m->prof_fwd_gemm);
+    memset(m->prof_bwd_gemm, 0, sizeof m->prof_bwd_gemm);
+    m->prof_steps = 0;
+    m->profile = 1;
+    double upd = 0.0;
+    const double wall = time_steps(m, opt, labels, B, steps, rng, &upd);
+    m->profile = 0;
+    ml_gemm_timing = 0;
+    const double k = 1e3 / (double)steps, step_ms = wall * k;
+    printf("\nprofile, %s head: ms per training step (mean of %d steps, batch %d, %d threads);\n"
+           "GEMM = wall time inside cblas_sgemm, other = the rest of the layer (im2col, depthwise, BN+ReLU, ...)\n",
+           name, steps, B, threads);
+    printf("  %-16s %8s %8s %8s %7s %8s %8s\n", "layer", "forward", "backward", "total", "%step", "GEMM", "other");
+    double rows = 0.0, gemm = 0.0;
+    for (int i = 0; i < m->nunits + 4; i++) {
+        const char *nm = i < m->nunits        ? m->units[i].label
+                         : i == m->nunits     ? "pool"
+                         : i == m->nunits + 1 ? "head"
+                         : i == m->nunits + 2 ? "classifier"
+                                              : "loss+update";
+        const double f = i < m->nunits + 3 ? m->prof_fwd[i] * k : 0.0;
+        const double b = i < m->nunits + 3 ? m->prof_bwd[i] * k : upd * k;
+        const double g = i < m->nunits + 3 ? (m->prof_fwd_gemm[i] + m->prof_bwd_gemm[i]) * k : 0.0;
+        rows += f + b;
+        gemm += g;
+        printf("  %-16s %8.2f %8.2f %8.2f %6.1f%% %8.2f %8.2f\n", nm, f, b, f + b, 100.0 * (f + b) / step_ms, g,
+               f + b - g);
+    }
+    printf("  %-16s %8s %8s %8.2f %6.1f%% %8.2f %8.2f\n", "sum of rows", "", "", rows, 100.0 * rows / step_ms, gemm,
+           rows - gemm);
+    printf("  %-16s %8s %8s %8.2f (wall clock; GEMM %.1f%% of it)\n", "step", "", "", step_ms, 100.0 * gemm / step_ms);
+    printf("profile head=%s steps=%d rows_ms=%.4f step_ms=%.4f gemm_ms=%.4f\n", name, steps, rows, step_ms, gemm);
+}
+
+/* The machine's load next to the figures: with more runnable threads than cores, OpenMP's
+ * spinning barriers wait for descheduled threads and the figures say little about the code. */
+static void print_load(void) {
+    double la[1];
+    const int cores = omp_get_num_procs();
+    if (getloadavg(la, 1) != 1) return;
+    printf("load average (1 min) %.2f on %d cores", la[0], cores);
+    if (la[0] > cores + 1.0) /* the 1-min average includes this program's own previous rounds */
+        printf(": OVERSUBSCRIBED, other work competes for the cores (figures are not representative;\n"
+               "  OMP_WAIT_POLICY=passive helps a loaded machine, spinning helps a quiet one)");
+    printf("\n");
+}
+
+int cmd_bench(int argc, char **argv) {
+    AppOptions o;
+    app_options_defaults(&o);
+    o.train.model.head.bias_mode = BIAS_NONE;
+    int r = app_options_parse(&o, argc, argv, "bench");
+    if (r) return r > 0 ? 0 : 2;
+    if (strcmp(o.bench_model, "reference")) return bench_backbone_model(&o); /* app/bench_model.c */
+    TrainConfig *tc = &o.train;
+    set_threads(tc->threads);
+    const int B = tc->model.batch;
+    printf("moelab bench: reference model (%s backbone, w=%g, %dx%dx%d, %d classes), batch %d, %d threads,\n"
+           "              %d timed steps x %d repeats per head after 3 warm-up steps; medians.\n"
+           "              train = forward + backward + update; eval = forward only (running statistics)\n",
+           backbone_name(tc->model.backbone), tc->model.width, tc->model.in_h, tc->model.in_w, tc->model.in_c,
+           tc->model.classes, B, tc->threads, o.steps, o.repeat);
+    double sg[16];
+    int nsg = o.repeat < 16 ? o.repeat : 16;
+    for (int i = 0; i < nsg; i++) sg[i] = sgemm_rate(1024, 10);
+    const double sgemm = median(sg, nsg);
+    printf("OpenBLAS SGEMM 1024x1024x1024: %.1f GFLOP/s (%d threads)\n", sgemm, tc->threads);
+    print_load();
+    printf("\n");
+    printf("%-10s %9s %9s %11s %9s %8s %10s %10s\n", "head", "train/s", "ms/step", "MFLOP/img", "GFLOP/s", "%SGEMM",
+           "eval img/s", "eval/train");
+    char heads[64];
+    snprintf(heads, sizeof heads, "%s", o.heads);
+    int rc = 0;
+    for (char *save = NULL, *name = strtok_r(heads, ",", &save); name; name = strtok_r(NULL, ",", &save)) {
+        ModelConfig mc = tc->model;
+        if (moe_parse_head(name, &mc.head.kind) != ML_OK) {
+            fprintf(stderr, "moelab bench: unknown head '%s'\n", name);
+            rc = 2;
+            continue;
+        }
+        Model m;
+        Optimizer opt;
+        if (model_init(&m, &mc) != ML_OK || optim_init(&opt, &tc->opt, m.n_param) != ML_OK) {
+            fprintf(stderr, "moelab bench: %s\n", ml_last_error());
+            return 1;
+        }
+        Rng rng;
+        rng_seed(&rng, tc->seed);
+        model_init_params(&m, &rng);
+        float *x = model_input(&m);
+        for (long i = 0; i < (long)mc.in_c * B * mc.in_h * mc.in_w; i++) x[i] = rng_normal(&rng);
+        int32_t *labels = ml_alloc(sizeof(int32_t) * B);
+        for (int b = 0; b < B; b++) labels[b] = (int32_t)rng_below(&rng, (uint32_t)mc.classes);
+        time_steps(&m, &opt, labels, B, 3, &rng, NULL);
+        time_eval(&m, B, 2, &rng);
+        /* with --scaling, each repeat times T threads then 1 thread, so that load changes hit both */
+        double ips[64], eps[64], ips1[64];
+        int nrep = o.repeat < 64 ? o.repeat : 64;
+        for (int i = 0; i < nrep; i++) {
+            ips[i] = o.steps * (double)B / time_steps(&m, &opt, labels, B, o.steps, &rng, NULL);
+            eps[i] = o.steps * (double)B / time_eval(&m, B, o.steps, &rng);
+            if (o.scaling) {
+                set_threads(1);
+                ips1[i] = o.steps * (double)B / time_steps(&m, &opt, labels, B, o.steps, &rng, NULL);
+                set_threads(tc->threads);
+            }
+        }
+        const double img_s = median(ips, nrep), eval_s = median(eps, nrep);
+        const double mflop = 3.0 * model_flops(&m) / 1e6;
+        const double gflops = img_s * mflop / 1e3;
+        printf("%-10s %9.0f %9.2f %11.2f %9.1f %7.1f%% %10.0f %9.2fx\n", name, img_s, 1e3 * B / img_s, mflop, gflops,
+               100.0 * gflops / sgemm, eval_s, eval_s / img_s);
+        printf("bench head=%s img_per_s=%.1f gflops=%.2f sgemm_gflops=%.2f sgemm_fraction=%.4f eval_img_per_s=%.1f "
+               "eval_ratio=%.3f\n",
+               name, img_s, gflops, sgemm, gflops / sgemm, eval_s, eval_s / img_s);
+        if (o.scaling) {
+            const double one = median(ips1, nrep);
+            printf("%-10s thread scaling: 1 thread %.0f img/s, %d threads %.0f img/s, speed-up %.2fx\n", name, one,
+                   tc->threads, img_s, img_s / one);
+            printf("scaling head=%s threads=%d img_per_s_1=%.1f img_per_s_n=%.1f speedup=%.3f\n", name, tc->threads,
+                   one, img_s, img_s / one);
+        }
+        if (o.profile) profile_head(&m, &opt, labels, B, o.steps, tc->threads, &rng, name);
+        fflush(stdout);
+        ml_free(labels);
+        optim_free(&opt);
+        model_free(&m);
+    }
+    return rc;
+}

@@ -1,0 +1,119 @@
+/* bench_model.c — `moelab bench --model backbone-moe|backbone-ffn`: training throughput of the
+ * 64x64x3 model with routed conv-FFN layers inside the backbone (model_preset_backbone_moe, README
+ * "MoE in the backbone"), or of its matched dense baseline, on random data, next to the OpenBLAS
+ * SGEMM rate measured in the same run. Medians over --repeat measurements of --steps steps.
+ * tests/bench_torch_backbone.sh runs it alternately with its PyTorch twin. */
+#include "app/cli/app.h"
+#include "app/cli/options.h"
+
+#include <cblas.h>
+#include <omp.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+static int bm_cmp(const void *a, const void *b) {
+    const double x = *(const double *)a, y = *(const double *)b;
+    return (x > y) - (x < y);
+}
+
+static double bm_median(double *v, int n) {
+    qsort(v, n, sizeof *v, bm_cmp);
+    return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
+}
+
+/* Best-of-reps SGEMM rate of an n^3 product (GFLOP/s), as `moelab bench` measures it. */
+static double bm_sgemm_rate(int n, int reps) {
+    float *a = ml_alloc(sizeof(float) * n * n), *b = ml_alloc(sizeof(float) * n * n),
+          *c = ml_alloc(sizeof(float) * n * n);
+    double best = 1e30;
+    if (a && b && c) {
+        for (long i = 0; i < (long)n * n; i++) a[i] = (float)(i % 7) * 0.1f, b[i] = (float)(i % 5) * 0.1f;
+        for (int r = 0; r < reps + 1; r++) {
+            double t = ml_now();
+            cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, n, n, n, 1.0f, a, n, b, n, 0.0f, c, n);
+            t = ml_now() - t;
+            if (r > 0 && t < best) best = t;
+        }
+    }
+    ml_free(a);
+    ml_free(b);
+    ml_free(c);
+    return best < 1e30 ? 2.0 * n * n * n / best / 1e9 : 0.0;
+}
+
+static double bm_time_steps(Model *m, Optimizer *o, const int32_t *labels, int B, int steps, Rng *rng) {
+    const double t = ml_now();
+    for (int s = 0; s < steps; s++) {
+        model_forward(m, B, 1, 1.0f, rng);
+        model_loss(m, labels, B, NULL);
+        model_backward(m, labels, B);
+        optim_step(o, m, 0.01f);
+        if (m->cfg.head.kind != HEAD_DENSE) moe_update_bias(&m->moe);
+        model_backbone_update_bias(m);
+    }
+    return ml_now() - t;
+}
+
+int bench_backbone_model(const AppOptions *o) {
+    const TrainConfig *tc = &o->train;
+    const int ffn = !strcmp(o->bench_model, "backbone-ffn");
+    ModelConfig mc = tc->model;
+    model_preset_backbone_moe(&mc);
+    if (ffn) {
+        mc.ffn_n = mc.moe_n;
+        memcpy(mc.ffn_after, mc.moe_after, sizeof mc.ffn_after);
+        mc.moe_n = 0;
+    }
+    omp_set_num_threads(tc->threads);
+    openblas_set_num_threads(tc->threads);
+    const int B = mc.batch;
+    Model m;
+    Optimizer opt;
+    if (model_init(&m, &mc) != ML_OK) {
+        fprintf(stderr, "moelab bench: %s\n", ml_last_error());
+        return 1;
+    }
+    if (optim_init(&opt, &tc->opt, m.n_param) != ML_OK) {
+        fprintf(stderr, "moelab bench: %s\n", ml_last_error());
+        model_free(&m);
+        return 1;
+    }
+    printf("moelab bench: %s (64x64x3, dw w=1, layers after blocks 2,3 h 32,64, E %d, k %d, cf %g, head dense), "
+           "batch %d, %d threads,\n              %d timed steps x %d repeats after 3 warm-up steps; medians; "
+           "nominal rho %.3f\n",
+           o->bench_model, mc.head.E, mc.head.k, (double)mc.head.cf, B, tc->threads, o->steps, o->repeat,
+           model_rho_nominal(&m));
+    double sg[16];
+    const int nsg = o->repeat < 16 ? o->repeat : 16;
+    for (int i = 0; i < nsg; i++) sg[i] = bm_sgemm_rate(1024, 10);
+    const double sgemm = bm_median(sg, nsg);
+    printf("OpenBLAS SGEMM 1024x1024x1024: %.1f GFLOP/s\n\n", sgemm);
+    Rng rng;
+    rng_seed(&rng, tc->seed);
+    model_init_params(&m, &rng);
+    float *x = model_input(&m);
+    for (long i = 0; i < (long)mc.in_c * B * mc.in_h * mc.in_w; i++) x[i] = rng_normal(&rng);
+    int32_t *labels = ml_alloc(sizeof(int32_t) * B);
+    if (!labels) {
+        optim_free(&opt);
+        model_free(&m);
+        return 1;
+    }
+    for (int b = 0; b < B; b++) labels[b] = (int32_t)rng_below(&rng, (uint32_t)mc.classes);
+    bm_time_steps(&m, &opt, labels, B, 3, &rng);
+    double ips[64];
+    const int nrep = o->repeat < 64 ? o->repeat : 64;
+    for (int i = 0; i < nrep; i++) ips[i] = o->steps * (double)B / bm_time_steps(&m, &opt, labels, B, o->steps, &rng);
+    const double img_s = bm_median(ips, nrep);
+    const double mflop = 3.0 * model_flops(&m) / 1e6, gflops = img_s * mflop / 1e3;
+    printf("%-16s %9s %9s %11s %9s %8s\n", "model", "img/s", "ms/step", "MFLOP/img", "GFLOP/s", "%SGEMM");
+    printf("%-16s %9.0f %9.2f %11.2f %9.1f %7.1f%%\n", o->bench_model, img_s, 1e3 * B / img_s, mflop, gflops,
+           100.0 * gflops / sgemm);
+    printf("bench model=%s img_per_s=%.1f gflops=%.2f sgemm_gflops=%.2f sgemm_fraction=%.4f rho_nominal=%.4f\n",
+           o->bench_model, img_s, gflops, sgemm, gflops / sgemm, model_rho_nominal(&m));
+    ml_free(labels);
+    optim_free(&opt);
+    model_free(&m);
+    return 0;
+}

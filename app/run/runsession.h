@@ -1,0 +1,70 @@
+/* runsession.h — a training run's session on disk, shared by the headless runner and the TUI:
+ * creates (or, for --resume, reopens) DIR/live.h5 and is a consumer of the training loop
+ * (runsession_hooks): it appends every record and logged event and writes the checkpoints the
+ * loop asks for. All calls happen on the thread that runs the loop (it alone touches HDF5). A
+ * write error is reported once through ml_log and the run continues: nothing in memory is lost. */
+#ifndef ML_APP_RUNSESSION_H
+#define ML_APP_RUNSESSION_H
+
+#include "core/trainer.h"
+#include "app/cli/options.h"
+#include "app/run/notify.h"
+#include "sessions/session.h"
+
+typedef struct {
+    int active; /* a session is open */
+    SessionWriter w;
+    char dir[APP_PATH_MAX + 64];
+    char session_id[40];
+    SessionLock lock;
+        /* one writer per session folder, held from open to finish */ /* /run@session_id, written into every checkpoint ("" for old sessions) */
+    int ckpt_every;  /* epochs between checkpoints (0: only at the end) */
+    long ckpt_steps; /* steps between checkpoints (0: off) */
+    int keep;        /* checkpoints kept */
+    double last_flush;
+    int failed; /* a live.h5 write failed (reported once): nothing more is written */
+    int ckpt_failed;     /* checkpoints that could not be written (each reported, skipped; later ones tried) */
+    long ckpt_last_fail; /* step of the latest failed one (-1: none) */
+    int ckpt_last_ok;    /* 1: the latest checkpoint attempt succeeded */
+    Notifier notify;     /* --notify: alerts (off when its command is empty) */
+    long last_step;      /* steps completed at the latest step record */
+} RunSession;
+
+/* Joins argv into one shell-quoted command line. */
+void command_line_join(char *buf, size_t n, int argc, char **argv);
+/* The same into a malloc'd string of the size it needs (NULL when out of memory). */
+char *command_line_join_alloc(int argc, char **argv);
+/* Splits a command line written by command_line_join back into argv (malloc'd strings and
+ * array; free with argv_free). Returns argc, or -1 on unbalanced quotes. */
+int command_line_split(const char *line, char ***argv);
+void argv_free(int argc, char **argv);
+/* Resume and replay: the launch settings whose defaults have changed, as the session in dir was
+ * written with, from its config JSON into o: the gate renormalisation (model.head.renorm;
+ * sessions from before --renorm auto stored 1, on), the selection noise (model.head.noise) and
+ * the temperature schedule (tau.*), which a command line that did not give them took from the
+ * defaults of its day. Without a readable value o is untouched. */
+void runsession_stored_renorm(const char *dir, AppOptions *o);
+
+/* The folder new sessions go under and `moelab browse` lists by default: $MOELAB_SESSIONS when
+ * set and not empty, else "runs" (relative to the current directory; never the source tree's
+ * sessions/ folder). */
+const char *sessions_root(void);
+
+/* Opens the session of a run: o->session (or a new ROOT/<dataset>-<head>-<time> folder, ROOT =
+ * sessions_root())
+ * unless o->no_session; commands_text (the --commands file, may be NULL) is stored with it so that
+ * a resume needs no file. resume = 1: restores the newest valid checkpoint of o->session into t
+ * and reopens live.h5 for appending. Returns 0, or -1 with ml_last_error() set. */
+int runsession_open(RunSession *rs, const AppOptions *o, Trainer *t, const char *cmdline, const char *commands_text,
+                    int resume);
+/* The session's part of the loop's hooks: on_step, on_eval, on_event (events marked `logged` go
+ * to the event log), checkpoint and the checkpoint periods; user = rs. With no session open
+ * (--no-session) the record hooks are no-ops and checkpoint is NULL. */
+void runsession_hooks(RunSession *rs, TrainHooks *h);
+/* One line in the event log (e.g. "resume from ckpt-240.h5"). */
+void runsession_event(RunSession *rs, long step, const char *text);
+/* Closes live.h5 with status ("finished", "interrupted", "failed"); a finished or failed run sends
+ * its --notify alert and waits (at most --notify-timeout) for the notifications still running. */
+void runsession_finish(RunSession *rs, const char *status);
+
+#endif

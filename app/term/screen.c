@@ -1,0 +1,84 @@
+/* screen.c — one frame of the live screen and attach (see screen.h). */
+#include "app/term/screen.h"
+#include "app/term/tui_cmdline.h"
+
+#include <string.h>
+
+#include "views/draw.h"
+
+static WINDOW *g_overlay; /* the help overlay (one screen at a time) */
+
+static void overlay_drop(void) {
+    if (g_overlay) delwin(g_overlay);
+    g_overlay = NULL;
+}
+
+void screen_drop_windows(Panels *ps) {
+    overlay_drop();
+    panels_drop_windows(ps);
+    cmdline_window_drop();
+}
+
+int screen_next_focus(const Panels *ps, int cols, int lines, int cur) {
+    Layout plain;
+    panels_layout(ps, &plain, cols, lines, -1);
+    const int next = layout_next_focus(&plain, cur);
+    return next >= 0 ? next : cur;
+}
+
+static void help_overlay(Screen *f, int W, int H) {
+    overlay_drop();
+    if (!f->help_on) return;
+    int hw, hh;
+    view_help_size(&hw, &hh);
+    if (hw > W - 2) hw = W - 2;
+    if (hh > H - 3) hh = H - 3;
+    g_overlay = newwin(hh, hw, (H - hh) / 2, (W - hw) / 2);
+    if (!g_overlay) return;
+    werase(g_overlay);
+    char title[128];
+    view_title(&f->help, title, sizeof title);
+    draw_frame(g_overlay, &f->theme, title, 2);
+    view_draw(&f->help, g_overlay, (Rect){2, 1, hw - 4, hh - 2});
+    wnoutrefresh(g_overlay);
+}
+
+static void command_line(const Screen *f, Rect r, void (*draw_cmdline)(WINDOW *w, void *user), void *user) {
+    WINDOW *cw = cmdline_window(r, &f->theme);
+    if (!cw) return;
+    draw_cmdline(cw, user);
+    wnoutrefresh(cw);
+}
+
+void screen_confirm(WINDOW *w, const Screen *s, const char *question) {
+    werase(w);
+    const int n = draw_text(w, 0, 0, getmaxx(w) - 1, s->theme.role[TH_WARN], question);
+    wmove(w, 0, n);
+}
+
+void screen_render(Screen *f, const char *small_note, void (*draw_cmdline)(WINDOW *w, void *user), void *user) {
+    int H, W;
+    Layout *lay = &f->lay;
+    getmaxyx(stdscr, H, W);
+    panels_layout(&f->ps, lay, W, H, f->zoom ? f->focus : -1);
+    if (W != f->last_cols || H != f->last_lines || lay->too_small != f->last_small || f->force_clear) {
+        werase(stdscr);
+        wnoutrefresh(stdscr);
+        f->last_cols = W;
+        f->last_lines = H;
+        f->last_small = lay->too_small;
+    }
+    f->force_clear = 0;
+    if (lay->too_small) {
+        overlay_drop();
+        panels_drop_windows(&f->ps);
+        panels_too_small(&f->theme, W, H, small_note);
+        if (H >= 2) command_line(f, (Rect){0, H - 1, W, 1}, draw_cmdline, user);
+        doupdate();
+        return;
+    }
+    panels_draw(&f->ps, lay, f->focus, 1);
+    help_overlay(f, W, H);
+    command_line(f, lay->r[PANEL_CMD], draw_cmdline, user);
+    doupdate();
+}

@@ -1,0 +1,196 @@
+/* term.c — terminal setup, restore on every exit path, signals (see term.h). */
+#define _GNU_SOURCE
+#include "app/term/term.h"
+
+#include <errno.h>
+#include <langinfo.h>
+#include <locale.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "core/common.h"
+
+// ---------------------------------------------------------------------------------------------
+// process-wide state (one screen at a time)
+
+static int g_on;            /* curses is in its program mode */
+static const char *g_who = "moelab";
+static struct sigaction g_old_abrt;
+static int g_abrt_set;
+
+static volatile sig_atomic_t g_signal;
+static volatile sig_atomic_t g_signal_count;
+static volatile int g_wake_fd = -1;
+
+static int g_stderr_saved = -1;
+static FILE *g_stderr_tmp;
+static char g_stderr_who[64];
+
+// ---------------------------------------------------------------------------------------------
+// stderr capture
+
+void term_stderr_capture(const char *who) {
+    fflush(stderr);
+    snprintf(g_stderr_who, sizeof g_stderr_who, "%s", who);
+    g_stderr_tmp = tmpfile();
+    if (!g_stderr_tmp) return;
+    g_stderr_saved = dup(STDERR_FILENO);
+    if (g_stderr_saved < 0 || dup2(fileno(g_stderr_tmp), STDERR_FILENO) < 0) {
+        if (g_stderr_saved >= 0) close(g_stderr_saved);
+        g_stderr_saved = -1;
+        fclose(g_stderr_tmp);
+        g_stderr_tmp = NULL;
+    }
+}
+
+/* Puts stderr back and prints what was written to it during the session. Idempotent. */
+static void stderr_release(void) {
+    if (g_stderr_saved < 0) return;
+    fflush(stderr);
+    dup2(g_stderr_saved, STDERR_FILENO);
+    close(g_stderr_saved);
+    g_stderr_saved = -1;
+    if (!g_stderr_tmp) return;
+    long size = 0;
+    if (fseek(g_stderr_tmp, 0, SEEK_END) == 0) size = ftell(g_stderr_tmp);
+    if (size > 0) {
+        rewind(g_stderr_tmp);
+        fprintf(stderr, "%s: messages written to stderr during the session:\n", g_stderr_who);
+        char buf[4096];
+        size_t k;
+        while ((k = fread(buf, 1, sizeof buf, g_stderr_tmp)) > 0) fwrite(buf, 1, k, stderr);
+        fflush(stderr);
+    }
+    fclose(g_stderr_tmp);
+    g_stderr_tmp = NULL;
+}
+
+// ---------------------------------------------------------------------------------------------
+// restore
+
+void term_restore(void) {
+    if (g_on && !isendwin()) endwin();
+    g_on = 0;
+    stderr_release();
+}
+
+static void on_atexit(void) { term_restore(); }
+
+/* ML_ASSERT: the terminal first, then the message on the real stderr (ml_abort aborts next). */
+static void on_ml_abort(const char *file, int line, const char *expr) {
+    term_restore();
+    fprintf(stderr, "%s: internal error: %s:%d: %s\n", g_who, file ? file : "?", line, expr ? expr : "?");
+    fflush(stderr);
+}
+
+/* abort() and a failed assert(): the terminal back, then the default action (SA_RESETHAND).
+ * endwin is not async-signal-safe; on this path the process is dying anyway (htop's fail()). */
+static void on_sigabrt(int sig) {
+    (void)sig;
+    term_restore();
+}
+
+SCREEN *term_open(const char *who, const TermModes *m, int *utf8, const char *hint) {
+    static int atexit_done;
+    setlocale(LC_ALL, "");
+    if (utf8) *utf8 = !strcmp(nl_langinfo(CODESET), "UTF-8");
+    g_who = who;
+    if (!atexit_done) {
+        atexit(on_atexit);
+        atexit_done = 1;
+    }
+    SCREEN *scr = newterm(NULL, stdout, stdin);
+    if (!scr) {
+        stderr_release();
+        fprintf(stderr, "%s: cannot open the terminal '%s'%s%s\n", who, getenv("TERM") ? getenv("TERM") : "",
+                hint && *hint ? " " : "", hint ? hint : "");
+        return NULL;
+    }
+    g_on = 1;
+    ml_abort_set(on_ml_abort);
+    struct sigaction sa;
+    memset(&sa, 0, sizeof sa);
+    sa.sa_handler = on_sigabrt;
+    sa.sa_flags = SA_RESETHAND;
+    sigemptyset(&sa.sa_mask);
+    g_abrt_set = sigaction(SIGABRT, &sa, &g_old_abrt) == 0;
+    cbreak();
+    noecho();
+    nonl();
+    if (!m->intrflush) intrflush(stdscr, FALSE);
+    keypad(stdscr, m->keypad ? TRUE : FALSE);
+    if (m->nodelay) nodelay(stdscr, TRUE);
+    if (m->escdelay > 0) set_escdelay(m->escdelay);
+    curs_set(m->cursor);
+    return scr;
+}
+
+void term_close(SCREEN *scr) {
+    term_restore();
+    ml_abort_set(NULL);
+    if (g_abrt_set) sigaction(SIGABRT, &g_old_abrt, NULL);
+    g_abrt_set = 0;
+    if (scr) delscreen(scr);
+}
+
+// ---------------------------------------------------------------------------------------------
+// signals
+
+static void on_signal(int sig) {
+    const int saved = errno;
+    g_signal = sig;
+    g_signal_count++;
+    if (g_wake_fd >= 0) {
+        ssize_t r = write(g_wake_fd, "s", 1);
+        (void)r;
+    }
+    errno = saved;
+}
+
+void term_signals_catch(TermSignals *s, int wake_fd) {
+    g_wake_fd = wake_fd;
+    g_signal = 0;
+    g_signal_count = 0;
+    struct sigaction sa;
+    memset(&sa, 0, sizeof sa);
+    sa.sa_handler = on_signal;
+    sigemptyset(&sa.sa_mask);
+    sigaction(SIGINT, &sa, &s->oi);
+    sigaction(SIGTERM, &sa, &s->ot);
+    sigaction(SIGHUP, &sa, &s->oh);
+    s->caught = 1;
+}
+
+void term_signals_restore(TermSignals *s) {
+    if (s->caught) {
+        sigaction(SIGINT, &s->oi, NULL);
+        sigaction(SIGTERM, &s->ot, NULL);
+        sigaction(SIGHUP, &s->oh, NULL);
+    }
+    s->caught = 0;
+    g_wake_fd = -1;
+}
+
+int term_signal(void) { return g_signal; }
+
+int term_signal_take(void) {
+    const int sig = g_signal;
+    g_signal = 0;
+    return sig;
+}
+
+int term_signal_count(void) { return g_signal_count; }
+
+// ---------------------------------------------------------------------------------------------
+// the test hook
+
+void term_test_abort(const char *name) {
+    const char *e = getenv("MOELAB_TEST_ABORT");
+    if (!e) return;
+    const size_t n = strlen(name);
+    if (strncmp(e, name, n)) return;
+    if (!strcmp(e + n, ":abort")) abort();
+    ML_ASSERT(e[n] != '\0' && "MOELAB_TEST_ABORT asks this screen to fail an assertion");
+}

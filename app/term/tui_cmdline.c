@@ -1,0 +1,368 @@
+/* tui_cmdline.c — readline in callback mode inside ncurses (see tui_cmdline.h). */
+#include "app/term/tui_cmdline.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <readline/history.h>
+#include <readline/readline.h>
+
+#include "app/cli/commands.h"
+#include "core/cmdtab.h"
+#include "core/params.h"
+#include "core/tau.h"
+#include "core/vocab.h"
+#include "views/draw.h"
+
+#define HISTORY_MAX 1000
+
+static struct {
+    int installed;
+    int byte;  /* the byte readline reads next */
+    int avail; /* 1 while `byte` is unread */
+    cmdline_line_fn on_line;
+    cmdline_msg_fn on_msg;
+    void *user;
+    WINDOW *win;
+    const Theme *theme;
+    char prompt[64];
+    FILE *devnull;
+    char hist_path[1024];
+    int hist_ok;
+    int hist_warned;
+    const char *const *comp_words; /* candidates of the completion in progress */
+    char layer_buf[8][24];         /* the run's routed layers, for completion after `@` */
+    const char *layer_words[9];    /* names (NULL-terminated) */
+    const char *layer_at_words[9]; /* "@name" */
+    char layer_at_buf[8][26];
+} cl;
+
+void cmdline_set_layers(const char *const *names, int n) {
+    if (n > 8) n = 8;
+    for (int i = 0; i < n; i++) {
+        snprintf(cl.layer_buf[i], sizeof cl.layer_buf[i], "%s", names[i]);
+        snprintf(cl.layer_at_buf[i], sizeof cl.layer_at_buf[i], "@%s", names[i]);
+        cl.layer_words[i] = cl.layer_buf[i];
+        cl.layer_at_words[i] = cl.layer_at_buf[i];
+    }
+    cl.layer_words[n < 0 ? 0 : n] = NULL;
+    cl.layer_at_words[n < 0 ? 0 : n] = NULL;
+}
+
+/* Completions after `anneal KIND`: "now" right after the kind, then min= and the keys the kind
+ * reads (every key for an unknown kind), from the tables of core/tau.h. */
+static const char *const *anneal_words(const char *kind_word, int first) {
+    static char keys[TAU_KEY_COUNT][24];
+    static const char *list[TAU_KEY_COUNT + 2];
+    const TauKindInfo *info = tau_kind_info((TauKind)vocab_find(tau_kind_names, kind_word, 1));
+    int n = 0;
+    if (first) list[n++] = "now";
+    for (int k = 0; k < TAU_KEY_COUNT; k++) {
+        if (info && k != TAU_KEY_MIN && !(info->keys & (1u << k))) continue;
+        snprintf(keys[k], sizeof keys[k], "%s=", tau_key_info((TauKey)k)->key);
+        list[n++] = keys[k];
+    }
+    list[n] = NULL;
+    return list;
+}
+
+// ---------------------------------------------------------------------------------------------
+// readline callbacks
+
+static int cl_getc(FILE *f) {
+    (void)f;
+    cl.avail = 0;
+    return cl.byte;
+}
+
+static int cl_input_available(void) { return cl.avail; }
+
+static void cl_redisplay(void) {
+    if (!cl.win) return;
+    cmdline_draw(NULL);
+    wnoutrefresh(cl.win);
+    doupdate();
+}
+
+static void cl_line(char *line) {
+    if (cl.on_line) cl.on_line(line, cl.user);
+    else free(line);
+}
+
+static char *cl_generator(const char *text, int state) {
+    static int i;
+    static size_t len;
+    if (!state) {
+        i = 0;
+        len = strlen(text);
+    }
+    while (cl.comp_words && cl.comp_words[i]) {
+        const char *w = cl.comp_words[i++];
+        if (!strncmp(w, text, len)) return strdup(w);
+    }
+    return NULL;
+}
+
+/* Completes the word at [start, end) from the words before it: the command, then its
+ * parameter / schedule, then anneal options. */
+static char **cl_complete(const char *text, int start, int end) {
+    (void)end;
+    rl_attempted_completion_over = 1; /* never fall back to file names */
+    char before[256];
+    const int n = start < (int)sizeof before - 1 ? start : (int)sizeof before - 1;
+    memcpy(before, rl_line_buffer, (size_t)n);
+    before[n] = '\0';
+    char *words[4] = {0};
+    int nw = 0;
+    for (char *save = NULL, *p = strtok_r(before, " \t", &save); p && nw < 4; p = strtok_r(NULL, " \t", &save))
+        words[nw++] = p;
+    cl.comp_words = NULL;
+    /* a routing knob or anneal (also inside an on-collapse rule): @layer */
+    const int k0 = nw >= 1 ? cmd_find(words[0]) : -1, k1 = nw >= 2 ? cmd_find(words[1]) : -1;
+    const int knob = nw >= 2 && ((k0 >= 0 && cmd_table[k0].layer) ||
+                                 (k0 == CMD_ON_COLLAPSE && k1 >= 0 && cmd_table[k1].layer));
+    if (knob && start > 0 && rl_line_buffer[start - 1] == '@' && cl.layer_words[0])
+        cl.comp_words = cl.layer_words; /* readline broke the word at the '@' */
+    else if (knob && text[0] == '@' && cl.layer_words[0]) cl.comp_words = cl.layer_at_words;
+    else if (nw == 0) cl.comp_words = cmd_words;
+    else if (k0 == CMD_SET && nw == 1) cl.comp_words = cmd_param_words;
+    else if (k0 == CMD_ANNEAL && nw == 1) cl.comp_words = tau_kind_names;
+    else if (k0 == CMD_ANNEAL && nw >= 2) cl.comp_words = anneal_words(words[1], nw == 2);
+    else if (k0 == CMD_ON_COLLAPSE && nw == 1) cl.comp_words = cmd_rule_words;
+    else if (k0 == CMD_ON_COLLAPSE && nw == 2 && k1 == CMD_SET) cl.comp_words = cmd_param_words;
+    if (!cl.comp_words) return NULL;
+    /* "s=" and friends take a value right after the '=': no space after them */
+    int all_eq = 1, any = 0;
+    for (int i = 0; cl.comp_words[i]; i++)
+        if (!strncmp(cl.comp_words[i], text, strlen(text))) {
+            any = 1;
+            if (cl.comp_words[i][strlen(cl.comp_words[i]) - 1] != '=') all_eq = 0;
+        }
+    rl_completion_suppress_append = any && all_eq;
+    return rl_completion_matches(text, cl_generator);
+}
+
+/* The list of matches goes to the log panel. */
+static void cl_display_matches(char **matches, int num, int max_len) {
+    (void)max_len;
+    char buf[512];
+    int len = snprintf(buf, sizeof buf, "completions:");
+    for (int i = 1; i <= num && len < (int)sizeof buf - 1; i++)
+        len += snprintf(buf + len, sizeof buf - len, "  %s", matches[i]);
+    if (cl.on_msg) cl.on_msg(0, buf, cl.user);
+    cl_redisplay();
+}
+
+// ---------------------------------------------------------------------------------------------
+// setup
+
+int cmdline_init(const char *prompt, cmdline_line_fn on_line, cmdline_msg_fn on_msg, void *user) {
+    cl.on_line = on_line;
+    cl.on_msg = on_msg;
+    cl.user = user;
+    snprintf(cl.prompt, sizeof cl.prompt, "%s", prompt);
+    cl.devnull = fopen("/dev/null", "w");
+    /* ncurses owns the terminal and the signals */
+    rl_catch_signals = 0;
+    rl_catch_sigwinch = 0;
+    rl_deprep_term_function = NULL;
+    rl_prep_term_function = NULL;
+    rl_change_environment = 0;
+    rl_readline_name = "moelab";
+    if (cl.devnull) rl_outstream = cl.devnull;
+    rl_getc_function = cl_getc;
+    rl_input_available_hook = cl_input_available;
+    rl_redisplay_function = cl_redisplay;
+    rl_attempted_completion_function = cl_complete;
+    rl_completion_display_matches_hook = cl_display_matches;
+    rl_callback_handler_install(cl.prompt, cl_line);
+    rl_variable_bind("bell-style", "none");
+    rl_variable_bind("enable-bracketed-paste", "off");
+    rl_variable_bind("show-all-if-ambiguous", "on");
+    rl_variable_bind("horizontal-scroll-mode", "on");
+    cl.installed = 1;
+    return 0;
+}
+
+void cmdline_free(void) {
+    if (cl.installed) rl_callback_handler_remove();
+    cl.installed = 0;
+    rl_getc_function = rl_getc;
+    rl_input_available_hook = NULL;
+    rl_redisplay_function = rl_redisplay;
+    rl_attempted_completion_function = NULL;
+    rl_completion_display_matches_hook = NULL;
+    rl_outstream = stdout;
+    if (cl.devnull) fclose(cl.devnull);
+    cl.devnull = NULL;
+    cl.win = NULL;
+}
+
+void cmdline_set_window(WINDOW *w, const Theme *t) {
+    cl.win = w;
+    cl.theme = t;
+}
+
+static WINDOW *g_win;
+static Rect g_rect;
+
+void cmdline_window_drop(void) {
+    if (g_win) delwin(g_win);
+    if (cl.win == g_win) cl.win = NULL;
+    g_win = NULL;
+    memset(&g_rect, 0, sizeof g_rect);
+}
+
+WINDOW *cmdline_window(Rect r, const Theme *t) {
+    if (g_win && !memcmp(&g_rect, &r, sizeof r)) return g_win;
+    cmdline_window_drop();
+    g_win = newwin(r.h, r.w, r.y, r.x);
+    if (!g_win) return NULL;
+    g_rect = r;
+    leaveok(g_win, FALSE);
+    keypad(g_win, FALSE); /* readline gets raw escape sequences */
+    nodelay(g_win, TRUE);
+    cmdline_set_window(g_win, t);
+    return g_win;
+}
+
+WINDOW *cmdline_window_get(void) { return g_win; }
+
+void cmdline_feed(int byte) {
+    if (!cl.installed) return;
+    cl.byte = byte & 0xff;
+    cl.avail = 1;
+    rl_callback_read_char();
+}
+
+int cmdline_idle(void) {
+    const unsigned long busy = RL_STATE_MULTIKEY | RL_STATE_METANEXT | RL_STATE_NUMERICARG | RL_STATE_ISEARCH |
+                               RL_STATE_NSEARCH | RL_STATE_SEARCH | RL_STATE_CHARSEARCH | RL_STATE_COMPLETING |
+                               RL_STATE_VIMOTION | RL_STATE_MOREINPUT;
+    return rl_end == 0 && !(rl_readline_state & busy);
+}
+
+/* Cells of the first `bytes` bytes of a UTF-8 string (one per code point). */
+static int cells_of(const char *s, int bytes) {
+    int n = 0;
+    for (int i = 0; i < bytes && s[i]; i++)
+        if (((unsigned char)s[i] & 0xC0) != 0x80) n++;
+    return n;
+}
+
+/* Byte offset of cell `cell` in a UTF-8 string. */
+static int byte_of_cell(const char *s, int cell) {
+    int i = 0, n = 0;
+    while (s[i] && n < cell) {
+        i++;
+        while (s[i] && ((unsigned char)s[i] & 0xC0) == 0x80) i++;
+        n++;
+    }
+    return i;
+}
+
+void cmdline_draw(const char *hint) {
+    WINDOW *w = cl.win;
+    if (!w) return;
+    const Theme *t = cl.theme;
+    int h, W;
+    getmaxyx(w, h, W);
+    (void)h;
+    werase(w);
+    /* rl_display_prompt is the prompt readline wants shown now (e.g. during a search) */
+    const char *prompt = rl_display_prompt ? rl_display_prompt : cl.prompt;
+    const int pw = draw_text(w, 0, 0, W / 2, t ? t->role[TH_TITLE] : A_BOLD, prompt);
+    const char *line = rl_line_buffer ? rl_line_buffer : "";
+    const int avail = W - pw - 1;
+    if (avail < 1) return;
+    const int point_cells = cells_of(line, rl_point);
+    int first = 0; /* first cell shown */
+    if (point_cells >= avail) first = point_cells - avail + 1;
+    const char *shown = line + byte_of_cell(line, first);
+    draw_text(w, 0, pw, avail, A_NORMAL, shown);
+    if (first > 0) draw_text(w, 0, pw, 1, t ? t->role[TH_DIM] : A_DIM, "<");
+    if (rl_end == 0 && hint && *hint) {
+        const int hl = (int)strlen(hint);
+        if (pw + 2 + hl < W) draw_text(w, 0, W - hl - 1, hl, t ? t->role[TH_DIM] : A_DIM, hint);
+    }
+    wmove(w, 0, pw + point_cells - first);
+}
+
+// ---------------------------------------------------------------------------------------------
+// history
+
+int cmdline_history_path(char *buf, size_t n) {
+    const char *xdg = getenv("XDG_STATE_HOME");
+    if (xdg && xdg[0] == '/') {
+        snprintf(buf, n, "%s/moelab/history", xdg);
+        return 0;
+    }
+    const char *home = getenv("HOME");
+    if (home && *home) {
+        snprintf(buf, n, "%s/.local/state/moelab/history", home);
+        return 0;
+    }
+    return -1;
+}
+
+/* mkdir -p of the directory part of path. */
+static int make_parent_dirs(const char *path) {
+    char tmp[1024];
+    snprintf(tmp, sizeof tmp, "%s", path);
+    char *slash = strrchr(tmp, '/');
+    if (!slash || slash == tmp) return 0;
+    *slash = '\0';
+    for (char *p = tmp + 1; *p; p++) {
+        if (*p != '/') continue;
+        *p = '\0';
+        if (mkdir(tmp, 0700) && errno != EEXIST) return -1;
+        *p = '/';
+    }
+    if (mkdir(tmp, 0700) && errno != EEXIST) return -1;
+    return 0;
+}
+
+int cmdline_history_open(const char *path, char *err, size_t errn) {
+    using_history();
+    stifle_history(HISTORY_MAX);
+    snprintf(cl.hist_path, sizeof cl.hist_path, "%s", path);
+    cl.hist_ok = 0;
+    if (make_parent_dirs(path)) {
+        snprintf(err, errn, "history: cannot create the directory of %s: %s", path, strerror(errno));
+        return -1;
+    }
+    const int fd = open(path, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0600);
+    if (fd < 0) {
+        snprintf(err, errn, "history: cannot open %s: %s", path, strerror(errno));
+        return -1;
+    }
+    close(fd);
+    const int rc = read_history(path);
+    if (rc) {
+        snprintf(err, errn, "history: cannot read %s: %s", path, strerror(rc));
+        return -1;
+    }
+    cl.hist_ok = 1;
+    return 0;
+}
+
+void cmdline_history_add(const char *line) {
+    add_history(line);
+    if (!cl.hist_ok) return;
+    const int rc = append_history(1, cl.hist_path);
+    if (rc && !cl.hist_warned) {
+        cl.hist_warned = 1;
+        char msg[1200];
+        snprintf(msg, sizeof msg, "history: cannot append to %s: %s", cl.hist_path, strerror(rc));
+        if (cl.on_msg) cl.on_msg(1, msg, cl.user);
+    }
+}
+
+void cmdline_history_close(void) {
+    if (cl.hist_ok) history_truncate_file(cl.hist_path, HISTORY_MAX);
+    clear_history();
+}
