@@ -18,12 +18,16 @@ typedef struct {
     long step;
     double mi, load_h, test_acc;
     int scroll; /* first class row shown */
+    int *drops;     /* (K, E) training pairs dropped by capacity in the evaluation's epoch */
+    int have_drops; /* the evaluation shown recorded them */
+    int show_drops; /* `d`: the panel shows the drops instead of the first choices */
 } HeatmapView;
 
 static void heatmap_free(View *v) {
     HeatmapView *h = v->self;
     if (!h) return;
     free(h->counts);
+    free(h->drops);
     free(h);
 }
 
@@ -33,8 +37,9 @@ static int heatmap_init(View *v) {
     h->K = v->ctx->classes > 0 ? v->ctx->classes : 1;
     h->E = v->ctx->E > 0 ? v->ctx->E : 1;
     h->counts = calloc((size_t)h->K * h->E, sizeof *h->counts);
+    h->drops = calloc((size_t)h->K * h->E, sizeof *h->drops);
     v->self = h;
-    if (!h->counts) {
+    if (!h->counts || !h->drops) {
         heatmap_free(v);
         v->self = NULL;
         return -1;
@@ -49,6 +54,8 @@ static void heatmap_update(View *v, const ViewMsg *m) {
     const EvalRecord *e = m->eval;
     if (e->classes != h->K || e->experts != h->E) return;
     memcpy(h->counts, e->class_expert, sizeof *h->counts * h->K * h->E);
+    h->have_drops = e->drop_class_expert != NULL;
+    if (h->have_drops) memcpy(h->drops, e->drop_class_expert, sizeof *h->drops * h->K * h->E);
     h->have = 1;
     h->epoch = e->epoch;
     h->step = e->step;
@@ -59,6 +66,10 @@ static void heatmap_update(View *v, const ViewMsg *m) {
 
 static int heatmap_key(View *v, int key) {
     HeatmapView *h = v->self;
+    if (key == 'd') {
+        h->show_drops = !h->show_drops;
+        return 1;
+    }
     if (key == ']') {
         if (h->scroll < h->K - 1) h->scroll++;
         return 1;
@@ -73,6 +84,7 @@ static int heatmap_key(View *v, int key) {
 static void heatmap_title(const View *v, char *buf, size_t n) {
     const HeatmapView *h = v->self;
     if (!h->have) snprintf(buf, n, "Class x expert");
+    else if (h->show_drops) snprintf(buf, n, "Drops per class x expert  epoch %d (train, capacity)", h->epoch);
     else snprintf(buf, n, "Class x expert  epoch %d (test)", h->epoch);
 }
 
@@ -84,6 +96,18 @@ static void heatmap_draw(View *v, WINDOW *w, Rect r) {
         draw_wrapped(w, r.y + (r.h > 3 ? r.h / 2 - 1 : 0), r.x + 1, r.w - 2, r.h, t->role[TH_DIM],
                      "waiting for the first evaluation (end of epoch 1, or `eval`)");
         return;
+    }
+    if (h->show_drops && !h->have_drops) {
+        draw_wrapped(w, r.y + (r.h > 3 ? r.h / 2 - 1 : 0), r.x + 1, r.w - 2, r.h, t->role[TH_DIM],
+                     "no drops recorded for this evaluation (a session from before they were recorded, or a row "
+                     "not written yet); d: back to the first choices");
+        return;
+    }
+    const int drops = h->show_drops;
+    long dmax = 0, dtot = 0;
+    for (int i = 0; drops && i < h->K * h->E; i++) {
+        if (h->drops[i] > dmax) dmax = h->drops[i];
+        dtot += h->drops[i];
     }
     /* label width from the class names, cell width from what is left */
     int lw = 4;
@@ -126,9 +150,16 @@ static void heatmap_draw(View *v, WINDOW *w, Rect r) {
         long tot = 0;
         for (int e = 0; e < h->E; e++) tot += h->counts[k * h->E + e];
         for (int e = 0; e < shown_e; e++) {
-            const double p = tot > 0 ? (double)h->counts[k * h->E + e] / tot : 0.0;
-            char txt[8];
-            snprintf(txt, sizeof txt, "%d", (int)lround(100.0 * p));
+            /* first choices: the share of the class (%); drops: the count, shaded against the largest */
+            const int dv = h->drops[k * h->E + e];
+            const double p = drops ? (dmax > 0 ? (double)dv / dmax : 0.0)
+                                   : tot > 0 ? (double)h->counts[k * h->E + e] / tot
+                                             : 0.0;
+            char txt[16];
+            if (!drops) snprintf(txt, sizeof txt, "%d", (int)lround(100.0 * p));
+            else if (dv < 1000) snprintf(txt, sizeof txt, "%d", dv);
+            else if (dv < 100000) snprintf(txt, sizeof txt, "%dk", (int)lround(dv / 1000.0));
+            else snprintf(txt, sizeof txt, "%dM", (int)lround(dv / 1e6));
             draw_heat_cell(w, y, x0 + e * cw, cw - (cw > 2), heat_bin(p, 0.0, 1.0, nbins), cw >= 4 ? txt : NULL, t);
         }
     }
@@ -170,6 +201,22 @@ static void heatmap_draw(View *v, WINDOW *w, Rect r) {
     // legend: the colour ramp of p(e|c) and I(class; expert); on one row, a compact form
     const int y = r.y + r.h - legend_rows;
     int x = r.x;
+    if (drops) { /* the drops' legend: the ramp from 0 to the largest cell, and the epoch's total */
+        x += draw_text(w, y, x, r.w, t->role[TH_DIM], legend_rows >= 2 ? "dropped 0" : "0");
+        for (int b = 0; b < nbins && x < r.x + r.w - 6; b++) {
+            draw_heat_cell(w, y, x, legend_rows >= 2 ? 2 : 1, b, NULL, t);
+            x += legend_rows >= 2 ? 2 : 1;
+        }
+        char mx[64];
+        snprintf(mx, sizeof mx, "%ld", dmax);
+        x += draw_text(w, y, x, r.x + r.w - x, t->role[TH_DIM], mx);
+        if (legend_rows >= 2) {
+            char buf[96];
+            snprintf(buf, sizeof buf, "%ld training pairs dropped in the epoch  (d: first choices)", dtot);
+            draw_text(w, y + 1, r.x, r.w, t->role[TH_DIM], buf);
+        }
+        return;
+    }
     x += draw_text(w, y, x, r.w, t->role[TH_DIM], legend_rows >= 2 ? "p(e|c) 0%" : "0");
     for (int b = 0; b < nbins && x < r.x + r.w - 6; b++) {
         draw_heat_cell(w, y, x, legend_rows >= 2 ? 2 : 1, b, NULL, t);

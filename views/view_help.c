@@ -105,6 +105,7 @@ static const char *const browse_lines[] = {
     "  t         t-SNE of the cursor's evaluation (c: colour by class/expert)",
     "  tab       focus the next panel           z   zoom the focused panel",
     "  l         curves: log / linear loss axis",
+    "  d         class x expert: test first choices / training drops by capacity",
     "  [ ]       previous / next routed layer   { }  scroll heatmap, load, log",
     "",
     "A running session is re-read every second (SWMR); the cursor follows",

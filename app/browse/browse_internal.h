@@ -32,6 +32,8 @@ typedef struct {
     SessionFollow *follow; /* a running session: appends the rows its writer adds (sessions/follow.c) */
     int loaded;
     char name[512];
+    int *drops; /* (nevals, K, E) the primary layer's drops per class x expert, which h's evaluations
+                 * point to (drop_class_expert; NULL where none was recorded) */
 } Loaded;
 
 /* The t-SNE worker. */

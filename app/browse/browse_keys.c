@@ -272,6 +272,10 @@ static int key_view(Browser *b, int c) {
     case 'c':
         if (b->tsne_on) view_on_key(&b->tsne, 'c');
         break;
+    case 'd': /* the class x expert panel: test first choices <-> training pairs dropped by capacity */
+        if (b->screen == SCR_SESSION && !b->tsne_on && b->a.ps.have[PANEL_HEATMAP])
+            view_on_key(&b->a.ps.v[PANEL_HEATMAP], 'd');
+        break;
     case 'p': export_figures(b); break;
     case 'm': /* smoothing of the loss curves */
         if (!b->tsne_on && b->a.ps.have[PANEL_CURVES]) view_on_key(&b->a.ps.v[PANEL_CURVES], 'm');

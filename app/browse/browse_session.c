@@ -50,7 +50,23 @@ void browse_loaded_free(Loaded *L) {
     L->follow = NULL;
     panels_free(&L->ps);
     session_history_free(&L->h);
+    free(L->drops);
+    L->drops = NULL;
     L->loaded = 0;
+}
+
+/* The drops per class x expert of every evaluation (issue 29: the heatmap's `d` view), read after
+ * the history: an evaluation whose row has none (dense and soft heads, a session from before they
+ * were recorded, a row not written yet) keeps drop_class_expert NULL. */
+static void load_drops(Loaded *L, const char *path) {
+    SessionHistory *h = &L->h;
+    const size_t ke = (size_t)h->K * (size_t)h->E;
+    if (ke == 0 || h->nevals <= 0) return;
+    L->drops = calloc((size_t)h->nevals * ke, sizeof *L->drops);
+    if (!L->drops) return;
+    for (int i = 0; i < h->nevals; i++)
+        if (session_read_drops(path, NULL, i, h->K, h->E, L->drops + (size_t)i * ke) == ML_OK)
+            h->evals[i].drop_class_expert = L->drops + (size_t)i * ke;
 }
 
 static void fill_ctx(Loaded *L, const Theme *theme) {
@@ -70,6 +86,7 @@ static int load_session(Loaded *L, const char *path, const char *name, const The
         return -1;
     }
     snprintf(L->name, sizeof L->name, "%s", name);
+    load_drops(L, path);
     fill_ctx(L, theme);
     if (panels_init(&L->ps, &L->ctx)) {
         snprintf(err, errn, "out of memory");
