@@ -15,39 +15,6 @@
 
 long moeconv_cols(const MoeConv *L) { return (long)L->route.cfg.k * L->Bmax * L->HW; }
 
-// out (rows, n) += bias[row] per row; then ReLU if relu.
-static void mc_bias_act_(float *out, const float *bias, int rows, long n, int relu) {
-#pragma omp parallel for if ((long)rows * n > MC_PAR_MIN)
-    for (int i = 0; i < rows; i++) {
-        float *r = out + (size_t)i * n;
-        const float bv = bias[i];
-        if (relu)
-            for (long j = 0; j < n; j++) {
-                const float v = r[j] + bv;
-                r[j] = v > 0.0f ? v : 0.0f;
-            }
-        else
-            for (long j = 0; j < n; j++) r[j] += bv;
-    }
-}
-
-// db (rows) += row sums of a (rows, n), each in double, in order.
-static void mc_rowsum_acc_(float *db, const float *a, int rows, long n) {
-#pragma omp parallel for if ((long)rows * n > MC_PAR_MIN)
-    for (int i = 0; i < rows; i++) {
-        const float *r = a + (size_t)i * n;
-        double s = 0.0;
-        for (long j = 0; j < n; j++) s += r[j];
-        db[i] += (float)s;
-    }
-}
-
-// da (n) *= (act > 0) element-wise.
-static void mc_relu_mask_(float *da, const float *act, long n) {
-#pragma omp parallel for if (n > MC_PAR_MIN)
-    for (long i = 0; i < n; i++) da[i] = act[i] > 0.0f ? da[i] : 0.0f;
-}
-
 // Sum of a (n) and dot product of a, b (n): 16 float lanes (the loop vectorises; a double
 // accumulator's add chain does not), then the lanes added in double. Same order on every call.
 #define MC_LANES 16
@@ -71,6 +38,12 @@ static double mc_dot_(const float *a, const float *b, long n) {
     for (; i < n; i++) s += (double)a[i] * b[i];
     for (int l = 0; l < MC_LANES; l++) s += acc[l];
     return s;
+}
+
+// db (rows) += row sums of a (rows, n) (mc_sum_ per row).
+static void mc_rowsum_acc_(float *db, const float *a, int rows, long n) {
+#pragma omp parallel for if ((long)rows * n > MC_PAR_MIN)
+    for (int i = 0; i < rows; i++) db[i] += (float)mc_sum_(a + (size_t)i * n, n);
 }
 
 // ---------------------------------------------------------------- routed layer
@@ -247,17 +220,85 @@ void moeconv_backward(MoeConv *L, float *dx, const float *dy, const float *x, in
 }
 
 // ---------------------------------------------------------------- dense baseline
+//
+// The elementwise passes (bias + ReLU, y = x + ..., + b2, the ReLU mask, dx = dy + ...) run per
+// block of samples right after the block's SGEMMs, while the block is in cache: items of about
+// FC_COLS columns, whole on one thread (ml_par_items). The weight gradients stay whole-batch
+// SGEMMs (threaded by OpenBLAS). Per element the arithmetic is the old full-width passes', in
+// the same order; only the bias gradients' row sums are taken in float lanes.
+
+#define FC_COLS 512
+
+typedef struct {
+    FfnConv *L;
+    const float *x, *dy;
+    float *y, *dx;
+    int B, nb; // batch, samples per block
+} FcWork;
+
+static int fc_blocks_(const FfnConv *L, int B, int *nb) {
+    *nb = L->HW >= FC_COLS ? 1 : FC_COLS / L->HW;
+    if (*nb > B) *nb = B;
+    return (B + *nb - 1) / *nb;
+}
+
+static void fc_run_(int n, void (*fn)(void *, int), FcWork *w) {
+    if (ml_par_items_worth(n)) ml_par_items(n, NULL, fn, w);
+    else
+        for (int i = 0; i < n; i++) fn(w, i);
+}
+
+static void fc_forward_block_(void *ctx, int i) {
+    FcWork *w = ctx;
+    FfnConv *L = w->L;
+    const int C = L->C, hk = L->hidden, b0 = i * w->nb, nb = w->B - b0 < w->nb ? w->B - b0 : w->nb;
+    const long BHW = (long)w->B * L->HW, n = (long)nb * L->HW, o = (long)b0 * L->HW;
+    float *hid = L->hid + o, *y = w->y + o;
+    const float *x = w->x + o;
+    ML_SGEMM(CblasRowMajor, CblasNoTrans, CblasNoTrans, hk, (int)n, C, 1.0f, L->w1, C, x, (int)BHW, 0.0f, hid,
+             (int)BHW);
+    for (int r = 0; r < hk; r++) {
+        float *h = hid + r * BHW;
+        const float bv = L->b1[r];
+        for (long j = 0; j < n; j++) {
+            const float v = h[j] + bv;
+            h[j] = v > 0.0f ? v : 0.0f;
+        }
+    }
+    for (int c = 0; c < C; c++) memcpy(y + c * BHW, x + c * BHW, sizeof(float) * n);
+    ML_SGEMM(CblasRowMajor, CblasNoTrans, CblasNoTrans, C, (int)n, hk, 1.0f, L->w2, hk, hid, (int)BHW, 1.0f, y,
+             (int)BHW);
+    for (int c = 0; c < C; c++) {
+        float *yr = y + c * BHW;
+        const float bv = L->b2[c];
+        for (long j = 0; j < n; j++) yr[j] += bv;
+    }
+}
 
 void ffnconv_forward(FfnConv *L, float *y, const float *x, int B) {
     ML_ASSERT(B >= 1 && B <= L->Bmax);
-    const int C = L->C, hk = L->hidden;
-    const long N = (long)B * L->HW;
-    ML_SGEMM(CblasRowMajor, CblasNoTrans, CblasNoTrans, hk, (int)N, C, 1.0f, L->w1, C, x, (int)N, 0.0f, L->hid, (int)N);
-    mc_bias_act_(L->hid, L->b1, hk, N, 1);
-    memcpy(y, x, sizeof(float) * (size_t)C * N);
-    ML_SGEMM(CblasRowMajor, CblasNoTrans, CblasNoTrans, C, (int)N, hk, 1.0f, L->w2, hk, L->hid, (int)N, 1.0f, y,
-             (int)N);
-    mc_bias_act_(y, L->b2, C, N, 0);
+    FcWork w = {.L = L, .x = x, .y = y, .B = B};
+    fc_run_(fc_blocks_(L, B, &w.nb), fc_forward_block_, &w);
+}
+
+// The block's dhid = relu'(hid) * W2^T dy and dx = dy + W1^T dhid.
+static void fc_backward_block_(void *ctx, int i) {
+    FcWork *w = ctx;
+    FfnConv *L = w->L;
+    const int C = L->C, hk = L->hidden, b0 = i * w->nb, nb = w->B - b0 < w->nb ? w->B - b0 : w->nb;
+    const long BHW = (long)w->B * L->HW, n = (long)nb * L->HW, o = (long)b0 * L->HW;
+    const float *dy = w->dy + o, *hid = L->hid + o;
+    float *dhid = L->dhid + o, *dx = w->dx + o;
+    ML_SGEMM(CblasRowMajor, CblasTrans, CblasNoTrans, hk, (int)n, C, 1.0f, L->w2, hk, dy, (int)BHW, 0.0f, dhid,
+             (int)BHW);
+    for (int r = 0; r < hk; r++) {
+        float *d = dhid + r * BHW;
+        const float *a = hid + r * BHW;
+        for (long j = 0; j < n; j++) d[j] = a[j] > 0.0f ? d[j] : 0.0f;
+    }
+    for (int c = 0; c < C; c++) memcpy(dx + c * BHW, dy + c * BHW, sizeof(float) * n);
+    ML_SGEMM(CblasRowMajor, CblasTrans, CblasNoTrans, C, (int)n, hk, 1.0f, L->w1, C, dhid, (int)BHW, 1.0f, dx,
+             (int)BHW);
 }
 
 void ffnconv_backward(FfnConv *L, float *dx, const float *dy, const float *x, int B) {
@@ -266,11 +307,8 @@ void ffnconv_backward(FfnConv *L, float *dx, const float *dy, const float *x, in
     ML_SGEMM(CblasRowMajor, CblasNoTrans, CblasTrans, C, hk, (int)N, 1.0f, dy, (int)N, L->hid, (int)N, 1.0f, L->gw2,
              hk);
     mc_rowsum_acc_(L->gb2, dy, C, N);
-    ML_SGEMM(CblasRowMajor, CblasTrans, CblasNoTrans, hk, (int)N, C, 1.0f, L->w2, hk, dy, (int)N, 0.0f, L->dhid,
-             (int)N);
-    mc_relu_mask_(L->dhid, L->hid, (long)hk * N);
+    FcWork w = {.L = L, .x = x, .dy = dy, .dx = dx, .B = B};
+    fc_run_(fc_blocks_(L, B, &w.nb), fc_backward_block_, &w);
     ML_SGEMM(CblasRowMajor, CblasNoTrans, CblasTrans, hk, C, (int)N, 1.0f, L->dhid, (int)N, x, (int)N, 1.0f, L->gw1, C);
     mc_rowsum_acc_(L->gb1, L->dhid, hk, N);
-    memcpy(dx, dy, sizeof(float) * (size_t)C * N);
-    ML_SGEMM(CblasRowMajor, CblasTrans, CblasNoTrans, C, (int)N, hk, 1.0f, L->w1, C, L->dhid, (int)N, 1.0f, dx, (int)N);
 }
