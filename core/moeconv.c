@@ -70,6 +70,7 @@ typedef struct {
     const float *x, *dy;
     float *y, *dx;
     int B;
+    int par;                   // items run by ml_par_items: each thread uses its own expert-output buffer
     int eord[MOE_MAX_EXPERTS]; // experts, most rows first
 } McWork;
 
@@ -77,7 +78,8 @@ typedef struct {
 // buffer fits in L->yo (C * k*Bmax*HW floats); otherwise they run in order on this thread.
 static void mc_run_(int n, void (*fn)(void *, int), McWork *w) {
     const MoeConv *L = w->L;
-    if (ml_par_items_worth(n) && omp_get_max_threads() <= L->route.cfg.k * L->Bmax) ml_par_items(n, NULL, fn, w);
+    w->par = ml_par_items_worth(n) && omp_get_max_threads() <= L->route.cfg.k * L->Bmax;
+    if (w->par) ml_par_items(n, NULL, fn, w);
     else
         for (int i = 0; i < n; i++) fn(w, i);
 }
@@ -90,7 +92,7 @@ static void mc_forward_sample_(void *ctx, int b) {
     const size_t BHW = (size_t)w->B * HW;
     const float *xb = w->x + (size_t)b * HW;
     float *yb = w->y + (size_t)b * HW;
-    float *yo = L->yo + (size_t)omp_get_thread_num() * C * HW;
+    float *yo = L->yo + (size_t)(w->par ? omp_get_thread_num() : 0) * C * HW;
     int first = 1;
     for (int q = 0; q < k; q++) {
         const int j = r->row[(size_t)b * k + q];
