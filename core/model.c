@@ -625,16 +625,18 @@ const float *model_forward(Model *m, int B, int training, float tau, Rng *rng) {
                              BUFP(u->run_var), m->cfg.bn_momentum, u->OC, N, 1);
         }
         in = u->defer ? NULL : A(u->out);
+        PROF(prof_fwd, i);
         const int s = m->unit_stage[i]; /* a routed or dense layer after this stage */
         if (s >= 0 && m->stage_moe[s] >= 0) {
             MoeConv *L = &m->moec[m->stage_moe[s]];
             moeconv_forward(L, A(m->a_bbl[s]), in, B, L->tau_own > 0 ? L->tau_own : tau, training, rng);
             in = A(m->a_bbl[s]);
+            PROF(prof_fwd, MODEL_PROF_BBL(s));
         } else if (s >= 0 && m->stage_ffn[s] >= 0) {
             ffnconv_forward(&m->ffnc[m->stage_ffn[s]], A(m->a_bbl[s]), in, B);
             in = A(m->a_bbl[s]);
+            PROF(prof_fwd, MODEL_PROF_BBL(s));
         }
-        PROF(prof_fwd, i);
     }
     const Unit *last = &m->units[m->nunits - 1];
     const int d = m->d;
@@ -697,6 +699,7 @@ void model_backward(Model *m, const int32_t *labels, int B) {
             float *t = dcur;
             dcur = dnext;
             dnext = t;
+            PROF(prof_bwd, MODEL_PROF_BBL(s));
         }
         const int sp = i > 0 ? m->unit_stage[i - 1] : -1; /* this unit's input: a layer's output? */
         const float *in = i == 0 ? A(m->a_x) : sp >= 0 && m->a_bbl[sp] >= 0 ? A(m->a_bbl[sp]) : A(m->units[i - 1].out);

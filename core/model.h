@@ -57,6 +57,8 @@ void model_config_defaults(
 
 #define MODEL_MAX_TENSORS 1100 /* 4 routed layers of 64 experts fit: 4 (1 + 4*64) + the rest */
 #define MODEL_MAX_UNITS 8
+#define MODEL_PROF_BBL(s) (MODEL_MAX_UNITS + 3 + (s)) /* profile slot of the layer after stage s */
+#define MODEL_PROF_SLOTS (MODEL_MAX_UNITS + 3 + MODEL_MAX_BBL)
 
 typedef struct {
     char name[80]; /* PyTorch state_dict key, e.g. "backbone.block1.dw.weight" */
@@ -138,8 +140,10 @@ typedef struct {
     /* optional timing of every stage (seconds, accumulated) when profile = 1 */
     int profile;
     long prof_steps;                                                     /* steps counted by the caller */
-    double prof_fwd[MODEL_MAX_UNITS + 3], prof_bwd[MODEL_MAX_UNITS + 3]; /* units, pool, head, classifier+loss */
-    double prof_fwd_gemm[MODEL_MAX_UNITS + 3], prof_bwd_gemm[MODEL_MAX_UNITS + 3]; /* of which inside ML_SGEMM */
+    /* slots: units 0..nunits-1, then pool, head, classifier (+loss) at nunits, +1, +2; the
+     * backbone layer after stage s (routed or dense) at MODEL_PROF_BBL(s) */
+    double prof_fwd[MODEL_PROF_SLOTS], prof_bwd[MODEL_PROF_SLOTS];
+    double prof_fwd_gemm[MODEL_PROF_SLOTS], prof_bwd_gemm[MODEL_PROF_SLOTS]; /* of which inside ML_SGEMM */
     int last_B;                                                                    /* batch size of the last forward */
     int last_training;
     int layout_only; /* model_layout: no memory behind the pointers */

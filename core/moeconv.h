@@ -12,9 +12,11 @@
  *     with hidden k*h over every pixel.
  *
  * Layout: feature maps are channel-major over the batch, (C, B, H, W), as every backbone
- * activation (core/layers.h). An expert runs as two SGEMMs over the pixels of the samples routed
- * to it: its gathered block is (C, n_e*H*W) (sample slots side by side), so W1_e (h, C) times the
- * block is one (h x C) * (C x n_e*H*W) product; never per sample or per pixel.
+ * activation (core/layers.h). An expert runs on each routed sample's map where it lies (no
+ * gathered copy): W1_e (h, C) times the sample's (C, H*W) block (leading dimension B*H*W) is one
+ * SGEMM, and so is W2_e times the hidden (h, H*W); never per pixel. Samples (forward, input
+ * gradient) and experts (weight gradients) are handed to the threads whole, with single-threaded
+ * BLAS inside, so the results do not depend on the thread count (moeconv.c).
  * Weights use PyTorch's conv layout: fc1 (h, C, 1, 1), fc2 (C, h, 1, 1), router (E, C).
  *
  * FLOPs per sample (2 per multiply-add; pooling, biases, ReLU, gates not counted):
@@ -49,12 +51,12 @@ typedef struct {
     int pad_;
     // activations kept for the backward (the model's activation buffer)
     float *pool; // (Bmax, C) pooled router input
-    float *xg;   // (C, R) R = k*Bmax*HW gathered inputs; expert e's block starts at C*HW*off[e], (C, n_e*HW)
-    float *hid;  // (h, R) hidden after ReLU, expert e's block at h*HW*off[e], (h, n_e*HW)
-    float *yo;   // (C, R) expert outputs before the gate, blocks as xg
+    float *xg;   // (C, R) R = k*Bmax*HW; scratch: the backward's row sums of dy, (Bmax, C)
+    float *hid;  // (h, R) hidden after ReLU, gathered row j's (h, HW) at h*HW*j (an expert's rows contiguous)
+    float *yo;   // (C, R) scratch: each thread's expert output (C, HW) at C*HW*thread (threads <= k*Bmax)
     // scratch (the model's, shared by all layers)
-    float *dyo;   // (C, R) dL/dyo, then dL/dxg
-    float *dhid;  // (h, R)
+    float *dyo;   // (C, R) unused by the routed layer
+    float *dhid;  // (h, R) dL/dhid of gathered row j at h*HW*j (before: W2^T dy)
     float *dpool; // (Bmax, C)
 } MoeConv;
 

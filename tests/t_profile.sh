@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# t_profile.sh — `moelab bench --profile` and `--scaling`: for each head, the per-layer table has a
+# t_profile.sh — `moelab bench --profile` and `--scaling`: for each head (and for the backbone-MoE
+# model of `--model backbone-moe`, whose routed layers get their own rows), the per-layer table has a
 # row for every layer, its printed rows add up to its "sum of rows", and the sum of rows is the
 # step's wall time within 10% (a consistency check of the accounting: every part of a step is in
 # some row, none twice; no absolute time is asserted). The bench line carries the evaluation rate
@@ -49,5 +50,37 @@ for head in dense moe; do
     ok "$head: --scaling prints the speed-up"
   else bad "$head: no scaling line"; fi
 done
+
+# the backbone-MoE model (`--model backbone-moe`): a row for each routed layer after its stage,
+# the rows add up, and the bench line has the evaluation rate
+out=$("$BIN" bench --model backbone-moe --profile --threads 1 --steps 2 --repeat 1 "${small[@]}" 2>&1)
+rc=$?
+[ "$rc" = 0 ] && ok "bench --model backbone-moe --profile exits 0" || bad "backbone-moe profile exit $rc: $(head -c 400 <<<"$out")"
+table=$(awk '/^profile, backbone-moe model/ {on=1; next} on && /^profile model=/ {exit} on' <<<"$out")
+order=$(awk '/^  [a-z]/ && !/^  (layer|sum of rows|step) / {printf "%s ", $1}' <<<"$table")
+want="stem block1.dw block1.pw block2.dw block2.pw moe2 block3.dw block3.pw moe3 pool head classifier loss+update "
+[ "$order" = "$want" ] && ok "backbone-moe: profile rows in network order ($order)" || bad "backbone-moe rows: '$order', want '$want'"
+chk=$(awk '/^  (sum of rows|step|layer) / {if ($1 == "sum") s = $4; next} /^  [a-z]/ {t += $4; n++}
+           END {d = t - s; if (d < 0) d = -d; printf "%d %.2f %.2f %s", n, t, s, (n >= 13 && d <= 0.01 * n + 0.01) ? "ok" : "bad"}' <<<"$table")
+[ "${chk##* }" = ok ] && ok "backbone-moe: the rows add up to the sum of rows ($chk)" || bad "backbone-moe: rows vs sum of rows: $chk"
+line=$(grep "^profile model=backbone-moe " <<<"$out")
+rows=$(sed -E 's/.*rows_ms=([0-9.]+).*/\1/' <<<"$line")
+step=$(sed -E 's/.*step_ms=([0-9.]+).*/\1/' <<<"$line")
+gemm=$(sed -E 's/.*gemm_ms=([0-9.]+).*/\1/' <<<"$line")
+if [ -n "$line" ] && awk -v r="$rows" -v s="$step" 'BEGIN {exit !(s > 0 && r / s >= 0.9 && r / s <= 1.1)}'; then
+  ok "backbone-moe: per-layer times add up to the step time within 10% ($rows vs $step ms)"
+else bad "backbone-moe: per-layer sum $rows ms vs step $step ms (line: $line)"; fi
+if awk -v g="$gemm" -v r="$rows" 'BEGIN {exit !(g > 0 && g < r)}'; then ok "backbone-moe: GEMM time in (0, step) ($gemm ms)"
+else bad "backbone-moe: GEMM time $gemm ms of $rows"; fi
+for layer in moe2 moe3; do
+  if awk -v l="$layer" '$1 == l {exit !($4 > 0)} END {}' <<<"$table" && grep -q "^  $layer " <<<"$table"; then
+    ok "backbone-moe: $layer row has time"
+  else bad "backbone-moe: $layer row missing or zero"; fi
+done
+b=$(grep "^bench model=backbone-moe " <<<"$out")
+tr=$(bench_field "$b" img_per_s); er=$(bench_field "$b" eval_img_per_s)
+if [ -n "$tr" ] && [ -n "$er" ] && [ "$tr" != "$er" ]; then ok "backbone-moe: training ($tr) and evaluation ($er) rates printed"
+else bad "backbone-moe: rates in: $b"; fi
+
 echo "t_profile: $pass passed, $fail failed"
 [ "$fail" = 0 ]

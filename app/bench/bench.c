@@ -61,6 +61,7 @@ static double time_steps(Model *m, Optimizer *o, const int32_t *labels, int B, i
         const double t2 = m->profile ? ml_now() : 0.0;
         optim_step(o, m, 0.01f);
         if (m->cfg.head.kind != HEAD_DENSE) moe_update_bias(&m->moe);
+        model_backbone_update_bias(m);
         if (m->profile) *upd += (t1 - t0) + (ml_now() - t2);
         m->prof_steps++;
     }
@@ -81,9 +82,11 @@ static void set_threads(int n) {
 
 /* The per-layer table of `--profile`: one profiled measurement of `steps` steps (separate from
  * the timed ones, whose figures the clock calls would disturb). Rows add up to the step's wall
- * time; the machine-readable line compares the two. */
-static void profile_head(Model *m, Optimizer *opt, const int32_t *labels, int B, int steps, int threads, Rng *rng,
-                         const char *name) {
+ * time; the machine-readable line compares the two. A backbone layer (`--moe-after`,
+ * `--ffn-after`) has its own row after the unit that closes its stage. kind: "head" (the
+ * reference model, one table per head) or "model" (`--model backbone-moe|backbone-ffn`). */
+void bench_profile_table(Model *m, Optimizer *opt, const int32_t *labels, int B, int steps, int threads, Rng *rng,
+                         const char *kind, const char *name) {
     memset(m->prof_fwd, 0, sizeof m->prof_fwd);
     memset(m->prof_bwd, 0, sizeof m->prof_bwd);
     memset(m->prof_fwd_gemm, 0, sizeof m->prof_fwd_gemm);
@@ -95,29 +98,38 @@ static void profile_head(Model *m, Optimizer *opt, const int32_t *labels, int B,
     m->profile = 0;
     ml_gemm_timing = 0;
     const double k = 1e3 / (double)steps, step_ms = wall * k;
-    printf("\nprofile, %s head: ms per training step (mean of %d steps, batch %d, %d threads);\n"
+    printf("\nprofile, %s %s: ms per training step (mean of %d steps, batch %d, %d threads);\n"
            "GEMM = wall time inside cblas_sgemm, other = the rest of the layer (im2col, depthwise, BN+ReLU, ...)\n",
-           name, steps, B, threads);
+           name, kind, steps, B, threads);
     printf("  %-16s %8s %8s %8s %7s %8s %8s\n", "layer", "forward", "backward", "total", "%step", "GEMM", "other");
+    /* the rows in network order: (profile slot, label); slot -1 is loss+update */
+    int slot[MODEL_PROF_SLOTS + 1], n = 0;
+    const char *label[MODEL_PROF_SLOTS + 1];
+    for (int i = 0; i < m->nunits; i++) {
+        slot[n] = i, label[n++] = m->units[i].label;
+        const int s = m->unit_stage[i];
+        if (s >= 0 && m->stage_moe[s] >= 0) slot[n] = MODEL_PROF_BBL(s), label[n++] = m->moec[m->stage_moe[s]].name;
+        else if (s >= 0 && m->stage_ffn[s] >= 0) slot[n] = MODEL_PROF_BBL(s), label[n++] = m->ffnc[m->stage_ffn[s]].name;
+    }
+    slot[n] = m->nunits, label[n++] = "pool";
+    slot[n] = m->nunits + 1, label[n++] = "head";
+    slot[n] = m->nunits + 2, label[n++] = "classifier";
+    slot[n] = -1, label[n++] = "loss+update";
     double rows = 0.0, gemm = 0.0;
-    for (int i = 0; i < m->nunits + 4; i++) {
-        const char *nm = i < m->nunits        ? m->units[i].label
-                         : i == m->nunits     ? "pool"
-                         : i == m->nunits + 1 ? "head"
-                         : i == m->nunits + 2 ? "classifier"
-                                              : "loss+update";
-        const double f = i < m->nunits + 3 ? m->prof_fwd[i] * k : 0.0;
-        const double b = i < m->nunits + 3 ? m->prof_bwd[i] * k : upd * k;
-        const double g = i < m->nunits + 3 ? (m->prof_fwd_gemm[i] + m->prof_bwd_gemm[i]) * k : 0.0;
+    for (int r = 0; r < n; r++) {
+        const int i = slot[r];
+        const double f = i >= 0 ? m->prof_fwd[i] * k : 0.0;
+        const double b = i >= 0 ? m->prof_bwd[i] * k : upd * k;
+        const double g = i >= 0 ? (m->prof_fwd_gemm[i] + m->prof_bwd_gemm[i]) * k : 0.0;
         rows += f + b;
         gemm += g;
-        printf("  %-16s %8.2f %8.2f %8.2f %6.1f%% %8.2f %8.2f\n", nm, f, b, f + b, 100.0 * (f + b) / step_ms, g,
+        printf("  %-16s %8.2f %8.2f %8.2f %6.1f%% %8.2f %8.2f\n", label[r], f, b, f + b, 100.0 * (f + b) / step_ms, g,
                f + b - g);
     }
     printf("  %-16s %8s %8s %8.2f %6.1f%% %8.2f %8.2f\n", "sum of rows", "", "", rows, 100.0 * rows / step_ms, gemm,
            rows - gemm);
     printf("  %-16s %8s %8s %8.2f (wall clock; GEMM %.1f%% of it)\n", "step", "", "", step_ms, 100.0 * gemm / step_ms);
-    printf("profile head=%s steps=%d rows_ms=%.4f step_ms=%.4f gemm_ms=%.4f\n", name, steps, rows, step_ms, gemm);
+    printf("profile %s=%s steps=%d rows_ms=%.4f step_ms=%.4f gemm_ms=%.4f\n", kind, name, steps, rows, step_ms, gemm);
 }
 
 /* The machine's load next to the figures: with more runnable threads than cores, OpenMP's
@@ -209,7 +221,7 @@ int cmd_bench(int argc, char **argv) {
             printf("scaling head=%s threads=%d img_per_s_1=%.1f img_per_s_n=%.1f speedup=%.3f\n", name, tc->threads,
                    one, img_s, img_s / one);
         }
-        if (o.profile) profile_head(&m, &opt, labels, B, o.steps, tc->threads, &rng, name);
+        if (o.profile) bench_profile_table(&m, &opt, labels, B, o.steps, tc->threads, &rng, "head", name);
         fflush(stdout);
         ml_free(labels);
         optim_free(&opt);

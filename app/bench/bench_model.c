@@ -1,7 +1,8 @@
 /* bench_model.c — `moelab bench --model backbone-moe|backbone-ffn`: training throughput of the
  * 64x64x3 model with routed conv-FFN layers inside the backbone (model_preset_backbone_moe, README
  * "MoE in the backbone"), or of its matched dense baseline, on random data, next to the OpenBLAS
- * SGEMM rate measured in the same run. Medians over --repeat measurements of --steps steps.
+ * SGEMM rate measured in the same run, and its evaluation rate (forward only). Medians over
+ * --repeat measurements of --steps steps; --profile adds the per-layer table (app/bench.c).
  * tests/bench_torch_backbone.sh runs it alternately with its PyTorch twin. */
 #include "app/cli/app.h"
 #include "app/cli/options.h"
@@ -55,6 +56,13 @@ static double bm_time_steps(Model *m, Optimizer *o, const int32_t *labels, int B
     return ml_now() - t;
 }
 
+/* Times `steps` evaluation forward passes (running statistics, evaluation capacity). */
+static double bm_time_eval(Model *m, int B, int steps, Rng *rng) {
+    const double t = ml_now();
+    for (int s = 0; s < steps; s++) model_forward(m, B, 0, 1.0f, rng);
+    return ml_now() - t;
+}
+
 int bench_backbone_model(const AppOptions *o) {
     const TrainConfig *tc = &o->train;
     const int ffn = !strcmp(o->bench_model, "backbone-ffn");
@@ -102,16 +110,23 @@ int bench_backbone_model(const AppOptions *o) {
     }
     for (int b = 0; b < B; b++) labels[b] = (int32_t)rng_below(&rng, (uint32_t)mc.classes);
     bm_time_steps(&m, &opt, labels, B, 3, &rng);
-    double ips[64];
+    bm_time_eval(&m, B, 2, &rng);
+    double ips[64], eps[64];
     const int nrep = o->repeat < 64 ? o->repeat : 64;
-    for (int i = 0; i < nrep; i++) ips[i] = o->steps * (double)B / bm_time_steps(&m, &opt, labels, B, o->steps, &rng);
-    const double img_s = bm_median(ips, nrep);
+    for (int i = 0; i < nrep; i++) {
+        ips[i] = o->steps * (double)B / bm_time_steps(&m, &opt, labels, B, o->steps, &rng);
+        eps[i] = o->steps * (double)B / bm_time_eval(&m, B, o->steps, &rng);
+    }
+    const double img_s = bm_median(ips, nrep), eval_s = bm_median(eps, nrep);
     const double mflop = 3.0 * model_flops(&m) / 1e6, gflops = img_s * mflop / 1e3;
-    printf("%-16s %9s %9s %11s %9s %8s\n", "model", "img/s", "ms/step", "MFLOP/img", "GFLOP/s", "%SGEMM");
-    printf("%-16s %9.0f %9.2f %11.2f %9.1f %7.1f%%\n", o->bench_model, img_s, 1e3 * B / img_s, mflop, gflops,
-           100.0 * gflops / sgemm);
-    printf("bench model=%s img_per_s=%.1f gflops=%.2f sgemm_gflops=%.2f sgemm_fraction=%.4f rho_nominal=%.4f\n",
-           o->bench_model, img_s, gflops, sgemm, gflops / sgemm, model_rho_nominal(&m));
+    printf("%-16s %9s %9s %11s %9s %8s %10s %10s\n", "model", "img/s", "ms/step", "MFLOP/img", "GFLOP/s", "%SGEMM",
+           "eval img/s", "eval/train");
+    printf("%-16s %9.0f %9.2f %11.2f %9.1f %7.1f%% %10.0f %9.2fx\n", o->bench_model, img_s, 1e3 * B / img_s, mflop,
+           gflops, 100.0 * gflops / sgemm, eval_s, eval_s / img_s);
+    printf("bench model=%s img_per_s=%.1f gflops=%.2f sgemm_gflops=%.2f sgemm_fraction=%.4f rho_nominal=%.4f "
+           "eval_img_per_s=%.1f eval_ratio=%.3f\n",
+           o->bench_model, img_s, gflops, sgemm, gflops / sgemm, model_rho_nominal(&m), eval_s, eval_s / img_s);
+    if (o->profile) bench_profile_table(&m, &opt, labels, B, o->steps, tc->threads, &rng, "model", o->bench_model);
     ml_free(labels);
     optim_free(&opt);
     model_free(&m);

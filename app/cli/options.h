@@ -44,6 +44,10 @@ void app_options_help(const char *cmd);
 int app_option_launch_only(int argc, char **argv, int i);
 /* `moelab bench --model backbone-moe|backbone-ffn` (app/bench_model.c); returns the exit status. */
 int bench_backbone_model(const AppOptions *o);
+/* `--profile`'s per-layer table of `steps` profiled training steps (app/bench.c); kind "head"
+ * or "model" and name label the table and its machine-readable `profile <kind>=<name>` line. */
+void bench_profile_table(Model *m, Optimizer *opt, const int32_t *labels, int B, int steps, int threads, Rng *rng,
+                         const char *kind, const char *name);
 
 /* One row of the option table as --help shows it (for the man page and the shell completion). */
 typedef struct {
