@@ -64,7 +64,7 @@ RUN="--dataset synthetic:16x16x3:4:2048 --width 0.25 --batch 32 --experts 4 --hi
 (cd "$T" && exec nohup "$BIN" train --headless $RUN --epochs 4000 --session "$T/run" >"$T/run.log" 2>&1) &
 RUNPID=$!
 for ((i = 0; i < 600; i++)); do
-  e=$(status_of | field epoch)
+  e=$(status_of | field epochs_done)
   [ -n "$e" ] && [ "$e" -ge 2 ] && break
   sleep 0.1
 done
@@ -152,7 +152,7 @@ mkdir -p "$T/sweep"
 (cd "$T" && exec "$BIN" train --headless $RUN --epochs 400 --session "$T/sweep/r2" >"$T/r2.log" 2>&1) &
 RUNPID=$!
 for ((i = 0; i < 600; i++)); do
-  e=$("$BIN" ctl "$T/sweep/r2" status 2>/dev/null | field epoch)
+  e=$("$BIN" ctl "$T/sweep/r2" status 2>/dev/null | field epochs_done)
   [ -n "$e" ] && [ "$e" -ge 1 ] && break
   sleep 0.1
 done
@@ -179,7 +179,7 @@ RUNPID=
 (cd "$T" && exec "$BIN" train --headless $RUN --epochs 400 --session "$T/res" >"$T/res.log" 2>&1) &
 RUNPID=$!
 for ((i = 0; i < 600; i++)); do
-  e=$("$BIN" ctl "$T/res" status 2>/dev/null | field epoch)
+  e=$("$BIN" ctl "$T/res" status 2>/dev/null | field epochs_done)
   [ -n "$e" ] && [ "$e" -ge 3 ] && break
   sleep 0.1
 done
