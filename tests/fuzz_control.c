@@ -11,6 +11,7 @@
 #include "app/steer/control_internal.h"
 
 #include <stdint.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
