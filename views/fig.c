@@ -336,11 +336,10 @@ static double title_height(const TitleFit *t) { return t->nlines * (t->size + 2)
 static void title_draw(Fig *f, double x, double y, double w, const TitleFit *t) {
     for (int l = 0; l < t->nlines; l++) {
         const double ly = y + l * (t->size + 2);
-        double x0;
-        const double iw = ink_width(f, t->size, 1, t->line[l], &x0);
         set_font(f, t->size, 1);
-        cairo_text_extents_t e;
+        cairo_text_extents_t e; /* one measurement: the advance centres it, the ink is checked */
         cairo_text_extents(f->cr, t->line[l], &e);
+        const double x0 = e.x_bearing, iw = fmax(e.x_advance, e.x_bearing + e.width);
         const double left = x + w / 2 - e.x_advance / 2;
         fig_text(f, x + w / 2, ly, t->size, 0.5, 0, 1, t->line[l]);
         /* the ink of the line, and the box it had to stay in */

@@ -425,11 +425,12 @@ static int run_training(AppOptions *o, const char *cmdline, int resume, Schedule
 static int check_resume_args(int argc, char **argv) {
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i], *dir = NULL;
+        int lo;
         if (!strcmp(a, "--resume")) dir = i + 1 < argc ? argv[++i] : "";
         else if (!strncmp(a, "--resume=", 9)) dir = a + 9;
         else if (!strcmp(a, "--headless")) continue;
-        else if (app_option_launch_only(argc, argv, i)) {
-            i += app_option_launch_only(argc, argv, i) - 1;
+        else if ((lo = app_option_launch_only(argc, argv, i))) {
+            i += lo - 1;
             continue;
         }
         else {
