@@ -1240,17 +1240,18 @@ static hid_t open_for_checks(const char *path) {
     return f;
 }
 
-/* Room for the writes of a resume (the space guard's first reservation, ~3 MiB past the file's
- * end), checked without writing: free space of the file system and RLIMIT_FSIZE. */
+/* Room for the writes of a resume (the copy of the file it writes, and the space guard's first
+ * reservation, ~3 MiB past its end), checked without writing: free space of the file system and
+ * RLIMIT_FSIZE. */
 static ml_status check_room(const char *path, const char *dir, off_t size) {
-    const unsigned long long need = 3ULL << 20;
+    const unsigned long long need = (unsigned long long)size + (3ULL << 20);
     struct rlimit rl;
     if (getrlimit(RLIMIT_FSIZE, &rl) == 0 && rl.rlim_cur != RLIM_INFINITY &&
-        (unsigned long long)size + need > (unsigned long long)rl.rlim_cur)
+        need > (unsigned long long)rl.rlim_cur)
         return ml_fail(ML_ERR_IO,
                        "%s: cannot reserve space for the next writes (%llu bytes): %s (file size limit); "
                        "the file is unchanged",
-                       path, (unsigned long long)size + need, strerror(EFBIG));
+                       path, need, strerror(EFBIG));
     struct statvfs vs;
     if (statvfs(dir, &vs) == 0) {
         const unsigned long long blocks = geteuid() == 0 ? vs.f_bfree : vs.f_bavail;
@@ -1264,20 +1265,74 @@ static ml_status check_room(const char *path, const char *dir, off_t size) {
     return ML_OK;
 }
 
-/* Gives up a resume after live.h5 was opened for writing: the file is closed on every path, so
- * the superblock's "open for writing" flag is cleared. wrote != 0: the failure came after the
- * resume started writing (an HDF5 I/O error): what HDF5 would still write is discarded
- * (live_detach, as session_close does after a broken write) and the flags are then cleared by a
- * separate superblock-only open. Keeps the caller's message. */
-static ml_status append_abort(struct SessionLive *p, ml_status st, int wrote) {
-    char msg[1024], path[H5U_PATH_MAX];
+/* A resume that fails before its copy took live.h5's place: the copy is discarded, live.h5 is
+ * untouched. */
+static ml_status append_abort_copy(struct SessionLive *p, ml_status st, const char *work) {
+    char msg[1024];
     snprintf(msg, sizeof msg, "%s", ml_last_error());
-    snprintf(path, sizeof path, "%s", p->path);
-    if (wrote) live_detach(p);
-    const herr_t closed = live_close_file(p);
+    live_close_file(p);
     live_release(p, 0);
-    if (wrote || closed < 0) clear_status_flags(path);
+    unlink(work);
     return ml_fail(st, "%s", msg);
+}
+
+/* Copies src to dst (created or truncated, src's permission bits), flushed to disk. */
+static ml_status copy_file(const char *src, const char *dst) {
+    const int in = open(src, O_RDONLY | O_CLOEXEC);
+    if (in < 0) return ml_fail(ML_ERR_IO, "%s: cannot read it: %s", src, strerror(errno));
+    struct stat sb;
+    if (fstat(in, &sb) != 0) {
+        close(in);
+        return ml_fail(ML_ERR_IO, "%s: %s", src, strerror(errno));
+    }
+    const int out = open(dst, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW, sb.st_mode & 0777);
+    if (out < 0) {
+        close(in);
+        return ml_fail(ML_ERR_IO, "%s: cannot write a copy for the resume: %s", dst, strerror(errno));
+    }
+    static char buf[1 << 16];
+    int err = 0;
+    for (;;) {
+        const ssize_t n = read(in, buf, sizeof buf);
+        if (n == 0) break;
+        if (n < 0) {
+            if (errno == EINTR) continue;
+            err = errno;
+            break;
+        }
+        for (ssize_t o = 0; o < n;) {
+            const ssize_t w = write(out, buf + o, (size_t)(n - o));
+            if (w < 0 && errno == EINTR) continue;
+            if (w <= 0) {
+                err = w < 0 ? errno : EIO;
+                break;
+            }
+            o += w;
+        }
+        if (err) break;
+    }
+    if (!err && fsync(out) != 0) err = errno;
+    close(in);
+    if (close(out) != 0 && !err) err = errno;
+    if (err) {
+        unlink(dst);
+        return ml_fail(ML_ERR_IO, "%s: cannot copy it for the resume: %s (nothing was changed)", src, strerror(err));
+    }
+    return ML_OK;
+}
+
+/* fsync of the folder holding path (a rename in it made durable); errors ignored. */
+static void sync_dir(const char *path) {
+    char d[H5U_PATH_MAX];
+    snprintf(d, sizeof d, "%s", path);
+    char *slash = strrchr(d, '/');
+    if (slash) *slash = 0;
+    else snprintf(d, sizeof d, ".");
+    const int fd = open(d, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    if (fd >= 0) {
+        (void)fsync(fd);
+        close(fd);
+    }
 }
 
 ml_status session_open_append(SessionWriter *w, const char *dir, long resume_step) {
@@ -1326,20 +1381,35 @@ ml_status session_open_append(SessionWriter *w, const char *dir, long resume_ste
         return ml_fail(st, "%s", msg);
     }
 
-    /* 2. open for writing; a crashed SWMR writer's flags are cleared first (see clear_status_flags) */
+    /* 2. the resume's writes (rows cut, the status, the SWMR start) go to a copy of live.h5, renamed
+     * over it only once they are flushed and the copy is in SWMR mode: HDF5 writing outside SWMR
+     * mode (datasets shrunk, metadata evicted in any order) is not crash-safe, and a kill in that
+     * window used to leave a live.h5 whose chunks no longer inflated. A kill before the rename
+     * leaves live.h5 as it was (the next resume copies it again), after it the repaired file. */
+    char work[H5U_PATH_MAX + 16];
+    snprintf(work, sizeof work, "%s.resume", p->path);
+    if ((st = copy_file(p->path, work)) != ML_OK) {
+        char msg[1024];
+        snprintf(msg, sizeof msg, "%s", ml_last_error());
+        live_release(p, 0);
+        return ml_fail(st, "%s", msg);
+    }
+    /* a crashed SWMR writer's flags are cleared first (see clear_status_flags) */
     hid_t fapl = h5u_fapl_latest();
     if (fapl < 0) {
+        unlink(work);
         live_release(p, 0);
         return h5u_fail(ML_ERR_IO, p->path, "", "cannot make file access list");
     }
-    p->file = H5Fopen(p->path, H5F_ACC_RDWR, fapl);
+    p->file = H5Fopen(work, H5F_ACC_RDWR, fapl);
     if (p->file < 0) {
         H5Eclear2(H5E_DEFAULT);
-        if (clear_status_flags(p->path) == 0) p->file = H5Fopen(p->path, H5F_ACC_RDWR, fapl);
+        if (clear_status_flags(work) == 0) p->file = H5Fopen(work, H5F_ACC_RDWR, fapl);
     }
     H5Pclose(fapl);
     if (p->file < 0) {
-        st = h5u_fail(access(p->path, W_OK) == 0 ? ML_ERR_FORMAT : ML_ERR_IO, p->path, "", "cannot open for appending");
+        st = h5u_fail(ML_ERR_FORMAT, p->path, "", "cannot open (a copy of it) for appending");
+        unlink(work);
         live_release(p, 0);
         return st;
     }
@@ -1349,13 +1419,16 @@ ml_status session_open_append(SessionWriter *w, const char *dir, long resume_ste
         live_get_fd(p);
         st = live_reserve(p, (hsize_t)1 << 20);
     }
-    if (st != ML_OK) return append_abort(p, st, 0);
-    /* 3. the writes */
+    if (st != ML_OK) return append_abort_copy(p, st, work);
+    /* 3. the writes, then the copy takes live.h5's place */
     st = append_apply(p, ks, ke, kv);
     if (st == ML_OK) st = live_flush(p);
     if (st == ML_OK && H5Fstart_swmr_write(p->file) < 0)
         st = h5u_fail(ML_ERR_IO, p->path, "", "cannot start SWMR writing");
-    if (st != ML_OK) return append_abort(p, st, 1);
+    if (st == ML_OK && (p->fd < 0 || fsync(p->fd) == 0) && rename(work, p->path) != 0)
+        st = ml_fail(ML_ERR_IO, "%s: cannot move the resumed copy into place: %s", p->path, strerror(errno));
+    if (st != ML_OK) return append_abort_copy(p, st, work);
+    sync_dir(p->path);
     /* rows after the checkpoint (the run went on past it before it stopped) are cut: training those
      * steps again writes them again, identically; said so, never silently */
     if (resume_step >= 0 && (ks < p->had_steps || ke < p->had_evals || kv < p->had_events))

@@ -74,7 +74,9 @@ for trial in $(seq "$TRIALS"); do
     fi
     if wait $pid && [ "$(status $S)" = '"finished"' ]; then done_ok=1; break; fi
   done
-  if [ $done_ok != 1 ] || [ "$(status $S)" != '"finished"' ]; then bad "trial $trial: did not finish after the kills: $(tail -3 $S.log)"; continue; fi
+  if [ $done_ok != 1 ] || [ "$(status $S)" != '"finished"' ]; then bad "trial $trial: did not finish after the kills: $(tail -3 $S.log)"
+    echo "  its warnings: $(grep -E 'failed|warning|cannot|error' $S.log | grep -v 'collapse warning\|WARNING' | head -5)"
+    [ -n "${KEEP:-}" ] || cp -r $S "${TMPDIR:-/tmp}/t_killresume-$S-$$" 2>/dev/null; continue; fi
   resumed=$((resumed + 1))
   w=$(weights $S); h=$(history $S); e=$(events $S)
   [ "$w" = "$WA" ] && same_w=$((same_w + 1)) || bad "trial $trial: final weights $w, uninterrupted $WA"
