@@ -4,6 +4,7 @@
 #include "layers.h"
 
 #include <math.h>
+#include <omp.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -207,7 +208,7 @@ static ml_status add_backbone_layers(Model *m) {
 
 /* Points the layers' parameter views and activations once the buffers exist. */
 static void point_backbone_layers(Model *m, const long *a_pool, const long *a_xg, const long *a_hid, const long *a_yo,
-                                  float *dyo, float *dhid, float *dpool) {
+                                  float *dhid, float *dpool) {
     for (int i = 0; i < m->nmoec; i++) {
         MoeConv *L = &m->moec[i];
         L->p.router = m->param + m->params[L->t_router].off;
@@ -227,7 +228,6 @@ static void point_backbone_layers(Model *m, const long *a_pool, const long *a_xg
         L->xg = m->act + a_xg[i];
         L->hid = m->act + a_hid[i];
         L->yo = m->act + a_yo[i];
-        L->dyo = dyo;
         L->dhid = dhid;
         L->dpool = dpool;
     }
@@ -392,17 +392,20 @@ static ml_status model_build(Model *m, const ModelConfig *cfg, int alloc) {
     }
     /* backbone layers: outputs and what their backward needs; scratch sized to the largest */
     long a_pool[MODEL_MAX_BBL] = {0}, a_xg[MODEL_MAX_BBL] = {0}, a_yo[MODEL_MAX_BBL] = {0};
-    long a_hid[2 * MODEL_MAX_BBL] = {0}, max_dyo = 1, max_dhid = 1, max_dpool = 1;
+    long a_hid[2 * MODEL_MAX_BBL] = {0}, max_dhid = 1, max_dpool = 1;
     for (int s = 0; s < MODEL_MAX_BBL; s++) m->a_bbl[s] = -1;
+    /* a routed layer's expert-output buffers: one per thread that may run its items (the cores,
+     * or more threads if asked for), at most one per gathered row */
+    const int want_yo = omp_get_max_threads() > omp_get_num_procs() ? omp_get_max_threads() : omp_get_num_procs();
     for (int i = 0; i < m->nmoec; i++) {
-        const MoeConv *L = &m->moec[i];
+        MoeConv *L = &m->moec[i];
         const long R = moeconv_cols(L), hh = L->route.cfg.h;
+        L->nyo = (long)want_yo < (long)L->route.cfg.k * Bmax ? want_yo : L->route.cfg.k * Bmax;
         m->a_bbl[L->stage] = carve(&na, (long)L->C * Bmax * L->HW);
         a_pool[i] = carve(&na, (long)Bmax * L->C);
-        a_xg[i] = carve(&na, L->C * R);
+        a_xg[i] = carve(&na, (long)Bmax * L->C);
         a_hid[i] = carve(&na, hh * R);
-        a_yo[i] = carve(&na, L->C * R);
-        if (L->C * R > max_dyo) max_dyo = L->C * R;
+        a_yo[i] = carve(&na, (long)L->nyo * L->C * L->HW);
         if (hh * R > max_dhid) max_dhid = hh * R;
         if ((long)Bmax * L->C > max_dpool) max_dpool = (long)Bmax * L->C;
     }
@@ -428,9 +431,8 @@ static ml_status model_build(Model *m, const ModelConfig *cfg, int alloc) {
     long o_dfeat = carve(&ns, (long)Bmax * d), o_dy = carve(&ns, (long)Bmax * d);
     long o_dh1 = carve(&ns, hc->kind == HEAD_DENSE ? Bmax * kh : 1);
     long o_dl = carve(&ns, (long)Bmax * cfg->classes);
-    long o_dyo = 0, o_dhid = 0, o_dpool = 0;
+    long o_dhid = 0, o_dpool = 0;
     if (m->nmoec + m->nffnc > 0) {
-        o_dyo = carve(&ns, max_dyo);
         o_dhid = carve(&ns, max_dhid);
         o_dpool = carve(&ns, max_dpool);
     }
@@ -461,7 +463,7 @@ static ml_status model_build(Model *m, const ModelConfig *cfg, int alloc) {
     m->dy = m->scratch + o_dy;
     m->dh1 = m->scratch + o_dh1;
     m->dlogits = m->scratch + o_dl;
-    point_backbone_layers(m, a_pool, a_xg, a_hid, a_yo, m->scratch + o_dyo, m->scratch + o_dhid, m->scratch + o_dpool);
+    point_backbone_layers(m, a_pool, a_xg, a_hid, a_yo, m->scratch + o_dhid, m->scratch + o_dpool);
     if (m->moe_first >= 0) {
         moe_params_point(&m->moe_p, m->param + m->params[m->moe_first].off, hc, Bmax);
         moe_params_point(&m->moe_g, m->grad + m->params[m->moe_first].off, hc, Bmax);

@@ -75,10 +75,10 @@ typedef struct {
 } McWork;
 
 // Items go to ml_par_items when there are enough for the threads and each thread's (C, HW)
-// buffer fits in L->yo (C * k*Bmax*HW floats); otherwise they run in order on this thread.
+// buffer fits in L->yo (L->nyo buffers of C*HW floats); otherwise they run in order on this thread.
 static void mc_run_(int n, void (*fn)(void *, int), McWork *w) {
     const MoeConv *L = w->L;
-    w->par = ml_par_items_worth(n) && omp_get_max_threads() <= L->route.cfg.k * L->Bmax;
+    w->par = ml_par_items_worth(n) && omp_get_max_threads() <= L->nyo;
     if (w->par) ml_par_items(n, NULL, fn, w);
     else
         for (int i = 0; i < n; i++) fn(w, i);

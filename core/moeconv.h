@@ -48,14 +48,14 @@ typedef struct {
     double flops_router, flops_expert; // per sample: 2*C*E; one expert pair H*W*4*C*h
     float tau_own;                     // > 0: its own temperature (the trainer's per-layer plan), used by
                                        // model_forward instead of the model-wide one; 0: the model's
-    int pad_;
-    // activations kept for the backward (the model's activation buffer)
+    int nyo;                           // expert-output buffers in yo: items run in parallel only when
+                                       // the threads are at most nyo (else in order, same numbers)
+    // activations kept for the backward (the model's activation buffer); R = k*Bmax*HW
     float *pool; // (Bmax, C) pooled router input
-    float *xg;   // (C, R) R = k*Bmax*HW; scratch: the backward's row sums of dy, (Bmax, C)
+    float *xg;   // (Bmax, C) scratch: the backward's row sums of dy
     float *hid;  // (h, R) hidden after ReLU, gathered row j's (h, HW) at h*HW*j (an expert's rows contiguous)
-    float *yo;   // (C, R) scratch: each thread's expert output (C, HW) at C*HW*thread (threads <= k*Bmax)
+    float *yo;   // (nyo, C, HW) scratch: each thread's expert output (C, HW) at C*HW*thread
     // scratch (the model's, shared by all layers)
-    float *dyo;   // (C, R) unused by the routed layer
     float *dhid;  // (h, R) dL/dhid of gathered row j at h*HW*j (before: W2^T dy)
     float *dpool; // (Bmax, C)
 } MoeConv;

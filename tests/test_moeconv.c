@@ -21,6 +21,7 @@
 #include "core/model.h"
 #include "core/moeconv.h"
 
+#include <omp.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
@@ -72,9 +73,10 @@ static void layer_init(LayerT *t, const MoeConfig *rc, int C, int H, int W, int 
     const long R = moeconv_cols(L), n = (long)C * B * L->HW;
     L->pool = zalloc((size_t)B * C);
     L->dpool = zalloc((size_t)B * C);
-    L->xg = zalloc((size_t)C * R);
-    L->yo = zalloc((size_t)C * R);
-    L->dyo = zalloc((size_t)C * R);
+    /* the sizes model.c gives them: row sums (B, C); one expert output (C, HW) per thread */
+    L->nyo = omp_get_max_threads();
+    L->xg = zalloc((size_t)B * C);
+    L->yo = zalloc((size_t)L->nyo * C * L->HW);
     L->hid = zalloc((size_t)h * R);
     L->dhid = zalloc((size_t)h * R);
     t->x = zalloc(n);
@@ -106,7 +108,7 @@ static void layer_init(LayerT *t, const MoeConfig *rc, int C, int H, int W, int 
 
 static void layer_free(LayerT *t) {
     MoeConv *L = &t->L;
-    free(L->pool), free(L->dpool), free(L->xg), free(L->yo), free(L->dyo), free(L->hid), free(L->dhid);
+    free(L->pool), free(L->dpool), free(L->xg), free(L->yo), free(L->hid), free(L->dhid);
     free(t->pbuf), free(t->gbuf), free(t->x), free(t->y), free(t->dx), free(t->dy), free(t->w);
     moe_free(&L->route);
 }
