@@ -30,7 +30,10 @@ THREADS=${THREADS:-$(nproc)}
 #   KIND: collapse-train collapse-clean collapse-eval warning (clean router) idle (router idle) death death-red revival
 S=()
 # -- synthetic scenarios (quick): 16x16x3, 4 classes, 4096 images, batch 32 -> 128 steps an epoch
-SYN="--dataset synthetic:16x16x3:4:4096 --width 0.25 --batch 32 --hidden 32 --threads 1 --no-augment"
+# the router settings of the scenarios' construction (before issue 33 changed the defaults): noise
+# 1, alpha 0.01 and a constant tau unless a scenario says otherwise
+OLD="--noise 1 --alpha 0.01 --schedule const"
+SYN="--dataset synthetic:16x16x3:4:4096 --width 0.25 --batch 32 --hidden 32 --threads 1 --no-augment $OLD"
 BAL="--bias-mode select --bias-rate 0.01" # the utility bias keeps the routing balanced (DeepSeek style)
 S+=("syn-healthy|syn|$SYN --epochs 3 --seed 3 $BAL||idle")
 S+=("syn-idle|syn|$SYN --epochs 2 --noise 3 --lr 0.001|idle:100-160|warning collapse-eval")
@@ -45,12 +48,13 @@ S+=("syn-softmoe-batch|syn|$SYN --epochs 2 --head softmoe-batch||")
 S+=("syn-backbone-layer|syn|$SYN --epochs 2 --moe-after 2 $BAL --init-bias moe2:e3=20|collapse-train@moe2:100-160 collapse-clean@moe2:100-160 collapse-eval@moe2:100-260|death@moe2 death-red@moe2 idle@head")
 S+=("syn-k1-biased|syn|$SYN --epochs 2 --k 1 --noise 0 --alpha 0 --bias-mode select --bias-rate 0 --init-bias e1=10|collapse-train:100-160 collapse-clean:100-160 collapse-eval:100-260|death death-red")
 S+=("syn-k1-healthy|syn|$SYN --epochs 3 --k 1 --seed 2 $BAL||idle")
-S+=("readme-eval-only|syn|--dataset synthetic:32x32x3:10:768 --epochs 2 --seed 5 --threads 1|collapse-eval:6-6|")
+S+=("readme-eval-only|syn|--dataset synthetic:32x32x3:10:768 --epochs 2 --seed 5 $OLD --threads 1|collapse-eval:6-6|")
 # -- Fashion-MNIST scenarios (full)
-S+=("fm-default-2ep|fm|--epochs 2 --threads $THREADS||warning idle")
-S+=("fm-sigmoid-2ep|fm|--epochs 2 --schedule sigmoid --tau1 0.3 --threads $THREADS||warning idle")
-S+=("fm-biased-1ep|fm|--epochs 1 --width 0.5 --noise 0 --alpha 0 --bias-mode select --bias-rate 0 --init-bias e3=10 --threads $THREADS|collapse-train:120-150 collapse-clean:120-150 collapse-eval:120-468|death death-red")
-S+=("fm-death-1ep|fm|--epochs 1 --width 0.5 --bias-mode logits --bias-rate 0 --init-bias e6=-30 --threads $THREADS|death:120-130|warning idle")
+S+=("fm-default-2ep|fm|--epochs 2 --threads $THREADS||")
+S+=("fm-old-default-2ep|fm|--epochs 2 $OLD --threads $THREADS||warning idle")
+S+=("fm-sigmoid-2ep|fm|--epochs 2 $OLD --schedule sigmoid --tau1 0.3 --threads $THREADS||warning idle")
+S+=("fm-biased-1ep|fm|--epochs 1 --width 0.5 $OLD --noise 0 --alpha 0 --bias-mode select --bias-rate 0 --init-bias e3=10 --threads $THREADS|collapse-train:120-150 collapse-clean:120-150 collapse-eval:120-468|death death-red")
+S+=("fm-death-1ep|fm|--epochs 1 --width 0.5 $OLD --bias-mode logits --bias-rate 0 --init-bias e6=-30 --threads $THREADS|death:120-130|warning idle")
 
 printf 'at 200 set noise 10\nat 300 set noise 0.5\n' > revive.txt
 N=0 TT=0 F=0 M=0 L=0

@@ -233,6 +233,29 @@ then
   grep -q '"renorm": 1' <(h5dump -a /run/config_json K1REP/live.h5 2>&1) && ok "its replay runs with renorm on (stored 1)" \
     || bad "replay of the old session: $(tail -2 K1REP.log)"
 else bad "could not make the old-style session: $(tail -2 patch.log)"; fi
+# 9. a session from before the router defaults changed (issue 33: noise 1, alpha 0.01, tau constant
+# 1, stored in its config JSON; its command line says nothing) resumes with them: made from a
+# session launched with them explicitly, interrupted at step 20, whose command line has them
+# overwritten by "--threads 2" (already there) and spaces.
+OLDR=(--noise 1 --alpha 0.01 --schedule const)
+"$BIN" "${TRAIN[@]}" --epochs 2 "${OLDR[@]}" --session R1ON > R1ON.log 2>&1
+"$BIN" "${TRAIN[@]}" --epochs 2 "${OLDR[@]}" --session R1OLD --commands quit20 > R1OLD.log 2>&1
+if /usr/bin/python3 - R1OLD/live.h5 > patch2.log 2>&1 <<'PY'
+import h5py, sys
+with h5py.File(sys.argv[1], "r+") as f:
+    g = f["run"]
+    v = g.attrs["command_line"].decode()
+    old = " --noise 1 --alpha 0.01 --schedule const"
+    assert old in v, v
+    g.attrs.modify("command_line", v.replace(old, " --threads 2".ljust(len(old))).encode())
+PY
+then
+  "$BIN" train --resume R1OLD > R1OLD2.log 2>&1; rc=$?
+  check "the session with the old router defaults resumes" [ $rc = 0 -a -f R1OLD/ckpt-32.h5 ]
+  if h5diff R1OLD/ckpt-32.h5 R1ON/ckpt-32.h5 /weights /weights > /dev/null 2>&1; then
+    ok "its stored noise, alpha and tau schedule are kept on resume (weights equal the explicit run's)"
+  else bad "the resumed old-defaults session's weights differ from the explicit run's"; fi
+else bad "could not make the old-defaults session: $(tail -2 patch2.log)"; fi
 
 echo "$pass passed, $fail failed"
 [ "$fail" = 0 ]

@@ -249,6 +249,14 @@ static int opt_index(const char *name) {
 void app_options_defaults(AppOptions *o) {
     memset(o, 0, sizeof *o);
     train_config_defaults(&o->train);
+    /* the reference router's defaults, chosen by the router study (issue 33, tests/RESULTS.md):
+     * small selection noise (1/E at E = 8), a cosine anneal of tau from 1 to 0.3 and a load-balancing
+     * weight of 0.05, so the router decides, learns and keeps its experts; the core's defaults
+     * (noise 1, alpha 0.01, tau constant 1) stay reachable with --noise 1 --alpha 0.01 --schedule const */
+    o->train.model.head.noise = 0.125f;
+    o->train.model.head.alpha = 0.05f;
+    o->train.tau.kind = TAU_COSINE;
+    o->train.tau.tau1 = 0.3f;
     snprintf(o->dataset, sizeof o->dataset, "default");
     o->steps = 30;
     o->repeat = 3;

@@ -104,10 +104,12 @@ void runsession_stored_renorm(const char *dir, AppOptions *o) {
     TauKind tk;
     if (cfg && session_config_long(cfg, "model.head.renorm", MOE_RENORM_OFF, MOE_RENORM_AUTO, &v) == 1)
         o->train.model.head.renorm = (int)v;
-    /* the selection noise and the temperature schedule the session was launched with: a stored
-     * command line that did not give them meant the defaults of its day (issue 33 changed them) */
+    /* the selection noise, balancing-loss weight and temperature schedule the session was launched
+     * with: a stored command line that did not give them meant the defaults of its day (issue 33
+     * changed them) */
     MoeConfig *h = &o->train.model.head;
     if (cfg && session_config_num(cfg, "model.head.noise", 0, 1e6, &x) == 1) h->noise = (float)x;
+    if (cfg && session_config_num(cfg, "model.head.alpha", 0, 1e6, &x) == 1) h->alpha = (float)x;
     TauSchedule *t = &o->train.tau;
     if (cfg && session_config_str(cfg, "tau.kind", kind, sizeof kind) == 1 && tau_parse_kind(kind, &tk) == ML_OK) {
         t->kind = tk;

@@ -98,6 +98,36 @@ static void normalize_args(StrList *l) {
     if (l->v) l->v[w] = NULL;
 }
 
+/* The same command line meant other defaults before issue 33 (selection noise 1, alpha 0.01, tau
+ * constant 1): 1 if the session's stored configuration has the noise, alpha and temperature
+ * schedule this moelab would give run r, else 0 with why set. */
+static int same_router_defaults(const Plan *p, int r, const char *dir, char *why, size_t wn) {
+    StrList l = {0};
+    AppOptions want, had;
+    app_options_defaults(&want);
+    if (sweep_run_train_args(p, r % p->nconfigs, r / p->nconfigs + p->seed0, &l) ||
+        app_options_parse(&want, l.n, l.v, "train") != 0) {
+        sweep_sl_free(&l);
+        return 1; /* the text comparison already matched: nothing more to learn */
+    }
+    sweep_sl_free(&l);
+    had = want;
+    runsession_stored_renorm(dir, &had);
+    const MoeConfig *hw = &want.train.model.head, *hh = &had.train.model.head;
+    const TauSchedule *tw = &want.train.tau, *th = &had.train.tau;
+    if (hw->kind == HEAD_DENSE && want.train.model.moe_n == 0) return 1; /* nothing routes */
+    if (hw->noise != hh->noise || hw->alpha != hh->alpha || tw->kind != th->kind || tw->tau0 != th->tau0 ||
+        tw->tau1 != th->tau1) {
+        snprintf(why, wn,
+                 "it was trained with selection noise %g, alpha %g and tau %s %g -> %g (the defaults of an older "
+                 "moelab), this sweep wants noise %g, alpha %g and tau %s %g -> %g",
+                 (double)hh->noise, (double)hh->alpha, tau_kind_name(th->kind), (double)th->tau0, (double)th->tau1,
+                 (double)hw->noise, (double)hw->alpha, tau_kind_name(tw->kind), (double)tw->tau0, (double)tw->tau1);
+        return 0;
+    }
+    return 1;
+}
+
 /* 1 if the session in dir was started with the training options of run r. */
 static int session_matches(const Plan *p, int r, const char *dir, char *why, size_t wn) {
     char line[4096];
@@ -124,7 +154,7 @@ static int session_matches(const Plan *p, int r, const char *dir, char *why, siz
         snprintf(why, wn, "it was started as '%.900s', this sweep wants '%.900s'", a, b);
         return 0;
     }
-    return 1;
+    return same_router_defaults(p, r, dir, why, wn);
 }
 
 const char *const sweep_state_names[] = {"to run", "finished", "failed", "to resume", "to restart", "mismatch", "unreadable"};
