@@ -100,6 +100,9 @@ struct View {
 };
 
 extern const ViewClass view_status_class;  /* status bar (2 rows, no frame) */
+/* The status bar's progress bar as last drawn (the browser's epoch scrubber), in screen cells:
+ * 1 with its first cell *x, width *w and row *y, or 0 when none was drawn. */
+int view_status_bar(const View *v, int *x, int *w, int *y);
 extern const ViewClass view_banner_class;  /* collapse / NaN banner (1 row, no frame) */
 extern const ViewClass view_curves_class;  /* loss and accuracy */
 extern const ViewClass view_heatmap_class; /* class x expert of the last evaluation */

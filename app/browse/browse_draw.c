@@ -176,6 +176,7 @@ static void draw_list(Browser *b, int W, int H) {
             draw_text(stdscr, y0 + 2 + c, 1, W - 2, A_NORMAL, buf);
         }
     }
+    b->list_h = list_h;
     if (b->sel < b->top) b->top = b->sel;
     if (b->sel >= b->top + list_h) b->top = b->sel - list_h + 1;
     if (b->top < 0) b->top = 0;

@@ -75,6 +75,7 @@ typedef struct {
     char state[24];
     int run_ended;
     int read_only; /* --read-only: no command is ever sent */
+    TermMouseParser mp;
     int confirm_quit, leave;
     double q_at; /* > 0: q pressed on an empty line at this time; detach unless more keys follow */
     double next_reload, next_status, t_open;
@@ -362,10 +363,23 @@ static void handle_key(Attach *a, int c) {
     cmdline_feed(c);
 }
 
+/* A key, or a byte of a mouse report (a click or a wheel notch on a panel: app/term/screen.c). */
+static void handle_input(Attach *a, int c) {
+    if (!a->scr.mouse) {
+        handle_key(a, c);
+        return;
+    }
+    TermMouse m;
+    int out[40], n = 0;
+    const int r = term_mouse_feed(&a->mp, c, &m, out, &n);
+    if (r == 1 && !a->confirm_quit && screen_mouse(&a->scr, &m, ml_now())) a->dirty = 1;
+    for (int i = 0; i < n; i++) handle_key(a, out[i]);
+}
+
 // ---------------------------------------------------------------------------------------------
 // the session screen
 
-static int attach_session(const char *dir, int read_only) {
+static int attach_session(const char *dir, int read_only, int mouse) {
     long owner = -1;
     const int fd = control_connect(dir, &owner);
     if (fd < 0) {
@@ -452,6 +466,9 @@ static int attach_session(const char *dir, int read_only) {
         return 1;
     }
     theme_init(&a->scr.theme, utf8, 0);
+    a->scr.mouse = mouse;
+    a->scr.click_panel = -1;
+    if (mouse) term_mouse_on();
     history_view_ctx(&a->h0, &a->scr.theme, &a->ctx, &a->base);
     int rc = 0;
     if (panels_init(&a->scr.ps, &a->ctx) || view_init(&a->scr.help, &view_help_class, &a->ctx)) {
@@ -505,9 +522,14 @@ static int attach_session(const char *dir, int read_only) {
             for (int guard = 0; guard < 4096 && !a->leave; guard++) {
                 const int c = wgetch(cw);
                 if (c == ERR) break;
-                handle_key(a, c);
+                handle_input(a, c);
                 if (cmdline_window_get() != cw) break;
             }
+        if (pr > 0 && (pf[0].revents & POLLIN)) {
+            int out[40], n = 0;
+            term_mouse_flush(&a->mp, out, &n); /* a lone Esc */
+            for (int i = 0; i < n && !a->leave; i++) handle_key(a, out[i]);
+        }
     }
     term_signals_restore(&sigs);
     cmdline_history_close();
@@ -555,7 +577,7 @@ static double seconds_per_step(const char *dir, long *last_step, long *total) {
     return r;
 }
 
-static int attach_sweep(const char *dir, int read_only) {
+static int attach_sweep(const char *dir, int read_only, int mouse) {
     BrowseList l = {0};
     if (browse_list_scan(&l, dir) != 0) {
         fprintf(stderr, "moelab attach: %s\n", ml_last_error());
@@ -615,7 +637,7 @@ static int attach_sweep(const char *dir, int read_only) {
         char ans[32] = "";
         if (fgets(ans, sizeof ans, stdin)) {
             const int k = atoi(ans);
-            if (k >= 1 && k <= l.n && live[k - 1]) rc = attach_session(l.e[k - 1].path, read_only);
+            if (k >= 1 && k <= l.n && live[k - 1]) rc = attach_session(l.e[k - 1].path, read_only, mouse);
             else if (k) {
                 fprintf(stderr, "moelab attach: run %d is not running\n", k);
                 rc = 1;
@@ -628,7 +650,7 @@ static int attach_sweep(const char *dir, int read_only) {
 }
 
 int cmd_attach(int argc, char **argv) {
-    static const char usage[] = "usage: moelab attach [--read-only] SESSION | SWEEP_DIR\n";
+    static const char usage[] = "usage: moelab attach [--read-only] [--no-mouse] SESSION | SWEEP_DIR\n";
     if (argc == 2 && (!strcmp(argv[1], "--help") || !strcmp(argv[1], "-h"))) {
         printf("%s\n"
                "The live screen of a run training in another process (headless, nohup, tmux, a\n"
@@ -638,14 +660,17 @@ int cmd_attach(int argc, char **argv) {
                "sweep): lists its runs with state, epoch, accuracy and ETA, and attaches to one.\n\n"
                "  --read-only  watch only: no commands, no pause, no quit of the run (a typed\n"
                "               command is refused on the screen, and the run refuses any from\n"
-               "               this connection); q still detaches\n",
+               "               this connection); q still detaches\n"
+               "  --no-mouse   ignore the mouse (on by default: a click focuses a panel, a\n"
+               "               double click zooms it, the wheel scrolls it)\n",
                usage);
         return 0;
     }
     const char *dir = NULL;
-    int read_only = 0;
+    int read_only = 0, mouse = 1;
     for (int i = 1; i < argc; i++) {
         if (!strcmp(argv[i], "--read-only")) read_only = 1;
+        else if (!strcmp(argv[i], "--no-mouse")) mouse = 0;
         else if (argv[i][0] == '-' && argv[i][1]) {
             fprintf(stderr, "moelab attach: unknown option '%s'\n%s", argv[i], usage);
             return 2;
@@ -664,6 +689,6 @@ int cmd_attach(int argc, char **argv) {
         fprintf(stderr, "moelab attach: %s: no such session folder\n", dir);
         return 2;
     }
-    if (!is_session(dir)) return attach_sweep(dir, read_only);
-    return attach_session(dir, read_only);
+    if (!is_session(dir)) return attach_sweep(dir, read_only, mouse);
+    return attach_session(dir, read_only, mouse);
 }
