@@ -7,7 +7,7 @@
 #   2. the run was not changed: still running (not paused), tau still the plan's, no event with
 #      origin socket in its event log, and the attacher keeps following (its step advances);
 #   3. the socket side: a raw client that says `readonly` gets `set tau 0.3` refused by the run;
-#   4. q detaches (exit 0) and the run goes on.
+#   4. `/` still filters its log (a screen-only key); q detaches (exit 0) and the run goes on.
 # Every wait polls capture-pane with a generous limit; nothing asserts a time.
 set -u
 BIN=${1:?usage: t_readonly.sh path/to/moelab}
@@ -82,6 +82,9 @@ else
 fi
 check "the run is still running after the raw client" sh -c "'$BIN' ctl '$T/run' status | grep -q 'state=running'"
 
+typed "/refused"
+keys Enter
+check "read-only: / still filters the log (it changes nothing in the run)" wait_for 'Log /refused: [0-9]+ match' 10
 keys q
 check "q detaches: 'detached from'" wait_for 'detached from .* at step [0-9]+' 20
 check "q detaches: exit 0" wait_for 'MOELAB_EXIT=0' 20

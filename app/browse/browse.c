@@ -72,6 +72,8 @@ static void usage(FILE *f) {
         "sweep's runs. Without a terminal, or with --list, prints the list instead. COLUMN: name\n"
         "dataset head experts schedule best last epochs status alarms created (alarms: episodes by\n"
         "severity from the event log, 2C 1W 1D = collapses, warnings, expert deaths). Keys: ? in the browser.\n"
+        "--filter TEXT: as / in the list (any column's text, a configuration value or KEY=VALUE such as\n"
+        "tau.kind=cosine; a leading ! keeps the sessions that do not match).\n"
         "The mouse (off with --no-mouse): a click opens a list entry, focuses a panel or moves the epoch\n"
         "cursor on the scrubber, a double click zooms a panel, the wheel scrolls the list or a panel.\n");
 }

@@ -161,6 +161,14 @@ static int key_list(Browser *b, int c) {
             browse_list_rows(b);
         }
         break;
+    case 'n': /* the next / previous match of the filter (the list shows only matches: wraps) */
+    case 'N':
+        if (!b->filter[0]) {
+            browse_set_msg(b, "n / N: no filter (/ sets one)");
+            break;
+        }
+        if (b->nrows > 0) b->sel = ((b->sel + (c == 'n' ? 1 : -1)) % b->nrows + b->nrows) % b->nrows;
+        break;
     case 'r':
         browse_list_rescan(b);
         browse_set_msg(b, "rescanned: %d sessions", b->list.n);

@@ -150,7 +150,9 @@ static void on_line(char *line, void *user) {
     cmdline_history_add(p);
     TrainerCmd c;
     char err[256];
-    if (command_parse(p, &c, err, sizeof err)) {
+    if (screen_log_filter(&ui->scr, p)) {
+        /* `/text`: the log's filter (app/term/screen.c) */
+    } else if (command_parse(p, &c, err, sizeof err)) {
         ui_log(ui, VIEW_LOG_ERROR, "error: %s", err);
     } else if (c.kind == CMD_HELP) {
         ui->scr.help_on = 1;
@@ -400,6 +402,13 @@ static void handle_key(Tui *ui, int c) {
             else ui->confirm_quit = 1;
             ui->dirty = 1;
             return;
+        case 'n':
+        case 'N':
+            if (screen_log_key(&ui->scr, c)) {
+                ui->dirty = 1;
+                return;
+            }
+            break;
         default:
             if (focused_view_key(ui, c)) {
                 ui->dirty = 1;

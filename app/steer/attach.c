@@ -293,7 +293,9 @@ static void on_line(char *line, void *user) {
         cmdline_history_add(p);
         TrainerCmd c;
         char err[256];
-        if (!strcmp(p, "detach")) a->leave = 1;
+        if (screen_log_filter(&a->scr, p)) {
+            /* `/text`: the log's filter (app/term/screen.c) */
+        } else if (!strcmp(p, "detach")) a->leave = 1;
         else if (!strcmp(p, "status")) send_request(a, REQ_COMMAND, p);
         else if (command_parse(p, &c, err, sizeof err)) alog(a, VIEW_LOG_ERROR, "error: %s", err);
         else if (c.kind == CMD_HELP) a->scr.help_on = 1;
@@ -353,6 +355,10 @@ static void handle_key(Attach *a, int c) {
         case '{':
         case '}':
             if (panels_key(&a->scr.ps, a->scr.focus, c)) return;
+            break;
+        case 'n':
+        case 'N':
+            if (screen_log_key(&a->scr, c)) return;
             break;
         case 'l':
             if (a->scr.focus >= 0 && a->scr.ps.have[a->scr.focus] && view_on_key(&a->scr.ps.v[a->scr.focus], c)) return;

@@ -60,6 +60,19 @@ int screen_mouse(Screen *s, const TermMouse *m, double now) {
     return 1;
 }
 
+int screen_log_filter(Screen *s, const char *line) {
+    if (line[0] != '/') return 0;
+    if (!s->ps.have[PANEL_LOG]) return 1;
+    view_log_filter(&s->ps.v[PANEL_LOG], line + 1);
+    s->focus = PANEL_LOG;
+    return 1;
+}
+
+int screen_log_key(Screen *s, int c) {
+    if ((c != 'n' && c != 'N') || !s->ps.have[PANEL_LOG] || !view_log_filtering(&s->ps.v[PANEL_LOG])) return 0;
+    return view_on_key(&s->ps.v[PANEL_LOG], c);
+}
+
 static void help_overlay(Screen *f, int W, int H) {
     overlay_drop();
     if (!f->help_on) return;

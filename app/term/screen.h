@@ -41,6 +41,12 @@ int screen_mouse(Screen *s, const TermMouse *m, double now);
 /* The panel (PANEL_CURVES .. PANEL_LOG) of lay under cell (x, y), or -1. */
 int screen_panel_at(const Layout *lay, int x, int y);
 
+/* A command line starting with '/': the log's filter (`/text`, `/!text` for the lines without
+ * it, `/` alone clears it; views/view_log.c), and the log gets the focus. 1 if line was one. */
+int screen_log_filter(Screen *s, const char *line);
+/* n / N on an empty command line while the log is filtered: the next / previous match. 1 if used. */
+int screen_log_key(Screen *s, int c);
+
 /* The focus after `cur` for the tab key (the panels' order at cols x lines). */
 int screen_next_focus(const Panels *ps, int cols, int lines, int cur);
 
