@@ -9,7 +9,8 @@
 #   2. `moelab attach`: a click focuses a panel;
 #   3. the browser: the wheel moves the list cursor (Enter then opens the second run), a click on
 #      a list entry opens that run, a click on the first cell of the status bar's progress bar
-#      (the epoch scrubber) moves the cursor to epoch 1.
+#      (the epoch scrubber) moves the cursor to epoch 1; under TERM=xterm-256color (where curses
+#      decodes the reports itself) a click opens a run too.
 # Every wait polls capture-pane; nothing asserts a time.
 set -u
 BIN=${1:?usage: t_mouse.sh path/to/moelab}
@@ -148,6 +149,15 @@ check "browser: a click on the scrubber's first cell moves the cursor to epoch 1
 keys q
 keys q
 check "browser: quits" wait_for 'MOELAB_EXIT=0' 20
+# TERM=xterm-256color: curses knows the SGR report (kmous) and decodes it itself (KEY_MOUSE)
+start X 120x40 "env TERM=xterm-256color $BIN browse $T/runs --sort name"
+check "browser, TERM=xterm-256color: the list" wait_for 'beta' 20
+read -r c r < <(pos 'beta')
+click "$c" "$r"
+check "browser, TERM=xterm-256color: a click on a list entry opens it (beta)" wait_for 'session .*beta' 20
+keys q
+keys q
+check "browser, TERM=xterm-256color: quits" wait_for 'MOELAB_EXIT=0' 20
 
 echo "$pass passed, $fail failed"
 [ "$fail" = 0 ]

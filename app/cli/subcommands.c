@@ -16,7 +16,7 @@ const AppCommand app_commands[] = {
      "[DIR | SESSION_DIR | FILE.h5 | sweep.h5] [--list]", 0, cmd_browse},
     {"sweep", "multi-seed experiments, the paper's presets, MoE-vs-dense effect sizes (moelab sweep --help)",
      "[train options] --vary KEY=V1,V2,... --seeds N --out DIR", 1, cmd_sweep},
-    {"attach", "the live screen of a run training in another process, steering it (moelab attach SESSION)",
+    {"attach", "the live screen of a run training in another process, steering it or, with --read-only, only watching it",
      "[--read-only] [--no-mouse] SESSION | SWEEP_DIR", 0, cmd_attach},
     {"ctl", "send one command to a running session (moelab ctl SESSION COMMAND...)", "SESSION COMMAND...", 0, cmd_ctl},
     {"plot", "paper figures (PDF, SVG, PNG) of a session, 2-8 sessions or a sweep (moelab plot --help)",
