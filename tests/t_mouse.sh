@@ -5,7 +5,8 @@
 #      marker moves), a double click on the heatmap zooms it (the other panels go) and another
 #      unzooms, the wheel over the log scrolls it back 3 lines ("Log (3 lines back"), wheel down
 #      returns; the terminal's mouse modes (tmux's flags) are on while it runs and off after it;
-#      at 80x24 a click focuses the log; `--no-mouse`: a click changes nothing;
+#      at 80x24 a click focuses the log; `--no-mouse`: a click changes nothing, and a resume
+#      with `--no-mouse` asks for no reports either;
 #   2. `moelab attach`: a click focuses a panel;
 #   3. the browser: the wheel moves the list cursor (Enter then opens the second run), a click on
 #      a list entry opens that run, a click on the first cell of the status bar's progress bar
@@ -104,6 +105,12 @@ keys C-u # (the report's bytes went to the command line, as any unknown escape s
 keys q
 wait_for 'Quit training\?' 10 && keys y
 check "--no-mouse: quits" wait_for 'MOELAB_EXIT=0' 60
+start R 120x40 "$BIN train --resume $T/nomouse --no-mouse"
+check "--resume DIR --no-mouse: accepted, the resumed screen runs" wait_for 'RUNNING .*step [1-9]' 60
+check "--resume DIR --no-mouse: no mouse reports asked for (tmux: $(sgr))" test "$(sgr)" = 00
+keys q
+wait_for 'Quit training\?' 10 && keys y
+check "--resume --no-mouse: quits" wait_for 'MOELAB_EXIT=0' 60
 "$BIN" export "$T/nomouse" --csv "$T/nmcsv" >/dev/null 2>&1
 check "--no-mouse is not in the session's stored command line (launch-time only)" \
   sh -c "grep -q -- '--epochs' '$T/nmcsv/config.csv' && ! grep -q -- '--no-mouse' '$T/nmcsv/config.csv'"
