@@ -989,6 +989,25 @@ static void test_sessions(void) {
     check(c == 1 && !strcmp(names, "a/b/run"), "'a/b' (nested name): %d (%s)", c, names);
     c = count_matches(&l, "zzz-nothing", names, sizeof names);
     check(c == 0, "no match: %d (%s)", c, names);
+    /* issue 32: `!` inverts; configuration values, whole or as KEY=VALUE (numbers as numbers) */
+    c = count_matches(&l, "!dense", names, sizeof names);
+    check(c == l.n - 1 && !strstr(names, "dense"), "'!dense' (inverted): %d of %d (%s)", c, l.n, names);
+    c = count_matches(&l, "!", names, sizeof names);
+    check(c == l.n, "'!' alone matches everything: %d", c);
+    c = count_matches(&l, "tau.kind=SIGMOID", names, sizeof names);
+    check(c == 1 && !strcmp(names, "killed"), "'tau.kind=SIGMOID' (a configuration value): %d (%s)", c, names);
+    c = count_matches(&l, "kind=sigmoid", names, sizeof names);
+    check(c == 1 && !strcmp(names, "killed"), "'kind=sigmoid' (a key's last part): %d (%s)", c, names);
+    c = count_matches(&l, "seed=9", names, sizeof names);
+    check(c >= 1 && strstr(names, "killed") != NULL, "'seed=9': %d (%s)", c, names);
+    const int c1 = count_matches(&l, "tau0=1", names, sizeof names);
+    c = count_matches(&l, "tau0=1e0", names, sizeof names);
+    check(c1 > 0 && c == c1, "'tau0=1e0' matches as many as 'tau0=1' (numbers compared as numbers): %d, %d", c, c1);
+    c = count_matches(&l, "ind=sigmoid", names, sizeof names);
+    check(c == 0, "'ind=sigmoid' (not a whole key part): %d (%s)", c, names);
+    c = count_matches(&l, "sgd", names, sizeof names);
+    const int c2 = count_matches(&l, "!sgd", names, sizeof names);
+    check(c > 0 && c + c2 == l.n, "'sgd' (a whole configuration value, opt.kind) %d + '!sgd' %d = %d", c, c2, l.n);
 
     /* cells */
     char cells[BCOL_COUNT][64];

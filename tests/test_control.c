@@ -57,6 +57,24 @@ int main(void) {
     control_event(&s, &e);
     CHECK(c->outlen > 0 && !strncmp(c->out, "error: set tau: -1", 18) && c->awaiting == 0,
           "a failed socket command answers with its error");
+
+    /* a read-only connection (moelab attach --read-only): `readonly`, then every command of the
+     * command language is refused and nothing reaches the queue; status still answers */
+    ControlClient *r = &s.cl[1];
+    r->fd = 1001;
+    static const char lines[] = "readonly\nset tau 0.3\npause\nquit\neval\nanneal linear 1 0.1\nstatus\n";
+    memcpy(r->in, lines, sizeof lines - 1);
+    r->inlen = sizeof lines - 1;
+    pthread_mutex_lock(&s.mu);
+    control_client_lines_locked(&s, r);
+    pthread_mutex_unlock(&s.mu);
+    r->out[r->outlen < sizeof r->out ? r->outlen : sizeof r->out - 1] = 0;
+    int refused = 0;
+    for (const char *p = r->out; (p = strstr(p, "error: read-only connection")); p++) refused++;
+    CHECK(r->read_only && !strncmp(r->out, "ok read-only\n", 13) && refused == 5 && s.qn == 0 && !r->awaiting &&
+              strstr(r->out, "\nok step="),
+          "a read-only connection refuses the 5 commands (%d refused, %d queued) and answers status: \"%s\"", refused,
+          s.qn, r->out);
     pthread_mutex_destroy(&s.mu);
     pthread_cond_destroy(&s.cv);
     printf("test_control: %d failed\n", n_failed);

@@ -100,6 +100,9 @@ struct View {
 };
 
 extern const ViewClass view_status_class;  /* status bar (2 rows, no frame) */
+/* The status bar's progress bar as last drawn (the browser's epoch scrubber), in screen cells:
+ * 1 with its first cell *x, width *w and row *y, or 0 when none was drawn. */
+int view_status_bar(const View *v, int *x, int *w, int *y);
 extern const ViewClass view_banner_class;  /* collapse / NaN banner (1 row, no frame) */
 extern const ViewClass view_curves_class;  /* loss and accuracy */
 extern const ViewClass view_heatmap_class; /* class x expert of the last evaluation */
@@ -107,6 +110,10 @@ extern const ViewClass view_load_class;    /* expert load over time */
 extern const ViewClass view_temp_class;    /* temperature: plan, used, override, now */
 extern const ViewClass view_scalars_class; /* routing scalars + sparklines (dense: training) */
 extern const ViewClass view_log_class;     /* log lines */
+/* The log's filter: only the lines holding text (any case) are shown, or with a leading '!' only
+ * the others; "" shows every line again. The newest line shown is the current match. */
+void view_log_filter(View *v, const char *text);
+int view_log_filtering(const View *v); /* 1 while a filter is set (n / N then move between matches) */
 extern const ViewClass view_help_class;    /* help overlay */
 extern const ViewClass view_tsne_class;    /* t-SNE scatter of an evaluation's test features */
 extern const ViewClass view_diff_class;    /* compare: routing scalars of two runs and B - A */

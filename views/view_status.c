@@ -21,7 +21,17 @@ typedef struct {
     int have_step;
     double test_acc;
     int have_eval;
+    int bar_x, bar_w, bar_y; /* the progress bar of the last draw, screen cells (bar_w 0: none) */
 } StatusView;
+
+int view_status_bar(const View *v, int *x, int *w, int *y) {
+    const StatusView *s = v->self;
+    if (!s || s->bar_w <= 0) return 0;
+    *x = s->bar_x;
+    *w = s->bar_w;
+    *y = s->bar_y;
+    return 1;
+}
 
 static int status_init(View *v) {
     StatusView *s = calloc(1, sizeof *s);
@@ -157,7 +167,11 @@ static void status_draw(View *v, WINDOW *w, Rect r) {
     const int tail_len = utf8_cells(tail);
     int bw = xmax - x - tail_len - 2 - 1;
     if (bw > 30) bw = 30;
+    s->bar_w = 0;
     if (bw >= 6) {
+        s->bar_x = getbegx(w) + x + 1;
+        s->bar_y = getbegy(w) + y;
+        s->bar_w = bw;
         char bar[128];
         bar_cells(bar, sizeof bar, frac, bw, t->utf8);
         x = put_seg(w, y, x, xmax, A_NORMAL, "[", &dropped);

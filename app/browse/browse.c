@@ -65,12 +65,17 @@ static void print_list(BrowseList *l, const char *filter) {
 static void usage(FILE *f) {
     fprintf(
         f,
-        "usage: moelab browse [DIR | SESSION_DIR | FILE.h5 | sweep.h5] [--list] [--sort COLUMN] [--reverse] [--filter TEXT]\n\n"
+        "usage: moelab browse [DIR | SESSION_DIR | FILE.h5 | sweep.h5] [--list] [--sort COLUMN] [--reverse] [--filter TEXT]\n"
+        "                     [--no-mouse]\n\n"
         "Browses saved sessions (default DIR: $MOELAB_SESSIONS, else runs/). A folder holding\n"
         "live.h5, or an .h5 session file, opens that session directly; a sweep.h5 lists the\n"
         "sweep's runs. Without a terminal, or with --list, prints the list instead. COLUMN: name\n"
         "dataset head experts schedule best last epochs status alarms created (alarms: episodes by\n"
-        "severity from the event log, 2C 1W 1D = collapses, warnings, expert deaths). Keys: ? in the browser.\n");
+        "severity from the event log, 2C 1W 1D = collapses, warnings, expert deaths). Keys: ? in the browser.\n"
+        "--filter TEXT: as / in the list (any column's text, a configuration value or KEY=VALUE such as\n"
+        "tau.kind=cosine; a leading ! keeps the sessions that do not match).\n"
+        "The mouse (off with --no-mouse): a click opens a list entry, focuses a panel or moves the epoch\n"
+        "cursor on the scrubber, a double click zooms a panel, the wheel scrolls the list or a panel.\n");
 }
 
 static int is_session_dir(const char *p) {
@@ -86,6 +91,7 @@ typedef struct {
     int given;        /* root was on the command line */
     const char *filter;
     int list_only, sort_col, reverse;
+    int no_mouse;
 } BrowseArgs;
 
 /* Parses argv into a: -1 to go on, else the exit status (0 after --help, 2 on bad usage). */
@@ -100,6 +106,7 @@ static int parse_args(int argc, char **argv, BrowseArgs *a) {
         }
         if (!strcmp(argv[i], "--list")) a->list_only = 1;
         else if (!strcmp(argv[i], "--reverse")) a->reverse = 1;
+        else if (!strcmp(argv[i], "--no-mouse")) a->no_mouse = 1;
         else if (!strcmp(argv[i], "--sort") && i + 1 < argc) {
             a->sort_col = browse_col_parse(argv[++i]);
             if (a->sort_col < 0) {
@@ -202,6 +209,7 @@ static SCREEN *screen_open(Browser *b) {
     b->help_ctx.theme = &b->theme;
     b->help_ctx.browse = 1;
     view_init(&b->help, &view_help_class, &b->help_ctx);
+    if (b->mouse) term_mouse_on();
     return scr;
 }
 
@@ -225,7 +233,7 @@ static int screen_first(Browser *b, const char *root, int direct) {
 /* Handles the keys waiting; 1 if one of them quits. */
 static int read_keys(Browser *b) {
     for (int guard = 0; guard < 1024; guard++) {
-        const int c = browse_read_key();
+        const int c = browse_read_key(&b->mev);
         if (c == ERR) break;
         if (browse_handle_key(b, c)) return 1;
     }
@@ -305,6 +313,8 @@ int cmd_browse(int argc, char **argv) {
     b->sort_col = a.sort_col;
     b->sort_rev = a.reverse;
     b->job.ev = -1;
+    b->mouse = !a.no_mouse;
+    b->click_panel = -1;
     snprintf(b->filter, sizeof b->filter, "%s", a.filter);
     rc = browse_load(b, &a, is_h5, direct, !tty || a.list_only);
     if (rc >= 0) {

@@ -20,6 +20,7 @@ typedef struct {
     SessionInfo info;
     char status[16]; /* running finished interrupted failed stale damaged unsupported missing */
     char sched[24];  /* temperature schedule kind, from the stored configuration */
+    char conf[4096]; /* the stored configuration flattened, "model.head.E=4\n..." (for the filter) */
     char err[512];   /* why it is damaged / stale ("" otherwise) */
     double mtime;    /* live.h5 modification time (Unix s) */
     int marked;      /* compare mark */
@@ -69,7 +70,10 @@ void browse_list_sort(BrowseList *l, int col, int reverse);
 int browse_missing(const BrowseEntry *e, int col);
 int browse_entry_cmp(const BrowseEntry *a, const BrowseEntry *b, int col);
 /* 1 if the filter text occurs (case-insensitive) in the name, dataset, head, schedule, status or
- * "E<e> k<k> h<h>"; an empty filter matches everything. */
+ * "E<e> k<k> h<h>", or is a value of the stored configuration (the whole value, any case), or,
+ * written KEY=VALUE, the configuration has a key that is KEY or ends in ".KEY" with that value
+ * (numbers compared as numbers: lr.base=0.05 matches 5e-2). A leading '!' inverts the filter;
+ * an empty filter (or "!") matches everything. */
 int browse_entry_match(const BrowseEntry *e, const char *filter);
 /* The list's cells of an entry, as shown and printed. */
 void browse_entry_cells(const BrowseEntry *e, char cells[BCOL_COUNT][64]);

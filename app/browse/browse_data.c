@@ -195,6 +195,7 @@ void browse_entry_read(BrowseEntry *e, double now) {
         memset(&e->info, 0, sizeof e->info);
         e->ok = 0;
         e->sched[0] = 0;
+        e->conf[0] = 0;
         snprintf(e->status, sizeof e->status, "damaged");
         session_isolated_status(&r, e->path, timeout_ms);
         snprintf(e->err, sizeof e->err, "%s", ml_last_error());
@@ -208,6 +209,39 @@ int browse_probe_history(const char *path, char *err, size_t n) {
     return -1;
 }
 
+/* The configuration's scalars as "path=value" lines into buf (what does not fit is left out). */
+static void flatten(const json_t *j, const char *path, char *buf, size_t n, size_t *o) {
+    char sub[256], val[128];
+    if (json_is_object(j)) {
+        const char *k;
+        const json_t *v;
+        json_object_foreach((json_t *)j, k, v) {
+            snprintf(sub, sizeof sub, "%s%s%s", path, *path ? "." : "", k);
+            flatten(v, sub, buf, n, o);
+        }
+        return;
+    }
+    if (json_is_array(j)) {
+        size_t i;
+        const json_t *v;
+        json_array_foreach((json_t *)j, i, v) {
+            snprintf(sub, sizeof sub, "%s.%zu", path, i);
+            flatten(v, sub, buf, n, o);
+        }
+        return;
+    }
+    if (json_is_string(j)) snprintf(val, sizeof val, "%s", json_string_value(j));
+    else if (json_is_integer(j)) snprintf(val, sizeof val, "%lld", (long long)json_integer_value(j));
+    else if (json_is_real(j)) snprintf(val, sizeof val, "%.10g", json_real_value(j));
+    else if (json_is_boolean(j)) snprintf(val, sizeof val, "%d", json_is_true(j));
+    else return;
+    for (char *p = val; *p; p++)
+        if (*p == '\n' || *p == '=') *p = ' ';
+    const int w = snprintf(buf + *o, n - *o, "%s=%s\n", path, val);
+    if (w > 0 && *o + (size_t)w < n) *o += (size_t)w;
+    else buf[*o] = '\0';
+}
+
 static void entry_read_here(BrowseEntry *e, double now) {
     char file[1200];
     struct stat sb;
@@ -215,6 +249,7 @@ static void entry_read_here(BrowseEntry *e, double now) {
     else snprintf(file, sizeof file, "%s/live.h5", e->path);
     e->mtime = stat(file, &sb) == 0 ? (double)sb.st_mtime : 0;
     e->sched[0] = 0;
+    e->conf[0] = 0;
     e->err[0] = 0;
     const ml_status st = session_read_info(e->path, &e->info);
     e->ok = st == ML_OK;
@@ -245,6 +280,8 @@ static void entry_read_here(BrowseEntry *e, double now) {
     if (json && session_read_run_attr(e->path, "config_json", json, BROWSE_JSON_MAX) == ML_OK) {
         json_t *cfg = session_config_parse(json);
         session_config_str(cfg, "tau.kind", e->sched, sizeof e->sched);
+        size_t o = 0;
+        flatten(cfg, "", e->conf, sizeof e->conf, &o);
         json_decref(cfg);
     }
     free(json);
@@ -366,14 +403,47 @@ void browse_list_sort(BrowseList *l, int col, int reverse) {
     if (l->n > 1) qsort(l->e, l->n, sizeof *l->e, qcmp);
 }
 
+/* Two configuration values: the same text (any case), or the same number. */
+static int conf_value_eq(const char *a, size_t an, const char *b) {
+    if (strlen(b) == an && !strncasecmp(a, b, an)) return 1;
+    char x[128], *ea, *eb;
+    if (an == 0 || an >= sizeof x) return 0;
+    memcpy(x, a, an);
+    x[an] = 0;
+    const double va = strtod(x, &ea), vb = strtod(b, &eb);
+    return *b && !*ea && !*eb && va == vb;
+}
+
+/* The configuration holds value v (key NULL: under any key; else under key or a path ending in ".key"). */
+static int conf_has(const char *conf, const char *key, size_t keyn, const char *v) {
+    for (const char *line = conf; *line;) {
+        const char *eq = strchr(line, '='), *nl = strchr(line, '\n');
+        if (!eq || !nl) break;
+        if (eq < nl) {
+            const size_t pn = (size_t)(eq - line);
+            const int key_ok = !key || (pn == keyn && !strncasecmp(line, key, keyn)) ||
+                               (pn > keyn && line[pn - keyn - 1] == '.' && !strncasecmp(line + pn - keyn, key, keyn));
+            if (key_ok && conf_value_eq(eq + 1, (size_t)(nl - eq - 1), v)) return 1;
+        }
+        line = nl + 1;
+    }
+    return 0;
+}
+
 int browse_entry_match(const BrowseEntry *e, const char *filter) {
-    if (!filter || !*filter) return 1;
+    if (!filter) return 1;
+    const int invert = filter[0] == '!';
+    filter += invert;
+    if (!*filter) return 1;
     char ekh[48];
     snprintf(ekh, sizeof ekh, "E%d k%d h%d", e->info.experts, e->info.k, e->info.hidden);
     const char *fields[] = {e->name, e->info.dataset, e->info.head, e->sched, e->status, ekh};
-    for (size_t i = 0; i < sizeof fields / sizeof fields[0]; i++)
-        if (strcasestr(fields[i], filter)) return 1;
-    return 0;
+    int hit = 0;
+    for (size_t i = 0; i < sizeof fields / sizeof fields[0] && !hit; i++) hit = strcasestr(fields[i], filter) != NULL;
+    const char *eq = strchr(filter, '=');
+    if (!hit && eq && eq > filter) hit = conf_has(e->conf, filter, (size_t)(eq - filter), eq + 1);
+    else if (!hit && !eq) hit = conf_has(e->conf, NULL, 0, filter);
+    return hit != invert;
 }
 
 void browse_entry_cells(const BrowseEntry *e, char cells[BCOL_COUNT][64]) {

@@ -176,6 +176,7 @@ static void draw_list(Browser *b, int W, int H) {
             draw_text(stdscr, y0 + 2 + c, 1, W - 2, A_NORMAL, buf);
         }
     }
+    b->list_h = list_h;
     if (b->sel < b->top) b->top = b->sel;
     if (b->sel >= b->top + list_h) b->top = b->sel - list_h + 1;
     if (b->top < 0) b->top = 0;
@@ -282,7 +283,7 @@ static void draw_hint(Browser *b, int y, int W) {
         return;
     }
     const char *h =
-        b->screen == SCR_LIST      ? "Enter open  m mark  c compare  s/S sort  / filter  r rescan  ? help  q quit"
+        b->screen == SCR_LIST      ? "Enter open  m mark  c compare  s/S sort  / filter (/!: not)  n/N match  r rescan  ? help  q quit"
         : b->screen == SCR_COMPARE ? "Left/Right epoch  Home/End  0-9 Enter epoch  p figures  ? help  Esc/q back"
         : b->screen == SCR_MULTI   ? "Left/Right epoch  Home/End  0-9 Enter epoch  l loss/acc  p figures  Esc/q back"
         : b->tsne_on               ? "c colour by class/expert  Left/Right epoch  t/Esc close  ? help"

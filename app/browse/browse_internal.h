@@ -10,6 +10,7 @@
 
 #include "app/browse/browse.h"
 #include "app/live/history_feed.h"
+#include "app/term/term.h"
 #include "sessions/sweep_h5.h"
 #include "views/draw.h"
 #include "views/panels.h"
@@ -62,6 +63,7 @@ typedef struct {
     BrowseList list;
     int *rows, nrows; /* indexes of the entries shown (filtered) */
     int sel, top;
+    int list_h; /* rows of entries in the last frame (from row 2) */
     int sort_col, sort_rev;
     char filter[128];
     int input; /* 0, '/' filter or '#' epoch number being typed */
@@ -84,6 +86,10 @@ typedef struct {
     double refresh_at;
     TsneJob job;
     int dirty;
+    int mouse;       /* clicks and the wheel are used (not --no-mouse) */
+    TermMouse mev;   /* the report behind the last KEY_MOUSE */
+    int click_panel; /* the panel of the last left press, and when (double clicks) */
+    double click_at;
 } Browser;
 
 // ---- browse_session.c
@@ -117,9 +123,9 @@ void browse_render(Browser *b);
 
 // ---- browse_keys.c
 int browse_handle_key(Browser *b, int c);
-/* getch, with escape sequences the terminal description does not know (Home as ESC [ 1 ~ under
+/* getch, with escape sequences (a mouse report: KEY_MOUSE with *m filled) the terminal description does not know (Home as ESC [ 1 ~ under
  * another TERM, ...) mapped to keys where they are standard and swallowed otherwise, so their
  * ESC is never taken for the Esc key. */
-int browse_read_key(void);
+int browse_read_key(TermMouse *m);
 
 #endif

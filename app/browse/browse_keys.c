@@ -5,6 +5,7 @@
 #include "app/browse/browse_internal.h"
 #include "app/cli/app.h"
 #include "app/live/history_feed.h"
+#include "app/term/screen.h" /* provides: screen_panel_at, SCREEN_DOUBLE_SEC, SCREEN_WHEEL_LINES */
 
 #include <errno.h>
 #include <float.h>
@@ -159,6 +160,14 @@ static int key_list(Browser *b, int c) {
             b->filter[0] = 0;
             browse_list_rows(b);
         }
+        break;
+    case 'n': /* the next / previous match of the filter (the list shows only matches: wraps) */
+    case 'N':
+        if (!b->filter[0]) {
+            browse_set_msg(b, "n / N: no filter (/ sets one)");
+            break;
+        }
+        if (b->nrows > 0) b->sel = ((b->sel + (c == 'n' ? 1 : -1)) % b->nrows + b->nrows) % b->nrows;
         break;
     case 'r':
         browse_list_rescan(b);
@@ -315,7 +324,72 @@ static int key_view(Browser *b, int c) {
     return 0;
 }
 
+/* A click or a wheel notch (b->mev): in the list, a click opens the entry under it and the wheel
+ * moves the cursor; on a session, a click focuses a panel (a double click zooms it) or, on the
+ * status bar's progress bar (the epoch scrubber), moves the cursor to the epoch there; the wheel
+ * scrolls the panel under it. */
+static int key_mouse(Browser *b) {
+    const TermMouse *m = &b->mev;
+    if (!b->mouse || !m->press || b->input) return 0;
+    b->dirty = 1;
+    if (b->help_on) {
+        b->help_on = 0;
+        return 0;
+    }
+    const int wheel = m->button == 4 ? -1 : m->button == 5 ? 1 : 0;
+    if (!wheel && m->button != 0) return 0;
+    if (b->screen == SCR_LIST) {
+        if (wheel) {
+            b->sel += wheel * SCREEN_WHEEL_LINES;
+        } else {
+            const int r = m->y - 2;
+            if (r < 0 || r >= b->list_h || b->top + r >= b->nrows) return 0;
+            b->sel = b->top + r;
+            return key_list(b, '\n'); /* open it */
+        }
+        if (b->sel >= b->nrows) b->sel = b->nrows - 1;
+        if (b->sel < 0) b->sel = 0;
+        return 0;
+    }
+    if (b->screen != SCR_SESSION || b->tsne_on) {
+        if (wheel) move_cursor(b, wheel, 0);
+        return 0;
+    }
+    int bx, bw, by;
+    if (!wheel && b->a.ps.have[PANEL_STATUS] && view_status_bar(&b->a.ps.v[PANEL_STATUS], &bx, &bw, &by) &&
+        m->y == by && m->x >= bx && m->x < bx + bw) {
+        const int epochs = b->a.ctx.epochs > 0 ? b->a.ctx.epochs : 1;
+        int e = (int)ceil((double)(m->x - bx + 1) / bw * epochs);
+        if (e < 1) e = 1;
+        if (e > epochs) e = epochs;
+        const int last = b->a.h.nevals ? b->a.h.evals[b->a.h.nevals - 1].epoch : 1;
+        goto_epoch(b, e > last ? last : e);
+        return 0;
+    }
+    int H, W;
+    getmaxyx(stdscr, H, W);
+    Layout lay;
+    panels_layout(&b->a.ps, &lay, W, H, b->zoom ? b->focus : -1);
+    const int p = screen_panel_at(&lay, m->x, m->y);
+    if (p < 0) return 0;
+    b->focus = p;
+    if (wheel) {
+        for (int i = 0; i < SCREEN_WHEEL_LINES; i++) panels_key(&b->a.ps, p, wheel < 0 ? '{' : '}');
+        return 0;
+    }
+    const double now = ml_now();
+    if (p == b->click_panel && now - b->click_at < SCREEN_DOUBLE_SEC) {
+        b->zoom = !b->zoom;
+        b->click_at = 0;
+    } else {
+        b->click_at = now;
+    }
+    b->click_panel = p;
+    return 0;
+}
+
 int browse_handle_key(Browser *b, int c) {
+    if (c == KEY_MOUSE) return key_mouse(b);
     if (c == KEY_RESIZE) {
         b->dirty = 1;
         return 0;
@@ -346,8 +420,9 @@ int browse_handle_key(Browser *b, int c) {
 /* getch, with escape sequences the terminal description does not know (Home as ESC [ 1 ~ under
  * another TERM, ...) mapped to keys where they are standard and swallowed otherwise, so their
  * ESC is never taken for the Esc key. */
-int browse_read_key(void) {
+int browse_read_key(TermMouse *m) {
     const int c = getch();
+    if (c == KEY_MOUSE) return term_mouse_curses(m) ? KEY_MOUSE : KEY_RESIZE;
     if (c != 27) return c;
     const int c2 = getch();
     if (c2 == ERR) return 27;
@@ -355,13 +430,14 @@ int browse_read_key(void) {
         ungetch(c2);
         return 27;
     }
-    char seq[16];
+    char seq[32];
     int n = 0, k;
     while ((k = getch()) != ERR && n < (int)sizeof seq - 1) {
         seq[n++] = (char)k;
         if (k >= 0x40 && k <= 0x7e) break;
     }
     seq[n] = 0;
+    if (seq[0] == '<') return term_mouse_sgr(seq, m) ? KEY_MOUSE : KEY_RESIZE; /* a mouse report (SGR) */
     if (!strcmp(seq, "H") || !strcmp(seq, "1~") || !strcmp(seq, "7~")) return KEY_HOME;
     if (!strcmp(seq, "F") || !strcmp(seq, "4~") || !strcmp(seq, "8~")) return KEY_END;
     if (!strcmp(seq, "A")) return KEY_UP;

@@ -105,6 +105,10 @@ static const OptSpec opts[] = {
     {"threads", "T", G_DATA, "OpenMP + OpenBLAS threads", I32(train.threads, 1, 1024), .dflt = "all cores"},
     {"log-every", "N", G_DATA, "step records every N steps", I32(train.log_every, 1, 1000000)},
     {"headless", NULL, G_DATA, "plain progress lines instead of the live screen", FLAG(headless, 1), .dflt = ""},
+    {"no-mouse", NULL, G_DATA,
+     "the live screen ignores the mouse (on by default: a click focuses a panel, a double click zooms it, the wheel "
+     "scrolls it)",
+     FLAG(no_mouse, 1), .dflt = ""},
     {"dry-run", NULL, G_DATA, "print the model's layers, parameters, FLOPs, rho and the memory the run would need, then exit", FLAG(dry_run, 1),
      .dflt = ""},
     {"quiet", NULL, G_DATA, "(reserved: no effect yet)", FLAG(quiet, 1), .dflt = "", .hidden = 1},
@@ -760,6 +764,7 @@ int app_options_parse(AppOptions *o, int argc, char **argv, const char *cmd) {
 
 int app_option_launch_only(int argc, char **argv, int i) {
     static const char *const names[] = {"--notify", "--notify-timeout"};
+    if (!strcmp(argv[i], "--no-mouse")) return 1; /* a flag: the screen of this process */
     for (size_t k = 0; k < sizeof names / sizeof *names; k++) {
         const size_t n = strlen(names[k]);
         if (!strncmp(argv[i], names[k], n) && argv[i][n] == '=') return 1;

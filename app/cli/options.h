@@ -11,6 +11,7 @@ typedef struct {
     TrainConfig train;
     char dataset[APP_PATH_MAX];
     int headless;
+    int no_mouse; /* --no-mouse: the live screen ignores the mouse (launch-time only) */
     int dry_run;
     int quiet;
     int steps;                   /* bench: timed steps */
@@ -38,7 +39,7 @@ void app_options_defaults(AppOptions *o);
  * option (message printed to stderr). `cmd` names the subcommand in messages and help. */
 int app_options_parse(AppOptions *o, int argc, char **argv, const char *cmd);
 void app_options_help(const char *cmd);
-/* Launch-time options (--notify, --notify-timeout) belong to one process, never to a session: the
+/* Launch-time options (--notify, --notify-timeout, --no-mouse) belong to one process, never to a session: the
  * stored command line leaves them out, so a resume, a replay or a sweep's comparison never sees
  * them. The argv entries that argv[i] starts (2: "--notify CMD", 1: "--notify=CMD"), 0 if none. */
 int app_option_launch_only(int argc, char **argv, int i);

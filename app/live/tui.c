@@ -51,6 +51,7 @@ typedef struct {
     SCREEN *screen;
     ViewCtx ctx;
     Screen scr; /* panels, help, theme, layout, focus / zoom (app/screen.h) */
+    TermMouseParser mp; /* mouse reports among the keys (app/term/term.h) */
     int confirm_quit, swallow;
     int dirty, data_pending;
     double next_frame, last_frame, t_open;
@@ -149,7 +150,9 @@ static void on_line(char *line, void *user) {
     cmdline_history_add(p);
     TrainerCmd c;
     char err[256];
-    if (command_parse(p, &c, err, sizeof err)) {
+    if (screen_log_filter(&ui->scr, p)) {
+        /* `/text`: the log's filter (app/term/screen.c) */
+    } else if (command_parse(p, &c, err, sizeof err)) {
         ui_log(ui, VIEW_LOG_ERROR, "error: %s", err);
     } else if (c.kind == CMD_HELP) {
         ui->scr.help_on = 1;
@@ -399,6 +402,13 @@ static void handle_key(Tui *ui, int c) {
             else ui->confirm_quit = 1;
             ui->dirty = 1;
             return;
+        case 'n':
+        case 'N':
+            if (screen_log_key(&ui->scr, c)) {
+                ui->dirty = 1;
+                return;
+            }
+            break;
         default:
             if (focused_view_key(ui, c)) {
                 ui->dirty = 1;
@@ -409,15 +419,31 @@ static void handle_key(Tui *ui, int c) {
     cmdline_feed(c);
 }
 
+/* A key, or a byte of a mouse report (a click or a wheel notch on a panel: app/term/screen.c). */
+static void handle_input(Tui *ui, int c) {
+    if (!ui->scr.mouse) {
+        handle_key(ui, c);
+        return;
+    }
+    TermMouse m;
+    int out[40], n = 0;
+    const int r = term_mouse_feed(&ui->mp, c, &m, out, &n);
+    if (r == 1 && !ui->confirm_quit && screen_mouse(&ui->scr, &m, ml_now())) ui->dirty = 1;
+    for (int i = 0; i < n; i++) handle_key(ui, out[i]);
+}
+
 static void read_keys(Tui *ui) {
     WINDOW *cw = cmdline_window_get();
     if (!cw) return;
     for (int guard = 0; guard < 4096; guard++) {
         const int c = wgetch(cw);
         if (c == ERR) break;
-        handle_key(ui, c);
+        handle_input(ui, c);
         if (cmdline_window_get() != cw) break; /* a resize made it again */
     }
+    int out[40], n = 0;
+    term_mouse_flush(&ui->mp, out, &n); /* a lone Esc */
+    for (int i = 0; i < n; i++) handle_key(ui, out[i]);
     ui->swallow = 0;
 }
 
@@ -549,6 +575,9 @@ static int tui_open_screen(Tui *ui, int *utf8) {
     ui->screen = term_open("moelab train", &modes, utf8, "(use --headless)");
     if (!ui->screen) return -2;
     theme_init(&ui->scr.theme, *utf8, 0);
+    ui->scr.mouse = !ui->o->no_mouse;
+    ui->scr.click_panel = -1;
+    if (ui->scr.mouse) term_mouse_on();
     if (make_views(ui)) {
         term_restore();
         fprintf(stderr, "moelab train: out of memory\n");

@@ -436,7 +436,7 @@ static int check_resume_args(int argc, char **argv) {
         else {
             fprintf(stderr,
                     "moelab %s: --resume continues a session with the configuration it was started with; '%s' "
-                    "cannot be combined with it (only --headless and --notify can)\n",
+                    "cannot be combined with it (only --headless, --notify and --no-mouse can)\n",
                     g_sub, a);
             return 2;
         }
@@ -495,6 +495,7 @@ int cmd_train(int argc, char **argv) {
         ro.headless = o.headless;
         snprintf(ro.notify, sizeof ro.notify, "%s", o.notify); /* this process's alerts */
         ro.notify_timeout = o.notify_timeout;
+        ro.no_mouse = o.no_mouse; /* this process's screen */
         const int rc = run_training(&ro, line, 1, NULL, 0, NULL, 0);
         free(line);
         return rc;

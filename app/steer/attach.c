@@ -7,6 +7,9 @@
  *   - the command line (readline, as on the live screen) sends each line to DIR/control.sock and
  *     shows the reply in the log; `status` is asked every second for the status bar;
  *   - q (empty command line) detaches and leaves the run going; `quit` stops the run after a y/n;
+ *   - --read-only: a viewer only: the connection says `readonly` first (the run then refuses
+ *     every command from it), and this side sends none: a typed command, space (pause) and `quit`
+ *     are refused in the log with a message, and the screen keeps following; q still detaches;
  *   - several attachers at once are fine (each has its own connection and reads live.h5);
  *   - a session nobody is training: say so and offer `moelab browse`;
  *   - a folder of sessions (a sweep): list its runs with state, epoch, accuracy and ETA, and
@@ -46,7 +49,7 @@
 #define MAX_INFLIGHT 32
 #define Q_DETACH_SEC 0.4 /* q on an empty line detaches when no key follows within this time */
 
-enum { REQ_STATUS, REQ_COMMAND };
+enum { REQ_STATUS, REQ_COMMAND, REQ_HELLO };
 
 typedef struct {
     const char *dir;
@@ -71,6 +74,8 @@ typedef struct {
     double img_s, tau;
     char state[24];
     int run_ended;
+    int read_only; /* --read-only: no command is ever sent */
+    TermMouseParser mp;
     int confirm_quit, leave;
     double q_at; /* > 0: q pressed on an empty line at this time; detach unless more keys follow */
     double next_reload, next_status, t_open;
@@ -160,6 +165,11 @@ static void on_reply(Attach *a, const char *r) {
     const int i = a->rq_head;
     a->rq_head = (a->rq_head + 1) % MAX_INFLIGHT;
     a->rq_n--;
+    if (a->req[i] == REQ_HELLO) { /* a run from before `readonly`: this side still sends nothing */
+        if (strncmp(r, "ok", 2))
+            alog(a, VIEW_LOG_WARN, "the run does not know read-only connections (%s); this viewer sends it no command", r);
+        return;
+    }
     if (a->req[i] == REQ_STATUS) {
         a->status_wait = 0;
         if (!strncmp(r, "ok", 2)) parse_status(a, r);
@@ -230,7 +240,9 @@ static void draw_cmdline(WINDOW *w, void *user) {
         screen_confirm(w, &a->scr, "Stop the run? It stops after the current step and writes its checkpoint. (y/n) ");
         return;
     }
-    cmdline_draw(a->fd < 0 ? "the run has ended: q leaves" : "commands go to the run; q detaches, ? help");
+    cmdline_draw(a->fd < 0        ? "the run has ended: q leaves"
+                 : a->read_only ? "read-only: commands are refused; q detaches, ? help"
+                                : "commands go to the run; q detaches, ? help");
 }
 
 static void fill_status(Attach *a, RunStatus *rs, char *note, size_t noten) {
@@ -245,7 +257,7 @@ static void fill_status(Attach *a, RunStatus *rs, char *note, size_t noten) {
                   : -1.0;
     rs->elapsed = ml_now() - a->t_open;
     rs->session = a->dir;
-    snprintf(note, noten, "attached (pid %ld)", (long)getpid());
+    snprintf(note, noten, "attached%s (pid %ld)", a->read_only ? " read-only" : "", (long)getpid());
     rs->note = note;
 }
 
@@ -262,6 +274,11 @@ static void render(Attach *a) {
 // ---------------------------------------------------------------------------------------------
 // input
 
+/* --read-only: what would have changed the run is said in the log and not sent. */
+static void refuse(Attach *a, const char *what) {
+    alog(a, VIEW_LOG_ERROR, "read-only: %s refused (attached with --read-only: no commands, no pause, no quit of the run; q detaches)", what);
+}
+
 static void on_line(char *line, void *user) {
     Attach *a = user;
     if (!line) {
@@ -276,11 +293,17 @@ static void on_line(char *line, void *user) {
         cmdline_history_add(p);
         TrainerCmd c;
         char err[256];
-        if (!strcmp(p, "detach")) a->leave = 1;
+        if (screen_log_filter(&a->scr, p)) {
+            /* `/text`: the log's filter (app/term/screen.c) */
+        } else if (!strcmp(p, "detach")) a->leave = 1;
         else if (!strcmp(p, "status")) send_request(a, REQ_COMMAND, p);
         else if (command_parse(p, &c, err, sizeof err)) alog(a, VIEW_LOG_ERROR, "error: %s", err);
         else if (c.kind == CMD_HELP) a->scr.help_on = 1;
-        else if (c.kind == CMD_QUIT) a->confirm_quit = 1;
+        else if (a->read_only) {
+            char what[300];
+            snprintf(what, sizeof what, "'%s'", p);
+            refuse(a, what);
+        } else if (c.kind == CMD_QUIT) a->confirm_quit = 1;
         else send_request(a, REQ_COMMAND, c.text);
     }
     a->dirty = 1;
@@ -319,7 +342,10 @@ static void handle_key(Attach *a, int c) {
         case 'q': a->q_at = ml_now(); return;
         case '?': a->scr.help_on = 1; return;
         case 'z': a->scr.zoom = !a->scr.zoom; return;
-        case ' ': send_request(a, REQ_COMMAND, a->paused ? "resume" : "pause"); return;
+        case ' ':
+            if (a->read_only) refuse(a, a->paused ? "resume (space)" : "pause (space)");
+            else send_request(a, REQ_COMMAND, a->paused ? "resume" : "pause");
+            return;
         case '\t': {
             a->scr.focus = screen_next_focus(&a->scr.ps, a->scr.lay.cols, a->scr.lay.lines, a->scr.focus);
             return;
@@ -330,6 +356,10 @@ static void handle_key(Attach *a, int c) {
         case '}':
             if (panels_key(&a->scr.ps, a->scr.focus, c)) return;
             break;
+        case 'n':
+        case 'N':
+            if (screen_log_key(&a->scr, c)) return;
+            break;
         case 'l':
             if (a->scr.focus >= 0 && a->scr.ps.have[a->scr.focus] && view_on_key(&a->scr.ps.v[a->scr.focus], c)) return;
             break;
@@ -339,10 +369,23 @@ static void handle_key(Attach *a, int c) {
     cmdline_feed(c);
 }
 
+/* A key, or a byte of a mouse report (a click or a wheel notch on a panel: app/term/screen.c). */
+static void handle_input(Attach *a, int c) {
+    if (!a->scr.mouse) {
+        handle_key(a, c);
+        return;
+    }
+    TermMouse m;
+    int out[40], n = 0;
+    const int r = term_mouse_feed(&a->mp, c, &m, out, &n);
+    if (r == 1 && !a->confirm_quit && screen_mouse(&a->scr, &m, ml_now())) a->dirty = 1;
+    for (int i = 0; i < n; i++) handle_key(a, out[i]);
+}
+
 // ---------------------------------------------------------------------------------------------
 // the session screen
 
-static int attach_session(const char *dir) {
+static int attach_session(const char *dir, int read_only, int mouse) {
     long owner = -1;
     const int fd = control_connect(dir, &owner);
     if (fd < 0) {
@@ -408,6 +451,8 @@ static int attach_session(const char *dir) {
     }
     a->dir = dir;
     a->fd = fd;
+    a->read_only = read_only;
+    if (read_only) send_request(a, REQ_HELLO, "readonly"); /* before anything else: the run refuses commands from now on */
     a->scr.focus = PANEL_CURVES;
     /* the initial load in a child first (a file that crashes the HDF5 library gives a message);
      * the follow of the running run afterwards reads only the new rows, in process */
@@ -427,6 +472,9 @@ static int attach_session(const char *dir) {
         return 1;
     }
     theme_init(&a->scr.theme, utf8, 0);
+    a->scr.mouse = mouse;
+    a->scr.click_panel = -1;
+    if (mouse) term_mouse_on();
     history_view_ctx(&a->h0, &a->scr.theme, &a->ctx, &a->base);
     int rc = 0;
     if (panels_init(&a->scr.ps, &a->ctx) || view_init(&a->scr.help, &view_help_class, &a->ctx)) {
@@ -439,7 +487,8 @@ static int attach_session(const char *dir) {
     char hist[1024], err[1200];
     if (!cmdline_history_path(hist, sizeof hist) && cmdline_history_open(hist, err, sizeof err))
         alog(a, VIEW_LOG_WARN, "%s", err);
-    alog(a, VIEW_LOG_INFO, "attached to %s: %ld steps and %d evaluations so far; q detaches (the run goes on)", dir,
+    alog(a, VIEW_LOG_INFO, "attached%s to %s: %ld steps and %d evaluations so far; q detaches (the run goes on)",
+         read_only ? " read-only" : "", dir,
          a->h0.nsteps > 0 ? a->h0.steps[a->h0.nsteps - 1].step : 0L, a->h0.nevals);
     history_feed(&a->h0, &a->scr.ps, &a->fed, -1, &a->base);
     a->follow = session_follow_open(&a->h0); /* NULL: the first reload re-reads */
@@ -479,9 +528,14 @@ static int attach_session(const char *dir) {
             for (int guard = 0; guard < 4096 && !a->leave; guard++) {
                 const int c = wgetch(cw);
                 if (c == ERR) break;
-                handle_key(a, c);
+                handle_input(a, c);
                 if (cmdline_window_get() != cw) break;
             }
+        if (pr > 0 && (pf[0].revents & POLLIN)) {
+            int out[40], n = 0;
+            term_mouse_flush(&a->mp, out, &n); /* a lone Esc */
+            for (int i = 0; i < n && !a->leave; i++) handle_key(a, out[i]);
+        }
     }
     term_signals_restore(&sigs);
     cmdline_history_close();
@@ -529,7 +583,7 @@ static double seconds_per_step(const char *dir, long *last_step, long *total) {
     return r;
 }
 
-static int attach_sweep(const char *dir) {
+static int attach_sweep(const char *dir, int read_only, int mouse) {
     BrowseList l = {0};
     if (browse_list_scan(&l, dir) != 0) {
         fprintf(stderr, "moelab attach: %s\n", ml_last_error());
@@ -589,7 +643,7 @@ static int attach_sweep(const char *dir) {
         char ans[32] = "";
         if (fgets(ans, sizeof ans, stdin)) {
             const int k = atoi(ans);
-            if (k >= 1 && k <= l.n && live[k - 1]) rc = attach_session(l.e[k - 1].path);
+            if (k >= 1 && k <= l.n && live[k - 1]) rc = attach_session(l.e[k - 1].path, read_only, mouse);
             else if (k) {
                 fprintf(stderr, "moelab attach: run %d is not running\n", k);
                 rc = 1;
@@ -602,25 +656,45 @@ static int attach_sweep(const char *dir) {
 }
 
 int cmd_attach(int argc, char **argv) {
+    static const char usage[] = "usage: moelab attach [--read-only] [--no-mouse] SESSION | SWEEP_DIR\n";
     if (argc == 2 && (!strcmp(argv[1], "--help") || !strcmp(argv[1], "-h"))) {
-        printf("usage: moelab attach SESSION | SWEEP_DIR\n\n"
+        printf("%s\n"
                "The live screen of a run training in another process (headless, nohup, tmux, a\n"
                "cluster job), read from SESSION/live.h5 with its whole history; commands typed\n"
                "below go to the run through SESSION/control.sock. q detaches (the run goes on),\n"
                "`quit` stops the run after a confirmation. SWEEP_DIR: a folder of sessions (a\n"
-               "sweep): lists its runs with state, epoch, accuracy and ETA, and attaches to one.\n");
+               "sweep): lists its runs with state, epoch, accuracy and ETA, and attaches to one.\n\n"
+               "  --read-only  watch only: no commands, no pause, no quit of the run (a typed\n"
+               "               command is refused on the screen, and the run refuses any from\n"
+               "               this connection); q still detaches\n"
+               "  --no-mouse   ignore the mouse (on by default: a click focuses a panel, a\n"
+               "               double click zooms it, the wheel scrolls it)\n",
+               usage);
         return 0;
     }
-    if (argc != 2) {
-        fprintf(stderr, "usage: moelab attach SESSION | SWEEP_DIR\n");
+    const char *dir = NULL;
+    int read_only = 0, mouse = 1;
+    for (int i = 1; i < argc; i++) {
+        if (!strcmp(argv[i], "--read-only")) read_only = 1;
+        else if (!strcmp(argv[i], "--no-mouse")) mouse = 0;
+        else if (argv[i][0] == '-' && argv[i][1]) {
+            fprintf(stderr, "moelab attach: unknown option '%s'\n%s", argv[i], usage);
+            return 2;
+        } else if (!dir) dir = argv[i];
+        else {
+            fprintf(stderr, "%s", usage);
+            return 2;
+        }
+    }
+    if (!dir) {
+        fprintf(stderr, "%s", usage);
         return 2;
     }
-    const char *dir = argv[1];
     struct stat st;
     if (stat(dir, &st) != 0 || !S_ISDIR(st.st_mode)) {
         fprintf(stderr, "moelab attach: %s: no such session folder\n", dir);
         return 2;
     }
-    if (!is_session(dir)) return attach_sweep(dir);
-    return attach_session(dir);
+    if (!is_session(dir)) return attach_sweep(dir, read_only, mouse);
+    return attach_session(dir, read_only, mouse);
 }

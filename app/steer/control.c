@@ -50,6 +50,7 @@ ControlLineKind control_line_parse(const char *line, size_t len, TrainerCmd *cmd
     buf[b - a] = '\0';
     if (!strcmp(buf, "status")) return CTL_LINE_STATUS;
     if (!strcmp(buf, "detach")) return CTL_LINE_DETACH;
+    if (!strcmp(buf, "readonly")) return CTL_LINE_READONLY;
     if (command_parse(buf, cmd, err, errn)) return CTL_LINE_ERROR;
     if (cmd->kind == CMD_HELP) return CTL_LINE_HELP;
     cmd->origin = CMD_FROM_SOCKET;
@@ -124,6 +125,7 @@ static void client_close(ControlClient *c) {
     c->inlen = c->outlen = 0;
     c->awaiting = 0;
     c->closing = 0;
+    c->read_only = 0;
 }
 
 static void reply_status_locked(ControlServer *s, ControlClient *c) {
@@ -168,10 +170,19 @@ static void handle_line_locked(ControlServer *s, ControlClient *c, const char *l
         char words[256] = "";
         for (int i = 0; i < CMD_KIND_COUNT; i++)
             if (i != CMD_HELP) snprintf(words + strlen(words), sizeof words - strlen(words), "%s ", cmd_table[i].name);
-        control_reply_locked(c, "ok commands: %sstatus detach (see moelab help)", words);
+        control_reply_locked(c, "ok commands: %sstatus detach readonly (see moelab help)", words);
         return;
     }
+    case CTL_LINE_READONLY:
+        c->read_only = 1;
+        control_reply_locked(c, "ok read-only");
+        return;
     case CTL_LINE_COMMAND: break;
+    }
+    if (c->read_only) {
+        control_reply_locked(c, "error: read-only connection: '%s' refused (status, help and detach only)",
+                             cmd_table[cmd.kind].name);
+        return;
     }
     if (s->stop) {
         control_reply_locked(c, "error: the run has ended");

@@ -12,6 +12,9 @@
  *   `status`  ->  `ok step=N total=T epoch=E epochs=EP state=running|paused tau=.. loss=..
  *                 acc=.. test_acc=.. img_s=.. pid=P session=DIR`;
  *   `detach`  ->  `ok bye`, and the server closes the connection;
+ *   `readonly` -> `ok read-only`: from then on this connection is read-only (moelab attach
+ *                 --read-only): every command of the command language gets `error: read-only
+ *                 connection: ...`; status, help and detach still answer. There is no way back;
  *   `help`    ->  `ok commands: ...`.
  * A line that is not text (NUL or other control bytes), is not a command or fails in the
  * trainer gets `error: ...` and the connection stays open. A line longer than CONTROL_LINE_MAX,
@@ -48,6 +51,7 @@ typedef enum {
     CTL_LINE_STATUS,
     CTL_LINE_DETACH,
     CTL_LINE_HELP,
+    CTL_LINE_READONLY, /* `readonly`: the connection refuses commands from now on */
     CTL_LINE_ERROR, /* err holds the reason */
 } ControlLineKind;
 

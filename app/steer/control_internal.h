@@ -20,6 +20,7 @@ typedef struct {
     size_t outlen;
     long awaiting; /* tag of the request in flight (0: none) */
     int closing;   /* close once out is written */
+    int read_only; /* said `readonly`: commands of the command language are refused */
     double last;   /* monotonic seconds: accepted, or its last complete line */
     double partial; /* monotonic seconds since which it holds an incomplete line (0: none) */
 } ControlClient;

@@ -26,6 +26,53 @@ int screen_next_focus(const Panels *ps, int cols, int lines, int cur) {
     return next >= 0 ? next : cur;
 }
 
+int screen_panel_at(const Layout *lay, int x, int y) {
+    if (lay->too_small) return -1;
+    for (int p = PANEL_CURVES; p <= PANEL_LOG; p++) {
+        const Rect r = lay->r[p];
+        if (r.w > 0 && r.h > 0 && x >= r.x && x < r.x + r.w && y >= r.y && y < r.y + r.h) return p;
+    }
+    return -1;
+}
+
+int screen_mouse(Screen *s, const TermMouse *m, double now) {
+    if (!s->mouse || !m->press) return 0;
+    if (s->help_on) {
+        s->help_on = 0;
+        return 1;
+    }
+    const int p = screen_panel_at(&s->lay, m->x, m->y);
+    if (p < 0) return 0;
+    if (m->button == 4 || m->button == 5) {
+        s->focus = p;
+        for (int i = 0; i < SCREEN_WHEEL_LINES; i++) panels_key(&s->ps, p, m->button == 4 ? '{' : '}');
+        return 1;
+    }
+    if (m->button != 0) return 0;
+    if (p == s->click_panel && now - s->click_at < SCREEN_DOUBLE_SEC) {
+        s->zoom = !s->zoom;
+        s->click_at = 0;
+    } else {
+        s->click_at = now;
+    }
+    s->click_panel = p;
+    s->focus = p;
+    return 1;
+}
+
+int screen_log_filter(Screen *s, const char *line) {
+    if (line[0] != '/') return 0;
+    if (!s->ps.have[PANEL_LOG]) return 1;
+    view_log_filter(&s->ps.v[PANEL_LOG], line + 1);
+    s->focus = PANEL_LOG;
+    return 1;
+}
+
+int screen_log_key(Screen *s, int c) {
+    if ((c != 'n' && c != 'N') || !s->ps.have[PANEL_LOG] || !view_log_filtering(&s->ps.v[PANEL_LOG])) return 0;
+    return view_on_key(&s->ps.v[PANEL_LOG], c);
+}
+
 static void help_overlay(Screen *f, int W, int H) {
     overlay_drop();
     if (!f->help_on) return;

@@ -16,6 +16,7 @@
 // process-wide state (one screen at a time)
 
 static int g_on;            /* curses is in its program mode */
+static int g_mouse;         /* term_mouse_on asked for mouse reports */
 static const char *g_who = "moelab";
 static struct sigaction g_old_abrt;
 static int g_abrt_set;
@@ -70,7 +71,18 @@ static void stderr_release(void) {
 // ---------------------------------------------------------------------------------------------
 // restore
 
+/* Mouse reports off: 1006 (SGR), 1002 and 1000. */
+static void mouse_off(void) {
+    if (!g_mouse) return;
+    g_mouse = 0;
+    static const char off[] = "\033[?1006l\033[?1002l\033[?1000l";
+    fflush(stdout);
+    ssize_t r = write(STDOUT_FILENO, off, sizeof off - 1);
+    (void)r;
+}
+
 void term_restore(void) {
+    if (g_on) mouse_off();
     if (g_on && !isendwin()) endwin();
     g_on = 0;
     stderr_release();
@@ -133,6 +145,104 @@ void term_close(SCREEN *scr) {
     if (g_abrt_set) sigaction(SIGABRT, &g_old_abrt, NULL);
     g_abrt_set = 0;
     if (scr) delscreen(scr);
+}
+
+// ---------------------------------------------------------------------------------------------
+// the mouse
+
+void term_mouse_on(void) {
+    if (!g_on) return;
+    mouseinterval(0); /* presses and releases as they come: double clicks are timed by the screens */
+    mousemask(BUTTON1_PRESSED | BUTTON1_RELEASED | BUTTON2_PRESSED | BUTTON3_PRESSED | BUTTON4_PRESSED |
+                  BUTTON5_PRESSED,
+              NULL);
+    /* press/release reports (1000) in SGR form (1006), whatever the terminal description says:
+     * without keypad (readline) they arrive as bytes and are parsed here */
+    static const char on[] = "\033[?1000h\033[?1006h";
+    fflush(stdout);
+    ssize_t r = write(STDOUT_FILENO, on, sizeof on - 1);
+    (void)r;
+    g_mouse = 1;
+}
+
+int term_mouse_sgr(const char *seq, TermMouse *m) {
+    int b, x, y, used = 0;
+    char fin;
+    if (seq[0] != '<' || sscanf(seq + 1, "%d;%d;%d%c%n", &b, &x, &y, &fin, &used) != 4 || seq[1 + used] != '\0')
+        return 0;
+    if ((fin != 'M' && fin != 'm') || x < 1 || y < 1 || (b & 32)) return 0; /* motion: not used */
+    const int base = b & ~(4 | 8 | 16);                                   /* shift, meta, ctrl */
+    if (base == 64 || base == 65) {
+        if (fin == 'm') return 0;
+        m->button = base == 64 ? 4 : 5;
+    } else if (base <= 2) {
+        m->button = base;
+    } else {
+        return 0;
+    }
+    m->x = x - 1;
+    m->y = y - 1;
+    m->press = fin == 'M';
+    return 1;
+}
+
+int term_mouse_curses(TermMouse *m) {
+    MEVENT e;
+    if (getmouse(&e) != OK) return 0;
+    m->x = e.x;
+    m->y = e.y;
+    m->press = 1;
+    if (e.bstate & BUTTON1_PRESSED) m->button = 0;
+    else if (e.bstate & BUTTON1_RELEASED) {
+        m->button = 0;
+        m->press = 0;
+    } else if (e.bstate & BUTTON2_PRESSED) m->button = 1;
+    else if (e.bstate & BUTTON3_PRESSED) m->button = 2;
+    else if (e.bstate & BUTTON4_PRESSED) m->button = 4;
+    else if (e.bstate & BUTTON5_PRESSED) m->button = 5;
+    else return 0;
+    return 1;
+}
+
+static void give_back(TermMouseParser *p, int *out, int *nout) {
+    for (int i = 0; i < p->n; i++) out[i] = (unsigned char)p->buf[i];
+    *nout = p->n;
+    p->n = 0;
+}
+
+int term_mouse_feed(TermMouseParser *p, int c, TermMouse *m, int *out, int *nout) {
+    *nout = 0;
+    static const char head[] = "\033[<";
+    if (p->n < 3) {
+        if (c >= 0 && c < 256 && c == (unsigned char)head[p->n]) {
+            p->buf[p->n++] = (char)c;
+            return 0;
+        }
+        give_back(p, out, nout);
+        out[(*nout)++] = c;
+        return -1;
+    }
+    if ((c >= '0' && c <= '9') || c == ';') {
+        if (p->n < (int)sizeof p->buf - 2) {
+            p->buf[p->n++] = (char)c;
+            return 0;
+        }
+    } else if (c == 'M' || c == 'm') {
+        p->buf[p->n++] = (char)c;
+        p->buf[p->n] = '\0';
+        const int ok = term_mouse_sgr(p->buf + 2, m);
+        p->n = 0;
+        return ok ? 1 : 0;
+    }
+    give_back(p, out, nout); /* not a report after all */
+    out[(*nout)++] = c;
+    return -1;
+}
+
+void term_mouse_flush(TermMouseParser *p, int *out, int *nout) {
+    *nout = 0;
+    if (p->n >= 3) return; /* inside a report: the rest is on its way */
+    give_back(p, out, nout);
 }
 
 // ---------------------------------------------------------------------------------------------

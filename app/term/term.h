@@ -46,6 +46,38 @@ int term_signal_count(void); /* signals caught since term_signals_catch */
  * real stderr after the line "`who`: messages written to stderr during the session:". */
 void term_stderr_capture(const char *who);
 
+/* ---- the mouse (on by default; --no-mouse): clicks and the wheel as SGR (1006) reports.
+ * term_mouse_on asks the terminal for press/release and wheel reports in SGR form (and, with
+ * keypad, lets curses decode them where the terminal description knows them: KEY_MOUSE);
+ * term_restore turns the reports off again on every way out. */
+typedef struct {
+    int button; /* 0 left, 1 middle, 2 right, 4 wheel up, 5 wheel down */
+    int x, y;   /* the cell, 0-based */
+    int press;  /* 1 press (a wheel notch is a press), 0 release */
+} TermMouse;
+void term_mouse_on(void);
+/* An SGR report after its ESC [ : "<B;X;YM" (press) or "...m" (release), NUL-terminated. 1 and
+ * *m filled for a press or release of a button or a wheel notch, 0 for anything else (a motion
+ * report, not a report at all). */
+int term_mouse_sgr(const char *seq, TermMouse *m);
+/* After KEY_MOUSE from curses (keypad on): getmouse into *m. 1, or 0 when it is not a button or
+ * wheel event. */
+int term_mouse_curses(TermMouse *m);
+
+/* Raw input (keypad off: the live screen and attach, where readline takes the bytes): finds the
+ * SGR reports in the byte stream and gives every other byte back in order. */
+typedef struct {
+    char buf[32];
+    int n;
+} TermMouseParser;
+/* Feeds byte c. Returns 1: a report ended, *m filled; 0: c is held (a report may be starting);
+ * -1: the held bytes and c are keys, in out[0 .. *nout) (at most 33). A report of another kind
+ * (motion) is swallowed (returns 0 at its end with nothing held). */
+int term_mouse_feed(TermMouseParser *p, int c, TermMouse *m, int *out, int *nout);
+/* No more input came: the bytes held (a lone Esc, an unfinished sequence) are keys; *nout of
+ * them in out. A report already past its "ESC [ <" stays held for the next read. */
+void term_mouse_flush(TermMouseParser *p, int *out, int *nout);
+
 /* The test hook behind tests/t_termrestore.sh: when $MOELAB_TEST_ABORT names this screen
  * ("train", "attach", "browse"), fails an ML_ASSERT; "NAME:abort" calls abort() instead (the
  * SIGABRT path of a plain assert()). Call it once the first frame is drawn. */
