@@ -3,6 +3,7 @@
  * table of options.c (app_option_info). The build runs `moelab --man` and `moelab
  * --bash-completion` to write moelab.1 and moelab.bash; `cmake --install` installs them. */
 #include "app/cli/app.h"
+#include "app/sweep/sweep.h"
 #include "app/cli/options.h"
 #include "core/cmdtab.h"
 
@@ -133,6 +134,11 @@ int cmd_bash_completion(void) {
             fprintf(f, "        --%s) COMPREPLY=($(compgen -f -- \"$cur\")); return ;;\n", in.name);
         else fprintf(f, "        --%s) return ;;\n", in.name);
     }
+    /* sweep's own values: the preset names from the preset table, the budgets */
+    char presets[512];
+    sweep_preset_names(presets, sizeof presets, " ");
+    fprintf(f, "        --preset) COMPREPLY=($(compgen -W \"%s\" -- \"$cur\")); return ;;\n", presets);
+    fputs("        --budget) COMPREPLY=($(compgen -W \"quick medium paper\" -- \"$cur\")); return ;;\n", f);
     fputs("    esac\n", f);
     fputs("    if [ -z \"$cmd\" ]; then\n"
           "        if [[ $cur == -* ]]; then COMPREPLY=($(compgen -W \"$train_opts --version\" -- \"$cur\"))\n"

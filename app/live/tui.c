@@ -407,6 +407,7 @@ static void handle_key(Tui *ui, int c) {
         }
     }
     cmdline_feed(c);
+    if (cmdline_popup_changed()) ui->dirty = 1; /* the completion popup opened or closed */
 }
 
 static void read_keys(Tui *ui) {

@@ -79,6 +79,7 @@ void screen_render(Screen *f, const char *small_note, void (*draw_cmdline)(WINDO
     }
     panels_draw(&f->ps, lay, f->focus, 1);
     help_overlay(f, W, H);
+    cmdline_popup_draw(lay->r[PANEL_CMD], W); /* tab completion's matches, until the next key */
     command_line(f, lay->r[PANEL_CMD], draw_cmdline, user);
     doupdate();
 }
