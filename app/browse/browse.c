@@ -70,7 +70,8 @@ static void usage(FILE *f) {
         "live.h5, or an .h5 session file, opens that session directly; a sweep.h5 lists the\n"
         "sweep's runs. Without a terminal, or with --list, prints the list instead. COLUMN: name\n"
         "dataset head experts schedule best last epochs status alarms created (alarms: episodes by\n"
-        "severity from the event log, 2C 1W 1D = collapses, warnings, expert deaths). Keys: ? in the browser.\n");
+        "severity from the event log, 2C 1W 1D = collapses, warnings, expert deaths; schedule: the last\n"
+        "temperature plan in force, KIND* after a live anneal, tau=V after set tau). Keys: ? in the browser.\n");
 }
 
 static int is_session_dir(const char *p) {
