@@ -11,6 +11,7 @@
  * thread that only sees plain arrays (core/tsne.c) and can be cancelled. Without a terminal (or
  * with --list) the list is printed as text instead. */
 #define _GNU_SOURCE
+#include "app/cli/config.h"
 #include "app/browse/browse.h"
 #include "app/browse/browse_internal.h"
 #include "app/cli/app.h"
@@ -196,6 +197,7 @@ static int browse_load(Browser *b, const BrowseArgs *a, int is_h5, int direct, i
  * message) when the terminal cannot be opened. */
 static SCREEN *screen_open(Browser *b) {
     static const TermModes modes = {.keypad = 1, .nodelay = 1, .escdelay = 25, .cursor = 0, .intrflush = 1};
+    ui_config_load("moelab browse"); /* theme, panels, smoothing: before the screen opens */
     SCREEN *scr = term_open("moelab browse", &modes, &b->utf8, "(use --list)");
     if (!scr) return NULL;
     theme_init(&b->theme, b->utf8, 0);

@@ -5,7 +5,7 @@
  *   - this (UI) thread alone calls ncurses and readline; the trainer thread alone touches the
  *     Trainer; commands go one way through a queue, immutable record copies the other way;
  *   - one loop: poll(stdin, wake pipe) -> drain the worker -> keys -> draw at most every
- *     FRAME_SEC (each view werase/draw/wnoutrefresh, the command line last, one doupdate);
+ *     the config's refresh, 0.1 s (each view werase/draw/wnoutrefresh, the command line last, one doupdate);
  *   - SIGINT / SIGTERM / SIGHUP only set a flag and write to the wake pipe (self-pipe); SIGWINCH
  *     is ncurses' (KEY_RESIZE);
  *   - nothing prints over the screen: stderr goes to a temporary file for the session and is
@@ -13,6 +13,7 @@
  * The trainer thread's hooks (TuiHooks) are the session writer's place. */
 #include "app/live/tui.h"
 #include "app/cli/commands.h"
+#include "app/cli/config.h"
 #include "app/live/history_feed.h"
 #include "app/term/screen.h"
 #include "app/term/term.h"
@@ -35,7 +36,6 @@
 #include "views/panels.h"
 #include "views/view.h"
 
-#define FRAME_SEC 0.1      /* at most ~10 redraws a second */
 #define IDLE_FRAME_SEC 0.5 /* clock refresh when nothing happens */
 #define RATE_WINDOW 3.0    /* seconds of history for images/s */
 #define RATE_N 64
@@ -52,6 +52,8 @@ typedef struct {
     ViewCtx ctx;
     Screen scr; /* panels, help, theme, layout, focus / zoom (app/screen.h) */
     int confirm_quit, swallow;
+    double frame_sec;         /* the config file's refresh (0.1 s) */
+    const UiConfig *cfg;      /* the config file (app/cli/config.h) */
     int dirty, data_pending;
     double next_frame, last_frame, t_open;
     WorkerState st;   /* as of the last drain */
@@ -580,6 +582,8 @@ static void tui_start(Tui *ui, int utf8) {
         ui_log(ui, VIEW_LOG_INFO, "%d scheduled commands will be applied at their steps%s%s", ui->nsched,
                ui->hooks->cmds ? "" : " from ", ui->hooks->cmds ? "" : ui->o->commands);
     ui_log(ui, VIEW_LOG_INFO, "? for help; space pauses; type commands below (set tau 0.3, anneal exp now 0.05, ...)");
+    for (int i = 0; i < ui->cfg->nproblems && i < CONFIG_PROBLEMS_MAX; i++)
+        ui_log(ui, VIEW_LOG_WARN, "config %s", ui->cfg->problem[i]);
     if (ui->hooks->history) { /* a resumed run: its history before the resume step (app/history_feed.c) */
         HistoryFed fed = {0};
         history_feed(ui->hooks->history, &ui->scr.ps, &fed, ui->t->step, NULL);
@@ -598,7 +602,7 @@ static void tui_start(Tui *ui, int utf8) {
     }
 }
 
-/* The UI loop: poll the terminal and the wake pipe, drain, draw at most every FRAME_SEC. */
+/* The UI loop: poll the terminal and the wake pipe, drain, draw at most every frame_sec. */
 static void tui_loop(Tui *ui) {
     ui->dirty = 1;
     ui->next_frame = 0.0;
@@ -640,7 +644,7 @@ static void tui_loop(Tui *ui) {
             if (ui->dirty && !ui->terminal_lost) {
                 render(ui);
                 ui->last_frame = now;
-                ui->next_frame = now + FRAME_SEC;
+                ui->next_frame = now + ui->frame_sec;
             }
             ui->dirty = 0;
         }
@@ -688,6 +692,8 @@ int tui_run(const AppOptions *o, const Dataset *ds, Trainer *t, TuiHooks *hooks)
         free(ui);
         return rc;
     }
+    ui->cfg = ui_config_load("moelab train"); /* theme, panels, smoothing: before the screen opens */
+    ui->frame_sec = ui->cfg->refresh;
     int utf8 = 0;
     const int so = tui_open_screen(ui, &utf8);
     if (so == -2) {

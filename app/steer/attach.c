@@ -13,6 +13,7 @@
  *     attach to the one chosen.
  * This process never writes the session; only the UI thread exists. */
 #define _GNU_SOURCE
+#include "app/cli/config.h"
 #include "app/cli/app.h"
 #include "app/browse/browse.h"
 #include "app/cli/commands.h"
@@ -419,6 +420,7 @@ static int attach_session(const char *dir) {
     }
     static const TermModes modes = {.keypad = 0, .cursor = 1, .intrflush = 0};
     int utf8 = 0;
+    ui_config_load("moelab attach"); /* theme, panels, smoothing: before the screen opens */
     SCREEN *scr = term_open("moelab attach", &modes, &utf8, "");
     if (!scr) {
         session_history_free(&a->h0);
