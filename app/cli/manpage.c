@@ -86,11 +86,12 @@ int cmd_manpage(void) {
     fputs(".SH ENVIRONMENT\n.TP\n.B MOELAB_SESSIONS\nthe folder new sessions go under and\n.B moelab browse\n"
           "lists by default (default: runs/ of the current directory).\n.TP\n.B MOELAB_DATA\n"
           "where named datasets are looked up (default: /usr/share/datasets).\n.TP\n.B NO_COLOR\n"
-          "no colours on the live screen and in the browser.\n",
+          "no colours on the live screen and in the browser, whatever the config file's theme.\n",
           f);
     fputs(".SH FILES\n.TP\n.I runs/<dataset>\\-<head>\\-<time>/live.h5\nthe history of a run (HDF5, SWMR).\n"
           ".TP\n.I runs/<dataset>\\-<head>\\-<time>/ckpt\\-<step>.h5\ncheckpoints: PyTorch state_dict names and "
-          "shapes.\n",
+          "shapes.\n.TP\n.I $XDG_CONFIG_HOME/moelab/config\n(else ~/.config/moelab/config) the screens' "
+          "settings: theme, mouse, hidden panels, smoothing;\n.B moelab config \\-\\-init\nwrites a commented one.\n",
           f);
     fputs(".SH EXIT STATUS\n0 success, 1 a run\\-time failure, 2 bad usage.\n", f);
     fputs(".SH SEE ALSO\n.nh\nThe documentation installed in share/doc/moelab/ under the installation prefix "
