@@ -6,6 +6,7 @@
 #define _GNU_SOURCE
 #include "app/browse/browse.h"
 #include "app/cli/commands.h"
+#include "app/run/runsession.h"
 
 #include <dirent.h>
 #include <errno.h>
@@ -58,17 +59,39 @@ int browse_tau_schedule(const char *config_json, TauSchedule *s) {
     return !bad && tau_validate(s) == ML_OK ? 0 : -1;
 }
 
+/* "extend --epochs N (was M)" (`--resume DIR --epochs N`): 1 with N and M. */
+static int extend_event(const char *text, int *n, int *was) {
+    const size_t l = strlen(RUNSESSION_EXTEND_EVENT);
+    return !strncmp(text, RUNSESSION_EXTEND_EVENT " ", l + 1) && sscanf(text + l + 1, "%d (was %d)", n, was) == 2 &&
+           *n > 0 && *was > 0;
+}
+
 void browse_plan_at_layer(const SessionHistory *h, const TauSchedule *base, long step, const char *layer,
                           TauPlan *plan) {
     tau_plan_init(plan, base);
+    /* the run's length as it was at each event: the launch length until an extension */
+    long total = h->total_steps;
+    int n, was;
+    for (long i = 0; i < h->nevents; i++)
+        if (extend_event(h->events[i].text, &n, &was) && h->steps_per_epoch > 0) {
+            total = (long)was * h->steps_per_epoch;
+            break;
+        }
     for (long i = 0; i < h->nevents; i++) {
         const SessionEventRow *e = &h->events[i];
         if (e->step > step) break;
+        if (extend_event(e->text, &n, &was) && h->steps_per_epoch > 0) { /* as trainer_extend did */
+            const long nt = (long)n * h->steps_per_epoch;
+            if (plan->base.total == total) plan->base.total = nt;
+            if (plan->has_replacement && plan->repl.total == total) plan->repl.total = nt;
+            total = nt;
+            continue;
+        }
         TrainerCmd c;
         char err[128];
-        if (command_parse(e->text, &c, err, sizeof err)) continue;   /* resume, snapshot notes... */
-        if (layer && c.layer[0] && strcmp(c.layer, layer)) continue; /* another layer's */
-        if (trainer_tau_command(&c)) trainer_tau_apply(plan, &c, e->step, h->total_steps); /* as the trainer did */
+        if (command_parse(e->text, &c, err, sizeof err)) continue;                /* resume, snapshot notes... */
+        if (layer && c.layer[0] && strcmp(c.layer, layer)) continue;              /* another layer's */
+        if (trainer_tau_command(&c)) trainer_tau_apply(plan, &c, e->step, total); /* as the trainer did */
     }
 }
 
