@@ -3,6 +3,7 @@
 #include "trainer.h"
 
 #include <cblas.h>
+#include <limits.h>
 #include <math.h>
 #include <omp.h>
 #include <stdarg.h>
@@ -736,6 +737,27 @@ ml_status trainer_apply(Trainer *t, const TrainerCmd *c) {
         return ML_OK;
     }
     return ml_fail(ML_ERR_ARG, "set: unknown parameter");
+}
+
+ml_status trainer_extend(Trainer *t, int epochs) {
+    if (epochs < 1 || epochs < t->epoch + (t->pos > 0))
+        return ml_fail(ML_ERR_ARG, "--epochs %d: the run has done %d epoch%s%s", epochs, t->epoch, t->epoch == 1 ? "" : "s",
+                       t->pos > 0 ? " and part of the next" : "");
+    if ((long)epochs > LONG_MAX / (t->steps_per_epoch > 0 ? t->steps_per_epoch : 1))
+        return ml_fail(ML_ERR_ARG, "--epochs %d: too many steps", epochs);
+    const long old = t->total_steps, total = (long)epochs * t->steps_per_epoch;
+    /* the ends that were the end of training move with it; a shorter temperature schedule
+     * (--tau-epochs) keeps its length */
+    if (t->cfg.lr.total == old) t->cfg.lr.total = total;
+    for (int i = 0; i < trainer_nlayers(t); i++) {
+        TauPlan *p = layer_plan(t, i);
+        if (p->base.total == old) p->base.total = total;
+        if (p->has_replacement && p->repl.total == old) p->repl.total = total;
+    }
+    if (t->cfg.tau.total == old) t->cfg.tau.total = total;
+    t->cfg.epochs = epochs;
+    t->total_steps = total;
+    return ML_OK;
 }
 
 ml_status trainer_eval_record(Trainer *t, EvalRecord *er, double train_time) {

@@ -155,6 +155,12 @@ const char *trainer_layer_name(const Trainer *t, int i);
 ml_status trainer_eval_record(Trainer *t, EvalRecord *er, double train_time);
 /* Applies a parameter command (CMD_SET, CMD_ANNEAL) now. The other kinds are trainer_run's. */
 ml_status trainer_apply(Trainer *t, const TrainerCmd *c);
+/* Extends (or shortens, not below the epochs done) the run to `epochs` epochs from its current
+ * state (`--resume DIR --epochs N`): total_steps, and the ends of the schedules that ended with
+ * training (the learning-rate schedule, every layer's temperature plan and its replacement after
+ * an `anneal`) move to the new end; a temperature schedule shorter than the run (--tau-epochs)
+ * keeps its length. ML_ERR_ARG when epochs is below the epochs done. */
+ml_status trainer_extend(Trainer *t, int epochs);
 /* Sets the on-collapse rule: "pause", "off" / "" (none) or commands (parsed by
  * TrainHooks.parse_rule when the rule fires); re-arms it (it applies once, at the next rising edge
  * of a collapse view). ML_ERR_ARG if it is too long. */

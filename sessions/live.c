@@ -1440,3 +1440,30 @@ ml_status session_open_append(SessionWriter *w, const char *dir, long resume_ste
     w->p = p;
     return ML_OK;
 }
+
+ml_status session_extend(const char *dir, int epochs, long total_steps, const char *command_line,
+                         const char *launch_line) {
+    char path[H5U_PATH_MAX];
+    ml_status st = h5u_path(path, sizeof path, dir, "live.h5");
+    if (st != ML_OK) return st;
+    hid_t fapl = h5u_fapl_latest();
+    if (fapl < 0) return ml_fail(ML_ERR_IO, "%s: cannot make a file access list", path);
+    hid_t f = H5Fopen(path, H5F_ACC_RDWR, fapl);
+    if (f < 0) {
+        H5Eclear2(H5E_DEFAULT);
+        if (clear_status_flags(path) == 0) f = H5Fopen(path, H5F_ACC_RDWR, fapl);
+    }
+    H5Pclose(fapl);
+    if (f < 0) return ml_fail(ML_ERR_IO, "%s: cannot open it to extend the run", path);
+    hid_t run = H5Gopen2(f, "run", H5P_DEFAULT);
+    if (run < 0) st = h5u_fail(ML_ERR_FORMAT, path, "/run", "cannot open group");
+    /* the first extension keeps the launch command line (replay starts from it) */
+    if (st == ML_OK && launch_line && H5Aexists(run, "launch_command_line") <= 0)
+        st = h5u_attr_str(run, "launch_command_line", launch_line, path);
+    if (st == ML_OK) st = h5u_attr_str(run, "command_line", command_line, path);
+    if (st == ML_OK) st = h5u_attr_i64(run, "epochs", epochs, path);
+    if (st == ML_OK) st = h5u_attr_i64(run, "total_steps", total_steps, path);
+    h5u_close(run);
+    if (H5Fclose(f) < 0 && st == ML_OK) st = ml_fail(ML_ERR_IO, "%s: cannot close it after extending the run", path);
+    return st;
+}

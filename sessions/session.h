@@ -108,6 +108,12 @@ ml_status session_create(SessionWriter *w, const char *dir, const SessionInfo *i
  * only while holding session_lock(dir): clearing a writer's flags is right for a dead writer and
  * ruinous for a live one. */
 ml_status session_open_append(SessionWriter *w, const char *dir, long resume_step);
+/* `--resume DIR --epochs N` (the session lock held, before session_open_append): /run's epochs,
+ * total_steps and command_line (now with `--epochs N`, for later resumes) are rewritten; the
+ * first extension keeps the command line the run was launched with as launch_command_line
+ * (`moelab replay` starts from it). config_json keeps the launch configuration. */
+ml_status session_extend(const char *dir, int epochs, long total_steps, const char *command_line,
+                         const char *launch_line);
 
 /* Appends one step record (buffered: written every SESSION_STEP_BLOCK records or on flush).
  * wall_time is taken here (Unix time). */

@@ -30,7 +30,7 @@ echo hello > S/not-a-session/notes.txt
 # ---- without a terminal: the list as text
 "$BIN" browse S --list > list.txt 2>&1; rc=$?
 check "--list exits 0" [ "$rc" = 0 ]
-check "--list shows the three sessions with schedules" bash -c "grep -Eq '^exp-run .*exp .*6/6 finished' list.txt && grep -Eq '^sig-run .*sigmoid' list.txt && grep -Eq '^dense-run .*dense' list.txt"
+check "--list shows the three sessions with schedules" bash -c "grep -Eq '^exp-run .*exp\* .*6/6 finished' list.txt && grep -Eq '^sig-run .*sigmoid' list.txt && grep -Eq '^dense-run .*dense' list.txt"
 check "--list reports the truncated and the garbage file as damaged, with the reason" bash -c "grep -Eq '^cut-run .*damaged' list.txt && grep -Eq '^junk-run .*damaged' list.txt && grep -Eq 'cannot read: .*cut-run/live.h5' list.txt"
 # the alarms column (issue 26): exp-run's collapse / warning / expert death events counted from its event log
 evn() { h5dump -d /events "S/$1/live.h5" 2>/dev/null | grep -cE "\"$2 at step [0-9]"; }
@@ -85,7 +85,7 @@ heat_rows() { cap | grep -E '^.class[0-9]' | cut -c1-40; }
 
 start 120 40 S
 check "list: title with counts" wait_for 'moelab browse .* 5 sessions .*2 damaged' 5
-check "list: rows with dataset, head, E/k/h, schedule, accuracy, epochs, status" wait_for 'exp-run +synthetic +moe +4/2/16 +exp +[0-9.]+ +[0-9.]+ +6/6 +finished' 2
+check "list: rows with dataset, head, E/k/h, schedule, accuracy, epochs, status" wait_for 'exp-run +synthetic +moe +4/2/16 +exp\* +[0-9.]+ +[0-9.]+ +6/6 +finished' 2
 check "list: the damaged entries are listed" wait_for 'junk-run .*damaged' 2
 check "list: an alarms column after status" wait_for 'status +alarms' 2
 check "list: exp-run's alarms cell is '${want:--}'" wait_for "exp-run .* finished +${want:--}( |\$)" 2

@@ -70,8 +70,8 @@ mkdir cdir
 check "--commands DIR is refused (rc $rc): $(head -1 cdir.log)" [ $rc = 2 ] && check "  ... as not a regular file" grep -q 'not a regular file' cdir.log
 
 # 7. --resume with other options, or an empty folder name
-"$BIN" train --resume C --epochs 5 > r1.log 2>&1; rc=$?
-check "--resume with --epochs is refused (rc $rc)" [ $rc = 2 ] && check "  ... saying why" grep -q 'cannot be combined' r1.log
+"$BIN" train --resume C --lr 0.5 > r1.log 2>&1; rc=$?
+check "--resume with --lr is refused (rc $rc; --epochs N extends the run: t_extend)" [ $rc = 2 ] && check "  ... saying why" grep -q 'cannot be combined' r1.log
 "$BIN" train --resume '' > r2.log 2>&1; rc=$?
 check "--resume '' is refused (rc $rc), no new run started" [ $rc = 2 -a ! -d sessions ]
 

@@ -16,7 +16,8 @@ typed 'set tau 0.3 @m'; keys Tab
 check "Tab after @ completes the layer name" wait_for 'moelab> set tau 0\.3 @moe2' 10
 keys C-u
 typed 'set cf 2 @'; keys Tab; keys Tab
-check "Tab after @ lists the run's layers" wait_for 'completions: +head +moe2' 10
+check "Tab after @ lists the run's layers (in the completion popup)" wait_for '2 completions' 10
+check "  ... head and moe2" wait_for 'head +moe2' 10
 keys C-u
 typed 'set tau 0.3 @moe2'; keys Enter
 check "set tau 0.3 @moe2 lands in the log" wait_for '\[step [0-9]+\] set tau 0\.3 @moe2' 10

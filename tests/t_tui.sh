@@ -92,7 +92,8 @@ check "a bad command gives an error line" wait_for "error: unknown command 'frob
 typed 'set tau -1'; keys Enter
 check "a bad value gives an error line" wait_for 'error: set tau: must be > 0' 3
 typed 'set '; keys Tab
-check "tab completion lists parameter names (in the log)" wait_for 'completions: +alpha +beta +bias-rate +cf +lr +noise +tau' 3
+check "tab completion lists parameter names (in its popup, t_complete)" wait_for '[0-9]+ completions' 3
+check "  ... alpha to tau" wait_for 'alpha +beta +bias-rate +cf +lr +noise +tau' 3
 keys C-u
 typed 'anneal cos'; keys Tab
 check "tab completion completes schedule names" wait_for 'moelab> anneal cosine' 3

@@ -418,6 +418,39 @@ static void ev(SessionEventRow *e, long step, const char *text) {
     snprintf(e->text, sizeof e->text, "%s", text);
 }
 
+/* a run extended by `--resume DIR --epochs 3` at step 32 (2 epochs of 16 steps): before the
+ * extension the plan ends at 32, after it at 48, the anneal's replacement too */
+static void test_plan_extend(void) {
+    TauSchedule base;
+    tau_schedule_defaults(&base);
+    base.kind = TAU_LINEAR;
+    base.tau0 = 1.0f;
+    base.tau1 = 0.2f;
+    base.total = 32;
+    SessionEventRow events[3];
+    int ne = 0;
+    ev(&events[ne++], 10, "anneal cosine now 0.3  # file");
+    ev(&events[ne++], 32, "resume from ckpt-32.h5");
+    ev(&events[ne++], 32, "extend --epochs 3 (was 2)");
+    SessionHistory h;
+    memset(&h, 0, sizeof h);
+    h.events = events;
+    h.nevents = ne;
+    h.total_steps = 48;
+    h.steps_per_epoch = 16;
+    TauPlan p;
+    browse_plan_at(&h, &base, 20, &p);
+    check(p.has_replacement && p.repl.total == 32 && p.base.total == 32,
+          "extended run, cursor 20: the anneal runs to the old end 32 (repl %ld, base %ld)", p.repl.total, p.base.total);
+    browse_plan_at(&h, &base, 40, &p);
+    check(p.has_replacement && p.repl.total == 48 && p.base.total == 48,
+          "extended run, cursor 40: both ends moved to 48 (repl %ld, base %ld)", p.repl.total, p.base.total);
+    h.nevents = 1; /* the same run never extended: 48 steps from the start */
+    h.total_steps = 32;
+    browse_plan_at(&h, &base, 40, &p);
+    check(p.repl.total == 32, "not extended: the anneal runs to the end 32 (%ld)", p.repl.total);
+}
+
 static void test_plan(void) {
     TauSchedule base;
     browse_tau_schedule(CONFIG, &base); /* exp 1 -> 0.1 over 468 steps */
@@ -874,7 +907,7 @@ static void test_sessions(void) {
     /* statuses */
     struct {
         const char *name, *status, *sched;
-    } st[] = {{"moe-exp", "finished", "exp"},   {"moe-cos", "finished", "cosine"}, {"a/b/run", "finished", "linear"},
+    } st[] = {{"moe-exp", "finished", "exp"},   {"moe-cos", "finished", "exp*"}, {"a/b/run", "finished", "linear"},
               {"quit", "interrupted", "const"}, {"killed", "stale", "sigmoid"},  {"deep/1/2/3", "finished", "exp"},
               {"dense", "finished", NULL}};
     for (size_t i = 0; i < sizeof st / sizeof st[0]; i++) {
@@ -978,7 +1011,8 @@ static void test_sessions(void) {
     c = count_matches(&l, "h8", names, sizeof names);
     check(c == 7, "'h8' (hidden; dense too): %d (%s)", c, names);
     c = count_matches(&l, "exp", names, sizeof names);
-    check(c == 2, "'exp' (name or schedule): %d (%s)", c, names);
+    /* moe-cos was launched cosine and annealed live to exp: its column is "exp*" */
+    check(c == 3, "'exp' (name or schedule): %d (%s)", c, names);
     c = count_matches(&l, "SIGMOID", names, sizeof names);
     check(c == 1 && !strcmp(names, "killed"), "'SIGMOID' (schedule): %d (%s)", c, names);
     c = count_matches(&l, "damaged", names, sizeof names);
@@ -1133,6 +1167,7 @@ int main(void) {
     test_tau_schedule();
     test_cmp();
     test_plan();
+    test_plan_extend();
     test_sessions();
     printf("%d checks, %d failed\n", n_checks, n_failed);
     return n_failed ? 1 : 0;

@@ -4,7 +4,9 @@
  * or NaN warnings), the panels, a log panel and the one-row command line at the bottom. Panels
  * tile the rows between the banner and the log in two rows whose column split depends on the
  * terminal width; a dense-head run has the curves and a note panel instead of the routing panels.
- * A zoomed panel takes every row between the banner and the command line. Below
+ * A zoomed panel takes every row between the banner and the command line. Hidden panels (the
+ * config file's `hide`) leave their width to the others of their row, a hidden row its height to
+ * the other one, a hidden log its rows to the panels. Below
  * LAYOUT_MIN_W x LAYOUT_MIN_H the layout is `too_small` and no panel is placed.
  *
  * Rectangles are in terminal cells, (x, y) the top-left corner; w == 0 or h == 0 means hidden. */
@@ -36,6 +38,10 @@ typedef struct {
     int banner;  /* banner rows under the status bar: 0, 1, or 2 (a message too long for one row) */
     int zoom;    /* a panel id to zoom, or -1 */
     int strip;   /* rows of the all-layers strip (0: none): full width under the panels, above the log */
+    /* the user's preferences (views/prefs.h; zero: the defaults) */
+    unsigned hide; /* bit p: panel p (PANEL_CURVES .. PANEL_LOG) hidden; its row's others share its width */
+    int log_rows;  /* the log's rows (0: lines / 5 in 5..12; at most a third of the screen) */
+    int top_share; /* percent (20..80) of the panel rows for the first row (0: half) */
 } LayoutOptions;
 
 typedef struct {

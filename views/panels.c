@@ -1,6 +1,7 @@
 /* panels.c — the live screen's panel set (see panels.h). */
 #include "panels.h"
 #include "draw.h"
+#include "views/prefs.h"
 
 #include <string.h>
 
@@ -213,6 +214,9 @@ void panels_layout(const Panels *ps, Layout *lay, int cols, int lines, int zoom)
         .banner = ps->have[PANEL_BANNER] ? view_banner_rows(&ps->v[PANEL_BANNER], cols) : 0,
         .zoom = zoom,
         .strip = panels_strip_rows(ps, lines),
+        .hide = view_prefs()->hide,
+        .log_rows = view_prefs()->log_rows,
+        .top_share = view_prefs()->top_share,
     };
     layout_compute(lay, cols, lines, &lo);
 }

@@ -1,5 +1,6 @@
-/* theme.c — colour pairs, attributes and glyph sets (see theme.h). */
+/* theme.c — colour pairs, attributes and glyph sets (see theme.h), in three themes (prefs.h). */
 #include "theme.h"
+#include "views/prefs.h"
 
 #include <stdlib.h>
 #include <string.h>
@@ -16,7 +17,8 @@ typedef struct {
     attr_t mono; /* attribute without colour */
 } RoleSpec;
 
-static const RoleSpec role_spec[TH_COUNT] = {
+/* dark (the default): bright colours on the terminal's own (dark) background */
+static const RoleSpec role_dark[TH_COUNT] = {
     [TH_NORMAL] = {-1, -1, 0, -1, -1, 0, 0},
     [TH_TITLE] = {COLOR_CYAN, -1, A_BOLD, 81, -1, A_BOLD, A_BOLD},
     [TH_FOCUS] = {COLOR_BLACK, COLOR_YELLOW, A_BOLD, 16, 220, A_BOLD, A_REVERSE | A_BOLD},
@@ -48,8 +50,79 @@ static const RoleSpec role_spec[TH_COUNT] = {
     [TH_SELECT] = {COLOR_BLACK, COLOR_CYAN, 0, 16, 117, 0, A_REVERSE},
 };
 
-/* categorical palettes: 12 distinguishable xterm colours; 6 basic colours (twice, bold) */
+/* light: dark colours for a light background (no white or pale-yellow text) */
+static const RoleSpec role_light[TH_COUNT] = {
+    [TH_NORMAL] = {-1, -1, 0, -1, -1, 0, 0},
+    [TH_TITLE] = {COLOR_BLUE, -1, A_BOLD, 25, -1, A_BOLD, A_BOLD},
+    [TH_FOCUS] = {COLOR_WHITE, COLOR_BLUE, A_BOLD, 231, 25, A_BOLD, A_REVERSE | A_BOLD},
+    [TH_BORDER] = {COLOR_BLUE, -1, 0, 103, -1, 0, 0},
+    [TH_AXIS] = {-1, -1, 0, 238, -1, 0, 0},
+    [TH_DIM] = {-1, -1, A_DIM, 243, -1, 0, A_DIM},
+    [TH_RAW] = {COLOR_BLUE, -1, 0, 111, -1, 0, 0},
+    [TH_EMA] = {COLOR_BLUE, -1, A_BOLD, 25, -1, A_BOLD, A_BOLD},
+    [TH_TEST] = {COLOR_RED, -1, A_BOLD, 166, -1, A_BOLD, A_BOLD},
+    [TH_ACC] = {COLOR_GREEN, -1, A_BOLD, 28, -1, A_BOLD, 0},
+    [TH_PLAN] = {COLOR_BLUE, -1, 0, 67, -1, 0, 0},
+    [TH_USED] = {COLOR_GREEN, -1, A_BOLD, 28, -1, A_BOLD, A_BOLD},
+    [TH_OVERRIDE] = {COLOR_MAGENTA, -1, A_BOLD, 127, -1, A_BOLD, A_BOLD | A_UNDERLINE},
+    [TH_NOW] = {COLOR_RED, -1, A_BOLD, 160, -1, A_BOLD, A_BOLD},
+    [TH_GOOD] = {COLOR_GREEN, -1, 0, 28, -1, 0, 0},
+    [TH_WARN] = {COLOR_MAGENTA, -1, A_BOLD, 130, -1, A_BOLD, A_BOLD},
+    [TH_ERROR] = {COLOR_RED, -1, A_BOLD, 160, -1, A_BOLD, A_BOLD},
+    [TH_STATUS] = {COLOR_WHITE, COLOR_BLUE, 0, 231, 25, 0, A_REVERSE},
+    [TH_RUNNING] = {COLOR_WHITE, COLOR_GREEN, A_BOLD, 231, 28, A_BOLD, A_BOLD},
+    [TH_PAUSED] = {COLOR_BLACK, COLOR_YELLOW, 0, 16, 214, A_BOLD, A_BOLD | A_UNDERLINE},
+    [TH_BANNER] = {COLOR_WHITE, COLOR_RED, A_BOLD, 231, 160, A_BOLD, A_REVERSE | A_BOLD},
+    [TH_BANNER_WARN] = {COLOR_BLACK, COLOR_YELLOW, 0, 16, 214, 0, A_REVERSE},
+    [TH_BAR] = {COLOR_BLUE, -1, 0, 31, -1, 0, 0},
+    [TH_OVER] = {COLOR_RED, -1, A_BOLD, 160, -1, A_BOLD, A_BOLD},
+    [TH_CAP] = {COLOR_MAGENTA, -1, A_BOLD, 130, -1, A_BOLD, A_BOLD},
+    [TH_B_EMA] = {COLOR_MAGENTA, -1, A_BOLD, 90, -1, A_BOLD, A_BOLD},
+    [TH_B_TEST] = {COLOR_RED, -1, A_BOLD, 124, -1, A_BOLD, A_BOLD},
+    [TH_B_ACC] = {COLOR_BLACK, -1, A_BOLD, 16, -1, A_BOLD, A_UNDERLINE},
+    [TH_SELECT] = {COLOR_WHITE, COLOR_BLUE, 0, 16, 153, 0, A_REVERSE},
+};
+
+/* high-contrast: the brightest colours, bold text, black on white or yellow where highlighted */
+static const RoleSpec role_high[TH_COUNT] = {
+    [TH_NORMAL] = {COLOR_WHITE, -1, A_BOLD, 231, -1, 0, 0},
+    [TH_TITLE] = {COLOR_WHITE, -1, A_BOLD, 231, -1, A_BOLD | A_UNDERLINE, A_BOLD | A_UNDERLINE},
+    [TH_FOCUS] = {COLOR_BLACK, COLOR_YELLOW, A_BOLD, 16, 226, A_BOLD, A_REVERSE | A_BOLD},
+    [TH_BORDER] = {COLOR_WHITE, -1, 0, 231, -1, 0, 0},
+    [TH_AXIS] = {COLOR_WHITE, -1, 0, 231, -1, 0, 0},
+    [TH_DIM] = {COLOR_WHITE, -1, 0, 252, -1, 0, 0},
+    [TH_RAW] = {COLOR_CYAN, -1, 0, 45, -1, 0, 0},
+    [TH_EMA] = {COLOR_CYAN, -1, A_BOLD, 51, -1, A_BOLD, A_BOLD},
+    [TH_TEST] = {COLOR_YELLOW, -1, A_BOLD, 226, -1, A_BOLD, A_BOLD},
+    [TH_ACC] = {COLOR_GREEN, -1, A_BOLD, 46, -1, A_BOLD, A_BOLD},
+    [TH_PLAN] = {COLOR_CYAN, -1, A_BOLD, 51, -1, A_BOLD, 0},
+    [TH_USED] = {COLOR_GREEN, -1, A_BOLD, 46, -1, A_BOLD, A_BOLD},
+    [TH_OVERRIDE] = {COLOR_MAGENTA, -1, A_BOLD, 201, -1, A_BOLD, A_BOLD | A_UNDERLINE},
+    [TH_NOW] = {COLOR_RED, -1, A_BOLD, 196, -1, A_BOLD, A_BOLD},
+    [TH_GOOD] = {COLOR_GREEN, -1, A_BOLD, 46, -1, A_BOLD, A_BOLD},
+    [TH_WARN] = {COLOR_YELLOW, -1, A_BOLD, 226, -1, A_BOLD, A_BOLD},
+    [TH_ERROR] = {COLOR_RED, -1, A_BOLD, 196, -1, A_BOLD, A_BOLD},
+    [TH_STATUS] = {COLOR_BLACK, COLOR_WHITE, A_BOLD, 16, 231, A_BOLD, A_REVERSE | A_BOLD},
+    [TH_RUNNING] = {COLOR_BLACK, COLOR_GREEN, A_BOLD, 16, 46, A_BOLD, A_BOLD},
+    [TH_PAUSED] = {COLOR_BLACK, COLOR_YELLOW, A_BOLD, 16, 226, A_BOLD, A_BOLD | A_UNDERLINE},
+    [TH_BANNER] = {COLOR_WHITE, COLOR_RED, A_BOLD, 231, 196, A_BOLD, A_REVERSE | A_BOLD},
+    [TH_BANNER_WARN] = {COLOR_BLACK, COLOR_YELLOW, A_BOLD, 16, 226, A_BOLD, A_REVERSE | A_BOLD},
+    [TH_BAR] = {COLOR_CYAN, -1, A_BOLD, 51, -1, A_BOLD, 0},
+    [TH_OVER] = {COLOR_RED, -1, A_BOLD, 196, -1, A_BOLD, A_BOLD},
+    [TH_CAP] = {COLOR_YELLOW, -1, A_BOLD, 226, -1, A_BOLD, A_BOLD},
+    [TH_B_EMA] = {COLOR_MAGENTA, -1, A_BOLD, 201, -1, A_BOLD, A_BOLD},
+    [TH_B_TEST] = {COLOR_RED, -1, A_BOLD, 196, -1, A_BOLD, A_BOLD},
+    [TH_B_ACC] = {COLOR_WHITE, -1, A_BOLD, 231, -1, A_BOLD, A_UNDERLINE},
+    [TH_SELECT] = {COLOR_BLACK, COLOR_WHITE, A_BOLD, 16, 231, A_BOLD, A_REVERSE | A_BOLD},
+};
+
+static const RoleSpec *const role_specs[THEME_KIND_COUNT] = {role_dark, role_light, role_high};
+
+
+/* categorical palettes: 12 distinguishable xterm colours (light: darker ones, no pale grey or
+ * yellow); 6 basic colours (twice, bold) */
 static const short cat256[THEME_MAX_CAT] = {39, 208, 76, 196, 141, 130, 211, 248, 184, 44, 27, 226};
+static const short cat256_light[THEME_MAX_CAT] = {25, 166, 28, 160, 91, 94, 162, 240, 136, 30, 19, 130};
 static const short cat8[6] = {COLOR_CYAN, COLOR_YELLOW, COLOR_GREEN, COLOR_RED, COLOR_MAGENTA, COLOR_BLUE};
 
 /* viridis-like ramp in the xterm 6x6x6 cube, dark to bright */
@@ -67,8 +140,11 @@ void theme_init(Theme *t, int utf8, int no_color) {
         t->colors256 = COLORS >= 256 && COLOR_PAIRS >= PAIR_HEAT0 + THEME_MAX_HEAT;
         t->color = COLORS >= 8 && COLOR_PAIRS >= PAIR_HEAT0 + 6;
     }
+    const ViewPrefs *pr = view_prefs();
+    t->kind = pr->theme >= 0 && pr->theme < THEME_KIND_COUNT ? pr->theme : THEME_DARK;
+    const RoleSpec *spec = role_specs[t->kind];
     for (int r = 0; r < TH_COUNT; r++) {
-        const RoleSpec *s = &role_spec[r];
+        const RoleSpec *s = &spec[r];
         if (!t->color) {
             t->role[r] = s->mono;
             continue;
@@ -100,7 +176,7 @@ void theme_init(Theme *t, int utf8, int no_color) {
     if (t->color && COLOR_PAIRS >= PAIR_CAT0 + THEME_MAX_CAT) {
         t->ncat = t->colors256 ? THEME_MAX_CAT : 2 * 6;
         for (int i = 0; i < THEME_MAX_CAT; i++) {
-            const short fg = t->colors256 ? cat256[i] : cat8[i % 6];
+            const short fg = t->colors256 ? (t->kind == THEME_LIGHT ? cat256_light : cat256)[i] : cat8[i % 6];
             init_pair((short)(PAIR_CAT0 + i), fg, t->default_bg ? -1 : COLOR_BLACK);
             t->cat[i] = COLOR_PAIR(PAIR_CAT0 + i) | (!t->colors256 && i >= 6 ? A_BOLD : 0);
         }
@@ -134,5 +210,8 @@ attr_t theme_heat(const Theme *t, int bin) {
 const char *theme_describe(const Theme *t) {
     const char *nc = getenv("NO_COLOR");
     if (!t->color) return nc && *nc ? "no colour (NO_COLOR)" : "no colour";
-    return t->colors256 ? "256 colours" : "8 colours";
+    static const char *const d[THEME_KIND_COUNT][2] = {{"8 colours", "256 colours"},
+                                                       {"8 colours, light", "256 colours, light"},
+                                                       {"8 colours, high-contrast", "256 colours, high-contrast"}};
+    return d[t->kind][t->colors256 ? 1 : 0];
 }

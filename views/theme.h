@@ -46,6 +46,7 @@ typedef enum {
 #define THEME_MAX_CAT 12
 
 typedef struct {
+    int kind;       /* ThemeKind (views/prefs.h): dark, light or high-contrast */
     int color;      /* 1: colours in use */
     int colors256;  /* 1: 256-colour ramps */
     int utf8;       /* 1: braille / blocks / box glyphs */
@@ -65,7 +66,8 @@ typedef struct {
 } Theme;
 
 /* Picks the mode from the terminal (has_colors, COLORS), the NO_COLOR environment variable and
- * `utf8`, and sets up colour pairs. `no_color` forces the no-colour mode. */
+ * `utf8`, and sets up colour pairs in the theme of view_prefs() (dark, light, high-contrast).
+ * `no_color` forces the no-colour mode, and so does NO_COLOR whatever the theme. */
 void theme_init(Theme *t, int utf8, int no_color);
 /* Attribute of category i (cycling through ncat colours; A_NORMAL without colour). */
 attr_t theme_cat(const Theme *t, int i);

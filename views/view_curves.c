@@ -16,6 +16,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "views/prefs.h"
+
 #define CURVE_CAP 2048
 #define EVAL_CAP 1024
 #define N_SMOOTH 4
@@ -30,7 +32,8 @@ typedef struct {
     Series ema[N_SMOOTH]; /* (step, EMA of loss) at each smoothing level */
     Series test;          /* (step, [test loss, test acc, train loss, train acc]) */
     Ema e[N_SMOOTH];
-    int smooth; /* index into smooth_levels */
+    int smooth;            /* index into lv */
+    double lv[N_SMOOTH];   /* smooth_levels, the default one replaced by the config's smoothing */
     /* compare: the second run (slot 1), smoothed loss and evaluations only */
     Series ema_b[N_SMOOTH], test_b;
     Ema eb[N_SMOOTH];
@@ -66,17 +69,27 @@ static int curves_init(View *v) {
     v->self = c;
     int bad = series_init(&c->raw, CURVE_CAP, 1) || series_init(&c->test, EVAL_CAP, 4) ||
               series_init(&c->test_b, EVAL_CAP, 4);
+    /* the config file's smoothing: its level if it is one, else it takes the default's place */
+    c->smooth = SMOOTH_DEFAULT;
+    const double want = view_prefs()->smoothing;
+    for (int i = 0; i < N_SMOOTH; i++) c->lv[i] = smooth_levels[i];
+    if (want >= 0.0 && want < 1.0) {
+        int at = -1;
+        for (int i = 0; i < N_SMOOTH; i++)
+            if (fabs(smooth_levels[i] - want) < 1e-9) at = i;
+        if (at < 0) c->lv[SMOOTH_DEFAULT] = want;
+        else c->smooth = at;
+    }
     for (int i = 0; i < N_SMOOTH; i++) {
         bad = bad || series_init(&c->ema[i], CURVE_CAP, 1) || series_init(&c->ema_b[i], CURVE_CAP, 1);
-        ema_init(&c->e[i], 1.0 - smooth_levels[i]);
-        ema_init(&c->eb[i], 1.0 - smooth_levels[i]);
+        ema_init(&c->e[i], 1.0 - c->lv[i]);
+        ema_init(&c->eb[i], 1.0 - c->lv[i]);
     }
     if (bad) {
         curves_free(v);
         v->self = NULL;
         return -1;
     }
-    c->smooth = SMOOTH_DEFAULT;
     c->cursor = -1;
     alarm_spans_init(&c->spans);
     c->last_test_loss = c->last_test_acc = NAN;
@@ -147,7 +160,7 @@ static int curves_key(View *v, int key) {
 static void curves_title(const View *v, char *buf, size_t n) {
     const CurvesView *c = v->self;
     char sm[24];
-    snprintf(sm, sizeof sm, "ema %g", smooth_levels[c->smooth]);
+    snprintf(sm, sizeof sm, "ema %g", c->lv[c->smooth]);
     if (c->raw.total == 0) {
         snprintf(buf, n, "Loss & accuracy  %s", sm);
         return;

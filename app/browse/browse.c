@@ -11,6 +11,7 @@
  * thread that only sees plain arrays (core/tsne.c) and can be cancelled. Without a terminal (or
  * with --list) the list is printed as text instead. */
 #define _GNU_SOURCE
+#include "app/cli/config.h"
 #include "app/browse/browse.h"
 #include "app/browse/browse_internal.h"
 #include "app/cli/app.h"
@@ -71,7 +72,8 @@ static void usage(FILE *f) {
         "live.h5, or an .h5 session file, opens that session directly; a sweep.h5 lists the\n"
         "sweep's runs. Without a terminal, or with --list, prints the list instead. COLUMN: name\n"
         "dataset head experts schedule best last epochs status alarms created (alarms: episodes by\n"
-        "severity from the event log, 2C 1W 1D = collapses, warnings, expert deaths). Keys: ? in the browser.\n"
+        "severity from the event log, 2C 1W 1D = collapses, warnings, expert deaths; schedule: the last\n"
+        "temperature plan in force, KIND* after a live anneal, tau=V after set tau). Keys: ? in the browser.\n"
         "--filter TEXT: as / in the list (any column's text, a configuration value or KEY=VALUE such as\n"
         "tau.kind=cosine; a leading ! keeps the sessions that do not match).\n"
         "The mouse (off with --no-mouse): a click opens a list entry, focuses a panel or moves the epoch\n"
@@ -202,6 +204,7 @@ static int browse_load(Browser *b, const BrowseArgs *a, int is_h5, int direct, i
  * message) when the terminal cannot be opened. */
 static SCREEN *screen_open(Browser *b) {
     static const TermModes modes = {.keypad = 1, .nodelay = 1, .escdelay = 25, .cursor = 0, .intrflush = 1};
+    ui_config_load("moelab browse"); /* theme, panels, smoothing: before the screen opens */
     SCREEN *scr = term_open("moelab browse", &modes, &b->utf8, "(use --list)");
     if (!scr) return NULL;
     theme_init(&b->theme, b->utf8, 0);
@@ -313,7 +316,7 @@ int cmd_browse(int argc, char **argv) {
     b->sort_col = a.sort_col;
     b->sort_rev = a.reverse;
     b->job.ev = -1;
-    b->mouse = !a.no_mouse;
+    b->mouse = !a.no_mouse && ui_config_load("moelab browse")->mouse; /* --no-mouse or mouse = off */
     b->click_panel = -1;
     snprintf(b->filter, sizeof b->filter, "%s", a.filter);
     rc = browse_load(b, &a, is_h5, direct, !tty || a.list_only);

@@ -19,7 +19,7 @@ typedef struct {
     int ok;          /* info was read */
     SessionInfo info;
     char status[16]; /* running finished interrupted failed stale damaged unsupported missing */
-    char sched[24];  /* temperature schedule kind, from the stored configuration */
+    char sched[24];  /* the last temperature plan in force (browse_sched_label) */
     char conf[4096]; /* the stored configuration flattened, "model.head.E=4\n..." (for the filter) */
     char err[512];   /* why it is damaged / stale ("" otherwise) */
     double mtime;    /* live.h5 modification time (Unix s) */
@@ -89,6 +89,10 @@ int browse_tau_schedule(const char *config_json, TauSchedule *s);
  * and `anneal` commands up to that step applied, as the trainer applied them: the plan of the
  * primary routed layer (the head when it routes, else the first backbone layer). */
 void browse_plan_at(const SessionHistory *h, const TauSchedule *base, long step, TauPlan *plan);
+/* The schedule column: the last temperature plan in force at the end of the event log: the
+ * launch kind, "KIND*" after an `anneal KIND ...` (a live change), "tau=V" after a `set tau V`;
+ * commands for a backbone layer alone (`@moe2`) are not the head's and are skipped. */
+void browse_sched_label(const char *launch_kind, const SessionEventRow *ev, long nev, char *out, size_t n);
 /* The name of the primary routed layer (the head when it routes, else the first backbone layer;
  * "head" for a session without layers). */
 const char *browse_primary_layer(const SessionHistory *h);

@@ -1,11 +1,12 @@
 /* browse_data.c — the data side of `moelab browse` that needs no terminal: finding sessions under
  * a folder, their one-line summaries and status, sorting and filtering the list, reading the
  * configuration JSON a session stores (session_config_parse, jansson), and rebuilding the
- * temperature plan in effect at any step from the launch schedule and the logged `set tau` /
- * `anneal` commands. Used by the browser screen (browse.c) and by `moelab browse --list`. */
+ * temperature plan in effect at any step (and the list's last plan in force) from the launch
+ * schedule and the logged `set tau` / `anneal` commands. Used by the browser screen (browse.c) and by `moelab browse --list`. */
 #define _GNU_SOURCE
 #include "app/browse/browse.h"
 #include "app/cli/commands.h"
+#include "app/run/runsession.h"
 
 #include <dirent.h>
 #include <errno.h>
@@ -58,17 +59,51 @@ int browse_tau_schedule(const char *config_json, TauSchedule *s) {
     return !bad && tau_validate(s) == ML_OK ? 0 : -1;
 }
 
+/* "extend --epochs N (was M)" (`--resume DIR --epochs N`): 1 with N and M. */
+static int extend_event(const char *text, int *n, int *was) {
+    const size_t l = strlen(RUNSESSION_EXTEND_EVENT);
+    return !strncmp(text, RUNSESSION_EXTEND_EVENT " ", l + 1) && sscanf(text + l + 1, "%d (was %d)", n, was) == 2 &&
+           *n > 0 && *was > 0;
+}
+
 void browse_plan_at_layer(const SessionHistory *h, const TauSchedule *base, long step, const char *layer,
                           TauPlan *plan) {
     tau_plan_init(plan, base);
+    /* the run's length as it was at each event: the launch length until an extension */
+    long total = h->total_steps;
+    int n, was;
+    for (long i = 0; i < h->nevents; i++)
+        if (extend_event(h->events[i].text, &n, &was) && h->steps_per_epoch > 0) {
+            total = (long)was * h->steps_per_epoch;
+            break;
+        }
     for (long i = 0; i < h->nevents; i++) {
         const SessionEventRow *e = &h->events[i];
         if (e->step > step) break;
+        if (extend_event(e->text, &n, &was) && h->steps_per_epoch > 0) { /* as trainer_extend did */
+            const long nt = (long)n * h->steps_per_epoch;
+            if (plan->base.total == total) plan->base.total = nt;
+            if (plan->has_replacement && plan->repl.total == total) plan->repl.total = nt;
+            total = nt;
+            continue;
+        }
         TrainerCmd c;
         char err[128];
-        if (command_parse(e->text, &c, err, sizeof err)) continue;   /* resume, snapshot notes... */
-        if (layer && c.layer[0] && strcmp(c.layer, layer)) continue; /* another layer's */
-        if (trainer_tau_command(&c)) trainer_tau_apply(plan, &c, e->step, h->total_steps); /* as the trainer did */
+        if (command_parse(e->text, &c, err, sizeof err)) continue;                /* resume, snapshot notes... */
+        if (layer && c.layer[0] && strcmp(c.layer, layer)) continue;              /* another layer's */
+        if (trainer_tau_command(&c)) trainer_tau_apply(plan, &c, e->step, total); /* as the trainer did */
+    }
+}
+
+void browse_sched_label(const char *launch_kind, const SessionEventRow *ev, long nev, char *out, size_t n) {
+    snprintf(out, n, "%s", launch_kind);
+    for (long i = 0; i < nev; i++) {
+        TrainerCmd c;
+        char err[128];
+        if (command_parse(ev[i].text, &c, err, sizeof err) || !trainer_tau_command(&c)) continue;
+        if (c.layer[0] && strcmp(c.layer, "head")) continue; /* a backbone layer's own plan */
+        if (c.kind == CMD_ANNEAL) snprintf(out, n, "%s*", tau_kind_name(c.sched.kind));
+        else snprintf(out, n, "tau=%g", c.value);
     }
 }
 
@@ -277,15 +312,17 @@ static void entry_read_here(BrowseEntry *e, double now) {
                  (now - e->mtime) / 60.0, e->path);
     }
     char *json = malloc(BROWSE_JSON_MAX);
+    char launch[24] = "";
     if (json && session_read_run_attr(e->path, "config_json", json, BROWSE_JSON_MAX) == ML_OK) {
         json_t *cfg = session_config_parse(json);
-        session_config_str(cfg, "tau.kind", e->sched, sizeof e->sched);
+        session_config_str(cfg, "tau.kind", launch, sizeof launch);
         size_t o = 0;
         flatten(cfg, "", e->conf, sizeof e->conf, &o);
         json_decref(cfg);
     }
     free(json);
-    /* the alarm episodes by severity, from the event log */
+    snprintf(e->sched, sizeof e->sched, "%s", launch);
+    /* the alarm episodes by severity, and the last temperature plan in force, from the event log */
     memset(&e->alarms, 0, sizeof e->alarms);
     e->alarms_ok = 0;
     SessionEventRow *ev = NULL;
@@ -293,6 +330,7 @@ static void entry_read_here(BrowseEntry *e, double now) {
     if (session_read_events(e->path, &ev, &nev) == ML_OK) {
         for (long i = 0; i < nev; i++) alarm_count_event(&e->alarms, ev[i].text);
         e->alarms_ok = 1;
+        if (launch[0]) browse_sched_label(launch, ev, nev, e->sched, sizeof e->sched);
     }
     free(ev);
 }

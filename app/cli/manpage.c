@@ -3,6 +3,7 @@
  * table of options.c (app_option_info). The build runs `moelab --man` and `moelab
  * --bash-completion` to write moelab.1 and moelab.bash; `cmake --install` installs them. */
 #include "app/cli/app.h"
+#include "app/sweep/sweep.h"
 #include "app/cli/options.h"
 #include "core/cmdtab.h"
 
@@ -85,11 +86,12 @@ int cmd_manpage(void) {
     fputs(".SH ENVIRONMENT\n.TP\n.B MOELAB_SESSIONS\nthe folder new sessions go under and\n.B moelab browse\n"
           "lists by default (default: runs/ of the current directory).\n.TP\n.B MOELAB_DATA\n"
           "where named datasets are looked up (default: /usr/share/datasets).\n.TP\n.B NO_COLOR\n"
-          "no colours on the live screen and in the browser.\n",
+          "no colours on the live screen and in the browser, whatever the config file's theme.\n",
           f);
     fputs(".SH FILES\n.TP\n.I runs/<dataset>\\-<head>\\-<time>/live.h5\nthe history of a run (HDF5, SWMR).\n"
           ".TP\n.I runs/<dataset>\\-<head>\\-<time>/ckpt\\-<step>.h5\ncheckpoints: PyTorch state_dict names and "
-          "shapes.\n",
+          "shapes.\n.TP\n.I $XDG_CONFIG_HOME/moelab/config\n(else ~/.config/moelab/config) the screens' "
+          "settings: theme, mouse, hidden panels, smoothing;\n.B moelab config \\-\\-init\nwrites a commented one.\n",
           f);
     fputs(".SH EXIT STATUS\n0 success, 1 a run\\-time failure, 2 bad usage.\n", f);
     fputs(".SH SEE ALSO\n.nh\nThe documentation installed in share/doc/moelab/ under the installation prefix "
@@ -133,6 +135,11 @@ int cmd_bash_completion(void) {
             fprintf(f, "        --%s) COMPREPLY=($(compgen -f -- \"$cur\")); return ;;\n", in.name);
         else fprintf(f, "        --%s) return ;;\n", in.name);
     }
+    /* sweep's own values: the preset names from the preset table, the budgets */
+    char presets[512];
+    sweep_preset_names(presets, sizeof presets, " ");
+    fprintf(f, "        --preset) COMPREPLY=($(compgen -W \"%s\" -- \"$cur\")); return ;;\n", presets);
+    fputs("        --budget) COMPREPLY=($(compgen -W \"quick medium paper\" -- \"$cur\")); return ;;\n", f);
     fputs("    esac\n", f);
     fputs("    if [ -z \"$cmd\" ]; then\n"
           "        if [[ $cur == -* ]]; then COMPREPLY=($(compgen -W \"$train_opts --version\" -- \"$cur\"))\n"

@@ -124,7 +124,7 @@ static const OptSpec opts[] = {
      "MOELAB_SESSION, MOELAB_STEP, MOELAB_TEXT set; never blocks training; not stored in the session",
      STR(notify), .dflt = "none"},
     {"notify-timeout", "S", G_SESSION, "seconds a --notify command may run before it is killed", F64(notify_timeout, 0.1, 86400)},
-    {"resume", "DIR", G_SESSION, "continue DIR from its newest valid checkpoint", STR(resume), .dflt = ""},
+    {"resume", "DIR", G_SESSION, "continue DIR from its newest valid checkpoint (with --epochs N: to N epochs)", STR(resume), .dflt = ""},
     {"ckpt-every", "N", G_SESSION, "checkpoint every N epochs, 0 = only at the end", I32(ckpt_every, 0, 1000000)},
     {"ckpt-steps", "N", G_SESSION, "also checkpoint every N steps, 0 = off", I64(ckpt_steps, 0, 1000000000)},
     {"keep", "N", G_SESSION, "checkpoints kept, 0 = all", I32(keep, 0, 1000000)},

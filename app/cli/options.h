@@ -26,6 +26,7 @@ typedef struct {
     int no_session;              /* --no-session */
     int private_run;             /* --private: the session folder is 0700 */
     char resume[APP_PATH_MAX];   /* --resume DIR */
+    int extend_epochs;           /* --resume DIR --epochs N: the run extended to N epochs (0: not) */
     int ckpt_every;              /* --ckpt-every N epochs (default 1; 0 = only at the end) */
     long ckpt_steps;             /* --ckpt-steps N (default 0 = off) */
     int keep;                    /* --keep N checkpoints (default 3) */

@@ -3,6 +3,7 @@
  * prints `moelab --help` from it; manpage.c writes the man page's SYNOPSIS and COMMANDS and the
  * bash completion's command list from it. A new subcommand is one row here (and its cmd_*). */
 #include "app/cli/app.h"
+#include "app/cli/config.h"
 
 #include <stddef.h>
 
@@ -23,6 +24,8 @@ const AppCommand app_commands[] = {
      "SESSION | SWEEP [SESSION ...] [--out DIR] [--format pdf|svg|png|all] [--epoch N]", 0, cmd_plot},
     {"probe", "batch-composition probe: a checkpoint's test predictions in batches of different make-up",
      "batch SESSION [--epoch N]", 0, cmd_probe},
+    {"config", "the screens' settings file: theme, mouse, panels, smoothing (moelab config --help)",
+     "[--init [--force] | --path]", 0, cmd_config},
     {"help", "this text", "", 0, NULL},
     {"version", "print the version", "", 0, NULL},
     {NULL, NULL, NULL, 0, NULL},

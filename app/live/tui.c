@@ -5,7 +5,7 @@
  *   - this (UI) thread alone calls ncurses and readline; the trainer thread alone touches the
  *     Trainer; commands go one way through a queue, immutable record copies the other way;
  *   - one loop: poll(stdin, wake pipe) -> drain the worker -> keys -> draw at most every
- *     FRAME_SEC (each view werase/draw/wnoutrefresh, the command line last, one doupdate);
+ *     the config's refresh, 0.1 s (each view werase/draw/wnoutrefresh, the command line last, one doupdate);
  *   - SIGINT / SIGTERM / SIGHUP only set a flag and write to the wake pipe (self-pipe); SIGWINCH
  *     is ncurses' (KEY_RESIZE);
  *   - nothing prints over the screen: stderr goes to a temporary file for the session and is
@@ -13,6 +13,7 @@
  * The trainer thread's hooks (TuiHooks) are the session writer's place. */
 #include "app/live/tui.h"
 #include "app/cli/commands.h"
+#include "app/cli/config.h"
 #include "app/live/history_feed.h"
 #include "app/term/screen.h"
 #include "app/term/term.h"
@@ -35,7 +36,6 @@
 #include "views/panels.h"
 #include "views/view.h"
 
-#define FRAME_SEC 0.1      /* at most ~10 redraws a second */
 #define IDLE_FRAME_SEC 0.5 /* clock refresh when nothing happens */
 #define RATE_WINDOW 3.0    /* seconds of history for images/s */
 #define RATE_N 64
@@ -53,6 +53,8 @@ typedef struct {
     Screen scr; /* panels, help, theme, layout, focus / zoom (app/screen.h) */
     TermMouseParser mp; /* mouse reports among the keys (app/term/term.h) */
     int confirm_quit, swallow;
+    double frame_sec;         /* the config file's refresh (0.1 s) */
+    const UiConfig *cfg;      /* the config file (app/cli/config.h) */
     int dirty, data_pending;
     double next_frame, last_frame, t_open;
     WorkerState st;   /* as of the last drain */
@@ -417,6 +419,7 @@ static void handle_key(Tui *ui, int c) {
         }
     }
     cmdline_feed(c);
+    if (cmdline_popup_changed()) ui->dirty = 1; /* the completion popup opened or closed */
 }
 
 /* A key, or a byte of a mouse report (a click or a wheel notch on a panel: app/term/screen.c). */
@@ -575,7 +578,7 @@ static int tui_open_screen(Tui *ui, int *utf8) {
     ui->screen = term_open("moelab train", &modes, utf8, "(use --headless)");
     if (!ui->screen) return -2;
     theme_init(&ui->scr.theme, *utf8, 0);
-    ui->scr.mouse = !ui->o->no_mouse;
+    ui->scr.mouse = !ui->o->no_mouse && ui_config_load("moelab train")->mouse; /* --no-mouse or mouse = off */
     ui->scr.click_panel = -1;
     if (ui->scr.mouse) term_mouse_on();
     if (make_views(ui)) {
@@ -608,6 +611,8 @@ static void tui_start(Tui *ui, int utf8) {
         ui_log(ui, VIEW_LOG_INFO, "%d scheduled commands will be applied at their steps%s%s", ui->nsched,
                ui->hooks->cmds ? "" : " from ", ui->hooks->cmds ? "" : ui->o->commands);
     ui_log(ui, VIEW_LOG_INFO, "? for help; space pauses; type commands below (set tau 0.3, anneal exp now 0.05, ...)");
+    for (int i = 0; i < ui->cfg->nproblems && i < CONFIG_PROBLEMS_MAX; i++)
+        ui_log(ui, VIEW_LOG_WARN, "config %s", ui->cfg->problem[i]);
     if (ui->hooks->history) { /* a resumed run: its history before the resume step (app/history_feed.c) */
         HistoryFed fed = {0};
         history_feed(ui->hooks->history, &ui->scr.ps, &fed, ui->t->step, NULL);
@@ -626,7 +631,7 @@ static void tui_start(Tui *ui, int utf8) {
     }
 }
 
-/* The UI loop: poll the terminal and the wake pipe, drain, draw at most every FRAME_SEC. */
+/* The UI loop: poll the terminal and the wake pipe, drain, draw at most every frame_sec. */
 static void tui_loop(Tui *ui) {
     ui->dirty = 1;
     ui->next_frame = 0.0;
@@ -668,7 +673,7 @@ static void tui_loop(Tui *ui) {
             if (ui->dirty && !ui->terminal_lost) {
                 render(ui);
                 ui->last_frame = now;
-                ui->next_frame = now + FRAME_SEC;
+                ui->next_frame = now + ui->frame_sec;
             }
             ui->dirty = 0;
         }
@@ -716,6 +721,8 @@ int tui_run(const AppOptions *o, const Dataset *ds, Trainer *t, TuiHooks *hooks)
         free(ui);
         return rc;
     }
+    ui->cfg = ui_config_load("moelab train"); /* theme, panels, smoothing: before the screen opens */
+    ui->frame_sec = ui->cfg->refresh;
     int utf8 = 0;
     const int so = tui_open_screen(ui, &utf8);
     if (so == -2) {

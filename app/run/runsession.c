@@ -159,6 +159,8 @@ const char *sessions_root(void) {
 /* a notification's outcome in the event log */
 static void notify_log(void *user, long step, const char *text) { runsession_event(user, step, text); }
 
+static ml_status on_checkpoint(Trainer *t, const char *why, void *user);
+
 int runsession_open(RunSession *rs, const AppOptions *o, Trainer *t, const char *cmdline, const char *commands_text,
                     int resume) {
     memset(rs, 0, sizeof *rs);
@@ -206,11 +208,29 @@ int runsession_open(RunSession *rs, const AppOptions *o, Trainer *t, const char 
             return -1;
         }
         if (rep[0]) ml_log(1, "%s", rep);
+        const int was = t->cfg.epochs;
+        if (o->extend_epochs > 0) { /* --epochs N: the schedules' ends move (trainer_extend), /run says so */
+            char *launch = NULL;
+            if (trainer_extend(t, o->extend_epochs) != ML_OK ||
+                session_read_run_attr_alloc(rs->dir, "command_line", &launch) != ML_OK ||
+                session_extend(rs->dir, o->extend_epochs, t->total_steps, cmdline, launch) != ML_OK) {
+                free(launch);
+                return -1;
+            }
+            free(launch);
+        }
         if (session_open_append(&rs->w, rs->dir, t->step) != ML_OK) return -1;
         rs->active = 1;
         char ev[APP_PATH_MAX + 256];
         snprintf(ev, sizeof ev, "resume from %s", strrchr(path, '/') ? strrchr(path, '/') + 1 : path);
         runsession_event(rs, t->step, ev);
+        if (o->extend_epochs > 0) {
+            /* the event replay reads, and a checkpoint of the extended run at once (a resume of it
+             * then never meets a checkpoint of the shorter run) */
+            snprintf(ev, sizeof ev, "%s %d (was %d)", RUNSESSION_EXTEND_EVENT, o->extend_epochs, was);
+            runsession_event(rs, t->step, ev);
+            if (on_checkpoint(t, "extend", rs) != ML_OK) return -1;
+        }
     } else {
         RunRecord run;
         trainer_describe(t, &run);

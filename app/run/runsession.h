@@ -50,11 +50,16 @@ void runsession_stored_renorm(const char *dir, AppOptions *o);
  * sessions/ folder). */
 const char *sessions_root(void);
 
+/* The event of `--resume DIR --epochs N`: "extend --epochs N (was M)" at the resume step. */
+#define RUNSESSION_EXTEND_EVENT "extend --epochs"
+
 /* Opens the session of a run: o->session (or a new ROOT/<dataset>-<head>-<time> folder, ROOT =
  * sessions_root())
  * unless o->no_session; commands_text (the --commands file, may be NULL) is stored with it so that
  * a resume needs no file. resume = 1: restores the newest valid checkpoint of o->session into t
- * and reopens live.h5 for appending. Returns 0, or -1 with ml_last_error() set. */
+ * and reopens live.h5 for appending; with o->extend_epochs it then extends the run to that many
+ * epochs (trainer_extend, session_extend), logs RUNSESSION_EXTEND_EVENT and writes a checkpoint
+ * of the extended run at once. Returns 0, or -1 with ml_last_error() set. */
 int runsession_open(RunSession *rs, const AppOptions *o, Trainer *t, const char *cmdline, const char *commands_text,
                     int resume);
 /* The session's part of the loop's hooks: on_step, on_eval, on_event (events marked `logged` go

@@ -420,15 +420,53 @@ static int run_training(AppOptions *o, const char *cmdline, int resume, Schedule
     return rc;
 }
 
+/* The stored command line with its --epochs set to n (replaced, or added at the end). */
+static char *command_line_with_epochs(const char *line, int n) {
+    char **av;
+    const int ac = command_line_split(line, &av);
+    if (ac < 0) return NULL;
+    char num[16], eq[32];
+    snprintf(num, sizeof num, "%d", n);
+    snprintf(eq, sizeof eq, "--epochs=%d", n);
+    char **out = calloc((size_t)ac + 3, sizeof *out);
+    if (!out) {
+        argv_free(ac, av);
+        return NULL;
+    }
+    int m = 0, done = 0;
+    for (int i = 0; i < ac; i++) {
+        if (!strcmp(av[i], "--epochs") && i + 1 < ac) {
+            out[m++] = av[i];
+            out[m++] = num;
+            i++;
+            done = 1;
+        } else if (!strncmp(av[i], "--epochs=", 9)) {
+            out[m++] = eq;
+            done = 1;
+        } else out[m++] = av[i];
+    }
+    if (!done) {
+        out[m++] = "--epochs";
+        out[m++] = num;
+    }
+    char *r = command_line_join_alloc(m, out);
+    free(out);
+    argv_free(ac, av);
+    return r;
+}
+
 /* --resume continues a session with its stored configuration: any other option (but --headless)
  * would be ignored, so it is refused; so is an empty folder name. 0, or 2 (message printed). */
-static int check_resume_args(int argc, char **argv) {
+static int check_resume_args(int argc, char **argv, int *epochs) {
+    *epochs = 0;
     for (int i = 1; i < argc; i++) {
-        const char *a = argv[i], *dir = NULL;
+        const char *a = argv[i], *dir = NULL, *ep = NULL;
         int lo;
         if (!strcmp(a, "--resume")) dir = i + 1 < argc ? argv[++i] : "";
         else if (!strncmp(a, "--resume=", 9)) dir = a + 9;
         else if (!strcmp(a, "--headless")) continue;
+        else if (!strcmp(a, "--epochs")) ep = i + 1 < argc ? argv[++i] : "";
+        else if (!strncmp(a, "--epochs=", 9)) ep = a + 9;
         else if ((lo = app_option_launch_only(argc, argv, i))) {
             i += lo - 1;
             continue;
@@ -436,9 +474,19 @@ static int check_resume_args(int argc, char **argv) {
         else {
             fprintf(stderr,
                     "moelab %s: --resume continues a session with the configuration it was started with; '%s' "
-                    "cannot be combined with it (only --headless, --notify and --no-mouse can)\n",
+                    "cannot be combined with it (only --headless, --notify, --no-mouse and --epochs N can)\n",
                     g_sub, a);
             return 2;
+        }
+        if (ep) { /* extend (or shorten) the run: checked again against the epochs done */
+            char *end;
+            const long n = strtol(ep, &end, 10);
+            if (!ep[0] || *end || n < 1 || n > 100000) {
+                fprintf(stderr, "moelab %s: --epochs '%s': a whole number of epochs, 1-100000\n", g_sub, ep);
+                return 2;
+            }
+            *epochs = (int)n;
+            continue;
         }
         if (!dir[0]) {
             fprintf(stderr, "moelab %s: --resume needs a session folder\n", g_sub);
@@ -448,10 +496,66 @@ static int check_resume_args(int argc, char **argv) {
     return 0;
 }
 
+/* --resume: continues o->resume with its stored configuration (o gives --headless and --notify),
+ * extended to `extend` epochs when > 0. Returns the exit status. */
+static int resume_session(const AppOptions *o, int extend) {
+    /* continue a session: its own command line gives the configuration */
+    char *line = NULL;
+    SessionLock lk = {0};
+    if (session_lock(o->resume, &lk) != ML_OK) {
+        fprintf(stderr, "moelab %s: --resume %s: %s\n", g_sub, o->resume, ml_last_error());
+        return 1;
+    }
+    ml_status rd = session_read_run_attr_alloc(o->resume, "command_line", &line);
+    /* a writer killed between opening live.h5 and starting SWMR leaves flags that stop readers;
+     * with the lock held no writer is alive: clear them (as h5clear -s) and read again */
+    if (rd != ML_OK && session_unflag(o->resume) == ML_OK)
+        rd = session_read_run_attr_alloc(o->resume, "command_line", &line);
+    session_unlock(&lk); /* taken again, for the whole run, by runsession_open */
+    if (rd != ML_OK) {
+        fprintf(stderr, "moelab %s: --resume %s: %s\n", g_sub, o->resume, ml_last_error());
+        return 1;
+    }
+    char **av;
+    int ac = command_line_split(line, &av);
+    AppOptions ro;
+    app_options_defaults(&ro);
+    if (ac < 1 || app_options_parse(&ro, ac, av, "train") != 0) {
+        fprintf(stderr, "moelab %s: --resume %s: cannot parse the stored command line: %s\n", g_sub, o->resume, line);
+        argv_free(ac > 0 ? ac : 0, av);
+        free(line);
+        return 1;
+    }
+    argv_free(ac, av);
+    runsession_stored_renorm(o->resume, &ro); /* an old session's renorm = on stays on */
+    snprintf(ro.session, sizeof ro.session, "%s", o->resume);
+    ro.no_session = 0;
+    ro.headless = o->headless;
+    snprintf(ro.notify, sizeof ro.notify, "%s", o->notify); /* this process's alerts */
+    ro.notify_timeout = o->notify_timeout;
+    ro.no_mouse = o->no_mouse; /* this process's screen */
+    ro.extend_epochs = extend;
+    char *stored = line;
+    if (extend) { /* the command line a later resume reads: --epochs N (runsession_open stores it) */
+        line = command_line_with_epochs(stored, extend);
+        if (!line) {
+            fprintf(stderr, "moelab %s: out of memory\n", g_sub);
+            free(stored);
+            return 1;
+        }
+        free(stored);
+        printf("moelab %s: %s: extending the run from %d to %d epochs\n", g_sub, o->resume, ro.train.epochs, extend);
+    }
+    const int rc = run_training(&ro, line, 1, NULL, 0, NULL, 0);
+    free(line);
+    return rc;
+}
+
 int cmd_train(int argc, char **argv) {
+    int extend = 0; /* --resume DIR --epochs N */
     for (int i = 1; i < argc; i++)
         if (!strcmp(argv[i], "--resume") || !strncmp(argv[i], "--resume=", 9)) {
-            const int bad = check_resume_args(argc, argv);
+            const int bad = check_resume_args(argc, argv, &extend);
             if (bad) return bad;
             break;
         }
@@ -459,47 +563,7 @@ int cmd_train(int argc, char **argv) {
     app_options_defaults(&o);
     int r = app_options_parse(&o, argc, argv, "train");
     if (r) return r > 0 ? 0 : 2;
-    if (o.resume[0]) {
-        /* continue a session: its own command line gives the configuration */
-        char *line = NULL;
-        SessionLock lk = {0};
-        if (session_lock(o.resume, &lk) != ML_OK) {
-            fprintf(stderr, "moelab %s: --resume %s: %s\n", g_sub, o.resume, ml_last_error());
-            return 1;
-        }
-        ml_status rd = session_read_run_attr_alloc(o.resume, "command_line", &line);
-        /* a writer killed between opening live.h5 and starting SWMR leaves flags that stop readers;
-         * with the lock held no writer is alive: clear them (as h5clear -s) and read again */
-        if (rd != ML_OK && session_unflag(o.resume) == ML_OK)
-            rd = session_read_run_attr_alloc(o.resume, "command_line", &line);
-        session_unlock(&lk); /* taken again, for the whole run, by runsession_open */
-        if (rd != ML_OK) {
-            fprintf(stderr, "moelab %s: --resume %s: %s\n", g_sub, o.resume, ml_last_error());
-            return 1;
-        }
-        char **av;
-        int ac = command_line_split(line, &av);
-        AppOptions ro;
-        app_options_defaults(&ro);
-        if (ac < 1 || app_options_parse(&ro, ac, av, "train") != 0) {
-            fprintf(stderr, "moelab %s: --resume %s: cannot parse the stored command line: %s\n", g_sub, o.resume,
-                    line);
-            argv_free(ac > 0 ? ac : 0, av);
-            free(line);
-            return 1;
-        }
-        argv_free(ac, av);
-        runsession_stored_renorm(o.resume, &ro); /* an old session's renorm = on stays on */
-        snprintf(ro.session, sizeof ro.session, "%s", o.resume);
-        ro.no_session = 0;
-        ro.headless = o.headless;
-        snprintf(ro.notify, sizeof ro.notify, "%s", o.notify); /* this process's alerts */
-        ro.notify_timeout = o.notify_timeout;
-        ro.no_mouse = o.no_mouse; /* this process's screen */
-        const int rc = run_training(&ro, line, 1, NULL, 0, NULL, 0);
-        free(line);
-        return rc;
-    }
+    if (o.resume[0]) return resume_session(&o, extend);
     char *av0[argc + 2];
     int ac = 0;
     av0[ac++] = "train";
@@ -557,8 +621,24 @@ int cmd_replay(int argc, char **argv) {
         free(line);
         return 1;
     }
-    ScheduledCmd *cmds = calloc(nev + 1, sizeof *cmds);
-    int nc = 0;
+    ScheduledCmd *cmds = calloc(nev + 17, sizeof *cmds);
+    /* `--resume DIR --epochs N` extensions: the replay trains to the first one's step with the
+     * launch command line, then resumes itself with --epochs N as the run did */
+    long ext_step[16];
+    int ext_epochs[16], next_ext = 0, nc = 0;
+    const size_t el = strlen(RUNSESSION_EXTEND_EVENT);
+    for (long i = 0; i < nev; i++)
+        if (!strncmp(ev[i].text, RUNSESSION_EXTEND_EVENT " ", el + 1) && next_ext < 16) {
+            ext_step[next_ext] = ev[i].step;
+            ext_epochs[next_ext++] = atoi(ev[i].text + el + 1);
+        }
+    if (next_ext) {
+        char *launch = NULL;
+        if (session_read_run_attr_alloc(dir, "launch_command_line", &launch) == ML_OK) {
+            free(line);
+            line = launch;
+        }
+    }
     for (long i = 0; i < nev; i++) {
         TrainerCmd c;
         char err[256];
@@ -601,11 +681,41 @@ int cmd_replay(int argc, char **argv) {
             snprintf(o.session, sizeof o.session, "%s-replay%d", dir, i);
         }
     }
-    printf("replay    %s: %d recorded commands\n", dir, nc);
+    /* a `quit` at each extension's step: a no-op where the run ends there anyway (it had
+     * finished), else the replay stops where the run was interrupted and resumed */
+    int nquit = 0;
+    TrainerCmd q;
+    char qerr[64];
+    for (int e = 0; e < next_ext && command_parse("quit", &q, qerr, sizeof qerr) == 0; e++) {
+        int at = nc;
+        while (at > 0 && cmds[at - 1].step > ext_step[e]) {
+            cmds[at] = cmds[at - 1];
+            at--;
+        }
+        cmds[at].step = ext_step[e];
+        cmds[at].cmd = q;
+        nc++;
+        nquit++;
+    }
+    printf("replay    %s: %d recorded commands%s\n", dir, nc - nquit,
+           next_ext ? ", extended by --resume --epochs" : "");
     char outdir[APP_PATH_MAX + 64];
     int rc = run_training(&o, line, 0, cmds, nc, outdir, sizeof outdir);
     free(cmds);
     free(line);
+    for (int e = 0; e < next_ext && rc == 0; e++) {
+        /* the run was extended at ext_step[e]: so is the replay (its stored commands go on) */
+        AppOptions ro;
+        app_options_defaults(&ro);
+        if (strlen(outdir) >= sizeof ro.resume) {
+            fprintf(stderr, "moelab replay: %.200s...: path too long\n", outdir);
+            return 1;
+        }
+        memcpy(ro.resume, outdir, strlen(outdir) + 1);
+        ro.headless = 1;
+        printf("replay    extending to %d epochs at step %ld, as the run was\n", ext_epochs[e], ext_step[e]);
+        rc = resume_session(&ro, ext_epochs[e]);
+    }
     if (rc) return rc;
     SessionInfo rep;
     if (session_read_info(outdir, &rep) != ML_OK) {

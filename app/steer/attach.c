@@ -16,6 +16,7 @@
  *     attach to the one chosen.
  * This process never writes the session; only the UI thread exists. */
 #define _GNU_SOURCE
+#include "app/cli/config.h"
 #include "app/cli/app.h"
 #include "app/browse/browse.h"
 #include "app/cli/commands.h"
@@ -464,6 +465,7 @@ static int attach_session(const char *dir, int read_only, int mouse) {
     }
     static const TermModes modes = {.keypad = 0, .cursor = 1, .intrflush = 0};
     int utf8 = 0;
+    ui_config_load("moelab attach"); /* theme, panels, smoothing: before the screen opens */
     SCREEN *scr = term_open("moelab attach", &modes, &utf8, "");
     if (!scr) {
         session_history_free(&a->h0);
@@ -472,9 +474,9 @@ static int attach_session(const char *dir, int read_only, int mouse) {
         return 1;
     }
     theme_init(&a->scr.theme, utf8, 0);
-    a->scr.mouse = mouse;
+    a->scr.mouse = mouse && ui_config_load("moelab attach")->mouse; /* --no-mouse or mouse = off */
     a->scr.click_panel = -1;
-    if (mouse) term_mouse_on();
+    if (a->scr.mouse) term_mouse_on();
     history_view_ctx(&a->h0, &a->scr.theme, &a->ctx, &a->base);
     int rc = 0;
     if (panels_init(&a->scr.ps, &a->ctx) || view_init(&a->scr.help, &view_help_class, &a->ctx)) {

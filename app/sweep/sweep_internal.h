@@ -15,6 +15,7 @@
 
 #include "sessions/session.h"
 #include "sessions/sweep_h5.h"
+#include "app/sweep/sweep.h"
 #include "app/sweep/sweep_verdict.h"
 
 #define MAX_AXES 16
@@ -90,9 +91,8 @@ typedef struct {
 
 /* The preset called name, NULL if there is none (sweep_presets.c). */
 const Preset *sweep_find_preset(const char *name);
-/* The presets' names joined by sep ("hidden-size|topk-rho|..."), and their `--help` lines, each
- * line starting with indent spaces: both from the one table. */
-void sweep_preset_names(char *buf, size_t n, const char *sep);
+/* The presets' `--help` lines, each starting with indent spaces, from the one table (their names:
+ * sweep_preset_names in sweep.h). */
 void sweep_preset_help_lines(FILE *f, int indent);
 
 /* ------------------------------------------------------------------ the grid (sweep_plan.c) */

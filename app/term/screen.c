@@ -124,8 +124,11 @@ void screen_render(Screen *f, const char *small_note, void (*draw_cmdline)(WINDO
         doupdate();
         return;
     }
+    if (!f->zoom && !layout_visible(lay, f->focus)) /* the config hides the focused panel */
+        f->focus = layout_next_focus(lay, f->focus);
     panels_draw(&f->ps, lay, f->focus, 1);
     help_overlay(f, W, H);
+    cmdline_popup_draw(lay->r[PANEL_CMD], W); /* tab completion's matches, until the next key */
     command_line(f, lay->r[PANEL_CMD], draw_cmdline, user);
     doupdate();
 }

@@ -19,6 +19,7 @@
 #include "views/draw.h"
 
 #define HISTORY_MAX 1000
+#define POPUP_MAX 64 /* matches kept for the popup (the rest are counted) */
 
 static struct {
     int installed;
@@ -39,6 +40,12 @@ static struct {
     const char *layer_words[9];    /* names (NULL-terminated) */
     const char *layer_at_words[9]; /* "@name" */
     char layer_at_buf[8][26];
+    /* the match list of the last ambiguous completion: a popup above the command line until the
+     * next key (never the log: it would push real lines out) */
+    char popup[POPUP_MAX][48];
+    int npopup, popup_total, popup_w; /* shown, matched, widest (cells) */
+    int popup_changed;                /* it appeared or went: the screen needs a frame */
+    WINDOW *popup_win;
 } cl;
 
 void cmdline_set_layers(const char *const *names, int n) {
@@ -146,15 +153,72 @@ static char **cl_complete(const char *text, int start, int end) {
     return rl_completion_matches(text, cl_generator);
 }
 
-/* The list of matches goes to the log panel. */
+/* The list of matches goes to the popup (drawn by cmdline_popup_draw with the next frame). */
 static void cl_display_matches(char **matches, int num, int max_len) {
     (void)max_len;
-    char buf[512];
-    int len = snprintf(buf, sizeof buf, "completions:");
-    for (int i = 1; i <= num && len < (int)sizeof buf - 1; i++)
-        len += snprintf(buf + len, sizeof buf - len, "  %s", matches[i]);
-    if (cl.on_msg) cl.on_msg(0, buf, cl.user);
+    cl.npopup = 0;
+    cl.popup_w = 0;
+    for (int i = 1; i <= num && cl.npopup < POPUP_MAX; i++) {
+        snprintf(cl.popup[cl.npopup], sizeof cl.popup[0], "%s", matches[i]);
+        const int len = (int)strlen(cl.popup[cl.npopup++]);
+        if (len > cl.popup_w) cl.popup_w = len;
+    }
+    cl.popup_total = num;
+    cl.popup_changed = 1;
     cl_redisplay();
+}
+
+static void popup_clear(void) {
+    if (cl.npopup) cl.popup_changed = 1;
+    cl.npopup = 0;
+    if (cl.popup_win) delwin(cl.popup_win);
+    cl.popup_win = NULL;
+}
+
+int cmdline_popup_changed(void) {
+    const int c = cl.popup_changed;
+    cl.popup_changed = 0;
+    return c;
+}
+
+int cmdline_popup_shown(void) { return cl.npopup; }
+
+void cmdline_popup_draw(Rect cmd, int cols) {
+    if (cl.popup_win) delwin(cl.popup_win);
+    cl.popup_win = NULL;
+    if (!cl.npopup || cmd.y < 3 || cols < 12) return;
+    const Theme *t = cl.theme;
+    /* columns of (widest + 2) cells inside a frame, at most the screen's width and 8 rows */
+    const int cw = cl.popup_w + 2, maxw = cols - 2;
+    int ncol = (maxw - 2) / cw;
+    if (ncol < 1) ncol = 1;
+    if (ncol > cl.npopup) ncol = cl.npopup;
+    int rows = (cl.npopup + ncol - 1) / ncol;
+    const int maxrows = cmd.y - 2 < 8 ? cmd.y - 2 : 8;
+    int shown = cl.npopup;
+    if (rows > maxrows) {
+        rows = maxrows;
+        shown = rows * ncol - 1; /* the last cell says how many more */
+    }
+    const int more = cl.popup_total - shown;
+    char title[48];
+    snprintf(title, sizeof title, "%d completions", cl.popup_total);
+    int w = ncol * cw + 2;
+    if (w < (int)strlen(title) + 6) w = (int)strlen(title) + 6;
+    if (w > cols) w = cols;
+    cl.popup_win = newwin(rows + 2, w, cmd.y - rows - 2, cmd.x);
+    if (!cl.popup_win) return;
+    WINDOW *pw = cl.popup_win;
+    werase(pw);
+    draw_frame(pw, t, title, 2);
+    for (int i = 0; i < shown && i < cl.npopup; i++)
+        draw_text(pw, 1 + i / ncol, 2 + (i % ncol) * cw, cw - 1, A_NORMAL, cl.popup[i]);
+    if (more > 0) {
+        char m[32];
+        snprintf(m, sizeof m, "+%d more", more);
+        draw_text(pw, rows, 2 + ((rows * ncol - 1) % ncol) * cw, cw - 1, t ? t->role[TH_DIM] : A_DIM, m);
+    }
+    wnoutrefresh(pw);
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -211,6 +275,8 @@ static WINDOW *g_win;
 static Rect g_rect;
 
 void cmdline_window_drop(void) {
+    if (cl.popup_win) delwin(cl.popup_win);
+    cl.popup_win = NULL;
     if (g_win) delwin(g_win);
     if (cl.win == g_win) cl.win = NULL;
     g_win = NULL;
@@ -234,6 +300,7 @@ WINDOW *cmdline_window_get(void) { return g_win; }
 
 void cmdline_feed(int byte) {
     if (!cl.installed) return;
+    popup_clear(); /* any key closes the completion popup */
     cl.byte = byte & 0xff;
     cl.avail = 1;
     rl_callback_read_char();

@@ -2,8 +2,8 @@
  * the UI feeds readline one byte at a time, readline edits the line, and our redisplay function
  * draws prompt and line into the command window. Readline never touches the terminal itself (no
  * signal handlers, no terminal preparation, output to /dev/null). Completion covers command
- * words, parameter names, schedule names and anneal options; the match list goes to a message
- * callback (the log panel), never to stdout. History lives in a file (XDG state directory).
+ * words, parameter names, schedule names and anneal options; the match list goes to a popup above
+ * the command line that the next key closes (never to the log panel, never to stdout). History lives in a file (XDG state directory).
  *
  * Readline is a process-wide singleton, so this module is too. UI thread only. */
 #ifndef ML_APP_TUI_CMDLINE_H
@@ -42,6 +42,13 @@ void cmdline_feed(int byte);
 /* 1 if the line is empty and readline is not in the middle of a key sequence, search or
  * numeric argument: single-key shortcuts apply then. */
 int cmdline_idle(void);
+/* The completion popup: 1 if it appeared or went since the last call (the caller draws a frame),
+ * whether it is shown, and drawing it (after the panels and the command line: a framed list of
+ * the matches in columns, just above the command line's rectangle `cmd`, on a screen `cols`
+ * wide; wnoutrefresh, no doupdate). Any key fed to cmdline_feed closes it. */
+int cmdline_popup_changed(void);
+int cmdline_popup_shown(void);
+void cmdline_popup_draw(Rect cmd, int cols);
 /* Draws prompt + line into the window set with cmdline_set_window (scrolled horizontally to
  * keep the cursor visible) and leaves the cursor at the editing point. hint (may be NULL) is
  * shown dimmed at the right while the line is empty. Does not refresh. */
