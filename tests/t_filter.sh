@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # t_filter.sh — the `/` filters (issue 32), through tmux:
-#   1. the browser's session list (three runs: alpha with a cosine temperature schedule, beta a
+#   1. the browser's session list (three runs: alpha with a linear temperature schedule (the others the default cosine), beta a
 #      dense head, gamma seed 7): `/dense` keeps beta only, `/!dense` the two others,
-#      `/tau.kind=cosine` (a configuration value) alpha only, `/seed=7` gamma only; with `/!dense`
+#      `/tau.kind=linear` (a configuration value) alpha only, `/seed=7` gamma only; with `/!dense`
 #      `n` moves to the next match (Enter opens gamma) and `N` back (alpha); `--list --filter
 #      '!dense'` prints the same two;
 #   2. the live screen's log: `/alpha` shows only the lines holding it, with the count in the
@@ -29,7 +29,7 @@ filter() { keys Escape; sleep 0.2; typed "/$1"; keys Enter; }
 
 # ---- 1. the browser
 mkdir -p "$T/runs"
-"$BIN" train --headless $RUN --epochs 1 --schedule cosine --session "$T/runs/alpha" >/dev/null 2>&1
+"$BIN" train --headless $RUN --epochs 1 --schedule linear --session "$T/runs/alpha" >/dev/null 2>&1
 "$BIN" train --headless $RUN --epochs 1 --head dense --session "$T/runs/beta" >/dev/null 2>&1
 "$BIN" train --headless $RUN --epochs 1 --seed 7 --session "$T/runs/gamma" >/dev/null 2>&1
 start B 120x40 "$BIN browse $T/runs --sort name"
@@ -51,9 +51,9 @@ keys Enter
 check "N: the previous match is alpha (Enter opens it)" wait_for 'session .*alpha' 10
 keys Escape
 wait_for 'Enter open' 10
-filter 'tau.kind=cosine'
-check "/tau.kind=cosine (a configuration value): alpha shown" wait_for ' alpha ' 5
-check "/tau.kind=cosine: beta and gamma hidden" gone ' (beta|gamma) '
+filter 'tau.kind=linear'
+check "/tau.kind=linear (a configuration value): alpha shown" wait_for ' alpha ' 5
+check "/tau.kind=linear: beta and gamma hidden" gone ' (beta|gamma) '
 filter 'seed=7'
 check "/seed=7: gamma shown" wait_for ' gamma ' 5
 check "/seed=7: alpha and beta hidden" gone ' (alpha|beta) '

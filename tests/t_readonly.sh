@@ -4,7 +4,7 @@
 #      its command line;
 #      every kind of command typed there (set, anneal, pause, resume, step, snapshot, eval,
 #      on-collapse, quit) and the space key (pause) are refused on the screen with "read-only";
-#   2. the run was not changed: still running (not paused), tau still the plan's, no event with
+#   2. the run was not changed: still running (not paused), tau still the plan's (constant), no event with
 #      origin socket in its event log, and the attacher keeps following (its step advances);
 #   3. the socket side: a raw client that says `readonly` gets `set tau 0.3` refused by the run;
 #   4. `/` still filters its log (a screen-only key); q detaches (exit 0) and the run goes on.
@@ -22,7 +22,7 @@ bar_step() { cap | grep -Eo 'step [0-9]+' | head -1 | grep -Eo '[0-9]+'; }
 
 # a slow enough epoch (625 steps) that the log is not scrolled past the refusals by epoch lines
 RUN="--dataset synthetic:16x16x3:4:20000 --width 0.25 --batch 32 --experts 4 --hidden 16 --threads 1 --collapse-warmup 100000000"
-(cd "$T" && exec nohup "$BIN" train --headless $RUN --epochs 400 --session "$T/run" >"$T/run.log" 2>&1) &
+(cd "$T" && exec nohup "$BIN" train --headless $RUN --epochs 400 --schedule const --session "$T/run" >"$T/run.log" 2>&1) &
 RUNPID=$!
 for ((i = 0; i < 600; i++)); do
   s=$(status_of | field step)

@@ -908,7 +908,7 @@ static void test_sessions(void) {
     struct {
         const char *name, *status, *sched;
     } st[] = {{"moe-exp", "finished", "exp"},   {"moe-cos", "finished", "exp*"}, {"a/b/run", "finished", "linear"},
-              {"quit", "interrupted", "const"}, {"killed", "stale", "sigmoid"},  {"deep/1/2/3", "finished", "exp"},
+              {"quit", "interrupted", "cosine"}, {"killed", "stale", "sigmoid"},  {"deep/1/2/3", "finished", "exp"},
               {"dense", "finished", NULL}};
     for (size_t i = 0; i < sizeof st / sizeof st[0]; i++) {
         BrowseEntry *e = find(&l, st[i].name);
