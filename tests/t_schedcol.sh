@@ -12,7 +12,7 @@ trap 'rm -rf "$T"' EXIT
 pass=0; fail=0
 ok()  { echo "PASS  $*"; pass=$((pass + 1)); }
 bad() { echo "FAIL  $*"; fail=$((fail + 1)); }
-RUN="--headless --dataset synthetic:16x16x3:4:512 --width 0.25 --batch 32 --experts 4 --hidden 16 --epochs 2"
+RUN="--headless --dataset synthetic:16x16x3:4:512 --width 0.25 --batch 32 --experts 4 --hidden 16 --epochs 2 --schedule const"
 run() { # run NAME [COMMANDS-FILE-LINES...]
   local name=$1; shift
   local extra=()

@@ -179,7 +179,10 @@ check "--agree A FIFO: exit 2 at once (rc $rc)" [ $rc = 2 ] && grep -q 'not a re
 
 # 3c. backbone MoE layers against their matched dense layers (the imagenet-topk form): the routing
 # axis is moe-after, its --with ffn-after the baseline; list values take + ("2+3")
+# (the old router, noise 1 and alpha 0.01: its near-uniform routing keeps cf = 1/k from dropping, so
+# realized rho is equal across k after one tiny epoch; a deciding router's would not be yet)
 BB=(--dataset synthetic:16x16x3:4:256 --width 0.25 --batch 32 --experts 4 --moe-hidden 16 --epochs 1 --threads 1
+    --noise 1 --alpha 0.01 --schedule const
     --head dense --k 1 --vary moe-k=1,2 --with cf=0,0.5 --vary moe-after=2+3,none --with ffn-after=none,2+3 --seeds 2)
 "$BIN" sweep "${BB[@]}" --out BBS > BBS.log 2>&1; rc=$?
 check "backbone sweep exits 0" [ $rc = 0 ]
