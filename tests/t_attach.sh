@@ -167,6 +167,20 @@ cat "$T/sw.txt"
 check "sweep list: the finished run with its epochs and accuracy" grep -Eq '^1 +r1 +finished +2/2 +[0-9.]+ +[0-9.]+ +-' "$T/sw.txt"
 check "sweep list: the running run with an ETA" grep -Eq '^2 +r2 +running +[0-9]+/400 +[0-9.]+ +[0-9.]+ +[0-9]' "$T/sw.txt"
 check "sweep list: the sweep's ETA" grep -Eq '^sweep: 1 running, ETA [0-9]' "$T/sw.txt"
+# the runs a sweep has not started yet (DIR/sweep.plan, as moelab sweep writes it): 2 more runs at
+# the mean run's time, one at a time, make the ETA longer than the running run's own
+secs() { sed -nE 's/^sweep: .*ETA ([0-9hms]+).*/\1/p' "$1" | awk '{ t = 0; s = $0
+  while (match(s, /^[0-9]+[hms]/)) { v = substr(s, 1, RLENGTH - 1); u = substr(s, RLENGTH, 1)
+    t += v * (u == "h" ? 3600 : u == "m" ? 60 : 1); s = substr(s, RLENGTH + 1) } print t }'; }
+printf 'trains 4\njobs 1\n' > "$T/sweep/sweep.plan"
+"$BIN" attach "$T/sweep" </dev/null >"$T/sw3.txt" 2>&1
+rm -f "$T/sweep/sweep.plan"
+"$BIN" attach "$T/sweep" </dev/null >"$T/sw4.txt" 2>&1
+cat "$T/sw3.txt" | tail -1
+check "sweep list with sweep.plan: the 2 runs not started yet are counted" grep -q '(2 runs not started yet' "$T/sw3.txt"
+e3=$(secs "$T/sw3.txt"); e4=$(secs "$T/sw4.txt")
+check "sweep list with sweep.plan: the ETA ($e3 s) exceeds the running run's alone ($e4 s) by at least half" \
+  awk -v a="${e3:-0}" -v b="${e4:-0}" 'BEGIN { exit !(b > 0 && a >= 1.5 * b) }'
 MOELAB_FAULT_SESSION_PROBE="$T/sweep/r2/live.h5" "$BIN" attach "$T/sweep" </dev/null >"$T/sw2.txt" 2>&1
 rc=$?
 check "sweep list, the running run's history crashes its reader: listed without an ETA, exit 0" \

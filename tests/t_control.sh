@@ -307,6 +307,8 @@ fi
 # ---- 5. a sweep's progress lines carry its ETA
 "$BIN" sweep $RUN --dataset synthetic:16x16x3:4:512 --epochs 1 --vary head=moe,dense --seeds 2 --out "$T/sw" >"$T/sw.txt" 2>&1
 check "sweep progress lines: 'finished in ... (sweep ETA Ns, 3 runs left)'" grep -Eq 'finished in .*\(sweep ETA [0-9hms]+, 3 runs left\)$' "$T/sw.txt"
+check "the sweep wrote sweep.plan for attach's ETA: trains 4, jobs 1" \
+  sh -c "grep -qx 'trains 4' '$T/sw/sweep.plan' && grep -qx 'jobs 1' '$T/sw/sweep.plan'"
 
 echo "$pass passed, $fail failed"
 [ "$fail" = 0 ]

@@ -585,6 +585,21 @@ static double seconds_per_step(const char *dir, long *last_step, long *total) {
     return r;
 }
 
+/* DIR/sweep.plan ("trains N", "jobs J", written by moelab sweep): 0s when absent or unreadable. */
+static void read_sweep_plan(const char *dir, int *trains, int *jobs) {
+    char p[4200], line[128];
+    snprintf(p, sizeof p, "%s/sweep.plan", dir);
+    *trains = *jobs = 0;
+    FILE *f = fopen(p, "r");
+    if (!f) return;
+    while (fgets(line, sizeof line, f)) {
+        int v;
+        if (sscanf(line, "trains %d", &v) == 1 && v > 0 && v < 1000000) *trains = v;
+        else if (sscanf(line, "jobs %d", &v) == 1 && v > 0 && v < 100000) *jobs = v;
+    }
+    fclose(f);
+}
+
 static int attach_sweep(const char *dir, int read_only, int mouse) {
     BrowseList l = {0};
     if (browse_list_scan(&l, dir) != 0) {
@@ -597,7 +612,8 @@ static int attach_sweep(const char *dir, int read_only, int mouse) {
         return 1;
     }
     printf("%-3s %-36s %-11s %9s %8s %8s %10s\n", "#", "run", "state", "epoch", "acc %", "best %", "ETA");
-    double sweep_left = 0, rate_sum = 0;
+    double sweep_left = 0, rate_sum = 0, longest_left = 0, steps_sum = 0;
+    int nsteps_known = 0;
     int nrate = 0, running = 0, pending_steps_unknown = 0;
     long pending_steps = 0;
     int *live = calloc((size_t)l.n, sizeof *live);
@@ -613,7 +629,12 @@ static int attach_sweep(const char *dir, int read_only, int mouse) {
         if (live[i] && sps > 0 && total > last) {
             fmt_duration(eta, sizeof eta, sps * (double)(total - last));
             sweep_left += sps * (double)(total - last);
+            if (sps * (double)(total - last) > longest_left) longest_left = sps * (double)(total - last);
             running++;
+        }
+        if (e->ok && total > 0) {
+            steps_sum += total;
+            nsteps_known++;
         }
         if (sps > 0) {
             rate_sum += sps;
@@ -627,14 +648,29 @@ static int attach_sweep(const char *dir, int read_only, int mouse) {
         if (e->ok && !isnan(e->info.best_test_acc)) snprintf(best, sizeof best, "%.2f", 100 * e->info.best_test_acc);
         printf("%-3d %-36.36s %-11.11s %9s %8s %8s %10s\n", i + 1, e->name, state, ep, acc, best, eta);
     }
-    /* the sweep: the running runs' remaining time in parallel, then what is left of the others at
-     * the mean pace, shared by as many runs as are going now */
+    /* the sweep: the work left (the running runs' remaining steps, the unfinished runs' steps at
+     * the mean pace, and the runs not started yet, each at the mean run's measured time) shared by
+     * the sweep's parallel runs (DIR/sweep.plan: trains N, jobs J; without it, the runs going now),
+     * and never less than the longest running run's own remaining time */
+    int trains = 0, jobs = 0;
+    read_sweep_plan(dir, &trains, &jobs);
+    const int not_started = trains > l.n ? trains - l.n : 0;
     if (running > 0) {
         char s[32];
-        const double par = sweep_left / running + (nrate ? rate_sum / nrate : 0) * (double)pending_steps / running;
-        fmt_duration(s, sizeof s, par);
-        printf("sweep: %d running, ETA %s%s\n", running, s,
-               pending_steps_unknown ? " (runs not started yet are not counted)" : "");
+        const double sps_mean = nrate ? rate_sum / nrate : 0;
+        const double work = sweep_left + sps_mean * (double)pending_steps + (nsteps_known ? steps_sum / nsteps_known : 0) * sps_mean * not_started;
+        int lanes = jobs > 0 ? jobs : running;
+        if (lanes < running) lanes = running;
+        double eta = work / lanes;
+        if (eta < longest_left) eta = longest_left;
+        fmt_duration(s, sizeof s, eta);
+        char extra[96] = "";
+        if (not_started > 0)
+            snprintf(extra, sizeof extra, " (%d run%s not started yet, each at the mean run's time)", not_started,
+                     not_started == 1 ? "" : "s");
+        else if (pending_steps_unknown && trains == 0)
+            snprintf(extra, sizeof extra, " (runs not started yet are not counted)");
+        printf("sweep: %d running, ETA %s%s\n", running, s, extra);
     } else {
         printf("sweep: no run is training now\n");
     }

@@ -636,7 +636,10 @@ int cmd_sweep(int argc, char **argv) {
     char manifest[DIR_N], text[8200];
     snprintf(manifest, sizeof manifest, "%s/sweep.args", p.out);
     snprintf(text, sizeof text, "%s\n", args);
-    if (sweep_write_atomic(manifest, text)) {
+    char plan[DIR_N], ptext[96];
+    snprintf(plan, sizeof plan, "%s/sweep.plan", p.out); /* for attach's ETA: the runs not started yet */
+    snprintf(ptext, sizeof ptext, "trains %d\njobs %d\n", ntrain, p.jobs > 0 ? p.jobs * (mpi.size > 0 ? mpi.size : 1) : 1);
+    if (sweep_write_atomic(manifest, text) || (mpi.rank == 0 && sweep_write_atomic(plan, ptext))) {
         free(sel);
         sweep_mpi_finish(&mpi, NULL, NULL, 0, 1);
         sweep_plan_free(&p);
