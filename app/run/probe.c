@@ -30,7 +30,7 @@ int probe_batch_session(const char *dir, int epoch, BatchProbe *out, char *ckpt,
         return 1;
     }
     free(line);
-    runsession_stored_renorm(dir, &o);
+    runsession_stored_config(dir, &o);
     Dataset ds;
     DatasetOpenOptions dopt = {0};
     dopt.coarse = o.coarse;

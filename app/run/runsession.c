@@ -94,7 +94,7 @@ int command_line_split(const char *line, char ***argv_out) {
     return argc;
 }
 
-void runsession_stored_renorm(const char *dir, AppOptions *o) {
+void runsession_stored_config(const char *dir, AppOptions *o) {
     char *js = NULL;
     if (session_read_run_attr_alloc(dir, "config_json", &js) != ML_OK) return;
     json_t *cfg = session_config_parse(js);

@@ -40,10 +40,11 @@ int command_line_split(const char *line, char ***argv);
 void argv_free(int argc, char **argv);
 /* Resume and replay: the launch settings whose defaults have changed, as the session in dir was
  * written with, from its config JSON into o: the gate renormalisation (model.head.renorm;
- * sessions from before --renorm auto stored 1, on), the selection noise (model.head.noise) and
- * the temperature schedule (tau.*), which a command line that did not give them took from the
- * defaults of its day. Without a readable value o is untouched. */
-void runsession_stored_renorm(const char *dir, AppOptions *o);
+ * sessions from before --renorm auto stored 1, on), the selection noise (model.head.noise), the
+ * balancing-loss weight (model.head.alpha) and the temperature schedule (tau.*), which a command
+ * line that did not give them took from the defaults of its day. Without a readable value o is
+ * untouched. */
+void runsession_stored_config(const char *dir, AppOptions *o);
 
 /* The folder new sessions go under and `moelab browse` lists by default: $MOELAB_SESSIONS when
  * set and not empty, else "runs" (relative to the current directory; never the source tree's

@@ -527,7 +527,7 @@ static int resume_session(const AppOptions *o, int extend) {
         return 1;
     }
     argv_free(ac, av);
-    runsession_stored_renorm(o->resume, &ro); /* an old session's renorm = on stays on */
+    runsession_stored_config(o->resume, &ro); /* an old session's renorm, noise, alpha and tau stay */
     snprintf(ro.session, sizeof ro.session, "%s", o->resume);
     ro.no_session = 0;
     ro.headless = o->headless;
@@ -666,7 +666,7 @@ int cmd_replay(int argc, char **argv) {
         return 1;
     }
     argv_free(ac, av);
-    runsession_stored_renorm(dir, &o); /* an old session's renorm = on stays on */
+    runsession_stored_config(dir, &o); /* an old session's renorm, noise, alpha and tau stay */
     o.commands[0] = 0;
     o.no_session = 0;
     /* a rule of commands: its effects are the logged commands above (applied at their steps), so

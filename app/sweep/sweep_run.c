@@ -112,7 +112,7 @@ static int same_router_defaults(const Plan *p, int r, const char *dir, char *why
     }
     sweep_sl_free(&l);
     had = want;
-    runsession_stored_renorm(dir, &had);
+    runsession_stored_config(dir, &had);
     const MoeConfig *hw = &want.train.model.head, *hh = &had.train.model.head;
     const TauSchedule *tw = &want.train.tau, *th = &had.train.tau;
     if (hw->kind == HEAD_DENSE && want.train.model.moe_n == 0) return 1; /* nothing routes */
