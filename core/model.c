@@ -668,6 +668,13 @@ double model_loss(Model *m, const int32_t *labels, int B, int *correct) {
 
 void model_zero_grad(Model *m) { memset(m->grad, 0, sizeof(float) * m->n_param); }
 
+/* tensors [t0, t1] of the table are final: tell the listener (model.h grad_ready) */
+static void grad_ready_tensors(Model *m, int t0, int t1) {
+    if (!m->grad_ready || t0 < 0 || t1 < t0) return;
+    const long off = m->params[t0].off, end = m->params[t1].off + ((m->params[t1].n + 15) & ~15L);
+    m->grad_ready(m->grad_ctx, off, end - off);
+}
+
 void model_backward(Model *m, const int32_t *labels, int B) {
     ML_ASSERT(B == m->last_B && m->last_training);
     const int d = m->d, K = m->cfg.classes;
@@ -675,6 +682,7 @@ void model_backward(Model *m, const int32_t *labels, int B) {
     xent_backward(m->dlogits, A(m->a_probs), labels, B, K, 1.0f / B);
     float *feat = A(m->a_feat), *y = A(m->a_y);
     linear_backward(m->dy, G(m->cls_w), G(m->cls_b), m->dlogits, y, P(m->cls_w), B, d, K);
+    grad_ready_tensors(m, m->cls_w, m->cls_b);
     PROF(prof_bwd, m->nunits + 2);
     if (m->cfg.head.kind == HEAD_DENSE) {
         const int kh = m->cfg.head.k * m->cfg.head.h;
@@ -686,6 +694,7 @@ void model_backward(Model *m, const int32_t *labels, int B) {
     } else {
         moe_backward(&m->moe, m->dfeat, &m->moe_g, m->dy, feat, &m->moe_p, B);
     }
+    grad_ready_tensors(m, m->cfg.head.kind == HEAD_DENSE ? m->fc1_w : m->moe_first, m->cls_w - 1);
     PROF(prof_bwd, m->nunits + 1);
     const Unit *last = &m->units[m->nunits - 1];
     float *dcur = m->g0, *dnext = m->g1;
@@ -696,8 +705,14 @@ void model_backward(Model *m, const int32_t *labels, int B) {
         const int N = B * u->Ho * u->Wo;
         const int s = m->unit_stage[i]; /* the layer after this stage first: dcur is its output's gradient */
         if (s >= 0 && (m->stage_moe[s] >= 0 || m->stage_ffn[s] >= 0)) {
-            if (m->stage_moe[s] >= 0) moeconv_backward(&m->moec[m->stage_moe[s]], dnext, dcur, A(u->out), B);
-            else ffnconv_backward(&m->ffnc[m->stage_ffn[s]], dnext, dcur, A(u->out), B);
+            if (m->stage_moe[s] >= 0) {
+                const MoeConv *L = &m->moec[m->stage_moe[s]];
+                moeconv_backward(&m->moec[m->stage_moe[s]], dnext, dcur, A(u->out), B);
+                grad_ready_tensors(m, L->t_router, L->t_router + 4 * L->route.cfg.E);
+            } else {
+                ffnconv_backward(&m->ffnc[m->stage_ffn[s]], dnext, dcur, A(u->out), B);
+                grad_ready_tensors(m, m->ffnc[m->stage_ffn[s]].t_w1, m->ffnc[m->stage_ffn[s]].t_w1 + 3);
+            }
             float *t = dcur;
             dcur = dnext;
             dnext = t;
@@ -716,6 +731,7 @@ void model_backward(Model *m, const int32_t *labels, int B) {
             conv3x3_bn_backward_wgrad(dcur, G(u->w), A(u->col), m->wgpart, A(u->z), in, mdy, mdyx, A(u->mean),
                                       A(u->rstd), P(u->gamma), P(u->beta), B, u->C, u->H, u->W, u->OC, u->stride,
                                       u->wchunk);
+            grad_ready_tensors(m, u->w, u->beta);
             PROF(prof_bwd, i);
             break;
         }
@@ -741,6 +757,7 @@ void model_backward(Model *m, const int32_t *labels, int B) {
             break;
         case UNIT_PW1X1: pwconv_backward(din, G(u->w), dcur, in, P(u->w), B * u->H * u->W, u->C, u->OC); break;
         }
+        grad_ready_tensors(m, u->w, u->beta);
         float *t = dcur;
         dcur = dnext;
         dnext = t;

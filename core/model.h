@@ -99,6 +99,10 @@ typedef struct {
     long n_param, n_buf;
     float *param, *grad; /* (n_param) each */
     float *buf;          /* (n_buf) batch-norm running statistics */
+    /* data parallelism (core/dist.h): called by model_backward each time the gradient of
+     * grad[off, off + n) is final (NULL: nobody listens) */
+    void (*grad_ready)(void *ctx, long off, long n);
+    void *grad_ctx;
     int nunits;
     Unit units[MODEL_MAX_UNITS];
     /* head and classifier parameter indices (-1 when absent) */

@@ -1033,3 +1033,66 @@ ml_status moe_parse_priority(const char *s, Priority *p) {
     *p = (Priority)i;
     return ML_OK;
 }
+
+// ---------------------------------------------------------------- data parallelism
+
+void moe_stats_put(const MoeHead *m, DistPack *p) {
+    const MoeStepStats *st = &m->stats;
+    const int E = m->cfg.E, B = st->B, k = st->k;
+    long kept_total = 0;
+    for (int e = 0; e < E; e++) kept_total += st->kept[e];
+    const double wconf = m->cfg.kind == HEAD_MOE ? (double)kept_total : (double)B;
+    dist_put(p, B);
+    dist_put(p, (double)llround(st->drop_frac * B * k));
+    dist_put(p, (double)llround(st->no_expert_frac * B));
+    dist_put(p, st->confidence * wconf);
+    dist_put(p, wconf);
+    dist_put(p, st->gate_entropy * B);
+    dist_put(p, st->l_aux);
+    dist_put(p, st->l_z);
+    dist_put(p, st->pairs_per_sample * B);
+    dist_put(p, (double)llround(st->first_agree * B));
+    for (int e = 0; e < E; e++) {
+        dist_put(p, st->demand[e]);
+        dist_put(p, st->kept[e]);
+        dist_put(p, st->first[e]);
+        dist_put(p, st->clean_first[e]);
+        dist_put(p, (double)st->mean_gate[e] * B);
+    }
+}
+
+void moe_stats_get(MoeHead *m, DistPack *p, int nranks) {
+    MoeStepStats *st = &m->stats;
+    const int E = m->cfg.E;
+    const double B = dist_get(p), dropped = dist_get(p), empty = dist_get(p);
+    const double conf = dist_get(p), wconf = dist_get(p), hsum = dist_get(p);
+    const double laux = dist_get(p), lz = dist_get(p), pairs = dist_get(p), agree = dist_get(p);
+    double cv[MOE_MAX_EXPERTS];
+    int fmx = 0, cmx = 0, dead = 0;
+    for (int e = 0; e < E; e++) {
+        st->demand[e] = (int)dist_get(p);
+        st->kept[e] = (int)dist_get(p);
+        st->first[e] = (int)dist_get(p);
+        st->clean_first[e] = (int)dist_get(p);
+        st->mean_gate[e] = (float)(dist_get(p) / B);
+        if (st->first[e] > fmx) fmx = st->first[e];
+        if (st->clean_first[e] > cmx) cmx = st->clean_first[e];
+        dead += st->clean_first[e] == 0;
+        cv[e] = st->clean_first[e];
+    }
+    st->B = (int)B;
+    st->drop_frac = dropped / (B * st->k);
+    st->no_expert_frac = empty / B;
+    st->confidence = wconf > 0 ? conf / wconf : 0.0;
+    st->gate_entropy = hsum / B;
+    st->l_aux = laux / nranks;
+    st->l_z = lz / nranks;
+    st->pairs_per_sample = pairs / B;
+    st->first_agree = agree / B;
+    st->first_share = fmx / B;
+    st->clean_first_share = cmx / B;
+    st->clean_load_entropy = moe_norm_entropy_(cv, E);
+    st->clean_dead = dead;
+    moe_stats_load_(st, E);
+    if (st->training) memcpy(m->demand_train, st->demand, sizeof m->demand_train);
+}

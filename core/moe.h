@@ -52,6 +52,7 @@
 #define ML_MOE_H
 
 #include "core/common.h"
+#include "core/dist.h"
 #include "core/rng.h"
 
 #define MOE_MAX_EXPERTS 64
@@ -186,6 +187,15 @@ typedef struct {
     int demand_train[MOE_MAX_EXPERTS]; // (E) demand counts of the last training forward
     int has_train_counts;              // 1 once a training forward has run
 } MoeHead;
+
+// Data parallelism (core/dist.h): moe_stats_put appends the last forward's statistics to a pack
+// in a fixed order (counts, and the per-sample means weighted by the local batch); once the pack is
+// summed over ranks, moe_stats_get reads them back into m->stats as the statistics of the whole
+// global batch (counts summed, means over every rank's samples, load entropy and MaxVio recomputed
+// from the summed counts; L_aux and L_z the mean of the ranks' own values; capacity stays the
+// rank's own) and sets the demand the utility-bias update uses to the summed one.
+void moe_stats_put(const MoeHead *m, DistPack *p);
+void moe_stats_get(MoeHead *m, DistPack *p, int nranks);
 
 // Validates the config (ML_ERR_ARG: kind not moe/softmoe-*, d, h, Bmax < 1, E > MOE_MAX_EXPERTS,
 // k < 1 or k > E, bad enums, non-finite factors) and allocates the workspace for batches <= Bmax.

@@ -8,6 +8,7 @@
 #include <omp.h>
 #include <stdarg.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 void train_config_defaults(TrainConfig *c) {
@@ -40,11 +41,15 @@ static void shuffle(int32_t *p, int n, Rng *r) {
 
 /* The launch configuration completed from the data source, validated, and the model built (with
  * its memory when alloc != 0, else only its layout). */
-static ml_status trainer_setup(Trainer *t, const TrainConfig *cfg, const BatchSource *src, int alloc) {
+static ml_status trainer_setup(Trainer *t, const TrainConfig *cfg, const BatchSource *src, int alloc,
+                                const TrainComm *comm) {
     memset(t, 0, sizeof *t);
     t->cfg = *cfg;
     t->src = *src;
     t->ckpt_step = -1;
+    t->comm = comm && comm->size > 1 ? comm : NULL;
+    t->rank = t->comm ? comm->rank : 0;
+    t->nranks = t->comm ? comm->size : 1;
     const BatchSource *ds = &t->src;
     TrainConfig *c = &t->cfg;
     if (c->epochs < 1) return ml_fail(ML_ERR_ARG, "--epochs must be at least 1");
@@ -60,6 +65,12 @@ static ml_status trainer_setup(Trainer *t, const TrainConfig *cfg, const BatchSo
         return ml_fail(ML_ERR_ARG, "dataset %s has %d training images, fewer than one batch of %d", ds->name,
                        ds->n_train, B);
     if (ds->n_test < 1) return ml_fail(ML_ERR_ARG, "dataset %s has no test images", ds->name);
+    if (B % t->nranks)
+        return ml_fail(ML_ERR_ARG,
+                       "--batch %d is the global batch, split evenly over the %d ranks: %d ranks do not divide it "
+                       "(try --batch %d)",
+                       B, t->nranks, t->nranks, (B / t->nranks + 1) * t->nranks);
+    t->Bl = B / t->nranks;
     t->steps_per_epoch = ds->n_train / B;
     t->total_steps = t->steps_per_epoch * c->epochs;
     c->lr.total = t->total_steps;
@@ -69,16 +80,18 @@ static ml_status trainer_setup(Trainer *t, const TrainConfig *cfg, const BatchSo
     ml_status st = tau_validate(&c->tau);
     if (st != ML_OK) return st;
     tau_plan_init(&t->tau, &c->tau);
-    if ((st = alloc ? model_init(&t->model, &c->model) : model_layout(&t->model, &c->model)) != ML_OK) return st;
+    ModelConfig mc = c->model; /* each rank's model holds its part of the batch */
+    mc.batch = t->Bl;
+    if ((st = alloc ? model_init(&t->model, &mc) : model_layout(&t->model, &mc)) != ML_OK) return st;
     /* the stored configuration (config_json) says what the model is: the real feature width and
      * the effective softmoe-batch slot count, not the option defaults */
     c->model.head.d = t->model.d;
-    c->model.head.slots = moe_slots(&c->model.head, c->model.batch);
+    c->model.head.slots = moe_slots(&c->model.head, t->Bl);
     return ML_OK;
 }
 
 ml_status trainer_init_layout(Trainer *t, const TrainConfig *cfg, const BatchSource *src) {
-    return trainer_setup(t, cfg, src, 0);
+    return trainer_setup(t, cfg, src, 0, NULL);
 }
 
 double trainer_memory_bytes(const Trainer *t) {
@@ -87,7 +100,11 @@ double trainer_memory_bytes(const Trainer *t) {
 }
 
 ml_status trainer_init(Trainer *t, const TrainConfig *cfg, const BatchSource *src) {
-    ml_status st = trainer_setup(t, cfg, src, 1);
+    return trainer_init_dist(t, cfg, src, NULL);
+}
+
+ml_status trainer_init_dist(Trainer *t, const TrainConfig *cfg, const BatchSource *src, const TrainComm *comm) {
+    ml_status st = trainer_setup(t, cfg, src, 1, comm);
     if (st != ML_OK) return st;
     TrainConfig *c = &t->cfg;
     const BatchSource *ds = &t->src;
@@ -98,8 +115,11 @@ ml_status trainer_init(Trainer *t, const TrainConfig *cfg, const BatchSource *sr
     }
     rng_seed(&t->rng_init, c->seed);
     rng_seed(&t->rng_data, c->seed ^ 0x5851f42d4c957f2dULL);
-    rng_seed(&t->rng_noise, c->seed ^ 0x14057b7ef767814fULL);
-    rng_seed(&t->rng_aug, c->seed ^ 0x2545f4914f6cdd1dULL);
+    /* selection noise and augmentation: a stream of each rank's own (rank 0's is the one-process
+     * run's); the data order (rng_data) is the same on every rank, each takes its slice of it */
+    const uint64_t rk = (uint64_t)t->rank * 0x9e3779b97f4a7c15ULL;
+    rng_seed(&t->rng_noise, c->seed ^ 0x14057b7ef767814fULL ^ rk);
+    rng_seed(&t->rng_aug, c->seed ^ 0x2545f4914f6cdd1dULL ^ rk);
     if (c->augment < 0) c->augment = ds->augment_default;
     model_init_params(&t->model, &t->rng_init);
     for (int i = 0; i < c->n_init_bias; i++) { /* --init-bias: starting utility biases (a resume restores its own) */
@@ -122,6 +142,15 @@ ml_status trainer_init(Trainer *t, const TrainConfig *cfg, const BatchSource *sr
             MoeConv *L = &t->model.moec[l];
             if ((ib->stage == -2 || ib->stage == L->stage) && ib->expert < L->route.cfg.E) L->route.bias[ib->expert] = ib->value;
         }
+    }
+    if (t->nranks > 1 && !(t->rank_rngs = ml_alloc(sizeof(uint64_t) * 8 * t->nranks))) {
+        trainer_free(t);
+        return ml_fail(ML_ERR_NOMEM, "out of memory");
+    }
+    if (t->rank_rngs) memset(t->rank_rngs, 0, sizeof(uint64_t) * 8 * t->nranks);
+    if (t->comm) { /* the model's gradient buckets are exchanged as the backward finishes them */
+        t->model.grad_ready = t->comm->grad_ready;
+        t->model.grad_ctx = t->comm->ctx;
     }
     t->perm = ml_alloc(sizeof(int32_t) * ds->n_train);
     t->labels = ml_alloc(sizeof(int32_t) * B);
@@ -197,6 +226,7 @@ void trainer_free(Trainer *t) {
     ml_free(t->tsne_feat);
     ml_free(t->tsne_expert);
     ml_free(t->tsne_label);
+    ml_free(t->rank_rngs);
     for (int i = 0; i < t->nbl; i++) {
         collapse_free(&t->bl[i].coll);
         ml_free(t->bl[i].class_expert);
@@ -273,12 +303,46 @@ static void drops_add(int *counts, const MoeHead *r, const int32_t *labels, int 
             if (r->row[(size_t)b * k + j] < 0) counts[(size_t)labels[b] * E + r->sel[(size_t)b * k + j]]++;
 }
 
+/* drops_add for this step's batch; in a data-parallel run every rank's pairs, summed (so drop_ce is
+ * the same on every rank and a checkpoint of rank 0 holds the whole run's) */
+static void drops_step(Trainer *t, int *counts, const MoeHead *r) {
+    if (!t->comm) {
+        drops_add(counts, r, t->labels, t->Bl);
+        return;
+    }
+    const long n = (long)t->src.classes * r->cfg.E;
+    int *mine = calloc((size_t)n, sizeof *mine);
+    double *all = malloc(sizeof(double) * (size_t)n);
+    if (!mine || !all) ML_ASSERT(!"out of memory for the drop counts");
+    drops_add(mine, r, t->labels, t->Bl);
+    for (long i = 0; i < n; i++) all[i] = mine[i];
+    t->comm->sum(t->comm->ctx, all, n);
+    for (long i = 0; i < n; i++) counts[i] += (int)all[i];
+    free(mine);
+    free(all);
+}
+
+/* The routing statistics of every routed layer, summed over the ranks (moe_stats_put/get). */
+static void stats_allsum(Trainer *t) {
+    Model *m = &t->model;
+    DistPack *p = calloc(1, sizeof *p);
+    ML_ASSERT(p);
+    const int is_moe = t->cfg.model.head.kind != HEAD_DENSE;
+    if (is_moe) moe_stats_put(&m->moe, p);
+    for (int i = 0; i < m->nmoec; i++) moe_stats_put(&m->moec[i].route, p);
+    ML_ASSERT(!p->overflow);
+    t->comm->sum(t->comm->ctx, p->v, p->n);
+    if (is_moe) moe_stats_get(&m->moe, p, t->nranks);
+    for (int i = 0; i < m->nmoec; i++) moe_stats_get(&m->moec[i].route, p, t->nranks);
+    free(p);
+}
+
 static void trainer_layer_taus(Trainer *t) {
     for (int i = 0; i < t->nbl; i++) t->model.moec[t->bl[i].mi].tau_own = tau_plan_value(&t->bl[i].tau, t->step);
 }
 
 ml_status trainer_step(Trainer *t, StepRecord *rec) {
-    const int B = t->cfg.model.batch;
+    const int B = t->cfg.model.batch, Bl = t->Bl; /* the global batch; this rank's part of it */
     Model *m = &t->model;
     if (t->pos == 0) {
         shuffle(t->perm, t->src.n_train, &t->rng_data);
@@ -295,27 +359,39 @@ ml_status trainer_step(Trainer *t, StepRecord *rec) {
         t->ep_batches = 0;
         t->t_epoch = ml_now();
     }
-    t->src.fill(t->src.ctx, SPLIT_TRAIN, t->perm + (long)t->pos * B, B, model_input(m), t->labels,
-                t->cfg.augment ? &t->rng_aug : NULL);
+    t->src.fill(t->src.ctx, SPLIT_TRAIN, t->perm + (long)t->pos * B + (long)t->rank * Bl, Bl, model_input(m),
+                t->labels, t->cfg.augment ? &t->rng_aug : NULL);
     const float tau = tau_plan_value(&t->tau, t->step);
     const float lr = t->lr_override > 0 ? t->lr_override : lr_value(&t->cfg.lr, t->step);
     trainer_layer_taus(t);
-    model_forward(m, B, 1, tau, &t->rng_noise);
+    model_forward(m, Bl, 1, tau, &t->rng_noise);
     /* the pairs capacity dropped, by the sample's class and the pair's expert */
-    if (t->drop_ce && m->moe.cfg.kind == HEAD_MOE) drops_add(t->drop_ce, &m->moe, t->labels, B);
-    for (int i = 0; i < t->nbl; i++) drops_add(t->bl[i].drop_ce, &m->moec[t->bl[i].mi].route, t->labels, B);
+    if (t->drop_ce && m->moe.cfg.kind == HEAD_MOE) drops_step(t, t->drop_ce, &m->moe);
+    for (int i = 0; i < t->nbl; i++) drops_step(t, t->bl[i].drop_ce, &m->moec[t->bl[i].mi].route);
     int correct = 0;
-    const double loss = model_loss(m, t->labels, B, &correct);
+    double loss = model_loss(m, t->labels, Bl, &correct);
     double total = loss;
     const int is_moe = t->cfg.model.head.kind != HEAD_DENSE;
     if (is_moe) total += m->moe.cfg.alpha * m->moe.stats.l_aux + m->moe.cfg.beta * m->moe.stats.l_z;
     if (m->nmoec > 0) total += model_backbone_aux_loss(m); /* every backbone MoE layer's losses */
+    if (t->comm) { /* the whole batch's loss and hits: every rank takes the same decision below */
+        double v[3] = {loss, total, correct};
+        t->comm->sum(t->comm->ctx, v, 3);
+        loss = v[0] / t->nranks;
+        total = v[1] / t->nranks;
+        correct = (int)v[2];
+    }
     if (!isfinite(total))
         return ml_fail(ML_ERR_NUMERIC,
                        "loss is %s at step %ld (epoch %d): training stopped before the update; "
                        "try a lower --lr or a higher --tau-min",
                        isnan(total) ? "NaN" : "infinite", t->step + 1, t->epoch + 1);
-    model_backward(m, t->labels, B); /* gradients are zero here (optim_step consumes them) or written whole */
+    if (t->comm) t->comm->grad_begin(t->comm->ctx, m->grad, m->n_param);
+    model_backward(m, t->labels, Bl); /* gradients are zero here (optim_step consumes them) or written whole */
+    if (t->comm) {
+        t->comm->grad_end(t->comm->ctx); /* the mean gradient of the global batch */
+        stats_allsum(t);
+    }
     optim_step(&t->opt, m, lr);
     double rho_real = 0.0;
     if (is_moe) {
@@ -416,8 +492,56 @@ ml_status trainer_step(Trainer *t, StepRecord *rec) {
     return ML_OK;
 }
 
+/* An evaluation's outputs, summed over the ranks (each evaluated its share of the test batches;
+ * the t-SNE rows a rank did not see are zero on it, so the sums are exact). */
+static void eval_allsum(Trainer *t, double *loss, long *correct) {
+    Model *m = &t->model;
+    const int K = t->src.classes, is_moe = t->cfg.model.head.kind != HEAD_DENSE;
+    const int E = t->cfg.model.head.E, d = m->d, tn = t->tsne_n;
+    long n = 2;
+    if (is_moe) n += (long)K * E + 2L * E + (long)tn * (d + 1);
+    for (int l = 0; l < t->nbl; l++) {
+        const MoeConv *L = &m->moec[t->bl[l].mi];
+        n += (long)K * L->route.cfg.E + L->route.cfg.E + (long)tn * (L->C + 1);
+    }
+    if (t->tsne_label) n += tn;
+    double *v = malloc(sizeof(double) * (size_t)n);
+    ML_ASSERT(v);
+    /* one pass packs (dir 0), the other unpacks (dir 1): the same order both ways */
+    for (int dir = 0; dir < 2; dir++) {
+        long k = 0;
+#define DS_(x, T)                                                                                                     \
+    do {                                                                                                               \
+        if (dir == 0) v[k++] = (double)(x);                                                                            \
+        else(x) = (T)v[k++];                                                                                           \
+    } while (0)
+        DS_(*loss, double);
+        DS_(*correct, long);
+        if (is_moe) {
+            for (long i = 0; i < (long)K * E; i++) DS_(t->class_expert[i], int);
+            for (int e = 0; e < E; e++) DS_(t->eval_selected[e], long);
+            for (int e = 0; e < E; e++) DS_(t->eval_gate[e], double);
+            for (long i = 0; i < (long)tn * d; i++) DS_(t->tsne_feat[i], float);
+            for (int i = 0; i < tn; i++) DS_(t->tsne_expert[i], int);
+        }
+        for (int l = 0; l < t->nbl; l++) {
+            TrainerLayer *tl = &t->bl[l];
+            const MoeConv *L = &m->moec[tl->mi];
+            for (long i = 0; i < (long)K * L->route.cfg.E; i++) DS_(tl->class_expert[i], int);
+            for (int e = 0; e < L->route.cfg.E; e++) DS_(tl->eval_selected[e], long);
+            for (long i = 0; i < (long)tn * L->C; i++) DS_(tl->tsne_feat[i], float);
+            for (int i = 0; i < tn; i++) DS_(tl->tsne_expert[i], int);
+        }
+        if (t->tsne_label)
+            for (int i = 0; i < tn; i++) DS_(t->tsne_label[i], int32_t);
+#undef DS_
+        if (dir == 0) t->comm->sum(t->comm->ctx, v, n);
+    }
+    free(v);
+}
+
 ml_status trainer_evaluate(Trainer *t, double *loss_out, double *acc_out) {
-    const int B = t->cfg.model.batch;
+    const int B = t->Bl; /* test batches of the model's batch; each rank evaluates every N-th */
     const int n_test = t->src.n_test;
     Model *m = &t->model;
     double loss = 0.0;
@@ -435,8 +559,21 @@ ml_status trainer_evaluate(Trainer *t, double *loss_out, double *acc_out) {
         memset(t->bl[l].eval_selected, 0, sizeof t->bl[l].eval_selected);
     }
     trainer_layer_taus(t);
+    if (t->comm) { /* t-SNE rows this rank does not evaluate stay zero for the sum */
+        trainer_dist_sync(t);
+        if (is_moe) {
+            memset(t->tsne_feat, 0, sizeof(float) * (size_t)t->tsne_n * d);
+            memset(t->tsne_expert, 0, sizeof(int) * (size_t)t->tsne_n);
+        }
+        for (int l = 0; l < t->nbl; l++) {
+            memset(t->bl[l].tsne_feat, 0, sizeof(float) * (size_t)t->tsne_n * m->moec[t->bl[l].mi].C);
+            memset(t->bl[l].tsne_expert, 0, sizeof(int) * (size_t)t->tsne_n);
+        }
+        if (t->tsne_label) memset(t->tsne_label, 0, sizeof(int32_t) * (size_t)t->tsne_n);
+    }
     for (int i = 0; i < n_test; i += B) {
         const int nb = n_test - i < B ? n_test - i : B;
+        if ((i / B) % t->nranks != t->rank) continue;
         for (int j = 0; j < nb; j++) t->eval_idx[j] = i + j;
         t->src.fill(t->src.ctx, SPLIT_TEST, t->eval_idx, nb, model_input(m), t->labels, NULL);
         model_forward(m, nb, 0, tau_plan_value(&t->tau, t->step), NULL);
@@ -460,6 +597,7 @@ ml_status trainer_evaluate(Trainer *t, double *loss_out, double *acc_out) {
         /* the fixed t-SNE sample: every tstride-th test image */
         for (int j = 0; j < nb && tstride > 0; j++) {
             const int gi = i + j;
+            tn = gi / tstride; /* the sample's row: every tstride-th test image in order */
             if (gi % tstride || tn >= t->tsne_n) continue;
             if (is_moe) {
                 memcpy(t->tsne_feat + (long)tn * d, m->act + m->a_feat + (long)j * d, sizeof(float) * d);
@@ -472,9 +610,9 @@ ml_status trainer_evaluate(Trainer *t, double *loss_out, double *acc_out) {
                 tl->tsne_expert[tn] = L->route.first_choice[j];
             }
             t->tsne_label[tn] = t->labels[j];
-            tn++;
         }
     }
+    if (t->comm) eval_allsum(t, &loss, &correct);
     *loss_out = loss / n_test;
     *acc_out = (double)correct / n_test;
     if (!isfinite(*loss_out)) return ml_fail(ML_ERR_NUMERIC, "test loss is not finite after epoch %d", t->epoch);
@@ -1013,6 +1151,9 @@ void trainer_state(Trainer *t, StateView *v) {
     sv(v, "/optimizer/t", &t->opt.t, SV_I64, SCALAR, NULL);
     Rng *rngs[4] = {&t->rng_init, &t->rng_data, &t->rng_noise, &t->rng_aug};
     for (int i = 0; i < 4; i++) sv(v, rng_paths[i], rngs[i]->s, SV_U64, 4, -1, NULL);
+    if (t->nranks > 1) /* every rank's noise and augmentation streams (a one-process run has none) */
+        sv(v, "/dist/rank_rngs", t->rank_rngs, SV_U64, t->nranks, 8,
+           "(the checkpoint was written by a run on another number of ranks: resume it with that many)");
     sv(v, "/schedule/tau_base", &t->tau.base, SV_TAU, SCALAR, NULL);
     sv(v, "/schedule/tau_repl", &t->tau.repl, SV_TAU, SCALAR, NULL);
     sv(v, "/schedule/tau_has_override", &t->tau.has_override, SV_I32, SCALAR, NULL);
@@ -1572,4 +1713,49 @@ RunEnd trainer_run(Trainer *t, const TrainHooks *hooks) {
     loop_checkpoint(&L, NULL); /* a failed step left the weights as they were before it */
     publish_state(&L);
     return end;
+}
+
+// ---------------------------------------------------------------------------------------------
+// data parallelism (core/dist.h)
+
+void trainer_dist_sync(Trainer *t) {
+    Model *m = &t->model;
+    if (!t->comm || m->n_buf < 1) return;
+    double *v = malloc(sizeof(double) * (size_t)m->n_buf);
+    ML_ASSERT(v);
+    for (long i = 0; i < m->n_buf; i++) v[i] = m->buf[i];
+    t->comm->sum(t->comm->ctx, v, m->n_buf);
+    for (long i = 0; i < m->n_buf; i++) m->buf[i] = (float)(v[i] / t->nranks);
+    free(v);
+}
+
+void trainer_dist_gather_rngs(Trainer *t) {
+    if (!t->comm) return;
+    uint64_t mine[8];
+    memcpy(mine, t->rng_noise.s, sizeof t->rng_noise.s);
+    memcpy(mine + 4, t->rng_aug.s, sizeof t->rng_aug.s);
+    t->comm->gather(t->comm->ctx, mine, t->rank_rngs, sizeof mine);
+}
+
+void trainer_dist_share(Trainer *t) {
+    if (!t->comm) return;
+    const TrainComm *c = t->comm;
+    Model *m = &t->model;
+    c->bcast(c->ctx, m->param, (long)sizeof(float) * m->n_param);
+    if (m->n_buf > 0) c->bcast(c->ctx, m->buf, (long)sizeof(float) * m->n_buf);
+    if (t->opt.m) c->bcast(c->ctx, t->opt.m, (long)sizeof(float) * m->n_param);
+    if (t->opt.v) c->bcast(c->ctx, t->opt.v, (long)sizeof(float) * m->n_param);
+    StateView *v = malloc(sizeof *v);
+    ML_ASSERT(v);
+    trainer_state(t, v);
+    for (int i = 0; i < v->nvars; i++) {
+        const StateVar *r = &v->vars[i];
+        if (r->ptr != t->rank_rngs) c->bcast(c->ctx, r->ptr, state_var_count(r) * (long)state_type_size(r->type));
+    }
+    uint64_t mine[8];
+    c->scatter(c->ctx, t->rank_rngs, mine, sizeof mine);
+    memcpy(t->rng_noise.s, mine, sizeof t->rng_noise.s);
+    memcpy(t->rng_aug.s, mine + 4, sizeof t->rng_aug.s);
+    if (t->rank != 0) v->restored(v->owner);
+    free(v);
 }

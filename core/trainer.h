@@ -11,6 +11,7 @@
 
 #include "batch.h"
 #include "config.h"
+#include "dist.h"
 #include "model.h"
 #include "optim.h"
 #include "records.h"
@@ -112,10 +113,29 @@ struct Trainer {
     double ep_rho_head; /* the head's own rho summed over the current epoch (ep_rho: the model total) */
     int nbl;            /* backbone MoE layers (model.nmoec) */
     int bl_pad_;
+    /* ---- data parallelism (core/dist.h); comm NULL, rank 0, nranks 1 in a one-process run */
+    const TrainComm *comm;
+    uint64_t *rank_rngs; /* (nranks, 8) every rank's noise and augmentation streams: gathered by
+                          * trainer_dist_gather_rngs for a checkpoint, handed out again by a resume */
+    int rank, nranks;
+    int Bl;        /* this rank's part of the batch: cfg.model.batch / nranks (the model's batch) */
+    int dist_pad_;
 };
 
 /* src is copied (its ctx must outlive the trainer). */
 ml_status trainer_init(Trainer *t, const TrainConfig *cfg, const BatchSource *src);
+/* trainer_init for one rank of a data-parallel run (comm: core/dist.h; NULL or one rank: exactly
+ * trainer_init). cfg->model.batch stays the global batch; each rank's model holds batch / N, which
+ * N must divide. Every rank must be given the same cfg and data. */
+ml_status trainer_init_dist(Trainer *t, const TrainConfig *cfg, const BatchSource *src, const TrainComm *comm);
+/* Data parallelism, collective (no-ops in a one-process run): trainer_dist_sync averages the batch
+ * norm running statistics over the ranks (before every evaluation and checkpoint, so all ranks hold
+ * the same); trainer_dist_gather_rngs collects every rank's random streams into rank_rngs on rank 0
+ * (before a checkpoint); trainer_dist_share sends rank 0's whole state (weights, optimizer, buffers,
+ * every checkpoint row, each rank its own streams from rank_rngs) to every rank (after a resume). */
+void trainer_dist_sync(Trainer *t);
+void trainer_dist_gather_rngs(Trainer *t);
+void trainer_dist_share(Trainer *t);
 /* trainer_init's checks and model, without its memory (model_layout): for a dry run, which may
  * only read t->cfg, t->model's layout and sizes, then trainer_free. */
 ml_status trainer_init_layout(Trainer *t, const TrainConfig *cfg, const BatchSource *src);
