@@ -5,6 +5,7 @@
 #include "app/cli/commands.h"
 #include "app/steer/control.h"
 #include "app/cli/options.h"
+#include "app/run/dist.h"
 #include "app/run/outdir.h"
 #include "app/run/runsession.h"
 #include "app/live/tui.h"
@@ -209,6 +210,14 @@ static void h_on_event(const TrainerEvent *e, void *user) {
     case TEV_EPOCH:
         printf("%s\n", e->text);
         if (p->routing[0]) printf("%s\n", p->routing);
+        if (dist_size() > 1) { /* the ranks and what talking cost them */
+            double wait = 0, bytes = 0, hidden = 0;
+            long steps = 0;
+            dist_comm_stats(&wait, &bytes, &hidden, &steps);
+            printf("  ranks    %d ranks  communication %.2f ms/step  %.2f MB/step sent per rank  %.0f%% of the gradient "
+                   "exchange hidden behind the backward\n",
+                   dist_size(), steps ? 1e3 * wait / steps : 0.0, bytes / 1e6, 100 * hidden);
+        }
         break;
     case TEV_NUMERIC:
     case TEV_ERROR: fprintf(stderr, "moelab %s: %s\n", g_sub, e->text); break;
@@ -256,6 +265,7 @@ static int run_headless(Trainer *t, RunSession *rs, ScheduledCmd *cmds, int ncmd
         .ckpt_steps = p.sink.ckpt_steps,
         .user = &p,
     };
+    dist_wrap_hooks(&h); /* an MPI run: every rank takes rank 0's commands, stops and checkpoints */
     signal(SIGXFSZ, SIG_IGN);
     struct sigaction sa;
     memset(&sa, 0, sizeof sa);
@@ -314,6 +324,7 @@ static int run_training(AppOptions *o, const char *cmdline, int resume, Schedule
         fprintf(stderr, "moelab %s: %s\n", g_sub, ml_last_error());
         return 1;
     }
+    dist_send_options(o); /* the other ranks of an MPI run build the same trainer (dist.h) */
     BatchSource src;
     dataset_batch_source(&ds, &src);
     Trainer t;
@@ -329,7 +340,7 @@ static int run_training(AppOptions *o, const char *cmdline, int resume, Schedule
         dataset_free(&ds);
         return 0;
     }
-    if (trainer_init(&t, &o->train, &src) != ML_OK) {
+    if (trainer_init_dist(&t, &o->train, &src, dist_comm()) != ML_OK) {
         fprintf(stderr, "moelab %s: %s\n", g_sub, ml_last_error());
         dataset_free(&ds);
         return 2;
@@ -363,12 +374,13 @@ static int run_training(AppOptions *o, const char *cmdline, int resume, Schedule
     }
     /* a resume on a terminal shows the history so far: read before live.h5 is opened for writing
      * (the rows after the checkpoint's step, which the resume drops, are not shown) */
-    const int tui = !o->headless && !extra && isatty(STDIN_FILENO) && isatty(STDOUT_FILENO);
+    const int tui = !o->headless && !extra && dist_size() == 1 && isatty(STDIN_FILENO) && isatty(STDOUT_FILENO);
     SessionHistory hist;
     const int have_hist = resume && tui && session_history_load(o->session, &hist) == ML_OK;
     RunSession rs;
     const int opened = runsession_open(&rs, o, &t, cmdline, ctext, resume);
     free(ctext);
+    dist_send_start(&t, opened == 0, resume); /* a resume's state goes to every rank */
     if (opened != 0) {
         fprintf(stderr, "moelab %s: %s\n", g_sub, ml_last_error());
         runsession_finish(&rs, NULL); /* releases the lock */
@@ -551,7 +563,21 @@ static int resume_session(const AppOptions *o, int extend) {
     return rc;
 }
 
+static int cmd_train_(int argc, char **argv);
+
+/* Under mpirun / srun with several ranks, rank 0 is the run and the others follow it (dist.h). */
 int cmd_train(int argc, char **argv) {
+    if (dist_init() > 1 && dist_rank() > 0) {
+        const int rc = dist_follow();
+        dist_finish();
+        return rc;
+    }
+    const int rc = cmd_train_(argc, argv);
+    dist_finish();
+    return rc;
+}
+
+static int cmd_train_(int argc, char **argv) {
     int extend = 0; /* --resume DIR --epochs N */
     for (int i = 1; i < argc; i++)
         if (!strcmp(argv[i], "--resume") || !strncmp(argv[i], "--resume=", 9)) {
@@ -583,7 +609,21 @@ int cmd_train(int argc, char **argv) {
 }
 
 /* moelab replay DIR [--session NEWDIR]: re-runs a session from its command line and event log. */
+static int cmd_replay_(int argc, char **argv);
+
+/* A data-parallel session replays on as many ranks as it trained on (mpirun -np N moelab replay). */
 int cmd_replay(int argc, char **argv) {
+    if (dist_init() > 1 && dist_rank() > 0) {
+        const int rc = dist_follow();
+        dist_finish();
+        return rc;
+    }
+    const int rc = cmd_replay_(argc, argv);
+    dist_finish();
+    return rc;
+}
+
+static int cmd_replay_(int argc, char **argv) {
     g_sub = "replay";
     if (argc < 2 || !strcmp(argv[1], "--help")) {
         printf(

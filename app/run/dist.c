@@ -1,0 +1,444 @@
+/* dist.c — data parallelism over MPI (dist.h): core/dist.h's TrainComm, the start-up handshake and
+ * the hooks that keep every rank's loop in step with rank 0's.
+ *
+ * Reproducibility: every sum is an allgather followed by an addition in rank order (0, 1, ..., N-1)
+ * done the same way on every rank, so the same N and seed give the same bits on every rerun, on any
+ * network, whatever algorithm Open MPI would pick for an MPI_Allreduce of that size. For N = 2 this
+ * moves exactly what a ring allreduce moves (each rank sends its gradient once); for larger N an
+ * allgather moves (N-1)/N * N = N-1 gradients per rank instead of a ring's 2(N-1)/N, which is the
+ * price of the fixed order (README, "One run on many machines"). */
+#include "app/run/dist.h"
+
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "app/cli/commands.h"
+#include "core/common.h"
+#include "datasets/dataset.h"
+
+#ifdef MOELAB_HAVE_MPI
+#include <mpi.h>
+
+enum { BUCKET_FLOATS = 1 << 18 }; /* 1 MiB of gradient per exchange */
+
+typedef struct {
+    long off, n, ready;
+    int started, done;
+    double t_start;
+    MPI_Request req;
+} Bucket;
+
+static struct {
+    int on, rank, size;
+    int options_sent, start_sent; /* rank 0: the handshake so far */
+    TrainComm comm;
+    /* the gradient exchange */
+    float *grad;
+    long n;
+    Bucket *b;
+    int nb;
+    float *recv; /* (size * n) */
+    int no_overlap;
+    double t_end_bwd, step_span, step_wait;
+    /* totals */
+    double wait_s, span_s, hidden_s, bytes;
+    long steps;
+    /* rank 0: the wrapped hooks */
+    TrainHooks inner;
+} D;
+
+static double now_s(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return ts.tv_sec + ts.tv_nsec * 1e-9;
+}
+
+/* Waits for a request; a follower waiting for rank 0 (which may be paused for hours) sleeps between
+ * tests instead of spinning a core. */
+static void wait_req(MPI_Request *r) {
+    int flag = 0;
+    const double t0 = now_s();
+    for (;;) {
+        MPI_Test(r, &flag, MPI_STATUS_IGNORE);
+        if (flag) return;
+        if (now_s() - t0 > 0.005) {
+            const struct timespec ms = {0, 1000000};
+            nanosleep(&ms, NULL);
+        }
+    }
+}
+
+static void bcast_bytes(void *buf, long bytes) {
+    char *p = buf;
+    while (bytes > 0) {
+        const int n = bytes > (1L << 30) ? (1 << 30) : (int)bytes;
+        MPI_Request r;
+        MPI_Ibcast(p, n, MPI_BYTE, 0, MPI_COMM_WORLD, &r);
+        wait_req(&r);
+        p += n;
+        bytes -= n;
+    }
+}
+
+static void c_bcast(void *ctx, void *buf, long bytes) {
+    (void)ctx;
+    bcast_bytes(buf, bytes);
+}
+
+static void c_sum(void *ctx, double *v, long n) {
+    (void)ctx;
+    if (n < 1) return;
+    const double t0 = now_s();
+    double *all = malloc(sizeof(double) * (size_t)n * D.size);
+    if (!all) {
+        fprintf(stderr, "moelab train: rank %d: out of memory in a sum over ranks\n", D.rank);
+        MPI_Abort(MPI_COMM_WORLD, 1);
+    }
+    MPI_Allgather(v, (int)n, MPI_DOUBLE, all, (int)n, MPI_DOUBLE, MPI_COMM_WORLD);
+    for (long i = 0; i < n; i++) {
+        double s = all[i];
+        for (int r = 1; r < D.size; r++) s += all[(size_t)r * n + i];
+        v[i] = s;
+    }
+    free(all);
+    D.bytes += 8.0 * n * (D.size - 1);
+    D.step_wait += now_s() - t0;
+}
+
+static void c_gather(void *ctx, const void *mine, void *all, long bytes) {
+    (void)ctx;
+    MPI_Gather(mine, (int)bytes, MPI_BYTE, all, (int)bytes, MPI_BYTE, 0, MPI_COMM_WORLD);
+}
+
+static void c_scatter(void *ctx, const void *all, void *mine, long bytes) {
+    (void)ctx;
+    MPI_Scatter(all, (int)bytes, MPI_BYTE, mine, (int)bytes, MPI_BYTE, 0, MPI_COMM_WORLD);
+}
+
+static void bucket_start(Bucket *k) {
+    k->t_start = now_s();
+    MPI_Iallgather(D.grad + k->off, (int)k->n, MPI_FLOAT, D.recv + (size_t)k->off * D.size, (int)k->n, MPI_FLOAT,
+                   MPI_COMM_WORLD, &k->req);
+    k->started = 1;
+}
+
+static void progress(void) {
+    for (int i = 0; i < D.nb; i++) {
+        Bucket *k = &D.b[i];
+        if (k->started && !k->done) {
+            int flag = 0;
+            MPI_Test(&k->req, &flag, MPI_STATUS_IGNORE);
+            k->done = flag;
+        }
+    }
+}
+
+static void c_grad_begin(void *ctx, float *grad, long n) {
+    (void)ctx;
+    if (D.n != n || D.grad != grad) { /* the buckets: fixed ranges of the flat gradient */
+        free(D.b);
+        free(D.recv);
+        D.grad = grad;
+        D.n = n;
+        D.nb = (int)((n + BUCKET_FLOATS - 1) / BUCKET_FLOATS);
+        D.b = calloc((size_t)D.nb, sizeof *D.b);
+        D.recv = malloc(sizeof(float) * (size_t)n * D.size);
+        if (!D.b || !D.recv) {
+            fprintf(stderr, "moelab train: rank %d: out of memory for the gradient exchange\n", D.rank);
+            MPI_Abort(MPI_COMM_WORLD, 1);
+        }
+        for (int i = 0; i < D.nb; i++) {
+            D.b[i].off = (long)i * BUCKET_FLOATS;
+            D.b[i].n = n - D.b[i].off < BUCKET_FLOATS ? n - D.b[i].off : BUCKET_FLOATS;
+        }
+    }
+    for (int i = 0; i < D.nb; i++) D.b[i].ready = D.b[i].started = D.b[i].done = 0;
+    D.step_wait = 0;
+}
+
+static void c_grad_ready(void *ctx, long off, long n) {
+    (void)ctx;
+    if (D.no_overlap || n < 1) return;
+    for (int i = (int)(off / BUCKET_FLOATS); i < D.nb; i++) {
+        Bucket *k = &D.b[i];
+        if (k->off >= off + n) break;
+        const long lo = off > k->off ? off : k->off, hi = off + n < k->off + k->n ? off + n : k->off + k->n;
+        if (hi > lo) k->ready += hi - lo;
+        if (k->ready >= k->n && !k->started) bucket_start(k);
+    }
+    progress();
+}
+
+static void c_grad_end(void *ctx) {
+    (void)ctx;
+    D.t_end_bwd = now_s();
+    double first = D.t_end_bwd;
+    for (int i = 0; i < D.nb; i++) {
+        if (!D.b[i].started) bucket_start(&D.b[i]);
+        if (D.b[i].t_start < first) first = D.b[i].t_start;
+    }
+    for (int i = 0; i < D.nb; i++)
+        if (!D.b[i].done) MPI_Wait(&D.b[i].req, MPI_STATUS_IGNORE);
+    const double t1 = now_s();
+    const float inv = 1.0f / (float)D.size;
+    for (long i = 0; i < D.n; i++) { /* rank order, the same on every rank */
+        const int bi = (int)(i / BUCKET_FLOATS);
+        const Bucket *k = &D.b[bi];
+        const float *base = D.recv + (size_t)k->off * D.size;
+        const long j = i - k->off;
+        float s = base[j];
+        for (int r = 1; r < D.size; r++) s += base[(size_t)r * k->n + j];
+        D.grad[i] = s * inv;
+    }
+    D.wait_s += (t1 - D.t_end_bwd) + D.step_wait;
+    D.span_s += t1 - first;
+    D.hidden_s += D.t_end_bwd - first;
+    D.bytes += 4.0 * D.n * (D.size - 1);
+    D.steps++;
+}
+
+static int launched_by_mpi(void) {
+    return getenv("OMPI_COMM_WORLD_SIZE") || getenv("PMI_SIZE") || getenv("PMIX_RANK") || getenv("SLURM_STEP_ID");
+}
+
+int dist_init(void) {
+    if (D.on || !launched_by_mpi()) return D.on ? D.size : 1;
+    int provided = 0;
+    if (MPI_Init_thread(NULL, NULL, MPI_THREAD_SERIALIZED, &provided) != MPI_SUCCESS) {
+        fprintf(stderr, "moelab train: MPI_Init failed: training on one process\n");
+        return 1;
+    }
+    MPI_Comm_rank(MPI_COMM_WORLD, &D.rank);
+    MPI_Comm_size(MPI_COMM_WORLD, &D.size);
+    D.on = 1;
+    D.no_overlap = getenv("MOELAB_DIST_NO_OVERLAP") && atoi(getenv("MOELAB_DIST_NO_OVERLAP"));
+    D.comm = (TrainComm){.rank = D.rank,
+                         .size = D.size,
+                         .ctx = NULL,
+                         .sum = c_sum,
+                         .bcast = c_bcast,
+                         .grad_begin = c_grad_begin,
+                         .grad_ready = c_grad_ready,
+                         .grad_end = c_grad_end,
+                         .gather = c_gather,
+                         .scatter = c_scatter};
+    return D.size;
+}
+
+int dist_rank(void) { return D.on ? D.rank : 0; }
+int dist_size(void) { return D.on ? D.size : 1; }
+const TrainComm *dist_comm(void) { return D.on && D.size > 1 ? &D.comm : NULL; }
+
+void dist_comm_stats(double *wait_s, double *bytes_per_step, double *hidden, long *steps) {
+    *wait_s = D.wait_s;
+    *bytes_per_step = D.steps ? D.bytes / D.steps : 0.0;
+    *hidden = D.span_s > 0 ? D.hidden_s / D.span_s : 0.0;
+    *steps = D.steps;
+}
+
+/* ---- the handshake: a header, then the options */
+typedef struct {
+    int go; /* 1: a run follows; 0: rank 0 stopped before it */
+    int pad_;
+    AppOptions o;
+} OptionsMsg;
+
+typedef struct {
+    int ok, resumed;
+    /* the hook settings every rank's loop must share */
+    int interactive, pausable, has_checkpoint, has_rule_parser;
+    int ckpt_every;
+    int pad_;
+    long ckpt_steps;
+} StartMsg;
+
+void dist_send_options(const AppOptions *o) {
+    if (!dist_comm() || D.rank != 0 || D.options_sent) return;
+    OptionsMsg *m = calloc(1, sizeof *m);
+    if (!m) MPI_Abort(MPI_COMM_WORLD, 1);
+    m->go = 1;
+    m->o = *o;
+    bcast_bytes(m, sizeof *m);
+    free(m);
+    D.options_sent = 1;
+}
+
+void dist_send_start(Trainer *t, int ok, int resumed) {
+    if (!dist_comm() || D.rank != 0 || D.start_sent) return;
+    StartMsg s = {.ok = ok, .resumed = resumed};
+    bcast_bytes(&s, sizeof s);
+    D.start_sent = 1;
+    if (ok && resumed) trainer_dist_share(t);
+}
+
+/* ---- the hooks: rank 0's answers, broadcast; followers take them */
+typedef struct {
+    int has;
+    int pad_;
+    TrainerCmd c;
+} CmdMsg;
+
+static int w_should_stop(void *user) {
+    (void)user;
+    int stop = D.inner.should_stop ? D.inner.should_stop(D.inner.user) : 0;
+    bcast_bytes(&stop, sizeof stop);
+    return stop;
+}
+
+static int w_next_cmd(void *user, long step, int wait, TrainerCmd *c) {
+    (void)user;
+    CmdMsg m;
+    memset(&m, 0, sizeof m);
+    m.has = D.inner.next_cmd ? D.inner.next_cmd(D.inner.user, step, wait, &m.c) : 0;
+    bcast_bytes(&m, sizeof m);
+    if (m.has) *c = m.c;
+    return m.has;
+}
+
+static ml_status w_checkpoint(Trainer *t, const char *why, void *user) {
+    (void)user;
+    trainer_dist_sync(t); /* every rank's running statistics, and every rank's streams in the file */
+    trainer_dist_gather_rngs(t);
+    int st = D.inner.checkpoint(t, why, D.inner.user);
+    bcast_bytes(&st, sizeof st); /* every rank counts it written (or not) alike */
+    return (ml_status)st;
+}
+
+void dist_wrap_hooks(TrainHooks *h) {
+    if (!dist_comm() || D.rank != 0) return;
+    D.inner = *h;
+    StartMsg s = {.interactive = h->interactive,
+                  .pausable = h->pausable,
+                  .has_checkpoint = h->checkpoint != NULL,
+                  .has_rule_parser = h->parse_rule != NULL,
+                  .ckpt_every = h->ckpt_every,
+                  .ckpt_steps = h->ckpt_steps};
+    bcast_bytes(&s, sizeof s);
+    h->should_stop = w_should_stop;
+    h->next_cmd = w_next_cmd;
+    if (h->checkpoint) h->checkpoint = w_checkpoint;
+}
+
+static int f_should_stop(void *user) {
+    (void)user;
+    int stop = 0;
+    bcast_bytes(&stop, sizeof stop);
+    return stop;
+}
+
+static int f_next_cmd(void *user, long step, int wait, TrainerCmd *c) {
+    (void)user;
+    (void)step;
+    (void)wait;
+    CmdMsg m;
+    bcast_bytes(&m, sizeof m);
+    if (m.has) *c = m.c;
+    return m.has;
+}
+
+static ml_status f_checkpoint(Trainer *t, const char *why, void *user) {
+    (void)why;
+    (void)user;
+    trainer_dist_sync(t);
+    trainer_dist_gather_rngs(t);
+    int st = 0;
+    bcast_bytes(&st, sizeof st);
+    if (st != ML_OK) return ml_fail((ml_status)st, "rank 0 could not write the checkpoint");
+    return ML_OK;
+}
+
+int dist_follow(void) {
+    OptionsMsg *m = calloc(1, sizeof *m);
+    if (!m) MPI_Abort(MPI_COMM_WORLD, 1);
+    bcast_bytes(m, sizeof *m);
+    if (!m->go) { /* rank 0 stopped before the run (and said why) */
+        free(m);
+        return 1;
+    }
+    AppOptions *o = &m->o;
+    if (o->dry_run) { /* rank 0 printed the layout */
+        free(m);
+        return 0;
+    }
+    Dataset ds;
+    DatasetOpenOptions dopt = {0};
+    dopt.coarse = o->coarse;
+    int rc = 0;
+    if (dataset_open_with(&ds, o->dataset, &dopt) != ML_OK) {
+        fprintf(stderr, "moelab train: rank %d: %s\n", D.rank, ml_last_error());
+        MPI_Abort(MPI_COMM_WORLD, 1);
+    }
+    BatchSource src;
+    dataset_batch_source(&ds, &src);
+    Trainer t;
+    const int init_ok = trainer_init_dist(&t, &o->train, &src, dist_comm()) == ML_OK;
+    if (init_ok) trainer_set_rule(&t, o->on_collapse);
+    StartMsg s; /* rank 0 built the same trainer (or failed alike, and said why) and opened the session */
+    bcast_bytes(&s, sizeof s);
+    if (s.ok && !init_ok) { /* rank 0 trains: this rank cannot follow, the job stops */
+        fprintf(stderr, "moelab train: rank %d: %s\n", D.rank, ml_last_error());
+        MPI_Abort(MPI_COMM_WORLD, 2);
+    }
+    if (!s.ok || !init_ok) {
+        rc = init_ok ? 1 : 2;
+    } else {
+        if (s.resumed) trainer_dist_share(&t);
+        StartMsg h; /* the hook settings (dist_wrap_hooks) */
+        bcast_bytes(&h, sizeof h);
+        TrainHooks hk = {
+            .next_cmd = f_next_cmd,
+            .should_stop = f_should_stop,
+            .parse_rule = h.has_rule_parser ? command_rule_parse : NULL,
+            .checkpoint = h.has_checkpoint ? f_checkpoint : NULL,
+            .ckpt_every = h.ckpt_every,
+            .ckpt_steps = h.ckpt_steps,
+            .interactive = h.interactive,
+            .pausable = h.pausable,
+        };
+        const RunEnd end = trainer_run(&t, &hk);
+        rc = end == RUN_FAILED ? 1 : 0;
+    }
+    if (init_ok) trainer_free(&t);
+    dataset_free(&ds);
+    free(m);
+    return rc;
+}
+
+void dist_finish(void) {
+    if (!D.on) return;
+    if (D.size > 1 && D.rank == 0 && !D.options_sent) { /* followers wait for options: there is no run */
+        OptionsMsg *m = calloc(1, sizeof *m);
+        if (m) bcast_bytes(m, sizeof *m);
+        free(m);
+    } else if (D.size > 1 && D.rank == 0 && !D.start_sent) {
+        StartMsg s = {0};
+        bcast_bytes(&s, sizeof s);
+    }
+    MPI_Finalize();
+    D.on = 0;
+}
+
+#else /* no MPI: one process, always */
+
+int dist_init(void) { return 1; }
+int dist_rank(void) { return 0; }
+int dist_size(void) { return 1; }
+const TrainComm *dist_comm(void) { return NULL; }
+int dist_follow(void) { return 1; }
+void dist_send_options(const AppOptions *o) { (void)o; }
+void dist_send_start(Trainer *t, int ok, int resumed) {
+    (void)t;
+    (void)ok;
+    (void)resumed;
+}
+void dist_wrap_hooks(TrainHooks *h) { (void)h; }
+void dist_comm_stats(double *wait_s, double *bytes_per_step, double *hidden, long *steps) {
+    *wait_s = *bytes_per_step = *hidden = 0.0;
+    *steps = 0;
+}
+void dist_finish(void) {}
+
+#endif

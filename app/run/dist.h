@@ -1,0 +1,40 @@
+/* dist.h — one run on several processes: `mpirun -np N moelab train ...` (or srun) trains one run
+ * on N ranks, each a full replica of the model taking 1/N of every global batch (README "One run on
+ * many machines"). This file is the MPI side: core/dist.h's TrainComm implemented with MPI, the
+ * start-up handshake, and the trainer hooks that make every rank take the same decisions.
+ *
+ * Rank 0 is the run as a one-process run knows it: it parses the options, owns the session
+ * (live.h5, checkpoints, lock, control socket) and the output. It sends the resolved options to the
+ * other ranks (the followers), which train without a session or output; every command, stop and
+ * checkpoint decision of rank 0 is broadcast at the step boundary it happens at. Without MPI (not
+ * built with it, or not started by mpirun/srun) every function here is a no-op and no MPI call is
+ * made. */
+#ifndef APP_DIST_H
+#define APP_DIST_H
+
+#include "app/cli/options.h"
+#include "core/trainer.h"
+
+/* MPI_Init when started by mpirun or srun with more than one rank; returns the number of ranks
+ * (1: no data parallelism, nothing else here does anything). Call once, before anything else. */
+int dist_init(void);
+int dist_rank(void);
+int dist_size(void);
+/* The collectives for trainer_init_dist (NULL with one rank). */
+const TrainComm *dist_comm(void);
+/* Followers: the whole run (receives the options, trains, returns the exit status). */
+int dist_follow(void);
+/* Rank 0: the options every rank trains with (before the trainer is built); then, once the
+ * session is open (ok = 0: it is not, every rank stops), whether it resumed (its state is sent). */
+void dist_send_options(const AppOptions *o);
+void dist_send_start(Trainer *t, int ok, int resumed);
+/* Rank 0: the run's hooks, wrapped so that every rank sees the same commands, stops and
+ * checkpoint results at the same step boundary. */
+void dist_wrap_hooks(TrainHooks *h);
+/* The communication so far: seconds blocked in exchanges, bytes sent per step, the exchange time
+ * hidden behind the backward pass (fraction), steps. */
+void dist_comm_stats(double *wait_s, double *bytes_per_step, double *hidden, long *steps);
+/* MPI_Finalize (rank 0 first tells followers still waiting that there is no run). */
+void dist_finish(void);
+
+#endif
