@@ -37,6 +37,8 @@ typedef struct {
     int augment;          /* -1: on for RGB datasets (default), 0: off, 1: on (crop + flip) */
     int n_init_bias;      /* entries of init_bias (default 0: every bias starts at 0) */
     InitBias init_bias[MAX_INIT_BIAS];
+    int ranks; /* processes training the run (data parallelism, core/dist.h); set by trainer_init_dist
+                * (1: one process) */
 } TrainConfig;
 
 void train_config_defaults(TrainConfig *c);

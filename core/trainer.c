@@ -50,6 +50,7 @@ static ml_status trainer_setup(Trainer *t, const TrainConfig *cfg, const BatchSo
     t->comm = comm && comm->size > 1 ? comm : NULL;
     t->rank = t->comm ? comm->rank : 0;
     t->nranks = t->comm ? comm->size : 1;
+    t->cfg.ranks = t->nranks;
     const BatchSource *ds = &t->src;
     TrainConfig *c = &t->cfg;
     if (c->epochs < 1) return ml_fail(ML_ERR_ARG, "--epochs must be at least 1");

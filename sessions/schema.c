@@ -467,6 +467,7 @@ ml_status session_config_json(const TrainConfig *c, const char *dataset_spec, ch
     jw_int(&w, jr, "confirm", c->route.confirm);
     jw_int(&w, root, "tsne_samples", c->tsne_samples);
     jw_int(&w, root, "augment", c->augment);
+    if (c->ranks > 1) jw_int(&w, root, "ranks", c->ranks); /* absent: one process */
     if (!root || w.bad) {
         json_decref(root);
         return ml_fail(ML_ERR_NOMEM, "config JSON: out of memory");

@@ -9,6 +9,7 @@
  * price of the fixed order (README, "One run on many machines"). */
 #include "app/run/dist.h"
 
+#include <signal.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -351,6 +352,11 @@ static ml_status f_checkpoint(Trainer *t, const char *why, void *user) {
 }
 
 int dist_follow(void) {
+    /* Ctrl-C / SIGTERM (mpirun forwards them to every rank) is rank 0's to act on: it stops every
+     * rank at the same boundary after the final checkpoint; a follower that died here would take the
+     * job down before that */
+    signal(SIGINT, SIG_IGN);
+    signal(SIGTERM, SIG_IGN);
     OptionsMsg *m = calloc(1, sizeof *m);
     if (!m) MPI_Abort(MPI_COMM_WORLD, 1);
     bcast_bytes(m, sizeof *m);

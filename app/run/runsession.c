@@ -126,6 +126,17 @@ void runsession_stored_config(const char *dir, AppOptions *o) {
     free(js);
 }
 
+int runsession_stored_ranks(const char *dir) {
+    char *js = NULL;
+    if (session_read_run_attr_alloc(dir, "config_json", &js) != ML_OK) return 1;
+    json_t *cfg = session_config_parse(js);
+    long v = 1;
+    if (!cfg || session_config_long(cfg, "ranks", 1, 1000000, &v) != 1) v = 1;
+    json_decref(cfg);
+    free(js);
+    return (int)v;
+}
+
 void argv_free(int argc, char **argv) {
     if (!argv) return;
     for (int i = 0; i < argc; i++) free(argv[i]);

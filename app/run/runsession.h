@@ -45,6 +45,8 @@ void argv_free(int argc, char **argv);
  * line that did not give them took from the defaults of its day. Without a readable value o is
  * untouched. */
 void runsession_stored_config(const char *dir, AppOptions *o);
+/* The number of processes the session in dir trained on (config_json "ranks"; 1 when absent). */
+int runsession_stored_ranks(const char *dir);
 
 /* The folder new sessions go under and `moelab browse` lists by default: $MOELAB_SESSIONS when
  * set and not empty, else "runs" (relative to the current directory; never the source tree's

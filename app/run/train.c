@@ -540,6 +540,18 @@ static int resume_session(const AppOptions *o, int extend) {
     }
     argv_free(ac, av);
     runsession_stored_config(o->resume, &ro); /* an old session's renorm, noise, alpha and tau stay */
+    const int ranks = runsession_stored_ranks(o->resume);
+    if (ranks != dist_size()) {
+        char how[64] = "moelab train";
+        if (ranks > 1) snprintf(how, sizeof how, "mpirun -np %d moelab train", ranks);
+        fprintf(stderr,
+                "moelab %s: --resume %s: the session trained on %d %s, this is %d: resume it with `%s --resume %s`; "
+                "on another number each rank's part of the batch and its noise and augmentation streams differ, so "
+                "the run would not continue as it would have\n",
+                g_sub, o->resume, ranks, ranks == 1 ? "process" : "ranks", dist_size(), how, o->resume);
+        free(line);
+        return 1;
+    }
     snprintf(ro.session, sizeof ro.session, "%s", o->resume);
     ro.no_session = 0;
     ro.headless = o->headless;
@@ -707,6 +719,16 @@ static int cmd_replay_(int argc, char **argv) {
     }
     argv_free(ac, av);
     runsession_stored_config(dir, &o); /* an old session's renorm, noise, alpha and tau stay */
+    const int ranks = runsession_stored_ranks(dir);
+    if (ranks != dist_size()) {
+        char how[64] = "moelab replay";
+        if (ranks > 1) snprintf(how, sizeof how, "mpirun -np %d moelab replay", ranks);
+        fprintf(stderr, "moelab replay: %s trained on %d %s, this is %d: replay it with `%s %s`\n", dir, ranks,
+                ranks == 1 ? "process" : "ranks", dist_size(), how, dir);
+        free(cmds);
+        free(line);
+        return 1;
+    }
     o.commands[0] = 0;
     o.no_session = 0;
     /* a rule of commands: its effects are the logged commands above (applied at their steps), so
