@@ -71,6 +71,18 @@ void bn_forward_train(float *out, float *mean, float *rstd, const float *inp, co
  * itself (dwconv3x3_forward_bnin). */
 void bn_stats_train(float *a, float *bb, float *mean, float *rstd, const float *inp, const float *gamma,
                     const float *beta, float *run_mean, float *run_var, float momentum, int C, int N);
+/* bn_stats_train over a data-parallel batch: every rank's N values of each channel (sum(ctx, v, n):
+ * v = the sum over ranks). The moments are pooled exactly (counts, sums and centred sums of squares
+ * in double); the running statistics use the unbiased variance of the pooled batch. */
+void bn_stats_train_sync(float *a, float *bb, float *mean, float *rstd, const float *inp, const float *gamma,
+                         const float *beta, float *run_mean, float *run_var, float momentum, int C, int N,
+                         void (*sum)(void *ctx, double *v, long n), void *ctx);
+/* bn_relu_backward (dx written, dgamma, dbeta += this rank's sums) and bn_relu_backward_sums (mdy,
+ * mdyx) with the means of dy and dy*xhat over every rank's values. mdy / mdyx NULL: dx written;
+ * else only the means (dinp unused). */
+void bn_relu_backward_sync(float *dinp, float *mdy, float *mdyx, float *dgamma, float *dbeta, const float *dout,
+                           const float *inp, const float *mean, const float *rstd, const float *gamma,
+                           const float *beta, int C, int N, void (*sum)(void *ctx, double *v, long n), void *ctx);
 /* bn_forward_eval's scale and shift: y = relu?(x a + bb) */
 void bn_scale_shift_eval(float *a, float *bb, const float *gamma, const float *beta, const float *run_mean,
                          const float *run_var, int C);

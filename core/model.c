@@ -383,7 +383,7 @@ static ml_status model_build(Model *m, const ModelConfig *cfg, int alloc) {
         }
         /* the batch norm + ReLU of a unit read only by the next, depthwise unit is applied there */
         const int st = m->unit_stage[i];
-        u->defer = i + 1 < m->nunits && m->units[i + 1].kind == UNIT_DW3X3 && u->Ho * u->Wo <= DW_BN_MAX_PLANE &&
+        u->defer = !cfg->sync_bn && i + 1 < m->nunits && m->units[i + 1].kind == UNIT_DW3X3 && u->Ho * u->Wo <= DW_BN_MAX_PLANE &&
                    !(st >= 0 && (m->stage_moe[st] >= 0 || m->stage_ffn[st] >= 0));
         long inn = (long)u->C * Bmax * u->H * u->W;
         if (u->OC > maxoc) maxoc = u->OC;
@@ -596,9 +596,10 @@ const float *model_forward(Model *m, int B, int training, float tau, Rng *rng) {
         const int N = B * u->Ho * u->Wo;
         float *ca = A(u->coef), *cb = A(u->coef) + u->OC;
         const Unit *pd = i > 0 && m->units[i - 1].defer ? &m->units[i - 1] : NULL; /* its BN + ReLU is ours */
+        const int sync = training && m->bn_sum; /* batch statistics over every rank (no unit defers) */
         switch (u->kind) {
         case UNIT_FULL3X3:
-            if (training) /* conv + the batch statistics, chunk by chunk */
+            if (training && !sync) /* conv + the batch statistics, chunk by chunk */
                 conv3x3_bn_stats_train(A(u->z), i == 0 && conv3x3_direct_ok(u->C, u->H, u->W, u->stride) ? NULL : A(u->col), ca, cb, A(u->mean), A(u->rstd), m->cbwork, in, P(u->w),
                                        P(u->gamma), P(u->beta), BUFP(u->run_mean), BUFP(u->run_var), m->cfg.bn_momentum,
                                        B, u->C, u->H, u->W, u->OC, u->stride, u->chunk);
@@ -614,7 +615,11 @@ const float *model_forward(Model *m, int B, int training, float tau, Rng *rng) {
             break;
         case UNIT_PW1X1: pwconv_forward(A(u->z), in, P(u->w), N, u->C, u->OC); break;
         }
-        if (!training) {
+        if (sync) {
+            bn_stats_train_sync(ca, cb, A(u->mean), A(u->rstd), A(u->z), P(u->gamma), P(u->beta), BUFP(u->run_mean),
+                                BUFP(u->run_var), m->cfg.bn_momentum, u->OC, N, m->bn_sum, m->bn_ctx);
+            bn_relu_apply(A(u->out), A(u->z), ca, cb, u->OC, N);
+        } else if (!training) {
             bn_scale_shift_eval(ca, cb, P(u->gamma), P(u->beta), BUFP(u->run_mean), BUFP(u->run_var), u->OC);
             if (!u->defer) bn_relu_apply(A(u->out), A(u->z), ca, cb, u->OC, N); /* bn_forward_eval's values */
         } else if (u->kind == UNIT_FULL3X3) {
@@ -724,7 +729,10 @@ void model_backward(Model *m, const int32_t *labels, int B) {
         const int presummed = u->defer; /* the depthwise consumer took this unit's batch-norm sums */
         if (i == 0 && u->kind == UNIT_FULL3X3) { /* the stem: no input gradient; the im2col rows are made here */
             float *mdy = m->wgmean, *mdyx = m->wgmean + u->OC;
-            if (presummed) bn_relu_backward_means(mdy, mdyx, G(u->gamma), G(u->beta), m->bnsums, u->OC, N);
+            if (m->bn_sum)
+                bn_relu_backward_sync(NULL, mdy, mdyx, G(u->gamma), G(u->beta), dcur, A(u->z), A(u->mean), A(u->rstd),
+                                      P(u->gamma), P(u->beta), u->OC, N, m->bn_sum, m->bn_ctx);
+            else if (presummed) bn_relu_backward_means(mdy, mdyx, G(u->gamma), G(u->beta), m->bnsums, u->OC, N);
             else
                 bn_relu_backward_sums(mdy, mdyx, G(u->gamma), G(u->beta), dcur, A(u->z), A(u->mean), A(u->rstd),
                                       P(u->gamma), P(u->beta), u->OC, N);
@@ -735,7 +743,10 @@ void model_backward(Model *m, const int32_t *labels, int B) {
             PROF(prof_bwd, i);
             break;
         }
-        if (presummed)
+        if (m->bn_sum)
+            bn_relu_backward_sync(dcur, NULL, NULL, G(u->gamma), G(u->beta), dcur, A(u->z), A(u->mean), A(u->rstd),
+                                  P(u->gamma), P(u->beta), u->OC, N, m->bn_sum, m->bn_ctx);
+        else if (presummed)
             bn_relu_backward_presummed(dcur, G(u->gamma), G(u->beta), dcur, A(u->z), A(u->mean), A(u->rstd),
                                        P(u->gamma), P(u->beta), m->bnsums, u->OC, N);
         else

@@ -50,6 +50,7 @@ typedef struct {
     int bb_nh, bb_hidden[MODEL_MAX_BBL]; /* --moe-hidden */
     int bb_nE, bb_E[MODEL_MAX_BBL];      /* --moe-experts */
     int bb_nk, bb_k[MODEL_MAX_BBL];      /* --moe-k */
+    int sync_bn; /* --sync-bn: batch statistics over every rank of a data-parallel run (Model.bn_sum) */
 } ModelConfig;
 
 void model_config_defaults(
@@ -103,6 +104,11 @@ typedef struct {
      * grad[off, off + n) is final (NULL: nobody listens) */
     void (*grad_ready)(void *ctx, long off, long n);
     void *grad_ctx;
+    /* synchronised batch norm (cfg.sync_bn in a data-parallel run): v[0..n) = the sum over ranks.
+     * Set, a training forward takes each channel's mean and variance over the global batch and the
+     * backward its sums of dy and dy*xhat; the depthwise units' fused batch norm is off. */
+    void (*bn_sum)(void *ctx, double *v, long n);
+    void *bn_ctx;
     int nunits;
     Unit units[MODEL_MAX_UNITS];
     /* head and classifier parameter indices (-1 when absent) */

@@ -2,8 +2,10 @@
  * Each channel's N values are contiguous (layout (C, B, H, W)); statistics are accumulated in
  * double inside one thread per channel, so results are reproducible for a fixed thread count. */
 #include "layers.h"
+#include "common.h"
 
 #include <math.h>
+#include <stdlib.h>
 #include <string.h>
 
 /* Reductions are written with LANES independent float accumulators, flushed into doubles every
@@ -316,6 +318,74 @@ void bn_relu_backward(float *dinp, float *dgamma, float *dbeta, const float *dou
         dbeta[c] += (float)sdy;
         bn_relu_dx(dinp + (long)c * N, dy, x, N, m, rs, a, bb, gamma[c] * rs, (float)(sdy / N), (float)(sdyx / N));
     }
+}
+
+void bn_stats_train_sync(float *a, float *bb, float *mean, float *rstd, const float *inp, const float *gamma,
+                         const float *beta, float *run_mean, float *run_var, float momentum, int C, int N,
+                         void (*sum)(void *ctx, double *v, long n), void *ctx) {
+    double *v = malloc(sizeof(double) * (2 * (size_t)C + 1));
+    ML_ASSERT(v);
+#pragma omp parallel for schedule(static)
+    for (int c = 0; c < C; c++) { /* this rank's count * mean and centred sum of squares + count * mean^2 */
+        double mc, m2;
+        bn_chunk_moments(inp + (long)c * N, N, &mc, &m2);
+        v[2 * c] = N * mc;
+        v[2 * c + 1] = m2 + N * mc * mc;
+    }
+    v[2 * C] = N;
+    sum(ctx, v, 2L * C + 1);
+    const double n = v[2 * C];
+    for (int c = 0; c < C; c++) {
+        const double m = v[2 * c] / n;
+        double m2 = v[2 * c + 1] - n * m * m; /* sum (x - m)^2 over the global batch */
+        if (m2 < 0.0) m2 = 0.0;
+        const double var = m2 / n;
+        const float rs = (float)(1.0 / sqrt(var + BN_EPS));
+        mean[c] = (float)m;
+        rstd[c] = rs;
+        a[c] = gamma[c] * rs;
+        bb[c] = beta[c] - (float)m * a[c];
+        if (run_mean) {
+            const double unbiased = n > 1 ? m2 / (n - 1) : var;
+            run_mean[c] = (1.0f - momentum) * run_mean[c] + momentum * (float)m;
+            run_var[c] = (1.0f - momentum) * run_var[c] + momentum * (float)unbiased;
+        }
+    }
+    free(v);
+}
+
+void bn_relu_backward_sync(float *dinp, float *mdy, float *mdyx, float *dgamma, float *dbeta, const float *dout,
+                           const float *inp, const float *mean, const float *rstd, const float *gamma,
+                           const float *beta, int C, int N, void (*sum)(void *ctx, double *v, long n), void *ctx) {
+    double *v = malloc(sizeof(double) * (2 * (size_t)C + 1));
+    ML_ASSERT(v);
+#pragma omp parallel for schedule(static)
+    for (int c = 0; c < C; c++) {
+        const float m = mean[c], rs = rstd[c];
+        const float a = gamma[c] * rs, bb = beta[c] - m * a;
+        bwd_sums_relu(dout + (long)c * N, inp + (long)c * N, N, m, rs, a, bb, &v[2 * c], &v[2 * c + 1]);
+        dgamma[c] += (float)v[2 * c + 1]; /* this rank's part: the gradient mean over ranks adds them */
+        dbeta[c] += (float)v[2 * c];
+    }
+    v[2 * C] = N;
+    sum(ctx, v, 2L * C + 1);
+    const double n = v[2 * C];
+    if (mdy) {
+        for (int c = 0; c < C; c++) {
+            mdy[c] = (float)(v[2 * c] / n);
+            mdyx[c] = (float)(v[2 * c + 1] / n);
+        }
+    } else {
+#pragma omp parallel for schedule(static)
+        for (int c = 0; c < C; c++) {
+            const float m = mean[c], rs = rstd[c];
+            const float a = gamma[c] * rs, bb = beta[c] - m * a;
+            const long o = (long)c * N;
+            bn_relu_dx(dinp + o, dout + o, inp + o, N, m, rs, a, bb, gamma[c] * rs, (float)(v[2 * c] / n),
+                       (float)(v[2 * c + 1] / n));
+        }
+    }
+    free(v);
 }
 
 void bn_relu_sums_plane(const float *dy, const float *x, int n, float m, float rs, float a, float bb, double *sdy,

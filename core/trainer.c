@@ -47,7 +47,7 @@ static ml_status trainer_setup(Trainer *t, const TrainConfig *cfg, const BatchSo
     t->cfg = *cfg;
     t->src = *src;
     t->ckpt_step = -1;
-    t->comm = comm && comm->size > 1 ? comm : NULL;
+    t->comm = comm; /* one rank with a comm: the data-parallel code path on one process (a reference) */
     t->rank = t->comm ? comm->rank : 0;
     t->nranks = t->comm ? comm->size : 1;
     t->cfg.ranks = t->nranks;
@@ -83,6 +83,7 @@ static ml_status trainer_setup(Trainer *t, const TrainConfig *cfg, const BatchSo
     tau_plan_init(&t->tau, &c->tau);
     ModelConfig mc = c->model; /* each rank's model holds its part of the batch */
     mc.batch = t->Bl;
+    if (t->nranks == 1) mc.sync_bn = 0; /* one process: the statistics are the batch's anyway */
     if ((st = alloc ? model_init(&t->model, &mc) : model_layout(&t->model, &mc)) != ML_OK) return st;
     /* the stored configuration (config_json) says what the model is: the real feature width and
      * the effective softmoe-batch slot count, not the option defaults */
@@ -152,6 +153,10 @@ ml_status trainer_init_dist(Trainer *t, const TrainConfig *cfg, const BatchSourc
     if (t->comm) { /* the model's gradient buckets are exchanged as the backward finishes them */
         t->model.grad_ready = t->comm->grad_ready;
         t->model.grad_ctx = t->comm->ctx;
+        if (t->model.cfg.sync_bn) {
+            t->model.bn_sum = t->comm->sum;
+            t->model.bn_ctx = t->comm->ctx;
+        }
     }
     t->perm = ml_alloc(sizeof(int32_t) * ds->n_train);
     t->labels = ml_alloc(sizeof(int32_t) * B);

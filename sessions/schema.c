@@ -468,6 +468,7 @@ ml_status session_config_json(const TrainConfig *c, const char *dataset_spec, ch
     jw_int(&w, root, "tsne_samples", c->tsne_samples);
     jw_int(&w, root, "augment", c->augment);
     if (c->ranks > 1) jw_int(&w, root, "ranks", c->ranks); /* absent: one process */
+    if (c->model.sync_bn) jw_int(&w, root, "sync_bn", 1);  /* absent: each rank's own statistics */
     if (!root || w.bad) {
         json_decref(root);
         return ml_fail(ML_ERR_NOMEM, "config JSON: out of memory");

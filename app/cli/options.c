@@ -100,7 +100,12 @@ static const OptSpec opts[] = {
     {"no-augment", NULL, G_DATA, "no random crop + flip (on by default for RGB datasets)", FLAG(train.augment, 0),
      .dflt = ""},
     {"epochs", "N", G_DATA, "training epochs", I32(train.epochs, 1, 100000)},
-    {"batch", "B", G_DATA, "mini-batch size", I32(train.model.batch, 2, 65536)},
+    {"batch", "B", G_DATA, "mini-batch size (under mpirun: the global batch, split evenly over the ranks)",
+     I32(train.model.batch, 2, 65536)},
+    {"sync-bn", NULL, G_DATA,
+     "under mpirun: batch-norm statistics over every rank's samples (default: each rank's own, as distributed "
+     "trainers do)",
+     FLAG(train.model.sync_bn, 1), .dflt = ""},
     {"seed", "S", G_DATA, "seed of every random stream", U64(train.seed, 0, 9007199254740991L)},
     {"threads", "T", G_DATA, "OpenMP + OpenBLAS threads", I32(train.threads, 1, 1024), .dflt = "all cores"},
     {"log-every", "N", G_DATA, "step records every N steps", I32(train.log_every, 1, 1000000)},

@@ -51,6 +51,13 @@ static struct {
     TrainHooks inner;
 } D;
 
+/* MOELAB_DIST_GRAD_DUMP=FILE: rank 0 writes the first step's mean gradient (raw floats) to FILE, and
+ * mpirun -np 1 takes the data-parallel code path too: the reference the tests compare N ranks with */
+static const char *grad_dump(void) {
+    const char *f = getenv("MOELAB_DIST_GRAD_DUMP");
+    return f && f[0] ? f : NULL;
+}
+
 static double now_s(void) {
     struct timespec ts;
     clock_gettime(CLOCK_MONOTONIC, &ts);
@@ -194,6 +201,13 @@ static void c_grad_end(void *ctx) {
         for (int r = 1; r < D.size; r++) s += base[(size_t)r * k->n + j];
         D.grad[i] = s * inv;
     }
+    const char *dump = grad_dump();
+    if (D.steps == 0 && D.rank == 0 && dump) {
+        FILE *f = fopen(dump, "wb");
+        if (!f || fwrite(D.grad, sizeof(float), (size_t)D.n, f) != (size_t)D.n)
+            fprintf(stderr, "moelab train: MOELAB_DIST_GRAD_DUMP %s: cannot write it\n", dump);
+        if (f) fclose(f);
+    }
     D.wait_s += (t1 - D.t_end_bwd) + D.step_wait;
     D.span_s += t1 - first;
     D.hidden_s += D.t_end_bwd - first;
@@ -231,7 +245,7 @@ int dist_init(void) {
 
 int dist_rank(void) { return D.on ? D.rank : 0; }
 int dist_size(void) { return D.on ? D.size : 1; }
-const TrainComm *dist_comm(void) { return D.on && D.size > 1 ? &D.comm : NULL; }
+const TrainComm *dist_comm(void) { return D.on && (D.size > 1 || grad_dump()) ? &D.comm : NULL; }
 
 void dist_comm_stats(double *wait_s, double *bytes_per_step, double *hidden, long *steps) {
     *wait_s = D.wait_s;
