@@ -23,7 +23,9 @@
 #ifdef MOELAB_HAVE_MPI
 #include <mpi.h>
 
-enum { BUCKET_FLOATS = 1 << 18 }; /* 1 MiB of gradient per exchange */
+/* 1 MiB of gradient per exchange (MOELAB_DIST_BUCKET=FLOATS: the tests use small ones, so that a
+ * model of a few thousand weights is exchanged in many buckets) */
+static long BUCKET_FLOATS = 1 << 18;
 
 typedef struct {
     long off, n, ready;
@@ -230,6 +232,8 @@ int dist_init(void) {
     MPI_Comm_size(MPI_COMM_WORLD, &D.size);
     D.on = 1;
     D.no_overlap = getenv("MOELAB_DIST_NO_OVERLAP") && atoi(getenv("MOELAB_DIST_NO_OVERLAP"));
+    const char *bk = getenv("MOELAB_DIST_BUCKET");
+    if (bk && atol(bk) >= 16) BUCKET_FLOATS = atol(bk);
     D.comm = (TrainComm){.rank = D.rank,
                          .size = D.size,
                          .ctx = NULL,
