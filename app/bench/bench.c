@@ -4,6 +4,7 @@
  * adds the 1-thread rate and the speed-up, --profile a per-layer time table. */
 #include "app/cli/app.h"
 #include "app/cli/options.h"
+#include "app/run/dist.h"
 
 #include <cblas.h>
 #include <omp.h>
@@ -57,7 +58,9 @@ static double time_steps(Model *m, Optimizer *o, const int32_t *labels, int B, i
         const double t0 = m->profile ? ml_now() : 0.0;
         model_loss(m, labels, B, NULL);
         const double t1 = m->profile ? ml_now() : 0.0;
+        bench_dist_step_begin(m);
         model_backward(m, labels, B);
+        bench_dist_step_end();
         const double t2 = m->profile ? ml_now() : 0.0;
         optim_step(o, m, 0.01f);
         if (m->cfg.head.kind != HEAD_DENSE) moe_update_bias(&m->moe);
@@ -73,6 +76,59 @@ static double time_eval(Model *m, int B, int steps, Rng *rng) {
     double t = ml_now();
     for (int s = 0; s < steps; s++) model_forward(m, B, 0, 1.0f, rng);
     return ml_now() - t;
+}
+
+// ---- data parallelism (mpirun -np N moelab bench)
+
+int bench_dist_prepare(int *B) {
+    const int R = dist_size();
+    if (R == 1) return 0;
+    if (*B % R) {
+        if (dist_rank() == 0)
+            fprintf(stderr, "moelab bench: --batch %d is the global batch, split evenly over the %d ranks: they do not "
+                            "divide it\n", *B, R);
+        return -1;
+    }
+    *B /= R;
+    if (dist_rank() > 0 && !freopen("/dev/null", "w", stdout)) return -1; /* rank 0 reports */
+    return 0;
+}
+
+void bench_dist_model(Model *m) {
+    const TrainComm *c = dist_comm();
+    if (!c) return;
+    m->grad_ready = c->grad_ready;
+    m->grad_ctx = c->ctx;
+}
+
+double bench_dist_sgemm(double mine) {
+    const TrainComm *c = dist_comm();
+    if (!c) return mine;
+    c->sum(c->ctx, &mine, 1);
+    return mine;
+}
+
+void bench_dist_step_begin(Model *m) {
+    const TrainComm *c = dist_comm();
+    if (c) c->grad_begin(c->ctx, m->grad, m->n_param);
+}
+
+void bench_dist_step_end(void) {
+    const TrainComm *c = dist_comm();
+    if (c) c->grad_end(c->ctx);
+}
+
+void bench_dist_line(double step_ms, char *fields, size_t n) {
+    double wait = 0, bytes = 0, hidden = 0;
+    long steps = 0;
+    dist_comm_stats(&wait, &bytes, &hidden, &steps);
+    const double comm_ms = steps ? 1e3 * wait / steps : 0.0;
+    if (dist_size() > 1)
+        printf("ranks %d x %d threads: communication %.3f ms/step (%.1f%% of the step), %.3f MB/step sent per rank, "
+               "%.0f%% of the gradient exchange hidden behind the backward%s\n",
+               dist_size(), omp_get_max_threads(), comm_ms, 100.0 * comm_ms / step_ms, bytes / 1e6, 100.0 * hidden,
+               getenv("MOELAB_DIST_NO_OVERLAP") && atoi(getenv("MOELAB_DIST_NO_OVERLAP")) ? " (overlap off)" : "");
+    snprintf(fields, n, " ranks=%d comm_ms=%.4f bytes_per_step=%.0f hidden=%.3f", dist_size(), comm_ms, bytes, hidden);
 }
 
 static void set_threads(int n) {
@@ -151,20 +207,33 @@ int cmd_bench(int argc, char **argv) {
     o.train.model.head.bias_mode = BIAS_NONE;
     int r = app_options_parse(&o, argc, argv, "bench");
     if (r) return r > 0 ? 0 : 2;
-    if (strcmp(o.bench_model, "reference")) return bench_backbone_model(&o); /* app/bench_model.c */
+    dist_init(); /* under mpirun: every rank times its part of each batch (bench_dist_*) */
+    dist_no_handshake();
+    const int global_B = o.train.model.batch;
+    if (bench_dist_prepare(&o.train.model.batch)) {
+        dist_finish();
+        return 2;
+    }
+    if (strcmp(o.bench_model, "reference")) { /* app/bench_model.c */
+        r = bench_backbone_model(&o);
+        dist_finish();
+        return r;
+    }
     TrainConfig *tc = &o.train;
     set_threads(tc->threads);
-    const int B = tc->model.batch;
+    const int B = tc->model.batch, R = dist_size();
     printf("moelab bench: reference model (%s backbone, w=%g, %dx%dx%d, %d classes), batch %d, %d threads,\n"
            "              %d timed steps x %d repeats per head after 3 warm-up steps; medians.\n"
            "              train = forward + backward + update; eval = forward only (running statistics)\n",
            backbone_name(tc->model.backbone), tc->model.width, tc->model.in_h, tc->model.in_w, tc->model.in_c,
-           tc->model.classes, B, tc->threads, o.steps, o.repeat);
+           tc->model.classes, global_B, tc->threads, o.steps, o.repeat);
+    if (R > 1) printf("              %d ranks (mpirun), each %d threads and %d images of every batch\n", R, tc->threads, B);
     double sg[16];
     int nsg = o.repeat < 16 ? o.repeat : 16;
     for (int i = 0; i < nsg; i++) sg[i] = sgemm_rate(1024, 10);
-    const double sgemm = median(sg, nsg);
-    printf("OpenBLAS SGEMM 1024x1024x1024: %.1f GFLOP/s (%d threads)\n", sgemm, tc->threads);
+    const double sgemm = bench_dist_sgemm(median(sg, nsg)); /* the machine's: every rank's at once, summed */
+    printf("OpenBLAS SGEMM 1024x1024x1024: %.1f GFLOP/s (%d threads%s)\n", sgemm, tc->threads,
+           R > 1 ? " per rank, all ranks at once, summed" : "");
     print_load();
     printf("\n");
     printf("%-10s %9s %9s %11s %9s %8s %10s %10s\n", "head", "train/s", "ms/step", "MFLOP/img", "GFLOP/s", "%SGEMM",
@@ -185,8 +254,9 @@ int cmd_bench(int argc, char **argv) {
             fprintf(stderr, "moelab bench: %s\n", ml_last_error());
             return 1;
         }
+        bench_dist_model(&m);
         Rng rng;
-        rng_seed(&rng, tc->seed);
+        rng_seed(&rng, tc->seed + (uint64_t)dist_rank());
         model_init_params(&m, &rng);
         float *x = model_input(&m);
         for (long i = 0; i < (long)mc.in_c * B * mc.in_h * mc.in_w; i++) x[i] = rng_normal(&rng);
@@ -197,9 +267,10 @@ int cmd_bench(int argc, char **argv) {
         /* with --scaling, each repeat times T threads then 1 thread, so that load changes hit both */
         double ips[64], eps[64], ips1[64];
         int nrep = o.repeat < 64 ? o.repeat : 64;
-        for (int i = 0; i < nrep; i++) {
-            ips[i] = o.steps * (double)B / time_steps(&m, &opt, labels, B, o.steps, &rng, NULL);
-            eps[i] = o.steps * (double)B / time_eval(&m, B, o.steps, &rng);
+        dist_comm_reset();
+        for (int i = 0; i < nrep; i++) { /* images per second of the whole run: every rank's part */
+            ips[i] = R * o.steps * (double)B / time_steps(&m, &opt, labels, B, o.steps, &rng, NULL);
+            eps[i] = R * o.steps * (double)B / time_eval(&m, B, o.steps, &rng);
             if (o.scaling) {
                 set_threads(1);
                 ips1[i] = o.steps * (double)B / time_steps(&m, &opt, labels, B, o.steps, &rng, NULL);
@@ -209,11 +280,13 @@ int cmd_bench(int argc, char **argv) {
         const double img_s = median(ips, nrep), eval_s = median(eps, nrep);
         const double mflop = 3.0 * model_flops(&m) / 1e6;
         const double gflops = img_s * mflop / 1e3;
-        printf("%-10s %9.0f %9.2f %11.2f %9.1f %7.1f%% %10.0f %9.2fx\n", name, img_s, 1e3 * B / img_s, mflop, gflops,
-               100.0 * gflops / sgemm, eval_s, eval_s / img_s);
+        char df[160];
+        bench_dist_line(1e3 * global_B / img_s, df, sizeof df);
+        printf("%-10s %9.0f %9.2f %11.2f %9.1f %7.1f%% %10.0f %9.2fx\n", name, img_s, 1e3 * global_B / img_s, mflop,
+               gflops, 100.0 * gflops / sgemm, eval_s, eval_s / img_s);
         printf("bench head=%s img_per_s=%.1f gflops=%.2f sgemm_gflops=%.2f sgemm_fraction=%.4f eval_img_per_s=%.1f "
-               "eval_ratio=%.3f\n",
-               name, img_s, gflops, sgemm, gflops / sgemm, eval_s, eval_s / img_s);
+               "eval_ratio=%.3f%s\n",
+               name, img_s, gflops, sgemm, gflops / sgemm, eval_s, eval_s / img_s, df);
         if (o.scaling) {
             const double one = median(ips1, nrep);
             printf("%-10s thread scaling: 1 thread %.0f img/s, %d threads %.0f img/s, speed-up %.2fx\n", name, one,
@@ -227,5 +300,6 @@ int cmd_bench(int argc, char **argv) {
         optim_free(&opt);
         model_free(&m);
     }
+    dist_finish();
     return rc;
 }

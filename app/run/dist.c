@@ -10,6 +10,9 @@
 #include "app/run/dist.h"
 
 #include <signal.h>
+#ifdef __linux__
+#include <sys/prctl.h>
+#endif
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -194,14 +197,17 @@ static void c_grad_end(void *ctx) {
         if (!D.b[i].done) MPI_Wait(&D.b[i].req, MPI_STATUS_IGNORE);
     const double t1 = now_s();
     const float inv = 1.0f / (float)D.size;
-    for (long i = 0; i < D.n; i++) { /* rank order, the same on every rank */
-        const int bi = (int)(i / BUCKET_FLOATS);
+    for (int bi = 0; bi < D.nb; bi++) { /* rank order, the same on every rank */
         const Bucket *k = &D.b[bi];
         const float *base = D.recv + (size_t)k->off * D.size;
-        const long j = i - k->off;
-        float s = base[j];
-        for (int r = 1; r < D.size; r++) s += base[(size_t)r * k->n + j];
-        D.grad[i] = s * inv;
+        float *restrict g = D.grad + k->off;
+        const long n = k->n;
+        for (long j = 0; j < n; j++) g[j] = base[j];
+        for (int r = 1; r < D.size; r++) {
+            const float *restrict p = base + (size_t)r * n;
+            for (long j = 0; j < n; j++) g[j] += p[j];
+        }
+        for (long j = 0; j < n; j++) g[j] *= inv;
     }
     const char *dump = grad_dump();
     if (D.steps == 0 && D.rank == 0 && dump) {
@@ -231,6 +237,12 @@ int dist_init(void) {
     MPI_Comm_rank(MPI_COMM_WORLD, &D.rank);
     MPI_Comm_size(MPI_COMM_WORLD, &D.size);
     D.on = 1;
+#ifdef __linux__
+    /* mpirun gone (killed, or exited while a rank ran on: seen with Open MPI 4.1 after a SIGTERM):
+     * this rank gets SIGTERM and the run stops cleanly instead of training on unseen */
+    prctl(PR_SET_PDEATHSIG, SIGTERM);
+#endif
+    signal(SIGPIPE, SIG_IGN); /* mpirun's output pipe closed: writes fail, the run ends cleanly */
     D.no_overlap = getenv("MOELAB_DIST_NO_OVERLAP") && atoi(getenv("MOELAB_DIST_NO_OVERLAP"));
     const char *bk = getenv("MOELAB_DIST_BUCKET");
     if (bk && atol(bk) >= 16) BUCKET_FLOATS = atol(bk);
@@ -257,6 +269,8 @@ void dist_comm_stats(double *wait_s, double *bytes_per_step, double *hidden, lon
     *hidden = D.span_s > 0 ? D.hidden_s / D.span_s : 0.0;
     *steps = D.steps;
 }
+
+void dist_comm_reset(void) { D.wait_s = D.span_s = D.hidden_s = D.bytes = 0.0, D.steps = 0; }
 
 /* ---- the handshake: a header, then the options */
 typedef struct {
@@ -300,10 +314,23 @@ typedef struct {
     TrainerCmd c;
 } CmdMsg;
 
+/* A follower's SIGINT / SIGTERM (mpirun forwards them to every rank; a rank whose mpirun died gets
+ * SIGTERM from the kernel, dist_init): noted, and acted on by every rank at the next boundary. */
+static volatile sig_atomic_t g_follower_signal = 0;
+static void on_follower_signal(int sig) { g_follower_signal = sig; }
+
+/* Every rank's stop wish, summed: a signal that reached any rank stops them all at this boundary. */
+static int any_stop(int mine) {
+    double v = mine != 0;
+    c_sum(NULL, &v, 1);
+    return v > 0;
+}
+
 static int w_should_stop(void *user) {
     (void)user;
-    int stop = D.inner.should_stop ? D.inner.should_stop(D.inner.user) : 0;
-    bcast_bytes(&stop, sizeof stop);
+    const int mine = D.inner.should_stop ? D.inner.should_stop(D.inner.user) : 0;
+    const int stop = any_stop(mine);
+    if (stop && !mine) printf("another rank was signalled: stopping every rank cleanly\n");
     return stop;
 }
 
@@ -343,9 +370,7 @@ void dist_wrap_hooks(TrainHooks *h) {
 
 static int f_should_stop(void *user) {
     (void)user;
-    int stop = 0;
-    bcast_bytes(&stop, sizeof stop);
-    return stop;
+    return any_stop(g_follower_signal);
 }
 
 static int f_next_cmd(void *user, long step, int wait, TrainerCmd *c) {
@@ -373,8 +398,11 @@ int dist_follow(void) {
     /* Ctrl-C / SIGTERM (mpirun forwards them to every rank) is rank 0's to act on: it stops every
      * rank at the same boundary after the final checkpoint; a follower that died here would take the
      * job down before that */
-    signal(SIGINT, SIG_IGN);
-    signal(SIGTERM, SIG_IGN);
+    struct sigaction sa;
+    memset(&sa, 0, sizeof sa);
+    sa.sa_handler = on_follower_signal;
+    sigaction(SIGINT, &sa, NULL);
+    sigaction(SIGTERM, &sa, NULL);
     OptionsMsg *m = calloc(1, sizeof *m);
     if (!m) MPI_Abort(MPI_COMM_WORLD, 1);
     bcast_bytes(m, sizeof *m);
@@ -431,6 +459,8 @@ int dist_follow(void) {
     return rc;
 }
 
+void dist_no_handshake(void) { D.options_sent = D.start_sent = 1; }
+
 void dist_finish(void) {
     if (!D.on) return;
     if (D.size > 1 && D.rank == 0 && !D.options_sent) { /* followers wait for options: there is no run */
@@ -463,6 +493,8 @@ void dist_comm_stats(double *wait_s, double *bytes_per_step, double *hidden, lon
     *wait_s = *bytes_per_step = *hidden = 0.0;
     *steps = 0;
 }
+void dist_no_handshake(void) {}
+void dist_comm_reset(void) {}
 void dist_finish(void) {}
 
 #endif

@@ -34,6 +34,9 @@ void dist_wrap_hooks(TrainHooks *h);
 /* The communication so far: seconds blocked in exchanges, bytes sent per step, the exchange time
  * hidden behind the backward pass (fraction), steps. */
 void dist_comm_stats(double *wait_s, double *bytes_per_step, double *hidden, long *steps);
+void dist_comm_reset(void); /* the totals above start again (a benchmark's timed rounds) */
+/* A command whose ranks all run the same code (moelab bench): no options or start messages. */
+void dist_no_handshake(void);
 /* MPI_Finalize (rank 0 first tells followers still waiting that there is no run). */
 void dist_finish(void);
 
