@@ -319,7 +319,7 @@ static double moe_norm_entropy_(const double *v, int n) {
 
 // Fills the count-based statistics from kept[] (already in st): load entropy, MaxVio.
 static void moe_stats_load_(MoeStepStats *st, int E) {
-    double v[MOE_MAX_EXPERTS], tot = 0.0, mx = 0.0;
+    double v[MOE_MAX_EXPERTS] = {0}, tot = 0.0, mx = 0.0;
     for (int e = 0; e < E; e++) {
         v[e] = st->kept[e];
         tot += v[e];
@@ -1067,7 +1067,7 @@ void moe_stats_get(MoeHead *m, DistPack *p, int nranks) {
     const double B = dist_get(p), dropped = dist_get(p), empty = dist_get(p);
     const double conf = dist_get(p), wconf = dist_get(p), hsum = dist_get(p);
     const double laux = dist_get(p), lz = dist_get(p), pairs = dist_get(p), agree = dist_get(p);
-    double cv[MOE_MAX_EXPERTS];
+    double cv[MOE_MAX_EXPERTS] = {0};
     int fmx = 0, cmx = 0, dead = 0;
     for (int e = 0; e < E; e++) {
         st->demand[e] = (int)dist_get(p);

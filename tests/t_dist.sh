@@ -35,6 +35,10 @@ bad() { echo "FAIL  $*"; fail=$((fail + 1)); }
 check() { local msg=$1; shift; if "$@"; then ok "$msg"; else bad "$msg"; fi; }
 MPI=(timeout 300 mpirun --allow-run-as-root --oversubscribe)
 export OMPI_MCA_btl_vader_single_copy_mechanism=none # containers without CMA (ptrace) permission
+# under AddressSanitizer: Open MPI's own start-up allocations (in components it unloads at
+# MPI_Finalize) are reported as leaks; memory errors and UB are still caught; moelab's own leaks
+# are checked by the one-process tests, which run the same trainer code
+[ -n "${ASAN_OPTIONS:-}" ] && export ASAN_OPTIONS="$ASAN_OPTIONS:detect_leaks=0"
 
 final_ckpt() { echo "$1/ckpt-$(ls "$1" | sed -n 's/^ckpt-\([0-9]*\)\.h5$/\1/p' | sort -n | tail -1).h5"; }
 weights() { h5dump -A 0 -g /weights -g /buffers -g /optimizer -g /rng -g /dist -g /schedule -g /trainer "$(final_ckpt "$1")" | tail -n +2 | sha256sum | cut -c1-16; }

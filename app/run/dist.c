@@ -472,6 +472,9 @@ void dist_finish(void) {
         bcast_bytes(&s, sizeof s);
     }
     MPI_Finalize();
+    free(D.b);
+    free(D.recv);
+    D.b = NULL, D.recv = NULL, D.nb = 0, D.n = 0;
     D.on = 0;
 }
 
