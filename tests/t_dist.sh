@@ -4,7 +4,8 @@
 #      L_aux (a per-rank loss by design), the mean gradient of the first step on 2 ranks equals the
 #      1-rank gradient of the same global batch within 1e-5 of its largest entry (max difference
 #      printed), with the exchange cut into 64-float buckets so that many start during the backward;
-#      without --sync-bn it differs (per-rank batch statistics; printed);
+#      without --sync-bn it differs (per-rank batch statistics; printed); on 3 ranks the same, and
+#      both exchanges (allgather, reduce-scatter + allgather) end with the same weights;
 #   2. two N = 2 runs end bit-identical (weights, optimizer, streams, every rank's streams, history);
 #   3. SIGTERM to mpirun mid-run, then `mpirun -np 2 moelab train --resume`: weights and history equal
 #      the uninterrupted run; the same after SIGKILL of rank 1 (the job goes down, nothing is lost);
@@ -90,6 +91,23 @@ MOELAB_DIST_BUCKET=64 MOELAB_DIST_GRAD_DUMP=$T/b2.bin "${MPI[@]}" -np 2 "$BIN" t
 MOELAB_DIST_BUCKET=64 MOELAB_DIST_GRAD_DUMP=$T/b1.bin "${MPI[@]}" -np 1 "$BIN" train --headless "${D[@]}" --moe-after 0,2 --head dense --noise 0 --no-augment --cf 0 --sync-bn --alpha 0 > b1.log 2>&1
 d=$(graddiff b1.bin b2.bin)
 check "the same for routed layers in the backbone (--moe-after 0,2, dense head): $d" awk -v d="$d" 'BEGIN { exit !(d == d + 0 && d < 1e-5) }'
+
+# three ranks: the two exchanges (allgather of whole buckets; our reduce-scatter + allgather, the
+# default above 2 ranks) add in the same order, so they give the same bits; and the gradient
+# equals 1 rank's there too
+G3=(train --headless --dataset synthetic:16x16x3:4:360 --width 0.25 --batch 36 --experts 4 --hidden 16 --threads 1
+    --epochs 1 --noise 0 --no-augment --cf 0 --alpha 0 --sync-bn)
+for algo in allgather rsag; do
+  MOELAB_DIST_ALGO=$algo MOELAB_DIST_BUCKET=100 MOELAB_DIST_GRAD_DUMP=$T/g3$algo.bin "${MPI[@]}" -np 3 \
+    -x MOELAB_DIST_ALGO -x MOELAB_DIST_BUCKET -x MOELAB_DIST_GRAD_DUMP "$BIN" "${G3[@]}" --session R$algo > R$algo.log 2>&1 \
+    || bad "3 ranks, $algo: $(tail -3 R$algo.log)"
+done
+MOELAB_DIST_GRAD_DUMP=$T/g31.bin "${MPI[@]}" -np 1 "$BIN" "${G3[@]}" --no-session > g31.log 2>&1
+check "3 ranks: the allgather and the reduce-scatter exchanges end with the same weights" \
+  test "$(weights Rallgather)" = "$(weights Rrsag)"
+d=$(graddiff g31.bin g3rsag.bin)
+check "3 ranks (reduce-scatter, 100-float buckets): the gradient equals 1 rank's within 1e-5 ($d)" \
+  awk -v d="$d" 'BEGIN { exit !(d == d + 0 && d < 1e-5) }'
 
 # ---- 2. two N = 2 runs: the same bits
 RUN=(train --headless --dataset synthetic:16x16x3:4:2048 --width 0.25 --batch 32 --experts 4 --hidden 16 --threads 1

@@ -32,10 +32,23 @@ static long BUCKET_FLOATS = 1 << 18;
 
 typedef struct {
     long off, n, ready;
-    int started, done;
+    int state; /* 0 waiting for the backward, 1 first exchange in flight, 2 second (rsag), 3 done */
+    int pad_;
     double t_start;
     MPI_Request req;
+    int *cnt, *displ;   /* rsag: the floats of each rank's slice of the bucket, and where it starts */
+    int *rcnt, *rdispl; /* rsag: what this rank receives from each (its own slice's size, packed) */
 } Bucket;
+
+/* How a bucket's mean is made, both in rank order, so both give the same bits:
+ *   ALGO_ALLGATHER: every rank receives every rank's bucket and adds them (each rank sends its
+ *     bucket to N-1 others: 4 n (N-1) bytes; one exchange; the default for 2 ranks, where it moves
+ *     what a ring allreduce moves);
+ *   ALGO_RSAG: a reduce-scatter of our own (alltoall: rank r receives slice r of every rank's
+ *     bucket and adds them in rank order) then an allgather of the summed slices: 8 n (N-1)/N
+ *     bytes, a ring allreduce's volume; the default for more than 2 ranks.
+ * MOELAB_DIST_ALGO=allgather|rsag overrides (the tests check both give the same weights). */
+enum { ALGO_ALLGATHER, ALGO_RSAG };
 
 static struct {
     int on, rank, size;
@@ -48,6 +61,11 @@ static struct {
     int nb;
     float *recv; /* (size * n) */
     int no_overlap;
+    int algo;
+    MPI_Comm comm_a, comm_b; /* the buckets' first and second exchanges (each in the same order on
+                              * every rank; the blocking sums and broadcasts stay on MPI_COMM_WORLD) */
+    int *order, nstarted, nextb; /* buckets in the order their first exchange started */
+    int *cd;                     /* (nb, 4 size) the buckets' cnt, displ, rcnt, rdispl */
     double t_end_bwd, step_span, step_wait;
     /* totals */
     double wait_s, span_s, hidden_s, bytes;
@@ -133,18 +151,68 @@ static void c_scatter(void *ctx, const void *all, void *mine, long bytes) {
 
 static void bucket_start(Bucket *k) {
     k->t_start = now_s();
-    MPI_Iallgather(D.grad + k->off, (int)k->n, MPI_FLOAT, D.recv + (size_t)k->off * D.size, (int)k->n, MPI_FLOAT,
-                   MPI_COMM_WORLD, &k->req);
-    k->started = 1;
+    if (D.algo == ALGO_ALLGATHER) {
+        MPI_Iallgather(D.grad + k->off, (int)k->n, MPI_FLOAT, D.recv + (size_t)k->off * D.size, (int)k->n, MPI_FLOAT,
+                       D.comm_a, &k->req);
+        D.bytes += 4.0 * k->n * (D.size - 1);
+    } else {
+        const int mine = k->cnt[D.rank]; /* send slice r to rank r; receive my slice from each rank */
+        MPI_Ialltoallv(D.grad + k->off, k->cnt, k->displ, MPI_FLOAT, D.recv + (size_t)k->off * D.size, k->rcnt,
+                       k->rdispl, MPI_FLOAT, D.comm_a, &k->req);
+        D.bytes += 4.0 * (k->n - mine);
+    }
+    k->state = 1;
+    D.order[D.nstarted++] = (int)(k - D.b);
 }
 
+/* the bucket's mean once its first exchange is done: all of it (allgather), or this rank's slice,
+ * whose allgather then starts (rsag); rank order either way */
+static void bucket_reduce(Bucket *k) {
+    const float inv = 1.0f / (float)D.size;
+    const float *base = D.recv + (size_t)k->off * D.size;
+    if (D.algo == ALGO_ALLGATHER) {
+        float *restrict g = D.grad + k->off;
+        const long n = k->n;
+        for (long j = 0; j < n; j++) g[j] = base[j];
+        for (int r = 1; r < D.size; r++) {
+            const float *restrict p = base + (size_t)r * n;
+            for (long j = 0; j < n; j++) g[j] += p[j];
+        }
+        for (long j = 0; j < n; j++) g[j] *= inv;
+        k->state = 3;
+        return;
+    }
+    const long n = k->cnt[D.rank];
+    float *restrict g = D.grad + k->off + k->displ[D.rank];
+    for (long j = 0; j < n; j++) g[j] = base[j];
+    for (int r = 1; r < D.size; r++) {
+        const float *restrict p = base + (size_t)r * n;
+        for (long j = 0; j < n; j++) g[j] += p[j];
+    }
+    for (long j = 0; j < n; j++) g[j] *= inv;
+    MPI_Iallgatherv(MPI_IN_PLACE, 0, MPI_FLOAT, D.grad + k->off, k->cnt, k->displ, MPI_FLOAT, D.comm_b, &k->req);
+    D.bytes += 4.0 * n * (D.size - 1);
+    k->state = 2;
+}
+
+/* Lets the exchanges in flight progress (Open MPI moves non-blocking collectives only inside MPI
+ * calls). Buckets leave their first exchange in the order they entered it, so that the second
+ * exchanges start in the same order on every rank. */
 static void progress(void) {
-    for (int i = 0; i < D.nb; i++) {
-        Bucket *k = &D.b[i];
-        if (k->started && !k->done) {
+    while (D.nextb < D.nstarted) {
+        Bucket *k = &D.b[D.order[D.nextb]];
+        int flag = 0;
+        MPI_Test(&k->req, &flag, MPI_STATUS_IGNORE);
+        if (!flag) break;
+        bucket_reduce(k);
+        D.nextb++;
+    }
+    for (int i = 0; i < D.nextb; i++) {
+        Bucket *k = &D.b[D.order[i]];
+        if (k->state == 2) {
             int flag = 0;
             MPI_Test(&k->req, &flag, MPI_STATUS_IGNORE);
-            k->done = flag;
+            if (flag) k->state = 3;
         }
     }
 }
@@ -156,19 +224,38 @@ static void c_grad_begin(void *ctx, float *grad, long n) {
         free(D.recv);
         D.grad = grad;
         D.n = n;
+        free(D.order);
+        free(D.cd);
         D.nb = (int)((n + BUCKET_FLOATS - 1) / BUCKET_FLOATS);
         D.b = calloc((size_t)D.nb, sizeof *D.b);
         D.recv = malloc(sizeof(float) * (size_t)n * D.size);
-        if (!D.b || !D.recv) {
+        D.order = malloc(sizeof(int) * (size_t)D.nb);
+        D.cd = malloc(sizeof(int) * 4 * (size_t)D.size * D.nb);
+        if (!D.b || !D.recv || !D.order || !D.cd) {
             fprintf(stderr, "moelab train: rank %d: out of memory for the gradient exchange\n", D.rank);
             MPI_Abort(MPI_COMM_WORLD, 1);
         }
         for (int i = 0; i < D.nb; i++) {
-            D.b[i].off = (long)i * BUCKET_FLOATS;
-            D.b[i].n = n - D.b[i].off < BUCKET_FLOATS ? n - D.b[i].off : BUCKET_FLOATS;
+            Bucket *k = &D.b[i];
+            k->off = (long)i * BUCKET_FLOATS;
+            k->n = n - k->off < BUCKET_FLOATS ? n - k->off : BUCKET_FLOATS;
+            k->cnt = D.cd + (size_t)i * 4 * D.size;
+            k->displ = k->cnt + D.size;
+            k->rcnt = k->displ + D.size;
+            k->rdispl = k->rcnt + D.size;
+            for (int r = 0, at = 0; r < D.size; r++) { /* slice r: n / N floats, the first n % N one more */
+                k->cnt[r] = (int)(k->n / D.size + (r < k->n % D.size));
+                k->displ[r] = at;
+                at += k->cnt[r];
+            }
+            for (int r = 0; r < D.size; r++) {
+                k->rcnt[r] = k->cnt[D.rank];
+                k->rdispl[r] = r * k->cnt[D.rank];
+            }
         }
     }
-    for (int i = 0; i < D.nb; i++) D.b[i].ready = D.b[i].started = D.b[i].done = 0;
+    for (int i = 0; i < D.nb; i++) D.b[i].ready = D.b[i].state = 0;
+    D.nstarted = D.nextb = 0;
     D.step_wait = 0;
 }
 
@@ -180,7 +267,7 @@ static void c_grad_ready(void *ctx, long off, long n) {
         if (k->off >= off + n) break;
         const long lo = off > k->off ? off : k->off, hi = off + n < k->off + k->n ? off + n : k->off + k->n;
         if (hi > lo) k->ready += hi - lo;
-        if (k->ready >= k->n && !k->started) bucket_start(k);
+        if (k->ready >= k->n && !k->state) bucket_start(k);
     }
     progress();
 }
@@ -188,27 +275,18 @@ static void c_grad_ready(void *ctx, long off, long n) {
 static void c_grad_end(void *ctx) {
     (void)ctx;
     D.t_end_bwd = now_s();
+    for (int i = 0; i < D.nb; i++) /* the ranges nobody reported, in index order on every rank */
+        if (!D.b[i].state) bucket_start(&D.b[i]);
     double first = D.t_end_bwd;
-    for (int i = 0; i < D.nb; i++) {
-        if (!D.b[i].started) bucket_start(&D.b[i]);
-        if (D.b[i].t_start < first) first = D.b[i].t_start;
-    }
     for (int i = 0; i < D.nb; i++)
-        if (!D.b[i].done) MPI_Wait(&D.b[i].req, MPI_STATUS_IGNORE);
-    const double t1 = now_s();
-    const float inv = 1.0f / (float)D.size;
-    for (int bi = 0; bi < D.nb; bi++) { /* rank order, the same on every rank */
-        const Bucket *k = &D.b[bi];
-        const float *base = D.recv + (size_t)k->off * D.size;
-        float *restrict g = D.grad + k->off;
-        const long n = k->n;
-        for (long j = 0; j < n; j++) g[j] = base[j];
-        for (int r = 1; r < D.size; r++) {
-            const float *restrict p = base + (size_t)r * n;
-            for (long j = 0; j < n; j++) g[j] += p[j];
-        }
-        for (long j = 0; j < n; j++) g[j] *= inv;
+        if (D.b[i].t_start < first) first = D.b[i].t_start;
+    for (;;) {
+        progress();
+        int left = 0;
+        for (int i = 0; i < D.nb; i++) left += D.b[i].state != 3;
+        if (!left) break;
     }
+    const double t1 = now_s();
     const char *dump = grad_dump();
     if (D.steps == 0 && D.rank == 0 && dump) {
         FILE *f = fopen(dump, "wb");
@@ -219,7 +297,6 @@ static void c_grad_end(void *ctx) {
     D.wait_s += (t1 - D.t_end_bwd) + D.step_wait;
     D.span_s += t1 - first;
     D.hidden_s += D.t_end_bwd - first;
-    D.bytes += 4.0 * D.n * (D.size - 1);
     D.steps++;
 }
 
@@ -246,6 +323,12 @@ int dist_init(void) {
     D.no_overlap = getenv("MOELAB_DIST_NO_OVERLAP") && atoi(getenv("MOELAB_DIST_NO_OVERLAP"));
     const char *bk = getenv("MOELAB_DIST_BUCKET");
     if (bk && atol(bk) >= 16) BUCKET_FLOATS = atol(bk);
+    const char *al = getenv("MOELAB_DIST_ALGO");
+    D.algo = al && !strcmp(al, "rsag") ? ALGO_RSAG : al && !strcmp(al, "allgather") ? ALGO_ALLGATHER
+             : D.size > 2                                                           ? ALGO_RSAG
+                                                                                    : ALGO_ALLGATHER;
+    MPI_Comm_dup(MPI_COMM_WORLD, &D.comm_a);
+    MPI_Comm_dup(MPI_COMM_WORLD, &D.comm_b);
     D.comm = (TrainComm){.rank = D.rank,
                          .size = D.size,
                          .ctx = NULL,
@@ -471,10 +554,14 @@ void dist_finish(void) {
         StartMsg s = {0};
         bcast_bytes(&s, sizeof s);
     }
+    MPI_Comm_free(&D.comm_a);
+    MPI_Comm_free(&D.comm_b);
     MPI_Finalize();
     free(D.b);
     free(D.recv);
-    D.b = NULL, D.recv = NULL, D.nb = 0, D.n = 0;
+    free(D.order);
+    free(D.cd);
+    D.b = NULL, D.recv = NULL, D.order = NULL, D.cd = NULL, D.nb = 0, D.n = 0;
     D.on = 0;
 }
 
