@@ -301,7 +301,8 @@ static void c_grad_end(void *ctx) {
 }
 
 static int launched_by_mpi(void) {
-    return getenv("OMPI_COMM_WORLD_SIZE") || getenv("PMI_SIZE") || getenv("PMIX_RANK") || getenv("SLURM_STEP_ID");
+    if (getenv("MOELAB_NO_DIST")) return 0; /* a run a sweep started: one process (sweep_run.c) */
+    return getenv("OMPI_COMM_WORLD_SIZE") || getenv("PMI_SIZE") || getenv("PMIX_RANK");
 }
 
 int dist_init(void) {

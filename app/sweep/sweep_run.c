@@ -436,6 +436,9 @@ int sweep_mpi_start(Mpi *m) {
     memset(m, 0, sizeof *m);
     m->size = 1;
     m->local = 1;
+    /* the runs a sweep starts are one-process runs, even when the sweep's ranks came from mpirun
+     * (whose variables they inherit): app/run/dist.c */
+    setenv("MOELAB_NO_DIST", "1", 1);
     const int launched = getenv("OMPI_COMM_WORLD_SIZE") || getenv("PMI_SIZE") || getenv("PMIX_RANK");
     if (!launched) return 0;
     const int size = env_int("OMPI_COMM_WORLD_SIZE", env_int("PMI_SIZE", 1));
