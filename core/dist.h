@@ -10,6 +10,8 @@
 #ifndef ML_DIST_H
 #define ML_DIST_H
 
+#include <stdlib.h>
+
 typedef struct TrainComm {
     int rank, size; /* this process, and how many train the run */
     void *ctx;
@@ -34,17 +36,32 @@ typedef struct TrainComm {
 } TrainComm;
 
 /* A vector of doubles summed over ranks in one call: add values in the same order on every rank,
- * sum, then read them back in that order. */
+ * sum, then read them back in that order. Zero-initialise; dist_pack_free when done. */
 typedef struct {
-    double v[1024];
-    int n, r;
-    int overflow;
+    double *v;
+    long n, r, cap;
+    int overflow; /* out of memory: the pack is incomplete */
+    int pad_;
 } DistPack;
 
 static inline void dist_put(DistPack *p, double x) {
-    if (p->n < (int)(sizeof p->v / sizeof *p->v)) p->v[p->n++] = x;
-    else p->overflow = 1;
+    if (p->n == p->cap) {
+        const long cap = p->cap ? 2 * p->cap : 256;
+        double *v = (double *)realloc(p->v, sizeof(double) * (size_t)cap);
+        if (!v) {
+            p->overflow = 1;
+            return;
+        }
+        p->v = v;
+        p->cap = cap;
+    }
+    p->v[p->n++] = x;
 }
 static inline double dist_get(DistPack *p) { return p->r < p->n ? p->v[p->r++] : 0.0; }
+static inline void dist_pack_free(DistPack *p) {
+    free(p->v);
+    p->v = NULL;
+    p->n = p->r = p->cap = 0;
+}
 
 #endif

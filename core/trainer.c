@@ -309,38 +309,51 @@ static void drops_add(int *counts, const MoeHead *r, const int32_t *labels, int 
             if (r->row[(size_t)b * k + j] < 0) counts[(size_t)labels[b] * E + r->sel[(size_t)b * k + j]]++;
 }
 
-/* drops_add for this step's batch; in a data-parallel run every rank's pairs, summed (so drop_ce is
- * the same on every rank and a checkpoint of rank 0 holds the whole run's) */
-static void drops_step(Trainer *t, int *counts, const MoeHead *r) {
-    if (!t->comm) {
-        drops_add(counts, r, t->labels, t->Bl);
-        return;
-    }
-    const long n = (long)t->src.classes * r->cfg.E;
-    int *mine = calloc((size_t)n, sizeof *mine);
-    double *all = malloc(sizeof(double) * (size_t)n);
-    if (!mine || !all) ML_ASSERT(!"out of memory for the drop counts");
-    drops_add(mine, r, t->labels, t->Bl);
-    for (long i = 0; i < n; i++) all[i] = mine[i];
-    t->comm->sum(t->comm->ctx, all, n);
-    for (long i = 0; i < n; i++) counts[i] += (int)all[i];
-    free(mine);
-    free(all);
-}
-
-/* The routing statistics of every routed layer, summed over the ranks (moe_stats_put/get). */
-static void stats_allsum(Trainer *t) {
+/* A data-parallel step's one exchange of numbers after the backward: the loss, the total loss and
+ * the hits, every routed layer's statistics (moe_stats_put/get) and the pairs capacity dropped by
+ * class and expert, summed over the ranks. Every rank then holds the whole batch's figures and takes
+ * the same decisions (NaN, collapse, the utility-bias update); drop_ce is the whole run's, so rank
+ * 0's checkpoint holds it. One sum per step: each sum makes the ranks wait for the slowest. */
+static ml_status step_allsum(Trainer *t, double *loss, double *total, int *correct) {
     Model *m = &t->model;
-    DistPack *p = calloc(1, sizeof *p);
-    ML_ASSERT(p);
     const int is_moe = t->cfg.model.head.kind != HEAD_DENSE;
-    if (is_moe) moe_stats_put(&m->moe, p);
-    for (int i = 0; i < m->nmoec; i++) moe_stats_put(&m->moec[i].route, p);
-    ML_ASSERT(!p->overflow);
-    t->comm->sum(t->comm->ctx, p->v, p->n);
-    if (is_moe) moe_stats_get(&m->moe, p, t->nranks);
-    for (int i = 0; i < m->nmoec; i++) moe_stats_get(&m->moec[i].route, p, t->nranks);
-    free(p);
+    const int head_drops = t->drop_ce && m->moe.cfg.kind == HEAD_MOE;
+    const int K = t->src.classes;
+    DistPack p = {0};
+    dist_put(&p, *loss);
+    dist_put(&p, *total);
+    dist_put(&p, *correct);
+    if (is_moe) moe_stats_put(&m->moe, &p);
+    for (int i = 0; i < m->nmoec; i++) moe_stats_put(&m->moec[i].route, &p);
+    for (int l = -1; l < t->nbl; l++) { /* the drops: the head's, then each backbone layer's */
+        if (l < 0 && !head_drops) continue;
+        const MoeHead *r = l < 0 ? &m->moe : &m->moec[t->bl[l].mi].route;
+        const long n = (long)K * r->cfg.E, base = p.n;
+        for (long i = 0; i < n; i++) dist_put(&p, 0.0);
+        if (p.overflow) break;
+        for (int b = 0; b < t->Bl; b++)
+            for (int j = 0; j < r->cfg.k; j++)
+                if (r->row[(size_t)b * r->cfg.k + j] < 0)
+                    p.v[base + (long)t->labels[b] * r->cfg.E + r->sel[(size_t)b * r->cfg.k + j]] += 1.0;
+    }
+    if (p.overflow) {
+        dist_pack_free(&p);
+        return ml_fail(ML_ERR_NOMEM, "out of memory for the step's sums over the ranks");
+    }
+    t->comm->sum(t->comm->ctx, p.v, p.n);
+    *loss = dist_get(&p) / t->nranks;
+    *total = dist_get(&p) / t->nranks;
+    *correct = (int)dist_get(&p);
+    if (is_moe) moe_stats_get(&m->moe, &p, t->nranks);
+    for (int i = 0; i < m->nmoec; i++) moe_stats_get(&m->moec[i].route, &p, t->nranks);
+    for (int l = -1; l < t->nbl; l++) {
+        if (l < 0 && !head_drops) continue;
+        int *counts = l < 0 ? t->drop_ce : t->bl[l].drop_ce;
+        const long n = (long)K * (l < 0 ? m->moe.cfg.E : m->moec[t->bl[l].mi].route.cfg.E);
+        for (long i = 0; i < n; i++) counts[i] += (int)dist_get(&p);
+    }
+    dist_pack_free(&p);
+    return ML_OK;
 }
 
 static void trainer_layer_taus(Trainer *t) {
@@ -371,33 +384,29 @@ ml_status trainer_step(Trainer *t, StepRecord *rec) {
     const float lr = t->lr_override > 0 ? t->lr_override : lr_value(&t->cfg.lr, t->step);
     trainer_layer_taus(t);
     model_forward(m, Bl, 1, tau, &t->rng_noise);
-    /* the pairs capacity dropped, by the sample's class and the pair's expert */
-    if (t->drop_ce && m->moe.cfg.kind == HEAD_MOE) drops_step(t, t->drop_ce, &m->moe);
-    for (int i = 0; i < t->nbl; i++) drops_step(t, t->bl[i].drop_ce, &m->moec[t->bl[i].mi].route);
+    /* the pairs capacity dropped, by the sample's class and the pair's expert (data parallel:
+     * counted after the backward, with the step's sums) */
+    if (!t->comm && t->drop_ce && m->moe.cfg.kind == HEAD_MOE) drops_add(t->drop_ce, &m->moe, t->labels, Bl);
+    for (int i = 0; i < t->nbl && !t->comm; i++) drops_add(t->bl[i].drop_ce, &m->moec[t->bl[i].mi].route, t->labels, Bl);
     int correct = 0;
     double loss = model_loss(m, t->labels, Bl, &correct);
     double total = loss;
     const int is_moe = t->cfg.model.head.kind != HEAD_DENSE;
     if (is_moe) total += m->moe.cfg.alpha * m->moe.stats.l_aux + m->moe.cfg.beta * m->moe.stats.l_z;
     if (m->nmoec > 0) total += model_backbone_aux_loss(m); /* every backbone MoE layer's losses */
-    if (t->comm) { /* the whole batch's loss and hits: every rank takes the same decision below */
-        double v[3] = {loss, total, correct};
-        t->comm->sum(t->comm->ctx, v, 3);
-        loss = v[0] / t->nranks;
-        total = v[1] / t->nranks;
-        correct = (int)v[2];
+    if (t->comm) { /* the backward first (its gradient exchange overlaps it), then one sum of figures */
+        t->comm->grad_begin(t->comm->ctx, m->grad, m->n_param);
+        model_backward(m, t->labels, Bl); /* a NaN here is caught below, before the update */
+        t->comm->grad_end(t->comm->ctx);  /* the mean gradient of the global batch */
+        const ml_status ss = step_allsum(t, &loss, &total, &correct);
+        if (ss != ML_OK) return ss;
     }
     if (!isfinite(total))
         return ml_fail(ML_ERR_NUMERIC,
                        "loss is %s at step %ld (epoch %d): training stopped before the update; "
                        "try a lower --lr or a higher --tau-min",
                        isnan(total) ? "NaN" : "infinite", t->step + 1, t->epoch + 1);
-    if (t->comm) t->comm->grad_begin(t->comm->ctx, m->grad, m->n_param);
-    model_backward(m, t->labels, Bl); /* gradients are zero here (optim_step consumes them) or written whole */
-    if (t->comm) {
-        t->comm->grad_end(t->comm->ctx); /* the mean gradient of the global batch */
-        stats_allsum(t);
-    }
+    if (!t->comm) model_backward(m, t->labels, B); /* gradients are zero here (optim_step consumes them) or written whole */
     optim_step(&t->opt, m, lr);
     double rho_real = 0.0;
     if (is_moe) {
