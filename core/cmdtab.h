@@ -1,11 +1,12 @@
-/* cmdtab.h — the command language's words, one row per command (indexed by CmdKind, core/records.h):
+/* cmdtab.h — the command language's words, one row per command (core/cmdrows.h, which also makes
+ * the CmdKind enum of core/records.h):
  * its name, its arguments, a help line, whether an --on-collapse rule may contain it and whether it
  * takes an @layer suffix. The parser (app/cli/commands.c), readline completion
  * (app/term/tui_cmdline.c), the help overlay (views/view_help.c), the control socket's `help`
  * reply (app/steer/control.c), `--commands` in --help and the man page's COMMAND LANGUAGE section
  * (which tests/t_readme.sh holds the README's table against) all come from it.
- * Adding a command: its CmdKind (core/records.h), its row here, its arguments in command_parse
- * (when it takes any) and what the trainer does with it. */
+ * Adding a command: its row in core/cmdrows.h (its CmdKind comes with it), its arguments in
+ * command_parse (when it takes any) and what the trainer does with it (core/trainer.c). */
 #ifndef ML_CMDTAB_H
 #define ML_CMDTAB_H
 
@@ -13,22 +14,7 @@
 
 #include "records.h"
 
-#define CMD_KIND_COUNT (CMD_ON_COLLAPSE + 1)
-
-/* X(kind, name, args, help, rule, layer, file): see CmdInfo. */
-#define CMD_ROWS(X)                                                                                              \
-    X(CMD_PAUSE, "pause", "", "pause the run (live screen, control socket)", 0, 0, 0)                            \
-    X(CMD_RESUME, "resume", "", "resume a paused run", 0, 0, 0)                                                  \
-    X(CMD_STEP, "step", "[N]", "run N steps (default 1) while paused", 0, 0, 0)                                  \
-    X(CMD_SET, "set", "PARAM VALUE", "set a parameter from the next step on", 1, 1, 1)                           \
-    X(CMD_ANNEAL, "anneal", "KIND [TAU0|now [TAU1]] [KEY=V ...]",                                                \
-      "replace the temperature schedule from now to the end of training", 1, 1, 1)                               \
-    X(CMD_SNAPSHOT, "snapshot", "", "write a checkpoint now", 1, 0, 1)                                           \
-    X(CMD_EVAL, "eval", "", "evaluate on the test split now", 1, 0, 1)                                           \
-    X(CMD_QUIT, "quit", "", "stop the run", 0, 0, 1)                                                             \
-    X(CMD_HELP, "help", "", "the help overlay (live screen)", 0, 0, 0)                                           \
-    X(CMD_ON_COLLAPSE, "on-collapse", "pause | off | COMMAND[; COMMAND...]",                                     \
-      "the rule applied once at the next red collapse; off removes it", 0, 0, 0)
+#define CMD_KIND_COUNT CMD_KIND_COUNT_
 
 typedef struct {
     const char *name; /* the word typed */

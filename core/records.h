@@ -179,18 +179,17 @@ void eval_routing_line(const EvalRecord *r, const StepRecord *last, char *buf, s
 
 /* ---- commands: the command language (parsed in app/commands.c) acts on the trainer through
  * these typed records, always between two steps. */
+#include "cmdrows.h" /* CMD_ROWS: one row per command */
+// clang-format off
 typedef enum {
-    CMD_PAUSE,
-    CMD_RESUME,
-    CMD_STEP,
-    CMD_SET,
-    CMD_ANNEAL,
-    CMD_SNAPSHOT,
-    CMD_EVAL,
-    CMD_QUIT,
-    CMD_HELP,
-    CMD_ON_COLLAPSE,
+#define CMD_KIND_ENUM_(kind, ...) kind,
+    CMD_ROWS(CMD_KIND_ENUM_)
+#undef CMD_KIND_ENUM_
 } CmdKind;
+#define CMD_KIND_ONE_(...) +1
+enum { CMD_KIND_COUNT_ = 0 CMD_ROWS(CMD_KIND_ONE_) }; /* how many kinds (cmdtab.h: CMD_KIND_COUNT) */
+#undef CMD_KIND_ONE_
+// clang-format on
 #include "params.h" /* CmdParam: the table of `set` parameters */
 /* Where a command came from: typed on the live screen, a --commands file (and replay), the control
  * socket, or the --on-collapse / `on-collapse` rule. The event log records a socket/screen/file

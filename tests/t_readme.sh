@@ -7,7 +7,7 @@
 #     reads, and the anneal keys with the option of each; the checkpoint format (sessions/README.md)
 #     numbers the kinds in enum order;
 #   - The command language lists every `set` parameter and no other, and its anneal line the keys;
-#     its table names every command of the command table (core/cmdtab.h, as the man page's
+#     its table names every command of the command table (core/cmdrows.h, as the man page's
 #     COMMAND LANGUAGE section prints it) and no other;
 #   - README.md is under 1,000 lines with a table of contents; no doc points to DESIGN.md (it is not
 #     in the repository); every relative link of the docs names a file and a heading that exist.
