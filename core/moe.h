@@ -106,7 +106,8 @@ size_t moe_param_count(const MoeConfig *c, int Bmax);
 // HEAD_DENSE).
 void moe_params_point(MoeParams *p, float *base, const MoeConfig *c, int Bmax);
 
-// Statistics of one forward (vectors have E valid entries).
+// Statistics of one forward (vectors have E valid entries). A new field: also in moe_stats_put /
+// moe_stats_get (below), or a data-parallel run keeps each rank's own value of it.
 // For the soft heads: demand = kept = number of samples whose largest expert weight is e
 // (softmoe-batch: per-expert weight = sum of the combine weights of its slots), mean_gate = mean
 // expert weight, confidence = mean over samples of the largest expert weight, dropped and

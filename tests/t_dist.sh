@@ -11,8 +11,9 @@
 #      the uninterrupted run; the same after SIGKILL of rank 1 (the job goes down, nothing is lost);
 #   4. a resume or replay on another number of ranks is refused with the command that works;
 #      a --batch the ranks do not divide is refused; neither hangs;
-#   5. `moelab ctl` steers an N = 2 run (set, pause while the other rank sleeps, resume, quit), the
-#      commands are logged once, and `mpirun -np 2 moelab replay` MATCHes.
+#   5. `moelab ctl` steers an N = 2 run (set, pause while the other rank sleeps, resume, quit) and so
+#      does `moelab attach` in tmux (a `set` typed there), the commands are logged once, and
+#      `mpirun -np 2 moelab replay` MATCHes.
 # Needs mpirun, h5dump and a moelab built with MPI; exits 77 (ctest: skipped) without them.
 set -u
 BIN=${1:?usage: t_dist.sh path/to/moelab}
@@ -180,6 +181,25 @@ ticks() { awk '{ print $14 + $15 }' "/proc/$1/stat" 2>/dev/null; }
 c0=$(ticks "$R1"); sleep 2; c1=$(ticks "$R1")
 cpu=$(awk -v a="${c0:-0}" -v b="${c1:-0}" -v hz="$(getconf CLK_TCK)" 'BEGIN { printf "%.0f", 100 * (b - a) / hz / 2 }')
 check "rank 1 sleeps while the run is paused (${cpu}% of a core over 2 s, not a spinning broadcast)" test "${cpu:-100}" -lt 50
+if command -v tmux > /dev/null 2>&1; then # `moelab attach` to the N = 2 run, typed as a person does
+  TM=(tmux -L moelabdist-$$ -f /dev/null)
+  "${TM[@]}" new-session -d -x 120 -y 40 -s at "cd '$T' && env LANG=C.UTF-8 LC_ALL=C.UTF-8 '$BIN' attach '$T/P'; sleep 100"
+  seen=0
+  for ((i = 0; i < 300; i++)); do "${TM[@]}" capture-pane -p -t at 2>/dev/null | grep -q 'attached' && { seen=1; break; }; sleep 0.1; done
+  check "moelab attach to the N = 2 run: attached" test $seen = 1
+  "${TM[@]}" send-keys -t at -l "set beta 0.002"
+  "${TM[@]}" send-keys -t at Enter
+  seen=0
+  for ((i = 0; i < 300; i++)); do
+    "${TM[@]}" capture-pane -p -t at 2>/dev/null | grep -Eq 'set beta 0.002 -> ok step=[0-9]+ set beta 0.002' && { seen=1; break; }
+    sleep 0.1
+  done
+  check "set beta 0.002 typed in attach: rank 0's reply (every rank applies it at that boundary)" test $seen = 1
+  "${TM[@]}" send-keys -t at q
+  "${TM[@]}" kill-server > /dev/null 2>&1
+else
+  echo "SKIP  moelab attach to the N = 2 run: tmux not installed"
+fi
 check "ctl resume: ok" sh -c "'$BIN' ctl P resume | grep -q '^ok step='"
 wait_epochs P 4 || bad "run P did not go on after resume"
 check "ctl set alpha 0.02: ok" sh -c "'$BIN' ctl P set alpha 0.02 | grep -q '^ok step='"
