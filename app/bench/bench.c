@@ -236,8 +236,8 @@ int cmd_bench(int argc, char **argv) {
            R > 1 ? " per rank, all ranks at once, summed" : "");
     print_load();
     printf("\n");
-    printf("%-10s %9s %9s %11s %9s %8s %10s %10s\n", "head", "train/s", "ms/step", "MFLOP/img", "GFLOP/s", "%SGEMM",
-           "eval img/s", "eval/train");
+    printf("%-10s %9s %9s %11s %9s %8s %10s %10s %6s\n", "head", "train/s", "ms/step", "MFLOP/img", "GFLOP/s", "%SGEMM",
+           "eval img/s", "eval/train", "ranks");
     char heads[64];
     snprintf(heads, sizeof heads, "%s", o.heads);
     int rc = 0;
@@ -280,10 +280,10 @@ int cmd_bench(int argc, char **argv) {
         const double img_s = median(ips, nrep), eval_s = median(eps, nrep);
         const double mflop = 3.0 * model_flops(&m) / 1e6;
         const double gflops = img_s * mflop / 1e3;
+        printf("%-10s %9.0f %9.2f %11.2f %9.1f %7.1f%% %10.0f %9.2fx %6d\n", name, img_s, 1e3 * global_B / img_s, mflop,
+               gflops, 100.0 * gflops / sgemm, eval_s, eval_s / img_s, R);
         char df[160];
         bench_dist_line(1e3 * global_B / img_s, df, sizeof df);
-        printf("%-10s %9.0f %9.2f %11.2f %9.1f %7.1f%% %10.0f %9.2fx\n", name, img_s, 1e3 * global_B / img_s, mflop,
-               gflops, 100.0 * gflops / sgemm, eval_s, eval_s / img_s);
         printf("bench head=%s img_per_s=%.1f gflops=%.2f sgemm_gflops=%.2f sgemm_fraction=%.4f eval_img_per_s=%.1f "
                "eval_ratio=%.3f%s\n",
                name, img_s, gflops, sgemm, gflops / sgemm, eval_s, eval_s / img_s, df);

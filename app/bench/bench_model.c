@@ -125,12 +125,12 @@ int bench_backbone_model(const AppOptions *o) {
     }
     const double img_s = bm_median(ips, nrep), eval_s = bm_median(eps, nrep);
     const double mflop = 3.0 * model_flops(&m) / 1e6, gflops = img_s * mflop / 1e3;
-    printf("%-16s %9s %9s %11s %9s %8s %10s %10s\n", "model", "img/s", "ms/step", "MFLOP/img", "GFLOP/s", "%SGEMM",
-           "eval img/s", "eval/train");
+    printf("%-16s %9s %9s %11s %9s %8s %10s %10s %6s\n", "model", "img/s", "ms/step", "MFLOP/img", "GFLOP/s", "%SGEMM",
+           "eval img/s", "eval/train", "ranks");
+    printf("%-16s %9.0f %9.2f %11.2f %9.1f %7.1f%% %10.0f %9.2fx %6d\n", o->bench_model, img_s, 1e3 * global_B / img_s,
+           mflop, gflops, 100.0 * gflops / sgemm, eval_s, eval_s / img_s, R);
     char df[160];
     bench_dist_line(1e3 * global_B / img_s, df, sizeof df);
-    printf("%-16s %9.0f %9.2f %11.2f %9.1f %7.1f%% %10.0f %9.2fx\n", o->bench_model, img_s, 1e3 * global_B / img_s,
-           mflop, gflops, 100.0 * gflops / sgemm, eval_s, eval_s / img_s);
     printf("bench model=%s img_per_s=%.1f gflops=%.2f sgemm_gflops=%.2f sgemm_fraction=%.4f rho_nominal=%.4f "
            "eval_img_per_s=%.1f eval_ratio=%.3f%s\n",
            o->bench_model, img_s, gflops, sgemm, gflops / sgemm, model_rho_nominal(&m), eval_s, eval_s / img_s, df);
