@@ -2,10 +2,11 @@
  * 64x64x3 model with routed conv-FFN layers inside the backbone (model_preset_backbone_moe, README
  * "MoE in the backbone"), or of its matched dense baseline, on random data, next to the OpenBLAS
  * SGEMM rate measured in the same run, and its evaluation rate (forward only). Medians over
- * --repeat measurements of --steps steps; --profile adds the per-layer table (app/bench.c).
+ * --repeat measurements of --steps steps; --profile adds the per-layer table (bench_common.c).
  * tests/bench_torch_backbone.sh runs it alternately with its PyTorch twin. */
 #include "app/cli/app.h"
 #include "app/cli/options.h"
+#include "app/bench/bench.h"
 #include "app/run/dist.h"
 
 #include <cblas.h>
@@ -13,58 +14,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-
-static int bm_cmp(const void *a, const void *b) {
-    const double x = *(const double *)a, y = *(const double *)b;
-    return (x > y) - (x < y);
-}
-
-static double bm_median(double *v, int n) {
-    qsort(v, n, sizeof *v, bm_cmp);
-    return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
-}
-
-/* Best-of-reps SGEMM rate of an n^3 product (GFLOP/s), as `moelab bench` measures it. */
-static double bm_sgemm_rate(int n, int reps) {
-    float *a = ml_alloc(sizeof(float) * n * n), *b = ml_alloc(sizeof(float) * n * n),
-          *c = ml_alloc(sizeof(float) * n * n);
-    double best = 1e30;
-    if (a && b && c) {
-        for (long i = 0; i < (long)n * n; i++) a[i] = (float)(i % 7) * 0.1f, b[i] = (float)(i % 5) * 0.1f;
-        for (int r = 0; r < reps + 1; r++) {
-            double t = ml_now();
-            cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, n, n, n, 1.0f, a, n, b, n, 0.0f, c, n);
-            t = ml_now() - t;
-            if (r > 0 && t < best) best = t;
-        }
-    }
-    ml_free(a);
-    ml_free(b);
-    ml_free(c);
-    return best < 1e30 ? 2.0 * n * n * n / best / 1e9 : 0.0;
-}
-
-static double bm_time_steps(Model *m, Optimizer *o, const int32_t *labels, int B, int steps, Rng *rng) {
-    const double t = ml_now();
-    for (int s = 0; s < steps; s++) {
-        model_forward(m, B, 1, 1.0f, rng);
-        model_loss(m, labels, B, NULL);
-        bench_dist_step_begin(m);
-        model_backward(m, labels, B);
-        bench_dist_step_end();
-        optim_step(o, m, 0.01f);
-        if (m->cfg.head.kind != HEAD_DENSE) moe_update_bias(&m->moe);
-        model_backbone_update_bias(m);
-    }
-    return ml_now() - t;
-}
-
-/* Times `steps` evaluation forward passes (running statistics, evaluation capacity). */
-static double bm_time_eval(Model *m, int B, int steps, Rng *rng) {
-    const double t = ml_now();
-    for (int s = 0; s < steps; s++) model_forward(m, B, 0, 1.0f, rng);
-    return ml_now() - t;
-}
 
 int bench_backbone_model(const AppOptions *o) {
     const TrainConfig *tc = &o->train;
@@ -99,8 +48,8 @@ int bench_backbone_model(const AppOptions *o) {
     bench_dist_model(&m);
     double sg[16];
     const int nsg = o->repeat < 16 ? o->repeat : 16;
-    for (int i = 0; i < nsg; i++) sg[i] = bm_sgemm_rate(1024, 10);
-    const double sgemm = bench_dist_sgemm(bm_median(sg, nsg)); /* every rank's at once, summed */
+    for (int i = 0; i < nsg; i++) sg[i] = bench_sgemm_rate(1024, 10);
+    const double sgemm = bench_dist_sgemm(bench_median(sg, nsg)); /* every rank's at once, summed */
     printf("OpenBLAS SGEMM 1024x1024x1024: %.1f GFLOP/s%s\n\n", sgemm, R > 1 ? " (all ranks at once, summed)" : "");
     Rng rng;
     rng_seed(&rng, tc->seed + (uint64_t)dist_rank());
@@ -114,16 +63,16 @@ int bench_backbone_model(const AppOptions *o) {
         return 1;
     }
     for (int b = 0; b < B; b++) labels[b] = (int32_t)rng_below(&rng, (uint32_t)mc.classes);
-    bm_time_steps(&m, &opt, labels, B, 3, &rng);
-    bm_time_eval(&m, B, 2, &rng);
+    bench_time_steps(&m, &opt, labels, B, 3, &rng, NULL);
+    bench_time_eval(&m, B, 2, &rng);
     double ips[64], eps[64];
     const int nrep = o->repeat < 64 ? o->repeat : 64;
     dist_comm_reset();
     for (int i = 0; i < nrep; i++) { /* images per second of the whole run: every rank's part */
-        ips[i] = R * o->steps * (double)B / bm_time_steps(&m, &opt, labels, B, o->steps, &rng);
-        eps[i] = R * o->steps * (double)B / bm_time_eval(&m, B, o->steps, &rng);
+        ips[i] = R * o->steps * (double)B / bench_time_steps(&m, &opt, labels, B, o->steps, &rng, NULL);
+        eps[i] = R * o->steps * (double)B / bench_time_eval(&m, B, o->steps, &rng);
     }
-    const double img_s = bm_median(ips, nrep), eval_s = bm_median(eps, nrep);
+    const double img_s = bench_median(ips, nrep), eval_s = bench_median(eps, nrep);
     const double mflop = 3.0 * model_flops(&m) / 1e6, gflops = img_s * mflop / 1e3;
     printf("%-16s %9s %9s %11s %9s %8s %10s %10s %6s\n", "model", "img/s", "ms/step", "MFLOP/img", "GFLOP/s", "%SGEMM",
            "eval img/s", "eval/train", "ranks");

@@ -46,23 +46,6 @@ void app_options_help(const char *cmd);
 int app_option_launch_only(int argc, char **argv, int i);
 /* `moelab bench --model backbone-moe|backbone-ffn` (app/bench_model.c); returns the exit status. */
 int bench_backbone_model(const AppOptions *o);
-/* `--profile`'s per-layer table of `steps` profiled training steps (app/bench.c); kind "head"
- * or "model" and name label the table and its machine-readable `profile <kind>=<name>` line. */
-void bench_profile_table(Model *m, Optimizer *opt, const int32_t *labels, int B, int steps, int threads, Rng *rng,
-                         const char *kind, const char *name);
-
-/* moelab bench under mpirun (app/bench.c): every rank times its part of the batch and exchanges
- * gradients as a training run does. bench_dist_prepare: the local batch of *B (refused when the
- * ranks do not divide it: -1) and the gradient hook on m (after model_init); bench_dist_sgemm: the
- * machine's SGEMM rate, every rank's measured at once and summed; bench_dist_line: the ranks'
- * line (communication per step, bytes, overlap) and the machine-readable fields (stdout). */
-int bench_dist_prepare(int *B);
-void bench_dist_model(Model *m);
-double bench_dist_sgemm(double mine);
-void bench_dist_line(double step_ms, char *fields, size_t n);
-void bench_dist_step_begin(Model *m);
-void bench_dist_step_end(void);
-
 /* One row of the option table as --help shows it (for the man page and the shell completion). */
 typedef struct {
     const char *name;           /* without "--" */
