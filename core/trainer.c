@@ -150,6 +150,11 @@ ml_status trainer_init_dist(Trainer *t, const TrainConfig *cfg, const BatchSourc
         return ml_fail(ML_ERR_NOMEM, "out of memory");
     }
     if (t->rank_rngs) memset(t->rank_rngs, 0, sizeof(uint64_t) * 8 * t->nranks);
+    if (t->nranks > 1 && !(t->rank_bufs = ml_alloc(sizeof(float) * (t->model.n_buf + 1) * t->nranks))) {
+        trainer_free(t);
+        return ml_fail(ML_ERR_NOMEM, "out of memory");
+    }
+    if (t->rank_bufs) memset(t->rank_bufs, 0, sizeof(float) * (t->model.n_buf + 1) * t->nranks);
     if (t->comm) { /* the model's gradient buckets are exchanged as the backward finishes them */
         t->model.grad_ready = t->comm->grad_ready;
         t->model.grad_ctx = t->comm->ctx;
@@ -233,6 +238,7 @@ void trainer_free(Trainer *t) {
     ml_free(t->tsne_expert);
     ml_free(t->tsne_label);
     ml_free(t->rank_rngs);
+    ml_free(t->rank_bufs);
     for (int i = 0; i < t->nbl; i++) {
         collapse_free(&t->bl[i].coll);
         ml_free(t->bl[i].class_expert);
@@ -1167,8 +1173,13 @@ void trainer_state(Trainer *t, StateView *v) {
     Rng *rngs[4] = {&t->rng_init, &t->rng_data, &t->rng_noise, &t->rng_aug};
     for (int i = 0; i < 4; i++) sv(v, rng_paths[i], rngs[i]->s, SV_U64, 4, -1, NULL);
     if (t->nranks > 1) /* every rank's noise and augmentation streams (a one-process run has none) */
+    {
         sv(v, "/dist/rank_rngs", t->rank_rngs, SV_U64, t->nranks, 8,
            "(the checkpoint was written by a run on another number of ranks: resume it with that many)");
+        if (t->model.n_buf > 0)
+            sv(v, "/dist/rank_buffers", t->rank_bufs, SV_F32, t->nranks, t->model.n_buf,
+               "(the checkpoint was written by a run on another number of ranks: resume it with that many)");
+    }
     sv(v, "/schedule/tau_base", &t->tau.base, SV_TAU, SCALAR, NULL);
     sv(v, "/schedule/tau_repl", &t->tau.repl, SV_TAU, SCALAR, NULL);
     sv(v, "/schedule/tau_has_override", &t->tau.has_override, SV_I32, SCALAR, NULL);
@@ -1745,11 +1756,12 @@ void trainer_dist_sync(Trainer *t) {
 }
 
 void trainer_dist_gather_rngs(Trainer *t) {
-    if (!t->comm) return;
+    if (!t->comm || !t->rank_rngs) return;
     uint64_t mine[8];
     memcpy(mine, t->rng_noise.s, sizeof t->rng_noise.s);
     memcpy(mine + 4, t->rng_aug.s, sizeof t->rng_aug.s);
     t->comm->gather(t->comm->ctx, mine, t->rank_rngs, sizeof mine);
+    if (t->model.n_buf > 0) t->comm->gather(t->comm->ctx, t->model.buf, t->rank_bufs, (long)sizeof(float) * t->model.n_buf);
 }
 
 void trainer_dist_share(Trainer *t) {
@@ -1765,8 +1777,11 @@ void trainer_dist_share(Trainer *t) {
     trainer_state(t, v);
     for (int i = 0; i < v->nvars; i++) {
         const StateVar *r = &v->vars[i];
-        if (r->ptr != t->rank_rngs) c->bcast(c->ctx, r->ptr, state_var_count(r) * (long)state_type_size(r->type));
+        if (r->ptr != t->rank_rngs && r->ptr != t->rank_bufs)
+            c->bcast(c->ctx, r->ptr, state_var_count(r) * (long)state_type_size(r->type));
     }
+    if (t->rank_bufs && m->n_buf > 0) /* each rank its own running statistics */
+        c->scatter(c->ctx, t->rank_bufs, m->buf, (long)sizeof(float) * m->n_buf);
     uint64_t mine[8];
     c->scatter(c->ctx, t->rank_rngs, mine, sizeof mine);
     memcpy(t->rng_noise.s, mine, sizeof t->rng_noise.s);

@@ -117,6 +117,8 @@ struct Trainer {
     const TrainComm *comm;
     uint64_t *rank_rngs; /* (nranks, 8) every rank's noise and augmentation streams: gathered by
                           * trainer_dist_gather_rngs for a checkpoint, handed out again by a resume */
+    float *rank_bufs; /* (nranks, n_buf) every rank's batch-norm running statistics: gathered for a
+                       * checkpoint (rank 0), handed back by a resume */
     int rank, nranks;
     int Bl;        /* this rank's part of the batch: cfg.model.batch / nranks (the model's batch) */
     int dist_pad_;
@@ -131,8 +133,10 @@ ml_status trainer_init_dist(Trainer *t, const TrainConfig *cfg, const BatchSourc
 /* Data parallelism, collective (no-ops in a one-process run): trainer_dist_sync averages the batch
  * norm running statistics over the ranks (before every evaluation and checkpoint, so all ranks hold
  * the same); trainer_dist_gather_rngs collects every rank's random streams into rank_rngs on rank 0
- * (before a checkpoint); trainer_dist_share sends rank 0's whole state (weights, optimizer, buffers,
- * every checkpoint row, each rank its own streams from rank_rngs) to every rank (after a resume). */
+ * and running statistics into rank_rngs and rank_bufs on rank 0 (before a checkpoint: a checkpoint
+ * changes nothing, so a run resumed from it goes on exactly as the run that wrote it);
+ * trainer_dist_share sends rank 0's whole state (weights, optimizer, every checkpoint row; each rank
+ * its own streams and running statistics) to every rank (after a resume). */
 void trainer_dist_sync(Trainer *t);
 void trainer_dist_gather_rngs(Trainer *t);
 void trainer_dist_share(Trainer *t);

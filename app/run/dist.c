@@ -430,8 +430,7 @@ static int w_next_cmd(void *user, long step, int wait, TrainerCmd *c) {
 
 static ml_status w_checkpoint(Trainer *t, const char *why, void *user) {
     (void)user;
-    trainer_dist_sync(t); /* every rank's running statistics, and every rank's streams in the file */
-    trainer_dist_gather_rngs(t);
+    trainer_dist_gather_rngs(t); /* every rank's streams and running statistics in the file */
     int st = D.inner.checkpoint(t, why, D.inner.user);
     bcast_bytes(&st, sizeof st); /* every rank counts it written (or not) alike */
     return (ml_status)st;
@@ -470,7 +469,6 @@ static int f_next_cmd(void *user, long step, int wait, TrainerCmd *c) {
 static ml_status f_checkpoint(Trainer *t, const char *why, void *user) {
     (void)why;
     (void)user;
-    trainer_dist_sync(t);
     trainer_dist_gather_rngs(t);
     int st = 0;
     bcast_bytes(&st, sizeof st);
