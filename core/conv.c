@@ -882,18 +882,7 @@ void conv3x3_bn_stats_train(float *z, float *col, float *a, float *bb, float *me
                 v += vj + d * d * (n * nj / tot);
                 n = tot;
             }
-            if (v < 0.0) v = 0.0;
-            const double var = v / N;
-            const float rs = (float)(1.0 / sqrt(var + BN_EPS));
-            mean[c] = (float)m;
-            rstd[c] = rs;
-            a[c] = gamma[c] * rs;
-            bb[c] = beta[c] - (float)m * a[c];
-            if (run_mean) {
-                const double unbiased = N > 1 ? v / (N - 1) : var;
-                run_mean[c] = (1.0f - momentum) * run_mean[c] + momentum * (float)m;
-                run_var[c] = (1.0f - momentum) * run_var[c] + momentum * (float)unbiased;
-            }
+            bn_channel_finish((double)N, m, v, c, mean, rstd, gamma, beta, run_mean, run_var, momentum, &a[c], &bb[c]);
         }
     }
 }

@@ -13,6 +13,7 @@
 #ifndef ML_LAYERS_H
 #define ML_LAYERS_H
 
+#include <math.h>
 #include <stdint.h>
 
 static inline int conv_out_size(int n, int stride) { return (n - 1) / stride + 1; }
@@ -64,6 +65,26 @@ void pwconv_backward(float *dinp, float *dw, const float *dout, const float *inp
  * Training: batch statistics; saves mean (C) and rstd (C) for the backward and updates the
  * running statistics (momentum m, unbiased variance, as PyTorch). Evaluation: running stats. */
 #define BN_EPS 1e-5f
+/* Channel c's batch statistics from its n values' mean m and centred sum of squares m2 (every
+ * training path ends here: one channel pass, chunked moments, pooled over ranks): mean[c], rstd[c],
+ * the output's scale *a and shift *bb (y = relu?(x a + bb)) and, run_mean non-NULL, the running
+ * statistics (momentum, unbiased variance). */
+static inline void bn_channel_finish(double n, double m, double m2, int c, float *mean, float *rstd,
+                                     const float *gamma, const float *beta, float *run_mean, float *run_var,
+                                     float momentum, float *a, float *bb) {
+    if (m2 < 0.0) m2 = 0.0;
+    const double var = m2 / n;
+    const float rs = (float)(1.0 / sqrt(var + BN_EPS));
+    mean[c] = (float)m;
+    rstd[c] = rs;
+    *a = gamma[c] * rs;
+    *bb = beta[c] - (float)m * *a;
+    if (run_mean) {
+        const double unbiased = n > 1 ? m2 / (n - 1) : var;
+        run_mean[c] = (1.0f - momentum) * run_mean[c] + momentum * (float)m;
+        run_var[c] = (1.0f - momentum) * run_var[c] + momentum * (float)unbiased;
+    }
+}
 void bn_forward_train(float *out, float *mean, float *rstd, const float *inp, const float *gamma, const float *beta,
                       float *run_mean, float *run_var, float momentum, int C, int N, int relu);
 /* bn_forward_train without the output: the same statistics (mean, rstd, running statistics) and

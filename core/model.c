@@ -711,8 +711,8 @@ void model_backward(Model *m, const int32_t *labels, int B) {
         const int s = m->unit_stage[i]; /* the layer after this stage first: dcur is its output's gradient */
         if (s >= 0 && (m->stage_moe[s] >= 0 || m->stage_ffn[s] >= 0)) {
             if (m->stage_moe[s] >= 0) {
-                const MoeConv *L = &m->moec[m->stage_moe[s]];
-                moeconv_backward(&m->moec[m->stage_moe[s]], dnext, dcur, A(u->out), B);
+                MoeConv *L = &m->moec[m->stage_moe[s]];
+                moeconv_backward(L, dnext, dcur, A(u->out), B);
                 grad_ready_tensors(m, L->t_router, L->t_router + 4 * L->route.cfg.E);
             } else {
                 ffnconv_backward(&m->ffnc[m->stage_ffn[s]], dnext, dcur, A(u->out), B);

@@ -2,10 +2,8 @@
  * Each channel's N values are contiguous (layout (C, B, H, W)); statistics are accumulated in
  * double inside one thread per channel, so results are reproducible for a fixed thread count. */
 #include "layers.h"
-#include "common.h"
 
 #include <math.h>
-#include <stdlib.h>
 #include <string.h>
 
 /* Reductions are written with LANES independent float accumulators, flushed into doubles every
@@ -167,21 +165,8 @@ static inline void bn_channel_stats(const float *x, int N, int c, float *mean, f
     double s, ss;
     shifted_moments(x, N, x[0], &s, &ss); /* one pass: sums of (x - x0) and (x - x0)^2 */
     const double ms = s / N;
-    const double m = x[0] + ms;
-    double v = ss - s * ms; /* sum (x - m)^2 */
-    if (v < 0.0) v = 0.0;
-    const double var = v / N;
-    const float rs = (float)(1.0 / sqrt(var + BN_EPS));
-    mean[c] = (float)m;
-    rstd[c] = rs;
-    const float a = gamma[c] * rs;
-    *a_out = a;
-    *b_out = beta[c] - (float)m * a;
-    if (run_mean) {
-        const double unbiased = N > 1 ? v / (N - 1) : var;
-        run_mean[c] = (1.0f - momentum) * run_mean[c] + momentum * (float)m;
-        run_var[c] = (1.0f - momentum) * run_var[c] + momentum * (float)unbiased;
-    }
+    bn_channel_finish(N, x[0] + ms, ss - s * ms, c, mean, rstd, gamma, beta, run_mean, run_var, momentum, a_out,
+                      b_out);
 }
 
 void bn_forward_train(float *out, float *mean, float *rstd, const float *inp, const float *gamma, const float *beta,
@@ -323,8 +308,7 @@ void bn_relu_backward(float *dinp, float *dgamma, float *dbeta, const float *dou
 void bn_stats_train_sync(float *a, float *bb, float *mean, float *rstd, const float *inp, const float *gamma,
                          const float *beta, float *run_mean, float *run_var, float momentum, int C, int N,
                          void (*sum)(void *ctx, double *v, long n), void *ctx) {
-    double *v = malloc(sizeof(double) * (2 * (size_t)C + 1));
-    ML_ASSERT(v);
+    double v[2 * C + 1];
 #pragma omp parallel for schedule(static)
     for (int c = 0; c < C; c++) { /* this rank's count * mean and centred sum of squares + count * mean^2 */
         double mc, m2;
@@ -336,29 +320,16 @@ void bn_stats_train_sync(float *a, float *bb, float *mean, float *rstd, const fl
     sum(ctx, v, 2L * C + 1);
     const double n = v[2 * C];
     for (int c = 0; c < C; c++) {
-        const double m = v[2 * c] / n;
-        double m2 = v[2 * c + 1] - n * m * m; /* sum (x - m)^2 over the global batch */
-        if (m2 < 0.0) m2 = 0.0;
-        const double var = m2 / n;
-        const float rs = (float)(1.0 / sqrt(var + BN_EPS));
-        mean[c] = (float)m;
-        rstd[c] = rs;
-        a[c] = gamma[c] * rs;
-        bb[c] = beta[c] - (float)m * a[c];
-        if (run_mean) {
-            const double unbiased = n > 1 ? m2 / (n - 1) : var;
-            run_mean[c] = (1.0f - momentum) * run_mean[c] + momentum * (float)m;
-            run_var[c] = (1.0f - momentum) * run_var[c] + momentum * (float)unbiased;
-        }
+        const double m = v[2 * c] / n; /* sum (x - m)^2 over the global batch below */
+        bn_channel_finish(n, m, v[2 * c + 1] - n * m * m, c, mean, rstd, gamma, beta, run_mean, run_var, momentum,
+                          &a[c], &bb[c]);
     }
-    free(v);
 }
 
 void bn_relu_backward_sync(float *dinp, float *mdy, float *mdyx, float *dgamma, float *dbeta, const float *dout,
                            const float *inp, const float *mean, const float *rstd, const float *gamma,
                            const float *beta, int C, int N, void (*sum)(void *ctx, double *v, long n), void *ctx) {
-    double *v = malloc(sizeof(double) * (2 * (size_t)C + 1));
-    ML_ASSERT(v);
+    double v[2 * C + 1];
 #pragma omp parallel for schedule(static)
     for (int c = 0; c < C; c++) {
         const float m = mean[c], rs = rstd[c];
@@ -385,7 +356,6 @@ void bn_relu_backward_sync(float *dinp, float *mdy, float *mdyx, float *dgamma, 
                        (float)(v[2 * c + 1] / n));
         }
     }
-    free(v);
 }
 
 void bn_relu_sums_plane(const float *dy, const float *x, int n, float m, float rs, float a, float bb, double *sdy,

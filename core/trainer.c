@@ -145,16 +145,16 @@ ml_status trainer_init_dist(Trainer *t, const TrainConfig *cfg, const BatchSourc
             if ((ib->stage == -2 || ib->stage == L->stage) && ib->expert < L->route.cfg.E) L->route.bias[ib->expert] = ib->value;
         }
     }
-    if (t->nranks > 1 && !(t->rank_rngs = ml_alloc(sizeof(uint64_t) * 8 * t->nranks))) {
-        trainer_free(t);
-        return ml_fail(ML_ERR_NOMEM, "out of memory");
+    if (t->nranks > 1) { /* what a checkpoint gathers from every rank */
+        t->rank_rngs = ml_alloc(sizeof(uint64_t) * 8 * t->nranks);
+        t->rank_bufs = ml_alloc(sizeof(float) * (t->model.n_buf + 1) * t->nranks);
+        if (!t->rank_rngs || !t->rank_bufs) {
+            trainer_free(t);
+            return ml_fail(ML_ERR_NOMEM, "out of memory");
+        }
+        memset(t->rank_rngs, 0, sizeof(uint64_t) * 8 * t->nranks);
+        memset(t->rank_bufs, 0, sizeof(float) * (t->model.n_buf + 1) * t->nranks);
     }
-    if (t->rank_rngs) memset(t->rank_rngs, 0, sizeof(uint64_t) * 8 * t->nranks);
-    if (t->nranks > 1 && !(t->rank_bufs = ml_alloc(sizeof(float) * (t->model.n_buf + 1) * t->nranks))) {
-        trainer_free(t);
-        return ml_fail(ML_ERR_NOMEM, "out of memory");
-    }
-    if (t->rank_bufs) memset(t->rank_bufs, 0, sizeof(float) * (t->model.n_buf + 1) * t->nranks);
     if (t->comm) { /* the model's gradient buckets are exchanged as the backward finishes them */
         t->model.grad_ready = t->comm->grad_ready;
         t->model.grad_ctx = t->comm->ctx;
@@ -239,6 +239,7 @@ void trainer_free(Trainer *t) {
     ml_free(t->tsne_label);
     ml_free(t->rank_rngs);
     ml_free(t->rank_bufs);
+    dist_pack_free(&t->pack);
     for (int i = 0; i < t->nbl; i++) {
         collapse_free(&t->bl[i].coll);
         ml_free(t->bl[i].class_expert);
@@ -307,12 +308,17 @@ static void trainer_collapse_union(const Trainer *t, int *collapsed, int *reason
 
 /* The temperature of every backbone layer at this step (its own plan). */
 /* counts[label * E + e] += 1 for every selected (sample, expert) pair of the last training forward
- * of a top-k router that capacity dropped (its row is -1) */
-static void drops_add(int *counts, const MoeHead *r, const int32_t *labels, int B) {
+ * of a top-k router that capacity dropped (its row is -1); into dcounts instead when it is given
+ * (a data-parallel step's sums, core/dist.h) */
+static void drops_add(int *counts, double *dcounts, const MoeHead *r, const int32_t *labels, int B) {
     const int k = r->cfg.k, E = r->cfg.E;
     for (int b = 0; b < B; b++)
         for (int j = 0; j < k; j++)
-            if (r->row[(size_t)b * k + j] < 0) counts[(size_t)labels[b] * E + r->sel[(size_t)b * k + j]]++;
+            if (r->row[(size_t)b * k + j] < 0) {
+                const size_t i = (size_t)labels[b] * E + r->sel[(size_t)b * k + j];
+                if (dcounts) dcounts[i] += 1.0;
+                else counts[i]++;
+            }
 }
 
 /* A data-parallel step's one exchange of numbers after the backward: the loss, the total loss and
@@ -325,40 +331,34 @@ static ml_status step_allsum(Trainer *t, double *loss, double *total, int *corre
     const int is_moe = t->cfg.model.head.kind != HEAD_DENSE;
     const int head_drops = t->drop_ce && m->moe.cfg.kind == HEAD_MOE;
     const int K = t->src.classes;
-    DistPack p = {0};
-    dist_put(&p, *loss);
-    dist_put(&p, *total);
-    dist_put(&p, *correct);
-    if (is_moe) moe_stats_put(&m->moe, &p);
-    for (int i = 0; i < m->nmoec; i++) moe_stats_put(&m->moec[i].route, &p);
+    DistPack *p = &t->pack; /* kept across steps: its buffer grows once */
+    p->n = p->r = 0;
+    dist_put(p, *loss);
+    dist_put(p, *total);
+    dist_put(p, *correct);
+    if (is_moe) moe_stats_put(&m->moe, p);
+    for (int i = 0; i < m->nmoec; i++) moe_stats_put(&m->moec[i].route, p);
     for (int l = -1; l < t->nbl; l++) { /* the drops: the head's, then each backbone layer's */
         if (l < 0 && !head_drops) continue;
         const MoeHead *r = l < 0 ? &m->moe : &m->moec[t->bl[l].mi].route;
-        const long n = (long)K * r->cfg.E, base = p.n;
-        for (long i = 0; i < n; i++) dist_put(&p, 0.0);
-        if (p.overflow) break;
-        for (int b = 0; b < t->Bl; b++)
-            for (int j = 0; j < r->cfg.k; j++)
-                if (r->row[(size_t)b * r->cfg.k + j] < 0)
-                    p.v[base + (long)t->labels[b] * r->cfg.E + r->sel[(size_t)b * r->cfg.k + j]] += 1.0;
+        const long n = (long)K * r->cfg.E, base = p->n;
+        for (long i = 0; i < n; i++) dist_put(p, 0.0);
+        if (p->overflow) break;
+        drops_add(NULL, p->v + base, r, t->labels, t->Bl);
     }
-    if (p.overflow) {
-        dist_pack_free(&p);
-        return ml_fail(ML_ERR_NOMEM, "out of memory for the step's sums over the ranks");
-    }
-    t->comm->sum(t->comm->ctx, p.v, p.n);
-    *loss = dist_get(&p) / t->nranks;
-    *total = dist_get(&p) / t->nranks;
-    *correct = (int)dist_get(&p);
-    if (is_moe) moe_stats_get(&m->moe, &p, t->nranks);
-    for (int i = 0; i < m->nmoec; i++) moe_stats_get(&m->moec[i].route, &p, t->nranks);
+    if (p->overflow) return ml_fail(ML_ERR_NOMEM, "out of memory for the step's sums over the ranks");
+    t->comm->sum(t->comm->ctx, p->v, p->n);
+    *loss = dist_get(p) / t->nranks;
+    *total = dist_get(p) / t->nranks;
+    *correct = (int)dist_get(p);
+    if (is_moe) moe_stats_get(&m->moe, p, t->nranks);
+    for (int i = 0; i < m->nmoec; i++) moe_stats_get(&m->moec[i].route, p, t->nranks);
     for (int l = -1; l < t->nbl; l++) {
         if (l < 0 && !head_drops) continue;
         int *counts = l < 0 ? t->drop_ce : t->bl[l].drop_ce;
         const long n = (long)K * (l < 0 ? m->moe.cfg.E : m->moec[t->bl[l].mi].route.cfg.E);
-        for (long i = 0; i < n; i++) counts[i] += (int)dist_get(&p);
+        for (long i = 0; i < n; i++) counts[i] += (int)dist_get(p);
     }
-    dist_pack_free(&p);
     return ML_OK;
 }
 
@@ -392,8 +392,9 @@ ml_status trainer_step(Trainer *t, StepRecord *rec) {
     model_forward(m, Bl, 1, tau, &t->rng_noise);
     /* the pairs capacity dropped, by the sample's class and the pair's expert (data parallel:
      * counted after the backward, with the step's sums) */
-    if (!t->comm && t->drop_ce && m->moe.cfg.kind == HEAD_MOE) drops_add(t->drop_ce, &m->moe, t->labels, Bl);
-    for (int i = 0; i < t->nbl && !t->comm; i++) drops_add(t->bl[i].drop_ce, &m->moec[t->bl[i].mi].route, t->labels, Bl);
+    if (!t->comm && t->drop_ce && m->moe.cfg.kind == HEAD_MOE) drops_add(t->drop_ce, NULL, &m->moe, t->labels, Bl);
+    for (int i = 0; i < t->nbl && !t->comm; i++)
+        drops_add(t->bl[i].drop_ce, NULL, &m->moec[t->bl[i].mi].route, t->labels, Bl);
     int correct = 0;
     double loss = model_loss(m, t->labels, Bl, &correct);
     double total = loss;
@@ -1755,7 +1756,7 @@ void trainer_dist_sync(Trainer *t) {
     free(v);
 }
 
-void trainer_dist_gather_rngs(Trainer *t) {
+void trainer_dist_gather(Trainer *t) {
     if (!t->comm || !t->rank_rngs) return;
     uint64_t mine[8];
     memcpy(mine, t->rng_noise.s, sizeof t->rng_noise.s);
@@ -1768,8 +1769,7 @@ void trainer_dist_share(Trainer *t) {
     if (!t->comm) return;
     const TrainComm *c = t->comm;
     Model *m = &t->model;
-    c->bcast(c->ctx, m->param, (long)sizeof(float) * m->n_param);
-    if (m->n_buf > 0) c->bcast(c->ctx, m->buf, (long)sizeof(float) * m->n_buf);
+    c->bcast(c->ctx, m->param, (long)sizeof(float) * m->n_param); /* the buffers: each rank's, below */
     if (t->opt.m) c->bcast(c->ctx, t->opt.m, (long)sizeof(float) * m->n_param);
     if (t->opt.v) c->bcast(c->ctx, t->opt.v, (long)sizeof(float) * m->n_param);
     StateView *v = malloc(sizeof *v);
@@ -1780,12 +1780,13 @@ void trainer_dist_share(Trainer *t) {
         if (r->ptr != t->rank_rngs && r->ptr != t->rank_bufs)
             c->bcast(c->ctx, r->ptr, state_var_count(r) * (long)state_type_size(r->type));
     }
-    if (t->rank_bufs && m->n_buf > 0) /* each rank its own running statistics */
-        c->scatter(c->ctx, t->rank_bufs, m->buf, (long)sizeof(float) * m->n_buf);
-    uint64_t mine[8];
-    c->scatter(c->ctx, t->rank_rngs, mine, sizeof mine);
-    memcpy(t->rng_noise.s, mine, sizeof t->rng_noise.s);
-    memcpy(t->rng_aug.s, mine + 4, sizeof t->rng_aug.s);
+    if (t->rank_bufs) { /* each rank its own running statistics and streams */
+        if (m->n_buf > 0) c->scatter(c->ctx, t->rank_bufs, m->buf, (long)sizeof(float) * m->n_buf);
+        uint64_t mine[8];
+        c->scatter(c->ctx, t->rank_rngs, mine, sizeof mine);
+        memcpy(t->rng_noise.s, mine, sizeof t->rng_noise.s);
+        memcpy(t->rng_aug.s, mine + 4, sizeof t->rng_aug.s);
+    }
     if (t->rank != 0) v->restored(v->owner);
     free(v);
 }

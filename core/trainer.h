@@ -116,9 +116,10 @@ struct Trainer {
     /* ---- data parallelism (core/dist.h); comm NULL, rank 0, nranks 1 in a one-process run */
     const TrainComm *comm;
     uint64_t *rank_rngs; /* (nranks, 8) every rank's noise and augmentation streams: gathered by
-                          * trainer_dist_gather_rngs for a checkpoint, handed out again by a resume */
+                          * trainer_dist_gather for a checkpoint, handed out again by a resume */
     float *rank_bufs; /* (nranks, n_buf) every rank's batch-norm running statistics: gathered for a
                        * checkpoint (rank 0), handed back by a resume */
+    DistPack pack;    /* a data-parallel step's figures summed over the ranks (kept: no allocation a step) */
     int rank, nranks;
     int Bl;        /* this rank's part of the batch: cfg.model.batch / nranks (the model's batch) */
     int dist_pad_;
@@ -126,19 +127,20 @@ struct Trainer {
 
 /* src is copied (its ctx must outlive the trainer). */
 ml_status trainer_init(Trainer *t, const TrainConfig *cfg, const BatchSource *src);
-/* trainer_init for one rank of a data-parallel run (comm: core/dist.h; NULL or one rank: exactly
- * trainer_init). cfg->model.batch stays the global batch; each rank's model holds batch / N, which
- * N must divide. Every rank must be given the same cfg and data. */
+/* trainer_init for one rank of a data-parallel run (comm: core/dist.h; NULL: exactly trainer_init;
+ * a comm of one rank takes the data-parallel code path on one process, a reference for tests).
+ * cfg->model.batch stays the global batch; each rank's model holds batch / N, which N must divide.
+ * Every rank must be given the same cfg and data. */
 ml_status trainer_init_dist(Trainer *t, const TrainConfig *cfg, const BatchSource *src, const TrainComm *comm);
 /* Data parallelism, collective (no-ops in a one-process run): trainer_dist_sync averages the batch
- * norm running statistics over the ranks (before every evaluation and checkpoint, so all ranks hold
- * the same); trainer_dist_gather_rngs collects every rank's random streams into rank_rngs on rank 0
- * and running statistics into rank_rngs and rank_bufs on rank 0 (before a checkpoint: a checkpoint
- * changes nothing, so a run resumed from it goes on exactly as the run that wrote it);
- * trainer_dist_share sends rank 0's whole state (weights, optimizer, every checkpoint row; each rank
- * its own streams and running statistics) to every rank (after a resume). */
+ * norm running statistics over the ranks (before every evaluation, so all ranks evaluate alike);
+ * trainer_dist_gather collects every rank's random streams and running statistics into rank_rngs
+ * and rank_bufs on rank 0 (before a checkpoint: a checkpoint changes nothing, so a run resumed
+ * from it goes on exactly as the run that wrote it); trainer_dist_share sends rank 0's whole state
+ * (weights, optimizer, every checkpoint row; each rank its own streams and running statistics) to
+ * every rank (after a resume). */
 void trainer_dist_sync(Trainer *t);
-void trainer_dist_gather_rngs(Trainer *t);
+void trainer_dist_gather(Trainer *t);
 void trainer_dist_share(Trainer *t);
 /* trainer_init's checks and model, without its memory (model_layout): for a dry run, which may
  * only read t->cfg, t->model's layout and sizes, then trainer_free. */

@@ -297,6 +297,7 @@ static const FieldRow trainer_fields[] = {
     F(comm, 0, "the run's processes (core/dist.h), set by trainer_init_dist"),
     F(rank_rngs, 0, "NULL in a one-process run; the row /dist/rank_rngs in a run of several ranks"),
     F(rank_bufs, 0, "NULL in a one-process run; the row /dist/rank_buffers in a run of several ranks"),
+    F(pack, 0, "scratch of a data-parallel step's sums"),
     F(rank, 0, "the run's processes, set by trainer_init_dist"),
     F(nranks, 0, "the run's processes, set by trainer_init_dist"),
     F(Bl, 0, "derived from the batch and the ranks"),

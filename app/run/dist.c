@@ -66,7 +66,9 @@ static struct {
                               * every rank; the blocking sums and broadcasts stay on MPI_COMM_WORLD) */
     int *order, nstarted, nextb; /* buckets in the order their first exchange started */
     int *cd;                     /* (nb, 4 size) the buckets' cnt, displ, rcnt, rdispl */
-    double t_end_bwd, step_span, step_wait;
+    double t_end_bwd, step_wait;
+    double *sumbuf; /* c_sum's gathered vectors, kept across calls */
+    long sumcap;
     /* totals */
     double wait_s, span_s, hidden_s, bytes;
     long steps;
@@ -123,18 +125,22 @@ static void c_sum(void *ctx, double *v, long n) {
     (void)ctx;
     if (n < 1) return;
     const double t0 = now_s();
-    double *all = malloc(sizeof(double) * (size_t)n * D.size);
-    if (!all) {
-        fprintf(stderr, "moelab train: rank %d: out of memory in a sum over ranks\n", D.rank);
-        MPI_Abort(MPI_COMM_WORLD, 1);
+    if (n * D.size > D.sumcap) { /* grows to the largest sum once (a step's, an evaluation's) */
+        free(D.sumbuf);
+        D.sumcap = n * D.size;
+        D.sumbuf = malloc(sizeof(double) * (size_t)D.sumcap);
+        if (!D.sumbuf) {
+            fprintf(stderr, "moelab train: rank %d: out of memory in a sum over ranks\n", D.rank);
+            MPI_Abort(MPI_COMM_WORLD, 1);
+        }
     }
+    double *all = D.sumbuf;
     MPI_Allgather(v, (int)n, MPI_DOUBLE, all, (int)n, MPI_DOUBLE, MPI_COMM_WORLD);
     for (long i = 0; i < n; i++) {
         double s = all[i];
         for (int r = 1; r < D.size; r++) s += all[(size_t)r * n + i];
         v[i] = s;
     }
-    free(all);
     D.bytes += 8.0 * n * (D.size - 1);
     D.step_wait += now_s() - t0;
 }
@@ -430,7 +436,7 @@ static int w_next_cmd(void *user, long step, int wait, TrainerCmd *c) {
 
 static ml_status w_checkpoint(Trainer *t, const char *why, void *user) {
     (void)user;
-    trainer_dist_gather_rngs(t); /* every rank's streams and running statistics in the file */
+    trainer_dist_gather(t); /* every rank's streams and running statistics in the file */
     int st = D.inner.checkpoint(t, why, D.inner.user);
     bcast_bytes(&st, sizeof st); /* every rank counts it written (or not) alike */
     return (ml_status)st;
@@ -469,14 +475,15 @@ static int f_next_cmd(void *user, long step, int wait, TrainerCmd *c) {
 static ml_status f_checkpoint(Trainer *t, const char *why, void *user) {
     (void)why;
     (void)user;
-    trainer_dist_gather_rngs(t);
+    trainer_dist_gather(t);
     int st = 0;
     bcast_bytes(&st, sizeof st);
     if (st != ML_OK) return ml_fail((ml_status)st, "rank 0 could not write the checkpoint");
     return ML_OK;
 }
 
-int dist_follow(void) {
+/* A follower: the whole run (receives the options, trains, returns the exit status). */
+static int dist_follow(void) {
     /* Ctrl-C / SIGTERM (mpirun forwards them to every rank) is rank 0's to act on: it stops every
      * rank at the same boundary after the final checkpoint; a follower that died here would take the
      * job down before that */
@@ -541,6 +548,12 @@ int dist_follow(void) {
     return rc;
 }
 
+int dist_main(int (*run)(int argc, char **argv), int argc, char **argv) {
+    const int rc = dist_init() > 1 && dist_rank() > 0 ? dist_follow() : run(argc, argv);
+    dist_finish();
+    return rc;
+}
+
 void dist_no_handshake(void) { D.options_sent = D.start_sent = 1; }
 
 void dist_finish(void) {
@@ -560,7 +573,8 @@ void dist_finish(void) {
     free(D.recv);
     free(D.order);
     free(D.cd);
-    D.b = NULL, D.recv = NULL, D.order = NULL, D.cd = NULL, D.nb = 0, D.n = 0;
+    free(D.sumbuf);
+    D.b = NULL, D.recv = NULL, D.order = NULL, D.cd = NULL, D.sumbuf = NULL, D.nb = 0, D.n = 0, D.sumcap = 0;
     D.on = 0;
 }
 
@@ -570,7 +584,6 @@ int dist_init(void) { return 1; }
 int dist_rank(void) { return 0; }
 int dist_size(void) { return 1; }
 const TrainComm *dist_comm(void) { return NULL; }
-int dist_follow(void) { return 1; }
 void dist_send_options(const AppOptions *o) { (void)o; }
 void dist_send_start(Trainer *t, int ok, int resumed) {
     (void)t;
@@ -582,6 +595,7 @@ void dist_comm_stats(double *wait_s, double *bytes_per_step, double *hidden, lon
     *wait_s = *bytes_per_step = *hidden = 0.0;
     *steps = 0;
 }
+int dist_main(int (*run)(int argc, char **argv), int argc, char **argv) { return run(argc, argv); }
 void dist_no_handshake(void) {}
 void dist_comm_reset(void) {}
 void dist_finish(void) {}

@@ -22,8 +22,10 @@ int dist_rank(void);
 int dist_size(void);
 /* The collectives for trainer_init_dist (NULL with one rank). */
 const TrainComm *dist_comm(void);
-/* Followers: the whole run (receives the options, trains, returns the exit status). */
-int dist_follow(void);
+/* A subcommand that trains (train, replay) under MPI: dist_init, then rank 0 runs run(argc, argv)
+ * and the others follow it (receive the options, train as rank 0 says); dist_finish; the exit
+ * status. */
+int dist_main(int (*run)(int argc, char **argv), int argc, char **argv);
 /* Rank 0: the options every rank trains with (before the trainer is built); then, once the
  * session is open (ok = 0: it is not, every rank stops), whether it resumed (its state is sent). */
 void dist_send_options(const AppOptions *o);

@@ -578,16 +578,7 @@ static int resume_session(const AppOptions *o, int extend) {
 static int cmd_train_(int argc, char **argv);
 
 /* Under mpirun / srun with several ranks, rank 0 is the run and the others follow it (dist.h). */
-int cmd_train(int argc, char **argv) {
-    if (dist_init() > 1 && dist_rank() > 0) {
-        const int rc = dist_follow();
-        dist_finish();
-        return rc;
-    }
-    const int rc = cmd_train_(argc, argv);
-    dist_finish();
-    return rc;
-}
+int cmd_train(int argc, char **argv) { return dist_main(cmd_train_, argc, argv); }
 
 static int cmd_train_(int argc, char **argv) {
     int extend = 0; /* --resume DIR --epochs N */
@@ -624,16 +615,7 @@ static int cmd_train_(int argc, char **argv) {
 static int cmd_replay_(int argc, char **argv);
 
 /* A data-parallel session replays on as many ranks as it trained on (mpirun -np N moelab replay). */
-int cmd_replay(int argc, char **argv) {
-    if (dist_init() > 1 && dist_rank() > 0) {
-        const int rc = dist_follow();
-        dist_finish();
-        return rc;
-    }
-    const int rc = cmd_replay_(argc, argv);
-    dist_finish();
-    return rc;
-}
+int cmd_replay(int argc, char **argv) { return dist_main(cmd_replay_, argc, argv); }
 
 static int cmd_replay_(int argc, char **argv) {
     g_sub = "replay";
