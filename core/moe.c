@@ -318,6 +318,16 @@ static double moe_norm_entropy_(const double *v, int n) {
 }
 
 // Fills the count-based statistics from kept[] (already in st): load entropy, MaxVio.
+// The largest of v[0..n) minus the second largest (0 when n < 2).
+static double moe_margin_(const double *v, int n) {
+    double a = -INFINITY, b = -INFINITY;
+    for (int i = 0; i < n; i++) {
+        if (v[i] > a) b = a, a = v[i];
+        else if (v[i] > b) b = v[i];
+    }
+    return n < 2 ? 0.0 : a - b;
+}
+
 static void moe_stats_load_(MoeStepStats *st, int E) {
     double v[MOE_MAX_EXPERTS] = {0}, tot = 0.0, mx = 0.0;
     for (int e = 0; e < E; e++) {
@@ -707,7 +717,7 @@ static void moe_forward_batch_(MoeHead *m, float *y, const float *x, const MoePa
     MoeStepStats *st = &m->stats;
     memset(st->demand, 0, sizeof st->demand);
     memset(st->kept, 0, sizeof st->kept);
-    double conf = 0.0, hsum = 0.0, mg[MOE_MAX_EXPERTS] = {0};
+    double conf = 0.0, hsum = 0.0, msum = 0.0, mg[MOE_MAX_EXPERTS] = {0};
     for (int b = 0; b < B; b++) {
         float w[MOE_MAX_EXPERTS];
         double wd[MOE_MAX_EXPERTS];
@@ -726,9 +736,11 @@ static void moe_forward_batch_(MoeHead *m, float *y, const float *x, const MoePa
         st->kept[a]++;
         conf += wd[a];
         hsum += moe_norm_entropy_(wd, E);
+        msum += moe_margin_(wd, E);
     }
     for (int e = 0; e < E; e++) st->mean_gate[e] = (float)(mg[e] / B);
     st->gate_entropy = hsum / B;
+    st->gate_margin = msum / B;
     st->l_aux = 0.0;
     st->capacity = P;
     st->dropless = 1;
@@ -800,12 +812,14 @@ static void moe_stats_finish_(MoeHead *m, int B, float tau, int training, double
     int E = c->E;
     MoeStepStats *st = &m->stats;
     if (c->kind != HEAD_SOFTMOE_BATCH) {
-        double hsum = 0.0, v[MOE_MAX_EXPERTS];
+        double hsum = 0.0, msum = 0.0, v[MOE_MAX_EXPERTS];
         for (int b = 0; b < B; b++) {
             for (int e = 0; e < E; e++) v[e] = m->p[(size_t)b * E + e];
             hsum += moe_norm_entropy_(v, E);
+            msum += moe_margin_(v, E);
         }
         st->gate_entropy = hsum / B;
+        st->gate_margin = msum / B;
     }
     moe_stats_load_(st, E);
     {
@@ -1036,22 +1050,39 @@ ml_status moe_parse_priority(const char *s, Priority *p) {
 
 // ---------------------------------------------------------------- data parallelism
 
+// How the ranks' values of a MOE_STEP_SCALARS row travel: put (the value to sum over the ranks)
+// and get (the whole batch's value from the sum). MS_OWN and MS_DERIVED rows travel not: the
+// former are the same on every rank, the latter are recomputed from the summed counts below.
+#define MS_PUT_MS_MEAN(m) dist_put(p, st->m * B);
+#define MS_PUT_MS_FRAC(m) dist_put(p, (double)llround(st->m * B));
+#define MS_PUT_MS_PAIRFRAC(m) dist_put(p, (double)llround(st->m * B * k));
+#define MS_PUT_MS_RANKMEAN(m) dist_put(p, st->m);
+#define MS_PUT_MS_CONF(m) dist_put(p, st->m * wconf), dist_put(p, wconf);
+#define MS_PUT_MS_OWN(m)
+#define MS_PUT_MS_DERIVED(m)
+#define MS_PUT_(T, m, cols, dist, label, fmt, scale, desc) MS_PUT_##dist(m)
+#define MS_GET_MS_MEAN(m) st->m = dist_get(p) / B;
+#define MS_GET_MS_FRAC(m) st->m = dist_get(p) / B;
+#define MS_GET_MS_PAIRFRAC(m) st->m = dist_get(p) / (B * st->k);
+#define MS_GET_MS_RANKMEAN(m) st->m = dist_get(p) / nranks;
+#define MS_GET_MS_CONF(m)                                                                                       \
+    {                                                                                                           \
+        const double sum_ = dist_get(p), w_ = dist_get(p);                                                      \
+        st->m = w_ > 0 ? sum_ / w_ : 0.0;                                                                       \
+    }
+#define MS_GET_MS_OWN(m)
+#define MS_GET_MS_DERIVED(m)
+#define MS_GET_(T, m, cols, dist, label, fmt, scale, desc) MS_GET_##dist(m)
+
 void moe_stats_put(const MoeHead *m, DistPack *p) {
     const MoeStepStats *st = &m->stats;
     const int E = m->cfg.E, B = st->B, k = st->k;
     long kept_total = 0;
     for (int e = 0; e < E; e++) kept_total += st->kept[e];
     const double wconf = m->cfg.kind == HEAD_MOE ? (double)kept_total : (double)B;
+    (void)wconf, (void)k;
     dist_put(p, B);
-    dist_put(p, (double)llround(st->drop_frac * B * k));
-    dist_put(p, (double)llround(st->no_expert_frac * B));
-    dist_put(p, st->confidence * wconf);
-    dist_put(p, wconf);
-    dist_put(p, st->gate_entropy * B);
-    dist_put(p, st->l_aux);
-    dist_put(p, st->l_z);
-    dist_put(p, st->pairs_per_sample * B);
-    dist_put(p, (double)llround(st->first_agree * B));
+    MOE_STEP_SCALARS(MS_PUT_)
     for (int e = 0; e < E; e++) {
         dist_put(p, st->demand[e]);
         dist_put(p, st->kept[e]);
@@ -1064,9 +1095,9 @@ void moe_stats_put(const MoeHead *m, DistPack *p) {
 void moe_stats_get(MoeHead *m, DistPack *p, int nranks) {
     MoeStepStats *st = &m->stats;
     const int E = m->cfg.E;
-    const double B = dist_get(p), dropped = dist_get(p), empty = dist_get(p);
-    const double conf = dist_get(p), wconf = dist_get(p), hsum = dist_get(p);
-    const double laux = dist_get(p), lz = dist_get(p), pairs = dist_get(p), agree = dist_get(p);
+    const double B = dist_get(p);
+    (void)nranks;
+    MOE_STEP_SCALARS(MS_GET_)
     double cv[MOE_MAX_EXPERTS] = {0};
     int fmx = 0, cmx = 0, dead = 0;
     for (int e = 0; e < E; e++) {
@@ -1081,14 +1112,7 @@ void moe_stats_get(MoeHead *m, DistPack *p, int nranks) {
         cv[e] = st->clean_first[e];
     }
     st->B = (int)B;
-    st->drop_frac = dropped / (B * st->k);
-    st->no_expert_frac = empty / B;
-    st->confidence = wconf > 0 ? conf / wconf : 0.0;
-    st->gate_entropy = hsum / B;
-    st->l_aux = laux / nranks;
-    st->l_z = lz / nranks;
-    st->pairs_per_sample = pairs / B;
-    st->first_agree = agree / B;
+    /* the MS_DERIVED rows */
     st->first_share = fmx / B;
     st->clean_first_share = cmx / B;
     st->clean_load_entropy = moe_norm_entropy_(cv, E);

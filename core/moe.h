@@ -106,40 +106,70 @@ size_t moe_param_count(const MoeConfig *c, int Bmax);
 // HEAD_DENSE).
 void moe_params_point(MoeParams *p, float *base, const MoeConfig *c, int Bmax);
 
-// Statistics of one forward (vectors have E valid entries). A new field: also in moe_stats_put /
-// moe_stats_get (below), or a data-parallel run keeps each rank's own value of it.
+// The routing scalars of one forward, one row each. A row makes the MoeStepStats field, its
+// column in live.h5 (/steps and /layers/<name>/steps, so the browser's history and the CSV
+// export too), its line in the live screen's routing panel, and how a data-parallel run
+// combines the ranks' values (moe_stats_put / moe_stats_get). A new per-step statistic is a row
+// here and its computation in moe.c (moe_stats_finish_ and the soft heads' statistics), plus a
+// test: three files (core/README.md "Adding things").
+//   X(T, member, cols, dist, label, fmt, scale, description)
+//   T      F: double, I: int (the column is float64 / int64)
+//   cols   ALL: /steps and every layer's steps; ALL_V1X: as ALL, but optional in /steps (added
+//          after format 1); LAYER: only the layers' steps (the head's /steps has its own); NEW:
+//          optional in both (older sessions lack it; readers then leave it 0) — use this one
+//   dist   MS_MEAN: a mean over the batch's samples (ranks sum value x B); MS_FRAC: a count / B;
+//          MS_PAIRFRAC: a count / (B k); MS_RANKMEAN: the mean of the ranks' values; MS_OWN: each
+//          rank's own (the same on every rank); MS_DERIVED: recomputed from the summed counts in
+//          moe_stats_get; MS_CONF: the confidence's weighted mean
+//   label  the routing panel's label (NULL: not shown there), fmt its printf format, scale its
+//          factor (100 for a percentage)
+#define MOE_STEP_SCALARS(X)                                                                                         \
+    X(F, tau, LAYER, MS_OWN, NULL, NULL, 1, "the layer's router temperature")                                     \
+    X(F, drop_frac, ALL, MS_PAIRFRAC, "drop %", "%.2f", 100, "dropped pairs / (B k)")                             \
+    X(F, no_expert_frac, ALL, MS_FRAC, "no-exp %", "%.2f", 100, "samples with every pair dropped / B")            \
+    X(F, gate_entropy, ALL, MS_MEAN, "gate H", "%.3f", 1, "mean gate entropy / log E")                            \
+    X(F, gate_margin, NEW, MS_MEAN, "margin", "%.3f", 1,                                                          \
+      "mean over samples of the largest expert weight minus the second (0: a tie, 1: one expert)")                \
+    X(F, load_entropy, ALL, MS_DERIVED, NULL, NULL, 1, "entropy of the kept load / log E")                        \
+    X(F, maxvio, ALL, MS_DERIVED, "MaxVio", "%.3f", 1, "max kept / mean kept - 1")                                \
+    X(F, confidence, ALL, MS_CONF, "confid.", "%.3f", 1, "mean combine weight of the kept pairs")                 \
+    X(F, l_aux, ALL, MS_RANKMEAN, "aux loss", "%.4f", 1, "load-balancing loss (unweighted)")                      \
+    X(F, l_z, ALL, MS_RANKMEAN, "z loss", "%.4g", 1, "router z-loss (unweighted)")                                \
+    X(I, capacity, ALL, MS_OWN, NULL, NULL, 1, "expert capacity C used (B when dropless)")                        \
+    X(F, pairs_per_sample, ALL, MS_MEAN, NULL, NULL, 1, "kept pairs / B")                                         \
+    X(F, first_share, LAYER, MS_DERIVED, NULL, NULL, 1, "largest share of (noisy) first choices in the batch")    \
+    X(F, clean_first_share, ALL_V1X, MS_DERIVED, "clean 1st", "%.2f", 1,                                          \
+      "largest share of first choices without selection noise")                                                   \
+    X(F, clean_load_entropy, ALL_V1X, MS_DERIVED, NULL, NULL, 1,                                                  \
+      "entropy of the first choices without selection noise / log E")                                             \
+    X(I, clean_dead, ALL_V1X, MS_DERIVED, NULL, NULL, 1,                                                          \
+      "experts no sample of the batch picks first without selection noise")                                       \
+    X(F, first_agree, ALL_V1X, MS_FRAC, "agree", "%.2f", 1,                                                       \
+      "fraction of samples whose noisy first choice is the clean one")
+
+#define MOE_STAT_CTYPE_F double
+#define MOE_STAT_CTYPE_I int
+#define MOE_STAT_FIELD_(T, m, cols, dist, label, fmt, scale, desc) MOE_STAT_CTYPE_##T m;
+
+// Statistics of one forward (vectors have E valid entries; the scalars are MOE_STEP_SCALARS).
 // For the soft heads: demand = kept = number of samples whose largest expert weight is e
 // (softmoe-batch: per-expert weight = sum of the combine weights of its slots), mean_gate = mean
 // expert weight, confidence = mean over samples of the largest expert weight, dropped and
 // no-expert fractions are 0, capacity = B (sample) or P (batch), pairs_per_sample = E (sample)
-// or E*P/B (batch: expert rows processed per sample).
+// or E*P/B (batch: expert rows processed per sample); the clean router is the router (no noise):
+// its first choices are the published ones and first_agree is 1.
 typedef struct {
     int B, E, k;                      // batch size, experts, top-k of this forward
     int training;                     // 1 for a training forward
+    int dropless;                     // 1 if no capacity limit applied
     int demand[MOE_MAX_EXPERTS];      // (E) selected pairs per expert, before capacity
     int kept[MOE_MAX_EXPERTS];        // (E) pairs that got a slot
     float mean_gate[MOE_MAX_EXPERTS]; // (E) mean over samples of p[b, e]
     float bias[MOE_MAX_EXPERTS];      // (E) utility bias b_e used by this forward
-    int capacity;                     // C used (B when dropless)
-    int dropless;                     // 1 if no capacity limit applied
-    double drop_frac;                 // dropped pairs / (B k)
-    double no_expert_frac;            // samples with every pair dropped / B
-    double gate_entropy;              // mean_b H(p_b) / log E (1 when E = 1)
-    double load_entropy;              // H(kept / sum kept) / log E (1 when E = 1, 0 if nothing kept)
-    double maxvio;                    // max_e kept_e / mean_e kept_e - 1 (0 if nothing kept)
-    double confidence;                // mean combine weight of the kept pairs
-    double l_aux, l_z;                // unweighted losses of this batch
-    double tau;                       // temperature used
-    double pairs_per_sample;          // kept pairs / B (realized routed expert calls per sample)
-    double first_share;               // max_e (samples whose first choice is e) / B
     int first[MOE_MAX_EXPERTS];       // (E) samples whose (noisy) first choice is e
-    double clean_first_share;         // first_share of the router without selection noise: first
-                                      // choice argmax_e z[b,e] (+ b_e with bias_mode select/logits)
-    double clean_load_entropy;        // H(clean first-choice counts) / log E (1 when E = 1)
-    int clean_dead;                   // experts that no sample of the batch picks as clean first choice
-    int clean_first[MOE_MAX_EXPERTS]; // (E) samples whose clean first choice is e
-    double first_agree;               // fraction of samples whose (noisy) first choice is the clean one
-                                      // (soft heads have no noise: clean = published, agreement 1)
+    int clean_first[MOE_MAX_EXPERTS]; // (E) samples whose clean first choice (argmax_e z[b,e], + b_e
+                                      // with bias_mode select/logits) is e
+    MOE_STEP_SCALARS(MOE_STAT_FIELD_)
 } MoeStepStats;
 
 typedef struct {

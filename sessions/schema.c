@@ -14,6 +14,16 @@
 #include <stdlib.h>
 #include <string.h>
 
+#define SESS_SF_F SF_F64
+#define SESS_SF_I SF_I32
+#define SESS_IS_INT_F 0
+#define SESS_IS_INT_I 1
+#define SESS_COL_(rec, m, T, desc, opt) {#m, SESS_IS_INT_##T, desc, SESS_SF_##T, offsetof(rec, moe.m), opt}
+#define SESS_HEAD_ALL(T, m, desc) [SC_MOE_##m] = SESS_COL_(StepRecord, m, T, desc, 0),
+#define SESS_HEAD_ALL_V1X(T, m, desc) [SC_MOE_##m] = SESS_COL_(StepRecord, m, T, desc, 1),
+#define SESS_HEAD_NEW(T, m, desc) [SC_MOE_##m] = SESS_COL_(StepRecord, m, T, desc, 1),
+#define SESS_HEAD_LAYER(T, m, desc)
+#define SESS_HEAD_COL_(T, m, cols, dist, label, fmt, scale, desc) SESS_HEAD_##cols(T, m, desc)
 const SessCol sess_step_cols[SC_N] = {
     [SC_STEP] = {"step", 1, "steps completed, this one included", SF_I64, offsetof(StepRecord, step), 0},
     [SC_EPOCH] = {"epoch", 1, "1-based epoch of this step", SF_I32, offsetof(StepRecord, epoch), 0},
@@ -27,22 +37,6 @@ const SessCol sess_step_cols[SC_N] = {
     [SC_TAU] = {"tau", 0, "router temperature used", SF_F32, offsetof(StepRecord, tau), 0},
     [SC_IMG_PER_S] = {"img_per_s", 0, "training throughput since the previous record", SF_F64,
                       offsetof(StepRecord, img_per_s), 0},
-    [SC_DROP_FRAC] = {"drop_frac", 0, "dropped pairs / (B k)", SF_F64, offsetof(StepRecord, moe.drop_frac), 0},
-    [SC_NO_EXPERT_FRAC] = {"no_expert_frac", 0, "samples with every pair dropped / B", SF_F64,
-                           offsetof(StepRecord, moe.no_expert_frac), 0},
-    [SC_GATE_ENTROPY] = {"gate_entropy", 0, "mean gate entropy / log E", SF_F64, offsetof(StepRecord, moe.gate_entropy),
-                         0},
-    [SC_LOAD_ENTROPY] = {"load_entropy", 0, "entropy of the kept load / log E", SF_F64,
-                         offsetof(StepRecord, moe.load_entropy), 0},
-    [SC_MAXVIO] = {"maxvio", 0, "max kept / mean kept - 1", SF_F64, offsetof(StepRecord, moe.maxvio), 0},
-    [SC_CONFIDENCE] = {"confidence", 0, "mean combine weight of the kept pairs", SF_F64,
-                       offsetof(StepRecord, moe.confidence), 0},
-    [SC_L_AUX] = {"l_aux", 0, "load-balancing loss (unweighted)", SF_F64, offsetof(StepRecord, moe.l_aux), 0},
-    [SC_L_Z] = {"l_z", 0, "router z-loss (unweighted)", SF_F64, offsetof(StepRecord, moe.l_z), 0},
-    [SC_CAPACITY] = {"capacity", 1, "expert capacity C used (B when dropless)", SF_I32,
-                     offsetof(StepRecord, moe.capacity), 0},
-    [SC_PAIRS_PER_SAMPLE] = {"pairs_per_sample", 0, "kept pairs / B", SF_F64,
-                             offsetof(StepRecord, moe.pairs_per_sample), 0},
     [SC_RHO_REALIZED] = {"rho_realized", 0, "routed FLOPs actually spent / total", SF_F64,
                          offsetof(StepRecord, rho_realized), 0},
     [SC_DEAD_EXPERTS] = {"dead_experts", 1, "experts with no kept pair over the window", SF_I32,
@@ -53,22 +47,15 @@ const SessCol sess_step_cols[SC_N] = {
     [SC_WINDOW_LOAD_ENTROPY] = {"window_load_entropy", 0, "load entropy / log E over the window", SF_F64,
                                 offsetof(StepRecord, window_load_entropy), 0},
     [SC_WALL_TIME] = {"wall_time", 0, "Unix time when the record was appended (s)", SF_WALL, 0, 0},
-    [SC_CLEAN_FIRST_SHARE] = {"clean_first_share", 0, "largest share of first choices without selection noise", SF_F64,
-                              offsetof(StepRecord, moe.clean_first_share), 1},
-    [SC_CLEAN_LOAD_ENTROPY] = {"clean_load_entropy", 0, "entropy of the first choices without selection noise / log E",
-                               SF_F64, offsetof(StepRecord, moe.clean_load_entropy), 1},
-    [SC_CLEAN_DEAD] = {"clean_dead", 1, "experts no sample of the batch picks first without selection noise", SF_I32,
-                       offsetof(StepRecord, moe.clean_dead), 1},
     [SC_COLLAPSE_VIEWS] = {"collapse_views", 1, "collapse views flagged: 1 training, 2 clean router, 4 evaluation",
                            SF_I32, offsetof(StepRecord, collapse_views), 1},
     [SC_COLLAPSE_FIRST_STEP] = {"collapse_first_step", 1, "first step any collapse view was flagged (-1: never)",
                                 SF_I64, offsetof(StepRecord, collapse_first_step), 1},
-    [SC_FIRST_AGREE] = {"first_agree", 0, "fraction of samples whose noisy first choice is the clean one", SF_F64,
-                        offsetof(StepRecord, moe.first_agree), 1},
     [SC_ALARM] = {"alarm", 1, "alarm level: 0 none, 1 warning (only the clean router concentrates, or an expert died), 2 collapse", SF_I32, offsetof(StepRecord, alarm), 1},
     [SC_DEAD_MASK] = {"dead_mask", 1, "experts dead now (bit e = expert e; no kept pair for a window, revival after load again)", SF_I64, offsetof(StepRecord, dead_mask), 1},
     [SC_FORECAST] = {"forecast", 1, "steps until the clean router crosses a collapse threshold at its trend (-1: none)", SF_I64, offsetof(StepRecord, forecast), 1},
     [SC_TREND] = {"trend", 0, "clean first-choice share change per 1000 steps over the window", SF_F64, offsetof(StepRecord, trend), 1},
+    MOE_STEP_SCALARS(SESS_HEAD_COL_)
 };
 
 const SessCol sess_step_vecs[SV_N] = {
@@ -137,34 +124,20 @@ const SessCol sess_eval_cols[EC_N] = {
 
 #define LS_(ID, name, is_int, desc, field, member) \
     [LSC_##ID] = {name, is_int, desc, field, offsetof(StepLayer, member), 0}
+#define SESS_LAYER_OPT_ALL 0
+#define SESS_LAYER_OPT_ALL_V1X 0
+#define SESS_LAYER_OPT_LAYER 0
+#define SESS_LAYER_OPT_NEW 1
+#define SESS_LAYER_COL_(T, m, cols, dist, label, fmt, scale, desc) \
+    [LSC_MOE_##m] = SESS_COL_(StepLayer, m, T, desc, SESS_LAYER_OPT_##cols),
 const SessCol sess_layer_step_cols[LSC_N] = {
     [LSC_STEP] = {"step", 1, "steps completed, this one included", SF_ROW, 0, 0},
-    LS_(TAU, "tau", 0, "the layer's router temperature", SF_F64, moe.tau),
-    LS_(DROP_FRAC, "drop_frac", 0, "dropped pairs / (B k)", SF_F64, moe.drop_frac),
-    LS_(NO_EXPERT_FRAC, "no_expert_frac", 0, "samples with every pair dropped / B", SF_F64, moe.no_expert_frac),
-    LS_(GATE_ENTROPY, "gate_entropy", 0, "mean gate entropy / log E", SF_F64, moe.gate_entropy),
-    LS_(LOAD_ENTROPY, "load_entropy", 0, "entropy of the kept load / log E", SF_F64, moe.load_entropy),
-    LS_(MAXVIO, "maxvio", 0, "max kept / mean kept - 1", SF_F64, moe.maxvio),
-    LS_(CONFIDENCE, "confidence", 0, "mean combine weight of the kept pairs", SF_F64, moe.confidence),
-    LS_(L_AUX, "l_aux", 0, "load-balancing loss (unweighted)", SF_F64, moe.l_aux),
-    LS_(L_Z, "l_z", 0, "router z-loss (unweighted)", SF_F64, moe.l_z),
-    LS_(CAPACITY, "capacity", 1, "expert capacity C used (B when dropless)", SF_I32, moe.capacity),
-    LS_(PAIRS_PER_SAMPLE, "pairs_per_sample", 0, "kept pairs / B", SF_F64, moe.pairs_per_sample),
     LS_(RHO_REALIZED, "rho_realized", 0, "the layer's routed FLOPs actually spent / the model's", SF_F64, rho_realized),
     LS_(DEAD_EXPERTS, "dead_experts", 1, "experts with no kept pair over the window", SF_I32, dead_experts),
     LS_(COLLAPSED, "collapsed", 1, "the layer's collapse flag (any view)", SF_I32, collapsed),
     LS_(COLLAPSE_REASON, "collapse_reason", 1, "COLLAPSE_* bits: 1 entropy, 2 share, 4 dead", SF_I32, collapse_reason),
     LS_(WINDOW_LOAD_ENTROPY, "window_load_entropy", 0, "load entropy / log E over the window", SF_F64,
         window_load_entropy),
-    LS_(FIRST_SHARE, "first_share", 0, "largest share of (noisy) first choices in the batch", SF_F64, moe.first_share),
-    LS_(CLEAN_FIRST_SHARE, "clean_first_share", 0, "largest share of first choices without selection noise", SF_F64,
-        moe.clean_first_share),
-    LS_(CLEAN_LOAD_ENTROPY, "clean_load_entropy", 0, "entropy of the first choices without selection noise / log E",
-        SF_F64, moe.clean_load_entropy),
-    LS_(CLEAN_DEAD, "clean_dead", 1, "experts no sample of the batch picks first without selection noise", SF_I32,
-        moe.clean_dead),
-    LS_(FIRST_AGREE, "first_agree", 0, "fraction of samples whose noisy first choice is the clean one", SF_F64,
-        moe.first_agree),
     LS_(COLLAPSE_VIEWS, "collapse_views", 1, "collapse views flagged: 1 training, 2 clean router, 4 evaluation", SF_I32,
         collapse_views),
     LS_(COLLAPSE_FIRST_STEP, "collapse_first_step", 1, "first step any view of the layer was flagged (-1: never)",
@@ -173,6 +146,7 @@ const SessCol sess_layer_step_cols[LSC_N] = {
     [LSC_DEAD_MASK] = {"dead_mask", 1, "experts dead now (bit e = expert e; no kept pair for a window, revival after load again)", SF_I64, offsetof(StepLayer, dead_mask), 1},
     [LSC_FORECAST] = {"forecast", 1, "steps until the clean router crosses a collapse threshold at its trend (-1: none)", SF_I64, offsetof(StepLayer, forecast), 1},
     [LSC_TREND] = {"trend", 0, "clean first-choice share change per 1000 steps over the window", SF_F64, offsetof(StepLayer, trend), 1},
+    MOE_STEP_SCALARS(SESS_LAYER_COL_)
 };
 #undef LS_
 

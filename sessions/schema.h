@@ -1,7 +1,8 @@
 /* schema.h — private description of live.h5 shared by the writer, the readers and the exporter:
  * the column tables of /steps and /evals, how a record maps to a row, the per-expert step
  * datasets and the /events compound type. README.md ("The session format") documents the same
- * layout. A new column is one enum value and one table row (schema.c). */
+ * layout. A new column is one enum value and one table row (schema.c); a new routing statistic is
+ * a MOE_STEP_SCALARS row (core/moe.h), which makes its columns here. */
 #ifndef ML_SESSIONS_SCHEMA_H
 #define ML_SESSIONS_SCHEMA_H
 
@@ -27,6 +28,15 @@ typedef struct {
 double sess_col_get(const SessCol *c, const void *rec, double wall_time);
 void sess_col_set(const SessCol *c, void *rec, double v);
 
+/* The columns that are MoeStepStats scalars come from MOE_STEP_SCALARS (core/moe.h): SC_MOE_<member>
+ * in /steps (rows with cols ALL, ALL_V1X or NEW), LSC_MOE_<member> in the layers' steps (every
+ * row). */
+#define SESS_STAT_ENUM_ALL(p, m) p##m,
+#define SESS_STAT_ENUM_ALL_V1X(p, m) p##m,
+#define SESS_STAT_ENUM_NEW(p, m) p##m,
+#define SESS_STAT_ENUM_LAYER(p, m)
+#define SESS_STEP_ENUM_(T, m, cols, dist, label, fmt, scale, desc) SESS_STAT_ENUM_##cols(SC_MOE_, m)
+#define SESS_LAYER_ENUM_(T, m, cols, dist, label, fmt, scale, desc) LSC_MOE_##m,
 enum {
     SC_STEP,
     SC_EPOCH,
@@ -37,26 +47,13 @@ enum {
     SC_LR,
     SC_TAU,
     SC_IMG_PER_S,
-    SC_DROP_FRAC,
-    SC_NO_EXPERT_FRAC,
-    SC_GATE_ENTROPY,
-    SC_LOAD_ENTROPY,
-    SC_MAXVIO,
-    SC_CONFIDENCE,
-    SC_L_AUX,
-    SC_L_Z,
-    SC_CAPACITY,
-    SC_PAIRS_PER_SAMPLE,
+    MOE_STEP_SCALARS(SESS_STEP_ENUM_)
     SC_RHO_REALIZED,
     SC_DEAD_EXPERTS,
     SC_COLLAPSED,
     SC_COLLAPSE_REASON,
     SC_WINDOW_LOAD_ENTROPY,
     SC_WALL_TIME,
-    SC_CLEAN_FIRST_SHARE,
-    SC_CLEAN_LOAD_ENTROPY,
-    SC_CLEAN_DEAD,
-    SC_FIRST_AGREE,
     SC_COLLAPSE_VIEWS,
     SC_COLLAPSE_FIRST_STEP,
     SC_ALARM,
@@ -120,27 +117,12 @@ void sess_eval_row(const EvalRecord *r, double wall_time, double *v);
  * (N, n). */
 enum {
     LSC_STEP,
-    LSC_TAU,
-    LSC_DROP_FRAC,
-    LSC_NO_EXPERT_FRAC,
-    LSC_GATE_ENTROPY,
-    LSC_LOAD_ENTROPY,
-    LSC_MAXVIO,
-    LSC_CONFIDENCE,
-    LSC_L_AUX,
-    LSC_L_Z,
-    LSC_CAPACITY,
-    LSC_PAIRS_PER_SAMPLE,
+    MOE_STEP_SCALARS(SESS_LAYER_ENUM_)
     LSC_RHO_REALIZED,
     LSC_DEAD_EXPERTS,
     LSC_COLLAPSED,
     LSC_COLLAPSE_REASON,
     LSC_WINDOW_LOAD_ENTROPY,
-    LSC_FIRST_SHARE,
-    LSC_CLEAN_FIRST_SHARE,
-    LSC_CLEAN_LOAD_ENTROPY,
-    LSC_CLEAN_DEAD,
-    LSC_FIRST_AGREE,
     LSC_COLLAPSE_VIEWS,
     LSC_COLLAPSE_FIRST_STEP,
     LSC_ALARM,

@@ -917,6 +917,19 @@ static void test_config_and_stats(void) {
     check(fabs(gsum - 1.0) < 1e-5 && st->gate_entropy > 0.0 && st->gate_entropy <= 1.0 + 1e-9 &&
               st->load_entropy > 0.0 && st->load_entropy <= 1.0 + 1e-9 && st->maxvio >= 0.0,
           "stats: mean gates sum to 1, entropies in (0, 1], MaxVio >= 0");
+    /* gate_margin: the mean of (largest - second largest gate) over the batch, by hand; a tie is
+     * 0 and one expert taking everything is 1 */
+    double margin = 0.0;
+    for (int b = 0; b < B; b++) {
+        double g[4] = {0}, tmp;
+        for (int e = 0; e < c.E; e++) g[e] = t.m.p[(size_t)b * c.E + e];
+        for (int i = 0; i < 2; i++)
+            for (int j = i + 1; j < c.E; j++)
+                if (g[j] > g[i]) tmp = g[i], g[i] = g[j], g[j] = tmp;
+        margin += g[0] - g[1];
+    }
+    check(fabs(st->gate_margin - margin / B) < 1e-12 && st->gate_margin > 0.0 && st->gate_margin < 1.0,
+          "stats: gate margin %.4f = mean of the top two gates' difference", st->gate_margin);
     double conf = 0.0;
     int nkept = 0;
     for (int b = 0; b < B * c.k; b++)

@@ -8,41 +8,53 @@
 #include "draw.h"
 
 #include <math.h>
+#include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
 
 #define SPARK_CAP 256
 
-enum { S_LOADH, S_DROP, S_MAXVIO, S_DEAD, S_RHO, S_AUX, S_Z, S_GATEH, S_CONF, S_NOEXP, S_CLEAN, S_AGREE, S_COUNT_MOE };
 enum { D_LOSS, D_ACC, D_LR, D_RATE, S_COUNT_DENSE };
-#define S_MAX 12
+#define S_MAX 16
+
+/* Where a row's value comes from: a MoeStepStats scalar (off), or the record's window load
+ * entropy, dead experts or realized rho. */
+enum { SRC_MOE, SRC_LOADH, SRC_DEAD, SRC_RHO, SRC_DENSE };
 
 typedef struct {
     const char *label;
     const char *fmt;
     double scale;
     int role;
+    int src;
+    size_t off; /* SRC_MOE: offsetof(MoeStepStats, member) */
+    int is_int;
 } ScalarSpec;
 
-static const ScalarSpec moe_spec[S_COUNT_MOE] = {
-    [S_LOADH] = {"load H", "%.3f", 1, TH_NORMAL},    [S_DROP] = {"drop %", "%.2f", 100, TH_NORMAL},
-    [S_MAXVIO] = {"MaxVio", "%.3f", 1, TH_NORMAL},   [S_DEAD] = {"dead", "%.0f", 1, TH_NORMAL},
-    [S_RHO] = {"rho", "%.3f", 1, TH_NORMAL},         [S_AUX] = {"aux loss", "%.4f", 1, TH_NORMAL},
-    [S_Z] = {"z loss", "%.4g", 1, TH_NORMAL},        [S_GATEH] = {"gate H", "%.3f", 1, TH_NORMAL},
-    [S_CONF] = {"confid.", "%.3f", 1, TH_NORMAL},    [S_NOEXP] = {"no-exp %", "%.2f", 100, TH_NORMAL},
-    [S_CLEAN] = {"clean 1st", "%.2f", 1, TH_NORMAL}, [S_AGREE] = {"agree", "%.2f", 1, TH_NORMAL},
+/* The routing panel: the window's load entropy, dead experts and realized rho, then every
+ * MOE_STEP_SCALARS row with a label (core/moe.h), in the table's order. */
+#define PANEL_IS_INT_F 0
+#define PANEL_IS_INT_I 1
+#define PANEL_ROW_(T, m, cols, dist, label, fmt, scale, desc) \
+    {label, fmt, scale, TH_NORMAL, SRC_MOE, offsetof(MoeStepStats, m), PANEL_IS_INT_##T},
+static const ScalarSpec moe_rows[] = {
+    {"load H", "%.3f", 1, TH_NORMAL, SRC_LOADH, 0, 0},
+    {"dead", "%.0f", 1, TH_NORMAL, SRC_DEAD, 0, 0},
+    {"rho", "%.3f", 1, TH_NORMAL, SRC_RHO, 0, 0},
+    MOE_STEP_SCALARS(PANEL_ROW_)
 };
+#define S_MOE_ROWS ((int)(sizeof moe_rows / sizeof moe_rows[0]))
 static const ScalarSpec dense_spec[S_COUNT_DENSE] = {
-    [D_LOSS] = {"loss", "%.4f", 1, TH_NORMAL},
-    [D_ACC] = {"batch acc", "%.1f%%", 100, TH_NORMAL},
-    [D_LR] = {"lr", "%.4g", 1, TH_NORMAL},
-    [D_RATE] = {"img/s", "%.0f", 1, TH_NORMAL},
+    [D_LOSS] = {"loss", "%.4f", 1, TH_NORMAL, SRC_DENSE, 0, 0},
+    [D_ACC] = {"batch acc", "%.1f%%", 100, TH_NORMAL, SRC_DENSE, 0, 0},
+    [D_LR] = {"lr", "%.4g", 1, TH_NORMAL, SRC_DENSE, 0, 0},
+    [D_RATE] = {"img/s", "%.0f", 1, TH_NORMAL, SRC_DENSE, 0, 0},
 };
 
 typedef struct {
     Ring ring[S_MAX];
     int nrows;
-    const ScalarSpec *spec;
+    ScalarSpec spec[S_MAX]; /* the rows shown */
     double last[S_MAX];
     long step;
     int have, collapsed, E, views, alarm;
@@ -61,8 +73,12 @@ static int scalars_init(View *v) {
     ScalarsView *s = calloc(1, sizeof *s);
     if (!s) return -1;
     v->self = s;
-    s->nrows = v->ctx->has_moe ? S_COUNT_MOE : S_COUNT_DENSE;
-    s->spec = v->ctx->has_moe ? moe_spec : dense_spec;
+    if (v->ctx->has_moe) {
+        for (int i = 0; i < S_MOE_ROWS && s->nrows < S_MAX; i++)
+            if (moe_rows[i].label) s->spec[s->nrows++] = moe_rows[i];
+    } else {
+        for (int i = 0; i < S_COUNT_DENSE; i++) s->spec[s->nrows++] = dense_spec[i];
+    }
     for (int i = 0; i < s->nrows; i++)
         if (ring_init(&s->ring[i], SPARK_CAP)) {
             scalars_free(v);
@@ -82,18 +98,15 @@ static void scalars_update(View *v, const ViewMsg *m) {
     double val[S_MAX] = {0};
     if (v->ctx->has_moe) {
         if (!r->has_moe) return;
-        val[S_LOADH] = r->window_load_entropy;
-        val[S_DROP] = r->moe.drop_frac;
-        val[S_MAXVIO] = r->moe.maxvio;
-        val[S_DEAD] = r->dead_experts;
-        val[S_RHO] = r->rho_realized;
-        val[S_AUX] = r->moe.l_aux;
-        val[S_Z] = r->moe.l_z;
-        val[S_GATEH] = r->moe.gate_entropy;
-        val[S_CONF] = r->moe.confidence;
-        val[S_NOEXP] = r->moe.no_expert_frac;
-        val[S_CLEAN] = r->moe.clean_first_share;
-        val[S_AGREE] = r->moe.first_agree;
+        for (int i = 0; i < s->nrows; i++) {
+            const ScalarSpec *sp = &s->spec[i];
+            const char *p = (const char *)&r->moe + sp->off;
+            val[i] = sp->src == SRC_LOADH ? r->window_load_entropy
+                     : sp->src == SRC_DEAD ? r->dead_experts
+                     : sp->src == SRC_RHO  ? r->rho_realized
+                     : sp->is_int          ? *(const int *)p
+                                           : *(const double *)p;
+        }
         s->collapsed = r->collapsed;
         s->alarm = r->alarm;
         s->views = r->collapse_views;
@@ -171,12 +184,12 @@ static void scalars_draw(View *v, WINDOW *w, Rect r) {
     for (int i = 0; i < s->nrows && y < ymax; i++, y++) {
         const ScalarSpec *sp = &s->spec[i];
         char val[48];
-        if (c->has_moe && i == S_DEAD) snprintf(val, sizeof val, "%.0f/%d", s->last[i], s->E);
-        else if (c->has_moe && i == S_RHO) snprintf(val, sizeof val, "%.3f/%.3f", s->last[i], c->rho_nominal);
+        if (sp->src == SRC_DEAD) snprintf(val, sizeof val, "%.0f/%d", s->last[i], s->E);
+        else if (sp->src == SRC_RHO) snprintf(val, sizeof val, "%.3f/%.3f", s->last[i], c->rho_nominal);
         else snprintf(val, sizeof val, sp->fmt, s->last[i]);
         int role = sp->role;
-        if (c->has_moe && ((i == S_DEAD && s->last[i] > 0) || (i == S_LOADH && s->last[i] < 0.5) ||
-                           (i == S_CLEAN && s->last[i] > 0.5)))
+        if ((sp->src == SRC_DEAD && s->last[i] > 0) || (sp->src == SRC_LOADH && s->last[i] < 0.5) ||
+            (sp->src == SRC_MOE && sp->off == offsetof(MoeStepStats, clean_first_share) && s->last[i] > 0.5))
             role = TH_ERROR;
         draw_text(w, y, r.x, lw, t->role[TH_AXIS], sp->label);
         draw_textf(w, y, r.x + lw, vw, t->role[role] | A_BOLD, "%*s", vw - 1, val);
