@@ -1,4 +1,4 @@
-/* browse_draw.c — the browser's frames: the list screen (columns, rows, the sweep summary) and
+/* browse_draw.c — the browser's frames: the list screen (columns, the sweep summary) and
  * the session, comparison and multi-run screens with their hint line (see browse.c). UI thread only. */
 #define _GNU_SOURCE
 #include "app/browse/browse.h"
@@ -35,43 +35,6 @@
 
 // ---------------------------------------------------------------------------------------------
 // list screen
-
-void browse_list_rows(Browser *b) {
-    free(b->rows);
-    b->rows = malloc(sizeof *b->rows * (b->list.n ? b->list.n : 1));
-    b->nrows = 0;
-    if (!b->rows) return;
-    for (int i = 0; i < b->list.n; i++)
-        if (browse_entry_match(&b->list.e[i], b->filter)) b->rows[b->nrows++] = i;
-    if (b->sel >= b->nrows) b->sel = b->nrows - 1;
-    if (b->sel < 0) b->sel = 0;
-}
-
-void browse_list_rescan(Browser *b) {
-    /* keep the marks and the selection across a rescan (by path) */
-    char sel_path[1100] = "";
-    if (b->nrows > 0) snprintf(sel_path, sizeof sel_path, "%s", b->list.e[b->rows[b->sel]].path);
-    char(*marks)[1100] = NULL;
-    int nm = 0;
-    for (int i = 0; i < b->list.n; i++)
-        if (b->list.e[i].marked) {
-            void *nmk = realloc(marks, sizeof *marks * (nm + 1));
-            if (!nmk) break;
-            marks = nmk;
-            snprintf(marks[nm++], sizeof *marks, "%s", b->list.e[i].path);
-        }
-    if (browse_list_scan(&b->list, b->root)) browse_set_msg(b, "%s", ml_last_error());
-    browse_list_sort(&b->list, b->sort_col, b->sort_rev);
-    for (int i = 0; i < b->list.n; i++)
-        for (int m = 0; m < nm; m++)
-            if (!strcmp(b->list.e[i].path, marks[m])) b->list.e[i].marked = 1;
-    free(marks);
-    browse_list_rows(b);
-    for (int r = 0; r < b->nrows; r++)
-        if (!strcmp(b->list.e[b->rows[r]].path, sel_path)) b->sel = r;
-    b->list_read_at = ml_now();
-    b->dirty = 1;
-}
 
 /* Column widths for a screen width; name takes what is left. */
 static void list_widths(int W, int *wd) {

@@ -1,6 +1,7 @@
-/* browse_session.c — the browser's sessions: loading one into the live screen's panels, the log
- * rebuilt at the cursor, opening a session, a comparison of two or of 3-8 runs, the epoch cursor
- * of each screen, and re-reading a running session (see browse.c). */
+/* browse_session.c — the browser's sessions: the list screen's rows (filter, rescan), loading one
+ * into the live screen's panels, the log rebuilt at the cursor, opening a session, a comparison of
+ * two or of 3-8 runs, the epoch cursor of each screen, and re-reading a running session (see
+ * browse.c). */
 #define _GNU_SOURCE
 #include "app/browse/browse.h"
 #include "app/browse/browse_internal.h"
@@ -39,6 +40,46 @@ void browse_set_msg(Browser *b, const char *fmt, ...) {
     va_start(ap, fmt);
     vsnprintf(b->msg, sizeof b->msg, fmt, ap);
     va_end(ap);
+    b->dirty = 1;
+}
+
+// ---------------------------------------------------------------------------------------------
+// the list screen's rows: the filter applied, and a rescan that keeps marks and selection
+
+void browse_list_rows(Browser *b) {
+    free(b->rows);
+    b->rows = malloc(sizeof *b->rows * (b->list.n ? b->list.n : 1));
+    b->nrows = 0;
+    if (!b->rows) return;
+    for (int i = 0; i < b->list.n; i++)
+        if (browse_entry_match(&b->list.e[i], b->filter)) b->rows[b->nrows++] = i;
+    if (b->sel >= b->nrows) b->sel = b->nrows - 1;
+    if (b->sel < 0) b->sel = 0;
+}
+
+void browse_list_rescan(Browser *b) {
+    /* keep the marks and the selection across a rescan (by path) */
+    char sel_path[1100] = "";
+    if (b->nrows > 0) snprintf(sel_path, sizeof sel_path, "%s", b->list.e[b->rows[b->sel]].path);
+    char(*marks)[1100] = NULL;
+    int nm = 0;
+    for (int i = 0; i < b->list.n; i++)
+        if (b->list.e[i].marked) {
+            void *nmk = realloc(marks, sizeof *marks * (nm + 1));
+            if (!nmk) break;
+            marks = nmk;
+            snprintf(marks[nm++], sizeof *marks, "%s", b->list.e[i].path);
+        }
+    if (browse_list_scan(&b->list, b->root)) browse_set_msg(b, "%s", ml_last_error());
+    browse_list_sort(&b->list, b->sort_col, b->sort_rev);
+    for (int i = 0; i < b->list.n; i++)
+        for (int m = 0; m < nm; m++)
+            if (!strcmp(b->list.e[i].path, marks[m])) b->list.e[i].marked = 1;
+    free(marks);
+    browse_list_rows(b);
+    for (int r = 0; r < b->nrows; r++)
+        if (!strcmp(b->list.e[b->rows[r]].path, sel_path)) b->sel = r;
+    b->list_read_at = ml_now();
     b->dirty = 1;
 }
 
