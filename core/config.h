@@ -42,5 +42,9 @@ typedef struct {
 } TrainConfig;
 
 void train_config_defaults(TrainConfig *c);
+/* The run's record in config_json (core/cfgvisit.h), in its order, after the dataset (which
+ * sessions/ writes first): a new option's line goes here, in model_config_visit or in
+ * moe_config_visit, beside its use. */
+void train_config_visit(const TrainConfig *c, CfgVisitor *v);
 
 #endif

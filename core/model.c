@@ -21,6 +21,30 @@ void model_config_defaults(ModelConfig *c) {
     c->bn_momentum = 0.1f;
 }
 
+void model_config_visit(const ModelConfig *m, CfgVisitor *v) {
+    v->i(v, "in_c", m->in_c);
+    v->i(v, "in_h", m->in_h);
+    v->i(v, "in_w", m->in_w);
+    v->i(v, "classes", m->classes);
+    v->s(v, "backbone", backbone_name(m->backbone));
+    v->f(v, "width", m->width);
+    v->i(v, "batch", m->batch);
+    v->f(v, "bn_momentum", m->bn_momentum);
+    v->s(v, "fc2_init", fc2_init_name(m->fc2_init));
+    v->open(v, "head");
+    moe_config_visit(&m->head, v);
+    v->close(v);
+    if (m->moe_n + m->ffn_n > 0) { /* backbone layers (--moe-after ...): the lists as given */
+        v->open(v, "backbone_layers");
+        v->ints(v, "moe_after", m->moe_after, m->moe_n < MODEL_MAX_BBL ? m->moe_n : MODEL_MAX_BBL);
+        v->ints(v, "ffn_after", m->ffn_after, m->ffn_n < MODEL_MAX_BBL ? m->ffn_n : MODEL_MAX_BBL);
+        v->ints(v, "hidden", m->bb_hidden, m->bb_nh < MODEL_MAX_BBL ? m->bb_nh : MODEL_MAX_BBL);
+        v->ints(v, "experts", m->bb_E, m->bb_nE < MODEL_MAX_BBL ? m->bb_nE : MODEL_MAX_BBL);
+        v->ints(v, "k", m->bb_k, m->bb_nk < MODEL_MAX_BBL ? m->bb_nk : MODEL_MAX_BBL);
+        v->close(v);
+    }
+}
+
 const char *backbone_name(BackboneKind k) { return k == BACKBONE_DW ? "dw" : "std"; }
 
 /* ---------------------------------------------------------------- tensor registration */

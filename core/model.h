@@ -55,6 +55,8 @@ typedef struct {
 
 void model_config_defaults(
     ModelConfig *c); /* the reference model: dw, w=1, 32x32x3, 10, moe E=8 k=2 h=1024 cf=1.25, B=128 */
+/* The model's record in config_json (core/cfgvisit.h), in its order; the head via moe_config_visit. */
+void model_config_visit(const ModelConfig *m, CfgVisitor *v);
 
 #define MODEL_MAX_TENSORS 1100 /* 4 routed layers of 64 experts fit: 4 (1 + 4*64) + the rest */
 #define MODEL_MAX_UNITS 8

@@ -35,6 +35,24 @@ void moe_config_defaults(MoeConfig *c) {
     c->slots = 0;
 }
 
+void moe_config_visit(const MoeConfig *h, CfgVisitor *v) {
+    v->s(v, "kind", moe_head_name(h->kind));
+    v->i(v, "d", h->d);
+    v->i(v, "E", h->E);
+    v->i(v, "k", h->k);
+    v->i(v, "h", h->h);
+    v->f(v, "cf", h->cf);
+    v->f(v, "eval_cf", h->eval_cf);
+    v->i(v, "renorm", h->renorm);
+    v->s(v, "priority", moe_priority_name(h->priority));
+    v->s(v, "bias_mode", moe_bias_name(h->bias_mode));
+    v->f(v, "bias_rate", h->bias_rate);
+    v->f(v, "noise", h->noise);
+    v->f(v, "alpha", h->alpha);
+    v->f(v, "beta", h->beta);
+    v->i(v, "slots", h->slots);
+}
+
 int moe_slots(const MoeConfig *c, int Bmax) {
     if (c->kind != HEAD_SOFTMOE_BATCH) return 0;
     if (c->slots > 0) return c->slots;

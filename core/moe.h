@@ -51,6 +51,7 @@
 #ifndef ML_MOE_H
 #define ML_MOE_H
 
+#include "core/cfgvisit.h"
 #include "core/common.h"
 #include "core/dist.h"
 #include "core/rng.h"
@@ -82,6 +83,8 @@ typedef struct {
 // renorm = MOE_RENORM_AUTO, PRIORITY_BATCH, BIAS_NONE, bias_rate = 1e-3, noise = 1, alpha = 0.01, beta = 0,
 // slots = 0.
 void moe_config_defaults(MoeConfig *c);
+// The head's record in config_json (core/cfgvisit.h), in its order.
+void moe_config_visit(const MoeConfig *c, CfgVisitor *v);
 // 1 when the kept gates of this configuration are renormalised: renorm = on, or auto with k >= 2.
 int moe_renorm_on(const MoeConfig *c);
 // "off", "on", "auto" (NULL for another value); parse: ML_ERR_ARG for another name.

@@ -30,6 +30,61 @@ void train_config_defaults(TrainConfig *c) {
     c->augment = -1;
 }
 
+void train_config_visit(const TrainConfig *c, CfgVisitor *v) {
+    v->open(v, "model");
+    model_config_visit(&c->model, v);
+    v->close(v);
+    v->open(v, "opt");
+    v->s(v, "kind", optim_kind_name(c->opt.kind));
+    v->f(v, "momentum", c->opt.momentum);
+    v->i(v, "nesterov", c->opt.nesterov);
+    v->f(v, "beta1", c->opt.beta1);
+    v->f(v, "beta2", c->opt.beta2);
+    v->f(v, "eps", c->opt.eps);
+    v->f(v, "wd", c->opt.wd);
+    v->close(v);
+    v->open(v, "lr");
+    v->s(v, "kind", lr_kind_name(c->lr.kind));
+    v->f(v, "base", c->lr.base);
+    v->i(v, "warmup", c->lr.warmup);
+    v->i(v, "total", c->lr.total);
+    v->f(v, "gamma", c->lr.gamma);
+    v->floats(v, "milestones", c->lr.milestones, 2);
+    v->close(v);
+    v->f(v, "warmup_epochs", c->warmup_epochs);
+    v->f(v, "tau_epochs", c->tau_epochs);
+    v->open(v, "tau");
+    v->s(v, "kind", tau_kind_name(c->tau.kind));
+    v->f(v, "tau0", c->tau.tau0);
+    v->f(v, "tau1", c->tau.tau1);
+    v->f(v, "tau_min", c->tau.tau_min);
+    v->f(v, "s", c->tau.s);
+    v->f(v, "c", c->tau.c);
+    v->i(v, "step_every", c->tau.step_every);
+    v->f(v, "step_gamma", c->tau.step_gamma);
+    v->i(v, "start", c->tau.start);
+    v->i(v, "total", c->tau.total);
+    v->close(v);
+    v->i(v, "epochs", c->epochs);
+    v->u64(v, "seed", c->seed);
+    v->i(v, "threads", c->threads);
+    v->i(v, "log_every", c->log_every);
+    v->open(v, "route");
+    v->i(v, "window", c->route.window);
+    v->i(v, "min_steps", c->route.min_steps);
+    v->d(v, "entropy_min", c->route.entropy_min);
+    v->d(v, "max_share", c->route.max_share);
+    v->d(v, "dead_frac", c->route.dead_frac);
+    v->i(v, "warmup", c->route.warmup);
+    v->d(v, "hysteresis", c->route.hysteresis);
+    v->i(v, "confirm", c->route.confirm);
+    v->close(v);
+    v->i(v, "tsne_samples", c->tsne_samples);
+    v->i(v, "augment", c->augment);
+    if (c->ranks > 1) v->i(v, "ranks", c->ranks);          /* absent: one process */
+    if (c->model.sync_bn) v->i(v, "sync_bn", 1);           /* absent: each rank's own statistics */
+}
+
 static void shuffle(int32_t *p, int n, Rng *r) {
     for (int i = n - 1; i > 0; i--) {
         int j = (int)rng_below(r, (uint32_t)(i + 1));

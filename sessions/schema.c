@@ -338,111 +338,63 @@ static json_t *jw_real_value(Jw *w, double v) {
 static void jw_num(Jw *w, json_t *o, const char *k, double v) { jw_set(w, o, k, jw_real_value(w, v)); }
 static void jw_flt(Jw *w, json_t *o, const char *k, float v) { jw_num(w, o, k, isfinite(v) ? float_decimal(v) : v); }
 
+/* The JSON side of train_config_visit (core/cfgvisit.h): a stack of open objects. */
+typedef struct {
+    CfgVisitor v; /* first: the callbacks get &Jv.v */
+    Jw w;
+    json_t *stack[8];
+    int depth;
+    int big_seed; /* the seed is above INT64_MAX: written as 0, its digits put in the text after */
+} Jv;
+static json_t *jv_top(CfgVisitor *v) {
+    Jv *j = (Jv *)v;
+    return j->stack[j->depth];
+}
+static void jv_open(CfgVisitor *v, const char *k) {
+    Jv *j = (Jv *)v;
+    json_t *o = jw_obj(&j->w, jv_top(v), k);
+    if (j->depth + 1 < (int)(sizeof j->stack / sizeof j->stack[0])) j->stack[++j->depth] = o;
+    else j->w.bad = 1;
+}
+static void jv_close(CfgVisitor *v) {
+    Jv *j = (Jv *)v;
+    if (j->depth > 0) j->depth--;
+}
+static void jv_i(CfgVisitor *v, const char *k, long long x) { jw_int(&((Jv *)v)->w, jv_top(v), k, x); }
+static void jv_f(CfgVisitor *v, const char *k, float x) { jw_flt(&((Jv *)v)->w, jv_top(v), k, x); }
+static void jv_d(CfgVisitor *v, const char *k, double x) { jw_num(&((Jv *)v)->w, jv_top(v), k, x); }
+static void jv_s(CfgVisitor *v, const char *k, const char *x) { jw_str(&((Jv *)v)->w, jv_top(v), k, x); }
+static void jv_ints(CfgVisitor *v, const char *k, const int *x, int n) {
+    Jv *j = (Jv *)v;
+    json_t *a = json_array();
+    for (int i = 0; i < n; i++)
+        if (json_array_append_new(a, json_integer(x[i]))) j->w.bad = 1;
+    jw_set(&j->w, jv_top(v), k, a);
+}
+static void jv_floats(CfgVisitor *v, const char *k, const float *x, int n) {
+    Jv *j = (Jv *)v;
+    json_t *a = json_array();
+    for (int i = 0; i < n; i++)
+        if (json_array_append_new(a, jw_real_value(&j->w, isfinite(x[i]) ? float_decimal(x[i]) : x[i]))) j->w.bad = 1;
+    jw_set(&j->w, jv_top(v), k, a);
+}
+/* jansson's integers are long long: a seed above INT64_MAX (the API takes any uint64_t; --seed
+ * stops at 2^53 - 1) goes in as 0 and its digits replace that 0 in the text (session_config_json) */
+static void jv_u64(CfgVisitor *v, const char *k, uint64_t x) {
+    Jv *j = (Jv *)v;
+    if (x > (uint64_t)INT64_MAX) j->big_seed = 1;
+    jw_int(&j->w, jv_top(v), k, j->big_seed ? 0 : (long long)x);
+}
+
 ml_status session_config_json(const TrainConfig *c, const char *dataset_spec, char *buf, size_t n) {
     if (!buf || n < 3) return ml_fail(ML_ERR_ARG, "config JSON: buffer too small");
     buf[0] = 0;
-    Jw w = {0, 1};
-    const ModelConfig *m = &c->model;
-    const MoeConfig *h = &m->head;
     json_t *root = json_object();
-    jw_str(&w, root, "dataset", dataset_spec);
-    json_t *jm = jw_obj(&w, root, "model");
-    jw_int(&w, jm, "in_c", m->in_c);
-    jw_int(&w, jm, "in_h", m->in_h);
-    jw_int(&w, jm, "in_w", m->in_w);
-    jw_int(&w, jm, "classes", m->classes);
-    jw_str(&w, jm, "backbone", backbone_name(m->backbone));
-    jw_flt(&w, jm, "width", m->width);
-    jw_int(&w, jm, "batch", m->batch);
-    jw_flt(&w, jm, "bn_momentum", m->bn_momentum);
-    jw_str(&w, jm, "fc2_init", fc2_init_name(m->fc2_init));
-    json_t *jh = jw_obj(&w, jm, "head");
-    jw_str(&w, jh, "kind", moe_head_name(h->kind));
-    jw_int(&w, jh, "d", h->d);
-    jw_int(&w, jh, "E", h->E);
-    jw_int(&w, jh, "k", h->k);
-    jw_int(&w, jh, "h", h->h);
-    jw_flt(&w, jh, "cf", h->cf);
-    jw_flt(&w, jh, "eval_cf", h->eval_cf);
-    jw_int(&w, jh, "renorm", h->renorm);
-    jw_str(&w, jh, "priority", moe_priority_name(h->priority));
-    jw_str(&w, jh, "bias_mode", moe_bias_name(h->bias_mode));
-    jw_flt(&w, jh, "bias_rate", h->bias_rate);
-    jw_flt(&w, jh, "noise", h->noise);
-    jw_flt(&w, jh, "alpha", h->alpha);
-    jw_flt(&w, jh, "beta", h->beta);
-    jw_int(&w, jh, "slots", h->slots);
-    if (m->moe_n + m->ffn_n > 0) { /* backbone layers (--moe-after ...): the lists as given */
-        json_t *jb = jw_obj(&w, jm, "backbone_layers");
-        const struct {
-            const char *key;
-            int n;
-            const int *v;
-        } lists[] = {{"moe_after", m->moe_n, m->moe_after},
-                     {"ffn_after", m->ffn_n, m->ffn_after},
-                     {"hidden", m->bb_nh, m->bb_hidden},
-                     {"experts", m->bb_nE, m->bb_E},
-                     {"k", m->bb_nk, m->bb_k}};
-        for (size_t l = 0; l < sizeof lists / sizeof lists[0]; l++) {
-            json_t *a = json_array();
-            for (int i = 0; i < lists[l].n && i < MODEL_MAX_BBL; i++)
-                if (json_array_append_new(a, json_integer(lists[l].v[i]))) w.bad = 1;
-            jw_set(&w, jb, lists[l].key, a);
-        }
-    }
-    json_t *jo = jw_obj(&w, root, "opt");
-    jw_str(&w, jo, "kind", optim_kind_name(c->opt.kind));
-    jw_flt(&w, jo, "momentum", c->opt.momentum);
-    jw_int(&w, jo, "nesterov", c->opt.nesterov);
-    jw_flt(&w, jo, "beta1", c->opt.beta1);
-    jw_flt(&w, jo, "beta2", c->opt.beta2);
-    jw_flt(&w, jo, "eps", c->opt.eps);
-    jw_flt(&w, jo, "wd", c->opt.wd);
-    json_t *jl = jw_obj(&w, root, "lr");
-    jw_str(&w, jl, "kind", lr_kind_name(c->lr.kind));
-    jw_flt(&w, jl, "base", c->lr.base);
-    jw_int(&w, jl, "warmup", c->lr.warmup);
-    jw_int(&w, jl, "total", c->lr.total);
-    jw_flt(&w, jl, "gamma", c->lr.gamma);
-    json_t *ms = json_array();
-    for (int i = 0; i < 2; i++) {
-        const float v = c->lr.milestones[i];
-        if (json_array_append_new(ms, jw_real_value(&w, isfinite(v) ? float_decimal(v) : v))) w.bad = 1;
-    }
-    jw_set(&w, jl, "milestones", ms);
-    jw_flt(&w, root, "warmup_epochs", c->warmup_epochs);
-    jw_flt(&w, root, "tau_epochs", c->tau_epochs);
-    json_t *jt = jw_obj(&w, root, "tau");
-    jw_str(&w, jt, "kind", tau_kind_name(c->tau.kind));
-    jw_flt(&w, jt, "tau0", c->tau.tau0);
-    jw_flt(&w, jt, "tau1", c->tau.tau1);
-    jw_flt(&w, jt, "tau_min", c->tau.tau_min);
-    jw_flt(&w, jt, "s", c->tau.s);
-    jw_flt(&w, jt, "c", c->tau.c);
-    jw_int(&w, jt, "step_every", c->tau.step_every);
-    jw_flt(&w, jt, "step_gamma", c->tau.step_gamma);
-    jw_int(&w, jt, "start", c->tau.start);
-    jw_int(&w, jt, "total", c->tau.total);
-    jw_int(&w, root, "epochs", c->epochs);
-    /* jansson's integers are long long: a seed above INT64_MAX (the API takes any uint64_t;
-     * --seed stops at 2^53 - 1) goes in as 0 and its digits replace that 0 in the text below */
-    const int big_seed = c->seed > (uint64_t)INT64_MAX;
-    jw_int(&w, root, "seed", big_seed ? 0 : (long long)c->seed);
-    jw_int(&w, root, "threads", c->threads);
-    jw_int(&w, root, "log_every", c->log_every);
-    json_t *jr = jw_obj(&w, root, "route");
-    jw_int(&w, jr, "window", c->route.window);
-    jw_int(&w, jr, "min_steps", c->route.min_steps);
-    jw_num(&w, jr, "entropy_min", c->route.entropy_min);
-    jw_num(&w, jr, "max_share", c->route.max_share);
-    jw_num(&w, jr, "dead_frac", c->route.dead_frac);
-    jw_int(&w, jr, "warmup", c->route.warmup);
-    jw_num(&w, jr, "hysteresis", c->route.hysteresis);
-    jw_int(&w, jr, "confirm", c->route.confirm);
-    jw_int(&w, root, "tsne_samples", c->tsne_samples);
-    jw_int(&w, root, "augment", c->augment);
-    if (c->ranks > 1) jw_int(&w, root, "ranks", c->ranks); /* absent: one process */
-    if (c->model.sync_bn) jw_int(&w, root, "sync_bn", 1);  /* absent: each rank's own statistics */
+    Jv j = {.v = {jv_open, jv_close, jv_i, jv_f, jv_d, jv_s, jv_ints, jv_floats, jv_u64}, .w = {0, 1}, .stack = {root}};
+    jw_str(&j.w, root, "dataset", dataset_spec);
+    train_config_visit(c, &j.v);
+    Jw w = j.w;
+    const int big_seed = j.big_seed;
     if (!root || w.bad) {
         json_decref(root);
         return ml_fail(ML_ERR_NOMEM, "config JSON: out of memory");
