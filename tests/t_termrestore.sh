@@ -8,28 +8,13 @@
 # icrnl in stty -a) and the assertion's message reached the real stderr. A control case shows the
 # check can fail: a browser killed with SIGKILL (no handler can run) leaves the terminal raw and in
 # the alternate screen, and the same check must say so.
-# Needs tmux (exit 77, reported by ctest as skipped, without it).
+# Needs tmux (exit 77, reported by ctest as skipped, without it: tests/tmux_harness.sh).
 set -u
 BIN=${1:?usage: t_termrestore.sh path/to/moelab}
-if ! command -v tmux >/dev/null 2>&1; then
-  echo "SKIP: tmux is not installed (apt-get install tmux); t_termrestore did not run"
-  exit 77
-fi
-BIN=$(cd "$(dirname "$BIN")" && pwd)/$(basename "$BIN")
-T=$(mktemp -d)
-TM=(tmux -L moelabterm-$$ -f /dev/null)
+TMUX_NAME=moelabterm
 RUNPID=
-cleanup() {
-  [ -n "$RUNPID" ] && kill "$RUNPID" 2>/dev/null
-  "${TM[@]}" kill-server >/dev/null 2>&1
-  rm -rf "$T"
-}
-trap cleanup EXIT
-"${TM[@]}" new-session -d -s keepalive "sleep 100000" >/dev/null 2>&1
-pass=0; fail=0
-ok()  { echo "PASS  $*"; pass=$((pass + 1)); }
-bad() { echo "FAIL  $*"; fail=$((fail + 1)); }
-cap() { "${TM[@]}" capture-pane -p -t "$1" 2>/dev/null; }
+cleanup_more() { [ -n "$RUNPID" ] && kill "$RUNPID" 2>/dev/null; }
+. "$(dirname "$0")/tmux_harness.sh"
 
 # run_case NAME CMD: CMD in a fresh 100x30 pane; when it ends the pane's shell writes its exit
 # status and `stty -a` (what CMD left the terminal in) and waits. 0 once that was written.

@@ -1,5 +1,5 @@
 # tmux_harness.sh — sourced by the tests that drive moelab through tmux (t_tui, t_browse,
-# t_compare, t_screen80, t_layers, t_layercmd, t_mouse, t_readonly): it skips the test when tmux is missing (exit 77,
+# t_compare, t_screen80, t_layers, t_layercmd, t_mouse, t_readonly, t_termrestore): it skips the test when tmux is missing (exit 77,
 # which ctest reports as skipped), makes BIN
 # absolute, creates the temp folder T, starts a private tmux server (one per run, so concurrent
 # runs never meet) with a session that lives as long as the test (killing the test's session
@@ -11,7 +11,7 @@
 # least seconds wait_for waits, default 0) and a function cleanup_more (run first at exit).
 #
 #   ok WHAT / bad WHAT / check WHAT CMD...   count a result (check: CMD's exit status)
-#   cap / keys ARGS... / typed TEXT          capture-pane of $S / send-keys / send-keys -l
+#   cap [SESSION] / keys ARGS... / typed TEXT capture-pane of $S (or SESSION) / send-keys / send-keys -l
 #   wait_for REGEX [SECONDS]                 polls cap until grep -E finds REGEX (10 s default)
 if ! command -v tmux >/dev/null 2>&1; then
   echo "SKIP: tmux is not installed (apt-get install tmux); $(basename "$0") did not run"
@@ -36,7 +36,7 @@ ok()  { echo "PASS  $*"; pass=$((pass + 1)); }
 bad() { echo "FAIL  $*"; fail=$((fail + 1)); }
 check() { local what=$1; shift; if "$@"; then ok "$what"; else bad "$what"; fi; }
 
-cap() { "${TM[@]}" capture-pane -p -t "$S" 2>/dev/null; }
+cap() { "${TM[@]}" capture-pane -p -t "${1:-$S}" 2>/dev/null; }
 keys() { "${TM[@]}" send-keys -t "$S" "$@"; }
 typed() { "${TM[@]}" send-keys -t "$S" -l "$1"; }
 wait_for() {
