@@ -203,8 +203,8 @@ static ml_status add_backbone_layers(Model *m) {
                 }
                 L->flops_router = 2.0 * L->C * E;
                 L->flops_expert = (double)L->HW * 2.0 * (2.0 * L->C * h);
-                m->flops_bb_extra += L->flops_router;
-                m->flops_bb_routed += k * L->flops_expert;
+                m->flops.bb_extra += L->flops_router;
+                m->flops.bb_routed += k * L->flops_expert;
                 m->stage_moe[s] = m->nmoec - 1;
             } else {
                 FfnConv *L = &m->ffnc[m->nffnc];
@@ -222,7 +222,7 @@ static ml_status add_backbone_layers(Model *m) {
                 PARAM(1, 4, L->C, L->hidden, 1, 1, "backbone.%s.fc2.weight", nm);
                 PARAM(0, 1, L->C, 0, 0, 0, "backbone.%s.fc2.bias", nm);
                 L->flops = (double)L->HW * 2.0 * (2.0 * L->C * L->hidden);
-                m->flops_bb_extra += L->flops;
+                m->flops.bb_extra += L->flops;
                 m->stage_ffn[s] = m->nffnc++;
             }
         }
@@ -248,10 +248,10 @@ static void point_backbone_layers(Model *m, const long *a_pool, const long *a_xg
             L->g.w2[e] = m->grad + m->params[t + 2].off;
             L->g.b2[e] = m->grad + m->params[t + 3].off;
         }
-        L->pool = m->act + a_pool[i];
-        L->xg = m->act + a_xg[i];
-        L->hid = m->act + a_hid[i];
-        L->yo = m->act + a_yo[i];
+        L->pool = m->act.buf + a_pool[i];
+        L->xg = m->act.buf + a_xg[i];
+        L->hid = m->act.buf + a_hid[i];
+        L->yo = m->act.buf + a_yo[i];
         L->dhid = dhid;
         L->dpool = dpool;
     }
@@ -266,7 +266,7 @@ static void point_backbone_layers(Model *m, const long *a_pool, const long *a_xg
         L->gb1 = m->grad + t[1].off;
         L->gw2 = m->grad + t[2].off;
         L->gb2 = m->grad + t[3].off;
-        L->hid = m->act + a_hid[MODEL_MAX_BBL + i];
+        L->hid = m->act.buf + a_hid[MODEL_MAX_BBL + i];
         L->dhid = dhid;
     }
 }
@@ -283,7 +283,7 @@ ml_status model_init(Model *m, const ModelConfig *cfg) { return model_build(m, c
 ml_status model_layout(Model *m, const ModelConfig *cfg) { return model_build(m, cfg, 0); }
 
 double model_memory_bytes(const Model *m) {
-    double b = (2.0 * m->n_param + (m->n_buf ? m->n_buf : 1) + m->n_act + m->n_scratch) * sizeof(float);
+    double b = (2.0 * m->n_param + (m->n_buf ? m->n_buf : 1) + m->act.n + m->ws.n) * sizeof(float);
     if (m->moe_first >= 0 && m->cfg.head.kind != HEAD_DENSE) b += m->moe.ws_bytes;
     for (int i = 0; i < m->nmoec; i++) b += m->moec[i].route.ws_bytes;
     return b;
@@ -338,8 +338,8 @@ static ml_status model_build(Model *m, const ModelConfig *cfg, int alloc) {
         c *= 2;
     }
     ML_ASSERT(c == m->d);
-    m->flops_backbone = 0;
-    for (int i = 0; i < m->nunits; i++) m->flops_backbone += m->units[i].flops;
+    m->flops.backbone = 0;
+    for (int i = 0; i < m->nunits; i++) m->flops.backbone += m->units[i].flops;
     ml_status bst = add_backbone_layers(m);
     if (bst != ML_OK) {
         model_free(m);
@@ -354,10 +354,10 @@ static ml_status model_build(Model *m, const ModelConfig *cfg, int alloc) {
         m->fc1_b = PARAM(0, 1, kh, 0, 0, 0, "head.fc1.bias");
         m->fc2_w = PARAM(1, 2, d, kh, 0, 0, "head.fc2.weight");
         m->fc2_b = PARAM(0, 1, d, 0, 0, 0, "head.fc2.bias");
-        m->flops_expert = 4.0 * d * kh;
-        m->flops_head_active = m->flops_expert;
-        m->flops_routed = 0;
-        m->flops_router = 0;
+        m->flops.expert = 4.0 * d * kh;
+        m->flops.head_active = m->flops.expert;
+        m->flops.routed = 0;
+        m->flops.router = 0;
     } else {
         ml_status st = m->layout_only ? moe_init_layout(&m->moe, hc, Bmax) : moe_init(&m->moe, hc, Bmax);
         if (st != ML_OK) {
@@ -372,18 +372,18 @@ static ml_status model_build(Model *m, const ModelConfig *cfg, int alloc) {
         PARAM(1, 3, E, d, h, 0, "head.experts.fc2.weight");
         PARAM(0, 2, E, d, 0, 0, "head.experts.fc2.bias");
         for (int t = ex; t < ex + 4; t++) m->params[t].overwrite = 1; /* moe_backward writes them whole (moe.h) */
-        m->flops_expert = moe_expert_flops(hc);
-        m->flops_router = moe_router_flops(hc, Bmax);
-        m->flops_routed = moe_nominal_pairs(hc, Bmax) * m->flops_expert;
-        m->flops_head_active = m->flops_router + m->flops_routed;
+        m->flops.expert = moe_expert_flops(hc);
+        m->flops.router = moe_router_flops(hc, Bmax);
+        m->flops.routed = moe_nominal_pairs(hc, Bmax) * m->flops.expert;
+        m->flops.head_active = m->flops.router + m->flops.routed;
     }
     m->cls_w = PARAM(1, 2, cfg->classes, d, 0, 0, "classifier.weight");
     m->cls_b = PARAM(0, 1, cfg->classes, 0, 0, 0, "classifier.bias");
-    m->flops_classifier = 2.0 * d * cfg->classes;
+    m->flops.classifier = 2.0 * d * cfg->classes;
 
     /* ---- activations (sized for Bmax) */
     long na = 0, maxact = 0, maxcol = 0, maxcbw = 2, nwg = 1, maxoc = 1;
-    m->a_x = carve(&na, (long)cfg->in_c * Bmax * cfg->in_h * cfg->in_w);
+    m->act.x = carve(&na, (long)cfg->in_c * Bmax * cfg->in_h * cfg->in_w);
     maxact = (long)cfg->in_c * Bmax * cfg->in_h * cfg->in_w;
     for (int i = 0; i < m->nunits; i++) {
         Unit *u = &m->units[i];
@@ -417,7 +417,7 @@ static ml_status model_build(Model *m, const ModelConfig *cfg, int alloc) {
     /* backbone layers: outputs and what their backward needs; scratch sized to the largest */
     long a_pool[MODEL_MAX_BBL] = {0}, a_xg[MODEL_MAX_BBL] = {0}, a_yo[MODEL_MAX_BBL] = {0};
     long a_hid[2 * MODEL_MAX_BBL] = {0}, max_dhid = 1, max_dpool = 1;
-    for (int s = 0; s < MODEL_MAX_BBL; s++) m->a_bbl[s] = -1;
+    for (int s = 0; s < MODEL_MAX_BBL; s++) m->act.bbl[s] = -1;
     /* a routed layer's expert-output buffers: one per thread that may run its items (the cores,
      * or more threads if asked for), at most one per gathered row */
     const int want_yo = omp_get_max_threads() > omp_get_num_procs() ? omp_get_max_threads() : omp_get_num_procs();
@@ -425,7 +425,7 @@ static ml_status model_build(Model *m, const ModelConfig *cfg, int alloc) {
         MoeConv *L = &m->moec[i];
         const long R = moeconv_cols(L), hh = L->route.cfg.h;
         L->nyo = (long)want_yo < (long)L->route.cfg.k * Bmax ? want_yo : L->route.cfg.k * Bmax;
-        m->a_bbl[L->stage] = carve(&na, (long)L->C * Bmax * L->HW);
+        m->act.bbl[L->stage] = carve(&na, (long)L->C * Bmax * L->HW);
         a_pool[i] = carve(&na, (long)Bmax * L->C);
         a_xg[i] = carve(&na, (long)Bmax * L->C);
         a_hid[i] = carve(&na, hh * R);
@@ -436,17 +436,17 @@ static ml_status model_build(Model *m, const ModelConfig *cfg, int alloc) {
     for (int i = 0; i < m->nffnc; i++) {
         const FfnConv *L = &m->ffnc[i];
         const long n = (long)L->hidden * Bmax * L->HW;
-        m->a_bbl[L->stage] = carve(&na, (long)L->C * Bmax * L->HW);
+        m->act.bbl[L->stage] = carve(&na, (long)L->C * Bmax * L->HW);
         a_hid[MODEL_MAX_BBL + i] = carve(&na, n);
         if (n > max_dhid) max_dhid = n;
     }
     const long kh = (long)hc->k * hc->h;
-    m->a_feat = carve(&na, (long)Bmax * d);
-    m->a_h1 = carve(&na, hc->kind == HEAD_DENSE ? Bmax * kh : 1);
-    m->a_y = carve(&na, (long)Bmax * d);
-    m->a_logits = carve(&na, (long)Bmax * cfg->classes);
-    m->a_probs = carve(&na, (long)Bmax * cfg->classes);
-    m->n_act = na;
+    m->act.feat = carve(&na, (long)Bmax * d);
+    m->act.h1 = carve(&na, hc->kind == HEAD_DENSE ? Bmax * kh : 1);
+    m->act.y = carve(&na, (long)Bmax * d);
+    m->act.logits = carve(&na, (long)Bmax * cfg->classes);
+    m->act.probs = carve(&na, (long)Bmax * cfg->classes);
+    m->act.n = na;
 
     long ns = 0;
     long o_g0 = carve(&ns, maxact), o_g1 = carve(&ns, maxact), o_dcol = carve(&ns, maxcol ? maxcol : 1);
@@ -460,34 +460,34 @@ static ml_status model_build(Model *m, const ModelConfig *cfg, int alloc) {
         o_dhid = carve(&ns, max_dhid);
         o_dpool = carve(&ns, max_dpool);
     }
-    m->n_scratch = ns;
+    m->ws.n = ns;
     if (!alloc) return ML_OK;
 
     m->param = ml_alloc(sizeof(float) * m->n_param);
     m->grad = ml_alloc(sizeof(float) * m->n_param);
     m->buf = ml_alloc(sizeof(float) * (m->n_buf ? m->n_buf : 1));
-    m->act = ml_alloc(sizeof(float) * m->n_act);
-    m->scratch = ml_alloc(sizeof(float) * m->n_scratch);
-    if (!m->param || !m->grad || !m->buf || !m->act || !m->scratch) {
+    m->act.buf = ml_alloc(sizeof(float) * m->act.n);
+    m->ws.buf = ml_alloc(sizeof(float) * m->ws.n);
+    if (!m->param || !m->grad || !m->buf || !m->act.buf || !m->ws.buf) {
         /* the sizes are read before model_free, which clears *m */
-        const double mib_act = m->n_act * 4.0 / 1048576.0;
-        const double mib_all = (2.0 * m->n_param + m->n_buf + m->n_act + m->n_scratch) * 4.0 / 1048576.0;
+        const double mib_act = m->act.n * 4.0 / 1048576.0;
+        const double mib_all = (2.0 * m->n_param + m->n_buf + m->act.n + m->ws.n) * 4.0 / 1048576.0;
         model_free(m);
         return ml_fail(ML_ERR_NOMEM, "out of memory allocating the model (%.1f MiB, %.1f MiB of it activations)",
                        mib_all, mib_act);
     }
-    m->g0 = m->scratch + o_g0;
-    m->g1 = m->scratch + o_g1;
-    m->dcol = m->scratch + o_dcol;
-    m->cbwork = (double *)(m->scratch + o_cbw);
-    m->wgpart = m->scratch + o_wg;
-    m->wgmean = m->scratch + o_wgm;
-    m->bnsums = (double *)(m->scratch + o_bns);
-    m->dfeat = m->scratch + o_dfeat;
-    m->dy = m->scratch + o_dy;
-    m->dh1 = m->scratch + o_dh1;
-    m->dlogits = m->scratch + o_dl;
-    point_backbone_layers(m, a_pool, a_xg, a_hid, a_yo, m->scratch + o_dhid, m->scratch + o_dpool);
+    m->ws.g0 = m->ws.buf + o_g0;
+    m->ws.g1 = m->ws.buf + o_g1;
+    m->ws.dcol = m->ws.buf + o_dcol;
+    m->ws.cbwork = (double *)(m->ws.buf + o_cbw);
+    m->ws.wgpart = m->ws.buf + o_wg;
+    m->ws.wgmean = m->ws.buf + o_wgm;
+    m->ws.bnsums = (double *)(m->ws.buf + o_bns);
+    m->ws.dfeat = m->ws.buf + o_dfeat;
+    m->ws.dy = m->ws.buf + o_dy;
+    m->ws.dh1 = m->ws.buf + o_dh1;
+    m->ws.dlogits = m->ws.buf + o_dl;
+    point_backbone_layers(m, a_pool, a_xg, a_hid, a_yo, m->ws.buf + o_dhid, m->ws.buf + o_dpool);
     if (m->moe_first >= 0) {
         moe_params_point(&m->moe_p, m->param + m->params[m->moe_first].off, hc, Bmax);
         moe_params_point(&m->moe_g, m->grad + m->params[m->moe_first].off, hc, Bmax);
@@ -507,8 +507,8 @@ void model_free(Model *m) {
     ml_free(m->param);
     ml_free(m->grad);
     ml_free(m->buf);
-    ml_free(m->act);
-    ml_free(m->scratch);
+    ml_free(m->act.buf);
+    ml_free(m->ws.buf);
     memset(m, 0, sizeof *m);
 }
 
@@ -590,20 +590,20 @@ void model_init_params(Model *m, Rng *rng) {
 #define P(i) (m->param + m->params[i].off)
 #define G(i) (m->grad + m->params[i].off)
 #define BUFP(i) (m->buf + m->bufs[i].off)
-#define A(off) (m->act + (off))
+#define A(off) (m->act.buf + (off))
 
 /* stage timing for --profile: PROF(slot) closes the stage that began at the previous mark; the
  * time spent inside ML_SGEMM during the stage goes to the matching _gemm array as well */
 #define PROF_BEGIN                                      \
-    double prof_t = m->profile ? ml_now() : 0.0;        \
-    double prof_g = m->profile ? ml_gemm_seconds : 0.0; \
-    if (m->profile) ml_gemm_timing = 1
+    double prof_t = m->prof.on ? ml_now() : 0.0;        \
+    double prof_g = m->prof.on ? ml_gemm_seconds : 0.0; \
+    if (m->prof.on) ml_gemm_timing = 1
 #define PROF(arr, slot)                                 \
     do {                                                \
-        if (m->profile) {                               \
+        if (m->prof.on) {                               \
             double t_ = ml_now(), g_ = ml_gemm_seconds; \
-            m->arr[slot] += t_ - prof_t;                \
-            m->arr##_gemm[slot] += g_ - prof_g;         \
+            m->prof.arr[slot] += t_ - prof_t;                \
+            m->prof.arr##_gemm[slot] += g_ - prof_g;         \
             prof_t = t_;                                \
             prof_g = g_;                                \
         }                                               \
@@ -614,17 +614,17 @@ const float *model_forward(Model *m, int B, int training, float tau, Rng *rng) {
     PROF_BEGIN;
     m->last_B = B;
     m->last_training = training;
-    const float *in = A(m->a_x);
+    const float *in = A(m->act.x);
     for (int i = 0; i < m->nunits; i++) {
         Unit *u = &m->units[i];
         const int N = B * u->Ho * u->Wo;
         float *ca = A(u->coef), *cb = A(u->coef) + u->OC;
         const Unit *pd = i > 0 && m->units[i - 1].defer ? &m->units[i - 1] : NULL; /* its BN + ReLU is ours */
-        const int sync = training && m->bn_sum; /* batch statistics over every rank (no unit defers) */
+        const int sync = training && m->dist.bn_sum; /* batch statistics over every rank (no unit defers) */
         switch (u->kind) {
         case UNIT_FULL3X3:
             if (training && !sync) /* conv + the batch statistics, chunk by chunk */
-                conv3x3_bn_stats_train(A(u->z), i == 0 && conv3x3_direct_ok(u->C, u->H, u->W, u->stride) ? NULL : A(u->col), ca, cb, A(u->mean), A(u->rstd), m->cbwork, in, P(u->w),
+                conv3x3_bn_stats_train(A(u->z), i == 0 && conv3x3_direct_ok(u->C, u->H, u->W, u->stride) ? NULL : A(u->col), ca, cb, A(u->mean), A(u->rstd), m->ws.cbwork, in, P(u->w),
                                        P(u->gamma), P(u->beta), BUFP(u->run_mean), BUFP(u->run_var), m->cfg.bn_momentum,
                                        B, u->C, u->H, u->W, u->OC, u->stride, u->chunk);
             else if (conv3x3_direct_ok(u->C, u->H, u->W, u->stride)) /* no col needed */
@@ -641,7 +641,7 @@ const float *model_forward(Model *m, int B, int training, float tau, Rng *rng) {
         }
         if (sync) {
             bn_stats_train_sync(ca, cb, A(u->mean), A(u->rstd), A(u->z), P(u->gamma), P(u->beta), BUFP(u->run_mean),
-                                BUFP(u->run_var), m->cfg.bn_momentum, u->OC, N, m->bn_sum, m->bn_ctx);
+                                BUFP(u->run_var), m->cfg.bn_momentum, u->OC, N, m->dist.bn_sum, m->dist.bn_ctx);
             bn_relu_apply(A(u->out), A(u->z), ca, cb, u->OC, N);
         } else if (!training) {
             bn_scale_shift_eval(ca, cb, P(u->gamma), P(u->beta), BUFP(u->run_mean), BUFP(u->run_var), u->OC);
@@ -656,27 +656,27 @@ const float *model_forward(Model *m, int B, int training, float tau, Rng *rng) {
                              BUFP(u->run_var), m->cfg.bn_momentum, u->OC, N, 1);
         }
         in = u->defer ? NULL : A(u->out);
-        PROF(prof_fwd, i);
+        PROF(fwd, i);
         const int s = m->unit_stage[i]; /* a routed or dense layer after this stage */
         if (s >= 0 && m->stage_moe[s] >= 0) {
             MoeConv *L = &m->moec[m->stage_moe[s]];
-            moeconv_forward(L, A(m->a_bbl[s]), in, B, L->tau_own > 0 ? L->tau_own : tau, training, rng);
-            in = A(m->a_bbl[s]);
-            PROF(prof_fwd, MODEL_PROF_BBL(s));
+            moeconv_forward(L, A(m->act.bbl[s]), in, B, L->tau_own > 0 ? L->tau_own : tau, training, rng);
+            in = A(m->act.bbl[s]);
+            PROF(fwd, MODEL_PROF_BBL(s));
         } else if (s >= 0 && m->stage_ffn[s] >= 0) {
-            ffnconv_forward(&m->ffnc[m->stage_ffn[s]], A(m->a_bbl[s]), in, B);
-            in = A(m->a_bbl[s]);
-            PROF(prof_fwd, MODEL_PROF_BBL(s));
+            ffnconv_forward(&m->ffnc[m->stage_ffn[s]], A(m->act.bbl[s]), in, B);
+            in = A(m->act.bbl[s]);
+            PROF(fwd, MODEL_PROF_BBL(s));
         }
     }
     const Unit *last = &m->units[m->nunits - 1];
     const int d = m->d;
-    float *feat = A(m->a_feat), *y = A(m->a_y);
+    float *feat = A(m->act.feat), *y = A(m->act.y);
     gap_forward(feat, in, B, d, last->Ho * last->Wo);
-    PROF(prof_fwd, m->nunits);
+    PROF(fwd, m->nunits);
     if (m->cfg.head.kind == HEAD_DENSE) {
         const int kh = m->cfg.head.k * m->cfg.head.h;
-        float *h1 = A(m->a_h1);
+        float *h1 = A(m->act.h1);
         linear_forward(h1, feat, P(m->fc1_w), NULL, B, d, kh);
         bias_relu_forward(h1, P(m->fc1_b), B, kh); /* bias + ReLU in one pass */
         linear_forward(y, h1, P(m->fc2_w), P(m->fc2_b), B, kh, d);
@@ -684,51 +684,51 @@ const float *model_forward(Model *m, int B, int training, float tau, Rng *rng) {
     } else {
         moe_forward(&m->moe, y, feat, &m->moe_p, B, tau, training, rng);
     }
-    PROF(prof_fwd, m->nunits + 1);
-    float *logits = A(m->a_logits);
+    PROF(fwd, m->nunits + 1);
+    float *logits = A(m->act.logits);
     linear_forward(logits, y, P(m->cls_w), P(m->cls_b), B, d, m->cfg.classes);
-    PROF(prof_fwd, m->nunits + 2);
+    PROF(fwd, m->nunits + 2);
     return logits;
 }
 
 double model_loss(Model *m, const int32_t *labels, int B, int *correct) {
-    return xent_forward(A(m->a_probs), A(m->a_logits), labels, B, m->cfg.classes, correct);
+    return xent_forward(A(m->act.probs), A(m->act.logits), labels, B, m->cfg.classes, correct);
 }
 
 void model_zero_grad(Model *m) { memset(m->grad, 0, sizeof(float) * m->n_param); }
 
 /* tensors [t0, t1] of the table are final: tell the listener (model.h grad_ready) */
 static void grad_ready_tensors(Model *m, int t0, int t1) {
-    if (!m->grad_ready || t0 < 0 || t1 < t0) return;
+    if (!m->dist.grad_ready || t0 < 0 || t1 < t0) return;
     const long off = m->params[t0].off, end = m->params[t1].off + ((m->params[t1].n + 15) & ~15L);
-    m->grad_ready(m->grad_ctx, off, end - off);
+    m->dist.grad_ready(m->dist.grad_ctx, off, end - off);
 }
 
 void model_backward(Model *m, const int32_t *labels, int B) {
     ML_ASSERT(B == m->last_B && m->last_training);
     const int d = m->d, K = m->cfg.classes;
     PROF_BEGIN;
-    xent_backward(m->dlogits, A(m->a_probs), labels, B, K, 1.0f / B);
-    float *feat = A(m->a_feat), *y = A(m->a_y);
-    linear_backward(m->dy, G(m->cls_w), G(m->cls_b), m->dlogits, y, P(m->cls_w), B, d, K);
+    xent_backward(m->ws.dlogits, A(m->act.probs), labels, B, K, 1.0f / B);
+    float *feat = A(m->act.feat), *y = A(m->act.y);
+    linear_backward(m->ws.dy, G(m->cls_w), G(m->cls_b), m->ws.dlogits, y, P(m->cls_w), B, d, K);
     grad_ready_tensors(m, m->cls_w, m->cls_b);
-    PROF(prof_bwd, m->nunits + 2);
+    PROF(bwd, m->nunits + 2);
     if (m->cfg.head.kind == HEAD_DENSE) {
         const int kh = m->cfg.head.k * m->cfg.head.h;
-        float *h1 = A(m->a_h1);
-        linear_backward(m->dh1, G(m->fc2_w), G(m->fc2_b), m->dy, h1, P(m->fc2_w), B, kh, d);
-        relu_bias_backward(m->dh1, G(m->fc1_b), h1, B, kh); /* ReLU mask + bias gradient in one pass */
-        linear_backward(m->dfeat, G(m->fc1_w), NULL, m->dh1, feat, P(m->fc1_w), B, d, kh);
-        for (long i = 0; i < (long)B * d; i++) m->dfeat[i] += m->dy[i];
+        float *h1 = A(m->act.h1);
+        linear_backward(m->ws.dh1, G(m->fc2_w), G(m->fc2_b), m->ws.dy, h1, P(m->fc2_w), B, kh, d);
+        relu_bias_backward(m->ws.dh1, G(m->fc1_b), h1, B, kh); /* ReLU mask + bias gradient in one pass */
+        linear_backward(m->ws.dfeat, G(m->fc1_w), NULL, m->ws.dh1, feat, P(m->fc1_w), B, d, kh);
+        for (long i = 0; i < (long)B * d; i++) m->ws.dfeat[i] += m->ws.dy[i];
     } else {
-        moe_backward(&m->moe, m->dfeat, &m->moe_g, m->dy, feat, &m->moe_p, B);
+        moe_backward(&m->moe, m->ws.dfeat, &m->moe_g, m->ws.dy, feat, &m->moe_p, B);
     }
     grad_ready_tensors(m, m->cfg.head.kind == HEAD_DENSE ? m->fc1_w : m->moe_first, m->cls_w - 1);
-    PROF(prof_bwd, m->nunits + 1);
+    PROF(bwd, m->nunits + 1);
     const Unit *last = &m->units[m->nunits - 1];
-    float *dcur = m->g0, *dnext = m->g1;
-    gap_backward(dcur, m->dfeat, B, d, last->Ho * last->Wo);
-    PROF(prof_bwd, m->nunits);
+    float *dcur = m->ws.g0, *dnext = m->ws.g1;
+    gap_backward(dcur, m->ws.dfeat, B, d, last->Ho * last->Wo);
+    PROF(bwd, m->nunits);
     for (int i = m->nunits - 1; i >= 0; i--) {
         Unit *u = &m->units[i];
         const int N = B * u->Ho * u->Wo;
@@ -745,45 +745,45 @@ void model_backward(Model *m, const int32_t *labels, int B) {
             float *t = dcur;
             dcur = dnext;
             dnext = t;
-            PROF(prof_bwd, MODEL_PROF_BBL(s));
+            PROF(bwd, MODEL_PROF_BBL(s));
         }
         const int sp = i > 0 ? m->unit_stage[i - 1] : -1; /* this unit's input: a layer's output? */
-        const float *in = i == 0 ? A(m->a_x) : sp >= 0 && m->a_bbl[sp] >= 0 ? A(m->a_bbl[sp]) : A(m->units[i - 1].out);
+        const float *in = i == 0 ? A(m->act.x) : sp >= 0 && m->act.bbl[sp] >= 0 ? A(m->act.bbl[sp]) : A(m->units[i - 1].out);
         float *din = i == 0 ? NULL : dnext;
         const int presummed = u->defer; /* the depthwise consumer took this unit's batch-norm sums */
         if (i == 0 && u->kind == UNIT_FULL3X3) { /* the stem: no input gradient; the im2col rows are made here */
-            float *mdy = m->wgmean, *mdyx = m->wgmean + u->OC;
-            if (m->bn_sum)
+            float *mdy = m->ws.wgmean, *mdyx = m->ws.wgmean + u->OC;
+            if (m->dist.bn_sum)
                 bn_relu_backward_sync(NULL, mdy, mdyx, G(u->gamma), G(u->beta), dcur, A(u->z), A(u->mean), A(u->rstd),
-                                      P(u->gamma), P(u->beta), u->OC, N, m->bn_sum, m->bn_ctx);
-            else if (presummed) bn_relu_backward_means(mdy, mdyx, G(u->gamma), G(u->beta), m->bnsums, u->OC, N);
+                                      P(u->gamma), P(u->beta), u->OC, N, m->dist.bn_sum, m->dist.bn_ctx);
+            else if (presummed) bn_relu_backward_means(mdy, mdyx, G(u->gamma), G(u->beta), m->ws.bnsums, u->OC, N);
             else
                 bn_relu_backward_sums(mdy, mdyx, G(u->gamma), G(u->beta), dcur, A(u->z), A(u->mean), A(u->rstd),
                                       P(u->gamma), P(u->beta), u->OC, N);
-            conv3x3_bn_backward_wgrad(dcur, G(u->w), A(u->col), m->wgpart, A(u->z), in, mdy, mdyx, A(u->mean),
+            conv3x3_bn_backward_wgrad(dcur, G(u->w), A(u->col), m->ws.wgpart, A(u->z), in, mdy, mdyx, A(u->mean),
                                       A(u->rstd), P(u->gamma), P(u->beta), B, u->C, u->H, u->W, u->OC, u->stride,
                                       u->wchunk);
             grad_ready_tensors(m, u->w, u->beta);
-            PROF(prof_bwd, i);
+            PROF(bwd, i);
             break;
         }
-        if (m->bn_sum)
+        if (m->dist.bn_sum)
             bn_relu_backward_sync(dcur, NULL, NULL, G(u->gamma), G(u->beta), dcur, A(u->z), A(u->mean), A(u->rstd),
-                                  P(u->gamma), P(u->beta), u->OC, N, m->bn_sum, m->bn_ctx);
+                                  P(u->gamma), P(u->beta), u->OC, N, m->dist.bn_sum, m->dist.bn_ctx);
         else if (presummed)
             bn_relu_backward_presummed(dcur, G(u->gamma), G(u->beta), dcur, A(u->z), A(u->mean), A(u->rstd),
-                                       P(u->gamma), P(u->beta), m->bnsums, u->OC, N);
+                                       P(u->gamma), P(u->beta), m->ws.bnsums, u->OC, N);
         else
             bn_relu_backward(dcur, G(u->gamma), G(u->beta), dcur, A(u->z), A(u->mean), A(u->rstd), P(u->gamma),
                              P(u->beta), u->OC, N);
         switch (u->kind) {
         case UNIT_FULL3X3:
-            conv3x3_backward(din, G(u->w), m->dcol, dcur, A(u->col), P(u->w), B, u->C, u->H, u->W, u->OC, u->stride);
+            conv3x3_backward(din, G(u->w), m->ws.dcol, dcur, A(u->col), P(u->w), B, u->C, u->H, u->W, u->OC, u->stride);
             break;
         case UNIT_DW3X3:
             if (i > 0 && m->units[i - 1].defer) {
                 const Unit *pd = &m->units[i - 1];
-                dwconv3x3_backward_bnin_sums(din, G(u->w), m->bnsums, dcur, A(pd->z), A(pd->coef),
+                dwconv3x3_backward_bnin_sums(din, G(u->w), m->ws.bnsums, dcur, A(pd->z), A(pd->coef),
                                              A(pd->coef) + pd->OC, A(pd->mean), A(pd->rstd), P(u->w), B, u->C, u->H,
                                              u->W, u->stride);
             } else {
@@ -796,18 +796,18 @@ void model_backward(Model *m, const int32_t *labels, int B) {
         float *t = dcur;
         dcur = dnext;
         dnext = t;
-        PROF(prof_bwd, i);
+        PROF(bwd, i);
     }
 }
 
 double model_flops(const Model *m) {
     /* the backbone layers' terms are 0.0 without them: the sum is then exactly the head model's */
-    return m->flops_backbone + m->flops_bb_extra + m->flops_bb_routed + m->flops_head_active + m->flops_classifier;
+    return m->flops.backbone + m->flops.bb_extra + m->flops.bb_routed + m->flops.head_active + m->flops.classifier;
 }
 
 double model_rho_nominal(const Model *m) {
     double total = model_flops(m);
-    return total > 0 ? (m->flops_routed + m->flops_bb_routed) / total : 0.0;
+    return total > 0 ? (m->flops.routed + m->flops.bb_routed) / total : 0.0;
 }
 
 int model_has_routing(const Model *m) { return m->cfg.head.kind != HEAD_DENSE || m->nmoec > 0; }
@@ -816,13 +816,13 @@ double model_rho_realized(const Model *m) {
     const MoeConfig *hc = &m->cfg.head;
     const int moe_head = hc->kind != HEAD_DENSE;
     if (m->nmoec == 0) /* the head's own definition (moe.h), unchanged */
-        return moe_head ? moe_rho_realized(hc, m->flops_backbone, m->flops_classifier, m->cfg.batch,
+        return moe_head ? moe_rho_realized(hc, m->flops.backbone, m->flops.classifier, m->cfg.batch,
                                            m->moe.stats.pairs_per_sample)
                         : 0.0;
-    double routed = moe_head ? m->moe.stats.pairs_per_sample * m->flops_expert : 0.0;
+    double routed = moe_head ? m->moe.stats.pairs_per_sample * m->flops.expert : 0.0;
     for (int i = 0; i < m->nmoec; i++) routed += m->moec[i].route.stats.pairs_per_sample * m->moec[i].flops_expert;
-    const double fixed = m->flops_backbone + m->flops_bb_extra + (moe_head ? m->flops_router : m->flops_head_active) +
-                         m->flops_classifier;
+    const double fixed = m->flops.backbone + m->flops.bb_extra + (moe_head ? m->flops.router : m->flops.head_active) +
+                         m->flops.classifier;
     return fixed + routed > 0 ? routed / (fixed + routed) : 0.0;
 }
 
@@ -830,11 +830,11 @@ double model_layer_rho_realized(const Model *m, int i) {
     const MoeConfig *hc = &m->cfg.head;
     const int moe_head = hc->kind != HEAD_DENSE;
     if (m->nmoec == 0) return i < 0 ? model_rho_realized(m) : 0.0;
-    double routed = moe_head ? m->moe.stats.pairs_per_sample * m->flops_expert : 0.0;
+    double routed = moe_head ? m->moe.stats.pairs_per_sample * m->flops.expert : 0.0;
     for (int j = 0; j < m->nmoec; j++) routed += m->moec[j].route.stats.pairs_per_sample * m->moec[j].flops_expert;
-    const double fixed = m->flops_backbone + m->flops_bb_extra + (moe_head ? m->flops_router : m->flops_head_active) +
-                         m->flops_classifier;
-    const double mine = i < 0 ? (moe_head ? m->moe.stats.pairs_per_sample * m->flops_expert : 0.0)
+    const double fixed = m->flops.backbone + m->flops.bb_extra + (moe_head ? m->flops.router : m->flops.head_active) +
+                         m->flops.classifier;
+    const double mine = i < 0 ? (moe_head ? m->moe.stats.pairs_per_sample * m->flops.expert : 0.0)
                               : m->moec[i].route.stats.pairs_per_sample * m->moec[i].flops_expert;
     return fixed + routed > 0 ? mine / (fixed + routed) : 0.0;
 }

@@ -93,6 +93,61 @@ typedef struct {
     char label[48];        /* "stem", "block1.dw", ... */
 } Unit;
 
+/* Data parallelism (core/dist.h). grad_ready: called by model_backward each time the gradient of
+ * grad[off, off + n) is final (NULL: nobody listens). bn_sum (synchronised batch norm, cfg.sync_bn
+ * in a data-parallel run): v[0..n) = the sum over ranks; set, a training forward takes each
+ * channel's mean and variance over the global batch and the backward its sums of dy and dy*xhat,
+ * and the depthwise units' fused batch norm is off. */
+typedef struct {
+    void (*grad_ready)(void *ctx, long off, long n);
+    void *grad_ctx;
+    void (*bn_sum)(void *ctx, double *v, long n);
+    void *bn_ctx;
+} ModelDistHooks;
+
+/* The activations: one flat buffer, offsets in floats. */
+typedef struct {
+    float *buf;
+    long n;
+    long x;              /* (C_in, B, H, W) input batch */
+    long feat;           /* (B, d) pooled features */
+    long h1;             /* (B, k*h) dense head hidden, after ReLU */
+    long y;              /* (B, d) head output */
+    long logits, probs;  /* (B, classes) */
+    long bbl[MODEL_MAX_BBL]; /* (C, B, H, W) output of the layer after stage s */
+} ModelActs;
+
+/* The backward's scratch. */
+typedef struct {
+    float *buf;
+    long n;
+    float *g0, *g1; /* ping-pong (max activation) */
+    float *dcol;    /* (max C*9 x N) */
+    double *cbwork; /* conv3x3_bn_stats_train's per-chunk moments (the largest FULL3X3 unit) */
+    float *wgpart;  /* (chunks, OC, 9C) unit 0's per-chunk weight gradients (conv3x3_bn_backward_wgrad) */
+    float *wgmean;  /* (2, OC) unit 0's means of the masked gradient and of its product with x-hat */
+    double *bnsums; /* (OC, 2) a deferred unit's batch-norm backward sums, taken by its depthwise consumer */
+    float *dfeat, *dy, *dh1, *dlogits;
+} ModelScratch;
+
+/* FLOPs per sample, forward. */
+typedef struct {
+    double backbone, head_active, routed, classifier, router;
+    double expert;    /* one expert (or the dense MLP for `dense`) */
+    double bb_extra;  /* routers + dense baseline layers of the backbone */
+    double bb_routed; /* nominal routed FLOPs of the backbone layers (k pairs each) */
+} ModelFlops;
+
+/* Optional timing of every stage (seconds, accumulated) when on = 1. Slots: units
+ * 0..nunits-1, then pool, head, classifier (+loss) at nunits, +1, +2; the backbone layer after
+ * stage s (routed or dense) at MODEL_PROF_BBL(s). */
+typedef struct {
+    int on;
+    long steps; /* steps counted by the caller */
+    double fwd[MODEL_PROF_SLOTS], bwd[MODEL_PROF_SLOTS];
+    double fwd_gemm[MODEL_PROF_SLOTS], bwd_gemm[MODEL_PROF_SLOTS]; /* of which inside ML_SGEMM */
+} ModelProf;
+
 typedef struct {
     ModelConfig cfg;
     int c0, d; /* stem width, feature width */
@@ -102,15 +157,7 @@ typedef struct {
     long n_param, n_buf;
     float *param, *grad; /* (n_param) each */
     float *buf;          /* (n_buf) batch-norm running statistics */
-    /* data parallelism (core/dist.h): called by model_backward each time the gradient of
-     * grad[off, off + n) is final (NULL: nobody listens) */
-    void (*grad_ready)(void *ctx, long off, long n);
-    void *grad_ctx;
-    /* synchronised batch norm (cfg.sync_bn in a data-parallel run): v[0..n) = the sum over ranks.
-     * Set, a training forward takes each channel's mean and variance over the global batch and the
-     * backward its sums of dy and dy*xhat; the depthwise units' fused batch norm is off. */
-    void (*bn_sum)(void *ctx, double *v, long n);
-    void *bn_ctx;
+    ModelDistHooks dist; /* data parallelism: gradient-ready and batch-norm-sum hooks */
     int nunits;
     Unit units[MODEL_MAX_UNITS];
     /* head and classifier parameter indices (-1 when absent) */
@@ -119,43 +166,16 @@ typedef struct {
     int cls_w, cls_b;
     MoeParams moe_p, moe_g; /* views into param / grad */
     MoeHead moe;
-    /* activations: one flat buffer, offsets in floats */
-    float *act;
-    long n_act;
-    long a_x;               /* (C_in, B, H, W) input batch */
-    long a_feat;            /* (B, d) pooled features */
-    long a_h1;              /* (B, k*h) dense head hidden, after ReLU */
-    long a_y;               /* (B, d) head output */
-    long a_logits, a_probs; /* (B, classes) */
-    /* gradient scratch */
-    float *scratch;
-    long n_scratch;
-    float *g0, *g1; /* ping-pong (max activation) */
-    float *dcol;    /* (max C*9 x N) */
-    double *cbwork; /* conv3x3_bn_stats_train's per-chunk moments (the largest FULL3X3 unit) */
-    float *wgpart;  /* (chunks, OC, 9C) unit 0's per-chunk weight gradients (conv3x3_bn_backward_wgrad) */
-    float *wgmean;  /* (2, OC) unit 0's means of the masked gradient and of its product with x-hat */
-    double *bnsums; /* (OC, 2) a deferred unit's batch-norm backward sums, taken by its depthwise consumer */
-    float *dfeat, *dy, *dh1, *dlogits;
-    /* FLOPs per sample, forward */
-    double flops_backbone, flops_head_active, flops_routed, flops_classifier, flops_router;
-    double flops_expert; /* one expert (or the dense MLP for `dense`) */
+    ModelActs act;     /* activations: one flat buffer, offsets in floats */
+    ModelScratch ws;   /* gradient scratch */
+    ModelFlops flops;  /* FLOPs per sample, forward */
     /* backbone layers: stage_moe[s] / stage_ffn[s] index moec / ffnc (-1: none after stage s) */
     int nmoec, nffnc;
     MoeConv moec[MODEL_MAX_BBL];
     FfnConv ffnc[MODEL_MAX_BBL];
     int stage_moe[MODEL_MAX_BBL], stage_ffn[MODEL_MAX_BBL];
     int unit_stage[MODEL_MAX_UNITS]; /* the stage unit i closes, -1 if none */
-    long a_bbl[MODEL_MAX_BBL];       /* (C, B, H, W) output of the layer after stage s */
-    double flops_bb_extra;           /* routers + dense baseline layers, per sample */
-    double flops_bb_routed;          /* nominal routed FLOPs of the backbone layers (k pairs each) */
-    /* optional timing of every stage (seconds, accumulated) when profile = 1 */
-    int profile;
-    long prof_steps;                                                     /* steps counted by the caller */
-    /* slots: units 0..nunits-1, then pool, head, classifier (+loss) at nunits, +1, +2; the
-     * backbone layer after stage s (routed or dense) at MODEL_PROF_BBL(s) */
-    double prof_fwd[MODEL_PROF_SLOTS], prof_bwd[MODEL_PROF_SLOTS];
-    double prof_fwd_gemm[MODEL_PROF_SLOTS], prof_bwd_gemm[MODEL_PROF_SLOTS]; /* of which inside ML_SGEMM */
+    ModelProf prof; /* optional timing of every stage */
     int last_B;                                                                    /* batch size of the last forward */
     int last_training;
     int layout_only; /* model_layout: no memory behind the pointers */
@@ -163,7 +183,7 @@ typedef struct {
 
 ml_status model_init(Model *m, const ModelConfig *cfg);
 /* model_init without the memory: the layers, parameter table (counts and offsets), FLOPs and the
- * sizes n_param, n_buf, n_act, n_scratch, with param, grad, buf, act and scratch left NULL (a dry
+ * sizes n_param, n_buf, act.n, ws.n, with param, grad, buf, act.buf and ws.buf left NULL (a dry
  * run). Only model_free and the read-only fields may be used on it. */
 ml_status model_layout(Model *m, const ModelConfig *cfg);
 /* Bytes model_init allocates for m (weights, gradients, buffers, activations, scratch). */
@@ -173,7 +193,7 @@ void model_free(Model *m);
  * beta = 0, running var = 1, running mean = 0. */
 void model_init_params(Model *m, Rng *rng);
 /* The input buffer (C_in, B, H, W) to fill before model_forward. */
-static inline float *model_input(Model *m) { return m->act + m->a_x; }
+static inline float *model_input(Model *m) { return m->act.buf + m->act.x; }
 /* Forward pass for B <= cfg.batch samples. training: batch statistics, selection noise and
  * train capacity; else running statistics and evaluation capacity. Returns logits (B, classes). */
 const float *model_forward(Model *m, int B, int training, float tau, Rng *rng);

@@ -211,11 +211,11 @@ ml_status trainer_init_dist(Trainer *t, const TrainConfig *cfg, const BatchSourc
         memset(t->rank_bufs, 0, sizeof(float) * (t->model.n_buf + 1) * t->nranks);
     }
     if (t->comm) { /* the model's gradient buckets are exchanged as the backward finishes them */
-        t->model.grad_ready = t->comm->grad_ready;
-        t->model.grad_ctx = t->comm->ctx;
+        t->model.dist.grad_ready = t->comm->grad_ready;
+        t->model.dist.grad_ctx = t->comm->ctx;
         if (t->model.cfg.sync_bn) {
-            t->model.bn_sum = t->comm->sum;
-            t->model.bn_ctx = t->comm->ctx;
+            t->model.dist.bn_sum = t->comm->sum;
+            t->model.dist.bn_ctx = t->comm->ctx;
         }
     }
     t->perm = ml_alloc(sizeof(int32_t) * ds->n_train);
@@ -677,7 +677,7 @@ ml_status trainer_evaluate(Trainer *t, double *loss_out, double *acc_out) {
             tn = gi / tstride; /* the sample's row: every tstride-th test image in order */
             if (gi % tstride || tn >= t->tsne_n) continue;
             if (is_moe) {
-                memcpy(t->tsne_feat + (long)tn * d, m->act + m->a_feat + (long)j * d, sizeof(float) * d);
+                memcpy(t->tsne_feat + (long)tn * d, m->act.buf + m->act.feat + (long)j * d, sizeof(float) * d);
                 t->tsne_expert[tn] = m->moe.first_choice[j];
             }
             for (int l = 0; l < t->nbl; l++) { /* each layer's pooled router input */
@@ -1031,7 +1031,7 @@ void trainer_describe(const Trainer *t, RunRecord *r) {
             long C = (long)ceil((double)c->cf * c->k * B / c->E * (1.0 - 1e-6));
             li->capacity = (int)(C < 1 ? 1 : C > B ? B : C);
         }
-        const double routed = i < t->nbl ? c->k * m->moec[t->bl[i].mi].flops_expert : m->flops_routed;
+        const double routed = i < t->nbl ? c->k * m->moec[t->bl[i].mi].flops_expert : m->flops.routed;
         li->rho_nominal = total > 0 ? routed / total : 0.0;
         li->feat_dim = i < t->nbl ? m->moec[t->bl[i].mi].C : m->d;
     }

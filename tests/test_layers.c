@@ -591,7 +591,7 @@ static uint64_t model_sig(void *p) {
         h = h * 31 + unit_mask_hash(m, u, c->B);
     }
     if (m->cfg.head.kind == HEAD_DENSE)
-        h = h * 31 + fd_hash_mask(m->act + m->a_h1, (long)c->B * m->cfg.head.k * m->cfg.head.h);
+        h = h * 31 + fd_hash_mask(m->act.buf + m->act.h1, (long)c->B * m->cfg.head.k * m->cfg.head.h);
     return h;
 }
 static void test_model(BackboneKind bk, int in_c, int H) {

@@ -504,13 +504,13 @@ static void test_flops(void) {
     const double e2 = 16.0 * 16 * 2 * (2.0 * 128 * 32), e3 = 8.0 * 8 * 2 * (2.0 * 256 * 64);
     const double routers = 2.0 * 128 * 8 + 2.0 * 256 * 8, head = 2.0 * 2 * 256 * (2 * 1024), cls = 2.0 * 256 * 100;
     const double total = stem + b1 + b2 + b3 + routers + 2 * e2 + 2 * e3 + head + cls;
-    CHECK(m.flops_backbone == stem + b1 + b2 + b3, "backbone FLOPs %.0f == hand %.0f", m.flops_backbone,
+    CHECK(m.flops.backbone == stem + b1 + b2 + b3, "backbone FLOPs %.0f == hand %.0f", m.flops.backbone,
           stem + b1 + b2 + b3);
     CHECK(m.nmoec == 2 && m.moec[0].flops_expert == e2 && m.moec[1].flops_expert == e3,
           "expert pair FLOPs moe2 %.0f == 16*16*2*(2*128*32) = %.0f, moe3 %.0f == 8*8*2*(2*256*64) = %.0f",
           m.moec[0].flops_expert, e2, m.moec[1].flops_expert, e3);
-    CHECK(m.flops_bb_extra == routers && m.flops_bb_routed == 2 * e2 + 2 * e3,
-          "routers %.0f == %.0f, routed %.0f == k (e2 + e3)", m.flops_bb_extra, routers, m.flops_bb_routed);
+    CHECK(m.flops.bb_extra == routers && m.flops.bb_routed == 2 * e2 + 2 * e3,
+          "routers %.0f == %.0f, routed %.0f == k (e2 + e3)", m.flops.bb_extra, routers, m.flops.bb_routed);
     CHECK(model_flops(&m) == total, "total forward FLOPs %.0f == hand %.0f", model_flops(&m), total);
     const double rho = (2 * e2 + 2 * e3) / total;
     CHECK(fabs(model_rho_nominal(&m) - rho) < 1e-12 && rho >= 0.35 && rho <= 0.45,
@@ -749,7 +749,7 @@ static void test_fc2_init(void) {
                     Rng rn;
                     rng_seed(&rn, 5);
                     lg[v] = model_forward(&m[v], 6, training, 1.0f, &rn);
-                    const float *feat = m[v].act + m[v].a_feat, *y = m[v].act + m[v].a_y;
+                    const float *feat = m[v].act.buf + m[v].act.feat, *y = m[v].act.buf + m[v].act.y;
                     if (memcmp(feat, y, sizeof(float) * 6 * m[v].d) != 0) head_id = 0;
                 }
                 if (memcmp(lg[0], lg[1], sizeof(float) * 6 * 4) != 0) *(training ? &same_train : &same_eval) = 0;

@@ -11,8 +11,8 @@
  * norm + ReLU itself) is not materialised, so its mask is z a + b > 0 */
 static uint64_t unit_mask_hash(const Model *m, const Unit *u, int B) {
     const long per = (long)B * u->Ho * u->Wo, n = per * u->OC;
-    if (!u->defer) return fd_hash_mask(m->act + u->out, n);
-    const float *z = m->act + u->z, *a = m->act + u->coef;
+    if (!u->defer) return fd_hash_mask(m->act.buf + u->out, n);
+    const float *z = m->act.buf + u->z, *a = m->act.buf + u->coef;
     float *t = malloc(sizeof(float) * n);
     for (int ch = 0; ch < u->OC; ch++)
         for (long i = 0; i < per; i++) t[ch * per + i] = z[ch * per + i] * a[ch] + a[u->OC + ch];

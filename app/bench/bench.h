@@ -16,7 +16,7 @@
 double bench_median(double *v, int n);
 /* Best-of-reps SGEMM rate of an n^3 product in GFLOP/s (0 when out of memory). */
 double bench_sgemm_rate(int n, int reps);
-/* Times `steps` training steps (forward, backward, update) on fixed random data; with m->profile
+/* Times `steps` training steps (forward, backward, update) on fixed random data; with m->prof.on
  * set, the loss and the update are timed into *upd (seconds, accumulated; NULL otherwise). */
 double bench_time_steps(Model *m, Optimizer *o, const int32_t *labels, int B, int steps, Rng *rng, double *upd);
 /* Times `steps` evaluation forward passes (running statistics, evaluation capacity). */

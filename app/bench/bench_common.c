@@ -48,23 +48,23 @@ double bench_sgemm_rate(int n, int reps) {
 }
 
 /* Times `steps` training steps (forward, backward, update) of the model on fixed random data.
- * With m->profile set, the loss and the update are timed into *upd (seconds, accumulated). */
+ * With m->prof.on set, the loss and the update are timed into *upd (seconds, accumulated). */
 double bench_time_steps(Model *m, Optimizer *o, const int32_t *labels, int B, int steps, Rng *rng, double *upd) {
     double t = ml_now();
     for (int s = 0; s < steps; s++) {
         model_forward(m, B, 1, 1.0f, rng);
-        const double t0 = m->profile ? ml_now() : 0.0;
+        const double t0 = m->prof.on ? ml_now() : 0.0;
         model_loss(m, labels, B, NULL);
-        const double t1 = m->profile ? ml_now() : 0.0;
+        const double t1 = m->prof.on ? ml_now() : 0.0;
         bench_dist_step_begin(m);
         model_backward(m, labels, B);
         bench_dist_step_end();
-        const double t2 = m->profile ? ml_now() : 0.0;
+        const double t2 = m->prof.on ? ml_now() : 0.0;
         optim_step(o, m, 0.01f);
         if (m->cfg.head.kind != HEAD_DENSE) moe_update_bias(&m->moe);
         model_backbone_update_bias(m);
-        if (m->profile) *upd += (t1 - t0) + (ml_now() - t2);
-        m->prof_steps++;
+        if (m->prof.on) *upd += (t1 - t0) + (ml_now() - t2);
+        m->prof.steps++;
     }
     return ml_now() - t;
 }
@@ -95,8 +95,8 @@ int bench_dist_prepare(int *B) {
 void bench_dist_model(Model *m) {
     const TrainComm *c = dist_comm();
     if (!c) return;
-    m->grad_ready = c->grad_ready;
-    m->grad_ctx = c->ctx;
+    m->dist.grad_ready = c->grad_ready;
+    m->dist.grad_ctx = c->ctx;
 }
 
 double bench_dist_sgemm(double mine) {
@@ -136,15 +136,15 @@ void bench_dist_line(double step_ms, char *fields, size_t n) {
  * reference model, one table per head) or "model" (`--model backbone-moe|backbone-ffn`). */
 void bench_profile_table(Model *m, Optimizer *opt, const int32_t *labels, int B, int steps, int threads, Rng *rng,
                          const char *kind, const char *name) {
-    memset(m->prof_fwd, 0, sizeof m->prof_fwd);
-    memset(m->prof_bwd, 0, sizeof m->prof_bwd);
-    memset(m->prof_fwd_gemm, 0, sizeof m->prof_fwd_gemm);
-    memset(m->prof_bwd_gemm, 0, sizeof m->prof_bwd_gemm);
-    m->prof_steps = 0;
-    m->profile = 1;
+    memset(m->prof.fwd, 0, sizeof m->prof.fwd);
+    memset(m->prof.bwd, 0, sizeof m->prof.bwd);
+    memset(m->prof.fwd_gemm, 0, sizeof m->prof.fwd_gemm);
+    memset(m->prof.bwd_gemm, 0, sizeof m->prof.bwd_gemm);
+    m->prof.steps = 0;
+    m->prof.on = 1;
     double upd = 0.0;
     const double wall = bench_time_steps(m, opt, labels, B, steps, rng, &upd);
-    m->profile = 0;
+    m->prof.on = 0;
     ml_gemm_timing = 0;
     const double k = 1e3 / (double)steps, step_ms = wall * k;
     printf("\nprofile, %s %s: ms per training step (mean of %d steps, batch %d, %d threads);\n"
@@ -167,9 +167,9 @@ void bench_profile_table(Model *m, Optimizer *opt, const int32_t *labels, int B,
     double rows = 0.0, gemm = 0.0;
     for (int r = 0; r < n; r++) {
         const int i = slot[r];
-        const double f = i >= 0 ? m->prof_fwd[i] * k : 0.0;
-        const double b = i >= 0 ? m->prof_bwd[i] * k : upd * k;
-        const double g = i >= 0 ? (m->prof_fwd_gemm[i] + m->prof_bwd_gemm[i]) * k : 0.0;
+        const double f = i >= 0 ? m->prof.fwd[i] * k : 0.0;
+        const double b = i >= 0 ? m->prof.bwd[i] * k : upd * k;
+        const double g = i >= 0 ? (m->prof.fwd_gemm[i] + m->prof.bwd_gemm[i]) * k : 0.0;
         rows += f + b;
         gemm += g;
         printf("  %-16s %8.2f %8.2f %8.2f %6.1f%% %8.2f %8.2f\n", label[r], f, b, f + b, 100.0 * (f + b) / step_ms, g,

@@ -63,7 +63,7 @@ static void print_dry_rho(const Model *m) {
         printf(" %s %.3f (routed %.0f);", L->name, L->route.cfg.k * L->flops_expert / total,
                L->route.cfg.k * L->flops_expert);
     }
-    if (m->cfg.head.kind != HEAD_DENSE) printf(" head %.3f (routed %.0f);", m->flops_routed / total, m->flops_routed);
+    if (m->cfg.head.kind != HEAD_DENSE) printf(" head %.3f (routed %.0f);", m->flops.routed / total, m->flops.routed);
     printf(" total %.3f\n", model_rho_nominal(m));
 }
 
@@ -93,31 +93,31 @@ static void print_dry_run(const Model *m, const Dataset *ds, const TrainConfig *
     if (h->kind == HEAD_DENSE) {
         long np = tensor_params(m, m->fc1_w) + tensor_params(m, m->fc1_b) + tensor_params(m, m->fc2_w) +
                   tensor_params(m, m->fc2_b);
-        printf("%-22s %-16s %12ld %16.0f\n", "head.mlp", shape, np, m->flops_expert);
+        printf("%-22s %-16s %12ld %16.0f\n", "head.mlp", shape, np, m->flops.expert);
         total_params += np;
     } else {
         long nr = m->params[m->moe_first].n, ne = 0;
         for (int i = 1; i < 5; i++) ne += m->params[m->moe_first + i].n;
-        printf("%-22s %-16s %12ld %16.0f\n", "head.router", "", nr, m->flops_router);
+        printf("%-22s %-16s %12ld %16.0f\n", "head.router", "", nr, m->flops.router);
         char lab[48];
         snprintf(lab, sizeof lab, "head.experts (%d)", h->E);
-        printf("%-22s %-16s %12ld %16.0f  (one expert %.0f, %.3g active per sample)\n", lab, shape, ne, m->flops_routed,
-               m->flops_expert, m->flops_routed / m->flops_expert);
+        printf("%-22s %-16s %12ld %16.0f  (one expert %.0f, %.3g active per sample)\n", lab, shape, ne, m->flops.routed,
+               m->flops.expert, m->flops.routed / m->flops.expert);
         total_params += nr + ne;
     }
     long nc = m->params[m->cls_w].n + m->params[m->cls_b].n;
     snprintf(shape, sizeof shape, "%d", c->classes);
-    printf("%-22s %-16s %12ld %16.0f\n", "classifier", shape, nc, m->flops_classifier);
+    printf("%-22s %-16s %12ld %16.0f\n", "classifier", shape, nc, m->flops.classifier);
     total_params += nc;
     printf("\nparameters  %ld (%.2f MiB)\n", total_params, total_params * 4.0 / 1048576.0);
     printf("FLOPs       forward %.0f per sample (backbone %.0f, head %.0f, classifier %.0f)\n", model_flops(m),
-           m->flops_backbone, m->flops_head_active, m->flops_classifier);
+           m->flops.backbone, m->flops.head_active, m->flops.classifier);
     if (m->nmoec + m->nffnc > 0)
         printf("            backbone layers %.0f (routed %.0f, routers and dense layers %.0f)\n",
-               m->flops_bb_routed + m->flops_bb_extra, m->flops_bb_routed, m->flops_bb_extra);
+               m->flops.bb_routed + m->flops.bb_extra, m->flops.bb_routed, m->flops.bb_extra);
     printf("            training step ~%.1f MFLOP per sample (3x forward)\n", 3.0 * model_flops(m) / 1e6);
     printf("rho         %.3f nominal (routed %.0f / total %.0f FLOPs)\n", model_rho_nominal(m),
-           m->flops_routed + m->flops_bb_routed, model_flops(m));
+           m->flops.routed + m->flops.bb_routed, model_flops(m));
     print_dry_rho(m);
     printf("schedule    %d epochs x %d steps, batch %d, %s lr %g (%s)\n", t->epochs, ds->train.n / c->batch, c->batch,
            optim_kind_name(t->opt.kind), t->lr.base, lr_kind_name(t->lr.kind));
@@ -309,8 +309,8 @@ static void print_dry_memory(const Trainer *t) {
     printf("memory      %.1f MiB to train: weights %.1f, gradients %.1f, %s state %.1f, activations %.1f at batch "
            "%d, buffers, scratch and routing workspaces %.1f (the dataset not counted)\n",
            trainer_memory_bytes(t) / mib, w / mib, w / mib, optim_kind_name(t->cfg.opt.kind), (adam ? 2 : 1) * w / mib,
-           (double)m->n_act * sizeof(float) / mib, t->cfg.model.batch,
-           (model_memory_bytes(m) - 2 * w - (double)m->n_act * sizeof(float)) / mib);
+           (double)m->act.n * sizeof(float) / mib, t->cfg.model.batch,
+           (model_memory_bytes(m) - 2 * w - (double)m->act.n * sizeof(float)) / mib);
 }
 
 /* Runs a training (or replay) from parsed options. cmdline is stored in the session; resume = 1
