@@ -102,10 +102,10 @@ static ml_status trainer_setup(Trainer *t, const TrainConfig *cfg, const BatchSo
     t->cfg = *cfg;
     t->src = *src;
     t->ckpt_step = -1;
-    t->comm = comm; /* one rank with a comm: the data-parallel code path on one process (a reference) */
-    t->rank = t->comm ? comm->rank : 0;
-    t->nranks = t->comm ? comm->size : 1;
-    t->cfg.ranks = t->nranks;
+    t->dist.comm = comm; /* one rank with a comm: the data-parallel code path on one process (a reference) */
+    t->dist.rank = t->dist.comm ? comm->rank : 0;
+    t->dist.nranks = t->dist.comm ? comm->size : 1;
+    t->cfg.ranks = t->dist.nranks;
     const BatchSource *ds = &t->src;
     TrainConfig *c = &t->cfg;
     if (c->epochs < 1) return ml_fail(ML_ERR_ARG, "--epochs must be at least 1");
@@ -121,12 +121,12 @@ static ml_status trainer_setup(Trainer *t, const TrainConfig *cfg, const BatchSo
         return ml_fail(ML_ERR_ARG, "dataset %s has %d training images, fewer than one batch of %d", ds->name,
                        ds->n_train, B);
     if (ds->n_test < 1) return ml_fail(ML_ERR_ARG, "dataset %s has no test images", ds->name);
-    if (B % t->nranks)
+    if (B % t->dist.nranks)
         return ml_fail(ML_ERR_ARG,
                        "--batch %d is the global batch, split evenly over the %d ranks: %d ranks do not divide it "
                        "(try --batch %d)",
-                       B, t->nranks, t->nranks, (B / t->nranks + 1) * t->nranks);
-    t->Bl = B / t->nranks;
+                       B, t->dist.nranks, t->dist.nranks, (B / t->dist.nranks + 1) * t->dist.nranks);
+    t->dist.Bl = B / t->dist.nranks;
     t->steps_per_epoch = ds->n_train / B;
     t->total_steps = t->steps_per_epoch * c->epochs;
     c->lr.total = t->total_steps;
@@ -137,13 +137,13 @@ static ml_status trainer_setup(Trainer *t, const TrainConfig *cfg, const BatchSo
     if (st != ML_OK) return st;
     tau_plan_init(&t->tau, &c->tau);
     ModelConfig mc = c->model; /* each rank's model holds its part of the batch */
-    mc.batch = t->Bl;
-    if (t->nranks == 1) mc.sync_bn = 0; /* one process: the statistics are the batch's anyway */
+    mc.batch = t->dist.Bl;
+    if (t->dist.nranks == 1) mc.sync_bn = 0; /* one process: the statistics are the batch's anyway */
     if ((st = alloc ? model_init(&t->model, &mc) : model_layout(&t->model, &mc)) != ML_OK) return st;
     /* the stored configuration (config_json) says what the model is: the real feature width and
      * the effective softmoe-batch slot count, not the option defaults */
     c->model.head.d = t->model.d;
-    c->model.head.slots = moe_slots(&c->model.head, t->Bl);
+    c->model.head.slots = moe_slots(&c->model.head, t->dist.Bl);
     return ML_OK;
 }
 
@@ -174,7 +174,7 @@ ml_status trainer_init_dist(Trainer *t, const TrainConfig *cfg, const BatchSourc
     rng_seed(&t->rng_data, c->seed ^ 0x5851f42d4c957f2dULL);
     /* selection noise and augmentation: a stream of each rank's own (rank 0's is the one-process
      * run's); the data order (rng_data) is the same on every rank, each takes its slice of it */
-    const uint64_t rk = (uint64_t)t->rank * 0x9e3779b97f4a7c15ULL;
+    const uint64_t rk = (uint64_t)t->dist.rank * 0x9e3779b97f4a7c15ULL;
     rng_seed(&t->rng_noise, c->seed ^ 0x14057b7ef767814fULL ^ rk);
     rng_seed(&t->rng_aug, c->seed ^ 0x2545f4914f6cdd1dULL ^ rk);
     if (c->augment < 0) c->augment = ds->augment_default;
@@ -200,22 +200,22 @@ ml_status trainer_init_dist(Trainer *t, const TrainConfig *cfg, const BatchSourc
             if ((ib->stage == -2 || ib->stage == L->stage) && ib->expert < L->route.cfg.E) L->route.bias[ib->expert] = ib->value;
         }
     }
-    if (t->nranks > 1) { /* what a checkpoint gathers from every rank */
-        t->rank_rngs = ml_alloc(sizeof(uint64_t) * 8 * t->nranks);
-        t->rank_bufs = ml_alloc(sizeof(float) * (t->model.n_buf + 1) * t->nranks);
-        if (!t->rank_rngs || !t->rank_bufs) {
+    if (t->dist.nranks > 1) { /* what a checkpoint gathers from every rank */
+        t->dist.rank_rngs = ml_alloc(sizeof(uint64_t) * 8 * t->dist.nranks);
+        t->dist.rank_bufs = ml_alloc(sizeof(float) * (t->model.n_buf + 1) * t->dist.nranks);
+        if (!t->dist.rank_rngs || !t->dist.rank_bufs) {
             trainer_free(t);
             return ml_fail(ML_ERR_NOMEM, "out of memory");
         }
-        memset(t->rank_rngs, 0, sizeof(uint64_t) * 8 * t->nranks);
-        memset(t->rank_bufs, 0, sizeof(float) * (t->model.n_buf + 1) * t->nranks);
+        memset(t->dist.rank_rngs, 0, sizeof(uint64_t) * 8 * t->dist.nranks);
+        memset(t->dist.rank_bufs, 0, sizeof(float) * (t->model.n_buf + 1) * t->dist.nranks);
     }
-    if (t->comm) { /* the model's gradient buckets are exchanged as the backward finishes them */
-        t->model.dist.grad_ready = t->comm->grad_ready;
-        t->model.dist.grad_ctx = t->comm->ctx;
+    if (t->dist.comm) { /* the model's gradient buckets are exchanged as the backward finishes them */
+        t->model.dist.grad_ready = t->dist.comm->grad_ready;
+        t->model.dist.grad_ctx = t->dist.comm->ctx;
         if (t->model.cfg.sync_bn) {
-            t->model.dist.bn_sum = t->comm->sum;
-            t->model.dist.bn_ctx = t->comm->ctx;
+            t->model.dist.bn_sum = t->dist.comm->sum;
+            t->model.dist.bn_ctx = t->dist.comm->ctx;
         }
     }
     t->perm = ml_alloc(sizeof(int32_t) * ds->n_train);
@@ -227,10 +227,10 @@ ml_status trainer_init_dist(Trainer *t, const TrainConfig *cfg, const BatchSourc
     }
     for (int i = 0; i < ds->n_train; i++) t->perm[i] = i;
     if (model_has_routing(&t->model)) { /* the t-SNE sample (its labels) is shared by every routed layer */
-        t->tsne_n = c->tsne_samples < ds->n_test ? c->tsne_samples : ds->n_test;
-        if (t->tsne_n < 0) t->tsne_n = 0;
-        t->tsne_label = ml_alloc(sizeof(int32_t) * (t->tsne_n + 1));
-        if (!t->tsne_label) {
+        t->ev.tsne_n = c->tsne_samples < ds->n_test ? c->tsne_samples : ds->n_test;
+        if (t->ev.tsne_n < 0) t->ev.tsne_n = 0;
+        t->ev.tsne_label = ml_alloc(sizeof(int32_t) * (t->ev.tsne_n + 1));
+        if (!t->ev.tsne_label) {
             trainer_free(t);
             return ml_fail(ML_ERR_NOMEM, "out of memory");
         }
@@ -251,8 +251,8 @@ ml_status trainer_init_dist(Trainer *t, const TrainConfig *cfg, const BatchSourc
         l->class_expert = ml_alloc(sizeof(int) * ds->classes * L->route.cfg.E);
         l->drop_ce = ml_alloc(sizeof(int) * ds->classes * L->route.cfg.E);
         if (l->drop_ce) memset(l->drop_ce, 0, sizeof(int) * ds->classes * L->route.cfg.E);
-        l->tsne_feat = ml_alloc(sizeof(float) * (t->tsne_n * (long)L->C + 1));
-        l->tsne_expert = ml_alloc(sizeof(int) * (t->tsne_n + 1));
+        l->tsne_feat = ml_alloc(sizeof(float) * (t->ev.tsne_n * (long)L->C + 1));
+        l->tsne_expert = ml_alloc(sizeof(int) * (t->ev.tsne_n + 1));
         if (!l->class_expert || !l->drop_ce || !l->tsne_feat || !l->tsne_expert) {
             trainer_free(t);
             return ml_fail(ML_ERR_NOMEM, "out of memory");
@@ -266,17 +266,17 @@ ml_status trainer_init_dist(Trainer *t, const TrainConfig *cfg, const BatchSourc
             return st;
         }
         collapse_set_warmup(&t->coll, collapse_warmup(&c->route, t->total_steps));
-        t->class_expert = ml_alloc(sizeof(int) * ds->classes * E);
+        t->ev.class_expert = ml_alloc(sizeof(int) * ds->classes * E);
         t->drop_ce = ml_alloc(sizeof(int32_t) * ds->classes * E);
         if (t->drop_ce) memset(t->drop_ce, 0, sizeof(int32_t) * ds->classes * E);
-        t->tsne_feat = ml_alloc(sizeof(float) * (t->tsne_n * (long)d + 1));
-        t->tsne_expert = ml_alloc(sizeof(int) * (t->tsne_n + 1));
-        if (!t->class_expert || !t->drop_ce || !t->tsne_feat || !t->tsne_expert) {
+        t->ev.tsne_feat = ml_alloc(sizeof(float) * (t->ev.tsne_n * (long)d + 1));
+        t->ev.tsne_expert = ml_alloc(sizeof(int) * (t->ev.tsne_n + 1));
+        if (!t->ev.class_expert || !t->drop_ce || !t->ev.tsne_feat || !t->ev.tsne_expert) {
             trainer_free(t);
             return ml_fail(ML_ERR_NOMEM, "out of memory");
         }
     }
-    t->t_start = t->t_epoch = t->t_rec = ml_now();
+    t->clock.start = t->clock.epoch = t->clock.rec = ml_now();
     return ML_OK;
 }
 
@@ -287,14 +287,14 @@ void trainer_free(Trainer *t) {
     ml_free(t->labels);
     ml_free(t->eval_idx);
     collapse_free(&t->coll);
-    ml_free(t->class_expert);
+    ml_free(t->ev.class_expert);
     ml_free(t->drop_ce);
-    ml_free(t->tsne_feat);
-    ml_free(t->tsne_expert);
-    ml_free(t->tsne_label);
-    ml_free(t->rank_rngs);
-    ml_free(t->rank_bufs);
-    dist_pack_free(&t->pack);
+    ml_free(t->ev.tsne_feat);
+    ml_free(t->ev.tsne_expert);
+    ml_free(t->ev.tsne_label);
+    ml_free(t->dist.rank_rngs);
+    ml_free(t->dist.rank_bufs);
+    dist_pack_free(&t->dist.pack);
     for (int i = 0; i < t->nbl; i++) {
         collapse_free(&t->bl[i].coll);
         ml_free(t->bl[i].class_expert);
@@ -386,7 +386,7 @@ static ml_status step_allsum(Trainer *t, double *loss, double *total, int *corre
     const int is_moe = t->cfg.model.head.kind != HEAD_DENSE;
     const int head_drops = t->drop_ce && m->moe.cfg.kind == HEAD_MOE;
     const int K = t->src.classes;
-    DistPack *p = &t->pack; /* kept across steps: its buffer grows once */
+    DistPack *p = &t->dist.pack; /* kept across steps: its buffer grows once */
     p->n = p->r = 0;
     dist_put(p, *loss);
     dist_put(p, *total);
@@ -399,15 +399,15 @@ static ml_status step_allsum(Trainer *t, double *loss, double *total, int *corre
         const long n = (long)K * r->cfg.E, base = p->n;
         for (long i = 0; i < n; i++) dist_put(p, 0.0);
         if (p->overflow) break;
-        drops_add(NULL, p->v + base, r, t->labels, t->Bl);
+        drops_add(NULL, p->v + base, r, t->labels, t->dist.Bl);
     }
     if (p->overflow) return ml_fail(ML_ERR_NOMEM, "out of memory for the step's sums over the ranks");
-    t->comm->sum(t->comm->ctx, p->v, p->n);
-    *loss = dist_get(p) / t->nranks;
-    *total = dist_get(p) / t->nranks;
+    t->dist.comm->sum(t->dist.comm->ctx, p->v, p->n);
+    *loss = dist_get(p) / t->dist.nranks;
+    *total = dist_get(p) / t->dist.nranks;
     *correct = (int)dist_get(p);
-    if (is_moe) moe_stats_get(&m->moe, p, t->nranks);
-    for (int i = 0; i < m->nmoec; i++) moe_stats_get(&m->moec[i].route, p, t->nranks);
+    if (is_moe) moe_stats_get(&m->moe, p, t->dist.nranks);
+    for (int i = 0; i < m->nmoec; i++) moe_stats_get(&m->moec[i].route, p, t->dist.nranks);
     for (int l = -1; l < t->nbl; l++) {
         if (l < 0 && !head_drops) continue;
         int *counts = l < 0 ? t->drop_ce : t->bl[l].drop_ce;
@@ -422,24 +422,24 @@ static void trainer_layer_taus(Trainer *t) {
 }
 
 ml_status trainer_step(Trainer *t, StepRecord *rec) {
-    const int B = t->cfg.model.batch, Bl = t->Bl; /* the global batch; this rank's part of it */
+    const int B = t->cfg.model.batch, Bl = t->dist.Bl; /* the global batch; this rank's part of it */
     Model *m = &t->model;
     if (t->pos == 0) {
         shuffle(t->perm, t->src.n_train, &t->rng_data);
-        t->ep_loss = t->ep_acc = 0.0;
-        t->ep_drop = t->ep_maxvio = t->ep_rho = 0.0;
-        t->ep_tau = t->ep_aux = t->ep_clean = 0.0;
-        t->ep_rho_head = 0.0;
+        t->ep.loss = t->ep.acc = 0.0;
+        t->ep.drop = t->ep.maxvio = t->ep.rho = 0.0;
+        t->ep.tau = t->ep.aux = t->ep.clean = 0.0;
+        t->ep.rho_head = 0.0;
         if (t->drop_ce) memset(t->drop_ce, 0, sizeof(int32_t) * t->src.classes * t->cfg.model.head.E);
         for (int i = 0; i < t->nbl; i++) {
             TrainerLayer *l = &t->bl[i];
             l->ep_drop = l->ep_maxvio = l->ep_rho = l->ep_tau = l->ep_aux = l->ep_clean = 0.0;
             memset(l->drop_ce, 0, sizeof(int) * t->src.classes * m->moec[l->mi].route.cfg.E);
         }
-        t->ep_batches = 0;
-        t->t_epoch = ml_now();
+        t->ep.batches = 0;
+        t->clock.epoch = ml_now();
     }
-    t->src.fill(t->src.ctx, SPLIT_TRAIN, t->perm + (long)t->pos * B + (long)t->rank * Bl, Bl, model_input(m),
+    t->src.fill(t->src.ctx, SPLIT_TRAIN, t->perm + (long)t->pos * B + (long)t->dist.rank * Bl, Bl, model_input(m),
                 t->labels, t->cfg.augment ? &t->rng_aug : NULL);
     const float tau = tau_plan_value(&t->tau, t->step);
     const float lr = t->lr_override > 0 ? t->lr_override : lr_value(&t->cfg.lr, t->step);
@@ -447,8 +447,8 @@ ml_status trainer_step(Trainer *t, StepRecord *rec) {
     model_forward(m, Bl, 1, tau, &t->rng_noise);
     /* the pairs capacity dropped, by the sample's class and the pair's expert (data parallel:
      * counted after the backward, with the step's sums) */
-    if (!t->comm && t->drop_ce && m->moe.cfg.kind == HEAD_MOE) drops_add(t->drop_ce, NULL, &m->moe, t->labels, Bl);
-    for (int i = 0; i < t->nbl && !t->comm; i++)
+    if (!t->dist.comm && t->drop_ce && m->moe.cfg.kind == HEAD_MOE) drops_add(t->drop_ce, NULL, &m->moe, t->labels, Bl);
+    for (int i = 0; i < t->nbl && !t->dist.comm; i++)
         drops_add(t->bl[i].drop_ce, NULL, &m->moec[t->bl[i].mi].route, t->labels, Bl);
     int correct = 0;
     double loss = model_loss(m, t->labels, Bl, &correct);
@@ -456,10 +456,10 @@ ml_status trainer_step(Trainer *t, StepRecord *rec) {
     const int is_moe = t->cfg.model.head.kind != HEAD_DENSE;
     if (is_moe) total += m->moe.cfg.alpha * m->moe.stats.l_aux + m->moe.cfg.beta * m->moe.stats.l_z;
     if (m->nmoec > 0) total += model_backbone_aux_loss(m); /* every backbone MoE layer's losses */
-    if (t->comm) { /* the backward first (its gradient exchange overlaps it), then one sum of figures */
-        t->comm->grad_begin(t->comm->ctx, m->grad, m->n_param);
+    if (t->dist.comm) { /* the backward first (its gradient exchange overlaps it), then one sum of figures */
+        t->dist.comm->grad_begin(t->dist.comm->ctx, m->grad, m->n_param);
         model_backward(m, t->labels, Bl); /* a NaN here is caught below, before the update */
-        t->comm->grad_end(t->comm->ctx);  /* the mean gradient of the global batch */
+        t->dist.comm->grad_end(t->dist.comm->ctx);  /* the mean gradient of the global batch */
         const ml_status ss = step_allsum(t, &loss, &total, &correct);
         if (ss != ML_OK) return ss;
     }
@@ -468,24 +468,24 @@ ml_status trainer_step(Trainer *t, StepRecord *rec) {
                        "loss is %s at step %ld (epoch %d): training stopped before the update; "
                        "try a lower --lr or a higher --tau-min",
                        isnan(total) ? "NaN" : "infinite", t->step + 1, t->epoch + 1);
-    if (!t->comm) model_backward(m, t->labels, B); /* gradients are zero here (optim_step consumes them) or written whole */
+    if (!t->dist.comm) model_backward(m, t->labels, B); /* gradients are zero here (optim_step consumes them) or written whole */
     optim_step(&t->opt, m, lr);
     double rho_real = 0.0;
     if (is_moe) {
         moe_update_bias(&m->moe);
         collapse_push_step(&t->coll, &m->moe.stats, t->step + 1);
         rho_real = model_rho_realized(m); /* the model total: kept pairs of the head and every layer */
-        t->ep_drop += m->moe.stats.drop_frac;
-        t->ep_maxvio += m->moe.stats.maxvio;
-        t->ep_rho += rho_real;
-        t->ep_tau += tau;
-        t->ep_aux += m->moe.stats.l_aux;
-        t->ep_clean += m->moe.stats.clean_first_share;
+        t->ep.drop += m->moe.stats.drop_frac;
+        t->ep.maxvio += m->moe.stats.maxvio;
+        t->ep.rho += rho_real;
+        t->ep.tau += tau;
+        t->ep.aux += m->moe.stats.l_aux;
+        t->ep.clean += m->moe.stats.clean_first_share;
     } else if (m->nmoec > 0) {
         rho_real = model_rho_realized(m);
-        t->ep_rho += rho_real;
+        t->ep.rho += rho_real;
     }
-    if (is_moe && t->nbl > 0) t->ep_rho_head += model_layer_rho_realized(m, -1);
+    if (is_moe && t->nbl > 0) t->ep.rho_head += model_layer_rho_realized(m, -1);
     for (int i = 0; i < t->nbl; i++) { /* every backbone layer's statistics, as the head's */
         TrainerLayer *l = &t->bl[i];
         const MoeStepStats *ls = &m->moec[l->mi].route.stats;
@@ -502,9 +502,9 @@ ml_status trainer_step(Trainer *t, StepRecord *rec) {
     model_backbone_update_bias(m);
     t->step++;
     t->pos++;
-    t->ep_loss += loss;
-    t->ep_acc += (double)correct / B;
-    t->ep_batches++;
+    t->ep.loss += loss;
+    t->ep.acc += (double)correct / B;
+    t->ep.batches++;
     if (rec) {
         memset(rec, 0, sizeof *rec);
         const double now = ml_now();
@@ -516,9 +516,9 @@ ml_status trainer_step(Trainer *t, StepRecord *rec) {
         rec->acc = (double)correct / B;
         rec->lr = lr;
         rec->tau = tau;
-        rec->img_per_s = now > t->t_rec ? (t->step - t->rec_step) * (double)B / (now - t->t_rec) : 0.0;
-        t->t_rec = now;
-        t->rec_step = t->step;
+        rec->img_per_s = now > t->clock.rec ? (t->step - t->clock.rec_step) * (double)B / (now - t->clock.rec) : 0.0;
+        t->clock.rec = now;
+        t->clock.rec_step = t->step;
         rec->has_moe = is_moe;
         rec->rho_realized = rho_real; /* also for a dense head after backbone MoE layers */
         rec->collapse_first_step = -1;
@@ -574,14 +574,14 @@ ml_status trainer_step(Trainer *t, StepRecord *rec) {
 static void eval_allsum(Trainer *t, double *loss, long *correct) {
     Model *m = &t->model;
     const int K = t->src.classes, is_moe = t->cfg.model.head.kind != HEAD_DENSE;
-    const int E = t->cfg.model.head.E, d = m->d, tn = t->tsne_n;
+    const int E = t->cfg.model.head.E, d = m->d, tn = t->ev.tsne_n;
     long n = 2;
     if (is_moe) n += (long)K * E + 2L * E + (long)tn * (d + 1);
     for (int l = 0; l < t->nbl; l++) {
         const MoeConv *L = &m->moec[t->bl[l].mi];
         n += (long)K * L->route.cfg.E + L->route.cfg.E + (long)tn * (L->C + 1);
     }
-    if (t->tsne_label) n += tn;
+    if (t->ev.tsne_label) n += tn;
     double *v = malloc(sizeof(double) * (size_t)n);
     ML_ASSERT(v);
     /* one pass packs (dir 0), the other unpacks (dir 1): the same order both ways */
@@ -595,11 +595,11 @@ static void eval_allsum(Trainer *t, double *loss, long *correct) {
         DS_(*loss, double);
         DS_(*correct, long);
         if (is_moe) {
-            for (long i = 0; i < (long)K * E; i++) DS_(t->class_expert[i], int);
-            for (int e = 0; e < E; e++) DS_(t->eval_selected[e], long);
-            for (int e = 0; e < E; e++) DS_(t->eval_gate[e], double);
-            for (long i = 0; i < (long)tn * d; i++) DS_(t->tsne_feat[i], float);
-            for (int i = 0; i < tn; i++) DS_(t->tsne_expert[i], int);
+            for (long i = 0; i < (long)K * E; i++) DS_(t->ev.class_expert[i], int);
+            for (int e = 0; e < E; e++) DS_(t->ev.selected[e], long);
+            for (int e = 0; e < E; e++) DS_(t->ev.gate[e], double);
+            for (long i = 0; i < (long)tn * d; i++) DS_(t->ev.tsne_feat[i], float);
+            for (int i = 0; i < tn; i++) DS_(t->ev.tsne_expert[i], int);
         }
         for (int l = 0; l < t->nbl; l++) {
             TrainerLayer *tl = &t->bl[l];
@@ -609,48 +609,48 @@ static void eval_allsum(Trainer *t, double *loss, long *correct) {
             for (long i = 0; i < (long)tn * L->C; i++) DS_(tl->tsne_feat[i], float);
             for (int i = 0; i < tn; i++) DS_(tl->tsne_expert[i], int);
         }
-        if (t->tsne_label)
-            for (int i = 0; i < tn; i++) DS_(t->tsne_label[i], int32_t);
+        if (t->ev.tsne_label)
+            for (int i = 0; i < tn; i++) DS_(t->ev.tsne_label[i], int32_t);
 #undef DS_
-        if (dir == 0) t->comm->sum(t->comm->ctx, v, n);
+        if (dir == 0) t->dist.comm->sum(t->dist.comm->ctx, v, n);
     }
     free(v);
 }
 
 ml_status trainer_evaluate(Trainer *t, double *loss_out, double *acc_out) {
-    const int B = t->Bl; /* test batches of the model's batch; each rank evaluates every N-th */
+    const int B = t->dist.Bl; /* test batches of the model's batch; each rank evaluates every N-th */
     const int n_test = t->src.n_test;
     Model *m = &t->model;
     double loss = 0.0;
     long correct = 0;
     const int is_moe = t->cfg.model.head.kind != HEAD_DENSE;
     const int E = t->cfg.model.head.E, d = m->d;
-    const int tstride = t->tsne_n > 0 ? n_test / t->tsne_n : 0;
+    const int tstride = t->ev.tsne_n > 0 ? n_test / t->ev.tsne_n : 0;
     int tn = 0;
     const int route = model_has_routing(m);
-    if (is_moe) memset(t->class_expert, 0, sizeof(int) * t->src.classes * E);
-    memset(t->eval_selected, 0, sizeof t->eval_selected);
-    memset(t->eval_gate, 0, sizeof t->eval_gate);
+    if (is_moe) memset(t->ev.class_expert, 0, sizeof(int) * t->src.classes * E);
+    memset(t->ev.selected, 0, sizeof t->ev.selected);
+    memset(t->ev.gate, 0, sizeof t->ev.gate);
     for (int l = 0; l < t->nbl; l++) {
         memset(t->bl[l].class_expert, 0, sizeof(int) * t->src.classes * m->moec[t->bl[l].mi].route.cfg.E);
         memset(t->bl[l].eval_selected, 0, sizeof t->bl[l].eval_selected);
     }
     trainer_layer_taus(t);
-    if (t->comm) { /* t-SNE rows this rank does not evaluate stay zero for the sum */
+    if (t->dist.comm) { /* t-SNE rows this rank does not evaluate stay zero for the sum */
         trainer_dist_sync(t);
         if (is_moe) {
-            memset(t->tsne_feat, 0, sizeof(float) * (size_t)t->tsne_n * d);
-            memset(t->tsne_expert, 0, sizeof(int) * (size_t)t->tsne_n);
+            memset(t->ev.tsne_feat, 0, sizeof(float) * (size_t)t->ev.tsne_n * d);
+            memset(t->ev.tsne_expert, 0, sizeof(int) * (size_t)t->ev.tsne_n);
         }
         for (int l = 0; l < t->nbl; l++) {
-            memset(t->bl[l].tsne_feat, 0, sizeof(float) * (size_t)t->tsne_n * m->moec[t->bl[l].mi].C);
-            memset(t->bl[l].tsne_expert, 0, sizeof(int) * (size_t)t->tsne_n);
+            memset(t->bl[l].tsne_feat, 0, sizeof(float) * (size_t)t->ev.tsne_n * m->moec[t->bl[l].mi].C);
+            memset(t->bl[l].tsne_expert, 0, sizeof(int) * (size_t)t->ev.tsne_n);
         }
-        if (t->tsne_label) memset(t->tsne_label, 0, sizeof(int32_t) * (size_t)t->tsne_n);
+        if (t->ev.tsne_label) memset(t->ev.tsne_label, 0, sizeof(int32_t) * (size_t)t->ev.tsne_n);
     }
     for (int i = 0; i < n_test; i += B) {
         const int nb = n_test - i < B ? n_test - i : B;
-        if ((i / B) % t->nranks != t->rank) continue;
+        if ((i / B) % t->dist.nranks != t->dist.rank) continue;
         for (int j = 0; j < nb; j++) t->eval_idx[j] = i + j;
         t->src.fill(t->src.ctx, SPLIT_TEST, t->eval_idx, nb, model_input(m), t->labels, NULL);
         model_forward(m, nb, 0, tau_plan_value(&t->tau, t->step), NULL);
@@ -659,10 +659,10 @@ ml_status trainer_evaluate(Trainer *t, double *loss_out, double *acc_out) {
         correct += c;
         if (!route) continue;
         if (is_moe) {
-            classexp_add(t->class_expert, t->labels, m->moe.first_choice, nb, E);
+            classexp_add(t->ev.class_expert, t->labels, m->moe.first_choice, nb, E);
             for (int e = 0; e < E; e++) {
-                t->eval_selected[e] += m->moe.stats.demand[e]; /* all k, before capacity */
-                t->eval_gate[e] += (double)m->moe.stats.mean_gate[e] * nb;
+                t->ev.selected[e] += m->moe.stats.demand[e]; /* all k, before capacity */
+                t->ev.gate[e] += (double)m->moe.stats.mean_gate[e] * nb;
             }
         }
         for (int l = 0; l < t->nbl; l++) {
@@ -675,10 +675,10 @@ ml_status trainer_evaluate(Trainer *t, double *loss_out, double *acc_out) {
         for (int j = 0; j < nb && tstride > 0; j++) {
             const int gi = i + j;
             tn = gi / tstride; /* the sample's row: every tstride-th test image in order */
-            if (gi % tstride || tn >= t->tsne_n) continue;
+            if (gi % tstride || tn >= t->ev.tsne_n) continue;
             if (is_moe) {
-                memcpy(t->tsne_feat + (long)tn * d, m->act.buf + m->act.feat + (long)j * d, sizeof(float) * d);
-                t->tsne_expert[tn] = m->moe.first_choice[j];
+                memcpy(t->ev.tsne_feat + (long)tn * d, m->act.buf + m->act.feat + (long)j * d, sizeof(float) * d);
+                t->ev.tsne_expert[tn] = m->moe.first_choice[j];
             }
             for (int l = 0; l < t->nbl; l++) { /* each layer's pooled router input */
                 TrainerLayer *tl = &t->bl[l];
@@ -686,10 +686,10 @@ ml_status trainer_evaluate(Trainer *t, double *loss_out, double *acc_out) {
                 memcpy(tl->tsne_feat + (long)tn * L->C, L->pool + (long)j * L->C, sizeof(float) * L->C);
                 tl->tsne_expert[tn] = L->route.first_choice[j];
             }
-            t->tsne_label[tn] = t->labels[j];
+            t->ev.tsne_label[tn] = t->labels[j];
         }
     }
-    if (t->comm) eval_allsum(t, &loss, &correct);
+    if (t->dist.comm) eval_allsum(t, &loss, &correct);
     *loss_out = loss / n_test;
     *acc_out = (double)correct / n_test;
     if (!isfinite(*loss_out)) return ml_fail(ML_ERR_NUMERIC, "test loss is not finite after epoch %d", t->epoch);
@@ -780,7 +780,7 @@ static void fill_eval_routing(Trainer *t, EvalRecord *er) {
     const Model *m = &t->model;
     const int nl = trainer_nlayers(t);
     if (nl == 0) return;
-    const double nb = t->ep_batches > 0 ? (double)t->ep_batches : 1.0;
+    const double nb = t->ep.batches > 0 ? (double)t->ep.batches : 1.0;
     er->nlayers = nl;
     for (int i = 0; i < nl; i++) {
         EvalLayer *el = &er->layer[i];
@@ -790,7 +790,7 @@ static void fill_eval_routing(Trainer *t, EvalRecord *er) {
             el->train_drop_frac = l->ep_drop / nb;
             el->train_maxvio = l->ep_maxvio / nb;
             el->train_rho_realized = l->ep_rho / nb;
-            el->epoch_tau = t->ep_batches == 0 ? tau_plan_value(&l->tau, t->step) : l->ep_tau / nb;
+            el->epoch_tau = t->ep.batches == 0 ? tau_plan_value(&l->tau, t->step) : l->ep_tau / nb;
             el->epoch_l_aux = l->ep_aux / nb;
             el->epoch_clean_first_share = l->ep_clean / nb;
             static const double no_gate[MOE_MAX_EXPERTS];
@@ -798,23 +798,23 @@ static void fill_eval_routing(Trainer *t, EvalRecord *er) {
             el->drop_class_expert = l->drop_ce;
             l->fired |= l->coll.fired;
             l->coll.fired = 0;
-            el->tsne_n = t->tsne_n;
+            el->tsne_n = t->ev.tsne_n;
             el->feat_dim = L->C;
             el->tsne_feat = l->tsne_feat;
             el->tsne_expert = l->tsne_expert;
         } else { /* the head */
-            el->train_drop_frac = t->ep_drop / nb;
-            el->train_maxvio = t->ep_maxvio / nb;
-            el->train_rho_realized = (t->nbl > 0 ? t->ep_rho_head : t->ep_rho) / nb;
-            el->epoch_tau = t->ep_batches == 0 ? tau_plan_value(&t->tau, t->step) : t->ep_tau / nb;
-            el->epoch_l_aux = t->ep_aux / nb;
-            el->epoch_clean_first_share = t->ep_clean / nb;
-            eval_layer_fill(t, &t->coll, t->class_expert, t->eval_selected, t->eval_gate, t->cfg.model.head.E, el);
+            el->train_drop_frac = t->ep.drop / nb;
+            el->train_maxvio = t->ep.maxvio / nb;
+            el->train_rho_realized = (t->nbl > 0 ? t->ep.rho_head : t->ep.rho) / nb;
+            el->epoch_tau = t->ep.batches == 0 ? tau_plan_value(&t->tau, t->step) : t->ep.tau / nb;
+            el->epoch_l_aux = t->ep.aux / nb;
+            el->epoch_clean_first_share = t->ep.clean / nb;
+            eval_layer_fill(t, &t->coll, t->ev.class_expert, t->ev.selected, t->ev.gate, t->cfg.model.head.E, el);
             el->drop_class_expert = t->drop_ce;
-            el->tsne_n = t->tsne_n;
+            el->tsne_n = t->ev.tsne_n;
             el->feat_dim = m->d;
-            el->tsne_feat = t->tsne_feat;
-            el->tsne_expert = t->tsne_expert;
+            el->tsne_feat = t->ev.tsne_feat;
+            el->tsne_expert = t->ev.tsne_expert;
         }
     }
     const EvalLayer *p = &er->layer[t->cfg.model.head.kind != HEAD_DENSE ? t->nbl : 0];
@@ -822,7 +822,7 @@ static void fill_eval_routing(Trainer *t, EvalRecord *er) {
     er->rho_nominal = model_rho_nominal(m);
     er->train_drop_frac = p->train_drop_frac;
     er->train_maxvio = p->train_maxvio;
-    er->train_rho_realized = t->ep_rho / nb; /* the model total */
+    er->train_rho_realized = t->ep.rho / nb; /* the model total */
     er->epoch_tau = p->epoch_tau;
     er->epoch_l_aux = p->epoch_l_aux;
     er->epoch_clean_first_share = p->epoch_clean_first_share;
@@ -854,7 +854,7 @@ static void fill_eval_routing(Trainer *t, EvalRecord *er) {
     er->feat_dim = p->feat_dim;
     er->tsne_feat = p->tsne_feat;
     er->tsne_expert = p->tsne_expert;
-    er->tsne_label = t->tsne_label;
+    er->tsne_label = t->ev.tsne_label;
 }
 
 int trainer_tau_command(const TrainerCmd *c) {
@@ -981,13 +981,13 @@ ml_status trainer_eval_record(Trainer *t, EvalRecord *er, double train_time) {
     er->collapse_first_step = er->collapse_first_train = er->collapse_first_clean = er->collapse_first_eval = -1;
     er->epoch = t->epoch;
     er->step = t->step;
-    er->train_loss = t->ep_batches ? t->ep_loss / t->ep_batches : 0.0;
-    er->train_acc = t->ep_batches ? t->ep_acc / t->ep_batches : 0.0;
-    er->img_per_s = train_time > 0 ? t->ep_batches * (double)B / train_time : 0.0;
+    er->train_loss = t->ep.batches ? t->ep.loss / t->ep.batches : 0.0;
+    er->train_acc = t->ep.batches ? t->ep.acc / t->ep.batches : 0.0;
+    er->img_per_s = train_time > 0 ? t->ep.batches * (double)B / train_time : 0.0;
     ml_status st = trainer_evaluate(t, &er->test_loss, &er->test_acc);
     if (st != ML_OK) return st;
     fill_eval_routing(t, er);
-    er->elapsed = ml_now() - t->t_start;
+    er->elapsed = ml_now() - t->clock.start;
     return ML_OK;
 }
 
@@ -1011,7 +1011,7 @@ void trainer_describe(const Trainer *t, RunRecord *r) {
     r->flops_per_sample = model_flops(&t->model);
     r->steps_per_epoch = t->steps_per_epoch;
     r->total_steps = t->total_steps;
-    r->tsne_n = model_has_routing(&t->model) ? t->tsne_n : 0; /* the primary layer's sample */
+    r->tsne_n = model_has_routing(&t->model) ? t->ev.tsne_n : 0; /* the primary layer's sample */
     const Model *m = &t->model;
     const double total = model_flops(m);
     const int B = t->cfg.model.batch;
@@ -1170,7 +1170,7 @@ static ml_status state_check(const void *owner, void *const *staged) {
     ml_free(seen);
     if (st != ML_OK) return st;
     const TauSchedule *tb = STAGED("/schedule/tau_base", TauSchedule), *tr = STAGED("/schedule/tau_repl", TauSchedule);
-    if (memchr(STAGED("/trainer/rule", char), 0, sizeof t->rule) == NULL)
+    if (memchr(STAGED("/trainer/rule", char), 0, sizeof t->rule.text) == NULL)
         return ml_fail(ML_ERR_FORMAT, "/trainer/rule is not a terminated string");
     if (tau_validate(tb) != ML_OK || (*STAGED("/schedule/tau_has_replacement", int32_t) && tau_validate(tr) != ML_OK))
         return ml_fail(ML_ERR_FORMAT, "/schedule: invalid temperature schedule (%s)", ml_last_error());
@@ -1205,8 +1205,8 @@ static void state_restored(void *owner) {
         routewin_recount(&cs->train);
         routewin_recount(&cs->clean);
     }
-    t->rec_step = t->step;
-    t->t_rec = t->t_epoch = ml_now();
+    t->clock.rec_step = t->step;
+    t->clock.rec = t->clock.epoch = ml_now();
     t->ckpt_step = t->step;
     t->state.step = t->step;
     t->state.epoch = t->epoch;
@@ -1228,12 +1228,12 @@ void trainer_state(Trainer *t, StateView *v) {
     sv(v, "/optimizer/t", &t->opt.t, SV_I64, SCALAR, NULL);
     Rng *rngs[4] = {&t->rng_init, &t->rng_data, &t->rng_noise, &t->rng_aug};
     for (int i = 0; i < 4; i++) sv(v, rng_paths[i], rngs[i]->s, SV_U64, 4, -1, NULL);
-    if (t->nranks > 1) /* every rank's noise and augmentation streams (a one-process run has none) */
+    if (t->dist.nranks > 1) /* every rank's noise and augmentation streams (a one-process run has none) */
     {
-        sv(v, "/dist/rank_rngs", t->rank_rngs, SV_U64, t->nranks, 8,
+        sv(v, "/dist/rank_rngs", t->dist.rank_rngs, SV_U64, t->dist.nranks, 8,
            "(the checkpoint was written by a run on another number of ranks: resume it with that many)");
         if (t->model.n_buf > 0)
-            sv(v, "/dist/rank_buffers", t->rank_bufs, SV_F32, t->nranks, t->model.n_buf,
+            sv(v, "/dist/rank_buffers", t->dist.rank_bufs, SV_F32, t->dist.nranks, t->model.n_buf,
                "(the checkpoint was written by a run on another number of ranks: resume it with that many)");
     }
     sv(v, "/schedule/tau_base", &t->tau.base, SV_TAU, SCALAR, NULL);
@@ -1250,12 +1250,12 @@ void trainer_state(Trainer *t, StateView *v) {
     sv(v, "/trainer/steps_per_epoch", &t->steps_per_epoch, SV_I64, SCALAR, NULL);
     sv(v, "/trainer/total_steps", &t->total_steps, SV_I64, SCALAR, NULL);
     sv(v, "/trainer/perm", t->perm, SV_I32, t->src.n_train, -1, "(the checkpoint is for a different training set)");
-    sv(v, "/trainer/ep_loss", &t->ep_loss, SV_F64, SCALAR, NULL);
-    sv(v, "/trainer/ep_acc", &t->ep_acc, SV_F64, SCALAR, NULL);
-    sv(v, "/trainer/ep_batches", &t->ep_batches, SV_I64, SCALAR, NULL);
-    sv(v, "/trainer/ep_drop", &t->ep_drop, SV_F64, SCALAR, NULL);
-    sv(v, "/trainer/ep_maxvio", &t->ep_maxvio, SV_F64, SCALAR, NULL);
-    sv(v, "/trainer/ep_rho", &t->ep_rho, SV_F64, SCALAR, NULL);
+    sv(v, "/trainer/ep_loss", &t->ep.loss, SV_F64, SCALAR, NULL);
+    sv(v, "/trainer/ep_acc", &t->ep.acc, SV_F64, SCALAR, NULL);
+    sv(v, "/trainer/ep_batches", &t->ep.batches, SV_I64, SCALAR, NULL);
+    sv(v, "/trainer/ep_drop", &t->ep.drop, SV_F64, SCALAR, NULL);
+    sv(v, "/trainer/ep_maxvio", &t->ep.maxvio, SV_F64, SCALAR, NULL);
+    sv(v, "/trainer/ep_rho", &t->ep.rho, SV_F64, SCALAR, NULL);
     /* every backbone MoE layer: its utility bias and the knobs `set` changes */
     for (int i = 0; i < t->model.nmoec; i++) {
         MoeConv *L = &t->model.moec[i];
@@ -1287,13 +1287,13 @@ void trainer_state(Trainer *t, StateView *v) {
             t->model.moec[l->mi].route.cfg.E, NULL);
     }
     if (t->nbl > 0 && t->cfg.model.head.kind != HEAD_DENSE)
-        sv2(v, "/trainer/ep_rho_head", &t->ep_rho_head, SV_F64, SCALAR, NULL);
-    sv(v, "/trainer/ep_tau", &t->ep_tau, SV_F64, SCALAR, NULL);
-    sv(v, "/trainer/ep_aux", &t->ep_aux, SV_F64, SCALAR, NULL);
-    sv(v, "/trainer/ep_clean", &t->ep_clean, SV_F64, SCALAR, NULL);
-    sv(v, "/trainer/rule_done", &t->rule_done, SV_I32, SCALAR, NULL);
-    sv(v, "/trainer/rule_pause", &t->rule_pause, SV_I32, SCALAR, NULL);
-    sv(v, "/trainer/rule", t->rule, SV_I32, (long)(sizeof t->rule / 4), -1, NULL); /* the rule text as int32 words */
+        sv2(v, "/trainer/ep_rho_head", &t->ep.rho_head, SV_F64, SCALAR, NULL);
+    sv(v, "/trainer/ep_tau", &t->ep.tau, SV_F64, SCALAR, NULL);
+    sv(v, "/trainer/ep_aux", &t->ep.aux, SV_F64, SCALAR, NULL);
+    sv(v, "/trainer/ep_clean", &t->ep.clean, SV_F64, SCALAR, NULL);
+    sv(v, "/trainer/rule_done", &t->rule.done, SV_I32, SCALAR, NULL);
+    sv(v, "/trainer/rule_pause", &t->rule.pause, SV_I32, SCALAR, NULL);
+    sv(v, "/trainer/rule", t->rule.text, SV_I32, (long)(sizeof t->rule.text / 4), -1, NULL); /* the rule text as int32 words */
     if (t->cfg.model.head.kind == HEAD_DENSE) return;
     Model *m = &t->model;
     MoeConfig *h = &m->moe.cfg;
@@ -1655,12 +1655,12 @@ static void loop_collapse(Loop *L, int rule) {
     }
     L->fired = 0;
     if (!any) return;
-    if (!rule || t->rule_done || (!t->rule_pause && !t->rule[0])) return;
-    t->rule_done = 1;
+    if (!rule || t->rule.done || (!t->rule.pause && !t->rule.text[0])) return;
+    t->rule.done = 1;
     TrainerCmd c;
     memset(&c, 0, sizeof c);
     c.origin = CMD_FROM_RULE;
-    if (t->rule_pause) {
+    if (t->rule.pause) {
         c.kind = CMD_PAUSE;
         snprintf(c.text, sizeof c.text, "pause");
         if (!L->h->interactive) { /* nobody can resume: stop here, resumable from the checkpoint */
@@ -1680,9 +1680,9 @@ static void loop_collapse(Loop *L, int rule) {
     }
     TrainerCmd cmds[8];
     char err[400];
-    const int n = L->h->parse_rule ? L->h->parse_rule(t->rule, cmds, 8, err, sizeof err) : -1;
+    const int n = L->h->parse_rule ? L->h->parse_rule(t->rule.text, cmds, 8, err, sizeof err) : -1;
     if (n < 0) {
-        snprintf(c.text, sizeof c.text, "on-collapse %.200s", t->rule);
+        snprintf(c.text, sizeof c.text, "on-collapse %.200s", t->rule.text);
         emit(L, TEV_FAILED, &c, 0, "%s: %s", c.text, L->h->parse_rule ? err : "no rule parser in this run");
         return;
     }
@@ -1694,11 +1694,11 @@ static void loop_collapse(Loop *L, int rule) {
 
 ml_status trainer_set_rule(Trainer *t, const char *rule) {
     if (!rule) rule = "";
-    if (strlen(rule) >= sizeof t->rule)
-        return ml_fail(ML_ERR_ARG, "on-collapse: the rule is longer than %zu characters", sizeof t->rule - 1);
-    t->rule_pause = !strcmp(rule, "pause");
-    snprintf(t->rule, sizeof t->rule, "%s", t->rule_pause || !strcmp(rule, "off") ? "" : rule);
-    t->rule_done = 0;
+    if (strlen(rule) >= sizeof t->rule.text)
+        return ml_fail(ML_ERR_ARG, "on-collapse: the rule is longer than %zu characters", sizeof t->rule.text - 1);
+    t->rule.pause = !strcmp(rule, "pause");
+    snprintf(t->rule.text, sizeof t->rule.text, "%s", t->rule.pause || !strcmp(rule, "off") ? "" : rule);
+    t->rule.done = 0;
     return ML_OK;
 }
 
@@ -1802,27 +1802,27 @@ RunEnd trainer_run(Trainer *t, const TrainHooks *hooks) {
 
 void trainer_dist_sync(Trainer *t) {
     Model *m = &t->model;
-    if (!t->comm || m->n_buf < 1) return;
+    if (!t->dist.comm || m->n_buf < 1) return;
     double *v = malloc(sizeof(double) * (size_t)m->n_buf);
     ML_ASSERT(v);
     for (long i = 0; i < m->n_buf; i++) v[i] = m->buf[i];
-    t->comm->sum(t->comm->ctx, v, m->n_buf);
-    for (long i = 0; i < m->n_buf; i++) m->buf[i] = (float)(v[i] / t->nranks);
+    t->dist.comm->sum(t->dist.comm->ctx, v, m->n_buf);
+    for (long i = 0; i < m->n_buf; i++) m->buf[i] = (float)(v[i] / t->dist.nranks);
     free(v);
 }
 
 void trainer_dist_gather(Trainer *t) {
-    if (!t->comm || !t->rank_rngs) return;
+    if (!t->dist.comm || !t->dist.rank_rngs) return;
     uint64_t mine[8];
     memcpy(mine, t->rng_noise.s, sizeof t->rng_noise.s);
     memcpy(mine + 4, t->rng_aug.s, sizeof t->rng_aug.s);
-    t->comm->gather(t->comm->ctx, mine, t->rank_rngs, sizeof mine);
-    if (t->model.n_buf > 0) t->comm->gather(t->comm->ctx, t->model.buf, t->rank_bufs, (long)sizeof(float) * t->model.n_buf);
+    t->dist.comm->gather(t->dist.comm->ctx, mine, t->dist.rank_rngs, sizeof mine);
+    if (t->model.n_buf > 0) t->dist.comm->gather(t->dist.comm->ctx, t->model.buf, t->dist.rank_bufs, (long)sizeof(float) * t->model.n_buf);
 }
 
 void trainer_dist_share(Trainer *t) {
-    if (!t->comm) return;
-    const TrainComm *c = t->comm;
+    if (!t->dist.comm) return;
+    const TrainComm *c = t->dist.comm;
     Model *m = &t->model;
     c->bcast(c->ctx, m->param, (long)sizeof(float) * m->n_param); /* the buffers: each rank's, below */
     if (t->opt.m) c->bcast(c->ctx, t->opt.m, (long)sizeof(float) * m->n_param);
@@ -1832,16 +1832,16 @@ void trainer_dist_share(Trainer *t) {
     trainer_state(t, v);
     for (int i = 0; i < v->nvars; i++) {
         const StateVar *r = &v->vars[i];
-        if (r->ptr != t->rank_rngs && r->ptr != t->rank_bufs)
+        if (r->ptr != t->dist.rank_rngs && r->ptr != t->dist.rank_bufs)
             c->bcast(c->ctx, r->ptr, state_var_count(r) * (long)state_type_size(r->type));
     }
-    if (t->rank_bufs) { /* each rank its own running statistics and streams */
-        if (m->n_buf > 0) c->scatter(c->ctx, t->rank_bufs, m->buf, (long)sizeof(float) * m->n_buf);
+    if (t->dist.rank_bufs) { /* each rank its own running statistics and streams */
+        if (m->n_buf > 0) c->scatter(c->ctx, t->dist.rank_bufs, m->buf, (long)sizeof(float) * m->n_buf);
         uint64_t mine[8];
-        c->scatter(c->ctx, t->rank_rngs, mine, sizeof mine);
+        c->scatter(c->ctx, t->dist.rank_rngs, mine, sizeof mine);
         memcpy(t->rng_noise.s, mine, sizeof t->rng_noise.s);
         memcpy(t->rng_aug.s, mine + 4, sizeof t->rng_aug.s);
     }
-    if (t->rank != 0) v->restored(v->owner);
+    if (t->dist.rank != 0) v->restored(v->owner);
     free(v);
 }

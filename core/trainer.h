@@ -70,6 +70,53 @@ typedef struct {
 typedef enum { RUN_FINISHED, RUN_INTERRUPTED, RUN_FAILED } RunEnd;
 const char *run_end_name(RunEnd e); /* "finished", "interrupted", "failed" */
 
+/* The sums of the current epoch (reset at its first step). */
+typedef struct {
+    double loss, acc;
+    long batches;
+    double drop, maxvio, rho; /* routing: drop fraction, MaxVio, realized rho (the model total) */
+    double tau, aux, clean;   /* tau, L_aux, clean first-choice share */
+    double rho_head;          /* the head's own rho (rho: the model total) */
+} TrainerEpoch;
+
+/* What the last evaluation left: its class x expert counts, selections and gate mass per expert,
+ * and the t-SNE sample (recomputed by the next evaluation; not checkpointed). */
+typedef struct {
+    int *class_expert;              /* (classes, E) first-choice counts */
+    long selected[MOE_MAX_EXPERTS]; /* (E) selections (all k) per expert */
+    double gate[MOE_MAX_EXPERTS];   /* (E) gate mass per expert summed over the evaluation */
+    float *tsne_feat;               /* (tsne_n, d) */
+    int *tsne_expert;               /* (tsne_n) */
+    int32_t *tsne_label;            /* (tsne_n) */
+    int tsne_n;                     /* test samples in the t-SNE sample */
+} TrainerEvalOut;
+
+/* Wall clock and throughput bookkeeping. */
+typedef struct {
+    double start, epoch, rec; /* when the trainer started, the epoch started, the last record was made */
+    long rec_step;            /* step of the last record */
+} TrainerClock;
+
+/* The on-collapse rule (--on-collapse). */
+typedef struct {
+    int pause;      /* 1: pause at the first collapse, 0 not */
+    int done;       /* 1 once the rule was applied */
+    char text[224]; /* the commands ("" none), parsed by TrainHooks.parse_rule */
+} TrainerRule;
+
+/* Data parallelism (core/dist.h); comm NULL, rank 0, nranks 1 in a one-process run. */
+typedef struct {
+    const TrainComm *comm;
+    uint64_t *rank_rngs; /* (nranks, 8) every rank's noise and augmentation streams: gathered by
+                          * trainer_dist_gather for a checkpoint, handed out again by a resume */
+    float *rank_bufs;    /* (nranks, n_buf) every rank's batch-norm running statistics: gathered for a
+                          * checkpoint (rank 0), handed back by a resume */
+    DistPack pack;       /* a data-parallel step's figures summed over the ranks (kept: no allocation a step) */
+    int rank, nranks;
+    int Bl; /* this rank's part of the batch: cfg.model.batch / nranks (the model's batch) */
+    int pad_;
+} TrainerDist;
+
 struct Trainer {
     TrainConfig cfg; /* the launch configuration (never changed after trainer_init) */
     BatchSource src;
@@ -88,41 +135,18 @@ struct Trainer {
     long total_steps;
     int epoch; /* epochs completed */
     int pos;   /* batch index inside the current epoch */
-    double ep_loss, ep_acc;
-    long ep_batches;                     /* running sums of the current epoch */
-    double ep_drop, ep_maxvio, ep_rho;   /* routing sums of the current epoch */
-    double ep_tau, ep_aux, ep_clean;     /* sums of tau, L_aux, clean first-choice share of the epoch */
-    CollapseState coll;                  /* MoE: dead experts and the collapse flag on three views */
-    int *class_expert;                   /* (classes, E) counts of the last evaluation */
-    long eval_selected[MOE_MAX_EXPERTS]; /* (E) selections (all k) per expert in the last evaluation */
-    double eval_gate[MOE_MAX_EXPERTS];   /* (E) gate mass per expert summed over the last evaluation */
-    float *tsne_feat;                    /* (tsne_n, d) */
-    int *tsne_expert;                    /* (tsne_n) */
-    int32_t *tsne_label;                 /* (tsne_n) */
-    double t_start, t_epoch, t_rec;
-    long rec_step;
+    TrainerEpoch ep;    /* running sums of the current epoch */
+    CollapseState coll; /* MoE: dead experts and the collapse flag on three views */
+    TrainerEvalOut ev;  /* the last evaluation's output */
+    TrainerClock clock;
     long ckpt_step;     /* step of the last checkpoint written or restored (-1: none) */
-    int tsne_n;         /* test samples in the t-SNE sample */
     float lr_override;  /* > 0 after `set lr`: replaces the schedule */
-    int rule_pause;     /* the on-collapse rule: 1 pause at the first collapse, 0 not */
-    int rule_done;      /* 1 once the rule was applied */
-    char rule[224];     /* the on-collapse commands ("" none), parsed by TrainHooks.parse_rule */
+    int nbl;            /* backbone MoE layers (model.nmoec) */
+    TrainerRule rule;
     TrainerState state; /* what on_state publishes */
     /* ---- the backbone MoE layers (issue #14 phase 2), in stage order */
     TrainerLayer bl[MODEL_MAX_BBL];
-    double ep_rho_head; /* the head's own rho summed over the current epoch (ep_rho: the model total) */
-    int nbl;            /* backbone MoE layers (model.nmoec) */
-    int bl_pad_;
-    /* ---- data parallelism (core/dist.h); comm NULL, rank 0, nranks 1 in a one-process run */
-    const TrainComm *comm;
-    uint64_t *rank_rngs; /* (nranks, 8) every rank's noise and augmentation streams: gathered by
-                          * trainer_dist_gather for a checkpoint, handed out again by a resume */
-    float *rank_bufs; /* (nranks, n_buf) every rank's batch-norm running statistics: gathered for a
-                       * checkpoint (rank 0), handed back by a resume */
-    DistPack pack;    /* a data-parallel step's figures summed over the ranks (kept: no allocation a step) */
-    int rank, nranks;
-    int Bl;        /* this rank's part of the batch: cfg.model.batch / nranks (the model's batch) */
-    int dist_pad_;
+    TrainerDist dist;
 };
 
 /* src is copied (its ctx must outlive the trainer). */

@@ -430,7 +430,7 @@ static void test_rule(const Dataset *ds) {
         if (mode == 0)
             CHECK(end == RUN_FINISHED && l.applied_rule == 1 && l.rule_step == c.route.min_steps &&
                       l.collapse_step == c.route.min_steps && !strcmp(l.text, "rule: set tau 2") &&
-                      tau_plan_value(&t.tau, t.step) == 2.0f && t.rule_done,
+                      tau_plan_value(&t.tau, t.step) == 2.0f && t.rule.done,
                   "on-collapse 'set tau 2': applied once (%d), at the first flagged step %ld (collapse event at %ld), "
                   "logged as \"%s\", tau now %g",
                   l.applied_rule, l.rule_step, l.collapse_step, l.text, tau_plan_value(&t.tau, t.step));

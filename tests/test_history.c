@@ -350,7 +350,7 @@ static int write_hand_session(const Dataset *ds, Trainer *t, double *t0, double 
         check(0, "trainer_init: %s", ml_last_error());
         return -1;
     }
-    g_tn = t->tsne_n;
+    g_tn = t->ev.tsne_n;
     g_fd = t->model.d;
     memset(g_long, 'x', sizeof g_long - 1);
     g_long[0] = 'L';
@@ -392,7 +392,7 @@ static void test_roundtrip(const SessionHistory *h, const Trainer *t, double t0,
     for (int k = 0; names_ok && k < h->K; k++) names_ok = !strcmp(h->class_names[k], ds->class_names[k]);
     check(names_ok, "class names are the dataset's (%s, ...)", h->class_names ? h->class_names[0] : "?");
     /* /run attributes */
-    check(h->batch == BATCH && h->d == t->model.d && h->log_every == LOG_EVERY && h->tsne_samples == t->tsne_n,
+    check(h->batch == BATCH && h->d == t->model.d && h->log_every == LOG_EVERY && h->tsne_samples == t->ev.tsne_n,
           "batch %d, d %d, log_every %d (from config_json), tsne_samples %d", h->batch, h->d, h->log_every,
           h->tsne_samples);
     check(h->steps_per_epoch == t->steps_per_epoch && h->total_steps == t->total_steps &&

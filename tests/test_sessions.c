@@ -1594,8 +1594,8 @@ static void test_ckpt_roundtrip(const Dataset *ds) {
     CHECK(a.step == b.step && a.epoch == b.epoch && a.pos == b.pos && b.step == 40 && b.pos == 8 &&
               !memcmp(a.perm, b.perm, sizeof(int32_t) * ds->train.n),
           "step %ld, epoch %d, pos %d and the epoch's permutation identical", b.step, b.epoch, b.pos);
-    CHECK(a.ep_loss == b.ep_loss && a.ep_acc == b.ep_acc && a.ep_batches == b.ep_batches && a.ep_drop == b.ep_drop &&
-              a.ep_maxvio == b.ep_maxvio && a.ep_rho == b.ep_rho,
+    CHECK(a.ep.loss == b.ep.loss && a.ep.acc == b.ep.acc && a.ep.batches == b.ep.batches && a.ep.drop == b.ep.drop &&
+              a.ep.maxvio == b.ep.maxvio && a.ep.rho == b.ep.rho,
           "epoch running sums identical");
     CHECK(!memcmp(a.model.moe.bias, b.model.moe.bias, sizeof(float) * 4) && a.model.moe.bias[0] != 0.0f,
           "MoE utility bias identical (and nonzero)");
@@ -1809,7 +1809,7 @@ static void test_keep_damage_mismatch(const Dataset *ds) {
         er.classes = 4;
         er.experts = 4;
         er.class_expert = ce;
-        er.tsne_n = tw.tsne_n;
+        er.tsne_n = tw.ev.tsne_n;
         er.feat_dim = tw.model.d;
         er.tsne_feat = feat;
         er.tsne_expert = tex;
