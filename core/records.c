@@ -27,7 +27,7 @@ void eval_routing_line(const EvalRecord *r, const StepRecord *last, char *buf, s
                 o += (size_t)snprintf(views + o, sizeof views - o, "%s%s", o ? "+" : "", collapse_view_name(v));
         if (r->collapse_views & CVIEW_BIT_IDLE)
             o += (size_t)snprintf(views + o, sizeof views - o, "%sidle router", o ? "+" : "");
-        if (!o) snprintf(views, sizeof views, r->dead_experts > 0 ? "expert death" : "?");
+        if (!o) snprintf(views, sizeof views, r->moe.dead_experts > 0 ? "expert death" : "?");
     }
     /* "collapse no" | "collapse YES (training: share)" | "collapse warning (clean router: share)" */
     const char *word = r->collapsed ? "YES (" : r->alarm > 0 ? "warning (" : "no";
@@ -36,9 +36,9 @@ void eval_routing_line(const EvalRecord *r, const StepRecord *last, char *buf, s
         "  routing  load entropy %.3f  top1 share %.2f  clean top1 share %.2f  test top1 share %.2f  test dead %d/%d  "
         "drop %.1f%%  dead %d/%d  MaxVio %.2f  rho %.3f (nominal %.3f)  I(class;expert) %.3f nats  tau %.3g  "
         "aux %.4f  collapse %s%s%s%s%s",
-        r->window_load_entropy, r->window_first_share, r->epoch_clean_first_share, r->test_first_share,
-        r->test_dead_first, r->experts, 100 * r->train_drop_frac, r->dead_experts, r->experts, r->train_maxvio,
-        r->train_rho_realized, r->rho_nominal, r->mutual_info, r->epoch_tau, r->epoch_l_aux,
+        r->moe.window_load_entropy, r->moe.window_first_share, r->moe.epoch_clean_first_share, r->moe.test_first_share,
+        r->moe.test_dead_first, r->moe.experts, 100 * r->moe.train_drop_frac, r->moe.dead_experts, r->moe.experts, r->moe.train_maxvio,
+        r->train_rho_realized, r->rho_nominal, r->moe.mutual_info, r->moe.epoch_tau, r->moe.epoch_l_aux,
         word, views, flagged && r->collapse_reason ? ": " : "", flagged ? routewin_reason_text(r->collapse_reason) : "",
         flagged ? ")" : "");
 }
@@ -90,15 +90,8 @@ void eval_record_layer(const EvalRecord *in, int i, EvalRecord *out) {
     if (i < 0 || i >= in->nlayers) return;
     const EvalLayer *l = &in->layer[i];
     out->has_moe = 1;
-    out->train_drop_frac = l->train_drop_frac;
-    out->train_maxvio = l->train_maxvio;
+    out->moe = *l;
     out->train_rho_realized = l->train_rho_realized;
-    out->window_load_entropy = l->window_load_entropy;
-    out->window_first_share = l->window_first_share;
-    out->dead_experts = l->dead_experts;
-    out->epoch_tau = l->epoch_tau;
-    out->epoch_l_aux = l->epoch_l_aux;
-    out->epoch_clean_first_share = l->epoch_clean_first_share;
     out->collapsed = l->collapsed;
     out->collapse_reason = l->collapse_reason;
     out->collapse_views = l->collapse_views;
@@ -107,20 +100,6 @@ void eval_record_layer(const EvalRecord *in, int i, EvalRecord *out) {
     out->collapse_first_clean = l->collapse_first_clean;
     out->collapse_first_eval = l->collapse_first_eval;
     out->alarm = l->alarm;
-    out->dead_mask = l->dead_mask;
-    out->classes = l->classes;
-    out->experts = l->experts;
-    out->class_expert = l->class_expert;
-    out->drop_class_expert = l->drop_class_expert;
-    out->mutual_info = l->mutual_info;
-    out->test_load_entropy = l->test_load_entropy;
-    out->test_first_share = l->test_first_share;
-    out->test_dead_first = l->test_dead_first;
-    out->test_dead_topk = l->test_dead_topk;
-    out->tsne_n = l->tsne_n;
-    out->feat_dim = l->feat_dim;
-    out->tsne_feat = l->tsne_feat;
-    out->tsne_expert = l->tsne_expert;
 }
 
 int run_record_layer_find(const RunRecord *r, const char *name) {

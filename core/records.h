@@ -14,12 +14,13 @@
 
 /* ---- routed layers (issue #14 phase 2). A run has nlayers routed layers, 0..REC_MAX_LAYERS: the
  * backbone MoE layers in stage order ("moe0".."moe3"), then the head ("head") if it routes. Layer i
- * has the same index in RunRecord.layer, StepRecord.layer and EvalRecord.layer. The records'
- * top-level routing fields (has_moe, moe, rho_realized, dead_experts, window_*, class_expert,
- * test_*, tsne_*, ...) describe the *primary* layer: the head when it routes, otherwise the first
- * backbone layer; the collapse fields (collapsed, collapse_reason, collapse_views,
- * collapse_first_*) are the union over all layers, and collapse_text names the first flagged
- * layer ("moe2: clean router collapsed: ..."). rho_realized at the top level is the model total.
+ * has the same index in RunRecord.layer, StepRecord.layer and EvalRecord.layer. The records' routing
+ * fields describe the *primary* layer (the head when it routes, otherwise the first backbone
+ * layer): StepRecord's top-level (has_moe, moe, rho_realized, dead_experts, window_*, ...) and
+ * EvalRecord's embedded EvalLayer `moe`, a copy of that layer's entry; the collapse fields
+ * (collapsed, collapse_reason, collapse_views, collapse_first_*, alarm) are the union over all
+ * layers, and collapse_text names the first flagged layer ("moe2: clean router collapsed: ...").
+ * rho_realized / train_rho_realized at the top level is the model total.
  * step_record_layer / eval_record_layer project layer i into a whole record, so a view made for
  * one router shows any layer unchanged. nlayers == 0: no layer routes (or an old producer). */
 #define REC_MAX_LAYERS 5 /* MODEL_MAX_BBL backbone layers + the head */
@@ -130,31 +131,15 @@ typedef struct {
     /* MoE heads only (has_moe): routing over the epoch's training steps and on the test set */
     int has_moe;
     double rho_nominal;
-    double train_drop_frac, train_maxvio, train_rho_realized; /* epoch means */
-    double window_load_entropy;                               /* over the dead-expert window at the end of the epoch */
-    double window_first_share;                                /* mean largest first-choice share over the window */
-    int dead_experts, collapsed, collapse_reason;             /* collapsed: any view (the evaluation's included) */
-    int collapse_views;                                       /* CVIEW_BIT_* flagged after this evaluation */
-    long collapse_first_step;                                 /* first step any view was flagged (-1: never) */
+    double train_rho_realized; /* epoch mean of the model's total realized rho */
+    EvalLayer moe;             /* the primary layer's statistics (eval_record_layer: the layer shown) */
+    /* the collapse state, the union over the layers (eval_record_layer: the layer's own) */
+    int collapsed, collapse_reason; /* collapsed: any view (the evaluation's included) */
+    int collapse_views;             /* CVIEW_BIT_* flagged after this evaluation */
+    int alarm;                      /* the most severe AlarmLevel of any layer */
+    long collapse_first_step;       /* first step any view was flagged (-1: never) */
     long collapse_first_train, collapse_first_clean, collapse_first_eval; /* per view (-1: never) */
-    int alarm;                                                            /* the most severe AlarmLevel of any layer */
-    int alarm_pad_;
-    long dead_mask;                                                       /* the primary layer's dead experts */
-    double epoch_tau, epoch_l_aux, epoch_clean_first_share;               /* epoch means over its steps */
-    int classes, experts;
-    const int *class_expert;  /* (classes, experts) first-choice counts on the test set */
-    const int *drop_class_expert; /* (classes, experts) training (sample, expert) pairs dropped by capacity
-                                   * since the epoch's start, by the sample's class and the pair's expert
-                                   * (NULL: not recorded) */
-    double mutual_info;       /* I(class; expert) in nats */
-    double test_load_entropy; /* H(first-choice load) / log E on the test set */
-    double test_first_share;  /* largest share of test first choices */
-    int test_dead_first;      /* experts no test sample picks first */
-    int test_dead_topk;       /* experts no test sample has among its k selected (soft heads: = first) */
-    int tsne_n, feat_dim;
-    const float *tsne_feat;    /* (tsne_n, feat_dim) pooled features of fixed test samples */
-    const int *tsne_expert;    /* (tsne_n) first-choice expert */
-    const int32_t *tsne_label; /* (tsne_n) class */
+    const int32_t *tsne_label; /* (tsne_n) class of each t-SNE sample */
     int nlayers;               /* routed layers (RunRecord.layer has their names) */
     EvalLayer layer[REC_MAX_LAYERS];
 } EvalRecord;

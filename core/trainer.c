@@ -820,28 +820,11 @@ static void fill_eval_routing(Trainer *t, EvalRecord *er) {
     const EvalLayer *p = &er->layer[t->cfg.model.head.kind != HEAD_DENSE ? t->nbl : 0];
     er->has_moe = 1;
     er->rho_nominal = model_rho_nominal(m);
-    er->train_drop_frac = p->train_drop_frac;
-    er->train_maxvio = p->train_maxvio;
+    er->moe = *p; /* the primary layer's statistics */
     er->train_rho_realized = t->ep.rho / nb; /* the model total */
-    er->epoch_tau = p->epoch_tau;
-    er->epoch_l_aux = p->epoch_l_aux;
-    er->epoch_clean_first_share = p->epoch_clean_first_share;
-    er->window_load_entropy = p->window_load_entropy;
-    er->window_first_share = p->window_first_share;
-    er->dead_experts = p->dead_experts;
-    er->classes = p->classes;
-    er->experts = p->experts;
-    er->class_expert = p->class_expert;
-    er->drop_class_expert = p->drop_class_expert;
-    er->mutual_info = p->mutual_info;
-    er->test_load_entropy = p->test_load_entropy;
-    er->test_first_share = p->test_first_share;
-    er->test_dead_first = p->test_dead_first;
-    er->test_dead_topk = p->test_dead_topk;
     char text[192];
     trainer_collapse_union(t, &er->collapsed, &er->collapse_reason, &er->collapse_views, &er->collapse_first_step,
                            &er->alarm, text, sizeof text);
-    er->dead_mask = p->dead_mask;
     er->collapse_first_train = er->collapse_first_clean = er->collapse_first_eval = -1;
     for (int i = 0; i < nl; i++) {
         long *f[3] = {&er->collapse_first_train, &er->collapse_first_clean, &er->collapse_first_eval};
@@ -850,10 +833,6 @@ static void fill_eval_routing(Trainer *t, EvalRecord *er) {
         for (int v = 0; v < 3; v++)
             if (g[v] >= 0 && (*f[v] < 0 || g[v] < *f[v])) *f[v] = g[v];
     }
-    er->tsne_n = p->tsne_n;
-    er->feat_dim = p->feat_dim;
-    er->tsne_feat = p->tsne_feat;
-    er->tsne_expert = p->tsne_expert;
     er->tsne_label = t->ev.tsne_label;
 }
 

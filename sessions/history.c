@@ -448,11 +448,11 @@ static ml_status read_evals(const Ld *L, SessionHistory *h) {
     for (long i = 0; i < ne; i++) { /* (all: ce may have moved) */
         EvalRecord *v = &h->evals[i];
         v->has_moe = 1;
-        v->classes = K;
-        v->experts = E;
-        v->class_expert = h->ce + (size_t)i * (size_t)K * (size_t)E;
-        v->tsne_n = tsne_n;
-        v->feat_dim = tsne_n > 0 ? feat_dim : h->d;
+        v->moe.classes = K;
+        v->moe.experts = E;
+        v->moe.class_expert = h->ce + (size_t)i * (size_t)K * (size_t)E;
+        v->moe.tsne_n = tsne_n;
+        v->moe.feat_dim = tsne_n > 0 ? feat_dim : h->d;
     }
     return ML_OK;
 }
@@ -666,15 +666,15 @@ static void layers_from_v1(SessionHistory *h) {
         EvalRecord *v = &h->evals[i];
         EvalLayer *l = &v->layer[0];
         v->nlayers = 1;
-        l->train_drop_frac = v->train_drop_frac;
-        l->train_maxvio = v->train_maxvio;
+        l->train_drop_frac = v->moe.train_drop_frac;
+        l->train_maxvio = v->moe.train_maxvio;
         l->train_rho_realized = v->train_rho_realized;
-        l->window_load_entropy = v->window_load_entropy;
-        l->window_first_share = v->window_first_share;
-        l->dead_experts = v->dead_experts;
-        l->epoch_tau = v->epoch_tau;
-        l->epoch_l_aux = v->epoch_l_aux;
-        l->epoch_clean_first_share = v->epoch_clean_first_share;
+        l->window_load_entropy = v->moe.window_load_entropy;
+        l->window_first_share = v->moe.window_first_share;
+        l->dead_experts = v->moe.dead_experts;
+        l->epoch_tau = v->moe.epoch_tau;
+        l->epoch_l_aux = v->moe.epoch_l_aux;
+        l->epoch_clean_first_share = v->moe.epoch_clean_first_share;
         l->collapsed = v->collapsed;
         l->collapse_reason = v->collapse_reason;
         l->collapse_views = v->collapse_views;
@@ -682,16 +682,16 @@ static void layers_from_v1(SessionHistory *h) {
         l->collapse_first_train = v->collapse_first_train;
         l->collapse_first_clean = v->collapse_first_clean;
         l->collapse_first_eval = v->collapse_first_eval;
-        l->classes = v->classes;
-        l->experts = v->experts;
-        l->class_expert = v->class_expert;
-        l->mutual_info = v->mutual_info;
-        l->test_load_entropy = v->test_load_entropy;
-        l->test_first_share = v->test_first_share;
-        l->test_dead_first = v->test_dead_first;
-        l->test_dead_topk = v->test_dead_topk;
-        l->tsne_n = v->tsne_n;
-        l->feat_dim = v->feat_dim;
+        l->classes = v->moe.classes;
+        l->experts = v->moe.experts;
+        l->class_expert = v->moe.class_expert;
+        l->mutual_info = v->moe.mutual_info;
+        l->test_load_entropy = v->moe.test_load_entropy;
+        l->test_first_share = v->moe.test_first_share;
+        l->test_dead_first = v->moe.test_dead_first;
+        l->test_dead_topk = v->moe.test_dead_topk;
+        l->tsne_n = v->moe.tsne_n;
+        l->feat_dim = v->moe.feat_dim;
     }
 }
 
@@ -986,7 +986,7 @@ ml_status session_history_tsne(const SessionHistory *h, int ev, float **feat, in
     if (h->E <= 0) return ml_fail(ML_ERR_ARG, "%s: a dense head has no t-SNE sample", h->path);
     if (ev < 0 || ev >= h->nevals)
         return ml_fail(ML_ERR_ARG, "%s: evaluation %d is out of range (%d loaded)", h->path, ev, h->nevals);
-    const int tn = h->evals[ev].tsne_n, fd = h->evals[ev].feat_dim;
+    const int tn = h->evals[ev].moe.tsne_n, fd = h->evals[ev].moe.feat_dim;
     if (tn <= 0 || fd <= 0)
         return ml_fail(ML_ERR_ARG, "%s: the session has no t-SNE sample (--tsne-samples 0)", h->path);
     return read_tsne(h, "/evals", ev, tn, fd, feat, expert, label, n, d);

@@ -791,13 +791,13 @@ ml_status session_append_eval(SessionWriter *w, const EvalRecord *r) {
     h5u_quiet();
     struct SessionLive *p = w->p;
     if (p->E > 0) {
-        if (!r->has_moe || r->classes != p->K || r->experts != p->E || !r->class_expert)
+        if (!r->has_moe || r->moe.classes != p->K || r->moe.experts != p->E || !r->moe.class_expert)
             return ml_fail(ML_ERR_ARG, "%s: eval record has a %dx%d class x expert matrix, the session %dx%d", p->path,
-                           r->classes, r->experts, p->K, p->E);
-        if (p->tsne_n > 0 && (r->tsne_n != p->tsne_n || r->feat_dim != p->feat_dim || !r->tsne_feat ||
-                              !r->tsne_expert || !r->tsne_label))
+                           r->moe.classes, r->moe.experts, p->K, p->E);
+        if (p->tsne_n > 0 && (r->moe.tsne_n != p->tsne_n || r->moe.feat_dim != p->feat_dim || !r->moe.tsne_feat ||
+                              !r->moe.tsne_expert || !r->tsne_label))
             return ml_fail(ML_ERR_ARG, "%s: eval record has a t-SNE sample of %d x %d, the session %d x %d", p->path,
-                           r->tsne_n, r->feat_dim, p->tsne_n, p->feat_dim);
+                           r->moe.tsne_n, r->moe.feat_dim, p->tsne_n, p->feat_dim);
     }
     for (int l = 0; l < p->nlayers && l < r->nlayers; l++) { /* a record without layers: fill rows */
         const EvalLayer *el = &r->layer[l];
@@ -826,12 +826,12 @@ ml_status session_append_eval(SessionWriter *w, const EvalRecord *r) {
             st = live_append_rows(p, DS_EVAL0 + c, n0, 1, NULL, 0, H5T_NATIVE_DOUBLE, &row[c]);
     if (st == ML_OK && p->E > 0) {
         const hsize_t ke[2] = {(hsize_t)p->K, (hsize_t)p->E};
-        st = live_append_rows(p, DS_CLASS_EXPERT, n0, 1, ke, 2, H5T_NATIVE_INT, r->class_expert);
-        if (st == ML_OK && p->ds[DS_DROP_CE] >= 0) st = append_drops(p, DS_DROP_CE, n0, ke, r->drop_class_expert);
+        st = live_append_rows(p, DS_CLASS_EXPERT, n0, 1, ke, 2, H5T_NATIVE_INT, r->moe.class_expert);
+        if (st == ML_OK && p->ds[DS_DROP_CE] >= 0) st = append_drops(p, DS_DROP_CE, n0, ke, r->moe.drop_class_expert);
         if (st == ML_OK && p->tsne_n > 0) {
             const hsize_t nd[2] = {(hsize_t)p->tsne_n, (hsize_t)p->feat_dim}, n1 = (hsize_t)p->tsne_n;
-            st = live_append_rows(p, DS_TSNE_FEAT, n0, 1, nd, 2, H5T_NATIVE_FLOAT, r->tsne_feat);
-            if (st == ML_OK) st = live_append_rows(p, DS_TSNE_EXPERT, n0, 1, &n1, 1, H5T_NATIVE_INT, r->tsne_expert);
+            st = live_append_rows(p, DS_TSNE_FEAT, n0, 1, nd, 2, H5T_NATIVE_FLOAT, r->moe.tsne_feat);
+            if (st == ML_OK) st = live_append_rows(p, DS_TSNE_EXPERT, n0, 1, &n1, 1, H5T_NATIVE_INT, r->moe.tsne_expert);
             if (st == ML_OK) st = live_append_rows(p, DS_TSNE_LABEL, n0, 1, &n1, 1, H5T_NATIVE_INT32, r->tsne_label);
         }
     }

@@ -79,7 +79,7 @@ static void read_all_tsne(const SessionHistory *h) {
     for (int ev = 0; ev < h->nevals; ev++) {
         float *x = NULL;
         int *e = NULL, *l = NULL, n = 0, d = 0;
-        if (h->E > 0 && h->evals[ev].tsne_n > 0 && session_history_tsne(h, ev, &x, &e, &l, &n, &d) == ML_OK) {
+        if (h->E > 0 && h->evals[ev].moe.tsne_n > 0 && session_history_tsne(h, ev, &x, &e, &l, &n, &d) == ML_OK) {
             ml_free(x);
             ml_free(e);
             ml_free(l);

@@ -110,7 +110,7 @@ static void fz_setup(void) {
     synthetic_defaults(&o);
     o.h = o.w = 8;
     o.c = 3;
-    o.classes = 4;
+    o.moe.classes = 4;
     o.n_train = 64;
     o.n_test = 16;
     o.seed = 5;
@@ -194,8 +194,8 @@ static void check_history(SessionHistory *h) {
         const EvalRecord *v = &h->evals[i];
         g_sink += v->epoch + (long)h->eval_wall[i];
         if (h->E > 0) {
-            if (!v->class_expert || v->classes != h->K || v->experts != h->E) abort();
-            g_sink += v->class_expert[0] + v->class_expert[ke - 1];
+            if (!v->moe.class_expert || v->moe.classes != h->K || v->moe.experts != h->E) abort();
+            g_sink += v->moe.class_expert[0] + v->moe.class_expert[ke - 1];
         }
     }
     for (int l = 0; l < h->nlayers; l++) {
@@ -204,8 +204,8 @@ static void check_history(SessionHistory *h) {
         if (li->E < 1 || li->E > MOE_MAX_EXPERTS) abort();
         for (int i = 0; i < h->nevals; i++) {
             const EvalLayer *el = &h->evals[i].layer[l];
-            if (!el->class_expert || el->experts != li->E || el->classes != h->K) abort();
-            g_sink += el->class_expert[0] + el->class_expert[(size_t)h->K * (size_t)li->E - 1];
+            if (!el->moe.class_expert || el->moe.experts != li->E || el->moe.classes != h->K) abort();
+            g_sink += el->moe.class_expert[0] + el->moe.class_expert[(size_t)h->K * (size_t)li->E - 1];
         }
     }
     /* the scrubber's look-ups stay in range whatever the rows hold */

@@ -131,7 +131,7 @@ static void test_hidden_by_noise(const Dataset *ds) {
             CHECK(!r.collapsed && !er.collapsed && er.collapse_views == 0 && t.coll.first_step == -1,
                   "healthy reference: no view flagged (window entropy %.3f, clean share %.2f, test share %.2f, "
                   "views %d)",
-                  ent, clean, er.test_first_share, er.collapse_views);
+                  ent, clean, er.moe.test_first_share, er.collapse_views);
         }
         trainer_free(&t);
     }
@@ -247,10 +247,10 @@ static void test_eval_view(const Dataset *ds) {
     const int before = collapse_views(&t.coll, NULL);
     EvalRecord er;
     CHECK(trainer_eval_record(&t, &er, 0) == ML_OK, "evaluation");
-    CHECK(before == 0 && er.test_first_share == 1.0 && er.collapsed && er.collapse_views == CVIEW_BIT_EVAL,
+    CHECK(before == 0 && er.moe.test_first_share == 1.0 && er.collapsed && er.collapse_views == CVIEW_BIT_EVAL,
           "shifted test split: clean training routing balanced (clean share %.2f, views %d before), the "
           "evaluation sends %.0f%% of first choices to one expert and only the evaluation view flags it (views %d)",
-          r.moe.clean_first_share, before, 100 * er.test_first_share, er.collapse_views);
+          r.moe.clean_first_share, before, 100 * er.moe.test_first_share, er.collapse_views);
     char d[192];
     collapse_describe(&t.coll, CVIEW_EVAL, d, sizeof d);
     char want[64];

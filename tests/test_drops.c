@@ -108,7 +108,7 @@ int main(void) {
         }
         EvalRecord er;
         trainer_eval_record(&t, &er, 0.0);
-        check(er.nlayers == NL && er.drop_class_expert == er.layer[NL - 1].drop_class_expert,
+        check(er.nlayers == NL && er.moe.drop_class_expert == er.layer[NL - 1].drop_class_expert,
               "epoch %d: the top level's drops are the head's", epoch + 1);
         for (int l = 0; l < nl; l++) {
             const EvalLayer *el = &er.layer[l];

@@ -55,10 +55,10 @@ static void digest(const SessionHistory *h, char *out, size_t n) {
     for (int i = 0; i < h->nevals; i++) {
         EvalRecord e;
         memcpy(&e, &h->evals[i], sizeof e);
-        if (e.class_expert) he = fnv(he, e.class_expert, sizeof(int) * (size_t)e.classes * (size_t)e.experts);
-        e.class_expert = NULL; /* pointers into each reader's own arrays */
-        e.tsne_feat = NULL;
-        e.tsne_expert = NULL;
+        if (e.moe.class_expert) he = fnv(he, e.moe.class_expert, sizeof(int) * (size_t)e.moe.classes * (size_t)e.moe.experts);
+        e.moe.class_expert = NULL; /* pointers into each reader's own arrays */
+        e.moe.tsne_feat = NULL;
+        e.moe.tsne_expert = NULL;
         e.tsne_label = NULL;
         for (int l = 0; l < e.nlayers && l < REC_MAX_LAYERS; l++) { /* each routed layer's matrix, by value */
             EvalLayer *el = &e.layer[l];
@@ -181,12 +181,12 @@ static EvalRecord eval_rec(int j, long step) {
     r.test_loss = 1.6 - 0.01 * j;
     r.test_acc = j == 3 ? 0.93 : 0.4 + 0.005 * j; /* best at j = 3 */
     r.has_moe = 1;
-    r.classes = K_CLASSES;
-    r.experts = E_EXPERTS;
-    r.mutual_info = 0.1 * j;
+    r.moe.classes = K_CLASSES;
+    r.moe.experts = E_EXPERTS;
+    r.moe.mutual_info = 0.1 * j;
     int *ce = g_ce[j % 128];
     for (int c = 0; c < K_CLASSES * E_EXPERTS; c++) ce[c] = 100 * j + c;
-    r.class_expert = ce;
+    r.moe.class_expert = ce;
     return r;
 }
 

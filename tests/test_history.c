@@ -147,25 +147,25 @@ static const char *eval_diff(const EvalRecord *a, const EvalRecord *b) {
     D(elapsed);
     D(has_moe);
     D(rho_nominal);
-    D(train_drop_frac);
-    D(train_maxvio);
+    D(moe.train_drop_frac);
+    D(moe.train_maxvio);
     D(train_rho_realized);
-    D(window_load_entropy);
-    D(window_first_share);
-    D(dead_experts);
+    D(moe.window_load_entropy);
+    D(moe.window_first_share);
+    D(moe.dead_experts);
     D(collapsed);
     D(collapse_reason);
-    D(classes);
-    D(experts);
-    D(mutual_info);
-    D(test_load_entropy);
-    D(test_first_share);
-    D(test_dead_first);
-    D(test_dead_topk);
-    D(tsne_n);
-    D(feat_dim);
-    if ((a->class_expert == NULL) != (b->class_expert == NULL)) return "class_expert (NULL vs not)";
-    if (a->class_expert && memcmp(a->class_expert, b->class_expert, sizeof(int) * (size_t)a->classes * a->experts))
+    D(moe.classes);
+    D(moe.experts);
+    D(moe.mutual_info);
+    D(moe.test_load_entropy);
+    D(moe.test_first_share);
+    D(moe.test_dead_first);
+    D(moe.test_dead_topk);
+    D(moe.tsne_n);
+    D(moe.feat_dim);
+    if ((a->moe.class_expert == NULL) != (b->moe.class_expert == NULL)) return "class_expert (NULL vs not)";
+    if (a->moe.class_expert && memcmp(a->moe.class_expert, b->moe.class_expert, sizeof(int) * (size_t)a->moe.classes * a->moe.experts))
         return "class_expert";
 #undef D
     return NULL;
@@ -183,21 +183,21 @@ typedef struct {
 static void eval_copy(EvalCopy *c, const EvalRecord *r) {
     memset(c, 0, sizeof *c);
     c->r = *r;
-    if (r->class_expert) {
-        c->ce = malloc(sizeof(int) * (size_t)r->classes * r->experts);
-        memcpy(c->ce, r->class_expert, sizeof(int) * (size_t)r->classes * r->experts);
+    if (r->moe.class_expert) {
+        c->ce = malloc(sizeof(int) * (size_t)r->moe.classes * r->moe.experts);
+        memcpy(c->ce, r->moe.class_expert, sizeof(int) * (size_t)r->moe.classes * r->moe.experts);
     }
-    if (r->tsne_n > 0 && r->tsne_feat) {
-        c->feat = malloc(sizeof(float) * (size_t)r->tsne_n * r->feat_dim);
-        c->tex = malloc(sizeof(int) * (size_t)r->tsne_n);
-        c->tla = malloc(sizeof(int32_t) * (size_t)r->tsne_n);
-        memcpy(c->feat, r->tsne_feat, sizeof(float) * (size_t)r->tsne_n * r->feat_dim);
-        memcpy(c->tex, r->tsne_expert, sizeof(int) * (size_t)r->tsne_n);
-        memcpy(c->tla, r->tsne_label, sizeof(int32_t) * (size_t)r->tsne_n);
+    if (r->moe.tsne_n > 0 && r->moe.tsne_feat) {
+        c->feat = malloc(sizeof(float) * (size_t)r->moe.tsne_n * r->moe.feat_dim);
+        c->tex = malloc(sizeof(int) * (size_t)r->moe.tsne_n);
+        c->tla = malloc(sizeof(int32_t) * (size_t)r->moe.tsne_n);
+        memcpy(c->feat, r->moe.tsne_feat, sizeof(float) * (size_t)r->moe.tsne_n * r->moe.feat_dim);
+        memcpy(c->tex, r->moe.tsne_expert, sizeof(int) * (size_t)r->moe.tsne_n);
+        memcpy(c->tla, r->tsne_label, sizeof(int32_t) * (size_t)r->moe.tsne_n);
     }
-    c->r.class_expert = c->ce;
-    c->r.tsne_feat = c->feat;
-    c->r.tsne_expert = c->tex;
+    c->r.moe.class_expert = c->ce;
+    c->r.moe.tsne_feat = c->feat;
+    c->r.moe.tsne_expert = c->tex;
     c->r.tsne_label = c->tla;
 }
 
@@ -305,22 +305,22 @@ static void hand_eval(int j, int K, int E) {
     r->elapsed = 11.25 * (j + 1);
     r->has_moe = 1;
     r->rho_nominal = 0.288;
-    r->train_drop_frac = 0.01 * j;
-    r->train_maxvio = 0.2 + j;
+    r->moe.train_drop_frac = 0.01 * j;
+    r->moe.train_maxvio = 0.2 + j;
     r->train_rho_realized = 0.27 + 0.001 * j;
-    r->window_load_entropy = 0.95 - 0.01 * j;
-    r->dead_experts = j % 2;
+    r->moe.window_load_entropy = 0.95 - 0.01 * j;
+    r->moe.dead_experts = j % 2;
     r->collapsed = j == 3;
     r->collapse_reason = j == 3 ? 5 : 0;
-    r->classes = K;
-    r->experts = E;
-    r->mutual_info = 0.1 * j + 0.001;
-    r->test_load_entropy = 0.97 - 0.02 * j;
-    r->test_first_share = 0.3 + 0.125 * j;
-    r->test_dead_first = j % 3;
-    r->test_dead_topk = j % 2;
-    r->tsne_n = g_tn;
-    r->feat_dim = g_fd;
+    r->moe.classes = K;
+    r->moe.experts = E;
+    r->moe.mutual_info = 0.1 * j + 0.001;
+    r->moe.test_load_entropy = 0.97 - 0.02 * j;
+    r->moe.test_first_share = 0.3 + 0.125 * j;
+    r->moe.test_dead_first = j % 3;
+    r->moe.test_dead_topk = j % 2;
+    r->moe.tsne_n = g_tn;
+    r->moe.feat_dim = g_fd;
     g_ce[j] = malloc(sizeof(int) * (size_t)K * E);
     for (int c = 0; c < K; c++)
         for (int e = 0; e < E; e++) g_ce[j][c * E + e] = 100 * j + 10 * c + e;
@@ -332,9 +332,9 @@ static void hand_eval(int j, int K, int E) {
         g_tex[j][s] = (s + j) % E;
         g_tla[j][s] = (3 * s + j) % K;
     }
-    r->class_expert = g_ce[j];
-    r->tsne_feat = g_feat[j];
-    r->tsne_expert = g_tex[j];
+    r->moe.class_expert = g_ce[j];
+    r->moe.tsne_feat = g_feat[j];
+    r->moe.tsne_expert = g_tex[j];
     r->tsne_label = g_tla[j];
 }
 
@@ -438,16 +438,16 @@ static void test_roundtrip(const SessionHistory *h, const Trainer *t, double t0,
     for (int j = 0; j < NEV && ev_bad < 0; j++) {
         EvalRecord want = g_ev[j];
         if ((what = eval_diff(&h->evals[j], &want))) ev_bad = j;
-        else if (h->evals[j].tsne_feat || h->evals[j].tsne_expert || h->evals[j].tsne_label) {
+        else if (h->evals[j].moe.tsne_feat || h->evals[j].moe.tsne_expert || h->evals[j].tsne_label) {
             what = "tsne pointers";
             ev_bad = j;
-        } else if (h->evals[j].class_expert != h->ce + (size_t)j * 16) {
+        } else if (h->evals[j].moe.class_expert != h->ce + (size_t)j * 16) {
             what = "class_expert pointer";
             ev_bad = j;
         }
     }
     check(ev_bad < 0, "all %d EvalRecords round-trip (scalars, class x expert per eval, tsne_n %d, feat_dim %d)%s%s",
-          NEV, h->evals[0].tsne_n, h->evals[0].feat_dim, what ? ": differs in " : "", what ? what : "");
+          NEV, h->evals[0].moe.tsne_n, h->evals[0].moe.feat_dim, what ? ": differs in " : "", what ? what : "");
     wall_ok = 1;
     for (int j = 0; j < NEV; j++) wall_ok = wall_ok && h->eval_wall[j] >= t0 && h->eval_wall[j] <= t1;
     check(wall_ok, "eval_wall: Unix times of the appends");
@@ -641,11 +641,11 @@ static void test_real_run(const Dataset *ds, const RealRun *rr) {
         what = NULL;
         for (int j = 0; j < nev && ebad < 0; j++) {
             EvalRecord want = evc[j].r;
-            want.window_first_share = 0; /* not stored */
+            want.moe.window_first_share = 0; /* not stored */
             if ((what = eval_diff(&h.evals[j], &want))) ebad = j;
         }
         check(ebad < 0, "%s: the loaded EvalRecords equal the published ones (classes %d, experts %d, tsne_n %d)%s%s",
-              rr->name, h.evals[0].classes, h.evals[0].experts, h.evals[0].tsne_n, what ? ": differs in " : "",
+              rr->name, h.evals[0].moe.classes, h.evals[0].moe.experts, h.evals[0].moe.tsne_n, what ? ": differs in " : "",
               what ? what : "");
         check(session_history_eval_at_epoch(&h, 1) == 0, "%s: eval_at_epoch(1) is the end-of-epoch evaluation",
               rr->name);
@@ -655,7 +655,7 @@ static void test_real_run(const Dataset *ds, const RealRun *rr) {
         int *e = NULL, *l = NULL, n = 0, d = 0;
         st = session_history_tsne(&h, 1, &f, &e, &l, &n, &d);
         if (moe && rr->tsne > 0) {
-            check(st == ML_OK && n == evc[1].r.tsne_n && d == evc[1].r.feat_dim &&
+            check(st == ML_OK && n == evc[1].r.moe.tsne_n && d == evc[1].r.moe.feat_dim &&
                       !memcmp(f, evc[1].feat, sizeof(float) * (size_t)n * d) &&
                       !memcmp(e, evc[1].tex, sizeof(int) * (size_t)n) &&
                       !memcmp(l, evc[1].tla, sizeof(int) * (size_t)n),
@@ -668,7 +668,7 @@ static void test_real_run(const Dataset *ds, const RealRun *rr) {
         ml_free(l);
         if (!moe)
             check(h.E == 0 && h.ce == NULL && !h.steps[0].has_moe && !h.evals[0].has_moe &&
-                      h.evals[0].class_expert == NULL && h.K == 4 && h.class_names && !strcmp(h.info.head, "dense"),
+                      h.evals[0].moe.class_expert == NULL && h.K == 4 && h.class_names && !strcmp(h.info.head, "dense"),
                   "dense: E = 0, ce NULL, has_moe 0 in steps and evals, K = %d, head %s", h.K, h.info.head);
     }
     session_history_free(&h);
@@ -715,15 +715,15 @@ static void test_collapsed_eval(const Dataset *ds) {
     errors += trainer_eval_record(&t, &er[1], 0.1) != ML_OK;
     errors += session_append_eval(&w, &er[1]) != ML_OK;
     errors += session_close(&w, "interrupted") != ML_OK;
-    check(!errors && er[1].test_first_share == 1.0 && er[1].test_dead_first == E - 1 && er[1].test_dead_topk == E - k &&
-              er[1].test_load_entropy == 0.0,
+    check(!errors && er[1].moe.test_first_share == 1.0 && er[1].moe.test_dead_first == E - 1 && er[1].moe.test_dead_topk == E - k &&
+              er[1].moe.test_load_entropy == 0.0,
           "collapsed router: test first share %.3f, dead first %d/%d, dead among the k = %d selected %d/%d, "
           "test load entropy %.3f",
-          er[1].test_first_share, er[1].test_dead_first, E, k, er[1].test_dead_topk, E, er[1].test_load_entropy);
-    check(er[0].test_first_share < 1.0 && er[0].test_dead_first < E - 1 &&
-              er[0].test_dead_topk <= er[0].test_dead_first,
-          "before the overwrite: test first share %.3f, dead first %d/%d, dead top-k %d/%d", er[0].test_first_share,
-          er[0].test_dead_first, E, er[0].test_dead_topk, E);
+          er[1].moe.test_first_share, er[1].moe.test_dead_first, E, k, er[1].moe.test_dead_topk, E, er[1].moe.test_load_entropy);
+    check(er[0].moe.test_first_share < 1.0 && er[0].moe.test_dead_first < E - 1 &&
+              er[0].moe.test_dead_topk <= er[0].moe.test_dead_first,
+          "before the overwrite: test first share %.3f, dead first %d/%d, dead top-k %d/%d", er[0].moe.test_first_share,
+          er[0].moe.test_dead_first, E, er[0].moe.test_dead_topk, E);
     char file[600];
     snprintf(file, sizeof file, "%s/live.h5", dir);
     hid_t f = H5Fopen(file, H5F_ACC_RDONLY, H5P_DEFAULT);
@@ -735,9 +735,9 @@ static void test_collapsed_eval(const Dataset *ds) {
     check(present, "live.h5 has /evals/test_first_share, test_dead_first, test_dead_topk and the clean-router /steps");
     SessionHistory h;
     const ml_status st = session_history_load(dir, &h);
-    check(st == ML_OK && h.nevals == 2 && h.evals[1].test_first_share == 1.0 && h.evals[1].test_dead_first == E - 1 &&
-              h.evals[1].test_dead_topk == E - k && h.evals[0].test_first_share == er[0].test_first_share &&
-              h.evals[0].test_dead_first == er[0].test_dead_first && h.evals[0].test_dead_topk == er[0].test_dead_topk,
+    check(st == ML_OK && h.nevals == 2 && h.evals[1].moe.test_first_share == 1.0 && h.evals[1].moe.test_dead_first == E - 1 &&
+              h.evals[1].moe.test_dead_topk == E - k && h.evals[0].moe.test_first_share == er[0].moe.test_first_share &&
+              h.evals[0].moe.test_dead_first == er[0].moe.test_dead_first && h.evals[0].moe.test_dead_topk == er[0].moe.test_dead_topk,
           "the history loader reads the evaluation routing columns back (%s)", st ? ml_last_error() : "ok");
     session_history_free(&h);
     trainer_free(&t);

@@ -154,8 +154,8 @@ static void test_v1_fixture(void) {
                !memcmp(h.steps[i].layer[0].moe.kept, h.steps[i].moe.kept, sizeof(int) * 4) &&
                h.steps[i].layer[0].collapsed == h.steps[i].collapsed;
     CHECK(h.info.format_version == 1 && h.nlayers == 1 && !strcmp(h.layer[0].name, "head") && h.layer[0].E == 4 &&
-              same && h.nevals == 1 && h.evals[0].layer[0].class_expert == h.evals[0].class_expert &&
-              h.evals[0].layer[0].mutual_info == h.evals[0].mutual_info,
+              same && h.nevals == 1 && h.evals[0].layer[0].class_expert == h.evals[0].moe.class_expert &&
+              h.evals[0].layer[0].mutual_info == h.evals[0].moe.mutual_info,
           "the version-1 fixture: %ld steps, %d evaluation, one routed layer (%s) mirroring the top level", h.nsteps,
           h.nevals, h.layer[0].name);
     session_history_free(&h);

@@ -121,9 +121,9 @@ static void test_layered(void) {
     e.epoch = 1;
     e.step = 5;
     e.has_moe = 1;
-    e.classes = 3;
-    e.experts = 4;
-    e.class_expert = ce0;
+    e.moe.classes = 3;
+    e.moe.experts = 4;
+    e.moe.class_expert = ce0;
     e.collapse_first_step = -1;
     e.nlayers = 2;
     for (int i = 0; i < 2; i++) {

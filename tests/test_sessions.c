@@ -80,23 +80,23 @@ typedef struct {
 
 static void eval_copy(EvalCopy *c, const EvalRecord *r) {
     c->r = *r;
-    memcpy(c->ce, r->class_expert, sizeof(int) * r->classes * r->experts);
-    memcpy(c->feat, r->tsne_feat, sizeof(float) * r->tsne_n * r->feat_dim);
-    memcpy(c->tex, r->tsne_expert, sizeof(int) * r->tsne_n);
-    memcpy(c->tla, r->tsne_label, sizeof(int32_t) * r->tsne_n);
-    c->r.class_expert = c->ce;
-    if (r->drop_class_expert) memcpy(c->drops, r->drop_class_expert, sizeof(int) * r->classes * r->experts);
-    c->r.drop_class_expert = r->drop_class_expert ? c->drops : NULL;
-    c->r.tsne_feat = c->feat;
-    c->r.tsne_expert = c->tex;
+    memcpy(c->ce, r->moe.class_expert, sizeof(int) * r->moe.classes * r->moe.experts);
+    memcpy(c->feat, r->moe.tsne_feat, sizeof(float) * r->moe.tsne_n * r->moe.feat_dim);
+    memcpy(c->tex, r->moe.tsne_expert, sizeof(int) * r->moe.tsne_n);
+    memcpy(c->tla, r->tsne_label, sizeof(int32_t) * r->moe.tsne_n);
+    c->r.moe.class_expert = c->ce;
+    if (r->moe.drop_class_expert) memcpy(c->drops, r->moe.drop_class_expert, sizeof(int) * r->moe.classes * r->moe.experts);
+    c->r.moe.drop_class_expert = r->moe.drop_class_expert ? c->drops : NULL;
+    c->r.moe.tsne_feat = c->feat;
+    c->r.moe.tsne_expert = c->tex;
     c->r.tsne_label = c->tla;
     /* the head's layer entry shares the top-level arrays (a head-only run has no other layer) */
     for (int l = 0; l < r->nlayers; l++) {
         EvalLayer *el = &c->r.layer[l];
-        el->class_expert = el->class_expert == r->class_expert ? c->ce : NULL;
-        el->drop_class_expert = el->drop_class_expert == r->drop_class_expert ? c->r.drop_class_expert : NULL;
-        el->tsne_feat = el->tsne_feat == r->tsne_feat ? c->feat : NULL;
-        el->tsne_expert = el->tsne_expert == r->tsne_expert ? c->tex : NULL;
+        el->class_expert = el->class_expert == r->moe.class_expert ? c->ce : NULL;
+        el->drop_class_expert = el->drop_class_expert == r->moe.drop_class_expert ? c->r.moe.drop_class_expert : NULL;
+        el->tsne_feat = el->tsne_feat == r->moe.tsne_feat ? c->feat : NULL;
+        el->tsne_expert = el->tsne_expert == r->moe.tsne_expert ? c->tex : NULL;
     }
 }
 
@@ -326,15 +326,15 @@ static double eval_field(const EvalRecord *r, const char *name) {
     if (!strcmp(name, "epoch_seconds")) return r->epoch_seconds;
     if (!strcmp(name, "elapsed")) return r->elapsed;
     if (!strcmp(name, "rho_nominal")) return r->rho_nominal;
-    if (!strcmp(name, "train_drop_frac")) return r->train_drop_frac;
-    if (!strcmp(name, "train_maxvio")) return r->train_maxvio;
+    if (!strcmp(name, "train_drop_frac")) return r->moe.train_drop_frac;
+    if (!strcmp(name, "train_maxvio")) return r->moe.train_maxvio;
     if (!strcmp(name, "train_rho_realized")) return r->train_rho_realized;
-    if (!strcmp(name, "window_load_entropy")) return r->window_load_entropy;
-    if (!strcmp(name, "dead_experts")) return r->dead_experts;
+    if (!strcmp(name, "window_load_entropy")) return r->moe.window_load_entropy;
+    if (!strcmp(name, "dead_experts")) return r->moe.dead_experts;
     if (!strcmp(name, "collapsed")) return r->collapsed;
     if (!strcmp(name, "collapse_reason")) return r->collapse_reason;
-    if (!strcmp(name, "mutual_info")) return r->mutual_info;
-    if (!strcmp(name, "test_load_entropy")) return r->test_load_entropy;
+    if (!strcmp(name, "mutual_info")) return r->moe.mutual_info;
+    if (!strcmp(name, "test_load_entropy")) return r->moe.test_load_entropy;
     return NAN;
 }
 static const char *eval_names[] = {"epoch",
@@ -1806,13 +1806,13 @@ static void test_keep_damage_mismatch(const Dataset *ds) {
         EvalRecord er;
         memset(&er, 0, sizeof er);
         er.has_moe = 1;
-        er.classes = 4;
-        er.experts = 4;
-        er.class_expert = ce;
-        er.tsne_n = tw.ev.tsne_n;
-        er.feat_dim = tw.model.d;
-        er.tsne_feat = feat;
-        er.tsne_expert = tex;
+        er.moe.classes = 4;
+        er.moe.experts = 4;
+        er.moe.class_expert = ce;
+        er.moe.tsne_n = tw.ev.tsne_n;
+        er.moe.feat_dim = tw.model.d;
+        er.moe.tsne_feat = feat;
+        er.moe.tsne_expert = tex;
         er.tsne_label = tla;
         lim.rlim_cur = (rlim_t)file_size(lf) + 1000;
         setrlimit(RLIMIT_FSIZE, &lim);

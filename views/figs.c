@@ -166,10 +166,10 @@ GETTER(e_test_loss, EvalRecord, r->test_loss)
 GETTER(e_test_acc, EvalRecord, 100.0 * r->test_acc)
 GETTER(e_train_loss, EvalRecord, r->train_loss)
 GETTER(e_train_acc, EvalRecord, 100.0 * r->train_acc)
-GETTER(e_test_ent, EvalRecord, r->test_load_entropy)
-GETTER(e_test_share, EvalRecord, r->test_first_share)
-GETTER(e_test_dead, EvalRecord, r->test_dead_first)
-GETTER(e_mi, EvalRecord, r->mutual_info)
+GETTER(e_test_ent, EvalRecord, r->moe.test_load_entropy)
+GETTER(e_test_share, EvalRecord, r->moe.test_first_share)
+GETTER(e_test_dead, EvalRecord, r->moe.test_dead_first)
+GETTER(e_mi, EvalRecord, r->moe.mutual_info)
 GETTER(e_rho, EvalRecord, r->train_rho_realized)
 
 /* One series of a multi-series time panel. */
@@ -710,8 +710,8 @@ ml_status figs_cmp_table(const FigRun *r, int n, const char *path, FigFormat fmt
         snprintf(cell[i][5], 96, last ? "%.2f" : "-", last ? 100 * last->test_acc : 0);
         snprintf(cell[i][6], 96, isfinite(best) ? "%.2f" : "-", 100 * best);
         snprintf(cell[i][7], 96, last ? "%.4f" : "-", last ? last->test_loss : 0);
-        snprintf(cell[i][8], 96, last && h->E > 0 ? "%.3f" : "-", last ? last->mutual_info : 0);
-        snprintf(cell[i][9], 96, last && h->E > 0 ? "%.3f" : "-", last ? last->test_load_entropy : 0);
+        snprintf(cell[i][8], 96, last && h->E > 0 ? "%.3f" : "-", last ? last->moe.mutual_info : 0);
+        snprintf(cell[i][9], 96, last && h->E > 0 ? "%.3f" : "-", last ? last->moe.test_load_entropy : 0);
         snprintf(cell[i][10], 96, "%.3f", h->rho_nominal);
     }
     double cw[NC], total = 0;

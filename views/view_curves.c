@@ -119,9 +119,9 @@ static void curves_update(View *v, const ViewMsg *m) {
         c->cur_have = m->eval != NULL;
         if (m->eval) {
             c->cur = *m->eval;
-            c->cur.class_expert = NULL; /* only the scalars are kept: the arrays are the sender's */
-            c->cur.tsne_feat = NULL;
-            c->cur.tsne_expert = NULL;
+            c->cur.moe.class_expert = NULL; /* only the scalars are kept: the arrays are the sender's */
+            c->cur.moe.tsne_feat = NULL;
+            c->cur.moe.tsne_expert = NULL;
             c->cur.tsne_label = NULL;
         }
     } else if (m->kind == VIEW_MSG_STEP) {

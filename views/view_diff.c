@@ -25,16 +25,16 @@ void view_diff_set(View *v, const EvalRecord *a, const EvalRecord *b) {
     d->have_b = b != NULL;
     if (a) {
         d->a = *a;
-        d->a.class_expert = NULL;
-        d->a.tsne_feat = NULL;
-        d->a.tsne_expert = NULL;
+        d->a.moe.class_expert = NULL;
+        d->a.moe.tsne_feat = NULL;
+        d->a.moe.tsne_expert = NULL;
         d->a.tsne_label = NULL;
     }
     if (b) {
         d->b = *b;
-        d->b.class_expert = NULL;
-        d->b.tsne_feat = NULL;
-        d->b.tsne_expert = NULL;
+        d->b.moe.class_expert = NULL;
+        d->b.moe.tsne_feat = NULL;
+        d->b.moe.tsne_expert = NULL;
         d->b.tsne_label = NULL;
     }
 }
@@ -85,13 +85,13 @@ static double value_of(const EvalRecord *e, int r) {
     case R_TEST_LOSS: return e->test_loss;
     case R_TRAIN_ACC: return e->train_acc;
     case R_TRAIN_LOSS: return e->train_loss;
-    case R_MI: return e->mutual_info;
-    case R_TEST_H: return e->test_load_entropy;
-    case R_WIN_H: return e->window_load_entropy;
-    case R_DROP: return e->train_drop_frac;
-    case R_MAXVIO: return e->train_maxvio;
+    case R_MI: return e->moe.mutual_info;
+    case R_TEST_H: return e->moe.test_load_entropy;
+    case R_WIN_H: return e->moe.window_load_entropy;
+    case R_DROP: return e->moe.train_drop_frac;
+    case R_MAXVIO: return e->moe.train_maxvio;
     case R_RHO: return e->train_rho_realized;
-    case R_DEAD: return e->dead_experts;
+    case R_DEAD: return e->moe.dead_experts;
     case R_COLL: return e->collapsed;
     case R_IMG: return e->img_per_s;
     default: return NAN;

@@ -50,17 +50,17 @@ static int heatmap_init(View *v) {
 static void heatmap_update(View *v, const ViewMsg *m) {
     HeatmapView *h = v->self;
     if ((m->kind != VIEW_MSG_EVAL && m->kind != VIEW_MSG_CURSOR) || m->slot != 0) return;
-    if (!m->eval || !m->eval->has_moe || !m->eval->class_expert) return;
+    if (!m->eval || !m->eval->has_moe || !m->eval->moe.class_expert) return;
     const EvalRecord *e = m->eval;
-    if (e->classes != h->K || e->experts != h->E) return;
-    memcpy(h->counts, e->class_expert, sizeof *h->counts * h->K * h->E);
-    h->have_drops = e->drop_class_expert != NULL;
-    if (h->have_drops) memcpy(h->drops, e->drop_class_expert, sizeof *h->drops * h->K * h->E);
+    if (e->moe.classes != h->K || e->moe.experts != h->E) return;
+    memcpy(h->counts, e->moe.class_expert, sizeof *h->counts * h->K * h->E);
+    h->have_drops = e->moe.drop_class_expert != NULL;
+    if (h->have_drops) memcpy(h->drops, e->moe.drop_class_expert, sizeof *h->drops * h->K * h->E);
     h->have = 1;
     h->epoch = e->epoch;
     h->step = e->step;
-    h->mi = e->mutual_info;
-    h->load_h = e->test_load_entropy;
+    h->mi = e->moe.mutual_info;
+    h->load_h = e->moe.test_load_entropy;
     h->test_acc = e->test_acc;
 }
 

@@ -379,9 +379,9 @@ static void draw_multi(Browser *b, int W, int H) {
                 snprintf(cell[1], sizeof cell[1], "%.2f", 100 * e->test_acc);
                 snprintf(cell[2], sizeof cell[2], "%.2f", 100 * best);
                 snprintf(cell[3], sizeof cell[3], "%.4f", e->test_loss);
-                snprintf(cell[4], sizeof cell[4], "%.3f", e->mutual_info);
-                snprintf(cell[5], sizeof cell[5], "%.3f", e->test_load_entropy);
-                if (L->ctx.has_moe) snprintf(cell[6], sizeof cell[6], "%d", e->dead_experts);
+                snprintf(cell[4], sizeof cell[4], "%.3f", e->moe.mutual_info);
+                snprintf(cell[5], sizeof cell[5], "%.3f", e->moe.test_load_entropy);
+                if (L->ctx.has_moe) snprintf(cell[6], sizeof cell[6], "%d", e->moe.dead_experts);
                 else snprintf(cell[6], sizeof cell[6], "-");
                 o = snprintf(buf, sizeof buf, "%s %s", view_multi_glyph(t, i), name);
                 for (int c = 0; c < ncol; c++) o += snprintf(buf + o, sizeof buf - (size_t)o, " %*s", colw[c], cell[c]);

@@ -107,7 +107,7 @@ static void load_drops(Loaded *L, const char *path) {
     if (!L->drops) return;
     for (int i = 0; i < h->nevals; i++)
         if (session_read_drops(path, NULL, i, h->K, h->E, L->drops + (size_t)i * ke) == ML_OK)
-            h->evals[i].drop_class_expert = L->drops + (size_t)i * ke;
+            h->evals[i].moe.drop_class_expert = L->drops + (size_t)i * ke;
 }
 
 static void fill_ctx(Loaded *L, const Theme *theme) {

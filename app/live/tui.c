@@ -186,7 +186,7 @@ static void drain(Tui *ui) {
         const ViewMsg m = {.kind = VIEW_MSG_EVAL, .eval = &d->evals[i]};
         broadcast(ui, &m);
         ui->last_eval = d->evals[i];
-        ui->last_eval.class_expert = NULL;
+        ui->last_eval.moe.class_expert = NULL;
         ui->have_eval = 1;
     }
     for (int i = 0; i < d->nevents; i++) {
@@ -513,7 +513,7 @@ static void print_summary(const Tui *ui) {
         printf("  last evaluation (epoch %d, step %ld): train loss %.4f acc %.2f%%  test loss %.4f acc %.2f%%",
                e->epoch, e->step, e->train_loss, 100 * e->train_acc, e->test_loss, 100 * e->test_acc);
         if (e->has_moe)
-            printf("  I(class;expert) %.3f nats  dead %d/%d%s", e->mutual_info, e->dead_experts, e->experts,
+            printf("  I(class;expert) %.3f nats  dead %d/%d%s", e->moe.mutual_info, e->moe.dead_experts, e->moe.experts,
                    e->collapsed ? "  COLLAPSE" : "");
         printf("\n");
     }

@@ -143,13 +143,13 @@ static void publish_eval(TuiWorker *w, const EvalRecord *er) {
     *c = *er;
     int *counts = w->eq_counts + (long)slot * w->ce_size;
     long used = 0; /* the matrices packed into the slot: the top level's, then each layer's */
-    const long top = (long)er->classes * er->experts;
-    if (er->has_moe && er->class_expert && top > 0 && top <= w->ce_size) {
-        memcpy(counts, er->class_expert, sizeof *counts * (size_t)top);
-        c->class_expert = counts;
+    const long top = (long)er->moe.classes * er->moe.experts;
+    if (er->has_moe && er->moe.class_expert && top > 0 && top <= w->ce_size) {
+        memcpy(counts, er->moe.class_expert, sizeof *counts * (size_t)top);
+        c->moe.class_expert = counts;
         used = top;
     } else {
-        c->class_expert = NULL;
+        c->moe.class_expert = NULL;
     }
     for (int l = 0; l < c->nlayers && l < REC_MAX_LAYERS; l++) {
         const EvalLayer *src = &er->layer[l];
@@ -160,11 +160,11 @@ static void publish_eval(TuiWorker *w, const EvalRecord *er) {
             used += n;
         } else c->layer[l].class_expert = NULL;
     }
-    c->drop_class_expert = NULL; /* the drops per class stay with the trainer (the session gets them) */
+    c->moe.drop_class_expert = NULL; /* the drops per class stay with the trainer (the session gets them) */
     for (int l = 0; l < c->nlayers && l < REC_MAX_LAYERS; l++) c->layer[l].drop_class_expert = NULL;
-    c->tsne_n = 0; /* the t-SNE sample stays with the trainer (hooks get it) */
-    c->tsne_feat = NULL;
-    c->tsne_expert = NULL;
+    c->moe.tsne_n = 0; /* the t-SNE sample stays with the trainer (hooks get it) */
+    c->moe.tsne_feat = NULL;
+    c->moe.tsne_expert = NULL;
     c->tsne_label = NULL;
     for (int l = 0; l < c->nlayers; l++) { /* the per-layer t-SNE samples stay with the trainer */
         c->layer[l].tsne_n = 0;
@@ -381,7 +381,7 @@ void worker_drain(TuiWorker *w, WorkerDrain *d) {
         const int *src = w->eq_counts + (long)slot * w->ce_size;
         int *dst = d->eval_counts + (long)i * w->ce_size;
         memcpy(dst, src, sizeof *dst * w->ce_size);
-        if (w->eq[slot].class_expert) d->evals[i].class_expert = dst + (w->eq[slot].class_expert - src);
+        if (w->eq[slot].moe.class_expert) d->evals[i].moe.class_expert = dst + (w->eq[slot].moe.class_expert - src);
         for (int l = 0; l < w->eq[slot].nlayers && l < REC_MAX_LAYERS; l++)
             if (w->eq[slot].layer[l].class_expert)
                 d->evals[i].layer[l].class_expert = dst + (w->eq[slot].layer[l].class_expert - src);

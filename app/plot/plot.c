@@ -193,7 +193,7 @@ static void prepare_plan(Run *R, const char *layer) {
 static void prepare_tsne(Run *R, int verbose, int layer) {
     const SessionHistory *h = &R->h;
     int n = 0, d = 0;
-    if (R->ev < 0 || h->E <= 0 || h->evals[R->ev].tsne_n < 4) return;
+    if (R->ev < 0 || h->E <= 0 || h->evals[R->ev].moe.tsne_n < 4) return;
     const ml_status st = layer < 0
                              ? session_history_tsne(h, R->ev, &R->feat, &R->expert, &R->label, &n, &d)
                              : session_history_layer_tsne(h, layer, R->ev, &R->feat, &R->expert, &R->label, &n, &d);
@@ -427,8 +427,8 @@ static int write_metrics_csv(Out *o, Run *runs, int n) {
                 h->info.hidden, (unsigned long long)h->info.seed);
         if (e)
             fprintf(fp, "%d,%ld,%.6f,%.6f,%.6f,%.6f,%.6f,%.6f,%.6f,%.6f,%d,%.6f,%.6f,%.3f\n", e->epoch, e->step,
-                    e->test_acc, best, e->test_loss, e->train_acc, e->train_loss, e->mutual_info, e->test_load_entropy,
-                    e->test_first_share, e->test_dead_first, h->rho_nominal, e->train_rho_realized, e->elapsed);
+                    e->test_acc, best, e->test_loss, e->train_acc, e->train_loss, e->moe.mutual_info, e->moe.test_load_entropy,
+                    e->moe.test_first_share, e->moe.test_dead_first, h->rho_nominal, e->train_rho_realized, e->elapsed);
         else fprintf(fp, ",,,,,,,,,,,%.6f,,\n", h->rho_nominal);
     }
     if (fclose(fp) != 0) {
