@@ -34,16 +34,16 @@ NO_COV int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     ml_status st = dataset_h5_load_image(&ds, data, size, "fuzz");
     cov_merge();
     if (st == ML_OK) {
-        if (ds.c < 1 || ds.h < 1 || ds.w < 1 || ds.moe.classes < 1 || !ds.class_names) abort();
+        if (ds.c < 1 || ds.h < 1 || ds.w < 1 || ds.classes < 1 || !ds.class_names) abort();
         for (int i = 0; i < ds.train.n; i++)
-            if (ds.train.labels[i] < 0 || ds.train.labels[i] >= ds.moe.classes) abort();
+            if (ds.train.labels[i] < 0 || ds.train.labels[i] >= ds.classes) abort();
         for (int i = 0; i < ds.test.n; i++)
-            if (ds.test.labels[i] < 0 || ds.test.labels[i] >= ds.moe.classes) abort();
+            if (ds.test.labels[i] < 0 || ds.test.labels[i] >= ds.classes) abort();
         dataset_free(&ds);
     } else {
         const char *e = ml_last_error();
         if (strncmp(e, "fuzz", 4) != 0 || strchr(e, '\n') || ds.train.images || ds.test.images || ds.class_names ||
-            ds.train.n || ds.moe.classes)
+            ds.train.n || ds.classes)
             abort();
         if (getenv("FUZZ_H5_SHOW_ERRORS")) fprintf(stderr, "fuzz_h5: %s\n", e);
     }
@@ -56,7 +56,7 @@ static void fuzz_seeds(void (*run)(const uint8_t *, size_t)) {
     SyntheticOptions o;
     synthetic_defaults(&o);
     o.h = o.w = 4;
-    o.moe.classes = 3;
+    o.classes = 3;
     o.n_train = 6;
     o.n_test = 2;
     if (synthetic_generate(&ds, &o) != ML_OK) abort();

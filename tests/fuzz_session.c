@@ -110,7 +110,7 @@ static void fz_setup(void) {
     synthetic_defaults(&o);
     o.h = o.w = 8;
     o.c = 3;
-    o.moe.classes = 4;
+    o.classes = 4;
     o.n_train = 64;
     o.n_test = 16;
     o.seed = 5;
@@ -204,8 +204,8 @@ static void check_history(SessionHistory *h) {
         if (li->E < 1 || li->E > MOE_MAX_EXPERTS) abort();
         for (int i = 0; i < h->nevals; i++) {
             const EvalLayer *el = &h->evals[i].layer[l];
-            if (!el->moe.class_expert || el->moe.experts != li->E || el->moe.classes != h->K) abort();
-            g_sink += el->moe.class_expert[0] + el->moe.class_expert[(size_t)h->K * (size_t)li->E - 1];
+            if (!el->class_expert || el->experts != li->E || el->classes != h->K) abort();
+            g_sink += el->class_expert[0] + el->class_expert[(size_t)h->K * (size_t)li->E - 1];
         }
     }
     /* the scrubber's look-ups stay in range whatever the rows hold */
