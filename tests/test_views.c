@@ -2,7 +2,7 @@
  * 120x40 and 200x60 (tiling, no overlap, zoom, banner, dense runs, focus order) and the
  * too-small cut-off; axis autoscaling and tick labels; heat-map colour binning; EMA smoothing;
  * ring buffers and the decimating series; the braille canvas and its ASCII fallback; progress
- * bars and duration formats. A plain main: 0 on success, 1 on any failure. */
+ * bars and duration formats; both help overlays fit 80 columns. A plain main: 0 on success, 1 on any failure. */
 #include <locale.h>
 #include <math.h>
 #include <stdio.h>
@@ -13,6 +13,7 @@
 #include "views/layout.h"
 #include "views/plot.h"
 #include "views/ring.h"
+#include "views/view.h"
 
 #define CHECK_QUIET /* thousands of checks: only the failures are printed */
 #include "check.h"
@@ -512,7 +513,22 @@ static void test_fit_segs(void) {
     setlocale(LC_ALL, "C");
 }
 
+// ---------------------------------------------------------------------------------------------
+// help overlays
+
+/* Both help overlays (live screen, browser) fit an 80-column terminal with a cell to spare on
+ * each side: every line at most 74 cells (the box adds 4). */
+static void test_help_fits(void) {
+    for (int browse = 0; browse <= 1; browse++) {
+        int w = 0, h = 0;
+        view_help_size_for(browse, &w, &h);
+        CHECK(w > 4 && w <= 78, "help (%s): box %d cells wide, more than 78", browse ? "browse" : "live", w);
+        CHECK(h > 2 && h <= 42, "help (%s): box %d lines high", browse ? "browse" : "live", h);
+    }
+}
+
 int main(void) {
+    test_help_fits();
     test_fit_segs();
     test_layout();
     test_compare_layout();

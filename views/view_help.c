@@ -109,7 +109,7 @@ static const char *const browse_lines[] = {
     "  t         t-SNE of the cursor's evaluation (c: colour by class/expert)",
     "  tab       focus the next panel           z   zoom the focused panel",
     "  l         curves: log / linear loss axis",
-    "  d         class x expert: test first choices / training drops by capacity",
+    "  d         class x expert: test first choices / training capacity drops",
     "  p         figures of what is on screen (PDF + PNG, moelab plot)",
     "  [ ]       previous / next routed layer   { }  scroll heatmap, load, log",
     "  mouse     click: focus a panel, or on the status bar's progress bar",

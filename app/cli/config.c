@@ -198,20 +198,22 @@ void ui_config_parse(UiConfig *c, const char *text, size_t len, const char *name
     }
 }
 
-int ui_config_path(char *buf, size_t n) {
-    const char *xdg = getenv("XDG_CONFIG_HOME");
+int xdg_path(char *buf, size_t n, const char *var, const char *home_dir, const char *leaf) {
+    const char *xdg = getenv(var);
     if (xdg && xdg[0] == '/') {
-        snprintf(buf, n, "%s/moelab/config", xdg);
+        snprintf(buf, n, "%s/moelab/%s", xdg, leaf);
         return 0;
     }
     const char *home = getenv("HOME");
     if (home && *home) {
-        snprintf(buf, n, "%s/.config/moelab/config", home);
+        snprintf(buf, n, "%s/%s/moelab/%s", home, home_dir, leaf);
         return 0;
     }
     buf[0] = '\0';
     return -1;
 }
+
+int ui_config_path(char *buf, size_t n) { return xdg_path(buf, n, "XDG_CONFIG_HOME", ".config", "config"); }
 
 /* Reads path into c: 1 read, 0 no such file, -1 unreadable (a problem). */
 static int read_file(UiConfig *c, const char *path) {

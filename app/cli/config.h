@@ -27,6 +27,9 @@ void ui_config_defaults(UiConfig *c);
 /* Parses `len` bytes of config text into c (on top of what it holds); `name` prefixes the
  * problems ("NAME:LINE: ..."). Never fails: bad lines are problems. */
 void ui_config_parse(UiConfig *c, const char *text, size_t len, const char *name);
+/* $VAR/moelab/LEAF into buf when the XDG variable VAR is absolute, else $HOME/HOME_DIR/moelab/LEAF
+ * (HOME_DIR ".config" or ".local/state", the XDG defaults); -1 (and "") when neither is set. */
+int xdg_path(char *buf, size_t n, const char *var, const char *home_dir, const char *leaf);
 /* The config file's path into buf; -1 when neither XDG_CONFIG_HOME (absolute) nor HOME is set. */
 int ui_config_path(char *buf, size_t n);
 /* Reads the config file once per process (later calls return the same), prints each problem on

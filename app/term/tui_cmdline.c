@@ -12,6 +12,7 @@
 #include <readline/readline.h>
 
 #include "app/cli/commands.h"
+#include "app/cli/config.h"
 #include "core/cmdtab.h"
 #include "core/params.h"
 #include "core/tau.h"
@@ -363,17 +364,7 @@ void cmdline_draw(const char *hint) {
 // history
 
 int cmdline_history_path(char *buf, size_t n) {
-    const char *xdg = getenv("XDG_STATE_HOME");
-    if (xdg && xdg[0] == '/') {
-        snprintf(buf, n, "%s/moelab/history", xdg);
-        return 0;
-    }
-    const char *home = getenv("HOME");
-    if (home && *home) {
-        snprintf(buf, n, "%s/.local/state/moelab/history", home);
-        return 0;
-    }
-    return -1;
+    return xdg_path(buf, n, "XDG_STATE_HOME", ".local/state", "history");
 }
 
 /* mkdir -p of the directory part of path. */
