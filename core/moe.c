@@ -1078,7 +1078,7 @@ ml_status moe_parse_priority(const char *s, Priority *p) {
 #define MS_PUT_MS_CONF(m) dist_put(p, st->m * wconf), dist_put(p, wconf);
 #define MS_PUT_MS_OWN(m)
 #define MS_PUT_MS_DERIVED(m)
-#define MS_PUT_(T, m, cols, dist, label, fmt, scale, desc) MS_PUT_##dist(m)
+#define MS_PUT_(T, m, cols, dist, label, fmt, scale, warn, desc) MS_PUT_##dist(m)
 #define MS_GET_MS_MEAN(m) st->m = dist_get(p) / B;
 #define MS_GET_MS_FRAC(m) st->m = dist_get(p) / B;
 #define MS_GET_MS_PAIRFRAC(m) st->m = dist_get(p) / (B * st->k);
@@ -1090,7 +1090,7 @@ ml_status moe_parse_priority(const char *s, Priority *p) {
     }
 #define MS_GET_MS_OWN(m)
 #define MS_GET_MS_DERIVED(m)
-#define MS_GET_(T, m, cols, dist, label, fmt, scale, desc) MS_GET_##dist(m)
+#define MS_GET_(T, m, cols, dist, label, fmt, scale, warn, desc) MS_GET_##dist(m)
 
 void moe_stats_put(const MoeHead *m, DistPack *p) {
     const MoeStepStats *st = &m->stats;

@@ -115,7 +115,7 @@ void moe_params_point(MoeParams *p, float *base, const MoeConfig *c, int Bmax);
 // combines the ranks' values (moe_stats_put / moe_stats_get). A new per-step statistic is a row
 // here and its computation in moe.c (moe_stats_finish_ and the soft heads' statistics), plus a
 // test: three files (core/README.md "Adding things").
-//   X(T, member, cols, dist, label, fmt, scale, description)
+//   X(T, member, cols, dist, label, fmt, scale, warn, description)
 //   T      F: double, I: int (the column is float64 / int64)
 //   cols   ALL: /steps and every layer's steps; ALL_V1X: as ALL, but optional in /steps (added
 //          after format 1); LAYER: only the layers' steps (the head's /steps has its own); NEW:
@@ -126,33 +126,35 @@ void moe_params_point(MoeParams *p, float *base, const MoeConfig *c, int Bmax);
 //          moe_stats_get; MS_CONF: the confidence's weighted mean
 //   label  the routing panel's label (NULL: not shown there), fmt its printf format, scale its
 //          factor (100 for a percentage)
-#define MOE_STEP_SCALARS(X)                                                                                         \
-    X(F, tau, LAYER, MS_OWN, NULL, NULL, 1, "the layer's router temperature")                                     \
-    X(F, drop_frac, ALL, MS_PAIRFRAC, "drop %", "%.2f", 100, "dropped pairs / (B k)")                             \
-    X(F, no_expert_frac, ALL, MS_FRAC, "no-exp %", "%.2f", 100, "samples with every pair dropped / B")            \
-    X(F, gate_entropy, ALL, MS_MEAN, "gate H", "%.3f", 1, "mean gate entropy / log E")                            \
-    X(F, gate_margin, NEW, MS_MEAN, "margin", "%.3f", 1,                                                          \
-      "mean over samples of the largest expert weight minus the second (0: a tie, 1: one expert)")                \
-    X(F, load_entropy, ALL, MS_DERIVED, NULL, NULL, 1, "entropy of the kept load / log E")                        \
-    X(F, maxvio, ALL, MS_DERIVED, "MaxVio", "%.3f", 1, "max kept / mean kept - 1")                                \
-    X(F, confidence, ALL, MS_CONF, "confid.", "%.3f", 1, "mean combine weight of the kept pairs")                 \
-    X(F, l_aux, ALL, MS_RANKMEAN, "aux loss", "%.4f", 1, "load-balancing loss (unweighted)")                      \
-    X(F, l_z, ALL, MS_RANKMEAN, "z loss", "%.4g", 1, "router z-loss (unweighted)")                                \
-    X(I, capacity, ALL, MS_OWN, NULL, NULL, 1, "expert capacity C used (B when dropless)")                        \
-    X(F, pairs_per_sample, ALL, MS_MEAN, NULL, NULL, 1, "kept pairs / B")                                         \
-    X(F, first_share, LAYER, MS_DERIVED, NULL, NULL, 1, "largest share of (noisy) first choices in the batch")    \
-    X(F, clean_first_share, ALL_V1X, MS_DERIVED, "clean 1st", "%.2f", 1,                                          \
-      "largest share of first choices without selection noise")                                                   \
-    X(F, clean_load_entropy, ALL_V1X, MS_DERIVED, NULL, NULL, 1,                                                  \
-      "entropy of the first choices without selection noise / log E")                                             \
-    X(I, clean_dead, ALL_V1X, MS_DERIVED, NULL, NULL, 1,                                                          \
-      "experts no sample of the batch picks first without selection noise")                                       \
-    X(F, first_agree, ALL_V1X, MS_FRAC, "agree", "%.2f", 1,                                                       \
+//   warn   when the routing panel paints the value red: W_NONE never; W_SHARE above the run's
+//          collapse share threshold (--collapse-share, ViewCtx.collapse_share)
+#define MOE_STEP_SCALARS(X)                                                                                            \
+    X(F, tau, LAYER, MS_OWN, NULL, NULL, 1, W_NONE, "the layer's router temperature")                                  \
+    X(F, drop_frac, ALL, MS_PAIRFRAC, "drop %", "%.2f", 100, W_NONE, "dropped pairs / (B k)")                          \
+    X(F, no_expert_frac, ALL, MS_FRAC, "no-exp %", "%.2f", 100, W_NONE, "samples with every pair dropped / B")         \
+    X(F, gate_entropy, ALL, MS_MEAN, "gate H", "%.3f", 1, W_NONE, "mean gate entropy / log E")                         \
+    X(F, gate_margin, NEW, MS_MEAN, "margin", "%.3f", 1, W_NONE,                                                       \
+      "mean over samples of the largest expert weight minus the second (0: a tie, 1: one expert)")                     \
+    X(F, load_entropy, ALL, MS_DERIVED, NULL, NULL, 1, W_NONE, "entropy of the kept load / log E")                     \
+    X(F, maxvio, ALL, MS_DERIVED, "MaxVio", "%.3f", 1, W_NONE, "max kept / mean kept - 1")                             \
+    X(F, confidence, ALL, MS_CONF, "confid.", "%.3f", 1, W_NONE, "mean combine weight of the kept pairs")              \
+    X(F, l_aux, ALL, MS_RANKMEAN, "aux loss", "%.4f", 1, W_NONE, "load-balancing loss (unweighted)")                   \
+    X(F, l_z, ALL, MS_RANKMEAN, "z loss", "%.4g", 1, W_NONE, "router z-loss (unweighted)")                             \
+    X(I, capacity, ALL, MS_OWN, NULL, NULL, 1, W_NONE, "expert capacity C used (B when dropless)")                     \
+    X(F, pairs_per_sample, ALL, MS_MEAN, NULL, NULL, 1, W_NONE, "kept pairs / B")                                      \
+    X(F, first_share, LAYER, MS_DERIVED, NULL, NULL, 1, W_NONE, "largest share of (noisy) first choices in the batch") \
+    X(F, clean_first_share, ALL_V1X, MS_DERIVED, "clean 1st", "%.2f", 1, W_SHARE,                                      \
+      "largest share of first choices without selection noise")                                                        \
+    X(F, clean_load_entropy, ALL_V1X, MS_DERIVED, NULL, NULL, 1, W_NONE,                                               \
+      "entropy of the first choices without selection noise / log E")                                                  \
+    X(I, clean_dead, ALL_V1X, MS_DERIVED, NULL, NULL, 1, W_NONE,                                                       \
+      "experts no sample of the batch picks first without selection noise")                                            \
+    X(F, first_agree, ALL_V1X, MS_FRAC, "agree", "%.2f", 1, W_NONE,                                                    \
       "fraction of samples whose noisy first choice is the clean one")
 
 #define MOE_STAT_CTYPE_F double
 #define MOE_STAT_CTYPE_I int
-#define MOE_STAT_FIELD_(T, m, cols, dist, label, fmt, scale, desc) MOE_STAT_CTYPE_##T m;
+#define MOE_STAT_FIELD_(T, m, cols, dist, label, fmt, scale, warn, desc) MOE_STAT_CTYPE_##T m;
 
 // Statistics of one forward (vectors have E valid entries; the scalars are MOE_STEP_SCALARS).
 // For the soft heads: demand = kept = number of samples whose largest expert weight is e

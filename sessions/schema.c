@@ -23,7 +23,7 @@
 #define SESS_HEAD_ALL_V1X(T, m, desc) [SC_MOE_##m] = SESS_COL_(StepRecord, m, T, desc, 1),
 #define SESS_HEAD_NEW(T, m, desc) [SC_MOE_##m] = SESS_COL_(StepRecord, m, T, desc, 1),
 #define SESS_HEAD_LAYER(T, m, desc)
-#define SESS_HEAD_COL_(T, m, cols, dist, label, fmt, scale, desc) SESS_HEAD_##cols(T, m, desc)
+#define SESS_HEAD_COL_(T, m, cols, dist, label, fmt, scale, warn, desc) SESS_HEAD_##cols(T, m, desc)
 const SessCol sess_step_cols[SC_N] = {
     [SC_STEP] = {"step", 1, "steps completed, this one included", SF_I64, offsetof(StepRecord, step), 0},
     [SC_EPOCH] = {"epoch", 1, "1-based epoch of this step", SF_I32, offsetof(StepRecord, epoch), 0},
@@ -128,7 +128,7 @@ const SessCol sess_eval_cols[EC_N] = {
 #define SESS_LAYER_OPT_ALL_V1X 0
 #define SESS_LAYER_OPT_LAYER 0
 #define SESS_LAYER_OPT_NEW 1
-#define SESS_LAYER_COL_(T, m, cols, dist, label, fmt, scale, desc) \
+#define SESS_LAYER_COL_(T, m, cols, dist, label, fmt, scale, warn, desc) \
     [LSC_MOE_##m] = SESS_COL_(StepLayer, m, T, desc, SESS_LAYER_OPT_##cols),
 const SessCol sess_layer_step_cols[LSC_N] = {
     [LSC_STEP] = {"step", 1, "steps completed, this one included", SF_ROW, 0, 0},

@@ -35,8 +35,8 @@ void sess_col_set(const SessCol *c, void *rec, double v);
 #define SESS_STAT_ENUM_ALL_V1X(p, m) p##m,
 #define SESS_STAT_ENUM_NEW(p, m) p##m,
 #define SESS_STAT_ENUM_LAYER(p, m)
-#define SESS_STEP_ENUM_(T, m, cols, dist, label, fmt, scale, desc) SESS_STAT_ENUM_##cols(SC_MOE_, m)
-#define SESS_LAYER_ENUM_(T, m, cols, dist, label, fmt, scale, desc) LSC_MOE_##m,
+#define SESS_STEP_ENUM_(T, m, cols, dist, label, fmt, scale, warn, desc) SESS_STAT_ENUM_##cols(SC_MOE_, m)
+#define SESS_LAYER_ENUM_(T, m, cols, dist, label, fmt, scale, warn, desc) LSC_MOE_##m,
 enum {
     SC_STEP,
     SC_EPOCH,

@@ -4,7 +4,8 @@
  * one layer reaching only its temperature panel, the all-layers strip (one line per layer, the
  * one-line summary with "+N layers" when the rows do not hold them) and its place in the layout,
  * titles cut before the layer tag, and a one-layer run laid out and titled as before. Drawn into
- * curses windows of a terminal opened on /dev/null and read back with winnstr. */
+ * curses windows of a terminal opened on /dev/null and read back with winnstr; the routing
+ * panel's red values follow the run's collapse thresholds. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -366,6 +367,61 @@ static void test_curves_alarm(void) {
     delwin(w);
 }
 
+/* The routing panel paints a value red past the run's own collapse thresholds (ViewCtx
+ * collapse_share / collapse_entropy, from --collapse-share / --collapse-entropy), not fixed ones:
+ * clean 1st 0.6 is red under share 0.5 and not under 0.7; load H 0.4 is red under entropy 0.5
+ * and not under 0.3. */
+static int value_red(WINDOW *w, int H, const char *label, const Theme *t) {
+    for (int y = 0; y < H; y++) {
+        const char *line = row(w, y);
+        const char *at = strstr(line, label);
+        if (!at) continue;
+        /* the value: the first non-blank cell after the label */
+        int x = (int)(at - line) + (int)strlen(label);
+        while (line[x] == ' ') x++;
+        const chtype ch = mvwinch(w, y, x);
+        return (ch & A_COLOR) == (t->role[TH_ERROR] & A_COLOR);
+    }
+    return -1;
+}
+
+static void test_scalars_warn(void) {
+    Theme t;
+    theme_init(&t, 0, 0);
+    if (!(t.role[TH_ERROR] & A_COLOR)) {
+        printf("test_panels: no colour on this terminal: the warn colours are not checked\n");
+        return;
+    }
+    const int W = 60, H = 24;
+    WINDOW *w = newwin(H, W, 0, 0);
+    const double share[2] = {0.7, 0.5}, entropy[2] = {0.3, 0.5};
+    for (int i = 0; i < 2; i++) {
+        ViewCtx ctx;
+        ctx_make(&ctx, &t, 0);
+        ctx.collapse_share = share[i];
+        ctx.collapse_entropy = entropy[i];
+        View v;
+        CHECK(view_init(&v, &view_scalars_class, &ctx) == 0, "scalars view");
+        for (long s = 1; s <= 5; s++) {
+            StepRecord r;
+            step_make(&r, s, 0);
+            r.moe.clean_first_share = 0.6;
+            r.window_load_entropy = 0.4;
+            const ViewMsg m = {.kind = VIEW_MSG_STEP, .step = &r};
+            view_update(&v, &m);
+        }
+        werase(w);
+        view_draw(&v, w, (Rect){0, 0, W, H});
+        CHECK(value_red(w, H, "clean 1st", &t) == i, "share threshold %.1f: clean 1st 0.60 %s", share[i],
+              i ? "red" : "not red");
+        CHECK(value_red(w, H, "load H", &t) == i, "entropy threshold %.1f: load H 0.400 %s", entropy[i],
+              i ? "red" : "not red");
+        CHECK(value_red(w, H, "rho", &t) == 0, "rho is never red");
+        view_free(&v);
+    }
+    delwin(w);
+}
+
 int main(void) {
     FILE *out = fopen("/dev/null", "w"), *in = fopen("/dev/null", "r");
     SCREEN *scr = out && in ? newterm("xterm", out, in) : NULL;
@@ -378,6 +434,7 @@ int main(void) {
     test_summary();
     test_one_layer();
     test_curves_alarm();
+    test_scalars_warn();
     endwin();
     delscreen(scr);
     fclose(out);

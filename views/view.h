@@ -34,6 +34,8 @@ typedef struct {
     int batch, epochs, log_every;
     long steps_per_epoch, total_steps;
     double rho_nominal;
+    double collapse_entropy, collapse_share; /* the run's thresholds (--collapse-entropy, --collapse-share):
+                                                the routing panel paints a value past them red */
     int dead_window;                 /* records (not steps) in the dead-expert window */
     TauPlan plan;                    /* the temperature plan at launch */
     float lr0;                       /* peak learning rate */

@@ -21,6 +21,10 @@ enum { D_LOSS, D_ACC, D_LR, D_RATE, S_COUNT_DENSE };
  * entropy, dead experts or realized rho. */
 enum { SRC_MOE, SRC_LOADH, SRC_DEAD, SRC_RHO, SRC_DENSE };
 
+/* When a row is painted red (MOE_STEP_SCALARS' warn column): never, above the run's collapse share
+ * threshold, below its collapse entropy threshold, above 0. */
+enum { W_NONE, W_SHARE, W_ENTROPY, W_POSITIVE };
+
 typedef struct {
     const char *label;
     const char *fmt;
@@ -29,18 +33,19 @@ typedef struct {
     int src;
     size_t off; /* SRC_MOE: offsetof(MoeStepStats, member) */
     int is_int;
+    int warn; /* W_* */
 } ScalarSpec;
 
 /* The routing panel: the window's load entropy, dead experts and realized rho, then every
  * MOE_STEP_SCALARS row with a label (core/moe.h), in the table's order. */
 #define PANEL_IS_INT_F 0
 #define PANEL_IS_INT_I 1
-#define PANEL_ROW_(T, m, cols, dist, label, fmt, scale, desc) \
-    {label, fmt, scale, TH_NORMAL, SRC_MOE, offsetof(MoeStepStats, m), PANEL_IS_INT_##T},
+#define PANEL_ROW_(T, m, cols, dist, label, fmt, scale, warn, desc) \
+    {label, fmt, scale, TH_NORMAL, SRC_MOE, offsetof(MoeStepStats, m), PANEL_IS_INT_##T, warn},
 static const ScalarSpec moe_rows[] = {
-    {"load H", "%.3f", 1, TH_NORMAL, SRC_LOADH, 0, 0},
-    {"dead", "%.0f", 1, TH_NORMAL, SRC_DEAD, 0, 0},
-    {"rho", "%.3f", 1, TH_NORMAL, SRC_RHO, 0, 0},
+    {"load H", "%.3f", 1, TH_NORMAL, SRC_LOADH, 0, 0, W_ENTROPY},
+    {"dead", "%.0f", 1, TH_NORMAL, SRC_DEAD, 0, 0, W_POSITIVE},
+    {"rho", "%.3f", 1, TH_NORMAL, SRC_RHO, 0, 0, W_NONE},
     MOE_STEP_SCALARS(PANEL_ROW_)
 };
 #define S_MOE_ROWS ((int)(sizeof moe_rows / sizeof moe_rows[0]))
@@ -187,10 +192,10 @@ static void scalars_draw(View *v, WINDOW *w, Rect r) {
         if (sp->src == SRC_DEAD) snprintf(val, sizeof val, "%.0f/%d", s->last[i], s->E);
         else if (sp->src == SRC_RHO) snprintf(val, sizeof val, "%.3f/%.3f", s->last[i], c->rho_nominal);
         else snprintf(val, sizeof val, sp->fmt, s->last[i]);
-        int role = sp->role;
-        if ((sp->src == SRC_DEAD && s->last[i] > 0) || (sp->src == SRC_LOADH && s->last[i] < 0.5) ||
-            (sp->src == SRC_MOE && sp->off == offsetof(MoeStepStats, clean_first_share) && s->last[i] > 0.5))
-            role = TH_ERROR;
+        const double x = s->last[i];
+        const int red = (sp->warn == W_SHARE && x > c->collapse_share) ||
+                        (sp->warn == W_ENTROPY && x < c->collapse_entropy) || (sp->warn == W_POSITIVE && x > 0);
+        const int role = red ? TH_ERROR : sp->role;
         draw_text(w, y, r.x, lw, t->role[TH_AXIS], sp->label);
         draw_textf(w, y, r.x + lw, vw, t->role[role] | A_BOLD, "%*s", vw - 1, val);
         if (sw >= 4) draw_sparkline(w, y, r.x + lw + vw, sw, &s->ring[i], t, t->role[TH_BAR]);

@@ -38,6 +38,8 @@ void run_view_ctx(const RunRecord *rr, const Theme *theme, ViewCtx *c) {
     c->total_steps = rr->total_steps;
     c->rho_nominal = rr->nlayers > 0 ? rr->rho_nominal : 0.0; /* head or backbone */
     c->dead_window = (rr->cfg.route.window + c->log_every - 1) / c->log_every;
+    c->collapse_entropy = rr->cfg.route.entropy_min;
+    c->collapse_share = rr->cfg.route.max_share;
     c->lr0 = rr->cfg.lr.base;
     c->nlayers = rr->nlayers < REC_MAX_LAYERS ? rr->nlayers : REC_MAX_LAYERS;
     memcpy(c->layer, rr->layer, sizeof c->layer);
@@ -72,6 +74,12 @@ int history_view_ctx(const SessionHistory *h, const Theme *theme, ViewCtx *c, Ta
     long win = 100;
     session_config_long(cfg, "route.window", 1, INT_MAX, &win);
     c->dead_window = (int)((win + c->log_every - 1) / c->log_every);
+    RouteWinConfig route; /* the thresholds the session was written with (its defaults when absent) */
+    routewin_defaults(&route);
+    session_config_num(cfg, "route.entropy_min", 0, 1, &route.entropy_min);
+    session_config_num(cfg, "route.max_share", 0, 1, &route.max_share);
+    c->collapse_entropy = route.entropy_min;
+    c->collapse_share = route.max_share;
     const int have_base = browse_tau_schedule(h->config_json, base) == 0;
     if (!have_base) {
         tau_schedule_defaults(base);
