@@ -4,7 +4,8 @@
 # the learning-rate cosine and the linear temperature schedule end at the new end (both jump back
 # up after the resume step); the extension is an event and /run says 3 epochs; a plain resume
 # afterwards reads the new length; `moelab replay` reproduces the extended run (MATCH); an
-# interrupted run extended (and replayed) too; fewer epochs than done are refused, nothing changed.
+# interrupted run extended (and replayed) too; fewer epochs than done are refused, nothing changed;
+# a quit that a plain resume went on from does not stop the replay, one never resumed does.
 set -u
 BIN=${1:?usage: t_extend.sh path/to/moelab}
 BIN=$(cd "$(dirname "$BIN")" && pwd)/$(basename "$BIN")
@@ -65,6 +66,18 @@ printf 'at 20 quit\n' > quit.txt
 check "an interrupted run extended: exit 0, finished 3/3 ($rc)" bash -c "[ $rc = 0 ] && grep -Eq '^q .* 3/3 finished' list2.txt"
 "$BIN" replay q > replay2.log 2>&1; rc=$?
 check "  ... and its replay MATCHes (exit $rc)" bash -c "[ $rc = 0 ] && grep -q 'final metrics MATCH' replay2.log"
+
+# ---- 4. a quit, then a plain --resume to the end: the replay goes on past the quit (it stopped
+# only that process) and MATCHes; a quit never resumed stops the replay where the run stopped
+"$BIN" train $RUN --epochs 2 --commands quit.txt --session p > i.log 2>&1
+"$BIN" train --resume p --headless > j.log 2>&1
+"$BIN" replay p > replay3.log 2>&1; rc=$?
+check "quit then resumed: the replay MATCHes (exit $rc)" bash -c "[ $rc = 0 ] && grep -q 'final metrics MATCH' replay3.log"
+check "  ... and trains to the end (step 32)" grep -q 'replayed: step 32, 2 evals' replay3.log
+"$BIN" train $RUN --epochs 2 --commands quit.txt --session s > k.log 2>&1
+"$BIN" replay s > replay4.log 2>&1; rc=$?
+check "quit, never resumed: the replay stops at step 20 too and MATCHes (exit $rc)" \
+  bash -c "[ $rc = 0 ] && grep -q 'replayed: step 20, 1 evals' replay4.log && grep -q 'final metrics MATCH' replay4.log"
 
 echo "$pass passed, $fail failed"
 [ "$fail" = 0 ]

@@ -233,7 +233,7 @@ int runsession_open(RunSession *rs, const AppOptions *o, Trainer *t, const char 
         if (session_open_append(&rs->w, rs->dir, t->step) != ML_OK) return -1;
         rs->active = 1;
         char ev[APP_PATH_MAX + 256];
-        snprintf(ev, sizeof ev, "resume from %s", strrchr(path, '/') ? strrchr(path, '/') + 1 : path);
+        snprintf(ev, sizeof ev, RUNSESSION_RESUME_EVENT " %s", strrchr(path, '/') ? strrchr(path, '/') + 1 : path);
         runsession_event(rs, t->step, ev);
         if (o->extend_epochs > 0) {
             /* the event replay reads, and a checkpoint of the extended run at once (a resume of it

@@ -53,6 +53,8 @@ int runsession_stored_ranks(const char *dir);
  * sessions/ folder). */
 const char *sessions_root(void);
 
+/* The event of every resume: "resume from ckpt-S.h5" at the step it continues from. */
+#define RUNSESSION_RESUME_EVENT "resume from"
 /* The event of `--resume DIR --epochs N`: "extend --epochs N (was M)" at the resume step. */
 #define RUNSESSION_EXTEND_EVENT "extend --epochs"
 

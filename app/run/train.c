@@ -673,6 +673,10 @@ static int cmd_replay_(int argc, char **argv) {
             line = launch;
         }
     }
+    /* a `quit` that a later resume went on from stopped only that process: not the run */
+    long last_resume = -1;
+    for (long i = 0; i < nev; i++)
+        if (!strncmp(ev[i].text, RUNSESSION_RESUME_EVENT " ", strlen(RUNSESSION_RESUME_EVENT) + 1)) last_resume = i;
     for (long i = 0; i < nev; i++) {
         TrainerCmd c;
         char err[256];
@@ -682,6 +686,7 @@ static int cmd_replay_(int argc, char **argv) {
         if (c.kind == CMD_PAUSE || c.kind == CMD_RESUME || c.kind == CMD_STEP || c.kind == CMD_HELP) continue;
         /* the rule's commands are in the log as applied (origin rule): the rule itself is not re-armed */
         if (c.kind == CMD_ON_COLLAPSE) continue;
+        if (c.kind == CMD_QUIT && i < last_resume) continue;
         c.origin = origin;
         cmds[nc].step = ev[i].step;
         cmds[nc].cmd = c;
