@@ -6,7 +6,8 @@
 #      printed), with the exchange cut into 64-float buckets so that many start during the backward;
 #      without --sync-bn it differs (per-rank batch statistics; printed); on 3 ranks the same, and
 #      both exchanges (allgather, reduce-scatter + allgather) end with the same weights;
-#   2. two N = 2 runs end bit-identical (weights, optimizer, streams, every rank's streams, history);
+#   2. two N = 2 runs end bit-identical (weights, optimizer, streams, every rank's streams, history;
+#      MOELAB_QUICK: one run of 8 epochs, which section 3 holds the resumed runs to);
 #   3. SIGTERM to mpirun mid-run, then `mpirun -np 2 moelab train --resume`: weights and history equal
 #      the uninterrupted run; the same after SIGKILL of rank 1 (the job goes down, nothing is lost);
 #   4. a resume or replay on another number of ranks is refused with the command that works;
@@ -111,13 +112,20 @@ check "3 ranks (reduce-scatter, 100-float buckets): the gradient equals 1 rank's
   awk -v d="$d" 'BEGIN { exit !(d == d + 0 && d < 1e-5) }'
 
 # ---- 2. two N = 2 runs: the same bits
+# MOELAB_QUICK (the sanitizer build): 8 epochs (still long enough to be stopped at epoch 3 and 4)
+# and no second uninterrupted run (section 3's resumed runs equal this one bit for bit anyway)
+EP=30; [ -n "${MOELAB_QUICK:-}" ] && EP=8
 RUN=(train --headless --dataset synthetic:16x16x3:4:2048 --width 0.25 --batch 32 --experts 4 --hidden 16 --threads 1
-     --epochs 30 --ckpt-steps 50)
+     --epochs $EP --ckpt-steps 50)
 "${MPI[@]}" -np 2 "$BIN" "${RUN[@]}" --session A > A.log 2>&1 || bad "N = 2 run A failed: $(tail -3 A.log)"
-"${MPI[@]}" -np 2 "$BIN" "${RUN[@]}" --session A2 > A2.log 2>&1 || bad "N = 2 run A2 failed: $(tail -3 A2.log)"
 WA=$(weights A); HA=$(history A)
-check "two N = 2 runs: the same final weights, optimizer and streams ($WA)" test "$(weights A2)" = "$WA"
-check "two N = 2 runs: the same history ($HA)" test "$(history A2)" = "$HA"
+if [ -z "${MOELAB_QUICK:-}" ]; then
+  "${MPI[@]}" -np 2 "$BIN" "${RUN[@]}" --session A2 > A2.log 2>&1 || bad "N = 2 run A2 failed: $(tail -3 A2.log)"
+  check "two N = 2 runs: the same final weights, optimizer and streams ($WA)" test "$(weights A2)" = "$WA"
+  check "two N = 2 runs: the same history ($HA)" test "$(history A2)" = "$HA"
+else
+  echo "NOTE  MOELAB_QUICK: one uninterrupted run of $EP epochs (the resumed runs below are held to it)"
+fi
 check "the epoch line says the ranks and the communication" grep -Eq '^  ranks +2 ranks +communication [0-9.]+ ms/step' A.log
 check "the session stores its ranks (config_json \"ranks\": 2)" sh -c "h5dump -a /run/config_json A/live.h5 | grep -q '\\\\\"ranks\\\\\": 2\\|\"ranks\": 2'"
 check "every rank's streams are in the checkpoint (/dist/rank_rngs 2 x 8)" sh -c "h5dump -H -d /dist/rank_rngs '$(final_ckpt A)' | grep -q '( 2, 8 )'"
@@ -154,10 +162,10 @@ check "rank 1 killed + resume: the history equals the uninterrupted run's" test 
 
 # ---- 4. what is refused
 cp -r A C
-timeout 60 "$BIN" train --resume "$T/C" --epochs 31 > C1.log 2>&1; rc=$?
+timeout 60 "$BIN" train --resume "$T/C" --epochs $((EP + 1)) > C1.log 2>&1; rc=$?
 check "a 2-rank session resumed on 1 process: refused (exit 1) with the command that works" \
   sh -c "test $rc = 1 && grep -q 'trained on 2 ranks, this is 1: resume it with .mpirun -np 2 moelab train --resume' C1.log"
-"${MPI[@]}" -np 3 "$BIN" train --resume "$T/C" --epochs 31 > C3.log 2>&1; rc=$?
+"${MPI[@]}" -np 3 "$BIN" train --resume "$T/C" --epochs $((EP + 1)) > C3.log 2>&1; rc=$?
 check "... and on 3 ranks: refused, no hang (mpirun exit $rc)" sh -c "test $rc != 0 && test $rc != 124 && grep -q 'trained on 2 ranks, this is 3' C3.log"
 "$BIN" train --headless --dataset synthetic:16x16x3:4:256 --width 0.25 --batch 32 --threads 1 --epochs 1 --session S1 > S1.log 2>&1
 "${MPI[@]}" -np 2 "$BIN" train --resume "$T/S1" --epochs 2 > S1b.log 2>&1; rc=$?

@@ -2122,6 +2122,10 @@ static ml_status noop_job(void *arg) {
     return ML_OK;
 }
 
+/* Repetitions of a cost measurement: n, or 3 under MOELAB_QUICK (the sanitizer build, where the
+ * figures mean little and the repetitions cost most of the time of these tests). */
+static int cost_reps(int n) { return getenv("MOELAB_QUICK") ? 3 : n; }
+
 /* libhdf5 1.10 overflows a heap buffer in its attribute decoder (H5Aexists) on a checkpoint whose
  * first `crc32` attribute message claims a dataspace of 103 bytes instead of 8 (the input
  * tests/fuzz_session.c found; rebuilt here from a real checkpoint). Under ASan that aborts, in a
@@ -2187,20 +2191,21 @@ static void test_ckpt_protected(const Dataset *ds) {
     unsetenv("MOELAB_CKPT_PROBE_TIMEOUT_MS");
     /* what the protection costs (no assertion on a time): a fork and wait, and a whole validation */
     MlIsolated r;
+    const int nf = cost_reps(50), nv = cost_reps(10), ni = cost_reps(20);
     double t0 = ml_now();
-    for (int i = 0; i < 50; i++) ml_run_isolated(noop_job, NULL, 10000, &r);
-    const double fork_ms = (ml_now() - t0) / 50 * 1e3;
+    for (int i = 0; i < nf; i++) ml_run_isolated(noop_job, NULL, 10000, &r);
+    const double fork_ms = (ml_now() - t0) / nf * 1e3;
     t0 = ml_now();
-    for (int i = 0; i < 10; i++) ckpt_validate(good, &step);
-    const double val_ms = (ml_now() - t0) / 10 * 1e3;
+    for (int i = 0; i < nv; i++) ckpt_validate(good, &step);
+    const double val_ms = (ml_now() - t0) / nv * 1e3;
     char live[512];
     path_in(live, sizeof live, "live/run1");
     SessionInfo in;
     t0 = ml_now();
-    for (int i = 0; i < 20; i++) session_read_info(live, &in);
+    for (int i = 0; i < ni; i++) session_read_info(live, &in);
     printf("INFO fork + wait of this process %.2f ms; ckpt_validate of a %zu-byte checkpoint %.2f ms; "
            "session_read_info (in process, for comparison) %.2f ms\n",
-           fork_ms, n, val_ms, (ml_now() - t0) / 20 * 1e3);
+           fork_ms, n, val_ms, (ml_now() - t0) / ni * 1e3);
     trainer_free(&t);
 }
 
@@ -2275,26 +2280,27 @@ static void test_session_probe(void) {
     r.outcome = ML_ISOLATED_NO_CHILD;
     CHECK(session_isolated_status(&r, "x", 1000) == ML_OK, "no child: ML_OK (the caller reads unprotected)");
     /* what it costs (no assertion on a time) */
+    const int nf = cost_reps(50), ni = cost_reps(20);
     double t0 = ml_now();
-    for (int i = 0; i < 50; i++) ml_run_isolated(noop_job, NULL, 10000, &r);
-    const double fork_ms = (ml_now() - t0) / 50 * 1e3;
+    for (int i = 0; i < nf; i++) ml_run_isolated(noop_job, NULL, 10000, &r);
+    const double fork_ms = (ml_now() - t0) / nf * 1e3;
     t0 = ml_now();
-    for (int i = 0; i < 20; i++) session_read_info(live, &in);
-    const double info_ms = (ml_now() - t0) / 20 * 1e3;
+    for (int i = 0; i < ni; i++) session_read_info(live, &in);
+    const double info_ms = (ml_now() - t0) / ni * 1e3;
     t0 = ml_now();
-    for (int i = 0; i < 20; i++) session_probe(live, SESSION_PROBE_INFO);
-    const double p_info = (ml_now() - t0) / 20 * 1e3;
+    for (int i = 0; i < ni; i++) session_probe(live, SESSION_PROBE_INFO);
+    const double p_info = (ml_now() - t0) / ni * 1e3;
     t0 = ml_now();
-    for (int i = 0; i < 20; i++) session_probe(live, SESSION_PROBE_INFO | SESSION_PROBE_ATTRS | SESSION_PROBE_SWEEP);
-    const double p_sweep = (ml_now() - t0) / 20 * 1e3;
+    for (int i = 0; i < ni; i++) session_probe(live, SESSION_PROBE_INFO | SESSION_PROBE_ATTRS | SESSION_PROBE_SWEEP);
+    const double p_sweep = (ml_now() - t0) / ni * 1e3;
     t0 = ml_now();
-    for (int i = 0; i < 20; i++) session_probe(live, SESSION_PROBE_HISTORY);
-    const double p_hist = (ml_now() - t0) / 20 * 1e3;
+    for (int i = 0; i < ni; i++) session_probe(live, SESSION_PROBE_HISTORY);
+    const double p_hist = (ml_now() - t0) / ni * 1e3;
     SessionHistory h;
     t0 = ml_now();
-    for (int i = 0; i < 20; i++)
+    for (int i = 0; i < ni; i++)
         if (session_history_load(live, &h) == ML_OK) session_history_free(&h);
-    const double hist_ms = (ml_now() - t0) / 20 * 1e3;
+    const double hist_ms = (ml_now() - t0) / ni * 1e3;
     printf("INFO session_probe: fork + wait %.2f ms; info probe %.2f ms (read in process %.2f ms); sweep-run probe "
            "(info, attributes, sweep reads) %.2f ms; history probe %.2f ms (load in process %.2f ms)\n",
            fork_ms, p_info, info_ms, p_sweep, p_hist, hist_ms);
