@@ -50,10 +50,10 @@ static const ScalarSpec moe_rows[] = {
 };
 #define S_MOE_ROWS ((int)(sizeof moe_rows / sizeof moe_rows[0]))
 static const ScalarSpec dense_spec[S_COUNT_DENSE] = {
-    [D_LOSS] = {"loss", "%.4f", 1, TH_NORMAL, SRC_DENSE, 0, 0},
-    [D_ACC] = {"batch acc", "%.1f%%", 100, TH_NORMAL, SRC_DENSE, 0, 0},
-    [D_LR] = {"lr", "%.4g", 1, TH_NORMAL, SRC_DENSE, 0, 0},
-    [D_RATE] = {"img/s", "%.0f", 1, TH_NORMAL, SRC_DENSE, 0, 0},
+    [D_LOSS] = {"loss", "%.4f", 1, TH_NORMAL, SRC_DENSE, 0, 0, W_NONE},
+    [D_ACC] = {"batch acc", "%.1f%%", 100, TH_NORMAL, SRC_DENSE, 0, 0, W_NONE},
+    [D_LR] = {"lr", "%.4g", 1, TH_NORMAL, SRC_DENSE, 0, 0, W_NONE},
+    [D_RATE] = {"img/s", "%.0f", 1, TH_NORMAL, SRC_DENSE, 0, 0, W_NONE},
 };
 
 typedef struct {
