@@ -1,6 +1,6 @@
 /* cmdrows.h — the rows of the command language, one per command, in CmdKind order: the enum
  * (core/records.h) and the table of words, arguments and help (core/cmdtab.h) are both made from
- * them, so a new command is one row here plus what the trainer does with it (core/trainer.c) and,
+ * them, so a new command is one row here plus what the trainer does with it (core/trainer_loop.c) and,
  * when it takes arguments, their parsing (app/cli/commands.c). Append: the kinds' values follow the
  * rows' order (TrainerEvent.cmd is stored by value in nothing persistent, but keep it stable). */
 #ifndef ML_CMDROWS_H

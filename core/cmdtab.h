@@ -6,7 +6,7 @@
  * reply (app/steer/control.c), `--commands` in --help and the man page's COMMAND LANGUAGE section
  * (which tests/t_readme.sh holds the README's table against) all come from it.
  * Adding a command: its row in core/cmdrows.h (its CmdKind comes with it), its arguments in
- * command_parse (when it takes any) and what the trainer does with it (core/trainer.c). */
+ * command_parse (when it takes any) and what the trainer does with it (core/trainer_loop.c). */
 #ifndef ML_CMDTAB_H
 #define ML_CMDTAB_H
 

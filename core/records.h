@@ -281,7 +281,7 @@ int alarm_spans(const StepRecord *rows, long n, AlarmSpans *a);
 int alarm_spans_level(const AlarmSpans *a, double x0, double x1);
 
 /* Alarm events by kind, from event log texts: "collapse at step N (...)", "warning at step N (...)",
- * "expert death at step N (...)", "expert revival at step N (...)" (core/trainer.c, loop_collapse).
+ * "expert death at step N (...)", "expert revival at step N (...)" (core/trainer_loop.c, loop_collapse).
  * Sessions written before the warning and death events have collapse events only. */
 typedef struct {
     int collapse; /* collapse episodes (each view of each layer that rose to red) */

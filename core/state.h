@@ -5,7 +5,7 @@
  * optimiser moments with the same shapes); everything else is a row of this table: an HDF5 path,
  * a pointer into the trainer, a type and a shape. sessions/ckpt.c writes and reads the rows
  * without knowing what they mean, and core checks what was read before anything is committed.
- * Adding trainer state means adding one row in trainer.c (trainer_state); tests/test_train.c
+ * Adding trainer state means adding one row in trainer_state.c (trainer_state); tests/test_train.c
  * fails when a Trainer field is neither in the table nor listed as transient. */
 #ifndef ML_STATE_H
 #define ML_STATE_H

@@ -201,6 +201,11 @@ ml_status trainer_eval_batches(Trainer *t, const int *idx, const int *bstart, in
                                int32_t *labels);
 /* The name of routed layer i (trainer_nlayers order): "moe2", ..., "head". */
 const char *trainer_layer_name(const Trainer *t, int i);
+/* Routed layer i's collapse detector and temperature plan (trainer_nlayers order). */
+static inline const CollapseState *trainer_layer_collapse(const Trainer *t, int i) {
+    return i < t->nbl ? &t->bl[i].coll : &t->coll;
+}
+static inline TauPlan *trainer_layer_plan(Trainer *t, int i) { return i < t->nbl ? &t->bl[i].tau : &t->tau; }
 /* Evaluates now and fills a complete EvalRecord (used after each epoch and by `eval`). */
 ml_status trainer_eval_record(Trainer *t, EvalRecord *er, double train_time);
 /* Applies a parameter command (CMD_SET, CMD_ANNEAL) now. The other kinds are trainer_run's. */

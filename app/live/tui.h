@@ -6,7 +6,7 @@
  * command line speaking the command language of app/commands.h.
  *
  * The session writer (the only HDF5 user) is called ON THE TRAINER THREAD, inside the training
- * loop (core/trainer.c trainer_run), where the model is consistent. */
+ * loop (core/trainer_loop.c trainer_run), where the model is consistent. */
 #ifndef ML_APP_TUI_H
 #define ML_APP_TUI_H
 
