@@ -88,6 +88,11 @@ check "rerun says it skipped all 4 runs" grep -q '4 runs: 0 run, 4 skipped' A2.l
 check "rerun starts nothing" [ "$(grep -c 'started' A2.log)" = 0 ]
 check "rerun creates no session folders or files" [ "$(ls -R A | md5sum)" = "$before" ]
 check "rerun gives the same summary" same_csv A1.csv A/summary.csv
+# a rerun with 2 of 4 runs to do: its ETA counts those 2, not the 2 skipped as finished
+cp -r A A3; rm -rf "A3/head=moe,seed=2" "A3/head=dense,seed=2"
+"$BIN" sweep "${S[@]}" --jobs 1 --out A3 > A3.log 2>&1
+check "a partial rerun's ETA counts only the runs it has to do ('1 run left' after the first)" \
+  bash -c "grep -q '2 skipped' A3.log && grep -q 'finished in .*(sweep ETA [0-9ms]*, 1 run left)' A3.log && ! grep -q 'runs left' A3.log"
 
 # 3. shards 0/2 and 1/2, then --collect == the single run
 "$BIN" sweep "${S[@]}" --out B --shard 0/2 > B0.log 2>&1

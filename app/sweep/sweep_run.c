@@ -329,7 +329,8 @@ static int runner_start(Runner *R, int r) {
     return 1;
 }
 
-/* The sweep's ETA in its progress lines: runs still to reap, and the mean time of those done. */
+/* The sweep's ETA in its progress lines: runs still to start or reap (the ones skipped as finished,
+ * busy or failed before are not counted), and the mean time of those done. */
 static int g_eta_left;
 static double g_eta_sec;
 static int g_eta_done;
@@ -405,7 +406,8 @@ void sweep_runner_go(Runner *R, const int *sel, int nsel) {
     g_eta_left = nsel;
     int next = 0, signalled = 0;
     while ((next < nsel && !g_sweep_stop) || R->nkids > 0) {
-        while (!g_sweep_stop && next < nsel && R->nkids < p->jobs) runner_start(R, sel[next++]);
+        while (!g_sweep_stop && next < nsel && R->nkids < p->jobs)
+            if (!runner_start(R, sel[next++])) g_eta_left--; /* skipped or refused: nothing to wait for */
         if (R->nkids == 0) continue;
         int ws;
         const pid_t pid = waitpid(-1, &ws, 0);
