@@ -223,6 +223,101 @@ void cmdline_popup_draw(Rect cmd, int cols) {
 }
 
 // ---------------------------------------------------------------------------------------------
+// the keymap: only what a one-line command needs
+
+/* Ctrl-G and a lone Esc: forget the line being typed (readline's own abort longjmps out of the
+ * callback and leaves prefix and search states behind). */
+static int cl_clear_line(int count, int key) {
+    (void)count, (void)key;
+    rl_delete_text(0, rl_end);
+    rl_point = rl_end = 0;
+    rl_mark = 0;
+    return 0;
+}
+
+/* The longest line the command line takes (bytes): typing and yanking stop there (a repeated
+ * yank-and-kill doubles the line each time, to gigabytes in a few dozen keys). */
+#define LINE_MAX_BYTES 4096
+
+static int cl_insert(int count, int key) {
+    if (rl_end >= LINE_MAX_BYTES) return rl_ding();
+    return rl_insert(count, key);
+}
+
+static int cl_yank(int count, int key) {
+    const int r = rl_yank(count, key);
+    if (rl_end > LINE_MAX_BYTES) {
+        rl_delete_text(LINE_MAX_BYTES, rl_end);
+        /* keep the cut on a UTF-8 character boundary */
+        while (rl_end > 0 && ((unsigned char)rl_line_buffer[rl_end - 1] & 0xC0) == 0x80) rl_delete_text(rl_end - 1, rl_end);
+        if (rl_end > 0 && ((unsigned char)rl_line_buffer[rl_end - 1] & 0xC0) == 0xC0) rl_delete_text(rl_end - 1, rl_end);
+        if (rl_point > rl_end) rl_point = rl_end;
+        rl_ding();
+    }
+    return r;
+}
+
+/* A bare keymap with the line-editing commands and nothing else: no incremental or
+ * non-incremental search, no Ctrl-X or other prefix commands, no vi mode, no numeric arguments, no
+ * keyboard macros, no quoted insert. libreadline 8.2 crashes in callback mode on Ctrl-R Ctrl-X
+ * (and Ctrl-S Ctrl-X) followed by any key, and freezes on invalid UTF-8 in vi mode: the default
+ * maps offer both. The only prefix is Esc, for the terminal's cursor and editing keys and the
+ * Meta word commands; an Esc followed by anything else is ignored together with that key.
+ * tests/fuzz_readline.c feeds raw bytes through exactly this set-up. */
+static Keymap cl_keymap(void) {
+    static Keymap km;
+    if (km) return km;
+    km = rl_make_bare_keymap();
+    if (!km) return NULL;
+    for (int c = 32; c < 127; c++) rl_bind_key_in_map(c, cl_insert, km);
+    for (int c = 128; c < 256; c++) rl_bind_key_in_map(c, cl_insert, km); /* UTF-8 bytes */
+    static const struct {
+        int key;
+        rl_command_func_t *fn;
+    } keys[] = {
+        {1, rl_beg_of_line},         /* Ctrl-A */
+        {2, rl_backward_char},       /* Ctrl-B */
+        {4, rl_delete},              /* Ctrl-D (on an empty line: end of input) */
+        {5, rl_end_of_line},         /* Ctrl-E */
+        {6, rl_forward_char},        /* Ctrl-F */
+        {7, cl_clear_line},          /* Ctrl-G */
+        {8, rl_rubout},              /* Ctrl-H */
+        {9, rl_complete},            /* Tab */
+        {10, rl_newline},            /* Ctrl-J */
+        {11, rl_kill_line},          /* Ctrl-K */
+        {13, rl_newline},            /* Enter */
+        {14, rl_get_next_history},   /* Ctrl-N */
+        {16, rl_get_previous_history}, /* Ctrl-P */
+        {20, rl_transpose_chars},    /* Ctrl-T */
+        {21, rl_unix_line_discard},  /* Ctrl-U */
+        {23, rl_unix_word_rubout},   /* Ctrl-W */
+        {25, cl_yank},               /* Ctrl-Y */
+        {127, rl_rubout},            /* Backspace */
+    };
+    for (size_t i = 0; i < sizeof keys / sizeof *keys; i++) rl_bind_key_in_map(keys[i].key, keys[i].fn, km);
+    static const struct {
+        const char *seq;
+        rl_command_func_t *fn;
+    } seqs[] = {
+        {"\\e[A", rl_get_previous_history}, {"\\eOA", rl_get_previous_history},
+        {"\\e[B", rl_get_next_history},     {"\\eOB", rl_get_next_history},
+        {"\\e[C", rl_forward_char},         {"\\eOC", rl_forward_char},
+        {"\\e[D", rl_backward_char},        {"\\eOD", rl_backward_char},
+        {"\\e[H", rl_beg_of_line},          {"\\eOH", rl_beg_of_line},
+        {"\\e[1~", rl_beg_of_line},         {"\\e[7~", rl_beg_of_line},
+        {"\\e[F", rl_end_of_line},          {"\\eOF", rl_end_of_line},
+        {"\\e[4~", rl_end_of_line},         {"\\e[8~", rl_end_of_line},
+        {"\\e[3~", rl_delete},              {"\\e[1;5C", rl_forward_word},
+        {"\\e[1;5D", rl_backward_word},     {"\\e[1;3C", rl_forward_word},
+        {"\\e[1;3D", rl_backward_word},     {"\\eb", rl_backward_word},
+        {"\\ef", rl_forward_word},          {"\\ed", rl_kill_word},
+        {"\\e\\C-?", rl_backward_kill_word}, {"\\e\\C-h", rl_backward_kill_word},
+    };
+    for (size_t i = 0; i < sizeof seqs / sizeof *seqs; i++) rl_bind_keyseq_in_map(seqs[i].seq, seqs[i].fn, km);
+    return km;
+}
+
+// ---------------------------------------------------------------------------------------------
 // setup
 
 int cmdline_init(const char *prompt, cmdline_line_fn on_line, cmdline_msg_fn on_msg, void *user) {
@@ -244,11 +339,22 @@ int cmdline_init(const char *prompt, cmdline_line_fn on_line, cmdline_msg_fn on_
     rl_redisplay_function = cl_redisplay;
     rl_attempted_completion_function = cl_complete;
     rl_completion_display_matches_hook = cl_display_matches;
-    rl_callback_handler_install(cl.prompt, cl_line);
+    /* readline reads ~/.inputrc once, here; then the settings this screen depends on win over it
+     * (emacs mode, 8-bit input for UTF-8) and the line gets its own keymap */
+    rl_initialize();
+    rl_variable_bind("editing-mode", "emacs");
     rl_variable_bind("bell-style", "none");
     rl_variable_bind("enable-bracketed-paste", "off");
     rl_variable_bind("show-all-if-ambiguous", "on");
     rl_variable_bind("horizontal-scroll-mode", "on");
+    rl_variable_bind("input-meta", "on");
+    rl_variable_bind("convert-meta", "off");
+    rl_variable_bind("enable-keypad", "off");
+    rl_variable_bind("enable-meta-key", "off");
+    Keymap km = cl_keymap();
+    if (!km) return -1;
+    rl_set_keymap(km);
+    rl_callback_handler_install(cl.prompt, cl_line);
     cl.installed = 1;
     return 0;
 }
@@ -256,6 +362,7 @@ int cmdline_init(const char *prompt, cmdline_line_fn on_line, cmdline_msg_fn on_
 void cmdline_free(void) {
     if (cl.installed) rl_callback_handler_remove();
     cl.installed = 0;
+    rl_set_keymap(emacs_standard_keymap);
     rl_getc_function = rl_getc;
     rl_input_available_hook = NULL;
     rl_redisplay_function = rl_redisplay;
