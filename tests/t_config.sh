@@ -96,6 +96,29 @@ check "config on a bad file: exit 1, FILE:LINE, the good line in force" \
 "$BIN" config --force > /dev/null 2>&1; rc=$?
 check "config --force without --init: usage error (exit $rc)" test "$rc" = 2
 check "config --path" test "$("$BIN" config --path)" = "$CFG"
+
+# ---- 7. not a regular file at the config path (issue 41 item 4): a FIFO with no writer hung
+#      `config`, `browse` and the live screen in open(); now refused at once, the defaults apply
+rm -f "$CFG"; mkfifo "$CFG"
+timeout 10 "$BIN" config > "$T/fifo.txt" 2>&1; rc=$?
+check "config on a FIFO: exit 1 at once (not a hang: rc $rc)" test "$rc" = 1
+check "config on a FIFO: named as not a regular file" grep -q 'config: not a regular file (a FIFO)' "$T/fifo.txt"
+check "config on a FIFO: the defaults" grep -q '^theme = dark' "$T/fifo.txt"
+live fifo
+check "live screen with a FIFO config: it starts, the reason on stderr" \
+  has "moelab train: config .*/moelab/config: not a regular file \(a FIFO\)" "$T/fifo.err"
+mkdir -p "$T/nosessions"
+"${TM[@]}" kill-session -t "$S" >/dev/null 2>&1
+"${TM[@]}" new-session -d -x 120 -y 40 -s "$S" \
+  "cd '$T' && env XDG_CONFIG_HOME='$XDG_CONFIG_HOME' TERM=xterm-256color $BIN browse '$T/nosessions' 2>'$T/fifob.err'; echo MOELAB_EXIT=\$?; sleep 100"
+if wait_for 'q quit|No sessions|no sessions|0 sessions' 15; then ok "browse with a FIFO config: the screen opens"; else bad "browse with a FIFO config: no screen"; cap | head -5; fi
+keys q; wait_for 'MOELAB_EXIT=' 10
+check "browse with a FIFO config: the reason on stderr" has 'not a regular file \(a FIFO\)' "$T/fifob.err"
+rm -f "$CFG"; mkdir "$CFG"
+timeout 10 "$BIN" config > "$T/dir.txt" 2>&1; rc=$?
+check "config on a directory: exit 1 naming it (rc $rc)" \
+  bash -c "[ $rc = 1 ] && grep -q 'config: not a regular file (a directory)' '$T/dir.txt'"
+rmdir "$CFG"
 check "without XDG_CONFIG_HOME: ~/.config/moelab/config" test "$(env -u XDG_CONFIG_HOME HOME=/h "$BIN" config --path)" = /h/.config/moelab/config
 
 echo "$pass passed, $fail failed"

@@ -3,6 +3,7 @@
 #include "app/cli/config.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <math.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -10,6 +11,7 @@
 #include <string.h>
 #include <strings.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include "views/layout.h"
 
@@ -217,10 +219,30 @@ int ui_config_path(char *buf, size_t n) { return xdg_path(buf, n, "XDG_CONFIG_HO
 
 /* Reads path into c: 1 read, 0 no such file, -1 unreadable (a problem). */
 static int read_file(UiConfig *c, const char *path) {
-    FILE *f = fopen(path, "rb");
-    if (!f) {
+    /* O_NONBLOCK: opening a FIFO with no writer would block forever (and a read from one too);
+     * anything but a regular file is refused before a byte is read */
+    const int fd = open(path, O_RDONLY | O_NONBLOCK | O_CLOEXEC);
+    if (fd < 0) {
         if (errno == ENOENT || errno == ENOTDIR) return 0;
         problem(c, path, 0, "cannot read it: %s", strerror(errno));
+        return -1;
+    }
+    struct stat sb;
+    memset(&sb, 0, sizeof sb);
+    if (fstat(fd, &sb) != 0 || !S_ISREG(sb.st_mode)) {
+        problem(c, path, 0, "not a regular file (%s): ignored, the defaults apply",
+                S_ISDIR(sb.st_mode)    ? "a directory"
+                : S_ISFIFO(sb.st_mode) ? "a FIFO"
+                : S_ISCHR(sb.st_mode)  ? "a character device"
+                : S_ISSOCK(sb.st_mode) ? "a socket"
+                                       : "not a file");
+        close(fd);
+        return -1;
+    }
+    FILE *f = fdopen(fd, "rb");
+    if (!f) {
+        problem(c, path, 0, "cannot read it: %s", strerror(errno));
+        close(fd);
         return -1;
     }
     char *text = malloc(CONFIG_FILE_MAX);
