@@ -80,8 +80,9 @@ typedef struct {
     DatasetSplit train, test;
     DatasetFormat format;
     char stats_source[64]; /* e.g. "known: CIFAR-10 (true std)", "computed: train split" */
-    int checksums;         /* HDF5 dataset files: 1 every dataset's crc32 verified, 0 none stored (an older
-                            * import); other formats 0 */
+    int checksums;         /* HDF5 dataset files: 2 every dataset's crc32 and the root attributes'
+                            * attrs_crc32 verified, 1 the datasets' only (imported before attrs_crc32),
+                            * 0 none stored (an older import); other formats 0 */
 } Dataset;
 
 typedef struct {

@@ -259,7 +259,17 @@ static ml_status writer_paths(H5Writer *w, const char *path) {
  * everything is flushed first; if that (or anything before) failed, the .part file is thrown
  * away anyway, and the library's descriptor is pointed at /dev/null: the final flush then
  * succeeds into nowhere, the file really closes, and OUT.part is removed. */
+static int read_attr_int(hid_t loc, const char *name, long long *v);
+static uint32_t attrs_crc(hid_t f, int *ok);
+
 static ml_status writer_close(H5Writer *w, ml_status st) {
+    /* the root attributes' checksum, last: every attribute is written by now */
+    if (w->file >= 0 && st == ML_OK) {
+        int ok = 0;
+        const uint32_t crc = attrs_crc(w->file, &ok);
+        if (!ok || attr_i64(w->file, "attrs_crc32", (long long)crc) != ML_OK)
+            st = h5_fail(ML_ERR_IO, w->part, "cannot write the attributes' checksum");
+    }
     if (w->file >= 0 && st == ML_OK && H5Fflush(w->file, H5F_SCOPE_GLOBAL) < 0)
         st = h5_fail(ML_ERR_IO, w->part, "cannot write (disk full?)");
     if (w->file >= 0 && st != ML_OK) {
@@ -392,6 +402,83 @@ static int read_attr_f32v(hid_t loc, const char *name, float *v, int n) {
     if (sp >= 0) H5Sclose(sp);
     H5Aclose(a);
     return ok;
+}
+
+/* The root attributes moelab reads or writes, in the order attrs_crc32 covers them. */
+static const char *const covered_attrs[] = {"format",       "format_version",     "layout",          "name",
+                                            "source",       "classes",            "mean",            "std",
+                                            "stats_source", "checksums",          "image_size",      "skipped_unreadable",
+                                            "non_image_files", "empty_classes",   "missing_files"};
+
+static uint32_t crc_bytes(uint32_t crc, const void *p, size_t n) { return h5u_crc32(crc, p, n); }
+
+/* The CRC-32 of the root attributes as the reader sees them (root @attrs_crc32): for each name of
+ * covered_attrs, its name with its NUL, then '-' when absent, 'i' and the value as 8 little-endian
+ * bytes (an integer scalar), 'f', the count and each value's IEEE bits as 4 little-endian bytes (a
+ * float vector of 1-16), 's' and the text with its NUL (a fixed-length string, as read_attr_str
+ * gives it), or '?' (anything else). 0 (and *ok = 0) when an attribute cannot be read. */
+static uint32_t attrs_crc(hid_t f, int *ok) {
+    uint32_t crc = h5u_crc32(0, NULL, 0);
+    *ok = 1;
+    for (size_t i = 0; i < sizeof covered_attrs / sizeof covered_attrs[0]; i++) {
+        const char *name = covered_attrs[i];
+        crc = crc_bytes(crc, name, strlen(name) + 1);
+        const htri_t ex = H5Aexists(f, name);
+        if (ex < 0) {
+            *ok = 0;
+            return 0;
+        }
+        if (ex == 0) {
+            crc = crc_bytes(crc, "-", 1);
+            continue;
+        }
+        hid_t a = H5Aopen(f, name, H5P_DEFAULT);
+        if (a < 0) {
+            *ok = 0;
+            return 0;
+        }
+        hid_t t = H5Aget_type(a), sp = H5Aget_space(a);
+        const H5T_class_t cl = t >= 0 ? H5Tget_class(t) : H5T_NO_CLASS;
+        const hssize_t np = sp >= 0 ? H5Sget_simple_extent_npoints(sp) : -1;
+        if (t >= 0) H5Tclose(t);
+        if (sp >= 0) H5Sclose(sp);
+        H5Aclose(a);
+        unsigned char b[1 + 1 + 4 * DATASET_MAX_CHANNELS];
+        if (cl == H5T_INTEGER && np == 1) {
+            long long v = 0;
+            if (!read_attr_int(f, name, &v)) {
+                *ok = 0;
+                return 0;
+            }
+            b[0] = 'i';
+            for (int k = 0; k < 8; k++) b[1 + k] = (unsigned char)((unsigned long long)v >> (8 * k));
+            crc = crc_bytes(crc, b, 9);
+        } else if (cl == H5T_FLOAT && np >= 1 && np <= DATASET_MAX_CHANNELS) {
+            float v[DATASET_MAX_CHANNELS];
+            if (!read_attr_f32v(f, name, v, (int)np)) {
+                *ok = 0;
+                return 0;
+            }
+            b[0] = 'f';
+            b[1] = (unsigned char)np;
+            for (int e = 0; e < (int)np; e++) {
+                uint32_t u;
+                memcpy(&u, &v[e], 4);
+                for (int k = 0; k < 4; k++) b[2 + 4 * e + k] = (unsigned char)(u >> (8 * k));
+            }
+            crc = crc_bytes(crc, b, 2 + 4 * (size_t)np);
+        } else if (cl == H5T_STRING && np == 1) {
+            char v[4096];
+            if (!read_attr_str(f, name, v, sizeof v)) {
+                *ok = 0;
+                return 0;
+            }
+            crc = crc_bytes(crc, "s", 1);
+            crc = crc_bytes(crc, v, strlen(v) + 1);
+        } else
+            crc = crc_bytes(crc, "?", 1);
+    }
+    return crc;
 }
 
 typedef struct {
@@ -730,6 +817,23 @@ static ml_status load_file(Dataset *ds, hid_t f, const char *what, const char *p
     if (ver < 1 || ver > DATASET_H5_FORMAT_VERSION)
         return ml_fail(ML_ERR_FORMAT, "%s: format_version %lld: this moelab reads version %d", what, ver,
                        DATASET_H5_FORMAT_VERSION);
+    /* the root attributes' checksum (files since issue 41): before any of them is trusted */
+    int attrs_verified = 0;
+    if (H5Aexists(f, "attrs_crc32") > 0) {
+        long long want = 0;
+        int ok = 0;
+        const uint32_t got = attrs_crc(f, &ok);
+        if (!read_attr_int(f, "attrs_crc32", &want) || !ok)
+            return ml_fail(ML_ERR_FORMAT, "%s: its root attributes cannot be read for their checksum: the file is damaged",
+                           what);
+        if ((long long)got != want)
+            return ml_fail(ML_ERR_FORMAT,
+                           "%s: the root attributes (format_version, name, classes, mean, std, stats_source, ...) "
+                           "fail their checksum (attrs_crc32 %08x, stored %08llx): the file is damaged; import it "
+                           "again (moelab data import)",
+                           what, got, (unsigned long long)want);
+        attrs_verified = 1;
+    }
     if (read_attr_str(f, "layout", s, sizeof s) && strcmp(s, "NHWC") != 0)
         return ml_fail(ML_ERR_FORMAT, "%s: layout '%s': expected NHWC", what, s);
     /* checksums (files since issue 27): the root's @checksums says every dataset has @crc32 */
@@ -767,7 +871,9 @@ static ml_status load_file(Dataset *ds, hid_t f, const char *what, const char *p
     split_close(&tr);
     split_close(&te);
     if (st != ML_OK) return st;
-    ds->checksums = !probe && cs.verified + tr.verified + te.verified == 5; /* names, 2 x (images, labels) */
+    ds->checksums = !probe && cs.verified + tr.verified + te.verified == 5 /* names, 2 x (images, labels) */
+                        ? 1 + attrs_verified
+                        : 0;
     if (!read_attr_str(f, "name", ds->name, sizeof ds->name) || !ds->name[0]) {
         const char *b = strrchr(path, '/');
         snprintf(ds->name, sizeof ds->name, "%s", b ? b + 1 : path);

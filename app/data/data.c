@@ -89,9 +89,12 @@ static int info_loaded(const char *spec, int strict) {
     printf("source     %s\n", ds.source[0] ? ds.source : "(generated)");
     printf("format     %s\n", dataset_format_name(ds.format));
     if (ds.format == DATASET_FORMAT_H5)
-        printf("checksums  %s\n", ds.checksums ? "crc32 of every dataset verified"
-                                               : "none (imported by an older moelab: the values are not verified; "
-                                                 "import it again to add them)");
+        printf("checksums  %s\n",
+               ds.checksums == 2   ? "crc32 of every dataset verified, and of the root attributes"
+               : ds.checksums == 1 ? "crc32 of every dataset verified; note: the root attributes (mean, std, name, "
+                                     "...) are not (imported by an older moelab: import it again to add them)"
+                                   : "none (imported by an older moelab: the values are not verified; "
+                                     "import it again to add them)");
     printf("images     %d x %d x %d (C x H x W), uint8\n", ds.c, ds.h, ds.w);
     printf("splits     train %d, test %d\n", ds.train.n, ds.test.n);
     printf("classes    %d: ", ds.classes);
