@@ -6,10 +6,14 @@
 #   a command that hangs is killed after --notify-timeout and the run still finishes in time;
 #   the command is not stored in the session (a resume does not run it, the stored command line
 #   does not hold it), --notify with --resume is this process's only, and a failing command's exit
-#   status is logged.
+#   status is logged;
+#   (issue 41 item 6) the command's output goes to SESSION/notify.log, not moelab's stdout/stderr; it
+#   holds no descriptor but 0-2; a background child of it does not keep `moelab train | cat` open;
+#   SIGTERM/SIGINT end a finished run's wait for its notification (the command killed, logged).
 set -u
 BIN=${1:?usage: t_notify.sh path/to/moelab}
 BIN=$(cd "$(dirname "$BIN")" && pwd)/$(basename "$BIN")
+SRC=${MOELAB_SRC:-$(cd "$(dirname "$0")/.." && pwd)}
 T=$(mktemp -d)
 trap 'rm -rf "$T"' EXIT
 cd "$T" || exit 1
@@ -80,6 +84,62 @@ kill -INT $pid; wait $pid
 check "resume with --notify: the finished run notified" grep -q '^finished|s5|' notes.txt
 check "--notify with another option and --resume is still refused" \
   sh -c "! '$BIN' train --resume s5 --notify true --lr 0.1 2>/dev/null"
+
+# 5. issue 41 item 6: the command's descriptors and output, and a signal while the run waits
+"$BIN" train --headless $SYN --epochs 1 --session s6 \
+  --notify 'ls -l /proc/$$/fd; echo "out-$MOELAB_EVENT"; echo "err-$MOELAB_EVENT" >&2' > s6.out 2>&1
+check "output: the command's stdout goes to SESSION/notify.log" grep -q '^out-finished$' s6/notify.log
+check "output: and its stderr" grep -q '^err-finished$' s6/notify.log
+check "output: a header line names the notification" grep -q '^--- notify finished, step ' s6/notify.log
+check "output: none of it on moelab's own stdout/stderr" sh -c "! grep -q -e out-finished -e err-finished s6.out"
+check "output: notify.log is owner-only" test "$(stat -c %a s6/notify.log 2>/dev/null)" = 600
+check "descriptors: the command holds 0, 1 and 2 only ($(grep -c ' -> ' s6/notify.log 2>/dev/null))" \
+  test "$(grep -c ' -> ' s6/notify.log 2>/dev/null)" = 3
+check "descriptors: neither live.h5 nor the lock nor a socket" \
+  sh -c "[ -s s6/notify.log ] && ! grep -Eq 'live\.h5|\.lock|socket:' s6/notify.log"
+# a command that leaves a background child: `moelab train | cat` still ends with the run
+start=$(date +%s)
+"$BIN" train --headless $SYN --epochs 1 --session s7 --notify 'sleep 25 &' 2>&1 | cat > s7.out
+took=$(( $(date +%s) - start ))
+check "a background child of the command does not hold moelab's output open ('| cat' took ${took}s)" test "$took" -lt 15
+# SIGTERM / SIGINT while a finished run waits for its notification: the wait ends, the command is
+# killed, the log says so, the session is closed (before: ignored until --notify-timeout)
+for sig in TERM INT; do
+  "$BIN" train --headless $SYN --epochs 1 --session "s8$sig" --notify 'exec sleep 617' --notify-timeout 60 \
+    > "s8$sig.out" 2>&1 &
+  pid=$!
+  for _ in $(seq 300); do pgrep -f '^sleep 617$' > /dev/null && break; sleep 0.1; done
+  sleep 0.3
+  start=$(date +%s)
+  kill -$sig $pid; wait $pid
+  took=$(( $(date +%s) - start ))
+  check "SIG$sig while the run waits for its notification: it ends at once (${took}s; --notify-timeout 60)" \
+    test "$took" -lt 10
+  check "SIG$sig: the command killed (no sleep 617 left)" sh -c "! pgrep -f '^sleep 617\$' > /dev/null"
+  check "SIG$sig: said in the output" grep -q "notify finished: killed after .* (SIG$sig while the run waited for it)" "s8$sig.out"
+  check "SIG$sig: and in the event log" sh -c "h5dump -d /events s8$sig/live.h5 | grep -q 'SIG$sig while the run waited'"
+  check "SIG$sig: the session is closed, finished" sh -c "h5dump -d /status s8$sig/live.h5 | grep -q finished"
+done
+
+# the README's webhook example, with curl replaced by a file, on a session path with a quote, a
+# double quote and a backslash: the JSON it sends parses and holds the path unchanged
+HOOKCMD=$(/usr/bin/python3 - "$SRC/README.md" <<'PY'
+import re, sys
+t = open(sys.argv[1]).read()
+i = t.index("# a chat webhook")
+cmd = t[t.index("'", i) + 1 : t.index("\"$HOOK_URL\"'", i) + len("\"$HOOK_URL\"")]
+print(re.sub(r'curl .*"\$HOOK_URL"', 'cat > "$HOOKOUT"', cmd, flags=re.S))
+PY
+)
+if command -v jq > /dev/null && [ -n "$HOOKCMD" ]; then
+  QS="q'uo\"te\\s"
+  HOOKOUT="$T/hook.json" "$BIN" train --headless $SYN --epochs 1 --session "$QS" --notify "$HOOKCMD" > s9.out 2>&1
+  check "the README's webhook command: valid JSON with the session path in it (a quote in the path)" \
+    /usr/bin/python3 -c 'import json, sys; d = json.load(open(sys.argv[1])); sys.exit(d["text"] != sys.argv[2] + ": the run finished")' \
+    "$T/hook.json" "$QS"
+else
+  echo "SKIP  the README's webhook command (no jq, or the example not found)"
+fi
 
 echo "t_notify: $pass passed, $fail failed"
 [ "$fail" = 0 ]

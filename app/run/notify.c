@@ -65,6 +65,27 @@ static char *env_entry(const char *key, const char *val) {
     return s;
 }
 
+/* The notification's stdout and stderr: SESSION/notify.log opened for appending (owner-only: an
+ * output may hold a webhook's address) with a header line, close-on-exec here (the child gets it
+ * as 1 and 2); -1 without a session or when it cannot be opened (the child then writes to
+ * /dev/null). */
+static int open_output(const Notifier *n, int ev, long step) {
+    if (!n->session || !n->session[0]) return -1;
+    char path[4200];
+    if (snprintf(path, sizeof path, "%s/notify.log", n->session) >= (int)sizeof path) return -1;
+    const int fd = open(path, O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK, 0600);
+    if (fd < 0) return -1;
+    char when[64] = "";
+    const time_t now = time(NULL);
+    struct tm tmv;
+    if (localtime_r(&now, &tmv)) strftime(when, sizeof when, "%Y-%m-%d %H:%M:%S", &tmv);
+    char head[160];
+    const int k = snprintf(head, sizeof head, "--- notify %s, step %ld, %s\n", names[ev], step, when);
+    if (k > 0 && write(fd, head, (size_t)k) < 0) { /* a full disk: the command still runs */
+    }
+    return fd;
+}
+
 int notify_send(Notifier *n, int ev, long step, const char *text) {
     if (!n->cmd || ev < 0 || ev >= NOTIFY_N) return 0;
     if (n->last_step[ev] == step) return 0; /* the other views of the same episode */
@@ -109,11 +130,24 @@ int notify_send(Notifier *n, int ev, long step, const char *text) {
         posix_spawnattr_setsigdefault(&at, &all);
         posix_spawnattr_setflags(&at, POSIX_SPAWN_SETPGROUP | POSIX_SPAWN_SETSIGMASK | POSIX_SPAWN_SETSIGDEF);
         posix_spawn_file_actions_addopen(&fa, 0, "/dev/null", O_RDONLY, 0);
+        /* stdout and stderr: the session's notify.log (a header line per notification), never
+         * moelab's own (the live screen, a pipe a reader waits on); every other descriptor
+         * (live.h5, the lock, the control socket, the terminal) closed */
+        const int out = open_output(n, ev, step);
+        if (out >= 0) {
+            posix_spawn_file_actions_adddup2(&fa, out, 1);
+            posix_spawn_file_actions_adddup2(&fa, out, 2);
+        } else {
+            posix_spawn_file_actions_addopen(&fa, 1, "/dev/null", O_WRONLY, 0);
+            posix_spawn_file_actions_adddup2(&fa, 1, 2);
+        }
+        posix_spawn_file_actions_addclosefrom_np(&fa, 3);
         char *argv[] = {"sh", "-c", (char *)n->cmd, NULL};
         pid_t pid;
         const int err = posix_spawn(&pid, "/bin/sh", &fa, &at, argv, envp);
         posix_spawn_file_actions_destroy(&fa);
         posix_spawnattr_destroy(&at);
+        if (out >= 0) close(out);
         if (err) {
             n->failed++;
             say(n, step, "notify %s: cannot start /bin/sh: %s", names[ev], strerror(err));
@@ -150,8 +184,40 @@ void notify_alarm(Notifier *n, int level) {
     if (level < 1) n->open[NOTIFY_WARNING] = 0;
 }
 
+static volatile sig_atomic_t g_wait_signal;
+static void on_wait_signal(int sig) { g_wait_signal = sig; }
+
+/* A SIGINT / SIGTERM while the run waits for its notifications: each is killed with its group and
+ * the log says so. */
+static void kill_all(Notifier *n, int sig) {
+    for (int i = 0; i < n->nkid; i++) {
+        NotifyKid *k = &n->kid[i];
+        int st;
+        kill(-k->pid, SIGKILL);
+        kill(k->pid, SIGKILL);
+        waitpid(k->pid, &st, 0);
+        n->killed++;
+        n->failed++;
+        say(n, k->step, "notify %s: killed after %.1f s (%s while the run waited for it)", names[k->ev],
+            ml_now() - k->t0, sig == SIGINT ? "SIGINT" : "SIGTERM");
+    }
+    n->nkid = 0;
+}
+
 void notify_poll(Notifier *n, int wait) {
     const double until = ml_now() + n->timeout;
+    /* waiting: SIGINT / SIGTERM end the wait (the run's own handlers would only note them and the
+     * process would hold its session lock up to --notify-timeout longer) */
+    struct sigaction sa, old_int, old_term;
+    const int hook = wait && n->nkid > 0;
+    if (hook) {
+        memset(&sa, 0, sizeof sa);
+        sa.sa_handler = on_wait_signal;
+        sigemptyset(&sa.sa_mask);
+        g_wait_signal = 0;
+        sigaction(SIGINT, &sa, &old_int);
+        sigaction(SIGTERM, &sa, &old_term);
+    }
     while (n->nkid > 0) {
         for (int i = 0; i < n->nkid;) {
             NotifyKid *k = &n->kid[i];
@@ -187,8 +253,21 @@ void notify_poll(Notifier *n, int wait) {
             else i++;
         }
         if (!wait || n->nkid == 0) break;
+        if (g_wait_signal) {
+            kill_all(n, g_wait_signal);
+            break;
+        }
         if (ml_now() > until + 1) break; /* cannot happen: the timeout kills them first */
         struct timespec ts = {0, 20 * 1000 * 1000};
         nanosleep(&ts, NULL);
+    }
+    if (hook) {
+        sigaction(SIGINT, &old_int, NULL);
+        sigaction(SIGTERM, &old_term, NULL);
+        const int sig = g_wait_signal;
+        const struct sigaction *o = sig == SIGINT ? &old_int : &old_term;
+        /* the run's own handler still hears of it (a headless run notes the signal) */
+        if (sig && !(o->sa_flags & SA_SIGINFO) && o->sa_handler != SIG_DFL && o->sa_handler != SIG_IGN)
+            o->sa_handler(sig);
     }
 }

@@ -5,7 +5,9 @@
  * step record, one that outlives --notify-timeout is killed (SIGKILL to its group), and every exit
  * status is logged. At most one notification an episode: a collapse (or warning) alert is sent when
  * the first view turns red (yellow) and not again until the run's alarm has dropped below that
- * level; each expert death is its own alert. Launch-time only: the option is not stored in the session's command line, so a
+ * level; each expert death is its own alert. The child's stdout and stderr go to SESSION/notify.log
+ * (/dev/null without a session), stdin is /dev/null, and it inherits no other descriptor; a SIGINT
+ * or SIGTERM during notify_poll(wait = 1) kills the children and ends the wait. Launch-time only: the option is not stored in the session's command line, so a
  * resume, a replay, a commands file or the socket never run it. */
 #ifndef ML_APP_NOTIFY_H
 #define ML_APP_NOTIFY_H
@@ -54,7 +56,8 @@ void notify_trainer_event(Notifier *n, const TrainerEvent *e);
  * below red re-arms the collapse alert, below yellow the warning alert. */
 void notify_alarm(Notifier *n, int level);
 /* Reaps finished children and kills those past the timeout; wait = 1 waits (up to the timeout)
- * for all of them, as a run that ends does. */
+ * for all of them, as a run that ends does: a SIGINT or SIGTERM meanwhile kills them all (logged)
+ * and returns, then is passed to the handler that was installed before. */
 void notify_poll(Notifier *n, int wait);
 
 #endif
