@@ -625,9 +625,23 @@ int cmd_sweep(int argc, char **argv) {
             return 1;
         }
     }
+    /* --private: everything the sweep writes is owner-only, not only its runs' folders: a umask of
+     * 077 for this process and its runs (sweep.h5, summary.csv, runs.csv, sweep.args, sweep.plan,
+     * logs/NAME.log are born 0600, folders 0700), and the sweep folder and logs/ made 0700 even when
+     * an earlier sweep created them */
+    const int private_sweep = sweep_private(&p);
+    if (private_sweep) {
+        const mode_t um = umask(077);
+        umask(um | 077);
+    }
     char logs[DIR_N];
     snprintf(logs, sizeof logs, "%s/logs", p.out);
-    if (sweep_mkdirs(logs)) {
+    int made = sweep_mkdirs(logs) == 0;
+    if (made && private_sweep && (chmod(p.out, 0700) != 0 || chmod(logs, 0700) != 0)) {
+        fprintf(stderr, "moelab sweep: %s: cannot make it private (chmod 700): %s\n", p.out, strerror(errno));
+        made = 0;
+    }
+    if (!made) {
         free(sel);
         sweep_mpi_finish(&mpi, NULL, NULL, 0, 1);
         sweep_plan_free(&p);

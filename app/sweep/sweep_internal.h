@@ -113,6 +113,8 @@ int sweep_plan_args_line(const Plan *p, char *buf, size_t n);
 /* ------------------------------------------------------------------ files (sweep_run.c) */
 
 int sweep_mkdirs(const char *dir);
+/* 1 when the runs' options hold --private: everything the sweep writes is then owner-only */
+int sweep_private(const Plan *p);
 int sweep_write_atomic(const char *path, const char *text);
 
 typedef enum { RS_NEW, RS_DONE, RS_FAILED, RS_RESUME, RS_RESTART, RS_MISMATCH, RS_BROKEN } RunState;

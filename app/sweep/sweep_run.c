@@ -48,6 +48,12 @@ int sweep_mkdirs(const char *dir) {
     return 0;
 }
 
+int sweep_private(const Plan *p) {
+    for (int i = 0; i < p->base.n; i++)
+        if (!strcmp(p->base.v[i], "--private")) return 1;
+    return 0;
+}
+
 static int file_exists(const char *path) {
     struct stat sb;
     return stat(path, &sb) == 0;
@@ -244,6 +250,13 @@ static int runner_start(Runner *R, int r) {
     sweep_run_dir(p, r, dir, sizeof dir);
     log_path(p, r, logp, sizeof logp);
     const int fd = open(logp, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
+    /* --private: a log an earlier sweep left readable is made owner-only too */
+    if (fd >= 0 && sweep_private(p) && fchmod(fd, 0600) != 0) {
+        fprintf(stderr, "moelab sweep: %s: cannot make it private (chmod 600): %s\n", logp, strerror(errno));
+        close(fd);
+        R->tally.failed++;
+        return 0;
+    }
     if (fd < 0) {
         fprintf(stderr, "moelab sweep: %s: %s\n", logp, strerror(errno));
         R->tally.failed++;
