@@ -473,6 +473,10 @@ static ml_status layer_rows(const Ld *L, const char *gp, const SessCol *cols, in
     long r = 0;
     for (int c = 0; c < ncols; c++) {
         snprintf(name, sizeof name, "%s/%s", gp, cols[c].name);
+        if (cols[c].optional && H5Lexists(L->f, name, H5P_DEFAULT) <= 0) { /* a column an older layer lacks */
+            H5Eclear2(H5E_DEFAULT);
+            continue;
+        }
         ml_status st = ds_shape(L, name, 1, NULL, &r, NULL);
         if (st != ML_OK) return st;
         if (r < *n) *n = r;
@@ -554,6 +558,10 @@ static ml_status read_layers_v2(const Ld *L, SessionHistory *h, long s0, int e0)
             const SessCol *col = &sess_layer_step_cols[c];
             if (col->field == SF_ROW) continue;
             snprintf(name, sizeof name, "/layers/%s/steps/%s", li->name, col->name);
+            if (col->optional && H5Lexists(L->f, name, H5P_DEFAULT) <= 0) { /* left 0, as in /steps */
+                H5Eclear2(H5E_DEFAULT);
+                continue;
+            }
             double *dv = NULL;
             if ((st = sess_read_rows_at(L->f, name, (hsize_t)s0, (hsize_t)(ns - s0), H5T_NATIVE_DOUBLE, (void **)&dv,
                                         L->path)) != ML_OK)
@@ -595,6 +603,10 @@ static ml_status read_layers_v2(const Ld *L, SessionHistory *h, long s0, int e0)
             const SessCol *col = &sess_layer_eval_cols[c];
             if (col->field == SF_ROW) continue;
             snprintf(name, sizeof name, "/layers/%s/evals/%s", li->name, col->name);
+            if (col->optional && H5Lexists(L->f, name, H5P_DEFAULT) <= 0) { /* left 0, as in /evals */
+                H5Eclear2(H5E_DEFAULT);
+                continue;
+            }
             double *dv = NULL;
             if ((st = sess_read_rows_at(L->f, name, (hsize_t)e0, (hsize_t)(ne - e0), H5T_NATIVE_DOUBLE, (void **)&dv,
                                         L->path)) != ML_OK)

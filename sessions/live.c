@@ -265,7 +265,8 @@ static ml_status live_write_steps(struct SessionLive *p) {
     }
     for (int l = 0; l < p->nlayers && st == ML_OK; l++) {
         for (int c = 0; c < LSC_N && st == ML_OK; c++)
-            st = live_append_rows(p, LDS(l, LD_STEP0 + c), n0, cnt, NULL, 0, H5T_NATIVE_DOUBLE, p->lsbuf[l][c]);
+            if (p->ds[LDS(l, LD_STEP0 + c)] >= 0) /* an optional column an older session's layer lacks */
+                st = live_append_rows(p, LDS(l, LD_STEP0 + c), n0, cnt, NULL, 0, H5T_NATIVE_DOUBLE, p->lsbuf[l][c]);
         const hsize_t le = (hsize_t)p->lE[l];
         for (int c = 0; c < SV_N && st == ML_OK; c++) {
             const int is_int = sess_step_vecs[c].is_int;
@@ -844,7 +845,8 @@ ml_status session_append_eval(SessionWriter *w, const EvalRecord *r) {
                 if (sess_layer_eval_cols[c].field != SF_ROW) lrow[c] = sess_layer_eval_cols[c].is_int ? -1.0 : NAN;
         }
         for (int c = 0; c < LEC_N && st == ML_OK; c++)
-            st = live_append_rows(p, LDS(l, LD_EVAL0 + c), n0, 1, NULL, 0, H5T_NATIVE_DOUBLE, &lrow[c]);
+            if (p->ds[LDS(l, LD_EVAL0 + c)] >= 0) /* an optional column an older session's layer lacks */
+                st = live_append_rows(p, LDS(l, LD_EVAL0 + c), n0, 1, NULL, 0, H5T_NATIVE_DOUBLE, &lrow[c]);
         if (!have) {
             if (st == ML_OK) st = live_pad_layer_eval(p, l, n0);
             continue;
@@ -1094,8 +1096,13 @@ static ml_status append_plan(struct SessionLive *p, long resume_step, hsize_t *k
         }
     }
     for (int l = 0; l < p->nlayers && st == ML_OK; l++) {
-        for (int j = 0; j < LD_N && st == ML_OK; j++)
-            st = open_ds(p, LDS(l, j), j != LD_TSNE_FEAT && j != LD_TSNE_EXPERT && j != LD_TSNE_LABEL && j != LD_DROP_CE);
+        for (int j = 0; j < LD_N && st == ML_OK; j++) {
+            /* optional like the top-level columns: a layer written before a column existed lacks it */
+            const int optional = (j >= LD_STEP0 && j < LD_STEP0 + LSC_N && sess_layer_step_cols[j - LD_STEP0].optional) ||
+                                 (j >= LD_EVAL0 && j < LD_EVAL0 + LEC_N && sess_layer_eval_cols[j - LD_EVAL0].optional);
+            st = open_ds(p, LDS(l, j),
+                         !optional && j != LD_TSNE_FEAT && j != LD_TSNE_EXPERT && j != LD_TSNE_LABEL && j != LD_DROP_CE);
+        }
         hsize_t d[4];
         if (st == ML_OK && h5u_dims(p->ds[LDS(l, LD_SVEC0)], d, 4, 0) == 2) p->lE[l] = (int)d[1];
         else if (st == ML_OK) st = ml_fail(ML_ERR_FORMAT, "%s: %s is not (T, E)", f, p->dspath[LDS(l, LD_SVEC0)]);
