@@ -10,6 +10,7 @@
 #include <errno.h>
 #include <math.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <fcntl.h>
 #include <sys/mman.h>
@@ -1168,8 +1169,31 @@ static ml_status append_plan(struct SessionLive *p, long resume_step, hsize_t *k
     return ML_OK;
 }
 
-/* The writes of a resume: cut every column to the rows kept, status "running". */
-static ml_status append_apply(struct SessionLive *p, hsize_t ks, hsize_t ke, hsize_t kv) {
+/* `--resume DIR --epochs N`: /run's epochs, total_steps and command_line; the first extension
+ * keeps the launch command line. Written to the resume's copy of live.h5 (append_apply), so a
+ * refused resume leaves /run as it was. */
+static ml_status write_extension(struct SessionLive *p, const SessionExtension *x) {
+    hid_t run = H5Gopen2(p->file, "run", H5P_DEFAULT);
+    if (run < 0) return h5u_fail(ML_ERR_FORMAT, p->path, "/run", "cannot open group");
+    ml_status st = ML_OK;
+    if (x->launch_line && H5Aexists(run, "launch_command_line") <= 0)
+        st = h5u_attr_str(run, "launch_command_line", x->launch_line, p->path);
+    H5Eclear2(H5E_DEFAULT);
+    if (st == ML_OK) st = h5u_attr_str(run, "command_line", x->command_line, p->path);
+    if (st == ML_OK) st = h5u_attr_i64(run, "epochs", x->epochs, p->path);
+    if (st == ML_OK) st = h5u_attr_i64(run, "total_steps", x->total_steps, p->path);
+    h5u_close(run);
+    return st;
+}
+
+int session_fault(const char *stage) {
+    const char *f = getenv("MOELAB_FAULT_RESUME");
+    return f && !strcmp(f, stage);
+}
+
+/* The writes of a resume: cut every column to the rows kept, the extension (x, may be NULL),
+ * status "running". */
+static ml_status append_apply(struct SessionLive *p, hsize_t ks, hsize_t ke, hsize_t kv, const SessionExtension *x) {
     ml_status st;
     if ((st = set_rows(p, DS_STEP0, DS_SVEC0 + SV_N, ks)) != ML_OK) return st;
     if ((st = set_rows(p, DS_EVAL0, DS_EVENTS, ke)) != ML_OK) return st;
@@ -1181,6 +1205,7 @@ static ml_status append_apply(struct SessionLive *p, hsize_t ks, hsize_t ke, hsi
     p->n_steps = ks;
     p->n_evals = ke;
     p->n_events = kv;
+    if (x && (st = write_extension(p, x)) != ML_OK) return st;
     return live_write_status(p, "running");
 }
 
@@ -1343,6 +1368,10 @@ static void sync_dir(const char *path) {
 }
 
 ml_status session_open_append(SessionWriter *w, const char *dir, long resume_step) {
+    return session_open_append_ext(w, dir, resume_step, NULL);
+}
+
+ml_status session_open_append_ext(SessionWriter *w, const char *dir, long resume_step, const SessionExtension *x) {
     h5u_quiet();
     w->p = NULL;
     struct SessionLive *p = ml_alloc(sizeof *p);
@@ -1395,7 +1424,10 @@ ml_status session_open_append(SessionWriter *w, const char *dir, long resume_ste
      * leaves live.h5 as it was (the next resume copies it again), after it the repaired file. */
     char work[H5U_PATH_MAX + 16];
     snprintf(work, sizeof work, "%s.resume", p->path);
-    if ((st = copy_file(p->path, work)) != ML_OK) {
+    if ((st = copy_file(p->path, work)) == ML_OK && session_fault("copy"))
+        st = ml_fail(ML_ERR_IO, "%s: refused after the copy (MOELAB_FAULT_RESUME=copy)", work);
+    if (st != ML_OK) {
+        unlink(work);
         char msg[1024];
         snprintf(msg, sizeof msg, "%s", ml_last_error());
         live_release(p, 0);
@@ -1428,10 +1460,15 @@ ml_status session_open_append(SessionWriter *w, const char *dir, long resume_ste
     }
     if (st != ML_OK) return append_abort_copy(p, st, work);
     /* 3. the writes, then the copy takes live.h5's place */
-    st = append_apply(p, ks, ke, kv);
+    st = append_apply(p, ks, ke, kv, x);
+    if (st == ML_OK && session_fault("apply"))
+        st = ml_fail(ML_ERR_IO, "%s: refused after the writes (MOELAB_FAULT_RESUME=apply)", work);
     if (st == ML_OK) st = live_flush(p);
     if (st == ML_OK && H5Fstart_swmr_write(p->file) < 0)
         st = h5u_fail(ML_ERR_IO, p->path, "", "cannot start SWMR writing");
+    if (st == ML_OK && session_fault("rename"))
+        st = ml_fail(ML_ERR_IO, "%s: cannot move the resumed copy into place: %s (MOELAB_FAULT_RESUME=rename)",
+                     p->path, strerror(EIO));
     if (st == ML_OK && (p->fd < 0 || fsync(p->fd) == 0) && rename(work, p->path) != 0)
         st = ml_fail(ML_ERR_IO, "%s: cannot move the resumed copy into place: %s", p->path, strerror(errno));
     if (st != ML_OK) return append_abort_copy(p, st, work);
@@ -1446,31 +1483,4 @@ ml_status session_open_append(SessionWriter *w, const char *dir, long resume_ste
                (unsigned long long)(p->had_events - kv));
     w->p = p;
     return ML_OK;
-}
-
-ml_status session_extend(const char *dir, int epochs, long total_steps, const char *command_line,
-                         const char *launch_line) {
-    char path[H5U_PATH_MAX];
-    ml_status st = h5u_path(path, sizeof path, dir, "live.h5");
-    if (st != ML_OK) return st;
-    hid_t fapl = h5u_fapl_latest();
-    if (fapl < 0) return ml_fail(ML_ERR_IO, "%s: cannot make a file access list", path);
-    hid_t f = H5Fopen(path, H5F_ACC_RDWR, fapl);
-    if (f < 0) {
-        H5Eclear2(H5E_DEFAULT);
-        if (clear_status_flags(path) == 0) f = H5Fopen(path, H5F_ACC_RDWR, fapl);
-    }
-    H5Pclose(fapl);
-    if (f < 0) return ml_fail(ML_ERR_IO, "%s: cannot open it to extend the run", path);
-    hid_t run = H5Gopen2(f, "run", H5P_DEFAULT);
-    if (run < 0) st = h5u_fail(ML_ERR_FORMAT, path, "/run", "cannot open group");
-    /* the first extension keeps the launch command line (replay starts from it) */
-    if (st == ML_OK && launch_line && H5Aexists(run, "launch_command_line") <= 0)
-        st = h5u_attr_str(run, "launch_command_line", launch_line, path);
-    if (st == ML_OK) st = h5u_attr_str(run, "command_line", command_line, path);
-    if (st == ML_OK) st = h5u_attr_i64(run, "epochs", epochs, path);
-    if (st == ML_OK) st = h5u_attr_i64(run, "total_steps", total_steps, path);
-    h5u_close(run);
-    if (H5Fclose(f) < 0 && st == ML_OK) st = ml_fail(ML_ERR_IO, "%s: cannot close it after extending the run", path);
-    return st;
 }

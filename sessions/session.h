@@ -108,12 +108,22 @@ ml_status session_create(SessionWriter *w, const char *dir, const SessionInfo *i
  * only while holding session_lock(dir): clearing a writer's flags is right for a dead writer and
  * ruinous for a live one. */
 ml_status session_open_append(SessionWriter *w, const char *dir, long resume_step);
-/* `--resume DIR --epochs N` (the session lock held, before session_open_append): /run's epochs,
- * total_steps and command_line (now with `--epochs N`, for later resumes) are rewritten; the
- * first extension keeps the command line the run was launched with as launch_command_line
- * (`moelab replay` starts from it). config_json keeps the launch configuration. */
-ml_status session_extend(const char *dir, int epochs, long total_steps, const char *command_line,
-                         const char *launch_line);
+/* `--resume DIR --epochs N`: /run's epochs, total_steps and command_line (now with `--epochs N`,
+ * for later resumes); the first extension keeps the command line the run was launched with as
+ * launch_command_line (`moelab replay` starts from it). config_json keeps the launch
+ * configuration. */
+typedef struct {
+    int epochs;
+    long total_steps;
+    const char *command_line, *launch_line; /* launch_line: only written when /run has none */
+} SessionExtension;
+/* session_open_append, also writing the extension x (NULL: none) to /run. The extension is one of
+ * the resume's writes to its copy of live.h5, so a resume refused or killed before the copy takes
+ * live.h5's place leaves /run (and every later resume of the session) as it was. */
+ml_status session_open_append_ext(SessionWriter *w, const char *dir, long resume_step, const SessionExtension *x);
+/* Fault injection for the tests of a refused resume: 1 when $MOELAB_FAULT_RESUME is `stage`
+ * (session_open_append: copy, apply, rename; runsession_open: restore, extend, events, ckpt). */
+int session_fault(const char *stage);
 
 /* Appends one step record (buffered: written every SESSION_STEP_BLOCK records or on flush).
  * wall_time is taken here (Unix time). */

@@ -137,6 +137,23 @@ int runsession_stored_ranks(const char *dir) {
     return (int)v;
 }
 
+int runsession_interrupted_extension(const char *dir, int epochs) {
+    char *launch = NULL;
+    if (session_read_run_attr_alloc(dir, "launch_command_line", &launch) != ML_OK) return 0; /* never extended */
+    free(launch);
+    char path[APP_PATH_MAX + 128];
+    if (ckpt_find_latest(dir, path, sizeof path, NULL, 0) != ML_OK) return 0; /* the restore says why */
+    char *js = malloc(65536);
+    long v = 0;
+    if (js && ckpt_read_attr(path, "config_json", js, 65536) == ML_OK) {
+        json_t *cfg = session_config_parse(js);
+        if (!cfg || session_config_long(cfg, "epochs", 1, 100000, &v) != 1) v = 0;
+        json_decref(cfg);
+    }
+    free(js);
+    return v > 0 && v != epochs ? (int)v : 0;
+}
+
 void argv_free(int argc, char **argv) {
     if (!argv) return;
     for (int i = 0; i < argc; i++) free(argv[i]);
@@ -219,19 +236,39 @@ int runsession_open(RunSession *rs, const AppOptions *o, Trainer *t, const char 
             return -1;
         }
         if (rep[0]) ml_log(1, "%s", rep);
+        if (session_fault("restore")) {
+            ml_fail(ML_ERR_IO, "refused after the restore (MOELAB_FAULT_RESUME=restore)");
+            return -1;
+        }
         const int was = t->cfg.epochs;
-        if (o->extend_epochs > 0) { /* --epochs N: the schedules' ends move (trainer_extend), /run says so */
-            char *launch = NULL;
+        /* --epochs N: the schedules' ends move (trainer_extend) and /run says so, written with the
+         * resume's other writes to its copy of live.h5 (a refusal before the copy takes live.h5's
+         * place leaves the session as it was) */
+        char *launch = NULL;
+        SessionExtension ext = {0};
+        if (o->extend_epochs > 0) {
             if (trainer_extend(t, o->extend_epochs) != ML_OK ||
-                session_read_run_attr_alloc(rs->dir, "command_line", &launch) != ML_OK ||
-                session_extend(rs->dir, o->extend_epochs, t->total_steps, cmdline, launch) != ML_OK) {
+                session_read_run_attr_alloc(rs->dir, "command_line", &launch) != ML_OK) {
                 free(launch);
                 return -1;
             }
-            free(launch);
+            ext = (SessionExtension){o->extend_epochs, t->total_steps, cmdline, launch};
+            if (session_fault("extend")) {
+                free(launch);
+                ml_fail(ML_ERR_IO, "refused before the append (MOELAB_FAULT_RESUME=extend)");
+                return -1;
+            }
         }
-        if (session_open_append(&rs->w, rs->dir, t->step) != ML_OK) return -1;
+        const ml_status ap = session_open_append_ext(&rs->w, rs->dir, t->step, o->extend_epochs > 0 ? &ext : NULL);
+        free(launch);
+        if (ap != ML_OK) return -1;
         rs->active = 1;
+        /* from here live.h5 has the extension: a resume stopped before the checkpoint below is
+         * completed by the next resume (resume_session: the checkpoint is of the shorter run) */
+        if (session_fault("events")) {
+            ml_fail(ML_ERR_IO, "refused before the resume's events (MOELAB_FAULT_RESUME=events)");
+            return -1;
+        }
         char ev[APP_PATH_MAX + 256];
         snprintf(ev, sizeof ev, RUNSESSION_RESUME_EVENT " %s", strrchr(path, '/') ? strrchr(path, '/') + 1 : path);
         runsession_event(rs, t->step, ev);
@@ -240,6 +277,10 @@ int runsession_open(RunSession *rs, const AppOptions *o, Trainer *t, const char 
              * then never meets a checkpoint of the shorter run) */
             snprintf(ev, sizeof ev, "%s %d (was %d)", RUNSESSION_EXTEND_EVENT, o->extend_epochs, was);
             runsession_event(rs, t->step, ev);
+            if (session_fault("ckpt")) {
+                ml_fail(ML_ERR_IO, "the extension's checkpoint was refused (MOELAB_FAULT_RESUME=ckpt)");
+                return -1;
+            }
             if (on_checkpoint(t, "extend", rs) != ML_OK) return -1;
         }
     } else {

@@ -47,6 +47,11 @@ void argv_free(int argc, char **argv);
 void runsession_stored_config(const char *dir, AppOptions *o);
 /* The number of processes the session in dir trained on (config_json "ranks"; 1 when absent). */
 int runsession_stored_ranks(const char *dir);
+/* An extension (--resume DIR --epochs N) that stopped after live.h5 took it and before the
+ * checkpoint of the extended run: DIR's /run has a launch_command_line and its newest valid
+ * checkpoint is of a run of another length than `epochs` (the stored command line's). Returns
+ * that checkpoint's epochs, or 0 (not such a session, or nothing to tell). */
+int runsession_interrupted_extension(const char *dir, int epochs);
 
 /* The folder new sessions go under and `moelab browse` lists by default: $MOELAB_SESSIONS when
  * set and not empty, else "runs" (relative to the current directory; never the source tree's
@@ -63,8 +68,9 @@ const char *sessions_root(void);
  * unless o->no_session; commands_text (the --commands file, may be NULL) is stored with it so that
  * a resume needs no file. resume = 1: restores the newest valid checkpoint of o->session into t
  * and reopens live.h5 for appending; with o->extend_epochs it then extends the run to that many
- * epochs (trainer_extend, session_extend), logs RUNSESSION_EXTEND_EVENT and writes a checkpoint
- * of the extended run at once. Returns 0, or -1 with ml_last_error() set. */
+ * epochs (trainer_extend; /run through session_open_append_ext, with the resume's other writes),
+ * logs RUNSESSION_EXTEND_EVENT and writes a checkpoint of the extended run at once. Returns 0, or
+ * -1 with ml_last_error() set. */
 int runsession_open(RunSession *rs, const AppOptions *o, Trainer *t, const char *cmdline, const char *commands_text,
                     int resume);
 /* The session's part of the loop's hooks: on_step, on_eval, on_event (events marked `logged` go

@@ -539,6 +539,31 @@ static int resume_session(const AppOptions *o, int extend) {
         return 1;
     }
     argv_free(ac, av);
+    /* an extension stopped between live.h5 and its checkpoint (issue 41): the trainer is built for
+     * the checkpoint's run and the extension is made again (to --epochs N when given, else to the
+     * stored length), as the stopped resume would have */
+    const int ck_epochs = runsession_interrupted_extension(o->resume, ro.train.epochs);
+    if (ck_epochs > 0) {
+        const int stored_epochs = ro.train.epochs;
+        char *shorter = command_line_with_epochs(line, ck_epochs);
+        av = NULL;
+        ac = shorter ? command_line_split(shorter, &av) : -1;
+        app_options_defaults(&ro);
+        if (ac < 1 || app_options_parse(&ro, ac, av, "train") != 0) {
+            fprintf(stderr, "moelab %s: --resume %s: cannot parse the stored command line: %s\n", g_sub, o->resume,
+                    shorter ? shorter : line);
+            argv_free(ac > 0 ? ac : 0, av);
+            free(shorter);
+            free(line);
+            return 1;
+        }
+        argv_free(ac, av);
+        free(shorter);
+        if (!extend) extend = stored_epochs;
+        printf("moelab %s: %s: the extension to %d epochs stopped before its checkpoint; the run goes on from its "
+               "%d-epoch checkpoint\n",
+               g_sub, o->resume, stored_epochs, ck_epochs);
+    }
     runsession_stored_config(o->resume, &ro); /* an old session's renorm, noise, alpha and tau stay */
     const int ranks = runsession_stored_ranks(o->resume);
     if (ranks != dist_size()) {
