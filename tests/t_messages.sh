@@ -151,6 +151,25 @@ expect 2 "moelab train: --session: an empty value" -- "$BIN" train --session "" 
 expect 2 "moelab train: --dataset: an empty value" -- "$BIN" train --dataset "" --dry-run
 expect 2 "moelab train: --batch: '0x20' is not a number" -- "$BIN" train --batch 0x20 --dry-run
 expect 2 "moelab train: --epochs: '1e1' is not a whole number" -- "$BIN" train --epochs 1e1 --dry-run
+# issue 41 item 8: --init-bias says what is wrong each time (a list over 511 characters exited 2
+# with no message; `e0=` was 0, `e0=0x10` and `e0=1,e0=2` were accepted, `e0=1e5` refused without
+# the limit); a FIFO sweep.h5 is named to `plot` (not "SW/live.h5: No such file"); `ctl` on a file
+# says it is not a session folder (not "no such session folder")
+LONG="e0=1.$(printf '0%.0s' $(seq 600))"
+expect 2 "moelab train: --init-bias: 605 characters, more than the 511 a list may hold" -- "$BIN" train --init-bias "$LONG" --dry-run
+expect 2 "moelab train: --init-bias: 'e0=': no value after '='" -- "$BIN" train --init-bias e0= --dry-run
+expect 2 "moelab train: --init-bias: 'e0=0x10': '0x10' is not a decimal number" -- "$BIN" train --init-bias e0=0x10 --dry-run
+expect 2 "moelab train: --init-bias: 'e0=2': expert e0 of every routed layer given twice" -- "$BIN" train --init-bias e0=1,e0=2 --dry-run
+expect 2 "moelab train: --init-bias: 'e0=1e5': 100000 is outside [-10000, 10000]" -- "$BIN" train --init-bias e0=1e5 --dry-run
+expect 2 "moelab train: --init-bias: 'e64=1': expert e64: experts are e0..e63" -- "$BIN" train --init-bias e64=1 --dry-run
+expect 0 "model " -- "$BIN" train --init-bias e0=-3.5,head:e0=1e3,moe2:e1=+2 --moe-after 2 --dry-run
+mkdir -p SWF && mkfifo SWF/sweep.h5
+expect 1 "moelab plot: SWF/sweep.h5: not a regular file (a FIFO)" -- "$BIN" plot SWF
+never "live.h5" -- "$BIN" plot SWF
+expect 3 "moelab ctl: /etc/passwd: not a session folder (a regular file; give the folder that holds live.h5)" -- "$BIN" ctl /etc/passwd status
+expect 3 "moelab ctl: $T/nosuch: no such session folder" -- "$BIN" ctl "$T/nosuch" status
+mkdir -p ctlses && : > ctlses/live.h5
+expect 3 "moelab ctl: ctlses/live.h5: a session file: give its folder (ctlses)" -- "$BIN" ctl ctlses/live.h5 status
 
 # a class folder whose name holds a newline
 python3 - <<'EOF'

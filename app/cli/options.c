@@ -480,7 +480,11 @@ static int set_init_bias(AppOptions *o, const char *a, const char *cmd) {
     TrainConfig *t = &o->train;
     t->n_init_bias = 0;
     char buf[512];
-    if (strlen(a) >= sizeof buf) return -1;
+    if (strlen(a) >= sizeof buf) {
+        fprintf(stderr, "moelab train: --init-bias: %zu characters, more than the %zu a list may hold (at most %d entries)\n",
+                strlen(a), sizeof buf - 1, MAX_INIT_BIAS);
+        return -1;
+    }
     snprintf(buf, sizeof buf, "%s", a);
     char *save = NULL;
     for (char *it = strtok_r(buf, ",", &save); it; it = strtok_r(NULL, ",", &save)) {
@@ -499,9 +503,34 @@ static int set_init_bias(AppOptions *o, const char *a, const char *cmd) {
         char *end = NULL;
         if (it[0] != 'e' || !(it[1] >= '0' && it[1] <= '9')) goto bad;
         const long e = strtol(it + 1, &end, 10);
-        if (*end != '=' || e < 0 || e >= MOE_MAX_EXPERTS) goto bad;
-        const double v = strtod(end + 1, &end);
-        if (*end || end == it || !isfinite(v) || fabs(v) > 1e4) goto bad;
+        if (*end != '=') goto bad;
+        if (e < 0 || e >= MOE_MAX_EXPERTS) {
+            fprintf(stderr, "moelab train: --init-bias: '%s': expert e%ld: experts are e0..e%d\n", it, e,
+                    MOE_MAX_EXPERTS - 1);
+            return -1;
+        }
+        const char *val = end + 1;
+        if (!*val) {
+            fprintf(stderr, "moelab train: --init-bias: '%s': no value after '=' (e.g. e%ld=-20)\n", it, e);
+            return -1;
+        }
+        /* a decimal number: strtod also reads hexadecimal ("0x10"), as --batch refuses it */
+        errno = 0;
+        const double v = strtod(val, &end);
+        if (*end || end == val || errno == ERANGE || !isfinite(v) || strpbrk(val, "xXpP")) {
+            fprintf(stderr, "moelab train: --init-bias: '%s': '%s' is not a decimal number\n", it, val);
+            return -1;
+        }
+        if (fabs(v) > 1e4) {
+            fprintf(stderr, "moelab train: --init-bias: '%s': %g is outside [-10000, 10000]\n", it, v);
+            return -1;
+        }
+        for (int i = 0; i < t->n_init_bias; i++)
+            if (t->init_bias[i].stage == ib.stage && t->init_bias[i].expert == (int)e) {
+                fprintf(stderr, "moelab train: --init-bias: '%s': expert e%ld of %s given twice\n", it, e,
+                        ib.stage == -2 ? "every routed layer" : ib.stage == -1 ? "the head" : "that layer");
+                return -1;
+            }
         if (t->n_init_bias >= MAX_INIT_BIAS) {
             fprintf(stderr, "moelab train: --init-bias: at most %d entries\n", MAX_INIT_BIAS);
             return -1;

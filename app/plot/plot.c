@@ -530,7 +530,10 @@ static void sweep_path(const char *in, char *out, size_t n) {
     if (is_dir(in)) {
         char p[1100];
         snprintf(p, sizeof p, "%s/sweep.h5", in);
-        if (is_file(p)) snprintf(out, n, "%s", p);
+        /* any file of that name, not only a regular one: sweep_h5_read refuses a FIFO or a
+         * directory naming it (it was taken for a session folder without live.h5) */
+        struct stat sb;
+        if (lstat(p, &sb) == 0) snprintf(out, n, "%s", p);
         return;
     }
     const char *b = strrchr(in, '/');

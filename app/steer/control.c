@@ -252,8 +252,20 @@ static void accept_one(ControlServer *s) {
         else if (!s->cl[i].awaiting && (oldest < 0 || s->cl[i].last < s->cl[oldest].last)) oldest = i;
     if (slot < 0 && oldest >= 0) { /* full: the connection idle the longest makes room (the owner is never locked out) */
         ControlClient *o = &s->cl[oldest];
-        logf_(s, 1, "control socket: %d connections: closed the one idle for %.0f s to make room for a new one",
-              CONTROL_MAX_CLIENTS, now - o->last);
+        s->evicted++;
+        if (s->evicted == 1 || now - s->evict_logged >= CONTROL_EVICT_LOG_SEC) {
+            if (s->evict_unlogged > 0)
+                logf_(s, 1,
+                      "control socket: %d connections: closed the one idle for %.0f s to make room for a new one "
+                      "(and %ld more in the last %.0f s: a client reconnecting in a loop?)",
+                      CONTROL_MAX_CLIENTS, now - o->last, s->evict_unlogged, now - s->evict_logged);
+            else
+                logf_(s, 1, "control socket: %d connections: closed the one idle for %.0f s to make room for a new one",
+                      CONTROL_MAX_CLIENTS, now - o->last);
+            s->evict_logged = now;
+            s->evict_unlogged = 0;
+        } else
+            s->evict_unlogged++;
         control_reply_locked(o, "error: closed to make room for a new connection (this one was idle for %.0f s)", now - o->last);
         if (o->outlen) {
             ssize_t r = send(o->fd, o->out, o->outlen, MSG_NOSIGNAL | MSG_DONTWAIT);

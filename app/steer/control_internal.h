@@ -57,7 +57,13 @@ struct ControlServer {
     TrainerCmd q[CONTROL_QUEUE];
     int qh, qn;
     Status st;
+    /* "closed the one idle" lines: at most one per CONTROL_EVICT_LOG_SEC, the others counted into
+     * the next (a reconnect flood printed thousands a second) */
+    long evicted;          /* connections closed to make room, in all */
+    long evict_unlogged;   /* of them since the last line */
+    double evict_logged;   /* mono_now() of the last line */
 };
+#define CONTROL_EVICT_LOG_SEC 10.0
 
 /* One client's complete lines: each is parsed and queued or answered (mu held). */
 void control_client_lines_locked(ControlServer *s, ControlClient *c);

@@ -55,8 +55,23 @@ int cmd_ctl(int argc, char **argv) {
         if (i + 1 < argc) strcat(line, " ");
     }
     struct stat st;
-    if (stat(dir, &st) != 0 || !S_ISDIR(st.st_mode)) {
-        fprintf(stderr, "moelab ctl: %s: no such session folder\n", dir);
+    if (stat(dir, &st) != 0) {
+        if (errno == ENOENT || errno == ENOTDIR) fprintf(stderr, "moelab ctl: %s: no such session folder\n", dir);
+        else fprintf(stderr, "moelab ctl: %s: %s\n", dir, strerror(errno));
+        return 3;
+    }
+    if (!S_ISDIR(st.st_mode)) { /* it exists: say what it is, not that it is missing */
+        const char *b = strrchr(dir, '/');
+        b = b ? b + 1 : dir;
+        if (!strcmp(b, "live.h5"))
+            fprintf(stderr, "moelab ctl: %s: a session file: give its folder (%.*s)\n", dir,
+                    b == dir ? 1 : (int)(b - dir - 1), b == dir ? "." : dir);
+        else
+            fprintf(stderr, "moelab ctl: %s: not a session folder (%s; give the folder that holds live.h5)\n", dir,
+                    S_ISREG(st.st_mode)    ? "a regular file"
+                    : S_ISFIFO(st.st_mode) ? "a FIFO"
+                    : S_ISSOCK(st.st_mode) ? "a socket"
+                                           : "not a folder");
         return 3;
     }
     long owner = -1;
