@@ -40,7 +40,8 @@ check "a 600-character --session path works (rc $rc)" [ $rc = 0 -a -f "$long/S/l
 check "and resumes by that path" grep -q 'finished' P2.log
 huge=$(printf 'x%.0s' $(seq 5000))
 "$BIN" "${RUN[@]}" --epochs 1 --session "$huge" > H.log 2>&1; rc=$?
-check "a 5,000-character --session is refused with a message (rc $rc)" [ $rc = 2 ] && check "  ... naming the limit" grep -q 'session: 5000 characters, at most' H.log
+check "a 5,000-character --session is refused with a message (rc $rc)" [ $rc = 2 ]
+check "  ... naming the limit" grep -q 'session: 5000 characters, at most' H.log
 
 # 3. a long comment line never executes its tail
 { printf '# '; printf 'x%.0s' $(seq 700); printf ' quit\n'; printf '# %0700d set lr 99\n' 0; printf 'at 3 set tau 0.5\n'; } > longcomment
@@ -67,11 +68,13 @@ check "a 50,000-line command file in reverse order is read and the run finishes 
 # 6. --commands DIR
 mkdir cdir
 "$BIN" "${RUN[@]}" --epochs 1 --commands cdir --no-session > cdir.log 2>&1; rc=$?
-check "--commands DIR is refused (rc $rc): $(head -1 cdir.log)" [ $rc = 2 ] && check "  ... as not a regular file" grep -q 'not a regular file' cdir.log
+check "--commands DIR is refused (rc $rc): $(head -1 cdir.log)" [ $rc = 2 ]
+check "  ... as not a regular file" grep -q 'not a regular file' cdir.log
 
 # 7. --resume with other options, or an empty folder name
 "$BIN" train --resume C --lr 0.5 > r1.log 2>&1; rc=$?
-check "--resume with --lr is refused (rc $rc; --epochs N extends the run: t_extend)" [ $rc = 2 ] && check "  ... saying why" grep -q 'cannot be combined' r1.log
+check "--resume with --lr is refused (rc $rc; --epochs N extends the run: t_extend)" [ $rc = 2 ]
+check "  ... saying why" grep -q 'cannot be combined' r1.log
 "$BIN" train --resume '' > r2.log 2>&1; rc=$?
 check "--resume '' is refused (rc $rc), no new run started" [ $rc = 2 -a ! -d sessions ]
 
@@ -80,13 +83,14 @@ check "--resume '' is refused (rc $rc), no new run started" [ $rc = 2 -a ! -d se
 pid=$!
 for i in $(seq 200); do [ -f W/live.h5 ] && break; sleep 0.05; done
 "$BIN" train --resume W > W2.log 2>&1; rc=$?
-check "resume while the run trains: refused, exit 1 (rc $rc)" [ $rc = 1 ] && check "  ... naming the holder: $(head -1 W2.log)" grep -q "in use by PID $pid" W2.log
+check "resume while the run trains: refused, exit 1 (rc $rc)" [ $rc = 1 ]
+check "  ... naming the holder: $(head -1 W2.log)" grep -q "in use by PID $pid" W2.log
 kill -TERM $pid; wait $pid
 "$BIN" train --resume W > W3.log 2>&1 &
 pid=$!
 for i in $(seq 100); do grep -q 'resumed at step' W3.log 2>/dev/null && break; sleep 0.05; done
 "$BIN" train --resume W > W4.log 2>&1; rc=$?
-check "a second resume while the first runs: refused (rc $rc)" [ $rc = 1 ] && grep -q 'in use by PID' W4.log
+check "a second resume while the first runs: refused (rc $rc)" bash -c "[ $rc = 1 ] && grep -q 'in use by PID' W4.log"
 kill -TERM $pid; wait $pid
 check "live.h5 is intact after both (h5dump reads it, status interrupted)" bash -c "h5dump -H W/live.h5 > /dev/null && [ \"\$(h5dump -d /status W/live.h5 | grep -o '\"[a-z]*\"' | tail -1)\" = '\"interrupted\"' ]"
 

@@ -136,7 +136,7 @@ check "seed 2 gives the same final accuracy in both sweeps ($fa, $fs)" [ -n "$fa
 check "--seed-from 0 is refused with exit 2" [ $rc = 2 ]
 # 3b'. --agree: a sweep against itself agrees; against its rerun the exit status follows the outcome
 "$BIN" sweep --agree A A > AG0.log 2>&1; rc=$?
-check "--agree A A exits 0 and says agree" [ $rc = 0 ] && grep -q '^-> agree' AG0.log
+check "--agree A A exits 0 and says agree" bash -c "[ $rc = 0 ] && grep -q '^-> agree' AG0.log"
 check "--agree names both sweeps and their seeds" grep -q '^agree     A A (seeds 1-2) vs B A (seeds 1-2): 2 configurations matched, 1 with a gap in both' AG0.log
 check "--agree lists the gap with its sign in both" grep -Eq '^head=moe +[-+][0-9.]+ \[.*\] +[-+][0-9.]+ \[.*\] +[-+0]/[-+0]' AG0.log
 "$BIN" sweep --agree A SF > AG1.log 2>&1; rc=$?
@@ -144,17 +144,17 @@ out=$(grep -c '^-> agree' AG1.log)
 check "--agree A SF: exit $rc matches its outcome line" [ \( $rc = 0 -a "$out" = 1 \) -o \( $rc = 1 -a "$(grep -c '^-> disagree' AG1.log)" = 1 \) ]
 check "--agree A SF: seeds 1-2 vs 2-3" grep -q '(seeds 1-2) vs B SF (seeds 2-3)' AG1.log
 "$BIN" sweep --agree A NOPE > AG2.log 2>&1; rc=$?
-check "--agree with a missing folder exits 2 with a message" [ $rc = 2 ] && grep -q 'NOPE' AG2.log
+check "--agree with a missing folder exits 2 with a message" bash -c "[ $rc = 2 ] && grep -q 'NOPE' AG2.log"
 "$BIN" sweep --agree A SF --seeds 2 > AG3.log 2>&1; rc=$?
-check "--agree with other options exits 2" [ $rc = 2 ] && grep -q 'two sweep folders' AG3.log
+check "--agree with other options exits 2" bash -c "[ $rc = 2 ] && grep -q 'two sweep folders' AG3.log"
 # a damaged sweep.h5 (truncated to half, or not HDF5 at all): a message naming it, no crash
 head -c $(( $(stat -c %s A/sweep.h5) / 2 )) A/sweep.h5 > half.h5
 printf 'not an hdf5 file\n' > junk.h5
 for f in half.h5 junk.h5; do
   "$BIN" sweep --agree A $f > AG4.log 2>&1; rc=$?
-  check "--agree A $f: exit 2 with a message naming it" [ $rc = 2 ] && grep -q "$f" AG4.log && ! grep -qi 'sanitizer\|segmentation' AG4.log
+  check "--agree A $f: exit 2 with a message naming it" bash -c "[ $rc = 2 ] && grep -q '$f' AG4.log && ! grep -qi 'sanitizer\|segmentation' AG4.log"
   "$BIN" sweep --show $f > SH4.log 2>&1; rc=$?
-  check "--show $f: exit 1 with a message naming it" [ $rc = 1 ] && grep -q "$f" SH4.log && ! grep -qi 'sanitizer\|segmentation' SH4.log
+  check "--show $f: exit 1 with a message naming it" bash -c "[ $rc = 1 ] && grep -q '$f' SH4.log && ! grep -qi 'sanitizer\|segmentation' SH4.log"
 done
 # issue 27 item 3: single flipped bits anywhere in sweep.h5: --show refuses the file (exit 1, a
 # message) or prints exactly the stored table; never other numbers with exit 0
@@ -178,9 +178,9 @@ check "30 single-bit flips in sweep.h5: $refused refused, $same printed the stor
 mkdir -p FIFO && mkfifo FIFO/sweep.h5
 timeout 10 "$BIN" sweep --show FIFO > SH5.log 2>&1; rc=$?
 check "--show on a FIFO sweep.h5: exit 1 at once (not a hang: rc $rc) naming it" \
-  [ $rc = 1 ] && grep -q 'FIFO/sweep.h5: not a regular file (a FIFO)' SH5.log
+  bash -c "[ $rc = 1 ] && grep -q 'FIFO/sweep.h5: not a regular file (a FIFO)' SH5.log"
 timeout 10 "$BIN" sweep --agree A FIFO > SH6.log 2>&1; rc=$?
-check "--agree A FIFO: exit 2 at once (rc $rc)" [ $rc = 2 ] && grep -q 'not a regular file' SH6.log
+check "--agree A FIFO: exit 2 at once (rc $rc)" bash -c "[ $rc = 2 ] && grep -q 'not a regular file' SH6.log"
 
 # 3c. backbone MoE layers against their matched dense layers (the imagenet-topk form): the routing
 # axis is moe-after, its --with ffn-after the baseline; list values take + ("2+3")
