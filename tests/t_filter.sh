@@ -73,7 +73,7 @@ check "live screen: paused" wait_for 'PAUSED' 20
 for i in 1 2 3; do typed "set alpha 0.0$i"; keys Enter; done
 typed "set lr 0.01"
 keys Enter
-check "the commands are in the log" wait_for 'set lr 0.01' 20
+check "the commands are in the log" wait_for '\[step [0-9]+\] set lr 0.01' 20 # the log's line, not the typed text
 typed "/alpha"
 keys Enter
 check "/alpha: the log's title says the filter and its 3 matches" wait_for 'Log /alpha: 3 matches, match 3/3' 5
