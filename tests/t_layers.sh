@@ -75,28 +75,25 @@ check "live: q exits" wait_for 'EXITED-live' 20
 # ---- the browser on the saved session, 80x24
 start browse 80 24 "$BIN" browse "$T/s1"
 check "browser: the session opens" wait_for 'cursor: epoch 6/6' 20
-if wait_for '^▸ moe2 +load H' 5; then
-  ok "browser: the strip shows moe2, selected"
-  check "browser: the strip shows the head" wait_for '^  head +load H' 3
-  check "browser: the heatmap's title names moe2" wait_title 'Class.*· moe2' 3
-  keys ']'
-  check "browser: ] switches the heatmap to the head (its title changes)" wait_title 'Class.*· head' 5
-  check "browser: the strip marks the head" wait_for '^▸ head +load H' 3
-  keys Left
-  check "browser: the cursor moves, the layer stays" wait_for 'cursor: epoch 5/6' 5
-  check "browser: still the head's heatmap" wait_title 'Class.*· head' 3
-  check "browser: layer tags are never cut" tags_whole
-  keys t
-  check "browser: t-SNE of the head's router input (title names it)" wait_title 'head \(2/2\) · ' 10
-  check "browser: the head's t-SNE finishes" wait_for 'nearest neighbour in the map: same expert [0-9]+%' 60
-  keys ']'
-  check "browser: ] in the t-SNE: moe2's (title)" wait_title 'moe2 \(1/2\) · ' 10
-  check "browser: moe2's t-SNE finishes" wait_for 'nearest neighbour in the map: same expert [0-9]+%' 60
-  keys t
-else
-  echo "SKIP  browser: the saved session has no per-layer records (the session reader of branch 'layers' fills them); the browser shows the primary layer as before"
-  check "browser: without per-layer records, no strip and no tag" bash -c "! grep -Eq '· moe2|^▸ ' <<<\"\$(${TM[*]} capture-pane -p -t $S)\""
-fi
+# (this was an if: without the strip within 5 s the part printed SKIP and passed, so a browser that
+# lost the per-layer records passed; the session reader has filled them since branch 'layers')
+check "browser: the strip shows moe2, selected" wait_for '^▸ moe2 +load H' 10
+check "browser: the strip shows the head" wait_for '^  head +load H' 3
+check "browser: the heatmap's title names moe2" wait_title 'Class.*· moe2' 3
+keys ']'
+check "browser: ] switches the heatmap to the head (its title changes)" wait_title 'Class.*· head' 5
+check "browser: the strip marks the head" wait_for '^▸ head +load H' 3
+keys Left
+check "browser: the cursor moves, the layer stays" wait_for 'cursor: epoch 5/6' 5
+check "browser: still the head's heatmap" wait_title 'Class.*· head' 3
+check "browser: layer tags are never cut" tags_whole
+keys t
+check "browser: t-SNE of the head's router input (title names it)" wait_title 'head \(2/2\) · ' 10
+check "browser: the head's t-SNE finishes" wait_for 'nearest neighbour in the map: same expert [0-9]+%' 60
+keys ']'
+check "browser: ] in the t-SNE: moe2's (title)" wait_title 'moe2 \(1/2\) · ' 10
+check "browser: moe2's t-SNE finishes" wait_for 'nearest neighbour in the map: same expert [0-9]+%' 60
+keys t
 keys q
 check "browser: q quits" wait_for 'EXITED-browse' 10
 
