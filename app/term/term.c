@@ -8,6 +8,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <termios.h>
 #include <unistd.h>
 
 #include "core/common.h"
@@ -131,6 +132,14 @@ SCREEN *term_open(const char *who, const TermModes *m, int *utf8, const char *hi
     cbreak();
     noecho();
     nonl();
+    /* Ctrl-S and Ctrl-Q are keys, not flow control: with IXON on, Ctrl-S stops the terminal's
+     * output and the screen freezes until Ctrl-Q (the user sees a hung program). ncurses keeps
+     * this as the program's mode (def_prog_mode) and restores the shell's at endwin. */
+    struct termios tio;
+    if (tcgetattr(fileno(stdin), &tio) == 0) {
+        tio.c_iflag &= ~(tcflag_t)(IXON | IXOFF);
+        if (tcsetattr(fileno(stdin), TCSANOW, &tio) == 0) def_prog_mode();
+    }
     if (!m->intrflush) intrflush(stdscr, FALSE);
     keypad(stdscr, m->keypad ? TRUE : FALSE);
     if (m->nodelay) nodelay(stdscr, TRUE);
