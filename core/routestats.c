@@ -227,6 +227,16 @@ static int judge(const CollapseState *s, double entropy, double share, int dead,
     return r;
 }
 
+/* The entry thresholds moved past by the hysteresis (a single evaluation's margin). */
+static int judge_margin(const CollapseState *s, double entropy, double share, int dead) {
+    const double h = s->cfg.hysteresis;
+    int r = 0;
+    if (entropy < s->cfg.entropy_min - h) r |= COLLAPSE_ENTROPY;
+    if (share > s->cfg.max_share + h) r |= COLLAPSE_SHARE;
+    if (dead > 0 && (double)dead >= s->cfg.dead_frac * s->E) r |= COLLAPSE_DEAD;
+    return r;
+}
+
 /* One judged step of a window view: an episode opens when the entry condition has held for
  * cfg.confirm steps running (its onset: the first of them), and closes when the exit condition
  * (the thresholds moved back by the hysteresis) has failed for cfg.confirm steps running. */
@@ -416,13 +426,30 @@ int collapse_push_eval(CollapseState *s, const CollapseEvalInput *in, long step)
         cv->reason = 0;
         return 0;
     }
-    /* one judgement per evaluation (the whole test set): enter at the thresholds, leave past the
-     * hysteresis */
+    /* One judgement per evaluation (the whole test set), but one evaluation is one sample: a value
+     * hovering at a threshold must not flip red on thread count or rounding. An episode opens on one
+     * evaluation past the threshold by the hysteresis margin (share > max_share + h, entropy <
+     * entropy_min - h, or the dead experts reaching dead_frac), or on two evaluations running past
+     * the threshold itself (confirmation; the onset is the first of them); it closes past the
+     * hysteresis, as before. */
     const int enter = tot > 0 ? judge(s, cv->entropy, cv->share, dead, 0) : 0;
     const int stay = tot > 0 ? judge(s, cv->entropy, cv->share, dead, 1) : 0;
-    const int flag = cv->flag ? stay != 0 : enter != 0;
+    const int clear = tot > 0 ? judge_margin(s, cv->entropy, cv->share, dead) : 0;
+    int flag = cv->flag ? stay != 0 : 0;
+    long onset = step;
+    if (!cv->flag) {
+        if (enter) {
+            if (cv->pending++ == 0) cv->cand = step;
+        } else cv->pending = 0;
+        if (clear) flag = 1;
+        else if (enter && cv->pending >= 2) {
+            flag = 1;
+            onset = cv->cand;
+        }
+        if (flag) cv->pending = 0;
+    }
     cv->reason = enter ? enter : flag ? stay : 0;
-    const int rose = view_set(s, CVIEW_EVAL, flag, step);
+    const int rose = view_set(s, CVIEW_EVAL, flag, onset);
     s->fired = rose ? CVIEW_BIT_EVAL : 0;
     return s->fired;
 }

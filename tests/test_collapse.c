@@ -359,6 +359,32 @@ static void test_state(void) {
     CHECK(s.view[CVIEW_EVAL].reason == COLLAPSE_DEAD && s.view[CVIEW_EVAL].dead == 2,
           "evaluation: half the experts selected by no sample: dead (reason %d)", s.view[CVIEW_EVAL].reason);
     collapse_free(&s);
+
+    /* one evaluation is one sample: a share hovering at the threshold (0.52 at 0.5, hysteresis 0.1)
+     * opens no episode on one evaluation, but two running do (onset: the first); one past the
+     * threshold by the hysteresis (0.65) opens it at once */
+    RouteWinConfig hc = rc;
+    hc.hysteresis = 0.1;
+    hc.max_share = 0.5;
+    hc.entropy_min = 0.0;
+    hc.dead_frac = 1.0;
+    CHECK(collapse_init(&s, &hc, 4, 0) == ML_OK, "init (hysteresis 0.1)");
+    collapse_set_warmup(&s, 0);
+    CollapseEvalInput hov = {.E = 4, .load = {52, 16, 16, 16}, .selected_dead = 0};
+    CollapseEvalInput low = {.E = 4, .load = {40, 20, 20, 20}, .selected_dead = 0};
+    CHECK(collapse_push_eval(&s, &hov, 100) == 0 && !s.view[CVIEW_EVAL].flag, "one evaluation at 52%%: no episode");
+    CHECK(collapse_push_eval(&s, &low, 200) == 0 && !s.view[CVIEW_EVAL].flag, "then 40%%: none");
+    CHECK(collapse_push_eval(&s, &hov, 300) == 0 && !s.view[CVIEW_EVAL].flag, "52%% again (not running): none");
+    CHECK(collapse_push_eval(&s, &hov, 400) == CVIEW_BIT_EVAL && s.view[CVIEW_EVAL].since == 300,
+          "52%% twice running: an episode with its onset at the first (since %ld)", s.view[CVIEW_EVAL].since);
+    collapse_free(&s);
+    CHECK(collapse_init(&s, &hc, 4, 0) == ML_OK, "init again");
+    collapse_set_warmup(&s, 0);
+    CollapseEvalInput high = {.E = 4, .load = {65, 15, 10, 10}, .selected_dead = 0};
+    CHECK(collapse_push_eval(&s, &high, 100) == CVIEW_BIT_EVAL && s.view[CVIEW_EVAL].since == 100,
+          "one evaluation at 65%% (past 0.5 by the hysteresis): an episode at once");
+    CHECK(collapse_push_eval(&s, &hov, 200) == 0 && s.view[CVIEW_EVAL].flag, "52%% next: it stays (exit at 0.4)");
+    collapse_free(&s);
 }
 
 /* ---- the on-collapse rule in trainer_run: once, origin rule, in the event log */
