@@ -22,6 +22,12 @@ struct Fig {
     int ntitles;                          /* title lines drawn (fig_title), for the check */
     double tbox[FIG_MAX_TITLES][4];       /* each line's ink: x0, y0, x1, y1 */
     char ttext[FIG_MAX_TITLES][96];       /* its text (cut), for the message */
+    /* SVG: the text side channel (fig.h): every text drawn and the boxes of the plot areas and
+     * legends, as XML lines written into the file's <metadata> at fig_close */
+    const char *role; /* of the text being drawn: "text", "title", "legend" */
+    char *meta;
+    size_t meta_len, meta_cap;
+    int meta_bad; /* out of memory: fig_close fails */
 };
 
 /* the title check (fig_title_stats): lines drawn and lines outside their box or over another */
@@ -114,6 +120,7 @@ Fig *fig_open(const char *path, FigFormat fmt, double w_in, double h_in) {
         return NULL;
     }
     f->fmt = fmt;
+    f->role = "text";
     f->w = w_in * 72.0;
     f->h = h_in * 72.0;
     snprintf(f->path, sizeof f->path, "%s", path);
@@ -158,6 +165,105 @@ void fig_release_caches(void) {
 
 double fig_width(const Fig *f) { return f->w; }
 double fig_height(const Fig *f) { return f->h; }
+
+// ---------------------------------------------------------------------------------------------
+// the SVG's text side channel: cairo draws text as glyph outlines, so the words of an SVG figure
+// are also written as XML in its <metadata> (fig.h)
+
+static void meta_put(Fig *f, const char *s, size_t n) {
+    if (f->meta_bad) return;
+    if (f->meta_len + n + 1 > f->meta_cap) {
+        size_t cap = f->meta_cap ? f->meta_cap : 4096;
+        while (cap < f->meta_len + n + 1) cap *= 2;
+        char *m = realloc(f->meta, cap);
+        if (!m) {
+            f->meta_bad = 1;
+            return;
+        }
+        f->meta = m;
+        f->meta_cap = cap;
+    }
+    memcpy(f->meta + f->meta_len, s, n);
+    f->meta_len += n;
+    f->meta[f->meta_len] = 0;
+}
+
+static void meta_str(Fig *f, const char *s) { meta_put(f, s, strlen(s)); }
+
+/* s with &, <, >, " escaped (control characters, which XML 1.0 does not allow, as spaces) */
+static void meta_escaped(Fig *f, const char *s) {
+    for (; *s; s++) {
+        const unsigned char c = (unsigned char)*s;
+        if (c == '&') meta_str(f, "&amp;");
+        else if (c == '<') meta_str(f, "&lt;");
+        else if (c == '>') meta_str(f, "&gt;");
+        else if (c == '"') meta_str(f, "&quot;");
+        else if (c < 0x20) meta_str(f, " ");
+        else meta_put(f, s, 1);
+    }
+}
+
+static void meta_text(Fig *f, const char *s) {
+    if (f->fmt != FIG_SVG) return;
+    meta_str(f, "<moelab:text role=\"");
+    meta_str(f, f->role);
+    meta_str(f, "\">");
+    meta_escaped(f, s);
+    meta_str(f, "</moelab:text>\n");
+}
+
+static void meta_box(Fig *f, const char *role, double x, double y, double w, double h) {
+    if (f->fmt != FIG_SVG) return;
+    char b[200];
+    snprintf(b, sizeof b, "<moelab:box role=\"%s\" x=\"%.2f\" y=\"%.2f\" w=\"%.2f\" h=\"%.2f\"/>\n", role, x, y, w, h);
+    meta_str(f, b);
+}
+
+/* Puts the side channel into the SVG cairo wrote at path: right after the <svg ...> tag. */
+static ml_status svg_add_meta(Fig *f, const char *path) {
+    if (f->meta_bad) return ml_fail(ML_ERR_NOMEM, "%s: out of memory for the figure's text", f->path);
+    FILE *fp = fopen(path, "rb");
+    if (!fp) return ml_fail(ML_ERR_IO, "%s: cannot read back: %s", path, strerror(errno));
+    char *svg = NULL;
+    size_t n = 0, cap = 0;
+    for (;;) {
+        if (n + 65536 > cap) {
+            char *m = realloc(svg, cap = cap ? 2 * cap : 262144);
+            if (!m) {
+                free(svg);
+                fclose(fp);
+                return ml_fail(ML_ERR_NOMEM, "%s: out of memory", path);
+            }
+            svg = m;
+        }
+        const size_t r = fread(svg + n, 1, cap - n - 1, fp);
+        n += r;
+        if (r == 0) break;
+    }
+    const int rerr = ferror(fp);
+    fclose(fp);
+    svg[n] = 0;
+    char *tag = rerr ? NULL : strstr(svg, "<svg");
+    char *end = tag ? strchr(tag, '>') : NULL;
+    if (!end) {
+        free(svg);
+        return ml_fail(ML_ERR_IO, "%s: cairo's SVG has no <svg> element", path);
+    }
+    const size_t head = (size_t)(end + 1 - svg);
+    fp = fopen(path, "wb");
+    if (!fp) {
+        free(svg);
+        return ml_fail(ML_ERR_IO, "%s: cannot write: %s", path, strerror(errno));
+    }
+    fwrite(svg, 1, head, fp);
+    fputs("\n<metadata id=\"moelab-figure\"><moelab:figure xmlns:moelab=\"urn:moelab:figure\">\n", fp);
+    if (f->meta) fwrite(f->meta, 1, f->meta_len, fp);
+    fputs("</moelab:figure></metadata>", fp);
+    fwrite(svg + head, 1, n - head, fp);
+    free(svg);
+    if (ferror(fp) | (fclose(fp) != 0)) return ml_fail(ML_ERR_IO, "%s: write failed: %s", path, strerror(errno));
+    return ML_OK;
+}
 
 /* The image surface as 8-bit RGB (opaque: the page is painted white first) with pHYs = 300 dpi. */
 static ml_status write_png(cairo_surface_t *s, const char *path) {
@@ -219,6 +325,8 @@ ml_status fig_close(Fig *f) {
                 ml_fail(ML_ERR_IO, "%s: cannot write: %s", f->path, cairo_status_to_string(cairo_surface_status(f->s)));
     }
     cairo_surface_destroy(f->s);
+    if (st == ML_OK && f->fmt == FIG_SVG) st = svg_add_meta(f, f->tmp);
+    free(f->meta);
     if (st == ML_OK && rename(f->tmp, f->path) != 0)
         st = ml_fail(ML_ERR_IO, "%s: cannot rename from %s: %s", f->path, f->tmp, strerror(errno));
     if (st != ML_OK) remove(f->tmp);
@@ -251,6 +359,7 @@ void fig_text(Fig *f, double x, double y, double size, double ax, double ay, int
     cairo_move_to(f->cr, x - ax * e.x_advance, y + (1 - ay) * cap);
     cairo_show_text(f->cr, s);
     cairo_new_path(f->cr);
+    meta_text(f, s);
 }
 
 void fig_text_vertical(Fig *f, double x, double y, double size, const char *s) {
@@ -265,6 +374,7 @@ void fig_text_vertical(Fig *f, double x, double y, double size, const char *s) {
     cairo_show_text(f->cr, s);
     cairo_new_path(f->cr);
     cairo_restore(f->cr);
+    meta_text(f, s);
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -341,7 +451,9 @@ static void title_draw(Fig *f, double x, double y, double w, const TitleFit *t) 
         cairo_text_extents(f->cr, t->line[l], &e);
         const double x0 = e.x_bearing, iw = fmax(e.x_advance, e.x_bearing + e.width);
         const double left = x + w / 2 - e.x_advance / 2;
+        f->role = "title";
         fig_text(f, x + w / 2, ly, t->size, 0.5, 0, 1, t->line[l]);
+        f->role = "text";
         /* the ink of the line, and the box it had to stay in */
         const double bx0 = left + fmin(0, x0), bx1 = left + iw;
         g_title_lines++;
@@ -439,6 +551,7 @@ void fig_panel(FigPanel *p, Fig *f, double x, double y, double w, double h, cons
     if (p->h < 10) p->h = 10;
     cairo_t *cr = f->cr;
     cairo_set_dash(cr, NULL, 0, 0);
+    meta_box(f, "plot", p->x, p->y, p->w, p->h);
     if (title && *title) title_draw(f, x + 1, y + 1, w - 2, &tf);
     if (ylabel && *ylabel) fig_text_vertical(f, x + LABEL_PT / 2 + 1, p->y + p->h / 2, LABEL_PT, ylabel);
     if (xlabel && *xlabel) fig_text(f, p->x + p->w / 2, p->y + p->h + TICK_PT + 6, LABEL_PT, 0.5, 0, 0, xlabel);
@@ -723,6 +836,7 @@ void fig_legend(FigPanel *p, const FigStyle *styles, const char *const *labels, 
     cairo_set_source_rgb(cr, 0.6, 0.6, 0.6);
     cairo_set_line_width(cr, 0.4);
     cairo_stroke(cr);
+    meta_box(f, "legend", bx, by, bw, bh);
     for (int i = 0; i < n; i++) {
         const int col = i / nrow, row = i % nrow;
         const double x0 = bx + pad + col * colw, yc = by + pad + row * row_h + row_h / 2;
@@ -734,7 +848,9 @@ void fig_legend(FigPanel *p, const FigStyle *styles, const char *const *labels, 
             cairo_stroke(cr);
         }
         fig_marker(f, x0 + sample / 2, yc, s);
+        f->role = "legend";
         fig_text(f, x0 + sample + 3, yc, sz, 0, 0.5, 0, labels[i]);
+        f->role = "text";
     }
     cairo_restore(cr);
 }

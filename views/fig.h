@@ -11,6 +11,13 @@
  *     marker shape (FigMarker) that differ from series to series, so no series depends on hue;
  *   - heatmaps: viridis (fig_viridis_rgb), whose lightness rises monotonically.
  *
+ * The words of an SVG: cairo draws text as glyph outlines, so every SVG also carries its text in a
+ * side channel, right after the <svg> tag: <metadata id="moelab-figure"> holds a <moelab:figure>
+ * (namespace urn:moelab:figure) with one <moelab:text role="title|legend|text"> per string drawn
+ * (a legend entry, a title line, any other label), in drawing order, and one
+ * <moelab:box role="plot|legend" x= y= w= h=> (points) per plot area and legend box. Readers and
+ * tests take the words from there (xmllint --xpath); renderers ignore it.
+ *
  * Errors: ml_status with a one-line message in ml_last_error(); nothing is printed. Cairo is used
  * by the calling thread only. */
 #ifndef ML_VIEWS_FIG_H
