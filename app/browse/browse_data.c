@@ -298,18 +298,26 @@ static void entry_read_here(BrowseEntry *e, double now) {
     }
     snprintf(e->status, sizeof e->status, "%s", e->info.status);
     const int held = !strcmp(e->info.status, "running") ? session_lock_held(e->path) : -1;
+    /* the advice must be true: a session killed before its first checkpoint has nothing to resume */
+    char adv[400] = "";
+    if (held == 0 || (held < 0 && !strcmp(e->info.status, "running") && now - e->mtime > BROWSE_STALE_SEC)) {
+        char cont[sizeof adv];
+        if (!runsession_restart_advice(e->path, cont, sizeof cont))
+            snprintf(cont, sizeof cont, "moelab train --resume %.300s continues it", e->path);
+        snprintf(adv, sizeof adv, "%s", cont);
+    }
     if (held == 0) { /* no writer holds the session's lock: whatever the status says, nothing runs */
         snprintf(e->status, sizeof e->status, "stale");
         snprintf(e->err, sizeof e->err,
                  "status says running but no process holds the session's lock: the writer was killed or crashed "
-                 "(moelab train --resume %.300s continues it)",
-                 e->path);
+                 "(%s)",
+                 adv);
     } else if (held < 0 && !strcmp(e->info.status, "running") && now - e->mtime > BROWSE_STALE_SEC) {
         snprintf(e->status, sizeof e->status, "stale");
         snprintf(e->err, sizeof e->err,
                  "status says running but nothing was written for %.0f min: the writer was probably "
-                 "killed (moelab train --resume %.300s continues it)",
-                 (now - e->mtime) / 60.0, e->path);
+                 "killed (%s)",
+                 (now - e->mtime) / 60.0, adv);
     }
     char *json = malloc(BROWSE_JSON_MAX);
     char launch[24] = "";

@@ -9,7 +9,9 @@
  * price of the fixed order (README, "One run on many machines"). */
 #include "app/run/dist.h"
 
+#include <errno.h>
 #include <signal.h>
+#include <unistd.h>
 #ifdef __linux__
 #include <sys/prctl.h>
 #endif
@@ -74,6 +76,16 @@ static struct {
     long steps;
     /* rank 0: the wrapped hooks */
     TrainHooks inner;
+    /* every rank's pid and machine (dist_init), to tell which rank died while this one waits */
+    struct Peer {
+        long pid;
+        char host[64];
+    } *peers;
+    double next_watch;
+    int lost_seen; /* a follower saw a rank other than 0 die: rank 0 reports it, this one waits */
+    const Trainer *trainer; /* the step a death is reported at */
+    DistLostFn lost_fn;
+    void *lost_user;
 } D;
 
 /* MOELAB_DIST_GRAD_DUMP=FILE: rank 0 writes the first step's mean gradient (raw floats) to FILE, and
@@ -89,15 +101,67 @@ static double now_s(void) {
     return ts.tv_sec + ts.tv_nsec * 1e-9;
 }
 
+/* Whether rank r's process is gone: only a rank on this machine can be told (its pid no longer
+ * exists, or is a zombie mpirun has not reaped yet); a rank elsewhere is never called gone. */
+static int peer_gone(int r) {
+    if (!D.peers || r == D.rank || strcmp(D.peers[r].host, D.peers[D.rank].host)) return 0;
+    const pid_t pid = (pid_t)D.peers[r].pid;
+    if (kill(pid, 0) != 0) return errno == ESRCH;
+    char path[64], buf[256];
+    snprintf(path, sizeof path, "/proc/%ld/stat", (long)pid);
+    FILE *f = fopen(path, "r");
+    if (!f) return 0;
+    const size_t n = fread(buf, 1, sizeof buf - 1, f);
+    fclose(f);
+    buf[n] = 0;
+    const char *e = strrchr(buf, ')'); /* "pid (comm) S ...": the state after the command's name */
+    return e && e[1] == ' ' && (e[2] == 'Z' || e[2] == 'X');
+}
+
+/* A rank died while this one waits for it in an exchange that can now never end (mpirun then
+ * kills the job within a second): rank 0 records which rank and at which step in the session
+ * (dist_on_rank_lost) and exits; a follower reports rank 0's death (nobody else can); a follower
+ * that sees another rank gone leaves the report to rank 0 and waits for mpirun. */
+static void watch_peers(double now) {
+    if (!D.peers || D.lost_seen || now < D.next_watch) return;
+    D.next_watch = now + 0.05;
+    int first = -1, n = 0;
+    for (int r = 0; r < D.size; r++)
+        if (peer_gone(r)) {
+            if (first < 0) first = r;
+            n++;
+        }
+    if (first < 0) return;
+    const long step = D.trainer ? D.trainer->step : 0;
+    if (D.rank != 0 && (first != 0 || n > 1)) { /* rank 0 alive (or gone after reporting it): its report */
+        D.lost_seen = 1;
+        return;
+    }
+    char text[256];
+    snprintf(text, sizeof text, "rank %d (pid %ld on %s) died at step %ld", first, D.peers[first].pid,
+             D.peers[first].host, step);
+    if (D.rank == 0 && D.lost_fn) D.lost_fn(text, step, D.lost_user);
+    else if (D.rank == 0)
+        fprintf(stderr, "moelab train: %s, before the run started: the job ends\n", text);
+    else
+        fprintf(stderr, "moelab train: rank %d: %s: it wrote the session, which stays as it left it; the job ends\n",
+                D.rank, text);
+    fflush(stdout);
+    fflush(stderr);
+    _exit(1);
+}
+
 /* Waits for a request; a follower waiting for rank 0 (which may be paused for hours) sleeps between
- * tests instead of spinning a core. */
+ * tests instead of spinning a core, and every rank watches for a dead rank (watch_peers). */
 static void wait_req(MPI_Request *r) {
     int flag = 0;
     const double t0 = now_s();
     for (;;) {
         MPI_Test(r, &flag, MPI_STATUS_IGNORE);
         if (flag) return;
-        if (now_s() - t0 > 0.005) {
+        const double t = now_s();
+        if (t - t0 > 0.005) {
+            watch_peers(t);
             const struct timespec ms = {0, 1000000};
             nanosleep(&ms, NULL);
         }
@@ -135,7 +199,9 @@ static void c_sum(void *ctx, double *v, long n) {
         }
     }
     double *all = D.sumbuf;
-    MPI_Allgather(v, (int)n, MPI_DOUBLE, all, (int)n, MPI_DOUBLE, MPI_COMM_WORLD);
+    MPI_Request req; /* non-blocking, so that a dead rank is noticed (wait_req) */
+    MPI_Iallgather(v, (int)n, MPI_DOUBLE, all, (int)n, MPI_DOUBLE, MPI_COMM_WORLD, &req);
+    wait_req(&req);
     for (long i = 0; i < n; i++) {
         double s = all[i];
         for (int r = 1; r < D.size; r++) s += all[(size_t)r * n + i];
@@ -147,12 +213,16 @@ static void c_sum(void *ctx, double *v, long n) {
 
 static void c_gather(void *ctx, const void *mine, void *all, long bytes) {
     (void)ctx;
-    MPI_Gather(mine, (int)bytes, MPI_BYTE, all, (int)bytes, MPI_BYTE, 0, MPI_COMM_WORLD);
+    MPI_Request req;
+    MPI_Igather(mine, (int)bytes, MPI_BYTE, all, (int)bytes, MPI_BYTE, 0, MPI_COMM_WORLD, &req);
+    wait_req(&req);
 }
 
 static void c_scatter(void *ctx, const void *all, void *mine, long bytes) {
     (void)ctx;
-    MPI_Scatter(all, (int)bytes, MPI_BYTE, mine, (int)bytes, MPI_BYTE, 0, MPI_COMM_WORLD);
+    MPI_Request req;
+    MPI_Iscatter(all, (int)bytes, MPI_BYTE, mine, (int)bytes, MPI_BYTE, 0, MPI_COMM_WORLD, &req);
+    wait_req(&req);
 }
 
 static void bucket_start(Bucket *k) {
@@ -291,6 +361,8 @@ static void c_grad_end(void *ctx) {
         int left = 0;
         for (int i = 0; i < D.nb; i++) left += D.b[i].state != 3;
         if (!left) break;
+        const double t = now_s();
+        if (t - D.t_end_bwd > 0.005) watch_peers(t);
     }
     const double t1 = now_s();
     const char *dump = grad_dump();
@@ -334,6 +406,12 @@ int dist_init(void) {
     D.algo = al && !strcmp(al, "rsag") ? ALGO_RSAG : al && !strcmp(al, "allgather") ? ALGO_ALLGATHER
              : D.size > 2                                                           ? ALGO_RSAG
                                                                                     : ALGO_ALLGATHER;
+    D.peers = calloc((size_t)D.size, sizeof *D.peers);
+    if (D.peers) { /* every rank's pid and machine, for watch_peers */
+        struct Peer me = {.pid = (long)getpid()};
+        if (gethostname(me.host, sizeof me.host - 1) != 0) snprintf(me.host, sizeof me.host, "?");
+        MPI_Allgather(&me, (int)sizeof me, MPI_BYTE, D.peers, (int)sizeof me, MPI_BYTE, MPI_COMM_WORLD);
+    }
     MPI_Comm_dup(MPI_COMM_WORLD, &D.comm_a);
     MPI_Comm_dup(MPI_COMM_WORLD, &D.comm_b);
     D.comm = (TrainComm){.rank = D.rank,
@@ -389,8 +467,14 @@ void dist_send_options(const AppOptions *o) {
     D.options_sent = 1;
 }
 
+void dist_on_rank_lost(DistLostFn fn, void *user) {
+    D.lost_fn = fn;
+    D.lost_user = user;
+}
+
 void dist_send_start(Trainer *t, int ok, int resumed) {
     if (!dist_comm() || D.rank != 0 || D.start_sent) return;
+    D.trainer = t;
     StartMsg s = {.ok = ok, .resumed = resumed};
     bcast_bytes(&s, sizeof s);
     D.start_sent = 1;
@@ -527,6 +611,7 @@ static int dist_follow(void) {
         rc = init_ok ? 1 : 2;
     } else {
         if (s.resumed) trainer_dist_share(&t);
+        D.trainer = &t;
         StartMsg h; /* the hook settings (dist_wrap_hooks) */
         bcast_bytes(&h, sizeof h);
         TrainHooks hk = {
@@ -542,6 +627,7 @@ static int dist_follow(void) {
         const RunEnd end = trainer_run(&t, &hk);
         rc = end == RUN_FAILED ? 1 : 0;
     }
+    D.trainer = NULL;
     if (init_ok) trainer_free(&t);
     dataset_free(&ds);
     free(m);
@@ -574,6 +660,9 @@ void dist_finish(void) {
     free(D.order);
     free(D.cd);
     free(D.sumbuf);
+    free(D.peers);
+    D.peers = NULL;
+    D.trainer = NULL;
     D.b = NULL, D.recv = NULL, D.order = NULL, D.cd = NULL, D.sumbuf = NULL, D.nb = 0, D.n = 0, D.sumcap = 0;
     D.on = 0;
 }
@@ -591,6 +680,10 @@ void dist_send_start(Trainer *t, int ok, int resumed) {
     (void)resumed;
 }
 void dist_wrap_hooks(TrainHooks *h) { (void)h; }
+void dist_on_rank_lost(DistLostFn fn, void *user) {
+    (void)fn;
+    (void)user;
+}
 void dist_comm_stats(double *wait_s, double *bytes_per_step, double *hidden, long *steps) {
     *wait_s = *bytes_per_step = *hidden = 0.0;
     *steps = 0;

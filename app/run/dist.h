@@ -33,6 +33,12 @@ void dist_send_start(Trainer *t, int ok, int resumed);
 /* Rank 0: the run's hooks, wrapped so that every rank sees the same commands, stops and
  * checkpoint results at the same step boundary. */
 void dist_wrap_hooks(TrainHooks *h);
+/* Rank 0: fn(text, step, user) is called once when a rank on this machine dies while rank 0 waits
+ * for it in an exchange (text: "rank R (pid P on HOST) died at step S"; S: the steps done), to
+ * record it in the session; the process then exits with status 1 (mpirun ends the job). A rank on
+ * another machine cannot be watched: mpirun ends the job and the session stays as it was. */
+typedef void (*DistLostFn)(const char *text, long step, void *user);
+void dist_on_rank_lost(DistLostFn fn, void *user);
 /* The communication so far: seconds blocked in exchanges, bytes sent per step, the exchange time
  * hidden behind the backward pass (fraction), steps. */
 void dist_comm_stats(double *wait_s, double *bytes_per_step, double *hidden, long *steps);

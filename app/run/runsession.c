@@ -1,6 +1,7 @@
 /* runsession.c — see runsession.h. */
 #include "app/run/runsession.h"
 
+#include <dirent.h>
 #include <errno.h>
 #include <jansson.h>
 #include <stdio.h>
@@ -400,4 +401,30 @@ void runsession_finish(RunSession *rs, const char *status) {
         ml_log(1, "session %s: closing live.h5: %s", rs->dir, ml_last_error());
     rs->active = 0;
     session_unlock(&rs->lock); /* after the last write (the final checkpoint came before) */
+}
+
+int runsession_restart_advice(const char *dir, char *buf, size_t n) {
+    if (n) buf[0] = 0;
+    DIR *d = opendir(dir);
+    if (!d) return 0;
+    int found = 0;
+    for (struct dirent *de; !found && (de = readdir(d));) {
+        const size_t l = strlen(de->d_name);
+        found = l > 8 && !strncmp(de->d_name, "ckpt-", 5) && !strcmp(de->d_name + l - 3, ".h5");
+    }
+    closedir(d);
+    if (found) return 0;
+    char *line = NULL;
+    const int ranks = runsession_stored_ranks(dir);
+    char mpi[48] = "";
+    if (ranks > 1) snprintf(mpi, sizeof mpi, "mpirun -np %d ", ranks);
+    char live[APP_PATH_MAX + 160], q[2 * sizeof live];
+    snprintf(live, sizeof live, "%s/live.h5", dir);
+    char *lv[1] = {live};
+    command_line_join(q, sizeof q, 1, lv); /* shell-quoted; a new run refuses to write over live.h5 */
+    if (session_read_run_attr_alloc(dir, "command_line", &line) == ML_OK && line[0])
+        snprintf(buf, n, "no checkpoint was written: start it again with `rm %s && %smoelab %s`", q, mpi, line);
+    else snprintf(buf, n, "no checkpoint was written: start it again (its command line is not readable)");
+    free(line);
+    return 1;
 }

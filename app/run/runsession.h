@@ -28,6 +28,7 @@ typedef struct {
     int ckpt_last_ok;    /* 1: the latest checkpoint attempt succeeded */
     Notifier notify;     /* --notify: alerts (off when its command is empty) */
     long last_step;      /* steps completed at the latest step record */
+    const Trainer *trainer; /* the run's trainer (runsession_open): its step is the final one at finish */
 } RunSession;
 
 /* Joins argv into one shell-quoted command line. */
@@ -52,6 +53,13 @@ int runsession_stored_ranks(const char *dir);
  * checkpoint is of a run of another length than `epochs` (the stored command line's). Returns
  * that checkpoint's epochs, or 0 (not such a session, or nothing to tell). */
 int runsession_interrupted_extension(const char *dir, int epochs);
+
+/* A session with no checkpoint file (no DIR/ckpt-<step>.h5: killed, or a rank died, before its first)
+ * has nothing for --resume to continue from: writes into buf the advice that is true for it, "no
+ * checkpoint was written: start it again with `rm DIR/live.h5 && moelab train ...`" (its stored
+ * command line, with `mpirun -np N` for a run on N ranks), and returns 1. Returns 0 (buf "") when DIR holds a
+ * checkpoint file or cannot be read. */
+int runsession_restart_advice(const char *dir, char *buf, size_t n);
 
 /* The folder new sessions go under and `moelab browse` lists by default: $MOELAB_SESSIONS when
  * set and not empty, else "runs" (relative to the current directory; never the source tree's

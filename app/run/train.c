@@ -232,6 +232,27 @@ static ml_status h_checkpoint(Trainer *t, const char *why, void *user) {
     return p->sink.checkpoint(t, why, p->sink.user);
 }
 
+/* A rank died (dist_on_rank_lost; the process exits after this): the session records which and
+ * when, its status becomes failed, and the advice is what is true for it. */
+static void h_rank_lost(const char *text, long step, void *user) {
+    RunSession *rs = user;
+    char adv[APP_PATH_MAX + 1024] = "";
+    if (rs->active) {
+        char ev[APP_PATH_MAX + 400]; /* the event log keeps 255 bytes: the command line only on stderr */
+        if (runsession_restart_advice(rs->dir, adv, sizeof adv)) {
+            snprintf(ev, sizeof ev, "%s: the job ends; no checkpoint was written: start it again with its command line "
+                     "(--resume has nothing to continue from)", text);
+        } else {
+            snprintf(adv, sizeof adv, "`mpirun -np %d moelab train --resume %s` continues it from its newest checkpoint",
+                     dist_size(), rs->dir);
+            snprintf(ev, sizeof ev, "%s: the job ends; %s", text, adv);
+        }
+        runsession_event(rs, step, ev);
+        runsession_finish(rs, "failed");
+    }
+    fprintf(stderr, "moelab %s: %s: the job ends%s%s\n", g_sub, text, adv[0] ? "; " : "", adv);
+}
+
 /* Trains t headless to the end; returns the exit status (130 / 143 after SIGINT / SIGTERM, once
  * the final checkpoint is written). control: listen on the session's control socket. */
 static int run_headless(Trainer *t, RunSession *rs, ScheduledCmd *cmds, int ncmds, int next, int control) {
@@ -266,6 +287,7 @@ static int run_headless(Trainer *t, RunSession *rs, ScheduledCmd *cmds, int ncmd
         .user = &p,
     };
     dist_wrap_hooks(&h); /* an MPI run: every rank takes rank 0's commands, stops and checkpoints */
+    dist_on_rank_lost(h_rank_lost, rs);
     signal(SIGXFSZ, SIG_IGN);
     struct sigaction sa;
     memset(&sa, 0, sizeof sa);
@@ -273,6 +295,7 @@ static int run_headless(Trainer *t, RunSession *rs, ScheduledCmd *cmds, int ncmd
     sigaction(SIGINT, &sa, NULL);
     sigaction(SIGTERM, &sa, NULL);
     const RunEnd end = trainer_run(t, &h);
+    dist_on_rank_lost(NULL, NULL);
     control_stop(p.ctl); /* after the final checkpoint */
     if (end == RUN_INTERRUPTED && g_stop_signal)
         printf("[step %ld] %s: stopping cleanly\n", t->step, g_stop_signal == SIGINT ? "interrupt" : "terminated");
@@ -416,11 +439,11 @@ static int run_training(AppOptions *o, const char *cmdline, int resume, Schedule
     } else {
         const ModelConfig *mc = &t.cfg.model;
         printf("moelab %s: %s (%d/%d images, %dx%dx%d), backbone %s w=%g, head %s, %d epochs x %ld steps, "
-               "batch %d, %s lr %g %s, augment %s, seed %llu, %d threads\n",
+               "batch %d, %s lr %g %s, augment %s, seed %llu, %d thread%s\n",
                MOELAB_VERSION, ds.name, ds.train.n, ds.test.n, ds.h, ds.w, ds.c, backbone_name(mc->backbone), mc->width,
                moe_head_name(mc->head.kind), t.cfg.epochs, t.steps_per_epoch, mc->batch,
                optim_kind_name(t.cfg.opt.kind), t.cfg.lr.base, lr_kind_name(t.cfg.lr.kind),
-               t.cfg.augment ? "on" : "off", (unsigned long long)t.cfg.seed, t.cfg.threads);
+               t.cfg.augment ? "on" : "off", (unsigned long long)t.cfg.seed, t.cfg.threads, t.cfg.threads == 1 ? "" : "s");
         if (rs.active && resume) printf("session   %s (resumed at step %ld, epoch %d)\n", rs.dir, t.step, t.epoch);
         else if (rs.active) printf("session   %s\n", rs.dir);
         fflush(stdout);
@@ -528,6 +551,14 @@ static int resume_session(const AppOptions *o, int extend) {
         fprintf(stderr, "moelab %s: --resume %s: %s\n", g_sub, o->resume, ml_last_error());
         return 1;
     }
+    char *adv = malloc(strlen(line) + 200);
+    if (adv && runsession_restart_advice(o->resume, adv, strlen(line) + 200)) { /* killed before its first */
+        fprintf(stderr, "moelab %s: --resume %s: nothing to continue from: %s\n", g_sub, o->resume, adv);
+        free(adv);
+        free(line);
+        return 1;
+    }
+    free(adv);
     char **av;
     int ac = command_line_split(line, &av);
     AppOptions ro;
