@@ -214,7 +214,10 @@ static void loop_collapse(Loop *L, int rule) {
                     any = 1;
                     if (!first[0]) snprintf(first, sizeof first, "%s", msg);
                 }
-                emit_alarm(L, sev, "expert death at step %ld (e%d, death %ld): %s", t->step, e, cs->deaths, msg);
+                int ndead = 0; /* what the numbers are: the deaths counted so far, the experts dead now */
+                for (int x = 0; x < cs->E; x++) ndead += cs->dead[x] != 0;
+                emit_alarm(L, sev, "expert death at step %ld (e%d; deaths so far %ld, dead now %d of %d): %s", t->step, e,
+                           cs->deaths, ndead, cs->E, msg);
             } else if (revived & bit && !cs->dead[e]) {
                 collapse_format(cs, CITEM_REVIVAL, e, name, msg, sizeof msg);
                 emit_alarm(L, ALARM_NONE, "expert revival at step %ld (e%d): %s", t->step, e, msg);

@@ -143,7 +143,7 @@ if command -v tmux >/dev/null 2>&1; then
   check "death: a yellow EXPERT DEATH banner names e5" wait_for '^ EXPERT DEATH e5: no kept pair for 100 steps' 5
   wait_for '\[step 150\] pause' 5 # the log panel's last line: the paused frame is drawn whole
   cap > death1.txt
-  check "death: the log has the death event" grep -q 'expert death at step [0-9]* (e5, death 1)' death1.txt
+  check "death: the log has the death event, its numbers named" grep -q 'expert death at step [0-9]* (e5; deaths so far 1, dead now 1 of 8)' death1.txt
   check "death: the load panel marks e5 dead" grep -Eq 'e5 ?(✗|x)' death1.txt
   "${TM[@]}" send-keys -t "$S" -l "resume"; "${TM[@]}" send-keys -t "$S" Enter
   check "death: paused again at step 270" wait_for 'step +270/' 60

@@ -21,6 +21,7 @@
 #include "app/browse/browse.h"
 #include "app/cli/commands.h"
 #include "app/steer/control.h"
+#include "app/run/runsession.h"
 #include "app/live/history_feed.h"
 #include "app/term/screen.h"
 #include "app/term/term.h"
@@ -36,6 +37,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
@@ -76,6 +78,7 @@ typedef struct {
     char state[24];
     int run_ended;
     int read_only; /* --read-only: no command is ever sent */
+    long run_pid;  /* the process of the run attached to (the socket's peer; 0: unknown) */
     TermMouseParser mp;
     int confirm_quit, leave;
     double q_at; /* > 0: q pressed on an empty line at this time; detach unless more keys follow */
@@ -258,7 +261,9 @@ static void fill_status(Attach *a, RunStatus *rs, char *note, size_t noten) {
                   : -1.0;
     rs->elapsed = ml_now() - a->t_open;
     rs->session = a->dir;
-    snprintf(note, noten, "attached%s (pid %ld)", a->read_only ? " read-only" : "", (long)getpid());
+    if (a->run_pid > 0) /* the run's process, not this one's */
+        snprintf(note, noten, "attached%s to pid %ld", a->read_only ? " read-only" : "", a->run_pid);
+    else snprintf(note, noten, "attached%s", a->read_only ? " read-only" : "");
     rs->note = note;
 }
 
@@ -413,7 +418,13 @@ static int attach_session(const char *dir, int read_only, int mouse) {
         }
         const int saved = session_read_info(dir, &info) == ML_OK;
         const int held = saved && !strcmp(info.status, "running") ? session_lock_held(dir) : -1;
-        if (held == 0) /* the status was never updated: the lock says no writer is alive */
+        char adv[APP_PATH_MAX * 2 + 200];
+        if (held == 0 && runsession_restart_advice(dir, adv, sizeof adv)) /* nothing to resume */
+            fprintf(stderr,
+                    "moelab attach: %s is not running: no run listens on %s/%s and no process holds its lock (its "
+                    "status still says running: the run was killed or crashed); %s\n",
+                    dir, dir, CONTROL_SOCKET_NAME, adv);
+        else if (held == 0) /* the status was never updated: the lock says no writer is alive */
             fprintf(stderr,
                     "moelab attach: %s is not running: no run listens on %s/%s and no process holds its lock (its "
                     "status still says running: the run was killed or crashed); `moelab train --resume %s` "
@@ -453,6 +464,9 @@ static int attach_session(const char *dir, int read_only, int mouse) {
     a->dir = dir;
     a->fd = fd;
     a->read_only = read_only;
+    struct ucred cr;
+    socklen_t crn = sizeof cr;
+    if (getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cr, &crn) == 0 && crn == sizeof cr) a->run_pid = (long)cr.pid;
     if (read_only) send_request(a, REQ_HELLO, "readonly"); /* before anything else: the run refuses commands from now on */
     a->scr.focus = PANEL_CURVES;
     /* the initial load in a child first (a file that crashes the HDF5 library gives a message);
@@ -600,12 +614,18 @@ static void read_sweep_plan(const char *dir, int *trains, int *jobs) {
     fclose(f);
 }
 
+/* the runs in the order of their names, numbers by value (seed=2 before seed=10) */
+static int run_name_cmp(const void *x, const void *y) {
+    return strverscmp(((const BrowseEntry *)x)->name, ((const BrowseEntry *)y)->name);
+}
+
 static int attach_sweep(const char *dir, int read_only, int mouse) {
     BrowseList l = {0};
     if (browse_list_scan(&l, dir) != 0) {
         fprintf(stderr, "moelab attach: %s\n", ml_last_error());
         return 1;
     }
+    if (l.n > 1) qsort(l.e, (size_t)l.n, sizeof *l.e, run_name_cmp); /* readdir's order is none */
     if (l.n == 0) {
         fprintf(stderr, "moelab attach: %s holds no session (no live.h5 in it or below)\n", dir);
         browse_list_free(&l);
