@@ -484,6 +484,21 @@ double fig_title(Fig *f, double x, double y, double w, double size, const char *
     return title_height(&t);
 }
 
+double fig_title_measure(double w, double size, const char *title) {
+    if (!title || !*title) return 0;
+    Fig f;
+    memset(&f, 0, sizeof f);
+    f.fmt = FIG_PNG;
+    f.role = "text";
+    f.s = cairo_image_surface_create(CAIRO_FORMAT_ARGB32, 1, 1);
+    f.cr = cairo_create(f.s);
+    TitleFit t;
+    title_fit(&f, w, size, title, &t);
+    cairo_destroy(f.cr);
+    cairo_surface_destroy(f.s);
+    return title_height(&t);
+}
+
 void fig_title_stats(int *lines, int *bad, char *worst, size_t n) {
     if (lines) *lines = g_title_lines;
     if (bad) *bad = g_title_bad;

@@ -100,6 +100,8 @@ double fig_text_width(Fig *f, double size, const char *s);
  * titles go through it too. Every line drawn is checked (process-wide counters, for the figure
  * test): its ink must stay inside its box and the page and must not cover another title's. */
 double fig_title(Fig *f, double x, double y, double w, double size, const char *title);
+/* The height fig_title would take for title in width w, before any page is open (to size one). */
+double fig_title_measure(double w, double size, const char *title);
 void fig_title_stats(int *lines, int *bad, char *worst, size_t n);
 void fig_title_stats_reset(void);
 

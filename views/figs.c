@@ -601,16 +601,24 @@ ml_status figs_routing(const FigRun *r, const char *path, FigFormat fmt) {
 // ---------------------------------------------------------------------------------------------
 // several sessions
 
-ml_status figs_cmp_curves(const FigRun *r, int n, const char *path, FigFormat fmt) {
+/* The subtitle of a comparison figure (what the runs share) across the page's top; its height. */
+#define SUBTITLE_PT 7.5
+static double subtitle_h(double w_pt, const char *common) {
+    return common && *common ? fig_title_measure(w_pt - 4, SUBTITLE_PT, common) + 4 : 0;
+}
+
+ml_status figs_cmp_curves(const FigRun *r, int n, const char *common, const char *path, FigFormat fmt) {
     /* legend columns: as many as fit the page (label widths estimated at 0.6 em per character) */
+    const double PW = fig_w(FIG_PAGE_IN) * 72;
     double maxw = 0;
     for (int i = 0; i < n; i++) maxw = fmax(maxw, 0.6 * 6.5 * (double)strlen(r[i].name));
-    int ncol = (int)((FIG_PAGE_IN * 72 - 12) / (maxw + 28));
+    int ncol = (int)((PW - 12) / (maxw + 28));
     ncol = ncol < 1 ? 1 : ncol > 4 ? 4 : ncol > n ? n : ncol;
-    const double legh = 10 + 10 * ((n + ncol - 1) / ncol);
-    Fig *f = fig_open(path, fmt, fig_w(FIG_PAGE_IN), 2.3 + legh / 72);
+    const double legh = 10 + 10 * ((n + ncol - 1) / ncol), th = subtitle_h(PW, common);
+    Fig *f = fig_open(path, fmt, PW / 72, 2.3 + (legh + th) / 72);
     if (!f) return ML_ERR_IO;
-    const double W = fig_width(f), H = fig_height(f) - legh, pw = W / 3;
+    if (th > 0) fig_title(f, 2, 2, fig_width(f) - 4, SUBTITLE_PT, common);
+    const double W = fig_width(f), H = fig_height(f) - legh - th, pw = W / 3;
     FigStyle styles[FIG_NCAT];
     const char *labels[FIG_NCAT];
     ml_status st = ML_OK;
@@ -647,7 +655,7 @@ ml_status figs_cmp_curves(const FigRun *r, int n, const char *path, FigFormat fm
             yaxis(&ay, lo, hi, panel < 2);
             FigPanel p;
             static const char *const titles[3] = {"train loss (EMA 0.9)", "test loss", "test accuracy"};
-            fig_panel(&p, f, panel * pw, 0, pw, H, &ax, &ay, titles[panel], "epoch",
+            fig_panel(&p, f, panel * pw, th, pw, H, &ax, &ay, titles[panel], "epoch",
                       panel == 2 ? "accuracy (%)" : "loss");
             for (int i = 0; i < n; i++) {
                 styles[i] = fig_series_style(i);
@@ -658,23 +666,26 @@ ml_status figs_cmp_curves(const FigRun *r, int n, const char *path, FigFormat fm
         for (int i = 0; i < n; i++) free(xs[i]), free(ys[i]);
     }
     if (st == ML_OK) {
-        FigPanel ls = strip(f, 0, H, W, legh);
+        FigPanel ls = strip(f, 0, th + H, W, legh);
         fig_legend(&ls, styles, labels, n, 1, ncol);
     }
     const ml_status cst = fig_close(f);
     return st != ML_OK ? st : cst;
 }
 
-ml_status figs_cmp_heatmaps(const FigRun *r, const int *ev, int n, const char *path, FigFormat fmt) {
+ml_status figs_cmp_heatmaps(const FigRun *r, const int *ev, int n, const char *common, const char *path,
+                            FigFormat fmt) {
     const int ncol = n < 4 ? n : 4, nrow = (n + ncol - 1) / ncol;
     int K = 1;
     for (int i = 0; i < n; i++) K = r[i].h->K > K ? r[i].h->K : K;
-    Fig *f = fig_open(path, fmt, fig_w(FIG_PAGE_IN), nrow * (0.6 + 0.17 * K));
+    const double PW = fig_w(FIG_PAGE_IN) * 72, th = subtitle_h(PW, common);
+    Fig *f = fig_open(path, fmt, PW / 72, nrow * (0.6 + 0.17 * K) + th / 72);
     if (!f) return ML_ERR_IO;
-    const double W = fig_width(f) - 46, H = fig_height(f), cw = W / ncol, chh = H / nrow;
+    if (th > 0) fig_title(f, 2, 2, fig_width(f) - 4, SUBTITLE_PT, common);
+    const double W = fig_width(f) - 46, H = fig_height(f) - th, cw = W / ncol, chh = H / nrow;
     for (int i = 0; i < n; i++) {
         const SessionHistory *h = r[i].h;
-        const double x = (i % ncol) * cw, y = (i / ncol) * chh;
+        const double x = (i % ncol) * cw, y = th + (i / ncol) * chh;
         if (h->E <= 0 || !h->ce || ev[i] < 0 || ev[i] >= h->nevals) {
             fig_title(f, x + 2, y + 1, cw - 6, 7.5, r[i].name);
             note(f, x + cw / 2, y + chh / 2, h->E <= 0 ? "dense head: no routing" : "no evaluation at this epoch");
@@ -685,7 +696,7 @@ ml_status figs_cmp_heatmaps(const FigRun *r, const int *ev, int n, const char *p
         const int first = i % ncol == 0 || r[i - i % ncol].h->K != h->K;
         heat_block(f, h, ev[i], x, y, cw - 4, chh, r[i].name, xl, first);
     }
-    fig_colorbar(f, W + 6, 12, 7, H - 30, 0, 1, "share of the class");
+    fig_colorbar(f, W + 6, th + 12, 7, H - 30, 0, 1, "share of the class");
     return fig_close(f);
 }
 

@@ -56,9 +56,12 @@ ml_status figs_tsne(const FigRun *r, int by_class, const char *path, FigFormat f
 ml_status figs_routing(const FigRun *r, const char *path, FigFormat fmt);
 
 /* Several sessions (n <= FIG_NCAT): overlaid curves (colour, dash and marker per run); the class
- * x expert matrices of evaluation ev[i] of each MoE run in a grid; the final metrics as a table. */
-ml_status figs_cmp_curves(const FigRun *r, int n, const char *path, FigFormat fmt);
-ml_status figs_cmp_heatmaps(const FigRun *r, const int *ev, int n, const char *path, FigFormat fmt);
+ * x expert matrices of evaluation ev[i] of each MoE run in a grid; the final metrics as a table.
+ * Each run is named r[i].name (app/plot: what differs between the runs' configurations); common
+ * (NULL or "": none), what they share, is the curves' and the matrices' subtitle. */
+ml_status figs_cmp_curves(const FigRun *r, int n, const char *common, const char *path, FigFormat fmt);
+ml_status figs_cmp_heatmaps(const FigRun *r, const int *ev, int n, const char *common, const char *path,
+                            FigFormat fmt);
 ml_status figs_cmp_table(const FigRun *r, int n, const char *path, FigFormat fmt);
 
 /* A sweep: the gap to the dense baseline with its 95% CI against rho (the realized rho when every configuration with a gap has one, else nominal; the axis label says which), one series per

@@ -10,6 +10,7 @@
 #include "app/sweep/sweep_verdict.h"
 
 #include <errno.h>
+#include <jansson.h>
 #include <limits.h>
 #include <math.h>
 #include <stdio.h>
@@ -67,6 +68,7 @@ void plot_default_out(const char *const *inputs, int n, char *out, size_t outn) 
 static const char *g_title;
 static const char *g_labels[PLOT_MAX_RUNS];
 static int g_nlabels;
+
 
 /* A run's configuration in words, the default label of its figures: "moe E=8 k=2 h=1024",
  * "dense h=1024", with the backbone's routed layers ("dense h=64 + moe2 moe3 E=8 k=1"). */
@@ -212,6 +214,253 @@ static void prepare_tsne(Run *R, int verbose, int layer) {
     R->r.tsne_label = R->label;
 }
 
+// ---------------------------------------------------------------------------------------------
+// the labels of compared runs: what differs between their recorded configurations
+
+/* The options of a session's record (/run config_json) by their path, with the name the command
+ * line gives them. "" names a value shown alone (the dataset, the head kind); NULL a field that
+ * never labels a run: derived from other options (the image shape and classes from the dataset,
+ * d from the width, step counts from epochs and data) or how the run was carried out, not what
+ * it computed (threads, log_every, tsne_samples). A path not listed is named by itself ("tau.s":
+ * "tau-s"; a record written by a newer moelab still labels its runs). */
+static const struct {
+    const char *path, *name;
+} cfg_names[] = {
+    {"dataset", ""},
+    {"model.head.kind", ""},
+    {"model.backbone", "backbone"},
+    {"model.width", "width"},
+    {"model.batch", "batch"},
+    {"model.fc2_init", "fc2-init"},
+    {"model.head.E", "experts"},
+    {"model.head.k", "k"},
+    {"model.head.h", "hidden"},
+    {"model.head.cf", "cf"},
+    {"model.head.eval_cf", "eval-cf"},
+    {"model.head.renorm", "renorm"},
+    {"model.head.priority", "priority"},
+    {"model.head.bias_mode", "bias-mode"},
+    {"model.head.bias_rate", "bias-rate"},
+    {"model.head.noise", "noise"},
+    {"model.head.alpha", "alpha"},
+    {"model.head.beta", "beta"},
+    {"model.head.slots", "slots"},
+    {"model.backbone_layers.moe_after", "moe-after"},
+    {"model.backbone_layers.ffn_after", "ffn-after"},
+    {"model.backbone_layers.hidden", "moe-hidden"},
+    {"model.backbone_layers.experts", "moe-experts"},
+    {"model.backbone_layers.k", "moe-k"},
+    {"opt.kind", "optimizer"},
+    {"opt.momentum", "momentum"},
+    {"opt.nesterov", "nesterov"},
+    {"opt.wd", "wd"},
+    {"lr.kind", "lr-schedule"},
+    {"lr.base", "lr"},
+    {"warmup_epochs", "warmup"},
+    {"tau_epochs", "tau-epochs"},
+    {"tau.kind", "schedule"},
+    {"tau.tau0", "tau0"},
+    {"tau.tau1", "tau1"},
+    {"epochs", "epochs"},
+    {"seed", "seed"},
+    {"route.window", "route-window"},
+    {"route.min_steps", "collapse-min-steps"},
+    {"route.entropy_min", "collapse-entropy"},
+    {"route.max_share", "collapse-share"},
+    {"route.dead_frac", "collapse-dead"},
+    {"route.warmup", "collapse-warmup"},
+    {"route.hysteresis", "collapse-hysteresis"},
+    {"route.confirm", "collapse-confirm"},
+    {"augment", "augment"},
+    {"sync_bn", "sync-bn"},
+    {"ranks", "ranks"},
+    {"model.in_c", NULL},
+    {"model.in_h", NULL},
+    {"model.in_w", NULL},
+    {"model.classes", NULL},
+    {"model.head.d", NULL},
+    {"lr.warmup", NULL},
+    {"lr.total", NULL},
+    {"tau.start", NULL},
+    {"tau.total", NULL},
+    {"threads", NULL},
+    {"log_every", NULL},
+    {"tsne_samples", NULL},
+};
+enum { CFG_NNAMES = sizeof cfg_names / sizeof cfg_names[0] };
+
+#define CFG_MAX_ITEMS 160
+typedef struct {
+    char path[64];
+    char val[128];
+} CfgItem;
+typedef struct {
+    int n;
+    CfgItem it[CFG_MAX_ITEMS];
+} CfgItems;
+
+/* The leaves of a parsed config_json in record order, each value as text ("0.25", "moe", "2,3"). */
+static void cfg_flatten(const json_t *o, const char *prefix, CfgItems *out) {
+    const char *key;
+    json_t *v;
+    json_object_foreach((json_t *)o, key, v) {
+        if (out->n >= CFG_MAX_ITEMS) return;
+        char path[64];
+        snprintf(path, sizeof path, "%s%s%s", prefix, prefix[0] ? "." : "", key);
+        if (json_is_object(v)) {
+            cfg_flatten(v, path, out);
+            continue;
+        }
+        CfgItem *it = &out->it[out->n];
+        snprintf(it->path, sizeof it->path, "%s", path);
+        it->val[0] = 0;
+        const json_t *e = v;
+        size_t idx = 0, len = json_is_array(v) ? json_array_size(v) : 1;
+        for (idx = 0; idx < len; idx++) {
+            if (json_is_array(v)) e = json_array_get(v, idx);
+            const size_t l = strlen(it->val);
+            const char *sep = idx ? "," : "";
+            if (json_is_string(e)) snprintf(it->val + l, sizeof it->val - l, "%s%s", sep, json_string_value(e));
+            else if (json_is_integer(e))
+                snprintf(it->val + l, sizeof it->val - l, "%s%lld", sep, (long long)json_integer_value(e));
+            else if (json_is_real(e)) snprintf(it->val + l, sizeof it->val - l, "%s%.7g", sep, json_real_value(e));
+            else if (json_is_boolean(e)) snprintf(it->val + l, sizeof it->val - l, "%s%d", sep, json_is_true(e));
+            else snprintf(it->val + l, sizeof it->val - l, "%snull", sep);
+        }
+        if (json_is_array(v) && len == 0) snprintf(it->val, sizeof it->val, "-");
+        out->n++;
+    }
+}
+
+static const char *cfg_value(const CfgItems *c, const char *path) {
+    for (int i = 0; i < c->n; i++)
+        if (!strcmp(c->it[i].path, path)) return c->it[i].val;
+    /* fields the record leaves out at their default */
+    if (!strcmp(path, "ranks")) return "1";
+    if (!strcmp(path, "sync_bn")) return "0";
+    return "-";
+}
+
+/* path's option in words: "width 0.5", "seed 2", "fashion-mnist", "dense", "no-augment". */
+static void cfg_words(const char *path, const char *val, char *out, size_t n) {
+    const char *name = NULL;
+    int listed = 0;
+    for (int i = 0; i < CFG_NNAMES && !listed; i++)
+        if (!strcmp(cfg_names[i].path, path)) name = cfg_names[i].name, listed = 1;
+    char own[64];
+    if (!listed) { /* "model.head.x_y" -> "x-y", "tau.s" -> "tau-s" */
+        const char *p = !strncmp(path, "model.head.", 11) ? path + 11 : !strncmp(path, "model.", 6) ? path + 6 : path;
+        snprintf(own, sizeof own, "%s", p);
+        for (char *c = own; *c; c++)
+            if (*c == '.' || *c == '_') *c = '-';
+        name = own;
+    }
+    if (!strcmp(path, "dataset")) { /* a dataset file: its name, not its folders */
+        const char *b = strrchr(val, '/');
+        snprintf(out, n, "%s", b && b[1] ? b + 1 : val);
+    } else if (!name[0]) {
+        snprintf(out, n, "%s", val);
+    } else if (!strcmp(path, "augment") || !strcmp(path, "sync_bn") || !strcmp(path, "opt.nesterov")) {
+        snprintf(out, n, "%s%s", !strcmp(val, "0") ? "no-" : "", name); /* flags */
+    } else if (!strcmp(path, "model.head.renorm")) {
+        snprintf(out, n, "renorm %s", !strcmp(val, "0") ? "off" : !strcmp(val, "1") ? "on" : !strcmp(val, "2") ? "auto" : val);
+    } else {
+        snprintf(out, n, "%s %s", name, val);
+    }
+}
+
+static int cfg_labels_path(const char *path) {
+    for (int i = 0; i < CFG_NNAMES; i++)
+        if (!strcmp(cfg_names[i].path, path)) return cfg_names[i].name != NULL;
+    return 1;
+}
+
+/* The options the subtitle names when all compared runs share them (the rest are left out). */
+static const char *const cfg_headline[] = {"model.head.kind", "model.head.E", "model.head.k",  "model.head.h",
+                                           "model.backbone",  "model.width",  "epochs",        "seed",
+                                           "dataset"};
+
+/* Labels compared runs by what differs between their recorded configurations, like a tracker's
+ * "diff only": each run's name becomes its differing options in a stable order (the head kind
+ * first, then the record's order, the dataset last; "width 0.5 seed 2 fashion-mnist"); common
+ * gets what they share of the headline options ("all runs: moe experts 8 ..."; "" when nothing).
+ * A run that differs in nothing keeps its folder name; two runs with the same label get their
+ * folder's name after it. Runs whose record cannot be read keep their configuration in words. */
+static void compare_labels(Run *runs, int n, const char *const *inputs, char *common, size_t cn) {
+    CfgItems *cf = calloc((size_t)n, sizeof *cf);
+    common[0] = 0;
+    if (!cf) return;
+    int ok = 1;
+    for (int i = 0; i < n; i++) {
+        json_t *j = session_config_parse(runs[i].h.config_json);
+        if (j) cfg_flatten(j, "", &cf[i]);
+        else ok = 0;
+        json_decref(j);
+    }
+    if (!ok) { /* an old or cut record: the names in words, told apart by seed and folder */
+        free(cf);
+        for (int i = 0; i < n; i++) {
+            int dup = 0;
+            for (int j = 0; j < n; j++) dup |= j != i && !strcmp(runs[i].name, runs[j].name);
+            if (dup) {
+                const size_t l = strlen(runs[i].name);
+                snprintf(runs[i].name + l, sizeof runs[i].name - l, " seed %llu",
+                         (unsigned long long)runs[i].h.info.seed);
+            }
+        }
+        for (int i = 0; i < n; i++) {
+            int dup = 0;
+            for (int j = 0; j < n; j++) dup |= j != i && !strcmp(runs[i].name, runs[j].name);
+            if (dup) run_name(inputs[i], runs[i].name, sizeof runs[i].name);
+        }
+        return;
+    }
+    /* every path of any run, in order of first appearance; the head kind first, the dataset last */
+    static char paths[CFG_MAX_ITEMS * 2][64];
+    int np = 0;
+    snprintf(paths[np++], sizeof paths[0], "model.head.kind");
+    for (int i = 0; i < n; i++)
+        for (int k = 0; k < cf[i].n && np < CFG_MAX_ITEMS * 2; k++) {
+            int seen = !strcmp(cf[i].it[k].path, "dataset");
+            for (int q = 0; q < np && !seen; q++) seen = !strcmp(paths[q], cf[i].it[k].path);
+            if (!seen) snprintf(paths[np++], sizeof paths[0], "%s", cf[i].it[k].path);
+        }
+    if (np < CFG_MAX_ITEMS * 2) snprintf(paths[np++], sizeof paths[0], "dataset");
+    char lab[PLOT_MAX_RUNS][256] = {{0}};
+    for (int q = 0; q < np; q++) {
+        if (!cfg_labels_path(paths[q])) continue;
+        int same = 1;
+        for (int i = 1; i < n && same; i++) same = !strcmp(cfg_value(&cf[i], paths[q]), cfg_value(&cf[0], paths[q]));
+        if (same) continue;
+        for (int i = 0; i < n; i++) {
+            char w[200];
+            cfg_words(paths[q], cfg_value(&cf[i], paths[q]), w, sizeof w);
+            const size_t l = strlen(lab[i]);
+            snprintf(lab[i] + l, sizeof lab[i] - l, "%s%s", l ? " " : "", w);
+        }
+    }
+    for (int h = 0; h < (int)(sizeof cfg_headline / sizeof cfg_headline[0]); h++) {
+        const char *v = cfg_value(&cf[0], cfg_headline[h]);
+        int same = strcmp(v, "-") != 0;
+        for (int i = 1; i < n && same; i++) same = !strcmp(cfg_value(&cf[i], cfg_headline[h]), v);
+        if (!same) continue;
+        char w[200];
+        cfg_words(cfg_headline[h], v, w, sizeof w);
+        const size_t l = strlen(common);
+        snprintf(common + l, cn - l, "%s%s", l ? " " : "all runs: ", w);
+    }
+    free(cf);
+    for (int i = 0; i < n; i++) {
+        char folder[256];
+        run_name(inputs[i], folder, sizeof folder);
+        int dup = 0;
+        for (int j = 0; j < n; j++) dup |= j != i && !strcmp(lab[i], lab[j]);
+        if (!lab[i][0]) snprintf(runs[i].name, sizeof runs[i].name, "%s", folder);
+        else if (dup) snprintf(runs[i].name, sizeof runs[i].name, "%.200s (%.50s)", lab[i], folder);
+        else snprintf(runs[i].name, sizeof runs[i].name, "%.255s", lab[i]);
+    }
+}
+
 static int run_load(Run *R, const char *in, int epoch, int tsne, int verbose, char *msg, size_t msgn) {
     memset(R, 0, sizeof *R);
     R->ev = -1;
@@ -289,7 +538,8 @@ typedef struct {
     int *evs;
     const SweepSummary *sw;
     const char *title;
-    const int *drops; /* (K, E) drops per class x expert of runs[0].ev */
+    const int *drops;   /* (K, E) drops per class x expert of runs[0].ev */
+    const char *common; /* what compared runs share: the comparison figures' subtitle */
 } Ctx;
 
 static ml_status d_curves(void *c, const char *p, FigFormat f) { return figs_curves(&((Ctx *)c)->runs[0].r, p, f); }
@@ -319,11 +569,11 @@ static FigRun *ctx_runs(Ctx *c, FigRun *out) {
 }
 static ml_status d_cmp_curves(void *c, const char *p, FigFormat f) {
     FigRun r[PLOT_MAX_RUNS];
-    return figs_cmp_curves(ctx_runs(c, r), ((Ctx *)c)->n, p, f);
+    return figs_cmp_curves(ctx_runs(c, r), ((Ctx *)c)->n, ((Ctx *)c)->common, p, f);
 }
 static ml_status d_cmp_heat(void *c, const char *p, FigFormat f) {
     FigRun r[PLOT_MAX_RUNS];
-    return figs_cmp_heatmaps(ctx_runs(c, r), ((Ctx *)c)->evs, ((Ctx *)c)->n, p, f);
+    return figs_cmp_heatmaps(ctx_runs(c, r), ((Ctx *)c)->evs, ((Ctx *)c)->n, ((Ctx *)c)->common, p, f);
 }
 static ml_status d_cmp_table(void *c, const char *p, FigFormat f) {
     FigRun r[PLOT_MAX_RUNS];
@@ -440,20 +690,20 @@ static int write_metrics_csv(Out *o, Run *runs, int n) {
     return 0;
 }
 
-static int plot_compare(Out *o, Run *runs, int n, int epoch) {
+static int plot_compare(Out *o, Run *runs, int n, int epoch, const char *common) {
     int evs[PLOT_MAX_RUNS];
     for (int i = 0; i < n; i++) {
         /* the same epoch in every heatmap: the one asked for, else the last epoch all runs reached */
         evs[i] = runs[i].ev;
     }
     if (epoch < 0) {
-        int common = INT_MAX;
+        int last = INT_MAX;
         for (int i = 0; i < n; i++)
-            if (runs[i].h.nevals > 0 && runs[i].h.evals[runs[i].h.nevals - 1].epoch < common)
-                common = runs[i].h.evals[runs[i].h.nevals - 1].epoch;
-        for (int i = 0; i < n; i++) evs[i] = common == INT_MAX ? -1 : session_history_eval_at_epoch(&runs[i].h, common);
+            if (runs[i].h.nevals > 0 && runs[i].h.evals[runs[i].h.nevals - 1].epoch < last)
+                last = runs[i].h.evals[runs[i].h.nevals - 1].epoch;
+        for (int i = 0; i < n; i++) evs[i] = last == INT_MAX ? -1 : session_history_eval_at_epoch(&runs[i].h, last);
     }
-    Ctx c = {.runs = runs, .n = n, .evs = evs};
+    Ctx c = {.runs = runs, .n = n, .evs = evs, .common = common};
     int bad = emit(o, "compare_curves", d_cmp_curves, &c);
     int moe = 0;
     for (int i = 0; i < n; i++) moe += runs[i].h.E > 0;
@@ -582,22 +832,10 @@ int plot_run(const char *const *inputs, int n, const char *outdir, unsigned form
             return 1;
         }
         for (int i = 0; i < n && rc == 0; i++) rc = run_load(&runs[i], inputs[i], epoch, n == 1, verbose, msg, msgn);
-        /* the labels: --label per session, --title for a single one; runs of one configuration
-         * told apart by their seed, then by their folder */
-        for (int i = 0; i < n && rc == 0; i++) {
-            int dup = 0;
-            for (int j = 0; j < n; j++) dup |= j != i && !strcmp(runs[i].name, runs[j].name);
-            if (dup) {
-                const size_t l = strlen(runs[i].name);
-                snprintf(runs[i].name + l, sizeof runs[i].name - l, " seed %llu",
-                         (unsigned long long)runs[i].h.info.seed);
-            }
-        }
-        for (int i = 0; i < n && rc == 0; i++) {
-            int dup = 0;
-            for (int j = 0; j < n; j++) dup |= j != i && !strcmp(runs[i].name, runs[j].name);
-            if (dup) run_name(inputs[i], runs[i].name, sizeof runs[i].name);
-        }
+        /* the labels: --label per session, --title for a single one; compared runs by what differs
+         * between their configurations, what they share in the comparison figures' subtitle */
+        char common[512] = "";
+        if (rc == 0 && n > 1) compare_labels(runs, n, inputs, common, sizeof common);
         for (int i = 0; i < n && rc == 0; i++)
             if (i < g_nlabels) snprintf(runs[i].name, sizeof runs[i].name, "%s", g_labels[i]);
         if (rc == 0 && n == 1 && g_title) snprintf(runs[0].name, sizeof runs[0].name, "%s", g_title);
@@ -608,7 +846,7 @@ int plot_run(const char *const *inputs, int n, const char *outdir, unsigned form
             staged = 1;
             snprintf(o.wdir, sizeof o.wdir, "%s", od.tmp);
         }
-        if (rc == 0) rc = n == 1 ? plot_session(&o, &runs[0], 1) : plot_compare(&o, runs, n, epoch);
+        if (rc == 0) rc = n == 1 ? plot_session(&o, &runs[0], 1) : plot_compare(&o, runs, n, epoch, common);
         for (int i = 0; i < n; i++) run_free(&runs[i]);
         free(runs);
     }
