@@ -893,7 +893,21 @@ ml_status figs_sweep_configs(const SweepSummary *s, const char *title, const cha
     for (int i = 0; i < m; i++) maxw = fmax(maxw, 0.6 * 6.5 * (double)strlen(labels[i]));
     const double W = fig_w(m > 6 ? FIG_PAGE_IN : FIG_COL_IN) * 72.0;
     const int rotate = maxw > 0.9 * (W - 50) / m;
-    const double below = (rotate ? 0.72 * maxw + 4 : 0) + 12;
+    /* one style per head kind; the legend and the note on filled markers go under the axis
+     * name, outside the plot area: inside it they covered whiskers (issue #40 item 7) */
+    const char *heads[FIG_NCAT];
+    int nh = 0;
+    double headw = 0;
+    for (int i = 0; i < m; i++) {
+        const char *hd = s->configs[idx[i]].head;
+        int j = 0;
+        while (j < nh && strcmp(heads[j], hd) != 0) j++;
+        if (j == nh && nh < FIG_NCAT) heads[nh++] = hd, headw = fmax(headw, 0.6 * 6.5 * (double)strlen(hd));
+    }
+    int lcol = (int)((W - 12) / (headw + 28));
+    lcol = lcol < 1 ? 1 : lcol > nh ? nh : lcol;
+    const double legh = 10 * ((nh + lcol - 1) / lcol) + 8, noteh = 10;
+    const double below = (rotate ? 0.72 * maxw + 4 : 0) + 12 + legh + noteh;
     Fig *f = fig_open(path, fmt, W / 72.0, 2.2 + below / 72.0);
     if (!f) {
         free(labels), free(lab), free(idx);
@@ -911,19 +925,17 @@ ml_status figs_sweep_configs(const SweepSummary *s, const char *title, const cha
     /* rotated labels reach left of their tick: room for the first one */
     const double xoff = rotate ? fmax(0, 0.72 * 0.6 * 6.5 * (double)strlen(labels[0]) - 40) : 0;
     fig_panel(&p, f, xoff, 0, W - xoff, fig_height(f) - below, &ax, &ay, title, NULL, "gap to dense (pp)");
-    fig_text(f, p.x + p.w / 2, fig_height(f) - 9, 7.5, 0.5, 0, 0, xl);
+    fig_text(f, p.x + p.w / 2, fig_height(f) - legh - noteh - 9, 7.5, 0.5, 0, 0, xl);
     fig_panel_xlabels(&p, labels, m);
     const FigStyle zero = plain((FigRGB){0, 0, 0}, 0.6, 0);
     fig_hline(&p, 0, &zero);
-    /* one style per head kind; filled when the interval excludes 0 */
-    const char *heads[FIG_NCAT];
-    int nh = 0;
+    /* filled when the interval excludes 0 */
     FigStyle hs[FIG_NCAT];
+    for (int j = 0; j < nh; j++) hs[j] = fig_series_style(j);
     for (int i = 0; i < m; i++) {
         const SweepConfig *k = &s->configs[idx[i]];
         int j = 0;
         while (j < nh && strcmp(heads[j], k->head) != 0) j++;
-        if (j == nh && nh < FIG_NCAT) heads[nh] = k->head, hs[nh] = fig_series_style(nh), nh++;
         if (j >= FIG_NCAT) j = FIG_NCAT - 1;
         FigStyle st = hs[j];
         st.msize = 4.5;
@@ -931,8 +943,9 @@ ml_status figs_sweep_configs(const SweepSummary *s, const char *title, const cha
         fig_errbar(&p, i, 100 * k->gap, 100 * k->gap_lo, 100 * k->gap_hi, &st);
     }
     for (int j = 0; j < nh; j++) hs[j].width = 0, hs[j].msize = 4.5;
-    fig_legend(&p, hs, heads, nh, 0, 1);
-    fig_text(f, p.x + 3, p.y + p.h - 5, 5.5, 0, 1, 0, "filled: 95% CI excludes 0; open: inconclusive");
+    FigPanel ls = strip(f, p.x - 3, fig_height(f) - legh - noteh, W - p.x + 3, legh);
+    fig_legend(&ls, hs, heads, nh, 1, lcol);
+    fig_text(f, p.x, fig_height(f) - 3, 5.5, 0, 1, 0, "filled: 95% CI excludes 0; open: inconclusive");
     free(labels), free(lab), free(idx);
     return fig_close(f);
 }
