@@ -37,7 +37,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/socket.h>
 #include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
@@ -78,7 +77,6 @@ typedef struct {
     char state[24];
     int run_ended;
     int read_only; /* --read-only: no command is ever sent */
-    long run_pid;  /* the process of the run attached to (the socket's peer; 0: unknown) */
     TermMouseParser mp;
     int confirm_quit, leave;
     double q_at; /* > 0: q pressed on an empty line at this time; detach unless more keys follow */
@@ -261,9 +259,7 @@ static void fill_status(Attach *a, RunStatus *rs, char *note, size_t noten) {
                   : -1.0;
     rs->elapsed = ml_now() - a->t_open;
     rs->session = a->dir;
-    if (a->run_pid > 0) /* the run's process, not this one's */
-        snprintf(note, noten, "attached%s to pid %ld", a->read_only ? " read-only" : "", a->run_pid);
-    else snprintf(note, noten, "attached%s", a->read_only ? " read-only" : "");
+    snprintf(note, noten, "attached%s (pid %ld)", a->read_only ? " read-only" : "", (long)getpid());
     rs->note = note;
 }
 
@@ -464,9 +460,6 @@ static int attach_session(const char *dir, int read_only, int mouse) {
     a->dir = dir;
     a->fd = fd;
     a->read_only = read_only;
-    struct ucred cr;
-    socklen_t crn = sizeof cr;
-    if (getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cr, &crn) == 0 && crn == sizeof cr) a->run_pid = (long)cr.pid;
     if (read_only) send_request(a, REQ_HELLO, "readonly"); /* before anything else: the run refuses commands from now on */
     a->scr.focus = PANEL_CURVES;
     /* the initial load in a child first (a file that crashes the HDF5 library gives a message);
