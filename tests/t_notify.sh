@@ -10,6 +10,8 @@
 #   (issue 41 item 6) the command's output goes to SESSION/notify.log, not moelab's stdout/stderr; it
 #   holds no descriptor but 0-2; a background child of it does not keep `moelab train | cat` open;
 #   SIGTERM/SIGINT end a finished run's wait for its notification (the command killed, logged).
+#   (issue 40 item 4) two experts dying at one step are two alerts; the finished alert carries the
+#   run's final step, not the latest step record's.
 set -u
 BIN=${1:?usage: t_notify.sh path/to/moelab}
 BIN=$(cd "$(dirname "$BIN")" && pwd)/$(basename "$BIN")
@@ -44,13 +46,35 @@ IFS='|' read -r ev sess step text <<< "$line"
 check "MOELAB_SESSION is the session folder ($sess)" test "$sess" = "s1"
 check "MOELAB_STEP is the onset step, 100-160 ($step)" test "${step:-0}" -ge 100 -a "${step:-0}" -le 160
 case "$text" in "collapse at step $step"*) ok "MOELAB_TEXT is the event's line";; *) bad "MOELAB_TEXT: '$text'";; esac
-# every notification kind appears at most once per step
-dups=$(cut -d'|' -f1,3 notes.txt | sort | uniq -d | wc -l)
+# every notification kind appears at most once per step (an expert death: once per expert)
+dups=$(grep -v '^expert-death|' notes.txt | cut -d'|' -f1,3 | sort | uniq -d | wc -l)
 check "no kind notified twice at one step" test "$dups" = 0
 # the outcomes are in the event log and in the output
 check "the event log holds 'notify collapse: sent (exit 0'" \
   sh -c "h5dump -d /events s1/live.h5 | grep -q 'notify collapse: sent (exit 0'"
 check "the stored command line holds no --notify" sh -c "! h5dump -a /run/command_line s1/live.h5 | grep -q notify"
+
+# 1b. issue 40 item 4: two experts starved to death at the same step (the utility bias of e0 and
+#     e4 at -30 on the logits, never updated) are two alerts; the finished alert carries the step
+#     the run ended at (256 = 2 x 128), not that of the latest step record (250)
+DEATH2="$SYN --epochs 2 --bias-mode logits --bias-rate 0 --init-bias e0=-30,e4=-30"
+: > notes.txt
+"$BIN" train --headless $DEATH2 --session s1b --notify "$T/note.sh" > s1b.out 2>&1
+rc=$?
+check "two deaths: the run finishes (exit $rc)" test "$rc" = 0
+d0=$(sed -n 's/^\[step \([0-9]*\)\] expert death at step [0-9]* (e0;.*/\1/p' s1b.out | head -1)
+d4=$(sed -n 's/^\[step \([0-9]*\)\] expert death at step [0-9]* (e4;.*/\1/p' s1b.out | head -1)
+check "two deaths: e0 and e4 die at the same step (e0 at '$d0', e4 at '$d4')" test -n "$d0" -a "$d0" = "$d4"
+check "two deaths: two expert-death alerts ($(grep -c '^expert-death|' notes.txt))" \
+  test "$(grep -c '^expert-death|' notes.txt)" = 2
+check "two deaths: one alert names e0 at that step" grep -q "^expert-death|s1b|$d0|expert death at step $d0 (e0;" notes.txt
+check "two deaths: the other names e4 at that step" grep -q "^expert-death|s1b|$d0|expert death at step $d0 (e4;" notes.txt
+check "two deaths: the event log says both were sent ($(h5dump -d /events s1b/live.h5 2>/dev/null | grep -c 'notify expert-death: sent'))" \
+  test "$(h5dump -d /events s1b/live.h5 2>/dev/null | grep -c 'notify expert-death: sent')" = 2
+fin=$(sed -n 's/^session   s1b: finished at step \([0-9]*\)$/\1/p' s1b.out)
+check "finished: the run ended at step 256 ('$fin')" test "$fin" = 256
+check "finished: MOELAB_STEP is the final step ($(grep '^finished|' notes.txt | cut -d'|' -f3))" \
+  test "$(grep '^finished|' notes.txt | cut -d'|' -f3)" = "$fin"
 
 # 2. a command that hangs is killed after its timeout; the run is not held up by more than it
 start=$(date +%s)

@@ -88,7 +88,9 @@ static int open_output(const Notifier *n, int ev, long step) {
 
 int notify_send(Notifier *n, int ev, long step, const char *text) {
     if (!n->cmd || ev < 0 || ev >= NOTIFY_N) return 0;
-    if (n->last_step[ev] == step) return 0; /* the other views of the same episode */
+    /* the other views of the same episode; but each expert death is its own alert, and two experts
+     * (or one in each of two layers) can die at the same step */
+    if (ev != NOTIFY_DEATH && n->last_step[ev] == step) return 0;
     n->last_step[ev] = step;
     notify_poll(n, 0);
     if (n->nkid == NOTIFY_MAX_KIDS) {

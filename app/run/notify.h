@@ -48,7 +48,8 @@ void notify_init(Notifier *n, const char *cmd, double timeout, const char *sessi
 /* The event a trainer event stands for, or -1 (commands, epochs, revivals, checkpoints). */
 int notify_event_of(const TrainerEvent *e);
 /* Runs the command for event ev at step (text: one line, what happened). 0 if it started or was
- * a repeat of the same kind at the same step, -1 if it could not start (logged). */
+ * a repeat of the same kind at the same step (an expert death never is: each is sent), -1 if it
+ * could not start (logged). */
 int notify_send(Notifier *n, int ev, long step, const char *text);
 /* notify_send for a trainer event that stands for one; others are ignored. */
 void notify_trainer_event(Notifier *n, const TrainerEvent *e);

@@ -194,6 +194,7 @@ int runsession_open(RunSession *rs, const AppOptions *o, Trainer *t, const char 
                     int resume) {
     memset(rs, 0, sizeof *rs);
     notify_init(&rs->notify, o->notify, o->notify_timeout, "");
+    rs->trainer = t;
     if (o->no_session) return 0;
     rs->ckpt_every = o->ckpt_every;
     rs->ckpt_steps = o->ckpt_steps;
@@ -391,10 +392,12 @@ void runsession_event(RunSession *rs, long step, const char *text) {
 
 void runsession_finish(RunSession *rs, const char *status) {
     if (rs->notify.cmd && status) {
+        /* the step the run ended at, not that of the latest step record (every --log-every steps) */
+        const long step = rs->trainer && rs->trainer->step > rs->last_step ? rs->trainer->step : rs->last_step;
         if (!strcmp(status, "finished"))
-            notify_send(&rs->notify, NOTIFY_FINISHED, rs->last_step, "the run finished");
+            notify_send(&rs->notify, NOTIFY_FINISHED, step, "the run finished");
         else if (!strcmp(status, "failed"))
-            notify_send(&rs->notify, NOTIFY_FAILED, rs->last_step, "the run failed");
+            notify_send(&rs->notify, NOTIFY_FAILED, step, "the run failed");
         notify_poll(&rs->notify, 1);
     }
     if (rs->active && session_close(&rs->w, status) != ML_OK && !rs->failed)
