@@ -551,6 +551,47 @@ static void dead_list(const CollapseState *s, char *buf, size_t n) {
         if (s->dead[e]) o += (size_t)snprintf(buf + o, n - o, "%se%d", o ? " " : "", e);
 }
 
+/* The cause clause of a view's message, from the state it describes (a test per clause in
+ * tests/test_collapse.c):
+ *   training:        experts starve[; N/E dead in training]
+ *   clean, warning:  what balances the training selection (the selection noise at its scale, or with
+ *                    no noise the capacity that keeps at most C pairs an expert), then the evaluation:
+ *                    collapsed since step S / not concentrated at its last run (X%) / not run yet
+ *   clean, collapse: and the training selection too
+ *   evaluation:      the training side as it is (the message already says the test set goes to
+ *                    few experts): the training selection / clean router concentrated too, N/E
+ *                    dead in training, the training batches balanced, or not judged yet
+ * The longest message (a layer, a dead count, every clause) fits the records' 192 bytes. */
+void collapse_cause(const CollapseState *s, int item, int sev, char *buf, size_t n) {
+    buf[0] = 0;
+    const int nd = collapse_dead_count(s);
+    char deaths[48] = "";
+    if (nd > 0) snprintf(deaths, sizeof deaths, "%d/%d dead in training", nd, s->E);
+    const CollapseView *ev = &s->view[CVIEW_EVAL];
+    if (item == CVIEW_TRAIN) {
+        snprintf(buf, n, "experts starve%s%s", nd ? "; " : "", deaths);
+    } else if (item == CVIEW_CLEAN) {
+        if (sev != ALARM_WARNING) {
+            snprintf(buf, n, "and the training selection too");
+            return;
+        }
+        char bal[64], evs[64];
+        if (s->noise > 0) snprintf(bal, sizeof bal, "the selection noise (%.3g) is doing the balancing", s->noise);
+        else snprintf(bal, sizeof bal, "no noise: capacity is doing the balancing");
+        if (ev->flag) snprintf(evs, sizeof evs, "evaluation collapsed since step %ld", ev->since);
+        else if (ev->expert >= 0) snprintf(evs, sizeof evs, "last evaluation %.0f%% to e%d", 100.0 * ev->share, ev->expert);
+        else snprintf(evs, sizeof evs, "evaluation, without noise, will follow it");
+        snprintf(buf, n, "%s; %s", bal, evs);
+    } else if (item == CVIEW_EVAL) {
+        const char *trs = s->view[CVIEW_TRAIN].flag   ? "the training selection too"
+                          : s->view[CVIEW_CLEAN].flag ? "the clean router too, training selection balanced"
+                          : nd                        ? ""
+                          : s->train.n > 0            ? "the training batches look balanced"
+                                                      : "training not judged yet";
+        snprintf(buf, n, "%s%s%s", trs, trs[0] && nd ? "; " : "", deaths);
+    }
+}
+
 void collapse_format(const CollapseState *s, int item, int expert, const char *layer, char *buf, size_t n) {
     buf[0] = 0;
     char lay[40] = "";
@@ -585,15 +626,11 @@ void collapse_format(const CollapseState *s, int item, int expert, const char *l
     const char *what = s->soft ? "of the gate mass on" : item == CVIEW_EVAL ? "of test first choices to" : "of first choices to";
     char dead[64] = "";
     if (cv->reason & COLLAPSE_DEAD) snprintf(dead, sizeof dead, ", %d/%d experts dead", cv->dead, s->E);
-    const char *why = item == CVIEW_TRAIN   ? "experts starve"
-                      : item == CVIEW_EVAL  ? (s->view[CVIEW_TRAIN].flag || s->view[CVIEW_CLEAN].flag
-                                                   ? "the test set goes to few experts"
-                                                   : "the test set goes to few experts; the training batches look balanced")
-                      : sev == ALARM_WARNING ? "the noise is doing the balancing: evaluation will collapse"
-                                             : "and the training selection too";
-    snprintf(buf, n, "%s%s %s: %.0f%% %s e%d, load entropy %.2f%s, %s step %ld (%s)",
+    char why[160];
+    collapse_cause(s, item, sev, why, sizeof why);
+    snprintf(buf, n, "%s%s %s: %.0f%% %s e%d, load entropy %.2f%s, since step %ld (%s)",
              sev == ALARM_COLLAPSE ? "COLLAPSE" : "WARNING", lay, collapse_view_name(item), 100.0 * cv->share, what,
-             cv->expert, cv->entropy, dead, item == CVIEW_EVAL ? "at" : "since", cv->since, why);
+             cv->expert, cv->entropy, dead, cv->since, why);
 }
 
 void collapse_describe(const CollapseState *s, int view, char *buf, size_t n) {

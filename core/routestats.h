@@ -156,6 +156,8 @@ typedef struct {
     CollapseView idle;                  // the idle router (share: mean first_agree, entropy: mean gate entropy)
     double idle_gate_h, idle_agree;     // their moving averages (span: the window)
     long idle_n;                        // post-warm-up steps in those averages
+    /* what the messages' causes read (set by the trainer before each step; not checkpointed) */
+    double noise;                       // the training selection's noise scale now (--noise)
 } CollapseState;
 
 ml_status collapse_init(CollapseState *s, const RouteWinConfig *c, int E, int soft);
@@ -188,6 +190,9 @@ int collapse_item_alarm(const CollapseState *s, int item);
  * CITEM_REVIVAL's expert (ignored otherwise). buf gets "" when the item is not open (a view not flagged,
  * an expert not dead for a death). */
 void collapse_format(const CollapseState *s, int item, int expert, const char *layer, char *buf, size_t n);
+// The cause clause of a view's message (CITEM_TRAIN/CLEAN/EVAL at severity sev), from the state it
+// describes: the noise scale, the other views, the deaths ("" for other items).
+void collapse_cause(const CollapseState *s, int item, int sev, char *buf, size_t n);
 // The most severe open item of the layer (CITEM_*, and its expert for a death), -1 if none.
 int collapse_top_item(const CollapseState *s, int *expert);
 // The routing panel's forecast line, e.g. "clean share 0.42, rising: threshold in ~600 steps" ("" if none).

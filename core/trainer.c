@@ -472,6 +472,7 @@ ml_status trainer_step(Trainer *t, StepRecord *rec) {
     double rho_real = 0.0;
     if (is_moe) {
         moe_update_bias(&m->moe);
+        t->coll.noise = m->moe.cfg.noise;
         collapse_push_step(&t->coll, &m->moe.stats, t->step + 1);
         rho_real = model_rho_realized(m); /* the model total: kept pairs of the head and every layer */
         t->ep.drop += m->moe.stats.drop_frac;
@@ -488,6 +489,7 @@ ml_status trainer_step(Trainer *t, StepRecord *rec) {
     for (int i = 0; i < t->nbl; i++) { /* every backbone layer's statistics, as the head's */
         TrainerLayer *l = &t->bl[i];
         const MoeStepStats *ls = &m->moec[l->mi].route.stats;
+        l->coll.noise = m->moec[l->mi].route.cfg.noise;
         collapse_push_step(&l->coll, ls, t->step + 1);
         l->fired |= l->coll.fired;
         l->coll.fired = 0;

@@ -114,7 +114,8 @@ static void test_hidden_by_noise(const Dataset *ds) {
                   r.collapse_views, r.alarm);
             CHECK(!strncmp(r.collapse_text, "WARNING clean router: 100% of first choices to e3", 49) &&
                       strstr(r.collapse_text, "since step 10 ") &&
-                      strstr(r.collapse_text, "the noise is doing the balancing"),
+                      strstr(r.collapse_text, "the selection noise (") &&
+                      strstr(r.collapse_text, "is doing the balancing"),
                   "hidden: the banner text names the view, the share and the expert: \"%s\"", r.collapse_text);
             CHECK(t.coll.view[CVIEW_CLEAN].first_step == c.route.min_steps &&
                       r.collapse_first_step == t.coll.view[CVIEW_CLEAN].first_step,
@@ -544,9 +545,10 @@ static void test_alarm(void) {
     CHECK(collapse_alarm(&s) == ALARM_WARNING && collapse_item_alarm(&s, CITEM_CLEAN) == ALARM_WARNING,
           "severity: only the clean router concentrates -> a warning (yellow)");
     char msg[192];
+    s.noise = 1.0;
     collapse_format(&s, CITEM_CLEAN, -1, NULL, msg, sizeof msg);
     CHECK(!strncmp(msg, "WARNING clean router: ", 22) && strstr(msg, "of first choices to e5") &&
-              strstr(msg, "the noise is doing the balancing"),
+              strstr(msg, "the selection noise (1) is doing the balancing"),
           "the warning's message names the view, the expert and the share: \"%s\"", msg);
     long closed = -1;
     for (int i = 0; i < 200 && closed < 0; i++) {
@@ -682,6 +684,74 @@ static void test_idle(const Dataset *ds) {
     }
 }
 
+/* ---- every cause clause follows from the state it describes (noise scale, views, deaths) */
+static int has(const char *s, const char *sub) { return strstr(s, sub) != NULL; }
+
+static void test_causes(void) {
+    RouteWinConfig rc;
+    routewin_defaults(&rc);
+    CollapseState s;
+    char m[192];
+    CHECK(collapse_init(&s, &rc, 8, 0) == ML_OK, "causes: init");
+    s.train.n = 100; /* the training window has been judged */
+    /* the clean router's warning: training balanced, the clean router concentrated */
+    s.view[CVIEW_CLEAN].flag = 1, s.view[CVIEW_CLEAN].since = 146, s.view[CVIEW_CLEAN].expert = 6;
+    s.view[CVIEW_CLEAN].share = 0.67;
+    s.noise = 1.0;
+    collapse_format(&s, CITEM_CLEAN, -1, NULL, m, sizeof m);
+    CHECK(has(m, "WARNING clean router") && has(m, "the selection noise (1) is doing the balancing") &&
+              has(m, "evaluation, without noise, will follow it"),
+          "clean warning, noise 1, no evaluation yet: noise balances, evaluation will follow: \"%s\"", m);
+    s.noise = 0.0;
+    collapse_format(&s, CITEM_CLEAN, -1, NULL, m, sizeof m);
+    CHECK(has(m, "no noise: capacity is doing the balancing") && !has(m, "noise is doing") && !has(m, "noise ("),
+          "clean warning, --noise 0: never blames the noise: \"%s\"", m);
+    s.view[CVIEW_EVAL].expert = 2, s.view[CVIEW_EVAL].share = 0.37;
+    collapse_format(&s, CITEM_CLEAN, -1, NULL, m, sizeof m);
+    CHECK(has(m, "last evaluation 37% to e2") && !has(m, "will"),
+          "clean warning, an evaluation that is not concentrated: says its share, predicts nothing: \"%s\"", m);
+    s.view[CVIEW_EVAL].flag = 1, s.view[CVIEW_EVAL].since = 128, s.view[CVIEW_EVAL].share = 0.9;
+    collapse_format(&s, CITEM_CLEAN, -1, NULL, m, sizeof m);
+    CHECK(has(m, "evaluation collapsed since step 128") && !has(m, "will"),
+          "clean warning after the evaluation collapsed: says so, no 'will collapse': \"%s\"", m);
+    /* the evaluation's clause */
+    s.view[CVIEW_CLEAN].flag = 0;
+    collapse_format(&s, CITEM_EVAL, -1, NULL, m, sizeof m);
+    CHECK(has(m, "COLLAPSE evaluation") && has(m, "(the training batches look balanced)"),
+          "evaluation alone, training balanced and no death: 'the training batches look balanced': \"%s\"", m);
+    s.dead[0] = s.dead[4] = 1, s.dead_since[0] = s.dead_since[4] = 170;
+    collapse_format(&s, CITEM_EVAL, -1, NULL, m, sizeof m);
+    CHECK(has(m, "2/8 dead in training") && !has(m, "look balanced"),
+          "evaluation after two training deaths: names them, never 'look balanced': \"%s\"", m);
+    s.dead[0] = s.dead[4] = 0, s.dead_since[0] = s.dead_since[4] = -1;
+    s.view[CVIEW_CLEAN].flag = 1;
+    collapse_format(&s, CITEM_EVAL, -1, NULL, m, sizeof m);
+    CHECK(has(m, "the clean router too, training selection balanced") && !has(m, "look balanced"),
+          "evaluation with the clean router concentrated: says so: \"%s\"", m);
+    s.view[CVIEW_TRAIN].flag = 1, s.view[CVIEW_TRAIN].since = 131, s.view[CVIEW_TRAIN].expert = 3;
+    s.view[CVIEW_TRAIN].share = 0.9;
+    collapse_format(&s, CITEM_EVAL, -1, NULL, m, sizeof m);
+    CHECK(has(m, "the training selection too") && !has(m, "look balanced"),
+          "evaluation with the training view concentrated: 'the training selection too': \"%s\"", m);
+    /* the clean router with the training view flagged: a collapse, not the noise's doing */
+    collapse_format(&s, CITEM_CLEAN, -1, NULL, m, sizeof m);
+    CHECK(has(m, "COLLAPSE clean router") && has(m, "and the training selection too") && !has(m, "balancing"),
+          "clean router with training flagged: red, 'and the training selection too': \"%s\"", m);
+    /* the training view: experts starve, and the deaths when there are any */
+    collapse_format(&s, CITEM_TRAIN, -1, NULL, m, sizeof m);
+    CHECK(has(m, "(experts starve)"), "training view, no death: '(experts starve)': \"%s\"", m);
+    s.dead[5] = 1, s.dead_since[5] = 150;
+    collapse_format(&s, CITEM_TRAIN, -1, NULL, m, sizeof m);
+    CHECK(has(m, "experts starve; 1/8 dead in training"), "training view with a death: names it: \"%s\"", m);
+    /* the longest: a layer name, dead experts in the view, every clause, fits the record's text */
+    s.view[CVIEW_TRAIN].flag = 0, s.dead[1] = s.dead[2] = s.dead[3] = 1;
+    s.view[CVIEW_EVAL].reason = COLLAPSE_DEAD | COLLAPSE_SHARE, s.view[CVIEW_EVAL].dead = 8;
+    s.view[CVIEW_EVAL].since = 9999999;
+    collapse_format(&s, CITEM_EVAL, -1, "moe12", m, sizeof m);
+    CHECK(strlen(m) < 190 && m[strlen(m) - 1] == ')', "the longest message is whole (%zu bytes): \"%s\"", strlen(m), m);
+    collapse_free(&s);
+}
+
 int main(void) {
     Dataset ds;
     SyntheticOptions so;
@@ -700,6 +770,7 @@ int main(void) {
     test_eval_view(&ds);
     test_softmoe_gate_mass(&ds);
     test_state();
+    test_causes();
     test_alarm();
     test_idle(&ds);
     test_rule(&ds);
