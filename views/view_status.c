@@ -160,12 +160,25 @@ static void status_draw(View *v, WINDOW *w, Rect r) {
     else snprintf(rate, sizeof rate, "-- img/s");
     fmt_duration(eta, sizeof eta, s->eta);
     fmt_duration(el, sizeof el, s->elapsed);
+    /* the latest test accuracy outranks the bar's width and the rate: on the live screen a narrow
+     * row (80 columns) first drops img/s, then the bar, so that it stays (the browser keeps its
+     * bar: it is the epoch scrubber) */
+    char acc[48] = "";
+    if (s->have_eval) snprintf(acc, sizeof acc, "  test acc %.2f%%", 100.0 * s->test_acc);
+    const int acc_len = utf8_cells(acc);
     /* fixed tail after the bar */
     char tail[128];
     if (c->browse) snprintf(tail, sizeof tail, " %4.1f%%", 100.0 * frac);
     else snprintf(tail, sizeof tail, " %4.1f%%  %s  ETA %s", 100.0 * frac, rate, eta);
-    const int tail_len = utf8_cells(tail);
-    int bw = xmax - x - tail_len - 2 - 1;
+    int tail_len = utf8_cells(tail);
+    int bw = xmax - x - tail_len - 2 - 1 - acc_len;
+    if (bw < 6 && acc_len && !c->browse) {
+        snprintf(tail, sizeof tail, " %4.1f%%  ETA %s", 100.0 * frac, eta);
+        tail_len = utf8_cells(tail);
+        dropped = 1; /* img/s */
+        bw = xmax - x - tail_len - 2 - 1 - acc_len;
+        if (bw < 6) bw = 0; /* no bar: the percentage says where it is */
+    } else if (bw < 6) bw = xmax - x - tail_len - 2 - 1; /* the browser: the bar before the accuracy */
     if (bw > 30) bw = 30;
     s->bar_w = 0;
     if (bw >= 6) {
@@ -180,15 +193,12 @@ static void status_draw(View *v, WINDOW *w, Rect r) {
         x = put_seg(w, y, x, xmax, A_NORMAL, "]", &dropped);
     }
     x = put_seg(w, y, x, xmax, A_NORMAL, tail, &dropped);
-    /* optional segments, in order of importance */
+    /* optional segments, in order of importance (the note only where the accuracy still fits) */
     if (s->note[0]) {
         snprintf(buf, sizeof buf, "  %s", s->note);
-        x = put_seg(w, y, x, xmax, t->role[TH_WARN], buf, &dropped);
+        x = put_seg(w, y, x, xmax - acc_len, t->role[TH_WARN], buf, &dropped);
     }
-    if (s->have_eval) {
-        snprintf(buf, sizeof buf, "  test acc %.2f%%", 100.0 * s->test_acc);
-        x = put_seg(w, y, x, xmax, t->role[TH_ACC], buf, &dropped);
-    }
+    if (acc_len) x = put_seg(w, y, x, xmax, t->role[TH_ACC], acc, &dropped);
     if (s->have_step && c->has_moe) {
         snprintf(buf, sizeof buf, "  %s %.3g", t->utf8 ? "\u03c4" : "tau", (double)s->tau);
         x = put_seg(w, y, x, xmax, A_NORMAL, buf, &dropped);
