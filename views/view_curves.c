@@ -7,8 +7,8 @@
  * ○ (compare: run B ■ / □; ASCII A/a and B/b). The whole run is kept in decimating series
  * (ring.h), so memory is fixed. Where and when the run was in alarm (issue 26): the spans of logged
  * steps whose alarm was a collapse (red ━, ASCII #) or a warning / expert death (yellow ┅, ASCII -)
- * are marked on a row labelled "alarm" between the plot and the step axis (on the axis row itself,
- * between its labels, when the panel is too short to spare a row); core/records.h AlarmSpans. */
+ * are marked on a row labelled "alarm" between the plot and the step axis, always a row of its own
+ * (a short panel gives it a plot row, and at 4 rows the axis row); core/records.h AlarmSpans. */
 #include "view.h"
 #include "draw.h"
 
@@ -243,8 +243,7 @@ static void draw_points(WINDOW *w, int py, int px, const Canvas *cv, const Serie
 
 /* The alarm marks of the cells of a plot of cv->cw cells from column px on row y: each cell covering a
  * span's steps (through the canvas' dot mapping, so marks line up with the curves) gets the highest
- * level among them, drawn as ━ / # (collapse, TH_ERROR) or ┅ / - (warning or death, TH_WARN). Cells
- * already holding a label (overlay on the axis row) are drawn over by the caller afterwards. */
+ * level among them, drawn as ━ / # (collapse, TH_ERROR) or ┅ / - (warning or death, TH_WARN). */
 static void draw_alarm_strip(WINDOW *w, int y, int px, const Canvas *cv, const Axis *ax, const AlarmSpans *s,
                              const Theme *t) {
     unsigned char lev[STRIP_MAX_CELLS];
@@ -310,9 +309,11 @@ static void curves_draw(View *v, WINDOW *w, Rect r) {
         return;
     }
     const int lw = 6, rw = 4;
-    /* a row of its own for the alarm marks when there are any and the plot keeps 3 rows */
-    const int marks = c->spans.n > 0, strip = marks && r.h - 3 >= 3;
-    const int pw = r.w - lw - rw - 2, ph = r.h - 2 - strip;
+    /* a row of its own for the alarm marks when there are any, never the axis row: the plot gives
+     * it a row, and keeps 2 rows by giving up the step axis when the panel has only 4 */
+    const int marks = c->spans.n > 0, strip = marks;
+    const int xaxis = !marks || r.h - 3 >= 2;
+    const int pw = r.w - lw - rw - 2, ph = r.h - 1 - xaxis - strip;
     if (pw < 8 || ph < 1) return;
     if (canvas_resize(&c->cv, pw, ph)) return;
     // axes
@@ -396,11 +397,11 @@ static void curves_draw(View *v, WINDOW *w, Rect r) {
         draw_points(w, py, px, &c->cv, &c->test_b, 0, &ax, &ay, t->role[TH_B_TEST], point_glyph(t, 1, 0));
     }
     if (marks) {
-        const int sy = py + ph; /* the strip row, or the axis row (its labels drawn over the marks) */
+        const int sy = py + ph; /* the strip's own row, under the plot */
         draw_textf(w, sy, r.x, lw, t->role[TH_DIM], "%*s", lw - 1, "alarm");
         draw_alarm_strip(w, sy, px, &c->cv, &ax, &c->spans, t);
     }
-    draw_xaxis(w, py + ph + strip, px, pw, &ax, t);
+    if (xaxis) draw_xaxis(w, py + ph + strip, px, pw, &ax, t);
 }
 
 const ViewClass view_curves_class = {
