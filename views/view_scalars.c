@@ -64,6 +64,7 @@ typedef struct {
     long step;
     int have, collapsed, E, views, alarm;
     long forecast;
+    double trend;           /* the clean share's trend (> 0: rising; the forecast is then its crossing) */
     char forecast_text[96]; /* the trainer's forecast ("clean share 0.42, rising: threshold in ~600 steps") */
 } ScalarsView;
 
@@ -117,6 +118,7 @@ static void scalars_update(View *v, const ViewMsg *m) {
         s->views = r->collapse_views;
         s->E = r->moe.E;
         s->forecast = r->forecast;
+        s->trend = r->trend;
         snprintf(s->forecast_text, sizeof s->forecast_text, "%s", r->forecast_text);
     } else {
         val[D_LOSS] = r->loss;
@@ -154,6 +156,42 @@ static void scalars_title(const View *v, char *buf, size_t n) {
     }
 }
 
+/* The forecast line in `width` cells: the trainer's text when it fits, else shorter forms that keep
+ * the share and the step count ("clean 0.30 rising: threshold ~120 steps", "clean 0.30 \u2191 ~120
+ * steps", "\u2191 ~120 steps") or, without a count, the verdict ("clean 1.00 over threshold",
+ * "clean 0.20 \u2193 no crossing"); what still does not fit is cut by the caller (draw_text_cut). */
+static void forecast_fit(const ScalarsView *s, int width, int utf8, char *buf, size_t n) {
+    snprintf(buf, n, "%s", s->forecast_text);
+    if (utf8_cells(buf) <= width) return;
+    const char *txt = s->forecast_text;
+    const char *name = !strncmp(txt, "gate", 4) ? "gate" : "clean";
+    const char *num = txt + strcspn(txt, "0123456789");
+    char share[16] = "";
+    if (*num) snprintf(share, sizeof share, " %.*s", (int)strspn(num, "0123456789."), num);
+    const char *up = utf8 ? "\u2191" : "^", *down = utf8 ? "\u2193" : "v";
+    if (s->forecast < 0) { /* over the threshold, or no crossing ahead */
+        const int over = strstr(txt, "over the threshold") != NULL;
+        const char *dir = strstr(txt, "falling") ? down : "=";
+        for (int form = 0; form < 2; form++) {
+            if (over) snprintf(buf, n, form ? "%s%s over" : "%s%s over threshold", name, share);
+            else snprintf(buf, n, form ? "%s%s %s" : "%s%s %s no crossing", name, share, dir);
+            if (utf8_cells(buf) <= width) return;
+        }
+        return;
+    }
+    const int rising = s->trend > 0;
+    const char *word = rising ? "rising" : "entropy falling";
+    char arrow[32];
+    snprintf(arrow, sizeof arrow, "%s%s", rising ? "" : "entropy ", rising ? up : down);
+    for (int form = 0; form < 4; form++) {
+        if (form == 0) snprintf(buf, n, "%s%s %s: threshold ~%ld steps", name, share, word, s->forecast);
+        else if (form == 1) snprintf(buf, n, "%s%s %s threshold ~%ld steps", name, share, arrow, s->forecast);
+        else if (form == 2) snprintf(buf, n, "%s%s %s ~%ld steps", name, share, arrow, s->forecast);
+        else snprintf(buf, n, "%s ~%ld steps", arrow, s->forecast);
+        if (utf8_cells(buf) <= width) return;
+    }
+}
+
 static void scalars_draw(View *v, WINDOW *w, Rect r) {
     ScalarsView *s = v->self;
     const ViewCtx *c = v->ctx;
@@ -178,7 +216,9 @@ static void scalars_draw(View *v, WINDOW *w, Rect r) {
     const int lw = 9, vw = 12, sw = r.w - lw - vw - 1;
     if (c->has_moe && s->forecast_text[0] && y < ymax) { /* the forecast: where the clean router is heading */
         const int warn = s->forecast >= 0 || strstr(s->forecast_text, "over the threshold");
-        draw_text_cut(w, y, r.x, r.w, t->role[warn ? TH_WARN : TH_DIM], s->forecast_text);
+        char fc[128];
+        forecast_fit(s, r.w, t->utf8, fc, sizeof fc);
+        draw_text_cut(w, y, r.x, r.w, t->role[warn ? TH_WARN : TH_DIM], fc);
         y++;
     }
     if (s->nrows > ymax - y) { /* rows that do not fit, in the bottom border */
