@@ -1,6 +1,10 @@
 /* view.c — the view vtable dispatch (see view.h). */
 #include "view.h"
 
+#include "core/routestats.h"
+
+#include <ctype.h>
+#include <stdlib.h>
 #include <string.h>
 
 int view_init(View *v, const ViewClass *cls, const ViewCtx *ctx) {
@@ -59,4 +63,28 @@ void view_free_panels(View v[PANEL_COUNT], int have[PANEL_COUNT]) {
         if (have[p]) view_free(&v[p]);
         have[p] = 0;
     }
+}
+
+int view_alarm_expert(const StepRecord *r) {
+    if (!r || !r->has_moe || (r->alarm <= 0 && !r->collapsed)) return -1;
+    const int E = r->moe.E;
+    for (const char *p = r->collapse_text; *p; p++) { /* "... to e3, ...", "EXPERT DEATH e5: ..." */
+        if (*p != 'e' || !isdigit((unsigned char)p[1]) || (p > r->collapse_text && isalnum((unsigned char)p[-1])))
+            continue;
+        char *end;
+        const long e = strtol(p + 1, &end, 10);
+        if (!isalnum((unsigned char)*end) && e >= 0 && e < E) return (int)e;
+    }
+    const int *count = r->collapse_views & CVIEW_BIT_TRAIN ? r->moe.first
+                       : r->collapse_views & CVIEW_BIT_CLEAN ? r->moe.clean_first
+                                                             : NULL;
+    if (count) {
+        int best = -1;
+        for (int e = 0; e < E; e++)
+            if (count[e] > 0 && (best < 0 || count[e] > count[best])) best = e;
+        if (best >= 0) return best;
+    }
+    for (int e = 0; e < E && e < 63; e++)
+        if ((unsigned long)r->dead_mask >> e & 1u) return e;
+    return -1;
 }

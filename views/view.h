@@ -32,6 +32,8 @@ typedef struct {
     int E, k, h;
     int capacity; /* training slots per expert per batch (B when dropless) */
     int batch, epochs, log_every;
+    int ranks; /* processes of a data-parallel run (0 or 1: one); a step's capacity is one rank's, its
+                  demand and kept counts the sums over ranks */
     long steps_per_epoch, total_steps;
     double rho_nominal;
     double collapse_entropy, collapse_share; /* the run's thresholds (--collapse-entropy, --collapse-share):
@@ -147,6 +149,11 @@ void view_title(const View *v, char *buf, size_t n);
  * temperature, heatmap and load) in v[PanelId], have[p] = 1 for each one made. 0, or -1 if out of
  * memory (nothing left allocated). */
 int view_make_panels(View v[PANEL_COUNT], int have[PANEL_COUNT], const ViewCtx *ctx);
+/* The expert the alarm of step record r names (the banner's: the first "eN" word of its
+ * collapse_text), -1 when r has no alarm. A stored step without the message (attach, the browser)
+ * falls back to its columns: the largest first-choice count of the flagged view (training: noisy,
+ * clean router: clean), else the lowest dead expert. The heatmap and load panels scroll to it. */
+int view_alarm_expert(const StepRecord *r);
 void view_free_panels(View v[PANEL_COUNT], int have[PANEL_COUNT]);
 
 /* Banner text for the banner view: set by the UI for non-record conditions (NaN pause).

@@ -2,7 +2,8 @@
  * test set): one row per class labelled with its name, one column per expert, each cell coloured
  * by p(expert | class) (the row-normalised count, so a specialised class is one bright cell),
  * with a colour legend, I(class; expert) and the test load entropy. Rows that do not fit scroll
- * with `[` and `]` when the panel has focus (or zoom it with `z`). */
+ * with `[` and `]` when the panel has focus (or zoom it with `z`). Experts that do not fit: the
+ * columns start at the expert an alarm names (view_alarm_expert), so the banner's expert shows. */
 #include "view.h"
 #include "draw.h"
 
@@ -21,6 +22,8 @@ typedef struct {
     int *drops;     /* (K, E) training pairs dropped by capacity in the evaluation's epoch */
     int have_drops; /* the evaluation shown recorded them */
     int show_drops; /* `d`: the panel shows the drops instead of the first choices */
+    int alarm_e;    /* the expert the latest step's alarm names (-1: none) */
+    int escroll;    /* first expert column shown (moved to show alarm_e when the columns do not fit) */
 } HeatmapView;
 
 static void heatmap_free(View *v) {
@@ -38,6 +41,7 @@ static int heatmap_init(View *v) {
     h->E = v->ctx->E > 0 ? v->ctx->E : 1;
     h->counts = calloc((size_t)h->K * h->E, sizeof *h->counts);
     h->drops = calloc((size_t)h->K * h->E, sizeof *h->drops);
+    h->alarm_e = -1;
     v->self = h;
     if (!h->counts || !h->drops) {
         heatmap_free(v);
@@ -49,6 +53,9 @@ static int heatmap_init(View *v) {
 
 static void heatmap_update(View *v, const ViewMsg *m) {
     HeatmapView *h = v->self;
+    if (m->slot == 0 && (m->kind == VIEW_MSG_STEP || m->kind == VIEW_MSG_CURSOR) && m->step && m->step->has_moe &&
+        m->step->moe.E == h->E)
+        h->alarm_e = view_alarm_expert(m->step);
     if ((m->kind != VIEW_MSG_EVAL && m->kind != VIEW_MSG_CURSOR) || m->slot != 0) return;
     if (!m->eval || !m->eval->has_moe || !m->eval->moe.class_expert) return;
     const EvalRecord *e = m->eval;
@@ -125,16 +132,36 @@ static void heatmap_draw(View *v, WINDOW *w, Rect r) {
         shown_e = (r.w - lw - 1 - 4) / 2; /* room for "+N▸" */
         if (shown_e < 1) shown_e = 1;
     }
+    /* the columns shown: experts es..es+shown_e-1; while an alarm names an expert that would be
+     * hidden, they move to show it (back to e0 when no alarm names one) */
+    if (shown_e >= h->E) h->escroll = 0;
+    else if (h->alarm_e < 0) h->escroll = 0;
+    else if (h->alarm_e < h->escroll) h->escroll = h->alarm_e;
+    else if (h->alarm_e >= h->escroll + shown_e) h->escroll = h->alarm_e - shown_e + 1;
+    if (h->escroll > h->E - shown_e) h->escroll = h->E - shown_e > 0 ? h->E - shown_e : 0;
+    const int es = h->escroll;
     const int x0 = r.x + lw + 1;
-    // header: expert numbers
-    for (int e = 0; e < shown_e; e++) {
+    // header: expert numbers (the alarm's expert in reverse video); 2-cell columns skip a label that
+    // would touch the one before it (or the alarm's), so "9 10 11" never reads as "91011"
+    int ax0 = -1, ax1 = -1; /* the alarm's label cells */
+    if (h->alarm_e >= es && h->alarm_e < es + shown_e) {
+        char lab[16];
+        snprintf(lab, sizeof lab, cw >= 3 ? "e%d" : "%d", h->alarm_e);
+        ax1 = x0 + (h->alarm_e - es) * cw + cw - 1;
+        ax0 = ax1 - (int)strlen(lab) + 1;
+    }
+    for (int j = 0, last = -2; j < shown_e; j++) {
+        const int e = es + j;
         char lab[16];
         snprintf(lab, sizeof lab, cw >= 3 ? "e%d" : "%d", e);
-        draw_text(w, r.y, x0 + e * cw + (cw - (int)strlen(lab)), cw, t->role[TH_AXIS], lab);
+        const int lx = x0 + j * cw + (cw - (int)strlen(lab)), rx = lx + (int)strlen(lab) - 1;
+        if (e != h->alarm_e && (lx <= last + 1 || (ax0 >= 0 && lx <= ax1 + 1 && rx >= ax0 - 1))) continue;
+        draw_text(w, r.y, lx, cw, e == h->alarm_e ? t->role[TH_ERROR] | A_REVERSE | A_BOLD : t->role[TH_AXIS], lab);
+        last = rx;
     }
-    if (shown_e < h->E) {
+    if (es + shown_e < h->E) {
         char lab[24];
-        snprintf(lab, sizeof lab, "+%d%s", h->E - shown_e, t->utf8 ? "\u25b8" : ">");
+        snprintf(lab, sizeof lab, "+%d%s", h->E - es - shown_e, t->utf8 ? "\u25b8" : ">");
         draw_text(w, r.y, x0 + shown_e * cw, r.x + r.w - x0 - shown_e * cw, t->role[TH_WARN] | A_BOLD, lab);
     }
     /* class rows first: the legend shrinks to one row, or none, before classes are cut */
@@ -149,7 +176,8 @@ static void heatmap_draw(View *v, WINDOW *w, Rect r) {
         draw_text(w, y, r.x, lw, A_NORMAL, name);
         long tot = 0;
         for (int e = 0; e < h->E; e++) tot += h->counts[k * h->E + e];
-        for (int e = 0; e < shown_e; e++) {
+        for (int j = 0; j < shown_e; j++) {
+            const int e = es + j;
             /* first choices: the share of the class (%); drops: the count, shaded against the largest */
             const int dv = h->drops[k * h->E + e];
             const double p = drops ? (dmax > 0 ? (double)dv / dmax : 0.0)
@@ -160,13 +188,14 @@ static void heatmap_draw(View *v, WINDOW *w, Rect r) {
             else if (dv < 1000) snprintf(txt, sizeof txt, "%d", dv);
             else if (dv < 100000) snprintf(txt, sizeof txt, "%dk", (int)lround(dv / 1000.0));
             else snprintf(txt, sizeof txt, "%dM", (int)lround(dv / 1e6));
-            draw_heat_cell(w, y, x0 + e * cw, cw - (cw > 2), heat_bin(p, 0.0, 1.0, nbins), cw >= 4 ? txt : NULL, t);
+            draw_heat_cell(w, y, x0 + j * cw, cw - (cw > 2), heat_bin(p, 0.0, 1.0, nbins), cw >= 4 ? txt : NULL, t);
         }
     }
     { /* what is hidden, in the bottom border: classes below / above, experts to the right; the
        * words go first when the panel is too narrow for them */
-        const int below = h->K - h->scroll - rows, right = h->E - shown_e;
+        const int below = h->K - h->scroll - rows, right = h->E - es - shown_e, left = es;
         const char *up = t->utf8 ? "\u25b4" : "^", *dn = t->utf8 ? "\u25be" : "v", *rt = t->utf8 ? "\u25b8" : ">";
+        const char *lf = t->utf8 ? "\u25c2" : "<";
         for (int form = 0; form < 3; form++) {
             char more[96] = "";
             size_t n = 0;
@@ -178,6 +207,8 @@ static void heatmap_draw(View *v, WINDOW *w, Rect r) {
                                       : form == 1 ? "+%d cls %s "
                                                   : "+%d%s ",
                                       below, dn);
+            if (left > 0)
+                n += (size_t)snprintf(more + n, sizeof more - n, form < 2 ? "%d left %s " : "%d%s ", left, lf);
             if (right > 0)
                 n += (size_t)snprintf(more + n, sizeof more - n,
                                       form == 0   ? "+%d experts %s "
