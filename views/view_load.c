@@ -2,7 +2,11 @@
  * row per expert, time to the right, the whole run decimated into the panel's width), and on the
  * right each expert's demand in the latest logged step as a bar against the capacity line
  * (demand past capacity = dropped pairs, drawn in the overflow colour). Experts with no kept
- * pair over the dead-expert window are marked. */
+ * pair over the dead-expert window are marked. In a data-parallel run (ViewCtx.ranks > 1) a step's
+ * demand and kept counts are summed over the ranks and its capacity is one rank's: the heat map,
+ * the bars and the title's C (C=2x20) compare them with the ranks' total capacity, C x ranks. When the rows
+ * do not hold every expert, they scroll to the expert an alarm names (view_alarm_expert) unless the
+ * user scrolled by hand since that expert was named. */
 #include "view.h"
 #include "draw.h"
 
@@ -24,6 +28,9 @@ typedef struct {
     int have;
     long cursor; /* browser: cursor step (-1: none; the bars are then the latest step) */
     int scroll;
+    int ranks;   /* data-parallel ranks (>= 1): capacities are multiplied by it */
+    int alarm_e; /* the expert the latest step's alarm names (-1: none) */
+    int manual;  /* the user scrolled since alarm_e was named: the rows stay where they are */
     double *col; /* resample scratch */
     int col_cap;
 } LoadView;
@@ -40,8 +47,10 @@ static int load_init(View *v) {
     LoadView *l = calloc(1, sizeof *l);
     if (!l) return -1;
     l->E = v->ctx->E > 0 ? (v->ctx->E < MOE_MAX_EXPERTS ? v->ctx->E : MOE_MAX_EXPERTS) : 1;
-    l->capacity = v->ctx->capacity;
+    l->ranks = v->ctx->ranks > 1 ? v->ctx->ranks : 1;
+    l->capacity = v->ctx->capacity * l->ranks;
     l->cursor = -1;
+    l->alarm_e = -1;
     v->self = l;
     if (series_init(&l->hist, LOAD_CAP, l->E)) {
         load_free(v);
@@ -49,6 +58,13 @@ static int load_init(View *v) {
         return -1;
     }
     return 0;
+}
+
+/* A new expert named by the alarm is followed again, even after a manual scroll. */
+static void load_follow(LoadView *l, const StepRecord *r) {
+    const int e = view_alarm_expert(r);
+    if (e != l->alarm_e) l->manual = 0;
+    l->alarm_e = e;
 }
 
 static void load_update(View *v, const ViewMsg *m) {
@@ -59,11 +75,12 @@ static void load_update(View *v, const ViewMsg *m) {
         l->cursor = m->at_step;
         if (!m->step || !m->step->has_moe || m->step->moe.E != l->E) return;
         const MoeStepStats *s = &m->step->moe;
+        load_follow(l, m->step);
         for (int e = 0; e < l->E; e++) {
             l->demand[e] = s->demand[e];
             l->kept[e] = s->kept[e];
         }
-        l->capacity = s->capacity;
+        l->capacity = s->capacity * l->ranks;
         l->dropless = s->dropless;
         l->dead = m->step->dead_experts;
         l->dead_mask = m->step->dead_mask;
@@ -74,7 +91,8 @@ static void load_update(View *v, const ViewMsg *m) {
     const MoeStepStats *s = &m->step->moe;
     if (s->E != l->E) return;
     double y[MOE_MAX_EXPERTS];
-    const int C = s->capacity > 0 ? s->capacity : 1;
+    const int C = s->capacity > 0 ? s->capacity * l->ranks : 1;
+    load_follow(l, m->step);
     for (int e = 0; e < l->E; e++) {
         y[e] = (double)s->kept[e] / C;
         l->demand[e] = s->demand[e];
@@ -82,7 +100,7 @@ static void load_update(View *v, const ViewMsg *m) {
         l->zero_run[e] = s->kept[e] == 0 ? l->zero_run[e] + 1 : 0;
     }
     series_push(&l->hist, (double)m->step->step, y);
-    l->capacity = s->capacity;
+    l->capacity = s->capacity * l->ranks;
     l->dropless = s->dropless;
     l->dead = m->step->dead_experts;
     l->dead_mask = m->step->dead_mask;
@@ -95,10 +113,12 @@ static int load_key(View *v, int key) {
     LoadView *l = v->self;
     if (key == ']') {
         if (l->scroll < l->E - 1) l->scroll++;
+        l->manual = 1;
         return 1;
     }
     if (key == '[') {
         if (l->scroll > 0) l->scroll--;
+        l->manual = 1;
         return 1;
     }
     return 0;
@@ -106,13 +126,15 @@ static int load_key(View *v, int key) {
 
 static void load_title(const View *v, char *buf, size_t n) {
     const LoadView *l = v->self;
+    char cap[48], at[32] = "";
+    if (l->ranks > 1) /* the ranks' total, 2 ranks of 20: "C=2x20" */
+        snprintf(cap, sizeof cap, "C=%dx%d", l->ranks, l->capacity / l->ranks);
+    else snprintf(cap, sizeof cap, "C=%d", l->capacity);
+    if (l->cursor >= 0) snprintf(at, sizeof at, " @%ld", l->cursor);
     if (!l->have) snprintf(buf, n, "Expert load");
-    else if (l->cursor >= 0)
-        snprintf(buf, n, "Expert load @%ld C=%d%s dead %d/%d drop %.0f%%", l->cursor, l->capacity,
-                 l->dropless ? " dropless" : "", l->dead, l->E, 100.0 * l->drop);
     else
-        snprintf(buf, n, "Expert load C=%d%s dead %d/%d drop %.0f%%", l->capacity, l->dropless ? " dropless" : "",
-                 l->dead, l->E, 100.0 * l->drop);
+        snprintf(buf, n, "Expert load%s %s%s dead %d/%d drop %.0f%%", at, cap, l->dropless ? " dropless" : "", l->dead,
+                 l->E, 100.0 * l->drop);
 }
 
 /* 1 if expert e is dead: the record's dead_mask (with the trainer's revival rule); an older session
@@ -135,6 +157,10 @@ static void load_draw(View *v, WINDOW *w, Rect r) {
     const int hw = r.w - lw - bw - 2;
     const int rows = r.h - 2;
     if (hw < 4 || rows < 1) return;
+    if (l->alarm_e >= 0 && !l->manual && rows < l->E) { /* the alarm's expert in view */
+        if (l->alarm_e < l->scroll) l->scroll = l->alarm_e;
+        else if (l->alarm_e >= l->scroll + rows) l->scroll = l->alarm_e - rows + 1;
+    }
     if (l->scroll > l->E - rows) l->scroll = l->E - rows > 0 ? l->E - rows : 0;
     // header: heat legend and bar legend
     int x = r.x + lw;
@@ -184,7 +210,10 @@ static void load_draw(View *v, WINDOW *w, Rect r) {
         const int dead = is_dead(l, e, window);
         char lab[16];
         snprintf(lab, sizeof lab, "e%d", e);
-        const int ll = draw_text(w, y, r.x, lw, dead ? t->role[TH_ERROR] : t->role[TH_AXIS], lab);
+        const int ll = draw_text(w, y, r.x, lw,
+                                 (dead ? t->role[TH_ERROR] : t->role[TH_AXIS]) |
+                                     (e == l->alarm_e ? A_REVERSE | A_BOLD : 0),
+                                 lab);
         if (dead) draw_text(w, y, r.x + ll, lw - ll, t->role[TH_ERROR], t->dead);
         series_resample(&l->hist, e, ax.lo, ax.hi + 1e-9, hw, l->col);
         double carry = NAN;

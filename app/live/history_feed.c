@@ -29,6 +29,7 @@ void run_view_ctx(const RunRecord *rr, const Theme *theme, ViewCtx *c) {
                  mc->head.cf);
     else snprintf(c->head, sizeof c->head, "dense k*h=%d", mc->head.k * mc->head.h);
     c->batch = mc->batch;
+    c->ranks = rr->cfg.ranks > 1 ? rr->cfg.ranks : 1;
     c->capacity = mc->batch;
     for (int i = 0; i < rr->nlayers && i < REC_MAX_LAYERS; i++)
         if (rr->layer[i].stage < 0) c->capacity = rr->layer[i].capacity; /* the head */
@@ -65,6 +66,9 @@ int history_view_ctx(const SessionHistory *h, const Theme *theme, ViewCtx *c, Ta
     if (c->has_moe) snprintf(c->head, sizeof c->head, "%s E=%d k=%d h=%d cf=%g", i->head, c->E, c->k, c->h, cf);
     else snprintf(c->head, sizeof c->head, "dense k*h=%d", c->k * c->h);
     c->batch = h->batch;
+    long ranks = 1; /* absent: one process */
+    session_config_long(cfg, "ranks", 1, 1 << 20, &ranks);
+    c->ranks = (int)ranks;
     c->capacity = h->nsteps > 0 && h->steps[h->nsteps - 1].has_moe ? h->steps[h->nsteps - 1].moe.capacity : h->batch;
     c->epochs = i->epochs;
     c->log_every = h->log_every > 0 ? h->log_every : 1;
