@@ -274,8 +274,8 @@ static void test_one_layer(void) {
 /* The loss curves mark where and when the run was in alarm (issue 26): a row labelled "alarm" between
  * the plot and the step axis, '-' over the steps of a warning, '#' over those of a collapse (ASCII,
  * no colour), lined up with the canvas' step mapping; an old session's `collapsed` rows (alarm 0)
- * count as collapse; a panel too short to spare a row marks the axis row between its labels; no
- * alarm, no row. */
+ * count as collapse; a short panel (5 rows) gives the strip a plot row, never the axis row (issue
+ * #40 item 5), and at 4 rows drops the axis labels rather than share their row; no alarm, no row. */
 static int curves_with(View *v, const ViewCtx *ctx, int old) {
     if (view_init(v, &view_curves_class, ctx)) return -1;
     for (long s = 1; s <= 100; s++) {
@@ -337,14 +337,25 @@ static void test_curves_alarm(void) {
             CHECK(strip[step_col(W, clear[i], 100)] == ' ', "step %ld (no alarm) unmarked: '%s'", clear[i], strip);
         CHECK(strstr(axis, "100") && !strchr(axis, '#') && !strchr(axis, '-'), "the step axis keeps its labels: '%s'",
               axis);
-        /* a short panel: the marks go on the axis row, its labels over them */
+        /* a short panel: the strip keeps a row of its own, the axis labels theirs */
         if (!old) {
             werase(w);
             view_draw(&v, w, (Rect){0, 0, W, 5});
-            const char *a = row(w, 4);
-            CHECK(strstr(a, "alarm") && strchr(a, '#') && strchr(a, '-') && strstr(a, "100"),
-                  "5 rows: marks and labels share the axis row: '%s'", a);
-            CHECK(!strstr(row(w, 3), "alarm"), "5 rows: the plot keeps its rows");
+            char st[512], ax5[512];
+            snprintf(st, sizeof st, "%s", row(w, 3));
+            snprintf(ax5, sizeof ax5, "%s", row(w, 4));
+            if (getenv("PANELS_DEBUG"))
+                for (int y = 0; y < 5; y++) printf("S5|%s\n", row(w, y));
+            CHECK(strstr(st, "alarm") && strchr(st, '#') && strchr(st, '-') && !strstr(st, "100"),
+                  "5 rows: the marks on a row of their own, no axis label in it: '%s'", st);
+            CHECK(strstr(ax5, "100") && !strchr(ax5, '#') && !strchr(ax5, '-') && !strstr(ax5, "alarm"),
+                  "5 rows: the axis row holds only its labels: '%s'", ax5);
+            werase(w);
+            view_draw(&v, w, (Rect){0, 0, W, 4});
+            int labels = 0;
+            for (int y = 0; y < 4; y++) labels |= strstr(row(w, y), "100") != NULL && strstr(row(w, y), "alarm") != NULL;
+            CHECK(strstr(row(w, 3), "alarm") && strchr(row(w, 3), '#') && !labels,
+                  "4 rows: the strip on the last row, no axis labels sharing it: '%s'", row(w, 3));
         }
         view_free(&v);
     }
@@ -422,6 +433,338 @@ static void test_scalars_warn(void) {
     delwin(w);
 }
 
+/* Issue #40 item 5. The status bar at 80 columns shows the latest test accuracy (it drops img/s,
+ * then the bar, first); wide, the bar and img/s stay; the browser keeps its bar (the scrubber). */
+static void status_with(View *v, const ViewCtx *ctx, int with_eval) {
+    view_init(v, &view_status_class, ctx);
+    const RunStatus st = {.state = "RUNNING", .state_role = TH_RUNNING, .step = 12345, .epoch = 12,
+                          .img_per_s = 10762, .eta = 3725, .elapsed = 1234, .session = "runs/x", .note = ""};
+    const ViewMsg ms = {.kind = VIEW_MSG_STATUS, .status = &st};
+    view_update(v, &ms);
+    StepRecord r;
+    step_make(&r, 12340, 0);
+    const ViewMsg mst = {.kind = VIEW_MSG_STEP, .step = &r};
+    view_update(v, &mst);
+    if (with_eval) {
+        EvalRecord e;
+        memset(&e, 0, sizeof e);
+        e.epoch = 12;
+        e.step = 12000;
+        e.test_acc = 0.9780;
+        const ViewMsg me = {.kind = VIEW_MSG_EVAL, .eval = &e};
+        view_update(v, &me);
+    }
+}
+
+static void test_status_acc(void) {
+    Theme t;
+    theme_init(&t, 0, 1);
+    ViewCtx ctx;
+    ctx_make(&ctx, &t, 0);
+    ctx.epochs = 40;
+    ctx.total_steps = 40000;
+    WINDOW *w = newwin(2, 200, 0, 0);
+    const int widths[] = {80, 100, 120, 200};
+    for (int i = 0; i < 4; i++) {
+        View v;
+        status_with(&v, &ctx, 1);
+        werase(w);
+        view_draw(&v, w, (Rect){0, 0, widths[i], 2});
+        const char *r1 = row(w, 1);
+        if (getenv("PANELS_DEBUG")) printf("ST%d|%s\n", widths[i], r1);
+        CHECK(strstr(r1, "test acc 97.80%") != NULL, "status at %d columns shows the test accuracy: '%s'", widths[i],
+              r1);
+        CHECK(strstr(r1, "step 12345/40000") && strstr(r1, "30.9%") && strstr(r1, "ETA"),
+              "status at %d columns keeps the step, the percentage and the ETA: '%s'", widths[i], r1);
+        if (widths[i] >= 120)
+            CHECK(strstr(r1, "10762 img/s") && strchr(r1, '['), "status at %d columns keeps the bar and img/s: '%s'",
+                  widths[i], r1);
+        view_free(&v);
+    }
+    { /* no evaluation yet at 80 columns: the bar and img/s as before */
+        View v;
+        status_with(&v, &ctx, 0);
+        werase(w);
+        view_draw(&v, w, (Rect){0, 0, 80, 2});
+        const char *r1 = row(w, 1);
+        CHECK(strchr(r1, '[') && strstr(r1, "img/s") && !strstr(r1, "test acc"),
+              "status at 80 columns before an evaluation: the bar and img/s: '%s'", r1);
+        view_free(&v);
+    }
+    { /* the browser at 80 columns: its bar (the epoch scrubber) stays */
+        ViewCtx bc = ctx;
+        bc.browse = 1;
+        View v;
+        status_with(&v, &bc, 1);
+        werase(w);
+        view_draw(&v, w, (Rect){0, 0, 80, 2});
+        int bx, bw, by;
+        CHECK(view_status_bar(&v, &bx, &bw, &by) && bw >= 6, "browser at 80 columns keeps its bar: '%s'", row(w, 1));
+        view_free(&v);
+    }
+    delwin(w);
+}
+
+/* A step record of a run with E experts whose alarm names expert `e` (the banner's message), or none
+ * (e < 0). */
+static void alarm_step(StepRecord *r, long step, int E, int e) {
+    step_make(r, step, 0);
+    r->moe.E = E;
+    r->moe.capacity = 10;
+    for (int i = 0; i < E; i++) r->moe.demand[i] = r->moe.kept[i] = 4;
+    if (e >= 0) {
+        r->alarm = 2;
+        r->collapsed = 1;
+        r->collapse_views = 1;
+        snprintf(r->collapse_text, sizeof r->collapse_text,
+                 "COLLAPSE training: 91%% of first choices to e%d, load entropy 0.31, since step 40 (experts starve)", e);
+    }
+}
+
+/* The heatmap's expert labels on row y: 2-cell columns from x0 ("3", "12"; a label skipped so as not to
+ * touch its neighbour is -1), up to the "+N" note or the panel's end; returns how many columns. */
+static int expert_labels(WINDOW *w, int y, int x0, int xend, int *out, int max) {
+    const char *line = row(w, y);
+    const int len = (int)strlen(line) < xend ? (int)strlen(line) : xend;
+    int n = 0;
+    for (int x = x0; x + 1 < len && n < max; x += 2) {
+        if (line[x] == '+' || line[x + 1] == '+') break;
+        char cell[3] = {line[x], line[x + 1], 0};
+        char *end;
+        const long e = strtol(cell, &end, 10);
+        out[n++] = end == cell ? -1 : (int)e;
+    }
+    while (n > 0 && out[n - 1] < 0) n--; /* blank columns after the last label: past the matrix */
+    return n;
+}
+
+static int shows(const int *v, int n, int e) {
+    for (int i = 0; i < n; i++)
+        if (v[i] == e) return 1;
+    return 0;
+}
+
+/* The heatmap's columns and the load panel's rows move to the expert the alarm names when they do
+ * not hold every expert; the load panel stays where the user scrolled by hand until a different
+ * expert is named; the named expert's label is in reverse video. */
+static void test_alarm_follow(void) {
+    Theme t;
+    theme_init(&t, 0, 1);
+    ViewCtx ctx;
+    ctx_make(&ctx, &t, 0);
+    ctx.E = 16;
+    ctx.classes = 3;
+    const int W = 26, H = 9;
+    WINDOW *w = newwin(H + 2, W + 2, 0, 0);
+    /* heatmap: 16 experts in 24 cells: 7 columns */
+    View hv;
+    CHECK(view_init(&hv, &view_heatmap_class, &ctx) == 0, "heatmap view");
+    const int hx0 = 1 + 4 + 1; /* the panel's x, the class labels' 4 cells, a blank */
+    static int ce[3 * 16];
+    for (int i = 0; i < 3 * 16; i++) ce[i] = i % 5;
+    EvalRecord ev;
+    memset(&ev, 0, sizeof ev);
+    ev.has_moe = 1;
+    ev.epoch = 1;
+    ev.moe.classes = 3;
+    ev.moe.experts = 16;
+    ev.moe.class_expert = ce;
+    const ViewMsg me = {.kind = VIEW_MSG_EVAL, .eval = &ev};
+    view_update(&hv, &me);
+    const int named[] = {-1, 12, 15, 3, -1};
+    for (int i = 0; i < 5; i++) {
+        StepRecord r;
+        alarm_step(&r, 100 + i, 16, named[i]);
+        const ViewMsg ms = {.kind = VIEW_MSG_STEP, .step = &r};
+        view_update(&hv, &ms);
+        werase(w);
+        view_draw(&hv, w, (Rect){1, 1, W, H});
+        int lab[32];
+        const int n = expert_labels(w, 1, hx0, 1 + W, lab, 32);
+        if (getenv("PANELS_DEBUG"))
+            for (int y = 0; y < H + 2; y++) printf("HM%d|%s\n", named[i], row(w, y));
+        CHECK(n >= 4 && n < 16, "heatmap: %d of 16 expert columns shown (some hidden)", n);
+        const int first = lab[0] >= 0 ? lab[0] : lab[1] - 1;
+        int run = 0, longest = 0;
+        for (const char *p = row(w, 1); *p; p++) {
+            run = *p >= '0' && *p <= '9' ? run + 1 : 0;
+            if (run > longest) longest = run;
+        }
+        CHECK(longest <= 2, "heatmap: no two expert labels run together ('%s')", row(w, 1));
+        if (named[i] >= 0) {
+            CHECK(shows(lab, n, named[i]), "heatmap: the alarm's expert e%d is a shown column (first %d, last %d)",
+                  named[i], first, lab[n - 1]);
+            CHECK(first > 0 ? strstr(row(w, H + 1), "left") != NULL : 1,
+                  "heatmap: the columns hidden on the left are named in the border: '%s'", row(w, H + 1));
+        } else
+            CHECK(first == 0, "heatmap: no alarm: the columns start at e0 (first %d)", first);
+    }
+    view_free(&hv);
+    /* load: 16 experts in 7 rows */
+    View lv;
+    CHECK(view_init(&lv, &view_load_class, &ctx) == 0, "load view");
+    const int H2 = 9, rows = H2 - 2;
+    long step = 1;
+    int first_row = -1;
+#define LOAD_STEP(e)                                                      \
+    do {                                                                  \
+        StepRecord r_;                                                    \
+        alarm_step(&r_, step++, 16, (e));                                 \
+        const ViewMsg m_ = {.kind = VIEW_MSG_STEP, .step = &r_};          \
+        view_update(&lv, &m_);                                            \
+        werase(w);                                                        \
+        view_draw(&lv, w, (Rect){1, 1, W, H2});                           \
+        first_row = (int)strtol(row(w, 2) + 2, NULL, 10);                 \
+    } while (0)
+#define LOAD_SHOWS(e) ((e) >= first_row && (e) < first_row + rows)
+    LOAD_STEP(-1);
+    CHECK(first_row == 0, "load: no alarm: the rows start at e0 ('%s')", row(w, 2));
+    LOAD_STEP(12);
+    if (getenv("PANELS_DEBUG"))
+        for (int y = 0; y < H2 + 2; y++) printf("LD|%s\n", row(w, y));
+    CHECK(LOAD_SHOWS(12), "load: the alarm's expert e12 is a shown row (e%d..e%d)", first_row, first_row + rows - 1);
+    {
+        int y12 = -1;
+        for (int y = 2; y < 2 + rows; y++)
+            if (!strncmp(row(w, y) + 1, "e12", 3)) y12 = y;
+        CHECK(y12 >= 0 && (mvwinch(w, y12, 1) & A_REVERSE), "load: e12's label in reverse video");
+    }
+    for (int i = 0; i < 12; i++) view_on_key(&lv, '[');
+    LOAD_STEP(12);
+    CHECK(first_row == 0 && !LOAD_SHOWS(12), "load: scrolled by hand to e0: it stays there while e12 is still named (e%d..)",
+          first_row);
+    LOAD_STEP(15);
+    CHECK(LOAD_SHOWS(15), "load: a different expert named (e15): followed again (e%d..e%d)", first_row,
+          first_row + rows - 1);
+    LOAD_STEP(2);
+    CHECK(LOAD_SHOWS(2), "load: e2 named: followed (e%d..e%d)", first_row, first_row + rows - 1);
+#undef LOAD_STEP
+#undef LOAD_SHOWS
+    view_free(&lv);
+    /* the expert of a stored step without the message: the flagged view's largest first-choice count */
+    StepRecord r;
+    alarm_step(&r, 1, 16, -1);
+    r.alarm = 1;
+    r.collapse_views = 2; /* clean router */
+    r.moe.clean_first[9] = 30;
+    r.moe.first[4] = 30;
+    CHECK(view_alarm_expert(&r) == 9, "stored step, clean-router warning: its largest clean first choice (e9): %d",
+          view_alarm_expert(&r));
+    r.collapse_views = 0;
+    r.dead_mask = 1L << 7;
+    CHECK(view_alarm_expert(&r) == 7, "stored step, expert death: the dead expert (e7): %d", view_alarm_expert(&r));
+    snprintf(r.collapse_text, sizeof r.collapse_text, "EXPERT DEATH moe2 e11: no kept pair for 100 steps (1/16 dead: e11)");
+    CHECK(view_alarm_expert(&r) == 11, "the message's expert (EXPERT DEATH moe2 e11): %d", view_alarm_expert(&r));
+    r.alarm = 0;
+    r.collapsed = 0;
+    CHECK(view_alarm_expert(&r) == -1, "no alarm: no expert");
+    delwin(w);
+}
+
+/* Under data parallelism a step's demand and kept counts are the ranks' sums and its capacity is
+ * one rank's: the load panel compares demand with C x ranks (18 of 2 x 10 is not over capacity);
+ * one rank, 18 of 10 is. */
+static void test_load_ranks(void) {
+    Theme t;
+    theme_init(&t, 0, 0);
+    if (!(t.role[TH_OVER] & A_COLOR)) {
+        printf("test_panels: no colour on this terminal: the load panel's overflow colour is not checked\n");
+        return;
+    }
+    const int W = 40, H = 8;
+    WINDOW *w = newwin(H + 2, W + 2, 0, 0);
+    for (int ranks = 1; ranks <= 2; ranks++) {
+        ViewCtx ctx;
+        ctx_make(&ctx, &t, 0);
+        ctx.ranks = ranks;
+        View v;
+        CHECK(view_init(&v, &view_load_class, &ctx) == 0, "load view");
+        StepRecord r;
+        step_make(&r, 10, 0);
+        r.moe.capacity = 10; /* one rank's */
+        for (int e = 0; e < 4; e++) r.moe.demand[e] = r.moe.kept[e] = 18; /* summed over the ranks */
+        r.moe.demand[3] = 25;
+        r.moe.kept[3] = ranks * 10;
+        const ViewMsg m = {.kind = VIEW_MSG_STEP, .step = &r};
+        view_update(&v, &m);
+        werase(w);
+        view_draw(&v, w, (Rect){1, 1, W, H});
+        char title[128];
+        view_title(&v, title, sizeof title);
+        if (getenv("PANELS_DEBUG")) {
+            printf("LR%d|%s\n", ranks, title);
+            for (int y = 0; y < H + 2; y++) printf("LR%d|%s\n", ranks, row(w, y));
+        }
+        int red18 = 0, red25 = 0;
+        for (int y = 2; y < 2 + 4; y++) {
+            const char *line = row(w, y);
+            const char *at = strstr(line, ranks == 1 ? "  18" : "  18");
+            const char *at25 = strstr(line, "  25");
+            if (at && !at25) red18 |= (mvwinch(w, y, (int)(at - line) + 2) & A_COLOR) == (t.role[TH_OVER] & A_COLOR);
+            if (at25) red25 |= (mvwinch(w, y, (int)(at25 - line) + 2) & A_COLOR) == (t.role[TH_OVER] & A_COLOR);
+        }
+        if (ranks == 1) {
+            CHECK(strstr(title, "C=10 ") != NULL, "1 rank: the title's C is the step's (10): '%s'", title);
+            CHECK(red18, "1 rank: demand 18 over C 10 is in the overflow colour");
+        } else {
+            CHECK(strstr(title, "C=2x10 ") != NULL, "2 ranks: the title's C is the ranks' total, 2x10: '%s'", title);
+            CHECK(!red18, "2 ranks: demand 18 (summed) under C 20 (2 x 10) is not in the overflow colour");
+            CHECK(red25, "2 ranks: demand 25 over C 20 is");
+        }
+        view_free(&v);
+    }
+    delwin(w);
+}
+
+/* The routing panel's forecast keeps its step count when the trainer's text is too long (120x40:
+ * 38 cells); wide, the text is the trainer's. */
+static void test_forecast_fit(void) {
+    Theme t;
+    theme_init(&t, 0, 1);
+    ViewCtx ctx;
+    ctx_make(&ctx, &t, 0);
+    const int widths[] = {60, 38, 26, 18};
+    WINDOW *w = newwin(12, 62, 0, 0);
+    for (int i = 0; i < 4; i++) {
+        View v;
+        CHECK(view_init(&v, &view_scalars_class, &ctx) == 0, "scalars view");
+        StepRecord r;
+        step_make(&r, 10, 0);
+        r.forecast = 120;
+        r.trend = 0.4;
+        snprintf(r.forecast_text, sizeof r.forecast_text, "clean share 0.30, rising: threshold in ~120 steps");
+        const ViewMsg m = {.kind = VIEW_MSG_STEP, .step = &r};
+        view_update(&v, &m);
+        werase(w);
+        view_draw(&v, w, (Rect){0, 0, widths[i], 10});
+        char line[512];
+        snprintf(line, sizeof line, "%s", row(w, 0));
+        if (getenv("PANELS_DEBUG")) printf("FC%d|%s\n", widths[i], line);
+        CHECK(strstr(line, "~120 steps") != NULL, "forecast at %d cells keeps its step count: '%s'", widths[i], line);
+        if (widths[i] >= 60)
+            CHECK(strstr(line, "clean share 0.30, rising: threshold in ~120 steps") != NULL,
+                  "forecast at %d cells: the trainer's text whole", widths[i]);
+        else if (widths[i] >= 26)
+            CHECK(strstr(line, "0.30") != NULL, "forecast at %d cells keeps the share: '%s'", widths[i], line);
+        view_free(&v);
+    }
+    { /* no count: the verdict stays whole at 80x24's 24 cells */
+        View v;
+        CHECK(view_init(&v, &view_scalars_class, &ctx) == 0, "scalars view");
+        StepRecord r;
+        step_make(&r, 10, 0);
+        r.forecast = -1;
+        snprintf(r.forecast_text, sizeof r.forecast_text, "clean share 1.00: over the threshold");
+        const ViewMsg m = {.kind = VIEW_MSG_STEP, .step = &r};
+        view_update(&v, &m);
+        werase(w);
+        view_draw(&v, w, (Rect){0, 0, 24, 10});
+        CHECK(strstr(row(w, 0), "clean 1.00 over") != NULL, "over the threshold at 24 cells: '%s'", row(w, 0));
+        view_free(&v);
+    }
+    delwin(w);
+}
+
 int main(void) {
     FILE *out = fopen("/dev/null", "w"), *in = fopen("/dev/null", "r");
     SCREEN *scr = out && in ? newterm("xterm", out, in) : NULL;
@@ -435,6 +778,10 @@ int main(void) {
     test_one_layer();
     test_curves_alarm();
     test_scalars_warn();
+    test_status_acc();
+    test_alarm_follow();
+    test_load_ranks();
+    test_forecast_fit();
     endwin();
     delscreen(scr);
     fclose(out);
