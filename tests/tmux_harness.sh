@@ -1,5 +1,5 @@
 # tmux_harness.sh — sourced by the tests that drive moelab through tmux (t_tui, t_browse,
-# t_compare, t_screen80, t_layers, t_layercmd, t_mouse, t_readonly, t_termrestore): it skips the test when tmux is missing (exit 77,
+# t_compare, t_screen80, t_layers, t_layercmd, t_mouse, t_readonly, t_termrestore, t_screenalarm): it skips the test when tmux is missing (exit 77,
 # which ctest reports as skipped), makes BIN
 # absolute, creates the temp folder T, starts a private tmux server (one per run, so concurrent
 # runs never meet) with a session that lives as long as the test (killing the test's session
