@@ -4,7 +4,8 @@
 # the learning-rate cosine and the linear temperature schedule end at the new end (both jump back
 # up after the resume step); the extension is an event and /run says 3 epochs; a plain resume
 # afterwards reads the new length; `moelab replay` reproduces the extended run (MATCH); an
-# interrupted run extended (and replayed) too; fewer epochs than done are refused, nothing changed;
+# interrupted run extended (and replayed) too; fewer epochs than done are refused, nothing changed,
+# with a message that says so and no 'extending' line first (issue 41 item 8);
 # a quit that a plain resume went on from does not stop the replay, one never resumed does.
 set -u
 BIN=${1:?usage: t_extend.sh path/to/moelab}
@@ -51,7 +52,11 @@ check "a plain resume afterwards reads 3 epochs (exit $rc)" bash -c "[ $rc = 0 ]
 # ---- 2. fewer epochs than done: refused, nothing changed
 cp r/live.h5 live.before
 "$BIN" train --resume r --epochs 2 --headless > d.log 2>&1; rc=$?
-check "--epochs 2 on a 3-epoch run: refused (exit $rc)" bash -c "[ $rc != 0 ] && grep -q 'the run has done 3 epochs' d.log"
+check "--epochs 2 on a 3-epoch run: refused (exit $rc)" test "$rc" != 0
+# issue 41 item 8: the refusal says why and what to give, and nothing says it extends first
+check "  ... 'r ran 3 epochs: --epochs 2 would shorten it; give 3 or more'" \
+  grep -q 'r ran 3 epochs: --epochs 2 would shorten it; give 3 or more' d.log
+check "  ... no 'extending' line before the refusal" bash -c "! grep -q -i 'extending' d.log"
 check "  ... live.h5 unchanged" cmp -s live.before r/live.h5
 "$BIN" train --resume r --epochs 0 --headless > e.log 2>&1; rc=$?
 check "--epochs 0: usage error (exit $rc)" test "$rc" = 2

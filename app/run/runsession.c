@@ -249,6 +249,18 @@ int runsession_open(RunSession *rs, const AppOptions *o, Trainer *t, const char 
         char *launch = NULL;
         SessionExtension ext = {0};
         if (o->extend_epochs > 0) {
+            /* fewer epochs than done: refused before anything is said or written (issue 41 item 8) */
+            const int done = t->epoch + (t->pos > 0);
+            if (o->extend_epochs < done) {
+                if (t->pos > 0)
+                    ml_fail(ML_ERR_ARG,
+                            "%s has run %d epoch%s and part of the next: --epochs %d would shorten it; give %d or more",
+                            rs->dir, t->epoch, t->epoch == 1 ? "" : "s", o->extend_epochs, done);
+                else
+                    ml_fail(ML_ERR_ARG, "%s ran %d epoch%s: --epochs %d would shorten it; give %d or more", rs->dir,
+                            t->epoch, t->epoch == 1 ? "" : "s", o->extend_epochs, done);
+                return -1;
+            }
             if (trainer_extend(t, o->extend_epochs) != ML_OK ||
                 session_read_run_attr_alloc(rs->dir, "command_line", &launch) != ML_OK) {
                 free(launch);

@@ -414,6 +414,14 @@ static int run_training(AppOptions *o, const char *cmdline, int resume, Schedule
         return 1;
     }
     if (session_out) snprintf(session_out, session_n, "%s", rs.dir);
+    if (resume && o->extend_epochs > 0) { /* said once the session accepted it (runsession_open) */
+        const int was = o->train.epochs, now = o->extend_epochs;
+        if (now == was) printf("moelab %s: %s: the run keeps its %d epochs\n", g_sub, rs.dir, now);
+        else
+            printf("moelab %s: %s: %s the run from %d to %d epochs\n", g_sub, rs.dir,
+                   now > was ? "extending" : "shortening", was, now);
+        fflush(stdout);
+    }
     /* a resumed run's checkpoint holds the effect of every command due at or before its step
      * (the loop applies a boundary's commands before it checkpoints): skip those */
     int next = 0;
@@ -624,7 +632,6 @@ static int resume_session(const AppOptions *o, int extend) {
             return 1;
         }
         free(stored);
-        printf("moelab %s: %s: extending the run from %d to %d epochs\n", g_sub, o->resume, ro.train.epochs, extend);
     }
     const int rc = run_training(&ro, line, 1, NULL, 0, NULL, 0);
     free(line);
