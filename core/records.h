@@ -44,7 +44,7 @@ typedef struct {
     double window_load_entropy; /* over the window */
     int collapsed, collapse_reason, collapse_views;
     long collapse_first_step; /* -1: never */
-    char collapse_text[192];  /* collapse_format of its most severe open item ("" if none) */
+    char collapse_text[256];  /* collapse_format of its most severe open item ("" if none) */
     int alarm;                /* AlarmLevel now: 0 none, 1 warning (yellow), 2 collapse (red) */
     int alarm_pad_;
     long dead_mask;           /* experts dead now (bit e), with revival hysteresis (routestats.h) */
@@ -110,7 +110,7 @@ typedef struct {
     int collapse_views;       /* CVIEW_BIT_*: 1 training, 2 clean router, 4 evaluation (the last one) */
     int collapse_pad_;        /* (no padding) */
     long collapse_first_step; /* first step any view was flagged (-1: never) */
-    char collapse_text[192];  /* collapse_format of the most severe open item of any layer ("" if none) */
+    char collapse_text[256];  /* collapse_format of the most severe open item of any layer ("" if none) */
     int alarm;                /* the most severe AlarmLevel of any layer (collapsed = alarm == 2) */
     int alarm_pad_;
     long dead_mask;           /* the primary layer's dead experts (bit e) */

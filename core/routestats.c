@@ -164,11 +164,13 @@ ml_status collapse_init(CollapseState *s, const RouteWinConfig *c, int E, int so
         s->view[v].first_step = -1;
         s->view[v].since = -1;
         s->view[v].expert = -1;
+        s->view[v].onset_expert = -1;
         s->view[v].cand = -1;
     }
     for (int e = 0; e < E; e++) s->dead_since[e] = -1;
     s->idle.first_step = s->idle.since = s->idle.cand = -1;
     s->idle.expert = -1;
+    s->idle.onset_expert = -1;
     return ML_OK;
 }
 
@@ -203,7 +205,10 @@ static double vec_entropy(const double *v, int E, double *share, int *expert) {
     return h / log((double)E);
 }
 
-/* a view's flag changes: records the first step and the rising edge; returns 1 if it rose */
+int collapse_item_alarm(const CollapseState *s, int item);
+
+/* a view's flag changes: records the first step and the rising edge, and the episode's message as
+ * it opens (the snapshot collapse_format reads for the whole episode); returns 1 if it rose */
 static int view_set(CollapseState *s, int v, int flag, long onset) {
     CollapseView *cv = &s->view[v];
     const int rose = flag && !cv->flag;
@@ -213,6 +218,13 @@ static int view_set(CollapseState *s, int v, int flag, long onset) {
         cv->since = onset;
         if (cv->first_step < 0) cv->first_step = onset;
         if (s->first_step < 0 || onset < s->first_step) s->first_step = onset;
+        cv->onset_expert = cv->expert;
+        cv->onset_share = cv->share;
+        cv->onset_entropy = cv->entropy;
+        cv->onset_dead = cv->dead;
+        cv->onset_reason = cv->reason;
+        cv->onset_sev = collapse_item_alarm(s, v);
+        collapse_cause(s, v, cv->onset_sev, cv->onset_cause, sizeof cv->onset_cause);
     }
     return rose;
 }
@@ -624,13 +636,31 @@ void collapse_format(const CollapseState *s, int item, int expert, const char *l
     const CollapseView *cv = &s->view[item];
     const int sev = collapse_item_alarm(s, item);
     const char *what = s->soft ? "of the gate mass on" : item == CVIEW_EVAL ? "of test first choices to" : "of first choices to";
+    /* the episode's values as it opened (the event's message), and its cause then, unless the
+     * severity changed since (a new situation: the cause as it is now) */
+    const int snap = cv->onset_expert >= 0;
+    const double share = snap ? cv->onset_share : cv->share, entropy = snap ? cv->onset_entropy : cv->entropy;
+    const int expert_ = snap ? cv->onset_expert : cv->expert, ndead = snap ? cv->onset_dead : cv->dead;
+    const int reason = snap ? cv->onset_reason : cv->reason;
     char dead[64] = "";
-    if (cv->reason & COLLAPSE_DEAD) snprintf(dead, sizeof dead, ", %d/%d experts dead", cv->dead, s->E);
+    if (reason & COLLAPSE_DEAD)
+        snprintf(dead, sizeof dead, item == CVIEW_EVAL ? ", test dead %d/%d" : ", %d/%d dead", ndead, s->E);
     char why[160];
-    collapse_cause(s, item, sev, why, sizeof why);
+    if (snap && cv->onset_sev == sev) snprintf(why, sizeof why, "%s", cv->onset_cause);
+    else collapse_cause(s, item, sev, why, sizeof why);
     snprintf(buf, n, "%s%s %s: %.0f%% %s e%d, load entropy %.2f%s, since step %ld (%s)",
-             sev == ALARM_COLLAPSE ? "COLLAPSE" : "WARNING", lay, collapse_view_name(item), 100.0 * cv->share, what,
-             cv->expert, cv->entropy, dead, cv->since, why);
+             sev == ALARM_COLLAPSE ? "COLLAPSE" : "WARNING", lay, collapse_view_name(item), 100.0 * share, what,
+             expert_, entropy, dead, cv->since, why);
+}
+
+void collapse_format_now(const CollapseState *s, int item, int expert, const char *layer, char *buf, size_t n) {
+    collapse_format(s, item, expert, layer, buf, n);
+    if (item < 0 || item >= CVIEW_COUNT || !buf[0]) return;
+    const CollapseView *cv = &s->view[item];
+    if (cv->onset_expert < 0) return;
+    if (cv->expert == cv->onset_expert && fabs(100.0 * cv->share - 100.0 * cv->onset_share) < 1.0) return;
+    const size_t len = strlen(buf);
+    if (len + 1 < n) snprintf(buf + len, n - len, " (now %.0f%% to e%d)", 100.0 * cv->share, cv->expert);
 }
 
 void collapse_describe(const CollapseState *s, int view, char *buf, size_t n) {

@@ -111,6 +111,12 @@ typedef struct {
     long since;       // step of the latest rise (the current episode's onset; -1: never)
     long pending;     // consecutive judged steps the opposite condition has held (opens/closes at cfg.confirm)
     long cand;        // first step of that run (the onset an opening episode reports)
+    /* the episode's message as it opened (one episode, one message: the event's, the banner's, ctl's),
+     * set when it rises; not checkpointed (after a resume an open episode reads the values then) */
+    int onset_expert;       // -1: no snapshot
+    int onset_dead, onset_reason, onset_sev;
+    double onset_share, onset_entropy;
+    char onset_cause[112];
 } CollapseView;
 
 /* Severity of what a layer shows now (collapse_alarm): none, a yellow warning (only the clean router
@@ -193,6 +199,9 @@ void collapse_format(const CollapseState *s, int item, int expert, const char *l
 // The cause clause of a view's message (CITEM_TRAIN/CLEAN/EVAL at severity sev), from the state it
 // describes: the noise scale, the other views, the deaths ("" for other items).
 void collapse_cause(const CollapseState *s, int item, int sev, char *buf, size_t n);
+// THE message with what changed since the episode opened: collapse_format, then for a view whose
+// largest share or expert moved since its onset " (now 41% to e7)" (records, banner, ctl status).
+void collapse_format_now(const CollapseState *s, int item, int expert, const char *layer, char *buf, size_t n);
 // The most severe open item of the layer (CITEM_*, and its expert for a death), -1 if none.
 int collapse_top_item(const CollapseState *s, int *expert);
 // The routing panel's forecast line, e.g. "clean share 0.42, rising: threshold in ~600 steps" ("" if none).

@@ -318,7 +318,7 @@ static void trainer_collapse_fill(const CollapseState *cs, const char *name, int
         *reason |= COLLAPSE_DEAD;
     int ex = -1;
     const int item = collapse_top_item(cs, &ex);
-    if (text && n) collapse_format(cs, item, ex, name, text, n);
+    if (text && n) collapse_format_now(cs, item, ex, name, text, n);
 }
 
 int trainer_nlayers(const Trainer *t) { return t->nbl + (t->cfg.model.head.kind != HEAD_DENSE); }
@@ -823,7 +823,7 @@ static void fill_eval_routing(Trainer *t, EvalRecord *er) {
     er->rho_nominal = model_rho_nominal(m);
     er->moe = *p; /* the primary layer's statistics */
     er->train_rho_realized = t->ep.rho / nb; /* the model total */
-    char text[192];
+    char text[256];
     trainer_collapse_union(t, &er->collapsed, &er->collapse_reason, &er->collapse_views, &er->collapse_first_step,
                            &er->alarm, text, sizeof text);
     er->collapse_first_train = er->collapse_first_clean = er->collapse_first_eval = -1;

@@ -303,6 +303,8 @@ static void test_softmoe_gate_mass(const Dataset *ds) {
 }
 
 /* CollapseState alone: thresholds, first step and episodes per view, the rising edge. */
+static int has(const char *s, const char *sub) { return strstr(s, sub) != NULL; }
+
 static void test_state(void) {
     RouteWinConfig rc;
     routewin_defaults(&rc);
@@ -385,6 +387,23 @@ static void test_state(void) {
     CHECK(collapse_push_eval(&s, &high, 100) == CVIEW_BIT_EVAL && s.view[CVIEW_EVAL].since == 100,
           "one evaluation at 65%% (past 0.5 by the hysteresis): an episode at once");
     CHECK(collapse_push_eval(&s, &hov, 200) == 0 && s.view[CVIEW_EVAL].flag, "52%% next: it stays (exit at 0.4)");
+    collapse_free(&s);
+
+    /* one episode, one message: the message as the episode opened (the event's) for its whole life,
+     * and with the current value said as such ("now ...") where the banner and ctl show it */
+    CHECK(collapse_init(&s, &hc, 4, 0) == ML_OK, "init (one message)");
+    collapse_set_warmup(&s, 0);
+    char ev[256], later[256], now[256];
+    CHECK(collapse_push_eval(&s, &high, 100) == CVIEW_BIT_EVAL, "an evaluation episode opens at 65%% on e0");
+    collapse_format(&s, CITEM_EVAL, -1, NULL, ev, sizeof ev); /* what the event carries */
+    CollapseEvalInput moved = {.E = 4, .load = {10, 15, 45, 30}, .selected_dead = 0};
+    CHECK(collapse_push_eval(&s, &moved, 200) == 0 && s.view[CVIEW_EVAL].flag, "45%% on e2: the episode stays open");
+    collapse_format(&s, CITEM_EVAL, -1, NULL, later, sizeof later);
+    collapse_format_now(&s, CITEM_EVAL, -1, NULL, now, sizeof now);
+    CHECK(!strcmp(ev, later) && has(ev, "65% of test first choices to e0"),
+          "the message does not drift: \"%s\" then \"%s\"", ev, later);
+    CHECK(!strncmp(now, ev, strlen(ev)) && !strcmp(now + strlen(ev), " (now 45% to e2)"),
+          "the banner's form is the message and what changed, said as such: \"%s\"", now);
     collapse_free(&s);
 }
 
@@ -529,6 +548,7 @@ static void test_alarm(void) {
      *    once the share is below 0.4 for `confirm` steps */
     CHECK(collapse_init(&s, &rc, 8, 0) == ML_OK, "collapse_init");
     collapse_set_warmup(&s, 0);
+    s.noise = 1.0; /* the training selection's noise (the trainer sets it every step) */
     step = 0;
     for (int i = 0; i < 50; i++) push(&s, ++step, 0.3, 5, NULL, 0.2);
     long opened = -1;
@@ -545,7 +565,6 @@ static void test_alarm(void) {
     CHECK(collapse_alarm(&s) == ALARM_WARNING && collapse_item_alarm(&s, CITEM_CLEAN) == ALARM_WARNING,
           "severity: only the clean router concentrates -> a warning (yellow)");
     char msg[192];
-    s.noise = 1.0;
     collapse_format(&s, CITEM_CLEAN, -1, NULL, msg, sizeof msg);
     CHECK(!strncmp(msg, "WARNING clean router: ", 22) && strstr(msg, "of first choices to e5") &&
               strstr(msg, "the selection noise (1) is doing the balancing"),
@@ -570,8 +589,13 @@ static void test_alarm(void) {
               collapse_item_alarm(&s, CITEM_CLEAN) == ALARM_COLLAPSE,
           "severity: the training selection concentrating -> a collapse (red), the clean view with it");
     collapse_format(&s, CITEM_TRAIN, -1, "moe2", msg, sizeof msg);
-    CHECK(!strncmp(msg, "COLLAPSE moe2 training: 90% of first choices to e2", 50) && strstr(msg, "experts starve"),
-          "the collapse message: \"%s\"", msg);
+    CHECK(!strncmp(msg, "COLLAPSE moe2 training: ", 24) && strstr(msg, "% of first choices to e2") &&
+              strstr(msg, "experts starve") && !strstr(msg, "now"),
+          "the collapse message (as the episode opened): \"%s\"", msg);
+    char msgnow[256];
+    collapse_format_now(&s, CITEM_TRAIN, -1, "moe2", msgnow, sizeof msgnow);
+    CHECK(!strncmp(msgnow, msg, strlen(msg)) && !strcmp(msgnow + strlen(msg), " (now 90% to e2)"),
+          "with the current share said as such: \"%s\"", msgnow);
     int ex = -2;
     CHECK(collapse_top_item(&s, &ex) == CITEM_TRAIN && ex == -1, "the top item is the training view");
     collapse_free(&s);
@@ -685,7 +709,6 @@ static void test_idle(const Dataset *ds) {
 }
 
 /* ---- every cause clause follows from the state it describes (noise scale, views, deaths) */
-static int has(const char *s, const char *sub) { return strstr(s, sub) != NULL; }
 
 static void test_causes(void) {
     RouteWinConfig rc;

@@ -12,7 +12,7 @@ typedef struct {
     int collapsed, reason, dead, E, views, alarm;
     double entropy;
     long step, first;
-    char text[192];
+    char text[256];
     char note[512];
 } BannerView;
 

@@ -31,7 +31,7 @@ typedef struct {
     double tau, loss, acc, test_acc, img_s;
     int collapsed; /* a red collapse in any routed layer, at the last step record */
     int alarm;     /* AlarmLevel of the last step record */
-    char alarm_text[192]; /* its message (collapse_format: the banner's and the log's) */
+    char alarm_text[256]; /* its message (collapse_format: the banner's and the log's) */
     int nlayers;   /* routed layers (0: a dense run) */
     char layer[REC_MAX_LAYERS][REC_LAYER_NAME];
     double layer_tau[REC_MAX_LAYERS]; /* each layer's temperature at the last step record */
