@@ -655,6 +655,11 @@ static void test_alarm_follow(void) {
     CHECK(view_alarm_expert(&r) == 7, "stored step, expert death: the dead expert (e7): %d", view_alarm_expert(&r));
     snprintf(r.collapse_text, sizeof r.collapse_text, "EXPERT DEATH moe2 e11: no kept pair for 100 steps (1/16 dead: e11)");
     CHECK(view_alarm_expert(&r) == 11, "the message's expert (EXPERT DEATH moe2 e11): %d", view_alarm_expert(&r));
+    snprintf(r.collapse_text, sizeof r.collapse_text,
+             "COLLAPSE training: 100%% of first choices to e10, load entropy 0.41, since step 228 (experts starve) "
+             "(now 100%% to e13)");
+    CHECK(view_alarm_expert(&r) == 13, "an episode whose expert changed: the one it is on now (e13): %d",
+          view_alarm_expert(&r));
     r.alarm = 0;
     r.collapsed = 0;
     CHECK(view_alarm_expert(&r) == -1, "no alarm: no expert");

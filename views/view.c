@@ -65,26 +65,36 @@ void view_free_panels(View v[PANEL_COUNT], int have[PANEL_COUNT]) {
     }
 }
 
-int view_alarm_expert(const StepRecord *r) {
-    if (!r || !r->has_moe || (r->alarm <= 0 && !r->collapsed)) return -1;
-    const int E = r->moe.E;
-    for (const char *p = r->collapse_text; *p; p++) { /* "... to e3, ...", "EXPERT DEATH e5: ..." */
-        if (*p != 'e' || !isdigit((unsigned char)p[1]) || (p > r->collapse_text && isalnum((unsigned char)p[-1])))
-            continue;
+/* The first "eN" word of text (N < E), -1 if none. */
+static int first_expert_word(const char *text, const char *from, int E) {
+    for (const char *p = from; *p; p++) {
+        if (*p != 'e' || !isdigit((unsigned char)p[1]) || (p > text && isalnum((unsigned char)p[-1]))) continue;
         char *end;
         const long e = strtol(p + 1, &end, 10);
         if (!isalnum((unsigned char)*end) && e >= 0 && e < E) return (int)e;
     }
+    return -1;
+}
+
+int view_alarm_expert(const StepRecord *r) {
+    if (!r || !r->has_moe || (r->alarm <= 0 && !r->collapsed)) return -1;
+    const int E = r->moe.E;
+    /* "... to e3, ...", "EXPERT DEATH e5: ..."; an episode whose expert changed since its onset says
+     * where it is now, "(now 97% to e13)": that one */
+    const char *now = strstr(r->collapse_text, "(now ");
+    int e = now ? first_expert_word(r->collapse_text, now, E) : -1;
+    if (e < 0) e = first_expert_word(r->collapse_text, r->collapse_text, E);
+    if (e >= 0) return e;
     const int *count = r->collapse_views & CVIEW_BIT_TRAIN ? r->moe.first
                        : r->collapse_views & CVIEW_BIT_CLEAN ? r->moe.clean_first
                                                              : NULL;
     if (count) {
         int best = -1;
-        for (int e = 0; e < E; e++)
-            if (count[e] > 0 && (best < 0 || count[e] > count[best])) best = e;
+        for (int i = 0; i < E; i++)
+            if (count[i] > 0 && (best < 0 || count[i] > count[best])) best = i;
         if (best >= 0) return best;
     }
-    for (int e = 0; e < E && e < 63; e++)
-        if ((unsigned long)r->dead_mask >> e & 1u) return e;
+    for (int i = 0; i < E && i < 63; i++)
+        if ((unsigned long)r->dead_mask >> i & 1u) return i;
     return -1;
 }

@@ -150,7 +150,7 @@ void view_title(const View *v, char *buf, size_t n);
  * memory (nothing left allocated). */
 int view_make_panels(View v[PANEL_COUNT], int have[PANEL_COUNT], const ViewCtx *ctx);
 /* The expert the alarm of step record r names (the banner's: the first "eN" word of its
- * collapse_text), -1 when r has no alarm. A stored step without the message (attach, the browser)
+ * collapse_text, or the one after "(now " when the episode's expert changed), -1 when r has no alarm. A stored step without the message (attach, the browser)
  * falls back to its columns: the largest first-choice count of the flagged view (training: noisy,
  * clean router: clean), else the lowest dead expert. The heatmap and load panels scroll to it. */
 int view_alarm_expert(const StepRecord *r);
