@@ -252,7 +252,7 @@ static int judge_margin(const CollapseState *s, double entropy, double share, in
 /* One judged step of a window view: an episode opens when the entry condition has held for
  * cfg.confirm steps running (its onset: the first of them), and closes when the exit condition
  * (the thresholds moved back by the hysteresis) has failed for cfg.confirm steps running. */
-static int view_judge(CollapseState *s, int v, const RouteWin *w, int dead, long step) {
+static int view_judge(CollapseState *s, int v, const RouteWin *w, int dead, long step, int expert) {
     CollapseView *cv = &s->view[v];
     cv->entropy = routewin_load_entropy(w);
     cv->share = routewin_max_share(w);
@@ -260,6 +260,7 @@ static int view_judge(CollapseState *s, int v, const RouteWin *w, int dead, long
     long mx = -1;
     for (int e = 0; e < s->E; e++)
         if (w->sum[e] > mx) mx = w->sum[e], cv->expert = e;
+    if (expert >= 0) cv->expert = expert; /* set before a rise: the episode's message names it */
     const int need = s->cfg.min_steps < s->cfg.window ? s->cfg.min_steps : s->cfg.window;
     if (w->n < need || w->n == 0) { /* not judged yet (warm-up, or the window still filling) */
         cv->pending = 0;
@@ -406,15 +407,16 @@ int collapse_push_step(CollapseState *s, const MoeStepStats *st, long step) {
     }
     deaths_update(s, &s->train, step);
     const int nd = collapse_dead_count(s);
-    const int tr = view_judge(s, CVIEW_TRAIN, &s->train, nd, step);
-    if (!s->soft) { /* the training view's expert: the most frequent noisy first choice */
-        int arg = 0;
+    int arg = -1;
+    if (!s->soft) { /* the training view's expert: the most frequent noisy first choice (kept counts
+                     * are capped at C, so their largest is not the expert the router prefers) */
+        arg = 0;
         for (int e = 1; e < E; e++)
             if (s->first_ema[e] > s->first_ema[arg]) arg = e;
-        s->view[CVIEW_TRAIN].expert = arg;
     }
+    const int tr = view_judge(s, CVIEW_TRAIN, &s->train, nd, step, arg);
     if (tr) s->fired |= CVIEW_BIT_TRAIN;
-    if (!s->soft && view_judge(s, CVIEW_CLEAN, &s->clean, routewin_dead_count(&s->clean, NULL), step))
+    if (!s->soft && view_judge(s, CVIEW_CLEAN, &s->clean, routewin_dead_count(&s->clean, NULL), step, -1))
         s->fired |= CVIEW_BIT_CLEAN;
     forecast_update(s);
     if (idle_update(s, st, step)) s->fired |= CVIEW_BIT_IDLE;
@@ -571,8 +573,9 @@ static void dead_list(const CollapseState *s, char *buf, size_t n) {
  *                    collapsed since step S / not concentrated at its last run (X%) / not run yet
  *   clean, collapse: and the training selection too
  *   evaluation:      the training side as it is (the message already says the test set goes to
- *                    few experts): the training selection / clean router concentrated too, N/E
- *                    dead in training, the training batches balanced, or not judged yet
+ *                    few experts): the training selection / clean router concentrated too (or
+ *                    concentrating: over the threshold, not yet confirmed), N/E dead in training,
+ *                    the training batches balanced, or not judged yet
  * The longest message (a layer, a dead count, every clause) fits the records' 192 bytes. */
 void collapse_cause(const CollapseState *s, int item, int sev, char *buf, size_t n) {
     buf[0] = 0;
@@ -595,9 +598,11 @@ void collapse_cause(const CollapseState *s, int item, int sev, char *buf, size_t
         else snprintf(evs, sizeof evs, "evaluation, without noise, will follow it");
         snprintf(buf, n, "%s; %s", bal, evs);
     } else if (item == CVIEW_EVAL) {
-        const char *trs = s->view[CVIEW_TRAIN].flag   ? "the training selection too"
-                          : s->view[CVIEW_CLEAN].flag ? "the clean router too, training selection balanced"
-                          : nd                        ? ""
+        const char *trs = s->view[CVIEW_TRAIN].flag      ? "the training selection too"
+                          : s->view[CVIEW_TRAIN].pending ? "the training selection concentrating too"
+                          : s->view[CVIEW_CLEAN].flag    ? "the clean router too, training selection balanced"
+                          : s->view[CVIEW_CLEAN].pending ? "the clean router concentrating"
+                          : nd                           ? ""
                           : s->train.n > 0            ? "the training batches look balanced"
                                                       : "training not judged yet";
         snprintf(buf, n, "%s%s%s", trs, trs[0] && nd ? "; " : "", deaths);

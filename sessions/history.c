@@ -236,6 +236,39 @@ static ml_status read_events(const Ld *L, SessionHistory *h) {
 
 /* ------------------------------------------------------------------ /steps */
 
+/* The message of an alarm event ("collapse at step N (VIEW view, ...): MESSAGE", "warning at ...",
+ * "expert death at ..."), or NULL for any other event; *cat its item: 0 training view, 1
+ * evaluation, 2 clean router, 3 expert death, 4 idle router. */
+static const char *alarm_event_message(const char *text, int *cat) {
+    static const char *const kinds[] = {"collapse at step ", "warning at step ", "expert death at step "};
+    for (size_t k = 0; k < sizeof kinds / sizeof *kinds; k++)
+        if (!strncmp(text, kinds[k], strlen(kinds[k]))) {
+            const char *m = strstr(text, "): ");
+            if (!m || !m[3]) return NULL;
+            *cat = k == 2                               ? 3
+                   : strstr(text, "(training view")     ? 0
+                   : strstr(text, "(evaluation view")   ? 1
+                   : strstr(text, "(clean router view") ? 2
+                                                        : 4;
+            return m + 3;
+        }
+    return NULL;
+}
+
+/* The banner's message of a stored step with an open alarm: the event message of its most severe
+ * open item, in the live run's order (collapse_top_item: training, evaluation, a red death, the
+ * clean router, a death, the idle router), from the views and dead experts the step records. */
+static const char *alarm_step_message(const StepRecord *s, const char *const *msg) {
+    const int red_death = msg[3] && !strncmp(msg[3], "COLLAPSE", 8);
+    if ((s->collapse_views & CVIEW_BIT_TRAIN) && msg[0]) return msg[0];
+    if ((s->collapse_views & CVIEW_BIT_EVAL) && msg[1]) return msg[1];
+    if (s->dead_experts > 0 && red_death) return msg[3];
+    if ((s->collapse_views & CVIEW_BIT_CLEAN) && msg[2]) return msg[2];
+    if (s->dead_experts > 0 && msg[3]) return msg[3];
+    if ((s->collapse_views & CVIEW_BIT_IDLE) && msg[4]) return msg[4];
+    return NULL;
+}
+
 static int event_set_cf(const SessionEventRow *e, double *cf) {
     const char *p = e->text;
     if (strncmp(p, "set cf ", 7)) return 0;
@@ -349,7 +382,8 @@ static ml_status read_steps(const Ld *L, SessionHistory *h, const json_t *cfg) {
      * changed by "set cf X" events; unknown without a readable model.head.cf */
     double cf = 0;
     const int cf_known = session_config_num(cfg, "model.head.cf", -HUGE_VAL, HUGE_VAL, &cf) == 1;
-    long ev = 0; /* (the first row read walks the events before it) */
+    long ev = 0, aev = 0; /* (the first row read walks the events before it) */
+    const char *alarm_msg[5] = {0}; /* the latest alarm event's message of each item, at or before the step */
     for (long i = have; i < ns; i++) {
         StepRecord *s = &h->steps[i];
         MoeStepStats *m = &s->moe;
@@ -360,6 +394,15 @@ static ml_status read_steps(const Ld *L, SessionHistory *h, const json_t *cfg) {
         m->training = 1;
         m->tau = s->tau;
         for (; ev < h->nevents && h->events[ev].step < s->step; ev++) event_set_cf(&h->events[ev], &cf);
+        /* /steps store no message: a step with an open alarm shows the message its episode's event
+         * carries (THE message, the one the live run showed), not a text of its own */
+        for (; aev < h->nevents && h->events[aev].step <= s->step; aev++) {
+            int cat = 0;
+            const char *am = alarm_event_message(h->events[aev].text, &cat);
+            if (am) alarm_msg[cat] = am;
+        }
+        const char *am = s->alarm > 0 ? alarm_step_message(s, alarm_msg) : NULL;
+        if (am) snprintf(s->collapse_text, sizeof s->collapse_text, "%s", am);
         if (!is_moe_head) m->dropless = 1;
         else m->dropless = m->capacity >= h->batch && (!cf_known || !(cf > 0));
     }

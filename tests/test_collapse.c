@@ -742,6 +742,11 @@ static void test_causes(void) {
     collapse_format(&s, CITEM_EVAL, -1, NULL, m, sizeof m);
     CHECK(has(m, "COLLAPSE evaluation") && has(m, "(the training batches look balanced)"),
           "evaluation alone, training balanced and no death: 'the training batches look balanced': \"%s\"", m);
+    s.view[CVIEW_TRAIN].pending = 5;
+    collapse_format(&s, CITEM_EVAL, -1, NULL, m, sizeof m);
+    CHECK(has(m, "the training selection concentrating too") && !has(m, "look balanced"),
+          "evaluation while the training view is over the threshold, unconfirmed: never 'look balanced': \"%s\"", m);
+    s.view[CVIEW_TRAIN].pending = 0;
     s.dead[0] = s.dead[4] = 1, s.dead_since[0] = s.dead_since[4] = 170;
     collapse_format(&s, CITEM_EVAL, -1, NULL, m, sizeof m);
     CHECK(has(m, "2/8 dead in training") && !has(m, "look balanced"),

@@ -385,6 +385,10 @@ static void on_event(const TrainerEvent *e, void *user) {
     char text[sizeof e->text + 32];
     snprintf(text, sizeof text, "%s  # %s", e->text, from); /* command_parse reads past the comment */
     runsession_event(user, e->step, text);
+    /* a command can leave the run waiting (pause): what it has done so far reaches the file now,
+     * so that attach, browse and export see the step the run waits at (records are otherwise
+     * flushed every 2 s of training) */
+    if (rs->active && !rs->failed && session_flush(&rs->w) != ML_OK) report(rs, "flushing live.h5");
 }
 
 void runsession_hooks(RunSession *rs, TrainHooks *h) {
