@@ -435,10 +435,10 @@ static void test_scalars_warn(void) {
 
 /* Issue #40 item 5. The status bar at 80 columns shows the latest test accuracy (it drops img/s,
  * then the bar, first); wide, the bar and img/s stay; the browser keeps its bar (the scrubber). */
-static void status_with(View *v, const ViewCtx *ctx, int with_eval) {
+static void status_with_note(View *v, const ViewCtx *ctx, int with_eval, const char *note) {
     view_init(v, &view_status_class, ctx);
     const RunStatus st = {.state = "RUNNING", .state_role = TH_RUNNING, .step = 12345, .epoch = 12,
-                          .img_per_s = 10762, .eta = 3725, .elapsed = 1234, .session = "runs/x", .note = ""};
+                          .img_per_s = 10762, .eta = 3725, .elapsed = 1234, .session = "runs/x", .note = note};
     const ViewMsg ms = {.kind = VIEW_MSG_STATUS, .status = &st};
     view_update(v, &ms);
     StepRecord r;
@@ -455,6 +455,8 @@ static void status_with(View *v, const ViewCtx *ctx, int with_eval) {
         view_update(v, &me);
     }
 }
+
+static void status_with(View *v, const ViewCtx *ctx, int with_eval) { status_with_note(v, ctx, with_eval, ""); }
 
 static void test_status_acc(void) {
     Theme t;
@@ -479,6 +481,25 @@ static void test_status_acc(void) {
         if (widths[i] >= 120)
             CHECK(strstr(r1, "10762 img/s") && strchr(r1, '['), "status at %d columns keeps the bar and img/s: '%s'",
                   widths[i], r1);
+        view_free(&v);
+    }
+    { /* a note (attach's): both at 120 columns; at 80, where both cannot fit, the accuracy */
+        View v;
+        status_with_note(&v, &ctx, 1, "attached (pid 12345)");
+        werase(w);
+        view_draw(&v, w, (Rect){0, 0, 120, 2});
+        CHECK(strstr(row(w, 1), "attached (pid 12345)") && strstr(row(w, 1), "test acc 97.80%"),
+              "status at 120 columns with a note: the note and the accuracy: '%s'", row(w, 1));
+        werase(w);
+        view_draw(&v, w, (Rect){0, 0, 80, 2});
+        CHECK(strstr(row(w, 1), "test acc 97.80%") != NULL, "status at 80 columns with a note: the accuracy: '%s'",
+              row(w, 1));
+        view_free(&v);
+        status_with_note(&v, &ctx, 1, "q to exit");
+        werase(w);
+        view_draw(&v, w, (Rect){0, 0, 90, 2});
+        CHECK(strstr(row(w, 1), "q to exit") && strstr(row(w, 1), "test acc 97.80%"),
+              "status at 90 columns with a short note: both, the bar and img/s giving way: '%s'", row(w, 1));
         view_free(&v);
     }
     { /* no evaluation yet at 80 columns: the bar and img/s as before */

@@ -160,12 +160,19 @@ static void status_draw(View *v, WINDOW *w, Rect r) {
     else snprintf(rate, sizeof rate, "-- img/s");
     fmt_duration(eta, sizeof eta, s->eta);
     fmt_duration(el, sizeof el, s->elapsed);
-    /* the latest test accuracy outranks the bar's width and the rate: on the live screen a narrow
-     * row (80 columns) first drops img/s, then the bar, so that it stays (the browser keeps its
-     * bar: it is the epoch scrubber) */
-    char acc[48] = "";
+    /* the note (attach's "attached", the browser's cursor, "q to exit") and the latest test
+     * accuracy outrank the bar's width and the rate: on the live screen a narrow row (80 columns)
+     * first drops img/s, then the bar, so that they stay; when both cannot, the accuracy stays
+     * (the browser keeps its bar: it is the epoch scrubber) */
+    char acc[48] = "", note[200] = "";
     if (s->have_eval) snprintf(acc, sizeof acc, "  test acc %.2f%%", 100.0 * s->test_acc);
-    const int acc_len = utf8_cells(acc);
+    if (s->note[0]) snprintf(note, sizeof note, "  %s", s->note);
+    int acc_len = utf8_cells(acc) + utf8_cells(note);
+    if (acc[0] && note[0] && !c->browse) { /* both, without the bar and img/s? */
+        char shortest[64];
+        snprintf(shortest, sizeof shortest, " %4.1f%%  ETA %s", 100.0 * frac, eta);
+        if (x + utf8_cells(shortest) + acc_len > xmax) note[0] = '\0', acc_len = utf8_cells(acc), dropped = 1;
+    }
     /* fixed tail after the bar */
     char tail[128];
     if (c->browse) snprintf(tail, sizeof tail, " %4.1f%%", 100.0 * frac);
@@ -193,12 +200,9 @@ static void status_draw(View *v, WINDOW *w, Rect r) {
         x = put_seg(w, y, x, xmax, A_NORMAL, "]", &dropped);
     }
     x = put_seg(w, y, x, xmax, A_NORMAL, tail, &dropped);
-    /* optional segments, in order of importance (the note only where the accuracy still fits) */
-    if (s->note[0]) {
-        snprintf(buf, sizeof buf, "  %s", s->note);
-        x = put_seg(w, y, x, xmax - acc_len, t->role[TH_WARN], buf, &dropped);
-    }
-    if (acc_len) x = put_seg(w, y, x, xmax, t->role[TH_ACC], acc, &dropped);
+    /* optional segments, in order of importance */
+    if (note[0]) x = put_seg(w, y, x, xmax, t->role[TH_WARN], note, &dropped);
+    if (acc[0]) x = put_seg(w, y, x, xmax, t->role[TH_ACC], acc, &dropped);
     if (s->have_step && c->has_moe) {
         snprintf(buf, sizeof buf, "  %s %.3g", t->utf8 ? "\u03c4" : "tau", (double)s->tau);
         x = put_seg(w, y, x, xmax, A_NORMAL, buf, &dropped);
