@@ -136,10 +136,11 @@ cap >"$T/sess.txt"
 # their time axis: a row labelled alarm (or the axis row, in a short panel) with red ━ marks
 check "session: the loss curves mark the collapse on their time axis ('alarm' and ━ in the curves panel)" \
   bash -c "grep -Eq '^│ *alarm.*━' '$T/sess.txt'"
-if grep -q '^ COLLAPSE at step' "$T/sess.txt"; then
-  # the stored step's banner (red): wrapped onto a second row at a word, nothing cut
+if grep -Eq '^ COLLAPSE (training|evaluation|clean router)' "$T/sess.txt"; then
+  # the stored step's banner (red): the message of its episode's event, wrapped onto a second row
+  # at a word, nothing cut (it ends in its cause's closing parenthesis)
   banner=$(sed -n '3,4p' "$T/sess.txt" | tr '\n' ' ')
-  check "banner: whole on two rows, ending in its dead count (not cut)" bash -c "grep -Eq 'dead [0-9]+/[0-9]+ *\$' <<<'$banner'"
+  check "banner: whole on two rows, ending in its cause (not cut)" bash -c "grep -Eq '\) *\$' <<<'$banner'"
   check "banner: no parenthesis left open" bash -c "l='$banner'; [ \$(tr -cd '(' <<<\"\$l\" | wc -c) = \$(tr -cd ')' <<<\"\$l\" | wc -c) ]"
 else
   bad "banner: the collapse banner is shown (--collapse-share 0.05 flags every run)"
