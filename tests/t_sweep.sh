@@ -204,6 +204,12 @@ check "one kept pair per sample at every k: realized rho equal across k" grep -q
 "$BIN" sweep --preset imagenet-topk --out IT --dry-run > IT.log 2>&1; rc=$?
 check "imagenet-topk: 6 configurations x 2 seeds at 64x64 (dry run)" \
     bash -c "[ $rc = 0 ] && grep -q '6 configurations x 2 seeds = 12 runs' IT.log && grep -q 'synthetic:64x64x3:100' IT.log"
+# a preset's option the user gives too is recorded once, the user's (was `--epochs 3 --epochs 1`)
+"$BIN" sweep --preset temperature --epochs 1 --out TE --dry-run > TE.log 2>&1; rc=$?
+check "a preset option given again (--epochs 1): every run's command holds it once, the user's value" \
+    bash -c "[ $rc = 0 ] && [ \$(grep -c '^\[[0-9]*/[0-9]*\].* moelab train ' TE.log) -gt 0 ] &&
+             ! grep '^\[[0-9]*/[0-9]*\].* moelab train ' TE.log | grep -v -- ' --epochs 1 ' | grep -q . &&
+             ! grep -E -- '--epochs [0-9]+ .*--epochs' TE.log"
 "$BIN" train --dataset synthetic:16x16x3:4:256 --moe-after none --ffn-after 2+3 --dry-run > none.log 2>&1; rc=$?
 check "--moe-after none --ffn-after 2+3 is a valid model" [ $rc = 0 ]
 "$BIN" train --dataset synthetic:16x16x3:4:256 --moe-after 2+ --dry-run > bad.log 2>&1; rc=$?

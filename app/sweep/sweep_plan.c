@@ -13,6 +13,26 @@
 
 /* ------------------------------------------------------------------ string lists */
 
+/* 1 or 2 (the entries the preset's option at b spans: "--key=V" or a flag, "--key V") when the
+ * user's part of the base options gives the same option, else 0. */
+static int plan_user_overrides(const Plan *p, const char *b) {
+    const char *name = b + 2;
+    const size_t kl = strcspn(name, "=");
+    int takes = 0;
+    AppOptionInfo info;
+    for (int r = 0; app_option_info(r, &info) >= 0; r++)
+        if (strlen(info.name) == kl && !strncmp(info.name, name, kl)) {
+            takes = info.takes_value;
+            break;
+        }
+    for (int u = p->nbase_preset; u < p->base.n; u++) {
+        const char *o = p->base.v[u];
+        if (strncmp(o, "--", 2) || strncmp(o + 2, name, kl) || (o[2 + kl] != 0 && o[2 + kl] != '=')) continue;
+        return name[kl] == '=' || !takes ? 1 : 2;
+    }
+    return 0;
+}
+
 int sweep_sl_push(StrList *l, const char *s) {
     if (l->n + 2 > l->cap) {
         const int cap = l->cap ? 2 * l->cap : 16;
@@ -168,6 +188,20 @@ int sweep_plan_build(Plan *p) {
             return -1;
         }
         p->user_threads = o.train.threads != -77;
+    }
+    /* a preset's option that the user gives too is dropped (the user's decides: recorded once, in
+     * every run's command line and in `sweep --show`, not `--epochs 3 --epochs 1`) */
+    for (int i = 0; i < p->nbase_preset;) {
+        const char *b = p->base.v[i];
+        const int drop = b[0] == '-' && b[1] == '-' ? plan_user_overrides(p, b) : 0;
+        if (!drop) {
+            i++;
+            continue;
+        }
+        for (int k = 0; k < drop; k++) free(p->base.v[i + k]);
+        memmove(p->base.v + i, p->base.v + i + drop, sizeof(char *) * (size_t)(p->base.n - i - drop + 1));
+        p->base.n -= drop;
+        p->nbase_preset -= drop;
     }
     /* base options that an axis sets are dropped (the axis decides) */
     for (int i = 0; i < p->base.n;) {

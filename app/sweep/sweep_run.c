@@ -104,6 +104,43 @@ static void normalize_args(StrList *l) {
     if (l->v) l->v[w] = NULL;
 }
 
+/* Entries of the option at l->v[i]: 1 ("--key=V" or a flag), 2 ("--key V"), 0 if not an option. */
+static int option_span(const StrList *l, int i, size_t *klen) {
+    const char *a = l->v[i];
+    if (strncmp(a, "--", 2)) return 0;
+    *klen = strcspn(a + 2, "=");
+    if (a[2 + *klen] == '=') return 1;
+    AppOptionInfo info;
+    for (int r = 0; app_option_info(r, &info) >= 0; r++)
+        if (strlen(info.name) == *klen && !strncmp(info.name, a + 2, *klen)) return info.takes_value && i + 1 < l->n ? 2 : 1;
+    return 1;
+}
+
+/* An option given twice counts once, the last (a sweep before the overrides were folded recorded
+ * a preset's `--epochs 4` and the user's `--epochs 1` both: the same run as `--epochs 1` alone). */
+static void dedupe_args(StrList *l) {
+    int w = 0;
+    for (int i = 0; i < l->n;) {
+        size_t kl = 0;
+        const int span = option_span(l, i, &kl);
+        int later = 0;
+        for (int j = i + (span ? span : 1); span && j < l->n && !later;) {
+            size_t kj = 0;
+            const int sj = option_span(l, j, &kj);
+            if (sj && kj == kl && !strncmp(l->v[j] + 2, l->v[i] + 2, kl)) later = 1;
+            j += sj ? sj : 1;
+        }
+        const int n = span ? span : 1;
+        for (int k = 0; k < n && i + k < l->n; k++) {
+            if (later) free(l->v[i + k]);
+            else l->v[w++] = l->v[i + k];
+        }
+        i += n;
+    }
+    l->n = w;
+    if (l->v) l->v[w] = NULL;
+}
+
 /* The same command line meant other defaults before issue 33 (selection noise 1, alpha 0.01, tau
  * constant 1): 1 if the session's stored configuration has the noise, alpha and temperature
  * schedule this moelab would give run r, else 0 with why set. */
@@ -151,6 +188,8 @@ static int session_matches(const Plan *p, int r, const char *dir, char *why, siz
     sweep_run_train_args(p, r % p->nconfigs, r / p->nconfigs + p->seed0, &want);
     normalize_args(&stored);
     normalize_args(&want);
+    dedupe_args(&stored);
+    dedupe_args(&want);
     char a[4096], b[4096];
     command_line_join(a, sizeof a, stored.n, stored.v);
     command_line_join(b, sizeof b, want.n, want.v);
