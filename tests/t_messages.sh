@@ -201,7 +201,10 @@ for ((i = 0; i < 50; i++)); do kill -0 "$pid" 2>/dev/null || break; sleep 0.1; d
 if grep -Eq '^r .* running ' list1.txt && grep -Eq '^r .* stale ' list2.txt && grep -q 'no process holds the session' list2.txt; then
   ok "a run killed a moment ago: listed running before, stale right after (the lock, not the status attribute)"
 else bad "killed run listing: $(cat list1.txt list2.txt)"; fi
-expect 3 "no process holds its lock (its status still says running: the run was killed or crashed); \`moelab train --resume K/r\`" -- \
+# the advice is the true one: --resume when a checkpoint was written before the kill, else start again
+if ls K/r/ckpt-*.h5 >/dev/null 2>&1; then advice="\`moelab train --resume K/r\` continues it from its last checkpoint"
+else advice="no checkpoint was written: start it again with \`rm K/r/live.h5 && moelab train --headless"; fi
+expect 3 "no process holds its lock (its status still says running: the run was killed or crashed); $advice" -- \
   "$BIN" attach K/r
 
 echo "t_messages: $pass passed, $fail failed"
