@@ -13,6 +13,14 @@
 
 /* ------------------------------------------------------------------ string lists */
 
+/* Removes base options [i, i + n) (a preset's entry: the preset's count shrinks with it). */
+static void base_remove(Plan *p, int i, int n) {
+    for (int k = 0; k < n; k++) free(p->base.v[i + k]);
+    memmove(p->base.v + i, p->base.v + i + n, sizeof(char *) * (size_t)(p->base.n - i - n + 1));
+    p->base.n -= n;
+    if (i < p->nbase_preset) p->nbase_preset -= n;
+}
+
 /* 1 or 2 (the entries the preset's option at b spans: "--key=V" or a flag, "--key V") when the
  * user's part of the base options gives the same option, else 0. */
 static int plan_user_overrides(const Plan *p, const char *b) {
@@ -194,14 +202,8 @@ int sweep_plan_build(Plan *p) {
     for (int i = 0; i < p->nbase_preset;) {
         const char *b = p->base.v[i];
         const int drop = b[0] == '-' && b[1] == '-' ? plan_user_overrides(p, b) : 0;
-        if (!drop) {
-            i++;
-            continue;
-        }
-        for (int k = 0; k < drop; k++) free(p->base.v[i + k]);
-        memmove(p->base.v + i, p->base.v + i + drop, sizeof(char *) * (size_t)(p->base.n - i - drop + 1));
-        p->base.n -= drop;
-        p->nbase_preset -= drop;
+        if (drop) base_remove(p, i, drop);
+        else i++;
     }
     /* base options that an axis sets are dropped (the axis decides) */
     for (int i = 0; i < p->base.n;) {
@@ -217,14 +219,8 @@ int sweep_plan_build(Plan *p) {
                 fprintf(stderr, "moelab sweep: note: %s%s%s is replaced by the --vary %s axis\n", b,
                         drop == 2 ? " " : "", drop == 2 ? p->base.v[i + 1] : "", p->axes[a].key);
         }
-        if (!drop) {
-            i++;
-            continue;
-        }
-        for (int k = 0; k < drop; k++) free(p->base.v[i + k]);
-        memmove(p->base.v + i, p->base.v + i + drop, sizeof(char *) * (size_t)(p->base.n - i - drop + 1));
-        p->base.n -= drop;
-        if (i < p->nbase_preset) p->nbase_preset -= drop;
+        if (drop) base_remove(p, i, drop);
+        else i++;
     }
     /* the product of the independent axes, the last one fastest */
     long nc = 1;
