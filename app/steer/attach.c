@@ -73,6 +73,7 @@ typedef struct {
     /* from the last `status` reply */
     long step, total;
     int epoch, epochs, paused;
+    long run_pid; /* the training process (ctl status pid=; 0 until known) */
     double img_s, tau;
     char state[24];
     int run_ended;
@@ -148,6 +149,7 @@ static void parse_status(Attach *a, const char *r) {
     if ((p = strstr(r, "epochs="))) a->epochs = atoi(p + 7);
     if ((p = strstr(r, "tau="))) a->tau = atof(p + 4);
     if ((p = strstr(r, "img_s="))) a->img_s = atof(p + 6);
+    if ((p = strstr(r, " pid="))) a->run_pid = atol(p + 5);
     if ((p = strstr(r, "state="))) {
         char s[24] = "";
         sscanf(p + 6, "%23s", s);
@@ -259,7 +261,9 @@ static void fill_status(Attach *a, RunStatus *rs, char *note, size_t noten) {
                   : -1.0;
     rs->elapsed = ml_now() - a->t_open;
     rs->session = a->dir;
-    snprintf(note, noten, "attached%s (pid %ld)", a->read_only ? " read-only" : "", (long)getpid());
+    /* the run's process, not this screen's (several attachers share one run) */
+    if (a->run_pid > 0) snprintf(note, noten, "attached%s to pid %ld", a->read_only ? " read-only" : "", a->run_pid);
+    else snprintf(note, noten, "attached%s", a->read_only ? " read-only" : "");
     rs->note = note;
 }
 
