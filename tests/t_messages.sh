@@ -201,6 +201,7 @@ for ((i = 0; i < 50; i++)); do kill -0 "$pid" 2>/dev/null || break; sleep 0.1; d
 if grep -Eq '^r .* running ' list1.txt && grep -Eq '^r .* stale ' list2.txt && grep -q 'no process holds the session' list2.txt; then
   ok "a run killed a moment ago: listed running before, stale right after (the lock, not the status attribute)"
 else bad "killed run listing: $(cat list1.txt list2.txt)"; fi
+check "the headless header says '1 thread' (not '1 threads')" bash -c "head -3 K.log | grep -Eq ', 1 thread\$'"
 # the advice is the true one: --resume when a checkpoint was written before the kill, else start again
 if ls K/r/ckpt-*.h5 >/dev/null 2>&1; then advice="\`moelab train --resume K/r\` continues it from its last checkpoint"
 else advice="no checkpoint was written: start it again with \`rm K/r/live.h5 && moelab train --headless"; fi
