@@ -171,6 +171,12 @@ cat "$T/sw.txt"
 check "sweep list: the finished run with its epochs and accuracy" grep -Eq '^1 +r1 +finished +2/2 +[0-9.]+ +[0-9.]+ +-' "$T/sw.txt"
 check "sweep list: the running run with an ETA" grep -Eq '^2 +r2 +running +[0-9]+/400 +[0-9.]+ +[0-9.]+ +[0-9]' "$T/sw.txt"
 check "sweep list: the sweep's ETA" grep -Eq '^sweep: 1 running, ETA [0-9]' "$T/sw.txt"
+# the runs in name order with numbers by value (seed=2 before seed=10), not the directory's order
+mkdir -p "$T/ord"
+for n in 10 2 1; do cp -r "$T/sweep/r1" "$T/ord/seed=$n"; done
+"$BIN" attach "$T/ord" </dev/null >"$T/ord.txt" 2>&1
+check "sweep list: runs in name order, numbers by value (seed=1, seed=2, seed=10)" \
+  bash -c "[ \"\$(grep -oE 'seed=[0-9]+' '$T/ord.txt' | tr '\n' ' ')\" = 'seed=1 seed=2 seed=10 ' ]"
 # the runs a sweep has not started yet (DIR/sweep.plan, as moelab sweep writes it): 2 more runs at
 # the mean run's time, one at a time, make the ETA longer than the running run's own
 secs() { sed -nE 's/^sweep: .*ETA ([0-9hms]+).*/\1/p' "$1" | awk '{ t = 0; s = $0
