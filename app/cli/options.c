@@ -330,6 +330,12 @@ static void print_wrapped(const char *text, int col) {
 
 /* Row i of the table as --help shows it: heading, metavar, the help text with the default, and
  * the choice words (NULL when free-form). 0 for a visible row, -1 past the end, 1 for a hidden one. */
+int app_option_takes_value(const char *name, size_t len) {
+    for (int i = 0; i < NOPTS; i++)
+        if (strlen(opts[i].name) == len && !strncmp(opts[i].name, name, len)) return opts[i].type != T_FLAG;
+    return -1;
+}
+
 int app_option_info(int i, AppOptionInfo *out) {
     static AppOptions d;
     static int init;

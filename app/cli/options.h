@@ -55,6 +55,9 @@ typedef struct {
     char metavar[512];          /* "N", "dw|std", or "" for a flag */
     char text[2048];            /* help text with the default, as in --help */
 } AppOptionInfo;
+/* The option named by the len bytes at name (without "--"): 1 if it takes a value, 0 for a flag,
+ * -1 if there is none (the sweep's comparison of command lines). */
+int app_option_takes_value(const char *name, size_t len);
 /* Row i: 0 visible, 1 hidden (accepted, not in --help), -1 past the end. */
 int app_option_info(int i, AppOptionInfo *out);
 

@@ -26,13 +26,7 @@ static void base_remove(Plan *p, int i, int n) {
 static int plan_user_overrides(const Plan *p, const char *b) {
     const char *name = b + 2;
     const size_t kl = strcspn(name, "=");
-    int takes = 0;
-    AppOptionInfo info;
-    for (int r = 0; app_option_info(r, &info) >= 0; r++)
-        if (strlen(info.name) == kl && !strncmp(info.name, name, kl)) {
-            takes = info.takes_value;
-            break;
-        }
+    const int takes = app_option_takes_value(name, kl) == 1;
     for (int u = p->nbase_preset; u < p->base.n; u++) {
         const char *o = p->base.v[u];
         if (strncmp(o, "--", 2) || strncmp(o + 2, name, kl) || (o[2 + kl] != 0 && o[2 + kl] != '=')) continue;

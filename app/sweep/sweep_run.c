@@ -110,10 +110,7 @@ static int option_span(const StrList *l, int i, size_t *klen) {
     if (strncmp(a, "--", 2)) return 0;
     *klen = strcspn(a + 2, "=");
     if (a[2 + *klen] == '=') return 1;
-    AppOptionInfo info;
-    for (int r = 0; app_option_info(r, &info) >= 0; r++)
-        if (strlen(info.name) == *klen && !strncmp(info.name, a + 2, *klen)) return info.takes_value && i + 1 < l->n ? 2 : 1;
-    return 1;
+    return app_option_takes_value(a + 2, *klen) == 1 && i + 1 < l->n ? 2 : 1;
 }
 
 /* An option given twice counts once, the last (a sweep before the overrides were folded recorded
